@@ -1,0 +1,93 @@
+"""The ``pyprof`` click group, and the one place where errors become exit codes.
+
+Subcommands live in their own modules and are registered in :data:`SUBCOMMANDS` as
+``"module:attribute"`` strings, imported lazily so that ``pyprof --help`` stays fast and a
+subcommand's heavy imports (pandas, sqlalchemy, torch) are paid only when it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from pyprof import __version__
+from pyprof.errors import PyprofError
+
+SUBCOMMANDS: dict[str, str] = {
+    "parse": "pyprof.cli.parse_cmd:parse",
+    "prof": "pyprof.cli.prof_cmd:prof",
+    "run": "pyprof.cli.run_cmd:run",
+    "calibrate": "pyprof.cli.calibrate_cmd:calibrate",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx):
+        return sorted(name for name in SUBCOMMANDS if self._load(name) is not None)
+
+    def get_command(self, ctx, name):
+        return self._load(name)
+
+    @staticmethod
+    def _load(name):
+        target = SUBCOMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:  # subcommand not built yet
+                return None
+            raise
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pyprof")
+def cli():
+    """pyprof: which layer, op and line of Python launched every kernel, and how far it is from the roofline.
+
+    \b
+    The workflow:
+      1. in your script:  import pyprof; pyprof.init()
+      2. profile:         nsys profile --trace=cuda,nvtx --export=sqlite -o net python train.py
+      3. attribute:       pyprof parse net.sqlite -o net.dict
+      4. report:          pyprof prof net.dict            (or --csv, --summary op)
+    Without a GPU or Nsight:  pyprof run examples/lenet.py   (torch.profiler, CPU)
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the group, turning :class:`PyprofError` into one line and its exit code."""
+    try:
+        cli.main(args=argv, prog_name="pyprof", standalone_mode=False)
+    except PyprofError as exc:
+        click.echo(f"pyprof: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("pyprof: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        # `pyprof prof net.dict | head`: quiet on a closed pipe.
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            sys.exit(0)
+    except KeyboardInterrupt:
+        click.echo("pyprof: interrupted", err=True)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

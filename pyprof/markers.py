@@ -1,0 +1,138 @@
+"""The pyprof marker payload: what ``pyprof.init()`` writes into NVTX ranges, and how it is read back.
+
+No torch import here: the parser and ``prof`` use this module on machines without PyTorch.
+
+Wire format (version 1)
+-----------------------
+Every pyprof range message is compact JSON whose first key is ``"pyprof"`` with the schema version,
+so a marker is recognised by its prefix ``{"pyprof":`` (constant :data:`PREFIX`) in any tool: Nsight
+(where the ranges also carry the NVTX domain :data:`DOMAIN`), nvprof, or a torch.profiler trace
+(where the same text is the name of a ``record_function`` range, which has no domain).
+
+``k`` says what the range is:
+
+* ``"op"``: one call of an instrumented API::
+
+    {"pyprof":1,"k":"op","ns":"torch.nn.functional","op":"conv2d",
+     "args":[{"name":"input","type":"tensor","shape":[8,3,32,32],"dtype":"float32",
+              "device":"cuda:0","contig":true,"grad":false}, {"name":"stride","type":"int","value":1}],
+     "cdtype":"bfloat16",            # compute dtype under torch.autocast (absent when not autocasting)
+     "seq":[41],                      # autograd sequence numbers of the op's outputs' grad_fn (absent if none)
+     "id":1234,                       # per-process op instance id (increasing)
+     "trace":["train.py:42:forward"]} # user call site, innermost first (first frame outside torch/pyprof)
+
+  ``ns`` is the namespace the user called: ``torch``, ``torch.Tensor``, ``torch.nn.functional``,
+  ``torch.linalg``, ``torch.fft``, ``torch.special``, or ``wrap`` for ``pyprof.wrap``-ed callables.
+* ``"mod"``: one ``nn.Module`` forward::
+
+    {"pyprof":1,"k":"mod","path":"encoder.layers.3.self_attn","cls":"MultiheadAttention","repr":"..."}
+
+* ``"bwd"``: an autograd node running in the backward pass (opened on the autograd thread)::
+
+    {"pyprof":1,"k":"bwd","node":"ConvolutionBackward0","seq":41}
+
+  ``seq`` equals one of the forward op's ``seq`` values, which is how the parser ties backward kernels
+  to the forward op, its arguments and its module path.
+* ``"optim"``: an optimizer step: ``{"pyprof":1,"k":"optim","cls":"AdamW"}``.
+* ``"range"``: a user range from ``pyprof.range(name)``: ``{"pyprof":1,"k":"range","name":"attention"}``.
+
+Tensor arguments are ``{"name","type":"tensor","shape","dtype","device","contig","grad"}``; scalars are
+``{"name","type":<int|float|bool|str|complex>,"value"}``; ``None`` is ``{"name","type":"NoneType","value":null}``;
+dtypes/devices/layouts/memory formats are ``{"type":"dtype"|"device"|...,"value":"float16"}``; lists and
+tuples of scalars ``{"type":"list"|"tuple","value":[...]}``; lists of tensors
+``{"type":"tensorlist","items":[<tensor arg>...]}``; anything else ``{"type":"other","value":<type name>}``.
+This is the argument format of NVIDIA's PyProf (``name``/``type``/``shape``/``dtype``/``value``), so its
+old dict markers decode into the same structure (:func:`decode_legacy_pyprof`).
+
+Plain-text ranges that follow PyProf's user convention, ``layer:NAME``, name a layer too.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import orjson
+
+VERSION = 1
+PREFIX = '{"pyprof":'
+DOMAIN = "pyprof"
+LAYER_PREFIX = "layer:"
+
+KINDS = ("op", "mod", "bwd", "optim", "range")
+
+
+class MarkerError(ValueError):
+    """A message that claims to be a pyprof marker but cannot be decoded."""
+
+
+def encode(payload: dict[str, Any]) -> str:
+    """Serialise a payload built by the instrumentation. ``payload`` must start with ``pyprof``/``k``."""
+    return orjson.dumps(payload).decode()
+
+
+def make(kind: str, **fields: Any) -> dict[str, Any]:
+    """Build a payload dict with the version and kind first (so :data:`PREFIX` holds)."""
+    payload: dict[str, Any] = {"pyprof": VERSION, "k": kind}
+    payload.update(fields)
+    return payload
+
+
+def is_pyprof(text: str | None) -> bool:
+    return bool(text) and text.startswith(PREFIX)
+
+
+def decode(text: str) -> dict[str, Any]:
+    """Decode a pyprof marker; raise :class:`MarkerError` naming the problem if it is malformed."""
+    try:
+        payload = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise MarkerError(f"malformed pyprof marker (not JSON: {exc}): {text[:80]!r}") from None
+    if not isinstance(payload, dict) or "pyprof" not in payload:
+        raise MarkerError(f"malformed pyprof marker (no 'pyprof' version key): {text[:80]!r}")
+    version = payload["pyprof"]
+    if not isinstance(version, int) or version < 1:
+        raise MarkerError(f"malformed pyprof marker (bad version {version!r}): {text[:80]!r}")
+    if version > VERSION:
+        raise MarkerError(
+            f"pyprof marker of schema version {version}, newer than this pyprof reads ({VERSION}); "
+            "upgrade pyprof-torch"
+        )
+    if payload.get("k") not in KINDS:
+        raise MarkerError(f"malformed pyprof marker (unknown kind {payload.get('k')!r}): {text[:80]!r}")
+    return payload
+
+
+def is_legacy_pyprof(text: str | None) -> bool:
+    """NVIDIA PyProf / DLProf wrote ``str(dict)`` markers: ``{'mod': ...}`` and ``{'traceMarker': ...}``."""
+    return bool(text) and (text.startswith("{'mod'") or text.startswith("{'traceMarker'"))
+
+
+def decode_legacy_pyprof(text: str) -> dict[str, Any]:
+    """Read an old PyProf dict marker with ``ast.literal_eval`` (never ``eval``).
+
+    Returns the dict with tuples turned into lists (``shape`` is a tuple there). Raises
+    :class:`MarkerError` if the text is not a Python literal dict.
+    """
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        raise MarkerError(f"malformed PyProf dict marker: {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise MarkerError(f"malformed PyProf dict marker (not a dict): {text[:80]!r}")
+    return _lists(value)
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value
+
+
+def layer_name(text: str | None) -> str | None:
+    """``layer:NAME`` -> ``NAME`` (PyProf's user layer convention); else ``None``."""
+    if text and text.startswith(LAYER_PREFIX):
+        return text[len(LAYER_PREFIX):].strip() or None
+    return None
