@@ -12,6 +12,7 @@ Missing values are ``null`` (never 0 standing in for "unknown").
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -79,8 +80,7 @@ def dumps(record: dict[str, Any]) -> bytes:
 
 def write_records(records: Iterable[dict[str, Any]], fh: IO) -> int:
     """Stream records as JSON lines to a text or binary file object; returns the count."""
-    binary = "b" in getattr(fh, "mode", "b") or not hasattr(fh, "encoding")
-    out = fh if binary else getattr(fh, "buffer", None)
+    out = getattr(fh, "buffer", None) if isinstance(fh, io.TextIOBase) else fh
     n = 0
     if out is not None:
         for rec in records:
