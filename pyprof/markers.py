@@ -136,3 +136,28 @@ def layer_name(text: str | None) -> str | None:
     if text and text.startswith(LAYER_PREFIX):
         return text[len(LAYER_PREFIX):].strip() or None
     return None
+
+
+# -- markers inside torch.profiler (Kineto) traces ---------------------------------------------
+# Kineto writes record_function names into export_chrome_trace JSON verbatim: it does not escape
+# '"' (so a raw marker makes the trace invalid JSON) and it turns '\' into '/'. pyprof therefore
+# names its record_function ranges with the marker percent-encoded on exactly three characters
+# ('%' -> %25, '"' -> %22, '\' -> %5C): the trace stays valid JSON and the text is recovered exactly.
+PROFILER_PREFIX = "{%22pyprof%22:"
+
+
+def to_profiler_name(text: str) -> str:
+    """The record_function name pyprof uses for marker ``text`` (see the note above)."""
+    return text.replace("%", "%25").replace('"', "%22").replace("\\", "%5C")
+
+
+def from_profiler_name(name: str) -> str:
+    """Inverse of :func:`to_profiler_name`; other names are returned unchanged."""
+    if not name.startswith(PROFILER_PREFIX):
+        return name
+    return name.replace("%22", '"').replace("%5C", "\\").replace("%25", "%")
+
+
+def is_profiler_marker(name: str | None) -> bool:
+    """True for a trace event name that holds a pyprof marker (see :func:`to_profiler_name`)."""
+    return bool(name) and name.startswith(PROFILER_PREFIX)

@@ -38,8 +38,8 @@ FIELDS: tuple[Field, ...] = (
     Field("start", "int", "Kernel start, ns, in the source's own clock (nsys: since session start; nvprof: absolute)."),
     Field("end", "int", "Kernel end, ns, same clock as `start`."),
     Field("correlationId", "int|null", "CUPTI correlation id joining the kernel to its API call (unique per process)."),
-    Field("pid", "int", "Process id of the launching process."),
-    Field("tid", "int", "Thread id of the launching thread (the API call's thread)."),
+    Field("pid", "int|null", "Process id of the launching process (nsys: `(globalPid >> 24) & 0xFFFFFF`; nvprof: the API call's processId); null when the launch has no API call in the export."),
+    Field("tid", "int|null", "Thread id of the launching thread (the API call's thread; nvprof: its 32-bit thread id, unsigned); null when the launch has no API call in the export."),
     Field("device", "int|null", "CUDA device ordinal as the process saw it (after CUDA_VISIBLE_DEVICES); null on CPU."),
     Field("gpu", "str|null", "GPU name from the export's device tables (`NVIDIA H100 80GB HBM3`); null when unknown or CPU."),
     Field("stream", "int|null", "CUDA stream id."),
@@ -67,7 +67,7 @@ FIELDS: tuple[Field, ...] = (
     Field("altSeqId", "list[int]", "Sequence numbers seen in backward ranges (`stashed seq = N`, pyprof `bwd` seq) tying a backward kernel to its forward op."),
     Field("bwdNode", "str|null", "Autograd node for a backward kernel (`ConvolutionBackward0`)."),
     Field("dir", "str", "`fprop`, `bprop` or `optim` (optimizer step); `` when it cannot be told."),
-    Field("subSeqId", "int", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order)."),
+    Field("subSeqId", "int|null", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order); null when no op instance is known."),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)

@@ -33,3 +33,56 @@ def corpus():
     if not CORPUS.is_dir():
         pytest.skip(f"corpus not found at {CORPUS}")
     return CORPUS
+
+
+# -- pyprof.annotate: nothing may stay patched or hooked after a test --------------------------------
+def _pyprof_leftovers() -> list[str]:
+    """Attributes of torch namespaces that are pyprof wrappers, and pyprof callables left in torch's
+    global hook dicts. Looks only at modules already imported (never imports torch itself)."""
+    import sys
+    import types
+
+    if "torch" not in sys.modules:
+        return []
+    found = []
+    names = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special")
+    owners = [sys.modules[n] for n in names if n in sys.modules]
+    torch = sys.modules["torch"]
+    owners.append(torch.Tensor)
+    for owner in owners:
+        for name, value in list(vars(owner).items()):
+            fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            if isinstance(fn, types.FunctionType) and getattr(fn, "__pyprof_meta__", None) is not None:
+                found.append(f"{getattr(owner, '__name__', owner)}.{name} is still a pyprof wrapper")
+    hook_dicts = []
+    mm = sys.modules.get("torch.nn.modules.module")
+    if mm is not None:
+        hook_dicts += [("module forward pre", mm._global_forward_pre_hooks),
+                       ("module forward", mm._global_forward_hooks)]
+    opt = sys.modules.get("torch.optim.optimizer")
+    if opt is not None:
+        hook_dicts += [("optimizer pre", opt._global_optimizer_pre_hooks),
+                       ("optimizer post", opt._global_optimizer_post_hooks)]
+    for what, hooks in hook_dicts:
+        for h in hooks.values():
+            if getattr(h, "__module__", "").startswith("pyprof"):
+                found.append(f"{what} hook {h.__qualname__} still registered")
+    autograd = sys.modules.get("torch.autograd")
+    if autograd is not None and getattr(getattr(autograd, "_engine_run_backward", None), "__module__", "").startswith("pyprof"):
+        found.append("torch.autograd._engine_run_backward is still patched")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_pyprof_leftovers():
+    """After every test: if the test left pyprof initialised, deinit it and fail the test."""
+    yield
+    import sys
+
+    ann = sys.modules.get("pyprof.annotate")
+    was_on = bool(ann and ann.is_initialized())
+    if was_on:
+        ann.deinit()
+    left = _pyprof_leftovers()
+    assert not was_on, "test left pyprof initialised (call pyprof.deinit())"
+    assert not left, "pyprof left torch patched after deinit(): " + "; ".join(left[:5])

@@ -1,8 +1,28 @@
 """FLOP and byte models, one module per operator family, registered with :func:`registry.register`.
 
 Importing this package imports every family module, which fills the registry. Use
-:func:`pyprof.prof.ops.registry.estimate` to cost an op call.
+:func:`pyprof.prof.ops.registry.estimate` to cost an op call; :func:`family` names an op's family
+(the module its model lives in). No torch import anywhere here: the models are pure functions of
+shapes, dtypes and scalar arguments.
 """
 
-from pyprof.prof.ops import registry  # noqa: F401  (the families import it)
-from pyprof.prof.ops.registry import Cost, OpCall, canonical, covered_ops, estimate  # noqa: F401
+from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its models)
+    attention,
+    concat,
+    conv,
+    copy,
+    dropout,
+    embedding,
+    fill,
+    gemm,
+    index,
+    loss,
+    norm,
+    optim,
+    pointwise,
+    pooling,
+    reduction,
+    registry,  # noqa: F401  (the families import it)
+    softmax,
+)
+from pyprof.prof.ops.registry import Cost, OpCall, canonical, covered_ops, estimate, family  # noqa: F401

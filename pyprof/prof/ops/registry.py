@@ -40,39 +40,119 @@ class Cost:
 
 Model = Callable[[OpCall], "Cost | None"]
 _MODELS: dict[str, Model] = {}
+_FAMILY: dict[str, str] = {}
 
 
-def register(*names: str) -> Callable[[Model], Model]:
-    """Register ``fn`` as the model of each canonical op name; refuse duplicates."""
+def register(*names: str, family: str | None = None) -> Callable[[Model], Model]:
+    """Register ``fn`` as the model of each canonical op name; refuse duplicates.
+
+    ``family`` (``gemm``, ``conv``, ``attention``, ``pointwise``, ...) defaults to the name of the module
+    defining the model: one module per operator family, so the family is where the model lives.
+    """
 
     def deco(fn: Model) -> Model:
+        fam = family or fn.__module__.rsplit(".", 1)[-1]
         for name in names:
             if name in _MODELS:
                 raise ValueError(f"cost model for {name!r} registered twice ({_MODELS[name].__qualname__}, {fn.__qualname__})")
             _MODELS[name] = fn
+            _FAMILY[name] = fam
         return fn
 
     return deco
 
 
+# Python operator spellings whose op name differs from the name of the torch function doing the work.
+# (This maps spellings to names; it holds no costs.) ``__iadd__``/``__radd__`` reduce to ``add`` by rule.
+_DUNDER = {
+    "truediv": "div", "floordiv": "floor_divide", "mod": "remainder", "getitem": "getitem",
+    "setitem": "index_put", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "invert": "bitwise_not", "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
+    "pos": "positive", "div": "div", "rmatmul": "rmatmul",  # operand order matters for a GEMM's shape
+}
+# Binary operators with reflected (``__radd__``) and in-place (``__iadd__``) forms.
+_BINARY = {"add", "sub", "mul", "div", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+           "lshift", "rshift"}
+# Namespaces whose functions are spelled with a prefix in aten (``torch.linalg.vector_norm`` is
+# ``aten::linalg_vector_norm``).
+_NS_PREFIX = {"torch.linalg": "linalg_", "torch.special": "special_", "torch.fft": "fft_"}
+
+
 def canonical(op: str, mod: str | None = None) -> str:
-    """Map the many spellings of an op to one name: ``aten::addmm`` -> ``addmm``, ``__iadd__`` -> ``add``,
-    ``relu_`` -> ``relu``, ``Tensor.__matmul__`` -> ``matmul``. Filled in by the ops families' author."""
-    name = op.rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+    """Map the many spellings of an op to the one name its model is registered under.
+
+    * namespaces and overloads: ``aten::add.Tensor`` -> ``add``, ``torch.nn.functional.conv2d`` ->
+      ``conv2d``, ``Tensor.__matmul__`` -> ``matmul``; ``linalg.vector_norm`` (or ``mod="torch.linalg"``)
+      -> ``linalg_vector_norm``;
+    * Python operators: ``__add__``/``__radd__``/``__iadd__`` -> ``add``, ``__truediv__`` -> ``div``,
+      ``__rsub__`` -> ``sub``, ``__matmul__`` -> ``matmul``;
+    * in-place and out-of-place forms share a model: ``relu_`` -> ``relu``, ``add_`` -> ``add``,
+      ``aten::_foreach_add_`` -> ``_foreach_add``, ``aten::_fused_adamw_`` -> ``_fused_adamw``;
+    * optimizer classes (``k: "optim"`` markers): ``AdamW`` -> ``adamw``.
+
+    Works for op names without a model too (the result is then simply not registered).
+    """
+    name = op.strip()
+    if "::" in name:  # aten::add.Tensor, aten::_foreach_add_.List, torch::autograd::AccumulateGrad
+        name = name.rsplit("::", 1)[-1].split(".", 1)[0]
+    elif "." in name:  # torch.nn.functional.conv2d, Tensor.__matmul__, linalg.vector_norm
+        head, name = name.rsplit(".", 1)
+        if mod is None:
+            mod = head if head.startswith("torch") else "torch." + head
+    if mod in _NS_PREFIX and not name.startswith(_NS_PREFIX[mod]):
+        name = _NS_PREFIX[mod] + name
+    if len(name) > 4 and name.startswith("__") and name.endswith("__"):
+        core = name[2:-2]
+        if core in _DUNDER:
+            return _DUNDER[core]
+        if core[:1] in ("i", "r") and core[1:] in _BINARY:
+            core = _DUNDER.get(core[1:], core[1:])
+        return core
+    if name.endswith("_") and not name.endswith("__") and len(name) > 1:
+        name = name[:-1]  # in-place variant
+    if name[:1].isupper():  # optimizer classes: AdamW -> adamw (op names are otherwise lower case)
+        return name.lower()
     return name
 
 
+_loaded = False
+
+
+def _load() -> None:
+    """Import every family module (they register themselves), whichever module the caller imported."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import pyprof.prof.ops  # noqa: F401
+
+
 def lookup(op: str, mod: str | None = None) -> Model | None:
+    _load()
     return _MODELS.get(canonical(op, mod))
 
 
+def family(op: str, mod: str | None = None) -> str | None:
+    """The operator family (the model's module: ``gemm``, ``conv``, ``attention``, ...) or ``None``."""
+    _load()
+    return _FAMILY.get(canonical(op, mod))
+
+
 def covered_ops() -> set[str]:
+    _load()
     return set(_MODELS)
 
 
 def estimate(call: OpCall) -> Cost | None:
-    """The op call's cost, or ``None`` when no model covers the op (or its arguments are unknown)."""
-    model = _MODELS.get(canonical(call.op, call.mod))
+    """The op call's cost, or ``None`` when no model covers the op (or its arguments are unknown).
+
+    ``call.op`` may be any spelling (it goes through :func:`canonical`); the model sees the canonical
+    name in ``call.op``.
+    """
+    _load()
+    name = canonical(call.op, call.mod)
+    model = _MODELS.get(name)
     if model is None:
         return None
+    if name != call.op:
+        call = OpCall(name, call.args, call.direction, call.cdtype, call.mod)
     return model(call)

@@ -1,0 +1,206 @@
+"""``pyprof.init()``: instrument PyTorch so every op, module, backward node and optimizer step
+emits an NVTX range carrying a pyprof marker (see :mod:`pyprof.markers` for the payload).
+
+Pieces, one module each:
+
+* :mod:`~pyprof.annotate.patch`: which callables are replaced (torch, Tensor methods and dunders,
+  torch.nn.functional, linalg/fft/special) and restoring them;
+* :mod:`~pyprof.annotate.ops`: the wrapper (plain path vs marker path, nesting, payload);
+* :mod:`~pyprof.annotate.describe`, :mod:`~pyprof.annotate.callsite`,
+  :mod:`~pyprof.annotate.autocast`: argument descriptions, user call site, compute dtype;
+* :mod:`~pyprof.annotate.modules`: module paths from global forward hooks;
+* :mod:`~pyprof.annotate.backward`: ``seq`` and per-node backward ranges (mechanism and limits
+  documented there);
+* :mod:`~pyprof.annotate.optim`: optimizer-step ranges;
+* :mod:`~pyprof.annotate.emit`: the single push/pop point and its consumers (NVTX tool,
+  torch.profiler, :class:`~pyprof.annotate.recorder.Recorder`).
+
+Lazy mode (default): no payload is built while nobody consumes markers: no NVTX tool attached
+(``nvtx.get_domain("pyprof")`` is the ``nvtx`` package's dummy domain unless nsys' injection library
+enabled it), no torch.profiler (Kineto) session and no Recorder. Then each wrapper costs one
+attribute read and one C call before the original runs.
+
+Compiled and traced code: under ``torch.compile`` (``torch.compiler.is_compiling()``) and
+``torch.jit.trace`` the wrappers take the plain path, so compiled regions run unmarked but correctly;
+``torch.jit.script`` compiles the originals (see :mod:`~pyprof.annotate.patch`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pyprof import markers
+from pyprof.annotate import backward, emit, modules, optim, patch
+from pyprof.annotate.state import LOCK, S
+from pyprof.errors import UsageError
+
+__all__ = ["init", "deinit", "is_initialized", "wrap", "range", "step", "add_step_callback",
+           "remove_step_callback", "consumer_active"]
+
+_step_callbacks: list[Callable[[], Any]] = []
+_wrapped: list = []  # (owner, name, original attribute, had_own) for pyprof.wrap
+
+
+def init(*, functions: bool = True, methods: bool = True, functional: bool = True,
+         modules_: bool | None = None, backward_: bool | None = None, optimizer: bool = True,
+         extra: bool = True, nested: bool = False, stack_depth: int = 1, lazy: bool = True,
+         **aliases: Any) -> None:
+    """Instrument PyTorch. A second call (before :func:`deinit`) is a no-op.
+
+    Categories: ``functions`` (torch.*), ``methods`` (torch.Tensor), ``functional``
+    (torch.nn.functional), ``extra`` (torch.linalg/fft/special), ``modules`` (module ranges),
+    ``backward`` (per-node backward ranges and ``seq``), ``optimizer`` (optimizer-step ranges).
+    ``nested=True`` emits ops called inside ops too. ``stack_depth`` user frames are kept in
+    ``trace``. ``lazy=False`` builds payloads even when no consumer is attached (for tests and
+    tools that read NVTX some other way).
+    """
+    mods = aliases.pop("modules", True) if modules_ is None else modules_
+    bwd = aliases.pop("backward", True) if backward_ is None else backward_
+    if aliases:
+        raise UsageError(f"unknown pyprof.init() option(s): {', '.join(sorted(aliases))}",
+                         "see help(pyprof.annotate.init) for the options")
+    if not isinstance(stack_depth, int) or stack_depth < 1:
+        raise UsageError(f"pyprof.init(stack_depth={stack_depth!r}) must be an int >= 1",
+                         "pass stack_depth=1 for the call site only")
+    with LOCK:
+        if S.initialized:
+            return
+        S.nested = bool(nested)
+        S.stack_depth = stack_depth
+        S.backward = bool(bwd)
+        S.always = not lazy
+        S.nvtx = emit.nvtx_attached() or os.environ.get("PYPROF_FORCE_NVTX") == "1"
+        try:
+            patch.patch_namespaces(functions=functions, methods=methods, functional=functional,
+                                   extra=extra)
+            if mods:
+                modules.install()
+            if bwd:
+                backward.install()
+            if optimizer:
+                optim.install()
+        except BaseException:
+            _undo()
+            raise
+        S.initialized = True
+        S.refresh()
+
+
+def _undo() -> None:
+    patch.unpatch_all()
+    modules.uninstall()
+    backward.uninstall()
+    optim.uninstall()
+
+
+def deinit() -> None:
+    """Restore every original function, remove every hook, and undo every :func:`wrap`."""
+    with LOCK:
+        _undo()
+        while _wrapped:
+            owner, name, orig, had_own = _wrapped.pop()
+            if had_own:
+                setattr(owner, name, orig)
+            else:
+                try:
+                    delattr(owner, name)
+                except AttributeError:
+                    pass
+        S.initialized = False
+        S.nvtx = False
+        S.always = False
+        S.refresh()
+
+
+def is_initialized() -> bool:
+    return S.initialized
+
+
+def consumer_active() -> bool:
+    """True when markers are being built now (an NVTX tool, torch.profiler, a Recorder, or lazy=False)."""
+    return emit.consumer_active()
+
+
+def wrap(obj: Any, name: str, *, op: str | None = None, composite: bool = True) -> None:
+    """Instrument ``obj.name``: a custom autograd Function's ``forward``/``backward``, a module's
+    ``forward``, a C-extension function... Its calls emit op ranges with namespace ``"wrap"`` and op
+    ``<obj name>.<name>`` (or ``op``). ``composite=True`` (default) lets the instrumented torch ops it
+    calls emit their own ranges inside it (they are what the cost models price). Undone by
+    :func:`deinit`; wrapping twice is a no-op. Works before or after :func:`init`.
+    """
+    import inspect
+
+    from pyprof.annotate.ops import OpMeta, make_wrapper
+
+    try:
+        static = inspect.getattr_static(obj, name)
+    except AttributeError:
+        raise UsageError(f"pyprof.wrap: {obj!r} has no attribute {name!r}",
+                         "pass the object that owns the callable and its attribute name") from None
+    current = getattr(obj, name)
+    if not callable(current):
+        raise UsageError(f"pyprof.wrap: {type(obj).__name__}.{name} is not callable",
+                         "wrap a function, method or staticmethod")
+    if getattr(current, "__pyprof_meta__", None) is not None:
+        return
+    owner_name = getattr(obj, "__name__", None) or type(obj).__name__
+    meta = OpMeta("wrap", op or f"{owner_name}.{name}", current, composite=composite)
+    if isinstance(static, classmethod):
+        fn = static.__func__
+        w = classmethod(make_wrapper(fn, meta))
+    elif isinstance(static, staticmethod):
+        w = staticmethod(make_wrapper(static.__func__, meta))
+    elif isinstance(obj, type) or inspect.ismodule(obj):
+        w = make_wrapper(static if inspect.isclass(obj) else current, meta)
+    else:  # an instance attribute or bound method
+        w = make_wrapper(current, meta)
+    had_own = name in getattr(obj, "__dict__", {})
+    with LOCK:
+        _wrapped.append((obj, name, static if had_own else None, had_own))
+        setattr(obj, name, w)
+
+
+class range:  # noqa: A001 - mirrors nvtx.annotate / torch.cuda.nvtx.range
+    """A user range (kind "range"): ``with pyprof.range("attn"):`` or ``@pyprof.range("attn")``.
+
+    Emitted only while a consumer is attached (like every pyprof range); names a layer in the table.
+    """
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"pyprof.range name must be a non-empty string, got {name!r}",
+                             "pass the range's name, e.g. pyprof.range('attention')")
+        self.name = name
+        self._r = emit.Range(markers.encode(markers.make("range", name=name)))
+
+    def __enter__(self):
+        self._r.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._r.__exit__(*exc)
+
+    def __call__(self, fn):
+        return self._r(fn)
+
+
+def add_step_callback(fn: Callable[[], Any]) -> None:
+    """Call ``fn()`` at every :func:`step` (``pyprof run`` drives torch.profiler's schedule with it)."""
+    with LOCK:
+        _step_callbacks.append(fn)
+
+
+def remove_step_callback(fn: Callable[[], Any]) -> None:
+    with LOCK:
+        try:
+            _step_callbacks.remove(fn)
+        except ValueError:
+            pass
+
+
+def step() -> None:
+    """Mark an iteration boundary: run every registered step callback, in registration order."""
+    for fn in tuple(_step_callbacks):
+        fn()

@@ -1,0 +1,156 @@
+"""Backward attribution: ranges around the autograd nodes a forward op created.
+
+Mechanism. A kernel launched in the backward pass runs on the autograd engine's thread, where the
+forward markers are not open. To tie it to its forward op (and so to the op's arguments and module
+path), the op wrapper:
+
+1. peeks the calling thread's autograd sequence counter before the call
+   (``torch._C._autograd._get_sequence_nr()``, a plain read; ``s0``) and writes ``"seq": [s0]`` into
+   the op payload when grad mode is on and a tensor argument requires grad. The range text is fixed
+   when it is pushed, before the op runs, so the payload carries the *first* sequence number the op
+   may give a node; for the common one-node op this is exactly ``out.grad_fn._sequence_nr()``;
+2. after the call, reads the counter again (``s1``). Nodes numbered ``s0 <= n < s1`` were created by
+   this op (the counter is per thread). They are found from the outputs' ``grad_fn`` (and, only when
+   some are missing, by walking ``next_functions`` inside that interval);
+3. registers on each such node a prehook / hook pair (``Node.register_prehook`` /
+   ``Node.register_hook``) that pushes ``{"k":"bwd","node":<Node class>,"seq":s0,"id":<op id>,
+   "nseq":n}`` on the thread that runs the node, and pops it after. ``seq`` equals the forward op's
+   ``seq``; ``id`` equals the forward op's ``id`` and is the exact join key (several ops can share an
+   ``s0`` when one did not create a node it could have, or when ops nest); ``nseq`` is the node's own
+   sequence number.
+
+Limits. Only nodes created while payloads are built get hooks (no hooks outside a profile). A node is
+hooked once, by the innermost instrumented op that created it (a per-thread high-water mark). Nodes
+created by un-instrumented code get no range (kernels there are attributed to the enclosing node's
+range, or none). If a node raises, its post-hook does not run; the patched
+``torch.autograd._engine_run_backward`` then closes the ranges left open on the calling thread, and
+other threads close theirs at their next node (a generation counter) — balanced as far as the NVTX
+per-thread stack allows.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from pyprof import markers
+from pyprof.annotate import emit
+
+get_seq = torch._C._autograd._get_sequence_nr
+_tls = threading.local()
+_generation = [0]
+_MAX_WALK = 256
+
+
+def _stack() -> list:
+    st = getattr(_tls, "bwd", None)
+    if st is None:
+        st = _tls.bwd = []
+    return st
+
+
+def _close_stale() -> None:
+    st = _stack()
+    gen = _generation[0]
+    while st and st[-1][0] != gen:
+        _, tok = st.pop()
+        if tok is not None:
+            emit.pop(tok)
+
+
+def _make_hooks(text: str):
+    def pre(grad_outputs):
+        st = _stack()
+        if st and st[-1][0] != _generation[0]:
+            _close_stale()
+        st.append((_generation[0], emit.push(text) if emit.consumer_active() else None))
+
+    def post(grad_inputs, grad_outputs):
+        st = _stack()
+        if st:
+            _, tok = st.pop()
+            if tok is not None:
+                emit.pop(tok)
+
+    return pre, post
+
+
+def _out_nodes(out, s0: int, s1: int, found: dict) -> None:
+    if isinstance(out, torch.Tensor):
+        fn = out.grad_fn
+        if fn is not None:
+            n = fn._sequence_nr()
+            if s0 <= n < s1 and n not in found:
+                found[n] = fn
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            if isinstance(o, torch.Tensor):
+                _out_nodes(o, s0, s1, found)
+
+
+def hook_op(out, s0: int, s1: int, op_id: int) -> None:
+    """Register bwd ranges on the nodes numbered [s0, s1) reachable from ``out`` (see module doc)."""
+    low = getattr(_tls, "hooked", -1)
+    if low >= s0:  # nodes already hooked by an inner op: start above them
+        s0_eff = low + 1
+    else:
+        s0_eff = s0
+    if s0_eff >= s1:
+        return
+    found: dict = {}
+    _out_nodes(out, s0_eff, s1, found)
+    if len(found) < s1 - s0_eff and found:
+        todo = list(found.values())
+        seen = 0
+        while todo and seen < _MAX_WALK and len(found) < s1 - s0_eff:
+            node = todo.pop()
+            seen += 1
+            for nxt, _ in node.next_functions:
+                if nxt is None:
+                    continue
+                n = nxt._sequence_nr()
+                if s0_eff <= n < s1 and n not in found:
+                    found[n] = nxt
+                    todo.append(nxt)
+    for n, node in found.items():
+        text = markers.encode({"pyprof": markers.VERSION, "k": "bwd", "node": type(node).__name__,
+                               "seq": s0, "id": op_id, "nseq": n})
+        pre, post = _make_hooks(text)
+        node.register_prehook(pre)
+        node.register_hook(post)
+    _tls.hooked = s1 - 1
+
+
+# -- closing ranges left open when backward raises ------------------------------------------------
+_patched: list = []
+
+
+def _wrap_engine(orig):
+    def _engine_run_backward(*args, **kwargs):
+        try:
+            return orig(*args, **kwargs)
+        except BaseException:
+            _generation[0] += 1
+            _close_stale()
+            raise
+
+    _engine_run_backward.__wrapped__ = orig
+    return _engine_run_backward
+
+
+def install() -> None:
+    import torch.autograd
+    import torch.autograd.graph
+
+    for mod in (torch.autograd, torch.autograd.graph):
+        orig = getattr(mod, "_engine_run_backward", None)
+        if orig is not None and not hasattr(orig, "__wrapped__"):
+            mod._engine_run_backward = _wrap_engine(orig)
+            _patched.append((mod, orig))
+
+
+def uninstall() -> None:
+    while _patched:
+        mod, orig = _patched.pop()
+        mod._engine_run_backward = orig

@@ -1,0 +1,127 @@
+"""The single point where pyprof opens and closes ranges, and the consumers it feeds.
+
+Every range pyprof emits (op, module, backward node, optimizer step, user range) goes through
+:func:`push` / :func:`pop` here, which hand the text to whichever consumers are present:
+
+* an NVTX tool (Nsight Systems): a push/pop range in the NVTX domain :data:`pyprof.markers.DOMAIN`.
+  Whether a tool is attached is what the ``nvtx`` package itself reports: ``nvtx.get_domain(name)``
+  returns its ``DummyDomain`` unless the NVTX injection library (``NVTX_INJECTION64_PATH``, set by
+  nsys) was loaded and enabled the domain. Op messages are unique (they carry an instance id), so
+  they are registered per call without the ``nvtx`` package's unbounded message cache.
+* an active torch.profiler (Kineto) session: the same text becomes a ``record_function`` range
+  (``torch.ops.profiler._record_function_enter_new`` / ``_record_function_exit``), named
+  ``markers.to_profiler_name(text)`` (Kineto writes names into the chrome trace unescaped, so the
+  quotes are percent-encoded; ``markers.from_profiler_name`` gives the marker back).
+* every active :class:`~pyprof.annotate.recorder.Recorder` (an in-process consumer used by tests and
+  by the cost models).
+
+:func:`push` returns a token saying what it did; :func:`pop` undoes exactly that, so a consumer that
+appears or disappears between the two (a profiler started inside an op) never unbalances a stack.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from pyprof import markers
+from pyprof.annotate.state import S
+
+_prof_enabled = torch._C._autograd._profiler_enabled
+_prof_type = torch._C._autograd._profiler_type
+_KINETO = torch._C._profiler.ActiveProfilerType.KINETO
+_ap = torch.autograd.profiler
+
+_domain = None          # the real nvtx.Domain when a tool is attached, else None
+_EventAttributes = None
+_RegisteredString = None
+
+
+def nvtx_attached() -> bool:
+    """True when an NVTX tool (nsys) enabled pyprof's NVTX domain in this process."""
+    global _domain, _EventAttributes, _RegisteredString
+    try:
+        import nvtx
+        from nvtx._lib.lib import DummyDomain, EventAttributes, RegisteredString
+    except Exception:  # noqa: BLE001 - an nvtx build without these internals: no NVTX output
+        return False
+    domain = nvtx.get_domain(markers.DOMAIN)
+    if isinstance(domain, DummyDomain) or not hasattr(domain, "handle"):
+        return False
+    _domain, _EventAttributes, _RegisteredString = domain, EventAttributes, RegisteredString
+    return True
+
+
+def profiler_active() -> bool:
+    """True while a torch.profiler (Kineto) session records (not emit_nvtx / legacy profilers)."""
+    return _prof_enabled() and _prof_type() == _KINETO
+
+
+def consumer_active() -> bool:
+    """Is anybody there to read a marker now? (payloads are only built when this is true)."""
+    return not S.idle or (_ap._is_profiler_enabled and profiler_active())
+
+
+def push(text: str, cache: bool = False):
+    """Open a range with message ``text`` on this thread in every present consumer; returns a token.
+
+    ``cache`` registers the NVTX string once (for repeated texts: module, backward-node markers).
+    """
+    nv = False
+    if S.nvtx and _domain is not None:
+        rs = _domain.get_registered_string(text) if cache else _RegisteredString(_domain.handle, text)
+        _domain.push_range(_EventAttributes(_domain, rs, None, None, None))
+        nv = True
+    rf = None
+    if _prof_enabled() and _prof_type() == _KINETO:
+        rf = torch.ops.profiler._record_function_enter_new(markers.to_profiler_name(text), None)
+    recs = S.recorders
+    rtoks = tuple(r._push(text) for r in recs) if recs else ()
+    return (nv, rf, recs, rtoks)
+
+
+def pop(token) -> None:
+    """Close the range opened by :func:`push` (same thread), in the consumers it was opened in."""
+    nv, rf, recs, rtoks = token
+    for r, t in zip(recs, rtoks):
+        r._pop(t)
+    if rf is not None:
+        torch.ops.profiler._record_function_exit._RecordFunction(rf)
+    if nv and _domain is not None:
+        _domain.pop_range()
+
+
+class Range:
+    """``with Range(text):`` / ``@Range(text)``: a push/pop pair with try/finally (used by pyprof.range)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __enter__(self):
+        tok = push(self.text, cache=True) if consumer_active() else None
+        if not hasattr(_tls, "stack"):
+            _tls.stack = []
+        _tls.stack.append(tok)
+        return self
+
+    def __exit__(self, *exc):
+        tok = _tls.stack.pop()
+        if tok is not None:
+            pop(tok)
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            with Range(self.text):
+                return fn(*args, **kwargs)
+
+        return inner
+
+
+_tls = threading.local()

@@ -1,0 +1,190 @@
+"""The op wrapper: what runs instead of an instrumented torch function, method or wrapped callable.
+
+Plain path (no consumer, nested call, compiling, tracing): two attribute reads (pyprof's idle flag
+and torch.autograd.profiler's ``_is_profiler_enabled`` bool; both plain Python values, so
+TorchDynamo traces straight through to the original), then the original. Marker path: build the payload (see
+:mod:`pyprof.markers`: namespace, op, described args, call site, autocast compute dtype, autograd
+``seq``, instance ``id``), push the range, call the original inside try/finally, pop, then hook the
+autograd nodes the call created (:mod:`pyprof.annotate.backward`).
+
+Nesting: ops called from inside an instrumented op emit nothing by default (a thread-local flag),
+because the outer op already names the work — except inside :data:`COMPOSITES`, functions whose
+inner ops are what actually runs and what the cost models price (the parser attributes a kernel to
+the innermost op marker). ``init(nested=True)`` emits every level.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+
+import torch
+
+from pyprof import markers
+from pyprof.annotate import backward, callsite, describe
+from pyprof.annotate.autocast import LOWER_PRECISION_OPS, compute_dtype
+from pyprof.annotate.emit import pop, push
+from pyprof.annotate.state import S
+
+#: Functions whose inner instrumented calls emit their own op ranges, nested in theirs.
+COMPOSITES = frozenset({
+    ("torch.nn.functional", "multi_head_attention_forward"),
+})
+
+_ids = itertools.count(1)
+_tls = threading.local()
+_ap = torch.autograd.profiler  # ``_ap._is_profiler_enabled``: a plain bool torch.profiler sets
+_tracing_state = torch._C._get_tracing_state
+_grad_enabled = torch.is_grad_enabled
+_Tensor = torch.Tensor
+_VERSION = markers.VERSION
+_dumps = markers.encode
+
+try:
+    from torch.compiler import is_compiling as _is_compiling
+except ImportError:  # torch < 2.3
+    def _is_compiling() -> bool:
+        return False
+
+
+class OpMeta:
+    """Per-callable facts computed once: namespace, name, argument names, flags."""
+
+    __slots__ = ("ns", "name", "names", "composite", "lowp", "_names_done", "fn")
+
+    def __init__(self, ns: str, name: str, fn, composite: bool | None = None):
+        self.ns = ns
+        self.name = name
+        self.fn = fn
+        self.names: tuple = ()
+        self._names_done = False
+        self.composite = (ns, name) in COMPOSITES if composite is None else composite
+        self.lowp = name in LOWER_PRECISION_OPS
+
+    def arg_names(self) -> tuple:
+        if not self._names_done:
+            self._names_done = True
+            self.names = _arg_names(self.fn, self.ns, self.name)
+        return self.names
+
+
+def _arg_names(fn, ns: str, name: str) -> tuple:
+    """Positional parameter names: from the Python signature, else from the aten schemas when all
+    overloads agree on a position (``self`` first for Tensor methods)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+        names = []
+        for p in sig.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+            else:
+                break
+        if names:
+            return tuple(names)
+    except (TypeError, ValueError):
+        pass
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator("aten::" + name.strip("_").replace("__", ""))
+    except Exception:  # noqa: BLE001 - unknown operator
+        schemas = []
+    if not schemas:
+        return ("self",) if ns == "torch.Tensor" else ()
+    lists = [[a.name for a in s.arguments if not a.kwarg_only] for s in schemas]
+    names = []
+    for i in range(min(len(x) for x in lists)):
+        cand = {x[i] for x in lists}
+        if len(cand) != 1:
+            break
+        names.append(cand.pop())
+    if ns == "torch.Tensor" and names:
+        names[0] = "self"
+    return tuple(names)
+
+
+def _first_device_type(args, kwargs) -> str | None:
+    for a in args:
+        if isinstance(a, _Tensor):
+            return a.device.type
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], _Tensor):
+            return a[0].device.type
+    for a in kwargs.values():
+        if isinstance(a, _Tensor):
+            return a.device.type
+    return None
+
+
+def _wants_grad(args, kwargs) -> bool:
+    for a in args:
+        if isinstance(a, _Tensor):
+            if a.requires_grad:
+                return True
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                if isinstance(x, _Tensor) and x.requires_grad:
+                    return True
+    for a in kwargs.values():
+        if isinstance(a, _Tensor) and a.requires_grad:
+            return True
+    return False
+
+
+def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> dict:
+    """The op payload dict (see :mod:`pyprof.markers`)."""
+    p = {"pyprof": _VERSION, "k": "op", "ns": meta.ns, "op": meta.name,
+         "args": describe.args(args, kwargs, meta.arg_names())}
+    if meta.lowp:
+        dev = _first_device_type(args, kwargs)
+        if dev is not None:
+            cd = compute_dtype(meta.name, dev)
+            if cd is not None:
+                p["cdtype"] = describe.dtype_name(cd)
+    if s0 is not None:
+        p["seq"] = [s0]
+    p["id"] = op_id
+    p["trace"] = callsite.call_site(3, S.stack_depth)
+    return p
+
+
+def call_marked(meta: OpMeta, fn, args, kwargs):
+    """The marker path (see module docstring); falls back to the plain call where markers must not be."""
+    tls = _tls
+    if _is_compiling() or (getattr(tls, "busy", False) and not S.nested) or _tracing_state() is not None:
+        return fn(*args, **kwargs)
+    op_id = next(_ids)
+    s0 = backward.get_seq() if (S.backward and _grad_enabled() and _wants_grad(args, kwargs)) else None
+    try:
+        text = _dumps(build_payload(meta, args, kwargs, op_id, s0))
+    except Exception:  # noqa: BLE001 - describing must never break the user's call
+        return fn(*args, **kwargs)
+    tok = push(text)
+    tls.busy = not meta.composite
+    try:
+        out = fn(*args, **kwargs)
+    finally:
+        tls.busy = False
+        pop(tok)
+    if s0 is not None:
+        s1 = backward.get_seq()
+        if s1 > s0:
+            backward.hook_op(out, s0, s1, op_id)
+    return out
+
+
+def make_wrapper(fn, meta: OpMeta):
+    """A Python function standing in for ``fn``; ``__wrapped__`` is the original."""
+    St = S
+
+    def wrapper(*args, **kwargs):
+        if St.idle and not _ap._is_profiler_enabled:
+            return fn(*args, **kwargs)
+        return call_marked(meta, fn, args, kwargs)
+
+    try:
+        functools.update_wrapper(wrapper, fn)
+    except (AttributeError, TypeError):
+        wrapper.__wrapped__ = fn
+    wrapper.__pyprof_meta__ = meta
+    return wrapper

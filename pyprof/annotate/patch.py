@@ -1,0 +1,228 @@
+"""Which callables ``init()`` replaces, and putting them back.
+
+Namespaces (each a category of ``init``):
+
+* ``functions``: public ``torch.*`` ops (the native ``torch._C._VariableFunctions`` exported by torch,
+  plus the Python ops of ``torch.functional`` such as ``einsum``/``split``);
+* ``methods``: ``torch.Tensor`` methods, operator dunders (``__add__``, ``__matmul__``, ``__getitem__``,
+  ``__iadd__``...) included; metadata reads (``size``, ``dim``, ``is_*``...) and Python protocol
+  hooks (``__repr__``, ``__len__``, ``__iter__``...) are left alone (:data:`TENSOR_SKIP`);
+* ``functional``: ``torch.nn.functional``;
+* ``extra``: ``torch.linalg``, ``torch.fft``, ``torch.special``.
+
+Every replacement is recorded as (owner, name, original, was-in-owner's-dict) so :func:`unpatch_all`
+restores exactly (deleting the attribute again when the original was inherited). TorchScript keeps
+working: a wrapper of a builtin op is registered in ``torch.jit._builtins`` under the same aten name,
+a wrapper of a Python function carries ``__original_fn``/``__script_if_tracing_wrapper`` so
+``torch.jit.script`` compiles the original, and boolean-dispatch entries are mirrored.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from pyprof.annotate.ops import OpMeta, make_wrapper
+
+TORCH_SKIP = frozenset({
+    "result_type", "can_cast", "promote_types", "numel", "get_default_dtype", "typename",
+    "broadcast_shapes", "unravel_index", "sym_int", "sym_float", "sym_max", "sym_min", "sym_not",
+    "sym_ite", "sym_sum", "sym_fresh_size", "manual_seed", "seed", "initial_seed",
+    "autocast_decrement_nesting", "autocast_increment_nesting",
+})
+TENSOR_SKIP = frozenset({
+    # metadata reads and bookkeeping (no kernels; called all over torch's own Python code)
+    "size", "dim", "stride", "numel", "nelement", "ndimension", "element_size", "data_ptr",
+    "storage_offset", "get_device", "untyped_storage", "storage", "storage_type", "type", "tolist",
+    "item", "dim_order", "has_names", "refine_names", "rename", "rename_", "align_to", "names",
+    "register_hook", "register_post_accumulate_grad_hook", "retain_grad", "backward",
+    "requires_grad_", "as_subclass", "module_load", "nbytes", "itemsize", "__torch_function__",
+    "__torch_dispatch__", "_make_subclass", "_make_wrapper_subclass", "_dtensor__new__",
+    # Python protocol hooks
+    "__repr__", "__str__", "__format__", "__hash__", "__bool__", "__int__", "__float__",
+    "__complex__", "__index__", "__len__", "__iter__", "__contains__", "__dir__", "__sizeof__",
+    "__reduce__", "__reduce_ex__", "__deepcopy__", "__copy__", "__setstate__", "__getstate__",
+    "__array__", "__array_wrap__", "__array_priority__", "__dlpack__", "__dlpack_device__",
+    "__init__", "__new__", "__del__", "__getattribute__", "__getattr__", "__setattr__",
+    "__delattr__", "__init_subclass__", "__subclasshook__", "__class__", "__instancecheck__",
+    "__cuda_array_interface__", "__weakref__", "__eq__", "__ne__", "__nonzero__",
+})
+FUNCTIONAL_SKIP = frozenset({
+    "handle_torch_function", "has_torch_function", "has_torch_function_unary",
+    "has_torch_function_variadic", "boolean_dispatch", "assert_int_or_pair",
+})
+
+_patched: list = []  # (owner, name, original attribute, had_own, wrapper)
+_jit_regs: list = []  # wrapper functions registered in torch.jit._builtins / boolean_dispatched
+
+
+def _is_routine(v) -> bool:
+    return isinstance(v, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType,
+                          types.WrapperDescriptorType))
+
+
+def torch_functions():
+    import torch.functional as tfun
+
+    vf = torch._C._VariableFunctions
+    for name in sorted(dir(vf)):
+        if name.startswith("_") or name.startswith(("is_", "get_", "set_")) or name in TORCH_SKIP:
+            continue
+        v = getattr(torch, name, None)
+        if v is not None and v is getattr(vf, name, None):
+            yield torch, name, v
+    for name in getattr(tfun, "__all__", ()):
+        v = getattr(torch, name, None)
+        if isinstance(v, types.FunctionType) and name not in TORCH_SKIP:
+            yield torch, name, v
+
+
+def tensor_methods():
+    T = torch.Tensor
+    for name in sorted(dir(T)):
+        if name in TENSOR_SKIP or (name.startswith("_") and not (name.startswith("__") and name.endswith("__"))):
+            continue
+        if name.startswith("is_"):
+            continue
+        v = inspect.getattr_static(T, name, None)
+        if _is_routine(v):
+            yield T, name, v
+
+
+def functional_functions():
+    import torch.nn.functional as F
+
+    for name in sorted(dir(F)):
+        if name.startswith("_") or name in FUNCTIONAL_SKIP:
+            continue
+        v = getattr(F, name)
+        if isinstance(v, types.BuiltinFunctionType) or (
+                isinstance(v, types.FunctionType) and getattr(v, "__module__", "") == "torch.nn.functional"):
+            yield F, name, v
+
+
+def extra_functions():
+    import importlib
+
+    for modname in ("torch.linalg", "torch.fft", "torch.special"):
+        mod = importlib.import_module(modname)
+        for name in sorted(getattr(mod, "__all__", None) or dir(mod)):
+            if name.startswith("_"):
+                continue
+            v = getattr(mod, name, None)
+            if isinstance(v, (types.BuiltinFunctionType, types.FunctionType)):
+                yield mod, name, v
+
+
+def _ns_of(owner) -> str:
+    return "torch.Tensor" if owner is torch.Tensor else owner.__name__
+
+
+def patch(owner, name: str, orig, ns: str | None = None, composite: bool | None = None) -> None:
+    """Replace ``owner.name`` (currently ``orig``, as found statically) by an op wrapper."""
+    ns = ns or _ns_of(owner)
+    had_own = name in vars(owner)
+    call = getattr(owner, name) if isinstance(orig, (staticmethod, classmethod)) else orig
+    wrapper = make_wrapper(call, OpMeta(ns, name, call, composite))
+    new = staticmethod(wrapper) if isinstance(orig, staticmethod) else wrapper
+    _jit_register(call, wrapper)
+    setattr(owner, name, new)
+    _patched.append((owner, name, orig, had_own, new))
+
+
+def _jit_register(orig, wrapper) -> None:
+    try:
+        from torch import _jit_internal
+        from torch.jit import _builtins
+    except ImportError:
+        return
+    if isinstance(orig, types.FunctionType):
+        # torch.jit.script compiles ``__original_fn`` of such wrappers instead of the wrapper
+        setattr(wrapper, "__script_if_tracing_wrapper", True)
+        setattr(wrapper, "__original_fn", orig)
+        disp = _jit_internal.boolean_dispatched.get(orig)
+        if disp is not None:
+            _jit_internal.boolean_dispatched[wrapper] = disp
+            _jit_regs.append(("disp", wrapper))
+    op = _builtins._find_builtin(orig)
+    if op is not None:
+        _builtins._register_builtin(wrapper, op)
+        _jit_regs.append(("builtin", wrapper))
+
+
+def _reset_dynamo_rules() -> None:
+    """TorchDynamo caches a map from torch callables to tracing rules, built from the attributes
+    of ``torch`` as they were when it was first needed. Drop it (only if dynamo is already imported:
+    importing it costs seconds) so it is rebuilt from the current attributes after a patch/unpatch;
+    a map built while pyprof's wrappers were installed would otherwise leave dynamo unable to trace
+    a later set of wrappers."""
+    import sys
+
+    tr = sys.modules.get("torch._dynamo.trace_rules")
+    fn = getattr(tr, "get_torch_obj_rule_map", None)
+    if fn is not None and hasattr(fn, "cache_clear"):
+        fn.cache_clear()
+
+
+def unpatch_all() -> None:
+    """Put every original back, newest first; undo the TorchScript registrations."""
+    while _patched:
+        owner, name, orig, had_own, _new = _patched.pop()
+        if had_own:
+            setattr(owner, name, orig)
+        else:
+            try:
+                delattr(owner, name)
+            except AttributeError:
+                pass
+    _reset_dynamo_rules()
+    try:
+        from torch import _jit_internal
+        from torch.jit import _builtins
+    except ImportError:
+        _jit_regs.clear()
+        return
+    table = _builtins._get_builtin_table()
+    while _jit_regs:
+        kind, w = _jit_regs.pop()
+        if kind == "disp":
+            _jit_internal.boolean_dispatched.pop(w, None)
+        else:
+            table.pop(id(w), None)
+
+
+def patch_namespaces(functions=True, methods=True, functional=True, extra=True) -> int:
+    """Install wrappers for the chosen categories; returns how many callables were wrapped."""
+    try:  # build TorchScript's builtin table from the originals before anything is replaced
+        from torch.jit import _builtins
+
+        _builtins._get_builtin_table()
+    except ImportError:
+        pass
+    seen: set = set()
+    n = 0
+    groups = []
+    if functional:  # first: F.conv2d is torch.conv2d; name it as the user called it where possible
+        groups.append(functional_functions())
+    if functions:
+        groups.append(torch_functions())
+    if methods:
+        groups.append(tensor_methods())
+    if extra:
+        groups.append(extra_functions())
+    for group in groups:
+        for owner, name, v in list(group):
+            key = (id(owner), name)
+            if key in seen:
+                continue
+            seen.add(key)
+            patch(owner, name, v)
+            n += 1
+    _reset_dynamo_rules()
+    return n
+
+
+def is_patched(obj, name: str) -> bool:
+    return any(o is obj and n == name for o, n, *_ in _patched)

@@ -1,0 +1,33 @@
+"""Process-wide switches of the instrumentation, in one small object read on every call.
+
+The wrappers installed by ``init()`` read :data:`S` first thing on every call, so the fields are
+plain attributes (no properties): ``S.idle`` is True while nobody can consume a marker (no NVTX tool
+attached, no :class:`~pyprof.annotate.recorder.Recorder` active, payloads not forced on); then a
+wrapper only asks torch whether a torch.profiler session is running and otherwise calls the original
+function straight away. Options of :func:`pyprof.annotate.init` live here too.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class _State:
+    def __init__(self) -> None:
+        self.initialized = False
+        self.idle = True            # no consumer: wrappers take the plain path (unless torch.profiler runs)
+        self.nvtx = False           # an NVTX tool (nsys) is attached: ranges go to the NVTX domain
+        self.always = False         # lazy=False: build payloads even with no consumer
+        self.nested = False         # emit ranges for ops called inside ops too
+        self.stack_depth = 1        # call-site frames kept in "trace"
+        self.backward = True        # register per-node backward ranges
+        self.recorders: tuple = ()  # active Recorders (a tuple, replaced on change: read without a lock)
+
+    def refresh(self) -> None:
+        """Recompute :attr:`idle` after a consumer came or went."""
+        self.idle = not (self.nvtx or self.always or self.recorders)
+
+
+S = _State()
+TLS = threading.local()
+LOCK = threading.RLock()

@@ -1,0 +1,52 @@
+"""``pyprof calibrate``: measure and save this machine's peak FLOP/s per dtype and memory bandwidth."""
+
+from __future__ import annotations
+
+import click
+
+HELP = """Measure achievable peaks (GEMM FLOP/s per dtype, copy bandwidth) and save them for `pyprof prof`.
+
+\b
+On the GPU when torch sees one, else on the CPU (all intra-op threads). float32, bfloat16 and
+float16 GEMMs where the device runs them natively; bandwidth from a large copy (read + write).
+Saved to --output, else $PYPROF_CALIBRATION, else ~/.cache/pyprof/calibration.json, under the
+GPU's name or 'cpu'; prof uses them for CPU ops and for GPUs its peak table does not list.
+--budget is the time per measurement (default 1 s: the whole run takes a few seconds).
+
+\b
+Examples:
+  pyprof calibrate                      measure and save
+  pyprof calibrate --no-save            print only
+  pyprof calibrate --device cpu --budget 0.2 --size 1024
+"""
+
+
+@click.command("calibrate", help=HELP, context_settings={"max_content_width": 110})
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--size", type=click.IntRange(min=64, max=32768), default=None, metavar="N",
+              help="GEMM size n (n x n matrices; default 2048 on CPU, 8192 on GPU).")
+@click.option("--copy-mb", type=click.IntRange(min=1, max=65536), default=None, metavar="MB",
+              help="Copy buffer size in MiB (default 256 on CPU, 1024 on GPU).")
+@click.option("--budget", type=click.FloatRange(min=0.01, max=10.0), default=1.0, show_default=True, metavar="S",
+              help="Seconds of timed repetitions per measurement.")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["float32", "bfloat16", "float16"]),
+              help="Dtypes to measure (repeatable; default all three).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Calibration file to update.")
+@click.option("--no-save", is_flag=True, help="Print the figures without saving them.")
+def calibrate(device, size, copy_mb, budget, dtypes, output, no_save):
+    from pyprof import calibrate as cal_mod
+
+    dts = tuple(dtypes) if dtypes else cal_mod.DTYPES
+    if "float32" not in dts and len(dts) > 0:
+        dts = ("float32", *dts)  # the reference the others are judged against
+    cal = cal_mod.measure(None if device == "auto" else device, size, copy_mb, budget, dts)
+    click.echo(f"pyprof calibrate: {cal.description} ({cal.seconds:.1f} s)")
+    for name, rate in cal.flops.items():
+        click.echo(f"  GEMM {name:<9} {rate / 1e12:10.4f} TFLOP/s")
+    for name, why in cal.skipped.items():
+        click.echo(f"  GEMM {name:<9}        n/a  ({why})")
+    click.echo(f"  copy bandwidth {cal.bw / 1e9:10.2f} GB/s" if cal.bw else "  copy bandwidth n/a")
+    if no_save:
+        return
+    path = cal_mod.save(cal, output)
+    click.echo(f"saved to {path} as {cal.device!r}")

@@ -1,0 +1,117 @@
+"""``pyprof prof``: the per-kernel table (or a summary) from parse's records. Thin: options in, API out."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pyprof.prof import columns
+from pyprof.prof.summary import SUMMARY_COLUMNS
+
+SPLIT_RULE = (
+    "Kernels sharing an opId and dir form one op instance; the instance's FLOPs and bytes\n"
+    "(computed once from the op's shapes and dtypes) are split over its kernels in proportion\n"
+    "to their durations, so per-kernel figures add up to the instance's exact totals.\n"
+    "memcpy/memset records keep their own byte counts."
+)
+
+PEAKS = (
+    "Peaks: dense vendor datasheet figures per GPU (pyprof/data/gpus.csv, source cited per row),\n"
+    "matched from each record's gpu name; --gpu NAME picks a row; --peak-flops (FLOP/s, all\n"
+    "dtypes) and --peak-bw (bytes/s) override. CPU records and unlisted GPUs use the calibration\n"
+    "file ($PYPROF_CALIBRATION or ~/.cache/pyprof/calibration.json, see `pyprof calibrate`).\n"
+    "ideal = max(flops / peak for the kernel's dtype and unit (tensor if tc=1), bytes / bandwidth);\n"
+    "gap = sil / ideal. No peak known: ideal and gap print n/a, with one warning."
+)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+HELP = f"""Print one row per kernel: op, params, direction, FLOPs, bytes, tensor cores, roofline gap.
+
+\b
+Examples:
+  pyprof prof net.dict                      space-separated, default columns
+  pyprof prof -w 150 net.dict               aligned columns, 150 characters wide
+  pyprof prof --csv -c idx,op,kernel,sil,flops,bytes,gap net.dict > net.csv
+  pyprof prof --json net.dict               JSON lines, raw values (null = unknown)
+  pyprof prof --summary op --top 15 net.dict    per-op totals and the fix-this-first list
+  pyprof parse net.sqlite | pyprof prof     reads stdin
+  python prof/prof.py --csv net.dict        the PyProf spelling
+
+\b
+Columns (-c, comma-separated, or `all`; default {",".join(columns.DEFAULT)}):
+{_indent(columns.help_text())}
+Unknown numbers print n/a (never 0), unknown text '-'.
+
+\b
+Split rule:
+{_indent(SPLIT_RULE)}
+
+\b
+Summary columns (--summary op|layer|kernel|dir):
+{_indent(chr(10).join(f"{n:<7} {m}" for n, _, _, m in SUMMARY_COLUMNS))}
+
+\b
+{PEAKS}
+"""
+
+
+@click.command("prof", help=HELP, context_settings={"max_content_width": 120})
+@click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-c", "cols", metavar="COLS", help="Columns to print, in order (see the list above).")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV output.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines output.")
+@click.option("-w", "width", type=click.IntRange(min=0), default=0, metavar="WIDTH",
+              help="Aligned columns fitted to WIDTH characters (0: space-separated).")
+@click.option("--summary", type=click.Choice(["op", "layer", "kernel", "dir"]), help="Group totals instead of kernels.")
+@click.option("--top", "top", type=click.IntRange(min=1), metavar="N",
+              help="With --summary: only the N largest groups, plus the N-row fix-this-first list.")
+@click.option("--sort", type=click.Choice(["time", "excess"]), default="time", show_default=True,
+              help="With --summary: order groups by time or by time above the roofline.")
+@click.option("--gpu", metavar="NAME", help="GPU of every record (a name the peak table matches, e.g. 'H100 SXM').")
+@click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for every dtype (overrides the table).")
+@click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s (overrides the table).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="Write here instead of stdout (all or nothing).")
+@click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr.")
+def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, quiet):
+    from pyprof.atomic import atomic_output
+    from pyprof.errors import UsageError
+    from pyprof.prof import render
+    from pyprof.prof.load import iter_records
+    from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
+    from pyprof.prof.table import build
+
+    if as_csv + as_json + (width > 0) > 1:
+        raise UsageError("--csv, --json and -w are exclusive", "choose one output style")
+    if top is not None and not summary:
+        raise UsageError("--top needs --summary", "e.g. --summary op --top 10")
+    names = columns.parse_columns(cols)
+    style = "csv" if as_csv else "json" if as_json else "aligned" if width else "space"
+
+    df = build(iter_records(file), gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    if not quiet:
+        for line in df.attrs.get("warnings", []):
+            click.echo(f"pyprof: warning: {line}", err=True)
+
+    with atomic_output(output) as fh:
+        if not summary:
+            render.write(df, names, fh, style, width)
+        else:
+            s = summarize(df, summary)
+            if sort == "excess":
+                s = fix_first(s, len(s))
+            shown = s.head(top) if top else s
+            headers = dict(HEADERS, key=summary.capitalize())
+            render.write(shown, SUMMARY_NAMES, fh, style, width, headers, FORMATS)
+            if style in ("space", "aligned") and sort == "time":
+                first = fix_first(s, top or 10)
+                if len(first):
+                    fh.write(f"\n# fix this first: top {len(first)} {summary}s by time above the roofline\n")
+                    render.write(first, SUMMARY_NAMES, fh, style, width, headers, FORMATS)
+        if fh is sys.stdout:
+            fh.flush()

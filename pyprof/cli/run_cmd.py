@@ -1,0 +1,108 @@
+"""``pyprof run``: profile a script with torch.profiler and pyprof markers, then parse, prof and summarise.
+
+Thin: options in, :mod:`pyprof.runner` / :mod:`pyprof.parse.kineto` / :mod:`pyprof.prof` /
+:mod:`pyprof.cpu_findings` out. Writes ``DIR/trace.json`` (the chrome trace, viewable in Perfetto),
+``DIR/records.dict`` (kernel records, for ``pyprof prof``) and ``DIR/env.json`` (thread settings).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+HELP = """Run SCRIPT (with its ARGS) under torch.profiler with pyprof.init(), then parse, prof and summarise.
+
+\b
+Examples:
+  pyprof run examples/lenet.py                 CPU or GPU, results in ./pyprof-out/
+  pyprof run -o out --active 5 train.py --epochs 1
+  pyprof run --steps-from all script.py        no iteration loop: profile everything
+
+\b
+The script runs in this process (runpy) as __main__ with sys.argv = [SCRIPT, *ARGS].
+Iterations are counted at pyprof.step() calls, or at optimizer.step() when the script never
+calls pyprof.step(); the profiler skips --wait steps, warms up --warmup steps and records
+--active steps. Output in DIR: trace.json (chrome trace), records.dict (kernel records, for
+`pyprof prof DIR/records.dict`), env.json (threads). A CPU-only run treats every CPU op's
+self time as its kernel.
+
+\b
+A failing script: its traceback is printed as Python prints it, nothing is parsed, and
+pyprof exits with status 1 (sys.exit(n) exits 1 too; sys.exit(0) is a success).
+pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
+"""
+
+
+@click.command("run", help=HELP, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
+                                                   "max_content_width": 110})
+@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("-o", "--output", "out_dir", default="pyprof-out", show_default=True, metavar="DIR",
+              help="Folder for trace.json, records.dict and env.json.")
+@click.option("--wait", type=click.IntRange(min=0), default=1, show_default=True, help="Steps skipped first.")
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Steps traced but dropped.")
+@click.option("--active", type=click.IntRange(min=1), default=3, show_default=True, help="Steps recorded.")
+@click.option("--steps-from", "step_on", type=click.Choice(["auto", "pyprof", "optimizer", "all"]), default="auto",
+              show_default=True, help="What marks an iteration; 'all' profiles the whole script without a schedule.")
+@click.option("--no-init", is_flag=True, help="Do not call pyprof.init() (aten-level ops only).")
+@click.option("--with-stack", is_flag=True, help="Record Python stacks (call sites without pyprof markers; slower).")
+@click.option("--no-shapes", is_flag=True, help="Do not record input shapes (no FLOPs for aten-only ops).")
+@click.option("--summary", "by", type=click.Choice(["op", "layer", "kernel", "dir"]), default="op", show_default=True,
+              help="How the printed summary groups kernels.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Summary rows printed.")
+@click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for the roofline (else calibration/table).")
+@click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak bandwidth for the roofline.")
+def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stack, no_shapes, by, top,
+        peak_flops, peak_bw):
+    from pathlib import Path
+
+    import orjson
+
+    from pyprof.atomic import atomic_output
+    from pyprof.cpu_findings import findings, format_findings
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.records import write_records
+    from pyprof.runner import RunOptions, run_script
+
+    opts = RunOptions(wait=wait, warmup=warmup, active=active, step_on=step_on, init=not no_init,
+                      record_shapes=not no_shapes, with_stack=with_stack)
+    result = run_script(script, list(args), out_dir, opts)
+    out = Path(out_dir)
+    with atomic_output(out / "env.json", "wb") as fh:
+        fh.write(orjson.dumps(result.env, option=orjson.OPT_INDENT_2))
+
+    source = KinetoSource(result.trace)
+    records = list(source.records())
+    with atomic_output(out / "records.dict", "wb") as fh:
+        write_records(records, fh)
+    err = click.get_text_stream("stderr")
+    for line in source.warnings:
+        click.echo(f"pyprof: warning: {line}", err=True)
+    mode = "GPU kernels" if source.gpu_mode else "CPU ops (self time)"
+    click.echo(f"pyprof: {result.steps} steps counted at {result.step_source}; {source.n_events} trace events -> "
+               f"{len(records)} {mode}; wrote {out / 'trace.json'}, {out / 'records.dict'}")
+    _summary(records, by, top, peak_flops, peak_bw, err)
+    if not source.gpu_mode or any(r.get("device") is None for r in records):
+        cpu = [r for r in records if r.get("device") is None]
+        sys.stdout.write("\n" + format_findings(findings(cpu, result.env)))
+    sys.stdout.flush()
+
+
+def _summary(records, by, top, peak_flops, peak_bw, err) -> None:
+    """The prof summary (per ``by``, ``top`` rows and the fix-this-first list) on stdout."""
+    from pyprof.prof import render
+    from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
+    from pyprof.prof.table import build
+
+    df = build(records, peak_flops=peak_flops, peak_bw=peak_bw)
+    for line in df.attrs.get("warnings", []):
+        click.echo(f"pyprof: warning: {line}", err=True)
+    s = summarize(df, by)
+    headers = dict(HEADERS, key=by.capitalize())
+    sys.stdout.write(f"\nSummary by {by} (top {min(top, len(s))} of {len(s)})\n")
+    render.write(s.head(top), SUMMARY_NAMES, sys.stdout, "aligned", 120, headers, FORMATS)
+    first = fix_first(s, min(top, 5))
+    if len(first):
+        sys.stdout.write("\n# fix this first: time above the roofline\n")
+        render.write(first, SUMMARY_NAMES, sys.stdout, "aligned", 120, headers, FORMATS)

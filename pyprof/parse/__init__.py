@@ -1,0 +1,16 @@
+"""Exports (Nsight Systems / nvprof SQLite, torch.profiler traces) -> one kernel record per kernel.
+
+``open_source(path).records()`` is the API; ``pyprof parse`` (``pyprof/cli/parse_cmd.py``) the command.
+No torch import anywhere in this package.
+"""
+
+from pyprof.parse.source import Source, open_source
+
+__all__ = ["Source", "open_source", "parse_to"]
+
+
+def parse_to(path, out, quiet: bool = True):
+    """Parse ``path`` and write its records to ``out`` (a path, or None/"-" for stdout); returns the source."""
+    from pyprof.parse.run import parse_file
+
+    return parse_file(path, out)

@@ -1,0 +1,367 @@
+"""Decode the NVTX range texts open at a kernel's launch into record fields, and link backward to forward.
+
+Reused by every source (nsys, nvprof, torch.profiler/Kineto), so it works on plain strings only:
+
+* :func:`classify` reads ONE range text (cached): a pyprof marker (``pyprof.markers``), a legacy
+  NVIDIA PyProf ``str(dict)`` marker (read with ``ast.literal_eval``, never ``eval``), a PyTorch
+  ``emit_nvtx`` op string in any of its forms, a ``layer:NAME`` range, or a plain user range.
+* :func:`decode` folds the texts of all ranges open at a launch (outermost first) into the decoded
+  record fields (``layer``, ``trace``, ``mod``/``op``/``args``, ``aten``, ``seqId``/``altSeqId``,
+  ``dir``, ...). Callers intern the tuple of texts and call it once per distinct open set.
+* :class:`BackwardLinker` ties backward kernels to their forward op: forward ranges register
+  ``(pid, seq) -> fields``; a backward kernel looks its seq up (a dict, then a bisect on time).
+
+emit_nvtx grammar (every form PyTorch has written):
+``name`` | ``name, seq = N`` | ``name, stashed seq = N`` | ... ``, op_id = M`` | ``, sizes = [[..], ..]``
+| ``, input_op_ids = [...]``; names ``aten::x``, bare ``x`` (PyTorch <= 1.x), autograd nodes
+``XBackward``/``XBackward0``, ``torch::autograd::AccumulateGrad``, mangled ``N5torch8autograd14AccumulateGradE``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from pyprof import markers
+
+# -- one text ---------------------------------------------------------------------------------------
+
+_KEY = re.compile(r",\s*(stashed seq|seq|op_id|sizes|input_op_ids)\s*=\s*")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAMESPACED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$")
+_BWD_NODE = re.compile(r"^(?:torch::autograd::)?[A-Za-z_][A-Za-z0-9_]*Backward\d*$")
+_MANGLED_AUTOGRAD = re.compile(r"^N5torch8autograd\d+([A-Za-z_][A-Za-z0-9_]*)E$")
+_EVALUATE = "autograd::engine::evaluate_function: "
+_NO_LINK_NODES = {"GraphRoot", "AccumulateGrad", "torch::autograd::GraphRoot", "torch::autograd::AccumulateGrad"}
+_HINT_BWD = re.compile(r"\b(backward|bwd|backprop)\b", re.I)
+_HINT_OPTIM = re.compile(r"optimi[sz]er|\boptim\b|\bopt[._ ]step\b", re.I)
+_HINT_FWD = re.compile(r"\b(forward|fwd)\b", re.I)
+
+
+@dataclass(frozen=True)
+class TextInfo:
+    """What one range text means. ``kind`` is one of: ``op`` (a marker naming the op the user called),
+    ``mod`` (module path), ``bwd``, ``optim``, ``trace``, ``layer``, ``aten`` (emit_nvtx op or autograd
+    node), ``hint`` (user range hinting a direction), ``plain``."""
+
+    kind: str
+    malformed: bool = False
+    mod: str | None = None
+    op: str | None = None
+    args: Any = None
+    cdtype: str | None = None
+    trace: tuple | None = None
+    layer: str | None = None
+    name: str | None = None          # aten op name / autograd node name
+    seq: int | None = None           # emit_nvtx `seq = N`, pyprof bwd seq
+    stashed: int | None = None       # emit_nvtx `stashed seq = N`
+    fwd_seqs: tuple = ()             # pyprof op marker's `seq` list
+    sizes: Any = None
+    is_bwd_node: bool = False
+    hint: str | None = None          # fprop / bprop / optim
+
+
+def _parse_sizes(text: str):
+    try:
+        return orjson.loads(text.replace("(", "[").replace(")", "]"))
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
+    """Parse an emit_nvtx string; None if ``text`` is not one."""
+    matches = list(_KEY.finditer(text))
+    name = (text[: matches[0].start()] if matches else text).strip()
+    if name.startswith(_EVALUATE):
+        name = name[len(_EVALUATE):].strip()
+        node = True
+    else:
+        mangled = _MANGLED_AUTOGRAD.match(name)
+        node = bool(mangled) or bool(_BWD_NODE.match(name)) or name.startswith("torch::autograd::")
+        if mangled:
+            name = "torch::autograd::" + mangled.group(1)
+    if not matches and not node:
+        if not (_NAMESPACED.match(name) or (bare_names and _IDENT.match(name))):
+            return None
+    elif not (_IDENT.match(name) or _NAMESPACED.match(name)):
+        return None
+    values: dict[str, str] = {}
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        values[m.group(1)] = text[m.end():end].strip()
+    seq = stashed = None
+    try:
+        if "seq" in values:
+            seq = int(values["seq"])
+        if "stashed seq" in values:
+            stashed = int(values["stashed seq"])
+    except ValueError:
+        return None
+    sizes = _parse_sizes(values["sizes"]) if "sizes" in values else None
+    return TextInfo("aten", name=name, seq=seq, stashed=stashed, sizes=sizes, is_bwd_node=node)
+
+
+def _pyprof(text: str) -> TextInfo:
+    try:
+        p = markers.decode(text)
+    except markers.MarkerError:
+        return TextInfo("plain", malformed=True)
+    k = p["k"]
+    if k == "op":
+        seqs = p.get("seq") or ()
+        seqs = tuple(s for s in (seqs if isinstance(seqs, list) else [seqs]) if isinstance(s, int))
+        trace = p.get("trace")
+        return TextInfo("op", mod=p.get("ns"), op=p.get("op"), args=p.get("args"), cdtype=p.get("cdtype"),
+                        trace=tuple(trace) if isinstance(trace, list) else None, fwd_seqs=seqs)
+    if k == "mod":
+        return TextInfo("mod", layer=p.get("path") or p.get("cls"))
+    if k == "bwd":
+        seq = p.get("seq")
+        return TextInfo("bwd", name=p.get("node"), seq=seq if isinstance(seq, int) else None)
+    if k == "optim":
+        return TextInfo("optim", name=p.get("cls"))
+    return _plain(str(p.get("name") or ""))
+
+
+def _legacy(text: str) -> TextInfo:
+    try:
+        d = markers.decode_legacy_pyprof(text)
+    except markers.MarkerError:
+        return TextInfo("plain", malformed=True)
+    if "traceMarker" in d:
+        t = d["traceMarker"]
+        return TextInfo("trace", trace=tuple(reversed(t)) if isinstance(t, list) else None)
+    return TextInfo("op", mod=d.get("mod"), op=d.get("op"), args=d.get("args"))
+
+
+def _plain(text: str) -> TextInfo:
+    layer = markers.layer_name(text)
+    if layer:
+        return TextInfo("layer", layer=layer)
+    if _HINT_BWD.search(text):
+        return TextInfo("hint", hint="bprop")
+    if _HINT_OPTIM.search(text):
+        return TextInfo("hint", hint="optim")
+    if _HINT_FWD.search(text):
+        return TextInfo("hint", hint="fprop")
+    return TextInfo("plain")
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def classify(text: str | None, bare_names: bool = False) -> TextInfo:
+    """What one range text means (cached). ``bare_names``: treat bare identifiers (``mul``, ``SELU``)
+    as emit_nvtx op names, right for sources known to hold legacy (PyTorch <= 1.x) emit_nvtx text."""
+    if not text:
+        return TextInfo("plain")
+    if markers.is_pyprof(text):
+        return _pyprof(text)
+    if markers.is_legacy_pyprof(text):
+        return _legacy(text)
+    if text.startswith(markers.LAYER_PREFIX):
+        return _plain(text)
+    info = _emit_nvtx(text, False)
+    if info is not None:
+        return info
+    plain = _plain(text)
+    if plain.kind == "plain" and bare_names:
+        return _emit_nvtx(text, True) or plain
+    return plain
+
+
+def looks_like_legacy_emit_nvtx(texts) -> bool:
+    """True when a source's texts show PyTorch <= 1.x emit_nvtx (autograd nodes, bare op names)."""
+    return any(t and (_BWD_NODE.match(t.split(",")[0]) or _MANGLED_AUTOGRAD.match(t) or t == "CudaTransfer")
+               for t in texts)
+
+
+# -- a stack of texts --------------------------------------------------------------------------------
+
+@dataclass
+class Decoded:
+    """Decoded fields of one open-range set. ``fields`` goes into the record as is (shared: never mutate);
+    ``op_pos`` is the index of the range that is the op instance (for ``opId``), ``link_seq`` the seq a
+    backward kernel links by, ``fwd`` what a forward range registers for backward kernels."""
+
+    fields: dict[str, Any]
+    op_pos: int | None = None
+    link_seq: int | None = None
+    malformed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _unique(values):
+    seen, out = set(), []
+    for v in values:
+        if v not in seen:
+            seen.add(v)
+            out.append(v)
+    return out
+
+
+def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
+    """Fold the texts of the ranges open at a launch (outermost first) into record fields."""
+    infos = [classify(t, bare_names) for t in texts]
+    layer: list[str] = []
+    op_i = bwd_i = optim_i = None
+    trace = None
+    aten_i = None
+    seq_ids: list[int] = []
+    alt: list[int] = []
+    hint = None
+    link_seq = None
+    bwd_node = None
+    top_aten_i = None   # outermost aten op (of the innermost op instance) for aten-only sources
+    malformed = 0
+    for i, info in enumerate(infos):
+        kind = info.kind
+        malformed += info.malformed
+        if kind == "mod" or kind == "layer":
+            if info.layer:
+                layer.append(info.layer)
+        elif kind == "op":
+            op_i = i
+            if info.trace:
+                trace = list(info.trace)
+            if bwd_i is None:
+                seq_ids.extend(info.fwd_seqs)
+        elif kind == "trace":
+            if info.trace:
+                trace = list(info.trace)
+        elif kind == "bwd":
+            bwd_i = i
+            bwd_node = info.name
+            top_aten_i = None
+            if info.seq is not None:
+                alt.append(info.seq)
+                link_seq = info.seq
+        elif kind == "optim":
+            optim_i = i
+        elif kind == "hint":
+            hint = info.hint
+        elif kind == "aten":
+            if info.is_bwd_node:
+                bwd_i = i
+                bwd_node = info.name
+                top_aten_i = None
+                if info.seq is not None and info.name not in _NO_LINK_NODES:
+                    alt.append(info.seq)
+                    link_seq = info.seq
+                continue
+            aten_i = i
+            if top_aten_i is None or (op_i is not None and op_i > top_aten_i):
+                top_aten_i = i
+            if info.stashed is not None:
+                alt.append(info.stashed)
+                if bwd_i is None:
+                    link_seq = info.stashed
+            if info.seq is not None and bwd_i is None and info.stashed is None:
+                seq_ids.append(info.seq)
+    in_bwd = bwd_i is not None or any(infos[i].stashed is not None for i in range(len(infos)) if infos[i].kind == "aten")
+    fields: dict[str, Any] = {
+        "layer": layer, "trace": trace or [], "mod": None, "op": None, "args": None, "cdtype": None,
+        "aten": None, "atenSizes": None, "seqId": _unique(seq_ids), "altSeqId": _unique(alt),
+        "bwdNode": bwd_node, "dir": "",
+    }
+    if aten_i is not None:
+        fields["aten"] = infos[aten_i].name
+        fields["atenSizes"] = infos[aten_i].sizes
+    # the op instance: innermost marker op or backward node, else the outermost aten op (aten-only sources)
+    candidates = [i for i in (op_i, bwd_i) if i is not None]
+    op_pos = max(candidates) if candidates else None
+    if op_pos is not None and op_pos == op_i:
+        info = infos[op_i]
+        fields.update(mod=info.mod, op=info.op, args=info.args, cdtype=info.cdtype)
+    elif top_aten_i is not None and (op_pos is None or top_aten_i > op_pos):
+        name = infos[top_aten_i].name or ""
+        fields.update(mod="aten", op=name[6:] if name.startswith("aten::") else name)
+        if op_pos is None:
+            op_pos = top_aten_i
+    if in_bwd:
+        fields["dir"] = "bprop"
+    elif optim_i is not None:
+        fields["dir"] = "optim"
+    elif hint:
+        fields["dir"] = hint
+    elif op_i is not None or seq_ids or aten_i is not None:
+        fields["dir"] = "fprop"
+    return Decoded(fields, op_pos=op_pos, link_seq=link_seq, malformed=malformed)
+
+
+def forward_fields(texts: Sequence[str | None], bare_names: bool = False) -> dict[str, Any]:
+    """What a forward range (the last text) hands to the backward kernels that link to it."""
+    f = decode(texts, bare_names).fields
+    return {k: f[k] for k in ("mod", "op", "args", "cdtype", "layer", "trace")}
+
+
+def forward_seqs(text: str | None, bare_names: bool = False) -> tuple[int, ...]:
+    """Sequence numbers a forward range registers: emit_nvtx ``seq = N`` (not backward nodes, not
+    ``stashed``), pyprof op markers' ``seq`` list."""
+    info = classify(text, bare_names)
+    if info.kind == "op":
+        return info.fwd_seqs
+    if info.kind == "aten" and not info.is_bwd_node and info.seq is not None and info.stashed is None:
+        return (info.seq,)
+    return ()
+
+
+def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
+    """A backward kernel's fields completed from its forward op's (op, args and, when its own stack has
+    none, layer and trace). Returns a new dict; neither input is changed."""
+    if not fwd:
+        return own
+    out = dict(own)
+    for k in ("mod", "op", "args", "cdtype"):
+        if fwd.get(k) is not None:
+            out[k] = fwd[k]
+    if not own.get("layer") and fwd.get("layer"):
+        out["layer"] = fwd["layer"]
+    if not own.get("trace") and fwd.get("trace"):
+        out["trace"] = fwd["trace"]
+    return out
+
+
+class BackwardLinker:
+    """Forward op registry keyed by (pid, seq): the latest forward registered at or before a time wins.
+
+    ``add(pid, seq, time, fields)`` for every forward range carrying a seq (any order; call
+    :meth:`freeze` before lookups); ``find(pid, seq, time)`` returns the fields or None.
+    """
+
+    def __init__(self) -> None:
+        self._raw: dict[tuple, list] = {}
+        self._by_key: dict[tuple, tuple[list, list]] = {}
+        self._frozen = False
+
+    def add(self, pid, seq: int, time: int, fields: dict[str, Any]) -> None:
+        self._raw.setdefault((pid, seq), []).append((time, len(self._raw), fields))
+        self._frozen = False
+
+    def freeze(self) -> None:
+        self._by_key = {}
+        for key, entries in self._raw.items():
+            entries.sort(key=lambda e: (e[0], e[1]))
+            self._by_key[key] = ([e[0] for e in entries], [e[2] for e in entries])
+        self._frozen = True
+
+    def find(self, pid, seq: int | None, time: int | None = None) -> dict[str, Any] | None:
+        if seq is None:
+            return None
+        if not self._frozen:
+            self.freeze()
+        entry = self._by_key.get((pid, seq))
+        if not entry:
+            return None
+        times, values = entry
+        if time is None:
+            return values[-1]
+        i = bisect.bisect_right(times, time) - 1
+        return values[i] if i >= 0 else None
+
+    def __len__(self) -> int:
+        return len(self._raw)

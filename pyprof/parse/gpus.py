@@ -1,0 +1,82 @@
+"""GPU names for kernel records: ``KERNEL.deviceId`` (the process-local CUDA ordinal) -> a name.
+
+nsys (schema doc §3.7): 2025.1+ ``TARGET_INFO_CUDA_DEVICE(gpuId, cudaId, pid)`` -> ``TARGET_INFO_GPU.id``;
+2021.2-2024.x ``TARGET_INFO_GPU.cuDevice`` after ``CUDA_VISIBLE_DEVICES`` remapping (read from
+``META_DATA_CAPTURE`` when present), CUDA adapters only (non-empty ``chipName``); <= 2021.1
+``TARGET_INFO_CUDA_GPU(deviceId, pid)``. Never ``TARGET_INFO_GPU.id`` directly. Unknown -> None.
+nvprof: ``CUPTI_ACTIVITY_KIND_DEVICE(id, name)``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from pyprof.parse.db import Database
+
+
+def _visible_devices(db: Database) -> list[int] | None:
+    if not db.has("META_DATA_CAPTURE"):
+        return None
+    for (value,) in db.execute("SELECT value FROM META_DATA_CAPTURE WHERE value LIKE 'CUDA_VISIBLE_DEVICES=%'"):
+        m = re.match(r'CUDA_VISIBLE_DEVICES="?([^"]*)"?', str(value))
+        if m:
+            try:
+                return [int(x) for x in m.group(1).split(",") if x.strip()]
+            except ValueError:
+                return None  # UUIDs: cannot remap by ordinal
+    return None
+
+
+def nsys_gpu_names(db: Database, acts: pd.DataFrame) -> list:
+    """GPU name per activity row (pid and device columns), or None where it cannot be told."""
+    by_pid_dev: dict[tuple, str] = {}
+    by_dev: dict[int, str] = {}
+    gpu_cols = db.columns("TARGET_INFO_GPU")
+    names_by_id: dict = {}
+    if "id" in gpu_cols and "name" in gpu_cols:
+        names_by_id = dict(db.execute("SELECT id, name FROM TARGET_INFO_GPU"))
+    if db.has("TARGET_INFO_CUDA_DEVICE") and names_by_id:
+        for gpu_id, cuda_id, pid in db.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
+            if gpu_id in names_by_id:
+                by_pid_dev[(pid, cuda_id)] = names_by_id[gpu_id]
+    if "cuDevice" in gpu_cols:
+        chip = "chipName" in gpu_cols
+        rows = db.execute("SELECT cuDevice, name" + (", chipName" if chip else "") + " FROM TARGET_INFO_GPU")
+        cands: dict[int, set] = {}
+        for row in rows:
+            if chip and not row[2]:
+                continue
+            cands.setdefault(row[0], set()).add(row[1])
+        system = {d: next(iter(n)) for d, n in cands.items() if len(n) == 1}
+        visible = _visible_devices(db)
+        if visible is not None:
+            by_dev = {i: system[d] for i, d in enumerate(visible) if d in system}
+        else:
+            by_dev = system
+    if db.has("TARGET_INFO_CUDA_GPU"):
+        cols = db.columns("TARGET_INFO_CUDA_GPU")
+        if {"deviceId", "pid", "name"} <= set(cols):
+            for dev, pid, name in db.execute("SELECT deviceId, pid, name FROM TARGET_INFO_CUDA_GPU"):
+                by_pid_dev.setdefault((pid, dev), name)
+                by_dev.setdefault(dev, name)
+    out = []
+    cache: dict[tuple, str | None] = {}
+    for pid, dev in zip(acts["pid"].tolist(), acts["device"].tolist()):
+        key = (pid, dev)
+        if key not in cache:
+            name = by_pid_dev.get(key)
+            if name is None and dev is not None and dev == dev:
+                name = by_dev.get(int(dev))
+            cache[key] = name
+        out.append(cache[key])
+    return out
+
+
+def nvprof_gpu_names(db: Database, devices: list, strings: dict[int, str]) -> list:
+    """nvprof: CUPTI_ACTIVITY_KIND_DEVICE.id -> StringTable name."""
+    names = {}
+    if {"id", "name"} <= set(db.columns("CUPTI_ACTIVITY_KIND_DEVICE")):
+        names = {i: strings.get(n) for i, n in db.execute("SELECT id, name FROM CUPTI_ACTIVITY_KIND_DEVICE")}
+    return [names.get(d) if d is not None else None for d in devices]

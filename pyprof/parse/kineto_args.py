@@ -1,0 +1,66 @@
+"""An ATen op's Kineto ``Input Dims`` / ``Input type`` / ``Concrete Inputs`` as pyprof argument dicts.
+
+Without pyprof markers a torch.profiler trace still records, with ``record_shapes=True``, the shape
+and dtype of every tensor input of every op and the value of scalar inputs; this turns them into
+the argument format of :mod:`pyprof.markers` so the cost models can price aten-only ops. Arguments
+are positional in the ATen schema order (``aten::addmm(self, mat1, mat2, beta, alpha)``); their
+``name`` is ``null`` because the trace does not carry parameter names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pyprof.parse import kineto_schema as ks
+
+
+def _scalar(text: str) -> dict[str, Any]:
+    if text in ("True", "False"):
+        return {"name": None, "type": "bool", "value": text == "True"}
+    try:
+        return {"name": None, "type": "int", "value": int(text)}
+    except ValueError:
+        pass
+    try:
+        return {"name": None, "type": "float", "value": float(text)}
+    except ValueError:
+        return {"name": None, "type": "str", "value": text}
+
+
+def _list(text: str) -> dict[str, Any]:
+    try:
+        value = orjson.loads(text.replace("True", "true").replace("False", "false"))
+    except orjson.JSONDecodeError:
+        return {"name": None, "type": "other", "value": text}
+    return {"name": None, "type": "list", "value": value}
+
+
+def kineto_args(args: dict) -> list[dict[str, Any]] | None:
+    """The op's inputs as pyprof argument dicts, or None when the trace has no shapes for it."""
+    dims = ks.arg(args, "input_dims")
+    if not isinstance(dims, list):
+        return None
+    types = ks.arg(args, "input_types") or []
+    concrete = ks.arg(args, "concrete") or []
+    out: list[dict[str, Any]] = []
+    for i, shape in enumerate(dims):
+        typ = types[i] if i < len(types) else ""
+        value = concrete[i] if i < len(concrete) else ""
+        dtype = ks.DTYPES.get(typ)
+        if dtype is not None:
+            out.append({"name": None, "type": "tensor", "shape": shape, "dtype": dtype})
+        elif typ in ks.TENSORLIST_TYPES:
+            items = shape if isinstance(shape, list) and all(isinstance(s, list) for s in shape) else []
+            out.append({"name": None, "type": "tensorlist",
+                        "items": [{"name": None, "type": "tensor", "shape": s, "dtype": None} for s in items]})
+        elif typ in ks.SCALAR_TYPES and isinstance(value, str) and value:
+            out.append(_scalar(value))
+        elif typ in ks.LIST_TYPES and isinstance(value, str) and value:
+            out.append(_list(value))
+        elif typ == "" and not value:
+            out.append({"name": None, "type": "NoneType", "value": None})
+        else:
+            out.append({"name": None, "type": "other", "value": typ or None})
+    return out

@@ -1,0 +1,212 @@
+"""One pass over a Kineto trace's events into flat arrays, and the per-thread nesting of its ranges.
+
+Ranges are ``cpu_op`` (ATen ops, autograd nodes), ``user_annotation`` (record_function: pyprof
+markers, ``ProfilerStep#N``, ``Optimizer.step#...``) and ``python_function`` (``with_stack``) events.
+Complete events on one thread nest, so one sort by (start, -end) and a stack per thread give every
+range its parent and every CUDA launch its innermost open range: O(n log n), no query per kernel.
+Each range keeps the chain of its open ancestors (a tuple shared with its parent's), so what was
+open at a launch is one lookup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyprof.markers import from_profiler_name
+from pyprof.parse import kineto_schema as ks
+
+ROLE_OP, ROLE_ANN, ROLE_PY = 0, 1, 2
+_ROLE_CODE = {"op": ROLE_OP, "ann": ROLE_ANN, "py": ROLE_PY}
+
+
+@dataclass
+class Index:
+    """Flat per-range arrays (index = range id) plus launches and GPU activities."""
+
+    name: list = field(default_factory=list)
+    role: list = field(default_factory=list)
+    start: list = field(default_factory=list)
+    end: list = field(default_factory=list)
+    pid: list = field(default_factory=list)
+    tid: list = field(default_factory=list)
+    args: list = field(default_factory=list)
+    parent: list = field(default_factory=list)
+    seq: list = field(default_factory=list)     # autograd sequence number (int >= 0) or None
+    chain: list = field(default_factory=list)   # tuple of open op/ann range ids, outermost first, self last
+    frames: list = field(default_factory=list)  # tuple of user Python frames, innermost first
+    # launches: (pid, tid, start, end, name, correlation, external id) and their innermost open range
+    launches: list = field(default_factory=list)
+    launch_node: list = field(default_factory=list)
+    gpu: list = field(default_factory=list)     # (role, event)
+    threads: dict = field(default_factory=dict)  # (pid, tid) -> [range ids]
+    launch_threads: dict = field(default_factory=dict)  # (pid, tid) -> [launch ids]
+    skipped: int = 0                            # events without a usable ts
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+# Frames of these files are PyTorch's or pyprof's, not the user's call site. Kineto writes paths
+# relative to their sys.path entry (``torch/nn/modules/conv.py``) or absolute.
+_LIB_PREFIXES = ("torch/", "pyprof/", "site-packages/", "runpy.py", "threading.py")
+_LIB_MARKERS = ("/torch/", "/site-packages/", "/dist-packages/", "/pyprof/", "<frozen ", "runpy.py")
+
+
+def user_frame(name: str) -> str | None:
+    """``/home/u/train.py(42): forward`` -> ``train.py:42:forward``; None for library/builtin frames."""
+    if not name or name[0] == "<":
+        return None
+    head, sep, func = name.partition("): ")
+    if not sep:
+        return None
+    path, paren, line = head.rpartition("(")
+    if not paren or not line.isdigit():
+        return None
+    if path.startswith(_LIB_PREFIXES) or any(m in path for m in _LIB_MARKERS):
+        return None
+    return f"{path.rsplit('/', 1)[-1]}:{line}:{func}"
+
+
+def build_index(events: list[dict[str, Any]]) -> Index:
+    """Classify the events (one pass), then nest each thread's ranges (one sort + stack per thread)."""
+    ix = Index()
+    roles = ks.CATEGORY_ROLE
+    to_ns = ks.to_ns
+    arg = ks.arg
+    name_l, role_l, start_l, end_l, pid_l, tid_l, args_l, seq_l = (
+        ix.name, ix.role, ix.start, ix.end, ix.pid, ix.tid, ix.args, ix.seq)
+    threads = ix.threads
+    for ev in events:
+        if type(ev) is not dict or ev.get("ph") != "X":
+            continue
+        role = roles.get(ev.get("cat"))
+        if role is None:
+            continue
+        ts = ev.get("ts")
+        if ts is None or isinstance(ts, str):
+            ix.skipped += 1
+            continue
+        start = to_ns(ts)
+        dur = ev.get("dur") or 0
+        end = start + to_ns(dur)
+        code = _ROLE_CODE.get(role)
+        if code is not None:
+            key = (ev.get("pid"), ev.get("tid"))
+            rid = len(name_l)
+            name = ev.get("name") or ""
+            a = ev.get("args") or {}
+            if code == ROLE_ANN:
+                name = from_profiler_name(name)  # pyprof markers are percent-encoded in traces
+                seq = None
+            else:
+                seq = arg(a, "seq")
+                if type(seq) is not int or seq < 0:
+                    seq = None
+            name_l.append(name)
+            seq_l.append(seq)
+            role_l.append(code)
+            start_l.append(start)
+            end_l.append(end)
+            pid_l.append(key[0])
+            tid_l.append(key[1])
+            args_l.append(a)
+            lst = threads.get(key)
+            if lst is None:
+                threads[key] = [rid]
+            else:
+                lst.append(rid)
+        elif role == "launch":
+            a = ev.get("args") or {}
+            key = (ev.get("pid"), ev.get("tid"))
+            lid = len(ix.launches)
+            ix.launches.append((key[0], key[1], start, end, ev.get("name"), arg(a, "correlation"),
+                                arg(a, "external_id")))
+            ix.launch_threads.setdefault(key, []).append(lid)
+        else:
+            ix.gpu.append((role, ev, start, end))
+    n = len(name_l)
+    ix.parent = [-1] * n
+    ix.chain = [()] * n
+    ix.frames = [()] * n
+    ix.launch_node = [-1] * len(ix.launches)
+    for key, rids in threads.items():
+        _nest(ix, rids, ix.launch_threads.get(key, ()))
+    _backward_seqs(ix)
+    return ix
+
+
+def _backward_seqs(ix: Index) -> None:
+    """Give an ``evaluate_function: XBackward0`` range without a seq the seq of the node inside it."""
+    name, seq, parent, role = ix.name, ix.seq, ix.parent, ix.role
+    prefix = ks.BACKWARD_PREFIX
+    for r in range(len(name)):
+        if seq[r] is None or role[r] != ROLE_OP:
+            continue
+        p = parent[r]
+        while p >= 0 and role[p] != ROLE_OP:
+            p = parent[p]
+        if p >= 0 and seq[p] is None and name[p].startswith(prefix):
+            seq[p] = seq[r]
+
+
+def _nest(ix: Index, rids: list[int], lids) -> None:
+    """Parents, ancestor chains and user frames of one thread's ranges; innermost range of its launches."""
+    start, end, role, name = ix.start, ix.end, ix.role, ix.name
+    parent, chain, frames = ix.parent, ix.chain, ix.frames
+    rids.sort(key=lambda r: (start[r], -end[r]))
+    lids = sorted(lids, key=lambda i: ix.launches[i][2])
+    launches, launch_node = ix.launches, ix.launch_node
+    nl = len(lids)
+    li = 0
+    stack: list[int] = []
+    for r in rids:
+        s = start[r]
+        while li < nl and launches[lids[li]][2] < s:
+            t = launches[lids[li]][2]
+            while stack and end[stack[-1]] <= t:
+                stack.pop()
+            launch_node[lids[li]] = stack[-1] if stack else -1
+            li += 1
+        while stack and end[stack[-1]] <= s:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            parent[r] = p
+            if role[r] == ROLE_PY:
+                chain[r] = chain[p]
+                f = user_frame(name[r])
+                pf = frames[p]
+                frames[r] = ((f,) + pf[:7]) if f else pf
+            else:
+                chain[r] = chain[p] + (r,)
+                frames[r] = frames[p]
+        else:
+            if role[r] == ROLE_PY:
+                f = user_frame(name[r])
+                frames[r] = (f,) if f else ()
+            else:
+                chain[r] = (r,)
+        stack.append(r)
+    while li < nl:
+        t = launches[lids[li]][2]
+        while stack and end[stack[-1]] <= t:
+            stack.pop()
+        launch_node[lids[li]] = stack[-1] if stack else -1
+        li += 1
+
+
+def self_times(ix: Index) -> list[int]:
+    """Self time of every op range: its duration minus that of the op ranges directly under it
+    (through annotations and Python frames). Clamped at 0 (rounding of float timestamps)."""
+    start, end, role, parent = ix.start, ix.end, ix.role, ix.parent
+    self_t = [e - s for s, e in zip(start, end)]
+    for r in range(len(start)):
+        if role[r] != ROLE_OP:
+            continue
+        p = parent[r]
+        while p >= 0 and role[p] != ROLE_OP:
+            p = parent[p]
+        if p >= 0:
+            self_t[p] -= end[r] - start[r]
+    return [t if t > 0 else 0 for t in self_t]

@@ -1,0 +1,113 @@
+"""Everything pyprof knows about the torch.profiler (Kineto) chrome-trace format, as data.
+
+One declarative module, in the manner of HTA's parser config: event categories, the spellings
+an argument has had across PyTorch 1.8 - 2.x, dtype names, and the timestamp rule. The parser
+(:mod:`pyprof.parse.kineto`) never spells a Kineto key itself.
+
+Variations covered (seen in PyTorch's and HTA's test traces and in traces recorded here):
+
+* categories: ``cpu_op`` (``Operator`` in PyTorch 1.8-1.9), ``user_annotation`` (record_function,
+  where pyprof markers land), ``python_function`` (``with_stack``), ``cuda_runtime`` /
+  ``cuda_driver`` (``Runtime`` in 1.8), ``kernel`` (``Kernel``), ``gpu_memcpy`` (``Memcpy``),
+  ``gpu_memset`` (``Memset``);
+* argument keys: ``External id`` / ``external id``, ``correlation`` / ``correlation id``,
+  ``Sequence number``, ``Fwd thread id``, ``Input Dims`` / ``Input dims``, ``Input type``,
+  ``Concrete Inputs``, ``Ev Idx`` / ``Profiler Event Index``;
+* timestamps: the Trace Event Format puts ``ts``/``dur`` in microseconds. PyTorch before 2.4 wrote
+  integers (us resolution); since pytorch/pytorch#122425 they are floats with three decimals
+  (ns resolution). Both become integer nanoseconds; an integer is multiplied exactly.
+"""
+
+from __future__ import annotations
+
+# category -> role. Roles: "op" (an ATen/autograd op: a range, and a CPU "kernel" in CPU traces),
+# "ann" (a record_function range: pyprof markers, ProfilerStep#N, Optimizer.step#...),
+# "py" (a Python frame), "launch" (a CUDA runtime/driver call), and the GPU activities.
+CATEGORY_ROLE: dict[str, str] = {
+    "cpu_op": "op",
+    "Operator": "op",
+    "operator": "op",
+    "user_annotation": "ann",
+    "User annotation": "ann",
+    "python_function": "py",
+    "cuda_runtime": "launch",
+    "cuda_driver": "launch",
+    "Runtime": "launch",
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+}
+
+RANGE_ROLES = frozenset({"op", "ann", "py"})
+GPU_ROLES = frozenset({"kernel", "memcpy", "memset"})
+
+# logical argument -> the keys it has been written under, newest first.
+ARG_KEYS: dict[str, tuple[str, ...]] = {
+    "external_id": ("External id", "external id", "External ID"),
+    "correlation": ("correlation", "correlation id", "Correlation id", "correlationId"),
+    "seq": ("Sequence number", "Sequence Number", "sequence number"),
+    "fwd_tid": ("Fwd thread id", "Fwd Thread Id", "fwd thread id"),
+    "input_dims": ("Input Dims", "Input dims", "input dims"),
+    "input_types": ("Input type", "Input types", "input type"),
+    "concrete": ("Concrete Inputs", "Concrete inputs"),
+    "ev_idx": ("Ev Idx", "Profiler Event Index"),
+    "device": ("device", "Device"),
+    "stream": ("stream", "Stream"),
+    "grid": ("grid",),
+    "block": ("block",),
+    "bytes": ("bytes", "Bytes"),
+}
+
+# Names of backward-pass wrappers emitted by the autograd engine: ``<prefix><NodeName>``.
+BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+# record_function ranges PyTorch opens around optimizer calls: ``Optimizer.step#SGD.step``.
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
+OPTIMIZER_PREFIX = "Optimizer."
+# Profiler-made ranges that are no layer: ``ProfilerStep#3``.
+PROFILER_STEP_PREFIX = "ProfilerStep#"
+
+# Kineto "Input type" strings (c10 ScalarType names) -> pyprof dtype names.
+DTYPES: dict[str, str] = {
+    "float": "float32",
+    "double": "float64",
+    "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "c10::Float8_e4m3fn": "float8_e4m3fn",
+    "c10::Float8_e5m2": "float8_e5m2",
+    "long int": "int64",
+    "long": "int64",
+    "int": "int32",
+    "short int": "int16",
+    "short": "int16",
+    "signed char": "int8",
+    "unsigned char": "uint8",
+    "bool": "bool",
+    "c10::complex<float>": "complex64",
+    "c10::complex<double>": "complex128",
+    "c10::complex<c10::Half>": "complex32",
+}
+SCALAR_TYPES = frozenset({"Scalar"})
+LIST_TYPES = frozenset({"ScalarList", "GenericList"})
+TENSORLIST_TYPES = frozenset({"TensorList"})
+
+# Memcpy kinds in Kineto event names: "Memcpy HtoD (Pageable -> Device)".
+COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "DtoA", "AtoD", "AtoH", "HtoA", "AtoA")
+
+
+def arg(args: dict, name: str, default=None):
+    """The value of logical argument ``name`` in an event's ``args``, under any of its spellings."""
+    for key in ARG_KEYS[name]:
+        value = args.get(key)
+        if value is not None:
+            return value
+    return default
+
+
+def to_ns(value) -> int:
+    """A Trace Event Format time (microseconds, int or float) as integer nanoseconds."""
+    if type(value) is int:
+        return value * 1000
+    return round(value * 1000.0)

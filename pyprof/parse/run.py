@@ -1,0 +1,119 @@
+"""Parse one file to one output (all-or-nothing), and many files in parallel processes.
+
+Kept apart from the click command so that tests, benchmarks and other code call the same path.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from pyprof.atomic import atomic_output
+from pyprof.errors import PyprofError
+from pyprof.parse.source import open_source
+from pyprof.records import write_records
+
+
+@dataclass
+class Result:
+    """What one parse did, for the summary line."""
+
+    path: str
+    out: str | None
+    kind: str = ""
+    version: str = ""
+    kernels: int = 0
+    copies: int = 0
+    attributed: int = 0
+    written: int = 0
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def summary(self) -> str:
+        pct = f"{100.0 * self.attributed / self.kernels:.1f}%" if self.kernels else "n/a"
+        extra = f" (+{self.copies} memcpy/memset)" if self.copies else ""
+        return (f"{os.path.basename(self.path)}: {self.kernels} kernels{extra}, {pct} attributed to NVTX "
+                f"ranges; {self.kind} {self.version}")
+
+
+def parse_file(path: str, out: str | None) -> Result:
+    """Read ``path``, write its records to ``out`` (None or "-": stdout). Raises PyprofError on bad input;
+    a file output is never left partial."""
+    source = open_source(path)
+    records = iter(source.records())
+    first = next(records, None)  # every read happens before the first record: validate before writing
+    res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
+
+    def all_records():
+        if first is not None:
+            yield first
+            yield from records
+
+    with atomic_output(out, "wb") as fh:
+        res.written = write_records(all_records(), fh)
+        fh.flush()
+    stats = getattr(source, "stats", None)
+    if stats is not None:
+        res.kernels, res.copies, res.attributed = stats.kernels, stats.copies, stats.attributed
+    else:
+        res.kernels = res.written
+    res.warnings = list(source.warnings)
+    return res
+
+
+def _worker(path: str, out: str) -> Result:
+    try:
+        return parse_file(path, out)
+    except PyprofError as exc:
+        return Result(path=path, out=out, error=str(exc))
+
+
+def output_name(path: str, out_dir: str) -> str:
+    base = os.path.basename(path)
+    for ext in (".sqlite", ".sql", ".nvvp", ".json.gz", ".json", ".db"):
+        if base.endswith(ext):
+            base = base[: -len(ext)]
+            break
+    return os.path.join(out_dir, base + ".dict")
+
+
+def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress: bool | None = None):
+    """Parse each path to ``out_dir/<name>.dict`` in parallel processes; yields Results as they finish."""
+    os.makedirs(out_dir, exist_ok=True)
+    outs = [output_name(p, out_dir) for p in paths]
+    if len(set(outs)) != len(outs):
+        from pyprof.errors import UsageError
+
+        raise UsageError("two inputs have the same file name, so their outputs would collide",
+                         "parse them into different output folders")
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
+    if progress is None:
+        progress = sys.stderr.isatty()
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(paths), unit="file", file=sys.stderr, desc="pyprof parse")
+        except ImportError:  # tqdm is optional
+            bar = None
+    try:
+        if jobs == 1:
+            for p, o in zip(paths, outs):
+                r = _worker(p, o)
+                if bar:
+                    bar.update(1)
+                yield r
+            return
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_worker, p, o) for p, o in zip(paths, outs)]
+            for fut in as_completed(futures):
+                r = fut.result()
+                if bar:
+                    bar.update(1)
+                yield r
+    finally:
+        if bar:
+            bar.close()

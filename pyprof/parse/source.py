@@ -1,0 +1,88 @@
+"""The source interface and ``open_source(path)``: sniff a file and return the reader for it.
+
+A *source* has ``kind`` (``nsys``, ``nvprof``, ``kineto``), ``version`` (exporter version text),
+``warnings`` (list of one-line strings, complete once ``records()`` has yielded its first record or
+finished) and ``records()`` yielding record dicts (fields documented in :mod:`pyprof.records`).
+Sources may also carry ``stats`` (:class:`pyprof.parse.assemble.Stats`) for the summary line.
+
+Sniffing: SQLite header -> Nsight Systems (``StringIds`` / ``TARGET_INFO_*`` / ``CUPTI_*`` tables) or
+nvprof (``StringTable`` + ``Version``); ``.json``/``.json.gz`` or JSON content -> the torch.profiler
+(Kineto) reader, imported lazily. Anything else is an :class:`~pyprof.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from pyprof.errors import InputError
+from pyprof.parse.db import REEXPORT, Database, is_sqlite
+
+
+class Source(Protocol):
+    kind: str
+    version: str
+    warnings: list[str]
+
+    def records(self) -> Iterator[dict[str, Any]]: ...
+
+
+def _looks_json(path: str) -> bool:
+    if path.endswith((".json", ".json.gz", ".pt.trace.json")):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(64)
+        return head.lstrip()[:1] in (b"{", b"[")
+    except OSError:
+        return False
+
+
+def open_source(path: str | os.PathLike) -> Source:
+    """The reader for ``path``; raises :class:`InputError` for a missing, foreign or corrupt file."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file", "check the path (an Nsight Systems or nvprof .sqlite export, "
+                         "or a torch.profiler .json trace)")
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory, not an export", "pass the .sqlite or .json file inside it")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: permission denied", "make the file readable")
+    if os.path.getsize(path) == 0:
+        raise InputError(f"{path}: the file is empty", REEXPORT)
+    if is_sqlite(path):
+        db = Database(path)
+        try:
+            if db.has("StringTable") and db.has("Version"):
+                from pyprof.parse.nvprof import NvprofSource
+
+                return NvprofSource(path, db)
+            if db.has("StringIds") or any(t.startswith(("TARGET_INFO_", "CUPTI_", "NVTX_")) for t in db.tables):
+                from pyprof.parse.nsys import NsysSource
+
+                return NsysSource(path, db)
+        except BaseException:
+            db.close()
+            raise
+        n = len(db.tables)
+        db.close()
+        if n == 0:
+            raise InputError(f"{path}: an SQLite file with no tables (empty, truncated or corrupt)", REEXPORT)
+        raise InputError(
+            f"{path}: an SQLite database but not an Nsight Systems or nvprof export (no StringIds or "
+            "StringTable/Version tables)",
+            "export the report with `nsys export --type sqlite REPORT.nsys-rep`",
+        )
+    if _looks_json(path):
+        from pyprof.parse.kineto import KinetoSource
+
+        return KinetoSource(path)
+    raise InputError(
+        f"{path}: not an SQLite database or a JSON trace",
+        "give an Nsight Systems/nvprof SQLite export (nsys export --type sqlite) or a torch.profiler trace",
+    )

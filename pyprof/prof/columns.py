@@ -1,0 +1,87 @@
+"""The one table of output columns: name (for ``-c``), header, how to print it, and what it means.
+
+``pyprof prof --help``, ``docs/prof.md`` and the renderers are all generated from :data:`COLUMNS`; the
+first twenty are NVIDIA PyProf's, with its names and headers. Unknown numbers print ``n/a`` (never 0),
+unknown text ``-``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # the -c name and DataFrame column
+    header: str  # printed header (PyProf's for PyProf's columns)
+    fmt: str  # int | str | list | dims | float | sci | tc
+    meaning: str
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("idx", "Idx", "int", "Kernel index, 1-based, in record order."),
+    Column("seq", "SeqId", "list", "Autograd sequence ids of the forward op(s) open at launch."),
+    Column("altseq", "AltSeqId", "list", "Sequence ids from backward ranges, tying a bprop kernel to its forward op."),
+    Column("tid", "TId", "int", "Thread id of the launching thread."),
+    Column("layer", "Layer", "list:", "Layers, outermost first, joined by ':' (module paths and layer:NAME ranges)."),
+    Column("trace", "Trace", "list;", "Python call site(s) of the op, innermost first, joined by ';'."),
+    Column("dir", "Direction", "str", "fprop, bprop or optim."),
+    Column("sub", "Sub", "int", "Index of the kernel among those its op instance launched (0-based)."),
+    Column("mod", "Module", "str", "Namespace the op was called from (torch, torch.nn.functional, torch.Tensor, aten)."),
+    Column("op", "Op", "str", "Operator name (conv2d, linear, __matmul__); for bprop kernels the forward op."),
+    Column("kernel", "Kernel", "str", "Kernel short name."),
+    Column("params", "Params", "str", "The op's arguments: tensors as name=(shape),dtype, scalars as name=value, ';'-separated."),
+    Column("sil", "Sil(ns)", "int", "Silicon time: kernel duration in ns."),
+    Column("tc", "TC", "tc", "Tensor cores: 1 used, 0 not used by a GEMM/conv/attention-like kernel, - not applicable."),
+    Column("device", "Device", "int", "CUDA device ordinal."),
+    Column("stream", "Stream", "int", "CUDA stream id."),
+    Column("grid", "Grid", "dims", "Grid dimensions x,y,z."),
+    Column("block", "Block", "dims", "Block dimensions x,y,z."),
+    Column("flops", "FLOPs", "sci", "Floating-point operations of this kernel (FMA = 2): its share of the op instance's FLOPs."),
+    Column("bytes", "Bytes", "sci", "Bytes to and from memory of this kernel: its share of the op instance's bytes."),
+    # new in pyprof
+    Column("longkernel", "KernelLName", "str", "Demangled full kernel name."),
+    Column("start", "Start(ns)", "int", "Kernel start time, ns, in the export's clock."),
+    Column("dtype", "DType", "str", "Dtype the op computed in (autocast dtype, else the tensors' dtype)."),
+    Column("module", "ModulePath", "str", "Innermost layer: the nn.Module path (encoder.layers.3.attn) or layer:NAME."),
+    Column("ai", "AI", "float", "Arithmetic intensity: FLOPs per byte."),
+    Column("tflops", "TFLOP/s", "float", "Achieved TFLOP/s: flops / sil."),
+    Column("gbps", "GB/s", "float", "Achieved bandwidth in GB/s: bytes / sil."),
+    Column("ideal", "Ideal(ns)", "float", "Roofline time: max(flops / peak FLOP/s for dtype and unit, bytes / peak bandwidth)."),
+    Column("gap", "Gap", "float", "sil / ideal: how many times slower than the roofline (1 = at the roofline)."),
+    Column("bound", "Bound", "str", "compute or memory: which roofline term is larger."),
+    Column("note", "Note", "str", "Tensor-core eligibility note (fp32 without TF32, dims not multiple of 8) and model remarks."),
+    Column("gpu", "GPU", "str", "GPU name from the export."),
+    Column("opid", "OpId", "int", "Op instance id (kernels sharing opId and dir split the instance's cost)."),
+)
+
+BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+PYPROF_COLUMNS = tuple(c.name for c in COLUMNS[:20])
+DEFAULT = ("idx", "dir", "sub", "mod", "op", "kernel", "params", "sil", "tc", "flops", "bytes", "gap")
+
+
+def parse_columns(spec: str | None) -> list[str]:
+    """``-c idx,kernel,sil`` -> names; ``all`` for every column; raises UsageError on an unknown name."""
+    from pyprof.errors import UsageError
+
+    if not spec:
+        return list(DEFAULT)
+    if spec.strip() == "all":
+        return [c.name for c in COLUMNS]
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [n for n in names if n not in BY_NAME]
+    if bad:
+        raise UsageError(f"unknown column {bad[0]!r} in -c", "valid columns: " + ",".join(BY_NAME))
+    return names
+
+
+def help_text() -> str:
+    """The column list for ``--help`` (one line each)."""
+    width = max(len(c.name) for c in COLUMNS)
+    return "\n".join(f"{c.name:<{width}}  {c.meaning}" for c in COLUMNS)
+
+
+def markdown() -> str:
+    lines = ["| column | header | meaning |", "|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.header} | {c.meaning} |" for c in COLUMNS]
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""Read a record file (parse's JSON lines, or NVIDIA PyProf's ``str(dict)`` lines) into a list of dicts.
+
+Every way the input can be wrong ends in one :class:`~pyprof.errors.InputError` line naming the file,
+the line and what to do: a missing file, an SQLite export given by mistake, an empty file, a line that
+is not a record. PyProf lines are normalised to the record fields prof uses (``op``/``mod`` lists to
+names, ``args`` from the first argument marker, backward kernels given their forward op's arguments
+through ``seqId``, as PyProf's own prof did).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+import orjson
+
+from pyprof.errors import InputError
+from pyprof.markers import MarkerError, decode_legacy_pyprof
+
+HINT = "give the output of `pyprof parse FILE.sqlite -o FILE.dict`"
+
+
+def read_records(source: str | os.PathLike | IO | None) -> list[dict[str, Any]]:
+    """All records from a path, ``-``/None (stdin) or an open binary/text file object, as a list."""
+    return list(iter_records(source))
+
+
+def iter_records(source: str | os.PathLike | IO | None) -> Iterator[dict[str, Any]]:
+    """Stream records from a path, ``-``/None (stdin) or an open file object, checking each line.
+
+    Records are yielded one at a time so that a caller extracting columns (``table.build``) never holds
+    every full record at once. Raises :class:`InputError` for the first bad line, or at the end if there
+    was no record at all.
+    """
+    if source is None or str(source) == "-":
+        yield from _read(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>")
+        return
+    if hasattr(source, "read"):
+        yield from _read(source, getattr(source, "name", "<stream>"))
+        return
+    path = os.fspath(source)
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file", HINT) from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory", HINT) from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied", "check the file's permissions") from None
+    with fh:
+        yield from _read(fh, path)
+
+
+def _drop_ranges(line: bytes) -> bytes:
+    """Cut the ``ranges`` array (raw NVTX texts, often most of a record's bytes, unused by prof) before
+    decoding. Only where parse's field order puts ``layer`` right after it; otherwise the line is kept
+    whole. Both markers contain an unescaped quote, so neither can occur inside a JSON string."""
+    i = line.find(b',"ranges":[')
+    if i < 0:
+        return line
+    j = line.find(b'],"layer":', i)
+    if j < 0:
+        return line
+    return line[:i] + line[j + 1:]
+
+
+def _read(fh: IO, name: str) -> Iterator[dict[str, Any]]:
+    loads = orjson.loads
+    legacy = None
+    count = 0
+    for lineno, line in enumerate(fh, 1):
+        if isinstance(line, str):
+            line = line.encode()
+        if lineno == 1 and line.startswith(b"SQLite format 3"):
+            raise InputError(f"{name} is an SQLite export, not a record file",
+                             f"run `pyprof parse {name} -o out.dict` first, then `pyprof prof out.dict`")
+        if line[:2] == b'{"' or line.lstrip()[:1] in (b"{", b"[", b'"') and line.lstrip()[1:2] != b"'":
+            try:
+                rec = loads(_drop_ranges(line))
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
+        elif line[:2] == b"{'":
+            try:
+                rec = decode_legacy_pyprof(line.decode("utf-8", "replace").strip())
+            except MarkerError:
+                raise InputError(f"{name} line {lineno}: malformed PyProf dict line", HINT) from None
+            if legacy is None:
+                legacy = {}
+            _normalise_legacy(rec, legacy)
+        elif not line.strip():
+            continue
+        else:
+            what = "binary data" if b"\0" in line[:200] else repr(line[:20])
+            raise InputError(f"{name} line {lineno}: not a record (starts {what})", HINT)
+        if rec.__class__ is not dict:
+            raise InputError(f"{name} line {lineno}: not a record (a JSON {type(rec).__name__})", HINT)
+        if "kShortName" not in rec or "kDuration" not in rec:
+            raise InputError(f"{name} line {lineno}: record without kShortName/kDuration", HINT)
+        count += 1
+        yield rec
+    if not count:
+        raise InputError(f"{name} holds no records (empty file)", HINT)
+
+
+def _first(value: Any) -> Any:
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
+
+
+def _normalise_legacy(rec: dict[str, Any], fprop_by_seq: dict[int, dict[str, Any]]) -> None:
+    """A PyProf line: ``mod``/``op`` were lists, args lived in ``marker`` strings, bprop kernels had none
+    (take them from the last fprop kernel with the same sequence id, as PyProf's prof did)."""
+    rec["op"] = _first(rec.get("op")) or None
+    rec["mod"] = _first(rec.get("mod")) or None
+    if rec.get("args") is None:
+        for text in rec.get("marker") or ():
+            try:
+                marker = decode_legacy_pyprof(text) if isinstance(text, str) else text
+            except MarkerError:
+                continue
+            if isinstance(marker, dict) and "args" in marker:
+                rec["args"] = marker["args"]
+                rec["op"] = rec["op"] or marker.get("op")
+                rec["mod"] = rec["mod"] or marker.get("mod")
+                break
+    if rec.get("dir") == "fprop" and rec.get("args") is not None:
+        for s in rec.get("seqId") or ():
+            fprop_by_seq[s] = rec
+    elif rec.get("dir") == "bprop" and rec.get("args") is None:
+        for s in list(rec.get("seqId") or ()) + list(rec.get("altSeqId") or ()):
+            src = fprop_by_seq.get(s)
+            if src is not None:
+                rec["args"] = src["args"]
+                rec["op"] = rec.get("op") or src.get("op")
+                rec["mod"] = rec.get("mod") or src.get("mod")
+                break

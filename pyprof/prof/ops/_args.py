@@ -1,0 +1,254 @@
+"""Reading marker argument dicts: binding to an op's signature, tensor shapes, dtypes and sizes.
+
+Every cost model sees the op's arguments as :mod:`pyprof.markers` argument dicts (PyProf's format):
+positional ones have ``name == ""``, keyword ones carry their name. :func:`bind` maps them onto the
+op's real parameter names so a model reads ``b["weight"]`` whichever way the user passed it. The
+helpers here return ``None`` for anything unknown (a tensor seen only as sizes has dtype ``None``,
+so its bytes are ``None``), never a made-up 0.
+
+No torch import: these are pure functions over JSON-like dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from math import prod
+from typing import Any
+
+Arg = dict[str, Any]
+
+# Bytes per element, by the dtype names the markers carry (``str(torch.dtype)`` without ``torch.``),
+# plus the short names seen in emit_nvtx/kineto traces and old PyProf markers.
+ITEMSIZE: dict[str, int] = {
+    "bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1, "float4_e2m1fn_x2": 1, "quint8": 1, "qint8": 1,
+    "int16": 2, "uint16": 2, "float16": 2, "half": 2, "bfloat16": 2,
+    "int32": 4, "uint32": 4, "float32": 4, "float": 4, "qint32": 4, "complex32": 4,
+    "int64": 8, "uint64": 8, "float64": 8, "double": 8, "long": 8, "complex64": 8,
+    "complex128": 16, "cfloat": 8, "cdouble": 16,
+}
+# Canonical names for aliases, so Cost.dtype is always one spelling.
+_DTYPE_ALIAS = {"half": "float16", "float": "float32", "double": "float64", "long": "int64",
+                "int": "int32", "cfloat": "complex64", "cdouble": "complex128"}
+
+# Type-promotion rank (higher wins) for mixing tensor dtypes in pointwise ops.
+_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int16": 2, "int32": 3, "int64": 4,
+         "float8_e4m3fn": 5, "float8_e5m2": 5, "float16": 6, "bfloat16": 6, "float32": 7, "float64": 8,
+         "complex64": 9, "complex128": 10}
+FLOATING = frozenset(k for k, v in _RANK.items() if v >= 5)
+
+
+def norm_dtype(dtype: str | None) -> str | None:
+    """``torch.float16`` / ``half`` / ``float16`` -> ``float16``; ``None`` stays ``None``."""
+    if dtype is None:
+        return None
+    d = str(dtype).replace("torch.", "")
+    return _DTYPE_ALIAS.get(d, d)
+
+
+def itemsize(dtype: str | None) -> int | None:
+    """Bytes per element of a dtype name, or ``None`` when unknown."""
+    d = norm_dtype(dtype)
+    return ITEMSIZE.get(d) if d is not None else None
+
+
+def promote(dtypes: Iterable[str | None]) -> str | None:
+    """The result dtype of mixing tensors (torch's promotion, for the common cases).
+
+    ``float16`` with ``bfloat16`` gives ``float32``; any unknown dtype makes the result unknown.
+    """
+    best: str | None = None
+    for d in dtypes:
+        d = norm_dtype(d)
+        if d is None or d not in _RANK:
+            return None
+        if best is None or _RANK[d] > _RANK[best]:
+            best = d
+        elif _RANK[d] == _RANK[best] and d != best:
+            best = "float32" if _RANK[d] == 6 else best
+    return best
+
+
+# --------------------------------------------------------------------------- binding
+
+def bind(args: Sequence[Arg], params: Sequence[str]) -> dict[str, Arg]:
+    """Map positional (``name == ""``) and keyword arguments onto ``params`` (the op's signature).
+
+    Extra positional arguments beyond ``params`` are kept under ``"*0"``, ``"*1"``, ... Keyword
+    arguments not in ``params`` keep their own name. A parameter absent from the call is absent from
+    the result (the model applies the op's default).
+    """
+    out: dict[str, Arg] = {}
+    pos = 0
+    for a in args:
+        name = a.get("name") or ""
+        if name:
+            out[name] = a
+            continue
+        key = params[pos] if pos < len(params) else f"*{pos - len(params)}"
+        out[key] = a
+        pos += 1
+    return out
+
+
+def is_tensor(a: Arg | None) -> bool:
+    return bool(a) and a.get("type") == "tensor"
+
+
+def tensors(args: Iterable[Arg]) -> list[Arg]:
+    """All tensor arguments, tensorlists flattened, in order."""
+    out: list[Arg] = []
+    for a in args:
+        if a is None:
+            continue
+        t = a.get("type")
+        if t == "tensor":
+            out.append(a)
+        elif t == "tensorlist":
+            out.extend(x for x in a.get("items", []) if x.get("type") == "tensor")
+    return out
+
+
+def tensorlist(a: Arg | None) -> list[Arg] | None:
+    """The tensors of a ``tensorlist`` argument (or a lone tensor as a list of one); else ``None``."""
+    if a is None:
+        return None
+    if a.get("type") == "tensorlist":
+        return [x for x in a.get("items", []) if x.get("type") == "tensor"]
+    if a.get("type") == "tensor":
+        return [a]
+    return None
+
+
+def shape(a: Arg | None) -> list[int] | None:
+    if not is_tensor(a) or a.get("shape") is None:
+        return None
+    return [int(x) for x in a["shape"]]
+
+
+def dtype(a: Arg | None) -> str | None:
+    return norm_dtype(a.get("dtype")) if is_tensor(a) else None
+
+
+def numel(shp: Sequence[int] | None) -> int | None:
+    return None if shp is None else prod(shp)
+
+
+def nbytes(a: Arg | None) -> int | None:
+    """Bytes of a tensor argument, ``None`` if its shape or dtype is unknown."""
+    n = numel(shape(a))
+    s = itemsize(dtype(a))
+    return None if n is None or s is None else n * s
+
+
+def sized(n: int | None, dt: str | None) -> int | None:
+    """``n`` elements of dtype ``dt`` in bytes, or ``None``."""
+    s = itemsize(dt)
+    return None if n is None or s is None else n * s
+
+
+def total(*parts: float | None) -> float | None:
+    """Sum, unknown if any part is unknown (an unknown term never silently counts as 0)."""
+    acc = 0.0
+    for p in parts:
+        if p is None:
+            return None
+        acc += p
+    return acc
+
+
+def requires_grad(a: Arg | None) -> bool:
+    """Whether a tensor argument takes part in backward: its ``grad`` flag; assumed true when absent."""
+    return is_tensor(a) and a.get("grad", True) is not False
+
+
+def value(a: Arg | None, default: Any = None) -> Any:
+    """A scalar/list argument's value; ``default`` when the argument is absent or ``None``."""
+    if a is None:
+        return default
+    if a.get("type") in ("NoneType",):
+        return default
+    if "value" not in a:
+        return default
+    v = a["value"]
+    return default if v is None else v
+
+
+def known(a: Arg | None) -> bool:
+    """False for an argument whose value was not captured (sizes-only sources)."""
+    return a is None or a.get("type") != "unknown"
+
+
+def ints(a: Arg | None, n: int, default: Sequence[int] | int | None) -> list[int] | None:
+    """An int-or-list argument expanded to ``n`` ints (``stride=2`` -> ``[2, 2]``).
+
+    ``default`` applies when the argument is absent; ``None`` is returned when it is present but its
+    value is unknown or malformed.
+    """
+    if not known(a):
+        return None
+    v = value(a, default)
+    if v is None:
+        return None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return [int(v)] * n
+    if isinstance(v, (list, tuple)):
+        if len(v) == 1:
+            return [int(v[0])] * n
+        if len(v) == n and all(isinstance(x, (int, float)) for x in v):
+            return [int(x) for x in v]
+    return None
+
+
+def broadcast(*shapes: Sequence[int] | None) -> list[int] | None:
+    """Broadcast shapes (numpy rules); ``None`` if any is unknown or they do not broadcast."""
+    out: list[int] = []
+    for s in shapes:
+        if s is None:
+            return None
+        s = list(s)
+        if len(s) > len(out):
+            out = [1] * (len(s) - len(out)) + out
+        s = [1] * (len(out) - len(s)) + s
+        for i, (a, b) in enumerate(zip(out, s, strict=True)):
+            if a == b or b == 1:
+                continue
+            if a == 1:
+                out[i] = b
+            else:
+                return None
+    return out
+
+
+def from_sizes(sizes: Sequence[Any], dtypes: Sequence[str | None] | None = None) -> list[Arg]:
+    """Arguments from an aten op's input sizes (emit_nvtx ``sizes = [[..], [], ..]``, kineto ``Input Dims``).
+
+    A non-empty list of ints becomes a tensor with that shape (dtype from ``dtypes`` when given, else
+    ``None`` so its bytes are unknown); an empty list is an argument whose value was not captured
+    (a scalar, or a 0-d tensor) and reads as unknown. A list of lists is a tensorlist.
+    """
+    out: list[Arg] = []
+    for i, s in enumerate(sizes):
+        dt = dtypes[i] if dtypes is not None and i < len(dtypes) else None
+        if isinstance(s, (list, tuple)) and s and all(isinstance(x, (list, tuple)) for x in s):
+            out.append({"name": "", "type": "tensorlist",
+                        "items": [{"name": "", "type": "tensor", "shape": list(x), "dtype": dt} for x in s]})
+        elif isinstance(s, (list, tuple)) and s:
+            out.append({"name": "", "type": "tensor", "shape": [int(x) for x in s], "dtype": dt})
+        else:
+            out.append({"name": "", "type": "unknown", "value": None})
+    return out
+
+
+def compute_dtype(cdtype: str | None, *args: Arg | None) -> str | None:
+    """The dtype the math runs in: the autocast dtype if given, else the promoted dtype of the floating
+    tensor arguments (integer index tensors do not count), else of all tensor arguments."""
+    if cdtype:
+        return norm_dtype(cdtype)
+    ts = [a for a in args if is_tensor(a)]
+    if not ts:
+        return None
+    fl = [dtype(a) for a in ts if dtype(a) in FLOATING]
+    if fl:
+        return promote(fl)
+    return promote(dtype(a) for a in ts)

@@ -1,0 +1,95 @@
+"""Attention family: ``scaled_dot_product_attention`` and the fused kernels behind it
+(flash, memory-efficient, cuDNN, the CPU flash kernel, the math fallback).
+
+With queries ``[..., L, E]`` (``B`` = product of the leading dims, heads included), keys ``[..., S, E]``
+and values ``[..., S, Ev]``:
+
+* forward FLOPs = ``2·B·L·S·E`` (scores ``Q·Kᵀ``) + ``2·B·L·S·Ev`` (``P·V``);
+* backward FLOPs = ``2·B·L·S·(3·E + 2·Ev)``: the scores are recomputed (``Q·Kᵀ``), then ``dP = dO·Vᵀ``,
+  ``dV = Pᵀ·dO``, ``dQ = dS·K``, ``dK = dSᵀ·Q``.
+
+These are FlopCounterMode's formulas. Softmax, scaling and masking are O(B·L·S) and not counted. A
+causal mask is *not* discounted (fused kernels skip about half the tiles; the note says so), again as
+FlopCounterMode does, so the two agree. Grouped-query attention (fewer key/value heads) prices the
+products per query head, as the kernels broadcast K/V.
+
+Bytes are the ideal (flash) traffic: Q, K, V (and a mask) read once, O written once; backward reads
+Q, K, V, O, dO and writes dQ, dK, dV. The ``[L, S]`` score matrix is never counted (the math fallback
+does materialise it: its bytes are then an underestimate).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+# name: (params, layout) -- layout "bhsd" ([..., seq, dim]) or "bshd" ([batch, seq, heads, dim]).
+SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
+    "scaled_dot_product_attention": (("query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                                      "scale", "enable_gqa"), "bhsd"),
+    "_scaled_dot_product_attention_math": (("query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                                            "dropout_mask", "scale", "enable_gqa"), "bhsd"),
+    "_scaled_dot_product_flash_attention": (("query", "key", "value", "dropout_p", "is_causal",
+                                             "return_debug_mask", "scale"), "bhsd"),
+    "_scaled_dot_product_flash_attention_for_cpu": (("query", "key", "value", "dropout_p", "is_causal",
+                                                     "attn_mask", "scale"), "bhsd"),
+    "_scaled_dot_product_efficient_attention": (("query", "key", "value", "attn_bias", "compute_log_sumexp",
+                                                 "dropout_p", "is_causal", "scale"), "bhsd"),
+    "_scaled_dot_product_cudnn_attention": (("query", "key", "value", "attn_bias", "compute_log_sumexp",
+                                             "dropout_p", "is_causal", "return_debug_mask", "scale"), "bhsd"),
+    "_flash_attention_forward": (("query", "key", "value", "cum_seq_q", "cum_seq_k", "max_q", "max_k",
+                                  "dropout_p", "is_causal", "return_debug_mask", "scale"), "bshd"),
+    "_efficient_attention_forward": (("query", "key", "value", "bias", "cu_seqlens_q", "cu_seqlens_k",
+                                      "max_seqlen_q", "max_seqlen_k", "dropout_p", "custom_mask_type"), "bshd"),
+}
+
+
+def attention_dims(q: list[int], k: list[int], v: list[int], layout: str):
+    """-> (B·H_q, L, S, E, Ev) or ``None`` when the shapes do not fit together."""
+    if len(q) < 2 or len(k) != len(q) or len(v) != len(q):
+        return None
+    if layout == "bshd":
+        if len(q) != 4:
+            return None
+        (b, sl, h, e), (_, ss, hk, ek), (_, sv, hv, ev) = q, k, v
+        if ek != e or sv != ss or hv != hk or hk == 0 or h % hk:
+            return None
+        return b * h, sl, ss, e, ev
+    *bq, sl, e = q
+    *bk, ss, ek = k
+    *bv, sv, ev = v
+    if ek != e or sv != ss or bk != bv or len(bq) != len(bk):
+        return None
+    for dq, dk in zip(bq, bk, strict=True):  # GQA: query heads a multiple of key/value heads
+        if dk == 0 or dq % dk:
+            return None
+    return prod(bq), sl, ss, e, ev
+
+
+@register(*SIGNATURES)
+def _sdpa(call: OpCall) -> Cost | None:
+    params, layout = SIGNATURES[call.op]
+    b = A.bind(call.args, params)
+    q, k, v = b.get("query"), b.get("key"), b.get("value")
+    sq, sk, sv = A.shape(q), A.shape(k), A.shape(v)
+    if sq is None or sk is None or sv is None:
+        return None
+    d = attention_dims(sq, sk, sv, layout)
+    if d is None:
+        return None
+    bh, sl, ss, e, ev = d
+    dt = A.compute_dtype(call.cdtype, q, k, v)
+    nq, nk, nv = prod(sq), prod(sk), prod(sv)
+    no = bh * sl * ev
+    mask = b.get("attn_mask") or b.get("attn_bias") or b.get("bias")
+    mask_bytes = A.nbytes(mask) if A.is_tensor(mask) else 0  # a bool mask is 1 byte per element
+    causal = A.value(b.get("is_causal"), False) is True or A.value(b.get("custom_mask_type"), 0) in (1, 2)
+    note = "causal: FLOPs counted dense; fused kernels skip about half" if causal else ""
+    if call.direction == "bprop":
+        flops = 2.0 * bh * sl * ss * (3 * e + 2 * ev)
+        byts = A.total(A.sized(nq + nk + nv + no + no + nq + nk + nv, dt), mask_bytes)
+        return Cost(flops, byts, dt, tensor_op=True, note=note)
+    flops = 2.0 * bh * sl * ss * (e + ev)
+    return Cost(flops, A.total(A.sized(nq + nk + nv + no, dt), mask_bytes), dt, tensor_op=True, note=note)

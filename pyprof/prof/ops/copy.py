@@ -1,0 +1,97 @@
+"""Copy family: copy_, to (and ``_to_copy``, ``type_as``, ``float``/``half``/``bfloat16``/... casts,
+``cuda``/``cpu`` moves), contiguous, clone.
+
+No arithmetic: FLOPs 0. Bytes: the source read once and the destination written once, each in its own
+dtype (a cast reads 2 bytes and writes 4 for fp16 -> fp32). A ``to``/cast to the dtype and device the
+tensor already has, and ``contiguous`` of a contiguous tensor, return the input and launch nothing:
+FLOPs 0 and bytes 0. Backward: a cast's gradient is cast back (dY read, dX written); clone's and
+contiguous's gradients pass through (0); copy_'s source gradient is dY converted (read and written).
+"""
+
+from __future__ import annotations
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+# explicit casts: method name -> target dtype
+CASTS = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16",
+         "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool"}
+
+
+def _move(call: OpCall, x: dict, target_dtype: str | None, target_device: str | None, always: bool) -> Cost:
+    src_dt, n = A.dtype(x), A.numel(A.shape(x))
+    dst_dt = target_dtype or src_dt
+    same = dst_dt == src_dt and (target_device is None or _same_device(target_device, x.get("device")))
+    if same and not always:
+        return Cost(0.0, 0, src_dt)
+    if call.direction == "bprop":
+        if not A.requires_grad(x) or (call.op in ("clone", "contiguous")):
+            return Cost(0.0, 0, src_dt)
+    return Cost(0.0, A.total(A.sized(n, src_dt), A.sized(n, dst_dt)), dst_dt)
+
+
+def _same_device(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a == b
+    norm = {"cuda": "cuda:0"}
+    return norm.get(a, a) == norm.get(b, b)
+
+
+@register("to", "_to_copy", "type", "type_as", *CASTS, "cuda", "cpu")
+def _to(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("self",))
+    x = b.get("self") or b.get("input")
+    if not A.is_tensor(x) or A.shape(x) is None:
+        return None
+    dt = CASTS.get(call.op)
+    dev = {"cuda": "cuda", "cpu": "cpu"}.get(call.op)
+    for key, a in b.items():
+        if a is x:
+            continue
+        t = a.get("type")
+        if t == "dtype" or key == "dtype":
+            dt = A.norm_dtype(A.value(a)) or dt
+        elif t == "device" or key == "device":
+            dev = A.value(a) if isinstance(A.value(a), str) else dev
+        elif t == "tensor":  # to(other) / type_as(other): other's dtype and device
+            dt, dev = A.dtype(a), a.get("device")
+        elif t == "str" and call.op == "type":  # x.type("torch.cuda.HalfTensor")
+            return None
+        elif t == "unknown":
+            return None
+    if call.op == "cuda" and dev is not None and not dev.startswith("cuda"):
+        dev = "cuda"
+    return _move(call, x, dt, dev, always=call.op == "_to_copy")
+
+
+@register("contiguous")
+def _contiguous(call: OpCall) -> Cost | None:
+    x = A.bind(call.args, ("self",)).get("self")
+    if not A.is_tensor(x) or A.shape(x) is None:
+        return None
+    if "contig" not in x:
+        return None  # cannot tell whether it copies
+    return _move(call, x, None, None, always=not x["contig"])
+
+
+@register("clone")
+def _clone(call: OpCall) -> Cost | None:
+    x = A.bind(call.args, ("input",)).get("input")
+    if not A.is_tensor(x) or A.shape(x) is None:
+        return None
+    return _move(call, x, None, None, always=True)
+
+
+@register("copy")
+def _copy(call: OpCall) -> Cost | None:
+    """``dst.copy_(src)``: src read (its dtype), dst written (dst's dtype; src broadcast to dst's shape)."""
+    b = A.bind(call.args, ("self", "src", "non_blocking"))
+    dst, src = b.get("self"), b.get("src")
+    if not (A.is_tensor(dst) and A.is_tensor(src)):
+        return None
+    n = A.numel(A.shape(dst))
+    if call.direction == "bprop":
+        if not A.requires_grad(src):
+            return Cost(0.0, 0, A.dtype(dst))
+        return Cost(0.0, A.total(A.sized(n, A.dtype(dst)), A.nbytes(src)), A.dtype(src))
+    return Cost(0.0, A.total(A.nbytes(src), A.sized(n, A.dtype(dst))), A.dtype(dst))

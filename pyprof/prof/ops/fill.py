@@ -1,0 +1,70 @@
+"""Fill family: fill_, zero_, zeros/ones/full, their ``_like`` and ``new_`` forms.
+
+No arithmetic: FLOPs 0. Bytes: the result written once (``numel · itemsize``). ``zeros(size)`` without
+a ``dtype`` argument is float32 (PyTorch's default dtype). Backward: a filled tensor's gradient w.r.t.
+its old values is zero and launches nothing: 0 and 0.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+
+def _written(call: OpCall, n: int | None, dt: str | None) -> Cost | None:
+    if n is None:
+        return None
+    if call.direction == "bprop":
+        return Cost(0.0, 0, dt)
+    return Cost(0.0, A.sized(n, dt), dt)
+
+
+def _kw_dtype(call: OpCall, default: str | None) -> str | None:
+    for a in call.args:
+        if a.get("name") == "dtype" or a.get("type") == "dtype":
+            return A.norm_dtype(A.value(a)) or default
+    return default
+
+
+@register("fill", "zero", "zeros_like", "ones_like", "full_like", "empty_like")
+def _fill_like(call: OpCall) -> Cost | None:
+    x = A.bind(call.args, ("input",)).get("input")
+    if not A.is_tensor(x):
+        return None
+    if call.op == "empty_like":  # allocates, launches nothing
+        return Cost(0.0, 0, A.dtype(x))
+    return _written(call, A.numel(A.shape(x)), _kw_dtype(call, A.dtype(x)))
+
+
+def _size(call: OpCall, skip_first_tensor: bool) -> list[int] | None:
+    dims: list[int] = []
+    args = [a for a in call.args if not a.get("name") or a.get("name") == "size"]
+    if skip_first_tensor:
+        args = args[1:]
+    for a in args:
+        v = A.value(a)
+        if a.get("type") == "int":
+            dims.append(int(v))
+        elif a.get("type") in ("list", "tuple") and isinstance(v, list) and all(isinstance(d, int) for d in v):
+            dims.extend(v)
+            break
+        else:
+            break
+    return dims if args else None
+
+
+@register("zeros", "ones", "full", "new_zeros", "new_ones", "new_full")
+def _fill_new(call: OpCall) -> Cost | None:
+    new = call.op.startswith("new_")
+    dims = _size(call, skip_first_tensor=new)
+    if dims is None:
+        return None
+    first = call.args[0] if call.args else None
+    base = A.dtype(first) if new and A.is_tensor(first) else "float32"
+    if call.op in ("full", "new_full") and not new and not any(a.get("name") == "dtype" for a in call.args):
+        fv = [a for a in call.args if not a.get("name")]
+        if len(fv) >= 2 and fv[1].get("type") == "int":
+            base = "int64"  # full(size, 3) is an integer tensor
+    return _written(call, prod(dims), _kw_dtype(call, base))

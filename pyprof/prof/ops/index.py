@@ -1,0 +1,157 @@
+"""Indexing family: index (advanced indexing, ``x[idx]``), index_select, gather, scatter (and
+scatter_add, scatter_reduce), index_add, index_copy, index_fill, index_put, masked_fill, take.
+
+Moves data, little arithmetic. Forward bytes: the index tensors read, the elements selected read, the
+result written. In-place and out-of-place forms share one name after ``canonical()`` (``scatter_`` ->
+``scatter``), so scatter-like bytes are the in-place form's; the out-of-place form also copies the input
+(one more read and write of it), which is not counted. FLOPs: 0 for pure selection and copies; one add per source element for the
+accumulating forms (scatter_add, scatter with ``reduce``, index_add, index_put with accumulate); one
+select per element for masked_fill. Backward: a gather-like op's gradient is a scatter-add of dY into a
+zeroed input-sized gradient (one add per dY element; dY and indices read, the gradient written in full);
+a scatter-like op's gradient gathers dY for the source (read dY at the indices, write the source's
+gradient) and passes dY through for the input.
+
+``x[i]`` (``Tensor.__getitem__``) is priced only when its key is one integer index tensor; basic slicing
+returns a view (no kernel) and a boolean mask's result size is data dependent: both give ``None``.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+
+def _gather_like(call: OpCall, x: dict, idx_tensors: list[dict], out_shape: list[int] | None) -> Cost | None:
+    sx = A.shape(x)
+    if sx is None or out_shape is None:
+        return None
+    dt = A.dtype(x)
+    n_out = prod(out_shape)
+    idx_b = A.total(*[A.nbytes(i) for i in idx_tensors])
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float(n_out), A.total(A.sized(n_out, dt), idx_b, A.sized(prod(sx), dt)), dt)
+    return Cost(0.0, A.total(idx_b, A.sized(2 * n_out, dt)), dt)
+
+
+@register("index_select")
+def _index_select(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "dim", "index"))
+    x, idx = b.get("input") or b.get("self"), b.get("index")
+    sx, si, dim = A.shape(x), A.shape(idx), A.value(b.get("dim"))
+    if sx is None or si is None or not isinstance(dim, int) or not sx:
+        return None
+    out = list(sx)
+    out[dim % len(sx)] = prod(si)
+    return _gather_like(call, x, [idx], out)
+
+
+@register("gather", "take_along_dim")
+def _gather(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "dim", "index") if call.op == "gather" else ("input", "indices", "dim"))
+    x, idx = b.get("input") or b.get("self"), b.get("index") or b.get("indices")
+    return _gather_like(call, x, [idx], A.shape(idx))
+
+
+@register("take")
+def _take(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "index"))
+    return _gather_like(call, b.get("input") or b.get("self"), [b.get("index")], A.shape(b.get("index")))
+
+
+@register("index")
+def _index(call: OpCall) -> Cost | None:
+    """``aten::index(self, indices)``: leading integer index tensors, broadcast together."""
+    b = A.bind(call.args, ("self", "indices"))
+    x = b.get("self") or b.get("input")
+    idx = A.tensorlist(b.get("indices"))
+    sx = A.shape(x)
+    if sx is None or not idx or any(A.dtype(i) in ("bool", "uint8") for i in idx):
+        return None
+    ib = A.broadcast(*[A.shape(i) for i in idx])
+    if ib is None or len(idx) > len(sx):
+        return None
+    return _gather_like(call, x, idx, ib + sx[len(idx):])
+
+
+@register("getitem")
+def _getitem(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("self", "key"))
+    x, key = b.get("self"), b.get("key")
+    sx = A.shape(x)
+    if sx is None or not A.is_tensor(key) or A.dtype(key) not in ("int64", "int32"):
+        return None
+    return _gather_like(call, x, [key], A.shape(key) + sx[1:])
+
+
+def _scatter_like(call: OpCall, x: dict, idx: list[dict], src: dict | None, n_src: int | None,
+                  accumulate: bool) -> Cost | None:
+    """``n_src`` elements written into ``x`` at ``idx`` (from ``src`` or a scalar)."""
+    sx = A.shape(x)
+    if sx is None or n_src is None:
+        return None
+    dt = A.dtype(x)
+    n = prod(sx)
+    idx_b = A.total(*[A.nbytes(i) for i in idx])
+    src_b = A.sized(n_src, dt) if A.is_tensor(src) else 0
+    if call.direction == "bprop":
+        byts: float | None = 0
+        if A.requires_grad(x):  # dY passes to the input (the overwritten places zeroed): read + write
+            byts = A.total(byts, A.sized(2 * n, dt))
+        if A.is_tensor(src) and A.requires_grad(src):  # gather dY at the indices
+            byts = A.total(byts, idx_b, A.sized(2 * n_src, dt))
+        return Cost(0.0, byts, dt)
+    return Cost(float(n_src if accumulate else 0), A.total(idx_b, src_b, A.sized(n_src, dt)), dt)
+
+
+@register("scatter", "scatter_add", "scatter_reduce")
+def _scatter(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "dim", "index", "src", "reduce"))
+    x, idx = b.get("input") or b.get("self"), b.get("index")
+    src = b.get("src") if A.is_tensor(b.get("src")) else b.get("value")
+    if not A.is_tensor(idx):
+        return None
+    acc = call.op != "scatter" or A.value(b.get("reduce")) is not None
+    return _scatter_like(call, x, [idx], src, A.numel(A.shape(idx)), acc)
+
+
+@register("index_add", "index_copy", "index_fill")
+def _index_add(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "dim", "index", "source"))
+    x, idx = b.get("input") or b.get("self"), b.get("index")
+    src = b.get("source") if A.is_tensor(b.get("source")) else None
+    sx, si, dim = A.shape(x), A.shape(idx), A.value(b.get("dim"))
+    if sx is None or si is None or not isinstance(dim, int) or not sx:
+        return None
+    rows = list(sx)
+    rows[dim % len(sx)] = prod(si)
+    return _scatter_like(call, x, [idx], src, prod(rows), call.op == "index_add")
+
+
+@register("index_put")
+def _index_put(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "indices", "values", "accumulate"))
+    x, vals = b.get("input") or b.get("self"), b.get("values")
+    idx = A.tensorlist(b.get("indices")) or []
+    if not A.is_tensor(vals) or any(A.dtype(i) == "bool" for i in idx):
+        return None
+    return _scatter_like(call, x, idx, vals, A.numel(A.shape(vals)), bool(A.value(b.get("accumulate"), False)))
+
+
+@register("masked_fill")
+def _masked_fill(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "mask", "value"))
+    x, mask = b.get("input") or b.get("self"), b.get("mask")
+    sx, sm = A.shape(x), A.shape(mask)
+    out = A.broadcast(sx, sm)
+    if out is None:
+        return None
+    dt, n = A.dtype(x), prod(out)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float(n), A.total(A.sized(2 * n, dt), A.nbytes(mask)), dt)
+    return Cost(float(n), A.total(A.nbytes(x), A.nbytes(mask), A.sized(n, dt)), dt)

@@ -1,0 +1,108 @@
+"""Loss family: cross_entropy, nll_loss (nll_loss2d, nll_loss_nd), mse_loss, l1_loss, smooth_l1_loss,
+huber_loss, binary_cross_entropy(_with_logits).
+
+``N`` = samples (the target's element count for class-index targets), ``E`` = elements of the input.
+Forward FLOPs: cross_entropy = log_softmax (5·E) + picking and summing the target log-probabilities
+(1 per sample; with probability targets or label smoothing 2·E: multiply and add); nll_loss 1 per sample
+(+1 with class weights); mse 3·E (subtract, square, sum; 2·E with ``reduction='none'``); l1 3·E;
+smooth_l1/huber 4·E; binary_cross_entropy 8·E; with logits 8·E. Backward per input element:
+cross_entropy ``(softmax − target)·dY/N`` = 3; nll_loss 1 per sample (scatter into a zeroed gradient);
+mse 3 (``2·(x − t)·dY/N``); l1 2; smooth_l1/huber 3; bce 5; with logits 6.
+Bytes: inputs read once, the loss written (a scalar, or per element with ``reduction='none'``);
+backward reads dY, the input and the target, and writes dX. ``reduction`` may be a string or aten's
+enum (0 none, 1 mean, 2 sum).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+_CE = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing")
+_NLL = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction")
+_ELEM = ("input", "target", "size_average", "reduce", "reduction")
+_ATEN_NLL = ("input", "target", "weight", "reduction", "ignore_index")
+# name: (params, forward per element, backward per element)
+ELEMENTWISE: dict[str, tuple[tuple[str, ...], int, int]] = {
+    "mse_loss": (_ELEM, 3, 3), "l1_loss": (_ELEM, 3, 2), "smooth_l1_loss": (_ELEM, 4, 3),
+    "huber_loss": (("input", "target", "reduction", "delta"), 4, 3),
+    "binary_cross_entropy": (("input", "target", "weight", "size_average", "reduce", "reduction"), 8, 5),
+    "binary_cross_entropy_with_logits": (("input", "target", "weight", "size_average", "reduce", "reduction",
+                                          "pos_weight"), 8, 6),
+}
+
+
+def _reduced(b: dict) -> bool | None:
+    """Whether the loss is reduced to a scalar (``None`` when the argument was not captured)."""
+    r = b.get("reduction")
+    if not A.known(r):
+        return None
+    v = A.value(r, "mean")
+    if A.value(b.get("reduce")) is False:
+        return False
+    return v not in ("none", 0)
+
+
+@register(*ELEMENTWISE)
+def _elementwise_loss(call: OpCall) -> Cost | None:
+    params, fwd, bwd = ELEMENTWISE[call.op]
+    b = A.bind(call.args, params)
+    x, t = b.get("input") or b.get("self"), b.get("target")
+    n = A.numel(A.broadcast(A.shape(x), A.shape(t)))
+    red = _reduced(b)
+    if n is None or red is None:
+        return None
+    dt = A.compute_dtype(call.cdtype, x, t)
+    n_out = 1 if red else n
+    if call.direction == "bprop":
+        grads = [a for a in (x, t) if A.requires_grad(a) and A.dtype(a) in A.FLOATING | {None}]
+        return Cost(float(bwd * n * len(grads)),
+                    A.total(A.sized(n_out, dt), A.nbytes(x), A.nbytes(t), *[A.nbytes(g) for g in grads]), dt)
+    return Cost(float((fwd if red else fwd - 1) * n), A.total(A.nbytes(x), A.nbytes(t), A.sized(n_out, dt)), dt)
+
+
+def _samples(x: list[int], t: list[int], probs: bool) -> int:
+    return prod(x) // (x[1] if len(x) > 1 else x[0]) if probs else prod(t)
+
+
+@register("cross_entropy", "cross_entropy_loss")
+def _cross_entropy(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, _CE)
+    x, t = b.get("input") or b.get("self"), b.get("target")
+    sx, st = A.shape(x), A.shape(t)
+    red = _reduced(b)
+    if sx is None or st is None or red is None or not A.known(b.get("label_smoothing")):
+        return None
+    probs = st == sx and A.dtype(t) in A.FLOATING | {None} and A.dtype(t) is not None
+    e, n = prod(sx), _samples(sx, st, probs)
+    smooth = (A.value(b.get("label_smoothing"), 0.0) or 0.0) > 0
+    dt = A.compute_dtype(call.cdtype, x)
+    n_out = 1 if red else n
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(3.0 * e, A.total(A.sized(n_out, dt), A.nbytes(x), A.nbytes(t), A.nbytes(x)), dt)
+    flops = 5 * e + (2 * e if probs or smooth else n)
+    return Cost(float(flops), A.total(A.nbytes(x), A.nbytes(t), A.sized(n_out, dt)), dt)
+
+
+@register("nll_loss", "nll_loss2d", "nll_loss_nd", "nll_loss_forward", "nll_loss2d_forward")
+def _nll(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, _ATEN_NLL if call.mod == "aten" or call.op.endswith("_forward") else _NLL)
+    x, t = b.get("input") or b.get("self"), b.get("target")
+    sx, st = A.shape(x), A.shape(t)
+    red = _reduced(b)
+    if sx is None or st is None or red is None:
+        return None
+    n = prod(st)
+    w = b.get("weight") if A.is_tensor(b.get("weight")) else None
+    dt = A.compute_dtype(call.cdtype, x)
+    n_out = 1 if red else n
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float(n), A.total(A.sized(n_out, dt), A.nbytes(t), A.nbytes(x)), dt)
+    return Cost(float(n * (2 if w is not None else 1)),
+                A.total(A.sized(n, dt), A.nbytes(t), A.sized(n_out, dt)), dt)

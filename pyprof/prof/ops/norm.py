@@ -1,0 +1,86 @@
+"""Normalization family: layer_norm, group_norm, batch_norm, instance_norm, rms_norm and their aten forms
+(``native_layer_norm``, ``native_batch_norm``, ``_native_batch_norm_legit``, ``cudnn_batch_norm``,
+``native_group_norm``, ``_fused_rms_norm``).
+
+FLOPs per input element, forward:
+
+* statistics computed from the input (layer/group/instance norm, batch norm in training): mean (1 add),
+  centre (1 sub), square (1), variance (1 add), normalise (1 mul by the reciprocal std) = 5;
+* batch norm in eval uses the running statistics: centre and normalise = 2;
+* rms_norm: square, sum, normalise = 3;
+* an affine ``weight`` adds 1 and a ``bias`` 1.
+
+Backward per element: the input gradient ``dX = rstd·(g − mean(g) − x̂·mean(g·x̂))`` with ``g = dY·w``
+is 8 FLOPs (x̂ recomputed, two row sums, the combination); rms_norm's is 6; eval batch norm's is 2
+(``dY·w·rstd``); ``dw = Σ dY·x̂`` adds 2 and ``db = Σ dY`` 1.
+Bytes: forward reads X (and w, b, running stats), writes Y; backward reads dY and X (and w), writes dX
+(and dw, db). The per-row statistics (mean/rstd) are small and not counted.
+
+Positional orders differ: ``F.batch_norm(input, running_mean, running_var, weight, bias, training, ...)``
+but ``torch.batch_norm(input, weight, bias, running_mean, running_var, training, ...)``.
+"""
+
+from __future__ import annotations
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+_LN = ("input", "normalized_shape", "weight", "bias", "eps")
+_GN = ("input", "num_groups", "weight", "bias", "eps")
+_BN_F = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
+_BN_T = ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
+_IN_F = ("input", "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps")
+_IN_T = ("input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps")
+_RMS = ("input", "normalized_shape", "weight", "eps")
+
+# name: (functional order, torch/aten order, kind)
+SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "layer_norm": (_LN, _LN, "stats"), "native_layer_norm": (_LN, _LN, "stats"),
+    "group_norm": (_GN, _GN, "stats"),
+    "native_group_norm": (("input", "weight", "bias", "N", "C", "HxW", "group", "eps"),) * 2 + ("stats",),
+    "batch_norm": (_BN_F, _BN_T, "batch"), "native_batch_norm": (_BN_T, _BN_T, "batch"),
+    "_native_batch_norm_legit": (_BN_T, _BN_T, "batch"), "cudnn_batch_norm": (_BN_T, _BN_T, "batch"),
+    "miopen_batch_norm": (_BN_T, _BN_T, "batch"),
+    "_native_batch_norm_legit_no_training": (("input", "weight", "bias", "running_mean", "running_var"),) * 2
+    + ("eval",),
+    "instance_norm": (_IN_F, _IN_T, "stats"),
+    "rms_norm": (_RMS, _RMS, "rms"), "_fused_rms_norm": (_RMS, _RMS, "rms"),
+}
+
+
+@register(*SIGNATURES)
+def _norm(call: OpCall) -> Cost | None:
+    f_sig, t_sig, kind = SIGNATURES[call.op]
+    b = A.bind(call.args, f_sig if call.mod == "torch.nn.functional" else t_sig)
+    x = b.get("input") or b.get("self")
+    n = A.numel(A.shape(x))
+    if n is None:
+        return None
+    if kind == "batch":
+        tr = b.get("training")
+        rm = b.get("running_mean")
+        if rm is not None and rm.get("type") == "bool":  # (input, weight, bias, training, ...) overload
+            tr = rm
+        if not A.known(tr):
+            return None
+        training = A.value(tr, False)
+        kind = "stats" if training else "eval"
+    w = b.get("weight") if A.is_tensor(b.get("weight")) else None
+    bias = b.get("bias") if A.is_tensor(b.get("bias")) else None
+    dt = A.compute_dtype(call.cdtype, x)
+    stats = (b.get("running_mean"), b.get("running_var")) if kind != "rms" else ()
+    params = [t for t in (w, bias, *stats) if A.is_tensor(t)]
+    param_bytes = A.total(*[A.nbytes(t) for t in params])
+    if call.direction == "bprop":
+        per = {"stats": 8, "rms": 6, "eval": 2}[kind] if A.requires_grad(x) else 0
+        flops = per * n
+        byts = A.total(A.sized(2 * n, dt), A.nbytes(w) if w is not None else 0)  # read dY, X, w
+        if A.requires_grad(x):
+            byts = A.total(byts, A.nbytes(x))  # write dX
+        for t, extra in ((w, 2), (bias, 1)):
+            if t is not None and A.requires_grad(t):
+                flops += extra * n
+                byts = A.total(byts, A.nbytes(t))
+        return Cost(float(flops), byts, dt)
+    per = {"stats": 5, "rms": 3, "eval": 2}[kind] + (w is not None) + (bias is not None)
+    return Cost(float(per * n), A.total(A.nbytes(x), param_bytes, A.sized(n, dt)), dt)

@@ -1,0 +1,166 @@
+"""Optimizer family: the ``_foreach_*`` kernels, the fused steps (``_fused_adam_``, ``_fused_adamw_``,
+``_fused_sgd_``, ``_fused_adagrad_``) and a whole optimizer step (``sgd``, ``adam``, ``adamw``, named by an
+``optim`` marker's class) given its parameter tensorlist.
+
+``_foreach_<op>`` applies the pointwise op ``<op>`` to every tensor of its first list: FLOPs are the
+pointwise table's per-element count (``pyprof.prof.ops.pointwise.TABLE``) times the list's total
+elements (``add``/``sub`` with ``alpha != 1`` one more); ``_foreach_norm`` 2 per element. Bytes: every
+tensor list read once and one list written (in place or a new list alike); ``_foreach_zero_`` only
+writes.
+
+Whole steps, FLOPs per parameter element (``n`` = total parameter elements):
+
+* Adam: ``m = β1·m + (1−β1)·g`` 3, ``v = β2·v + (1−β2)·g²`` 4, ``denom = √v/√bc2 + ε`` 3,
+  ``p −= (lr/bc1)·m/denom`` 3: 13; ``weight_decay`` adds 2 (``g += wd·p``) for Adam, 1 for AdamW
+  (``p ·= 1 − lr·wd``); ``amsgrad`` 1 (``max``); ``maximize`` 1; a ``grad_scale`` 1 (unscale).
+  Bytes: p, g, m, v read and p, m, v written (amsgrad: the max state read and written too).
+* SGD: ``p −= lr·g`` 2; ``weight_decay`` 2; ``momentum`` 3 (``buf = μ·buf + (1−damp)·g``; 0 on the first
+  step, where ``buf = g``), ``nesterov`` 2. Bytes: p, g read, p written; with momentum buf read and written.
+
+The whole-step form (``OpCall(op="AdamW", args=[{"name": "params", "type": "tensorlist", ...},
+{"name": "weight_decay", "type": "float", "value": 0.01}, ...], direction="optim")``) assumes gradients
+and states have the parameters' dtypes (PyTorch's default); the fused forms read each list's own dtype.
+"""
+
+from __future__ import annotations
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.pointwise import TABLE as PW
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+FOREACH = ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "rsqrt", "neg", "exp", "log",
+           "abs", "reciprocal", "sign", "pow", "maximum", "minimum", "clamp_min", "clamp_max", "sigmoid",
+           "tanh", "erf", "expm1", "log1p", "floor", "ceil", "round", "trunc", "frac", "sin", "cos")
+
+
+def _numel(ts: list[dict]) -> int | None:
+    return A.total(*[A.numel(A.shape(t)) for t in ts])  # type: ignore[return-value]
+
+
+@register(*("_foreach_" + op for op in FOREACH), "_foreach_norm", "_foreach_zero", "_foreach_copy")
+def _foreach(call: OpCall) -> Cost | None:
+    lists = [A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"]
+    if not lists or not lists[0]:
+        return None
+    first = lists[0]
+    n = _numel(first)
+    if n is None:
+        return None
+    base = call.op[len("_foreach_"):]
+    dt = A.compute_dtype(call.cdtype, *first)
+    read = A.total(*[A.nbytes(t) for lst in lists for t in lst])
+    if base == "norm":  # one scalar per tensor
+        return Cost(2.0 * n, A.total(read, A.sized(len(first), dt)), dt)
+    if base == "zero":
+        return Cost(0.0, A.total(*[A.nbytes(t) for t in first]), dt)
+    if base == "copy":  # _foreach_copy_(self, src): src read, self written
+        src = lists[1] if len(lists) > 1 else None
+        if src is None:
+            return None
+        return Cost(0.0, A.total(*[A.nbytes(t) for t in src], *[A.nbytes(t) for t in first]), dt)
+    per = PW[base][0]
+    alpha = next((a for a in call.args if a.get("name") == "alpha"), None)
+    if base in ("add", "sub") and A.value(alpha, 1) != 1:
+        per += 1
+    return Cost(float(per * n), A.total(read, *[A.nbytes(t) for t in first]), dt)
+
+
+def _flag(call: OpCall, name: str, default=None):
+    for a in call.args:
+        if a.get("name") == name:
+            return A.value(a, default)
+    return default
+
+
+def _adam_per_elem(call: OpCall, decoupled: bool) -> int:
+    per = 13
+    if (_flag(call, "weight_decay", 0) or 0) != 0:
+        per += 1 if decoupled else 2
+    if _flag(call, "amsgrad", False):
+        per += 1
+    if _flag(call, "maximize", False):
+        per += 1
+    if any(a.get("name") == "grad_scale" and A.is_tensor(a) for a in call.args):
+        per += 1
+    return per
+
+
+def _sgd_per_elem(call: OpCall) -> tuple[int, bool]:
+    per = 2
+    if (_flag(call, "weight_decay", 0) or 0) != 0:
+        per += 2
+    mom = (_flag(call, "momentum", 0) or 0) != 0
+    if mom and not _flag(call, "is_first_step", False):
+        per += 3
+    if mom and _flag(call, "nesterov", False):
+        per += 2
+    if _flag(call, "maximize", False):
+        per += 1
+    return per, mom
+
+
+@register("_fused_adam", "_fused_adamw")
+def _fused_adam(call: OpCall) -> Cost | None:
+    lists = [A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"]
+    if len(lists) < 4 or not lists[0]:
+        return None
+    p, g, m, v = lists[:4]
+    n = _numel(p)
+    if n is None:
+        return None
+    ams = bool(_flag(call, "amsgrad", False)) and len(lists) > 4 and lists[4]
+    per = _adam_per_elem(call, decoupled=call.op == "_fused_adamw")
+    rw = [*p, *g, *m, *v] + (list(lists[4]) if ams else [])
+    written = [*p, *m, *v] + (list(lists[4]) if ams else [])
+    dt = A.compute_dtype(call.cdtype, *p)
+    return Cost(float(per * n), A.total(*[A.nbytes(t) for t in rw + written]), dt)
+
+
+@register("_fused_sgd")
+def _fused_sgd(call: OpCall) -> Cost | None:
+    lists = [A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"]
+    if len(lists) < 2 or not lists[0]:
+        return None
+    p, g = lists[:2]
+    n = _numel(p)
+    if n is None:
+        return None
+    per, mom = _sgd_per_elem(call)
+    buf = list(lists[2]) if mom and len(lists) > 2 and lists[2] else []
+    dt = A.compute_dtype(call.cdtype, *p)
+    return Cost(float(per * n), A.total(*[A.nbytes(t) for t in [*p, *g, *buf, *p, *buf]]), dt)
+
+
+@register("_fused_adagrad")
+def _fused_adagrad(call: OpCall) -> Cost | None:
+    """Adagrad: ``s += g²`` 2, ``p −= lr·g/(√s + ε)`` 4 = 6 per element (+2 weight decay).
+    Bytes: p, g, s read; p, s written."""
+    lists = [A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"]
+    if len(lists) < 3 or not lists[0]:
+        return None
+    p, g, s = lists[:3]
+    n = _numel(p)
+    if n is None:
+        return None
+    per = 6 + (2 if (_flag(call, "weight_decay", 0) or 0) != 0 else 0)
+    return Cost(float(per * n), A.total(*[A.nbytes(t) for t in [*p, *g, *s, *p, *s]]), A.compute_dtype(call.cdtype, *p))
+
+
+@register("adam", "adamw", "sgd")
+def _step(call: OpCall) -> Cost | None:
+    """A whole optimizer step from its parameter list (see the module docstring)."""
+    params = next((A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"), None)
+    if not params:
+        return None
+    n = _numel(params)
+    pbytes = A.total(*[A.nbytes(t) for t in params])
+    if n is None:
+        return None
+    dt = A.compute_dtype(call.cdtype, *params)
+    if call.op == "sgd":
+        per, mom = _sgd_per_elem(call)
+        tensors_moved = 3 + (2 if mom else 0)  # p, g read, p written (+ buf read, written)
+    else:
+        per = _adam_per_elem(call, decoupled=call.op == "adamw")
+        tensors_moved = 7 + (2 if _flag(call, "amsgrad", False) else 0)
+    return Cost(float(per * n), None if pbytes is None else tensors_moved * pbytes, dt)

@@ -1,0 +1,102 @@
+"""Pooling family: max/avg pooling 1d/2d/3d (``max_pool2d_with_indices`` included), adaptive avg/max
+pooling, and lp pooling.
+
+Output size per spatial dim: ``floor((in + 2·pad − dil·(k − 1) − 1) / stride) + 1`` (``ceil`` with
+``ceil_mode``, the last window kept only if it starts inside the padded input); ``stride`` defaults to
+the kernel size. Adaptive pooling uses PyTorch's windows ``[floor(i·in/out), ceil((i+1)·in/out))``.
+
+FLOPs: one compare (max) or add (avg) per window element, ``prod(out)·prod(k)`` per channel, plus one
+divide per output for avg (lp pooling: pow, add per element and a root per output). Backward: max
+scatters dY to the recorded argmax, one add per output (windows may overlap); avg spreads dY over each
+window, one add per window element (plus the divide per output). Bytes: input read, output written
+(max_pool also writes int64 indices when it records them); backward reads dY (and indices), writes dX.
+"""
+
+from __future__ import annotations
+
+from math import ceil, floor, prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+_MAX = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+_AVG1 = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")
+_AVG = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
+_LP = ("input", "norm_type", "kernel_size", "stride", "ceil_mode")
+# name: (params, spatial dims, kind)
+SIGNATURES: dict[str, tuple[tuple[str, ...], int, str]] = {
+    "max_pool1d": (_MAX, 1, "max"), "max_pool2d": (_MAX, 2, "max"), "max_pool3d": (_MAX, 3, "max"),
+    "max_pool1d_with_indices": (_MAX, 1, "max"), "max_pool2d_with_indices": (_MAX, 2, "max"),
+    "max_pool3d_with_indices": (_MAX, 3, "max"),
+    "avg_pool1d": (_AVG1, 1, "avg"), "avg_pool2d": (_AVG, 2, "avg"), "avg_pool3d": (_AVG, 3, "avg"),
+    "lp_pool1d": (_LP, 1, "lp"), "lp_pool2d": (_LP, 2, "lp"), "lp_pool3d": (_LP, 3, "lp"),
+    "adaptive_avg_pool1d": (("input", "output_size"), 1, "aavg"),
+    "adaptive_avg_pool2d": (("input", "output_size"), 2, "aavg"),
+    "adaptive_avg_pool3d": (("input", "output_size"), 3, "aavg"),
+    "_adaptive_avg_pool2d": (("input", "output_size"), 2, "aavg"),
+    "_adaptive_avg_pool3d": (("input", "output_size"), 3, "aavg"),
+    "adaptive_max_pool1d": (("input", "output_size", "return_indices"), 1, "amax"),
+    "adaptive_max_pool2d": (("input", "output_size", "return_indices"), 2, "amax"),
+    "adaptive_max_pool3d": (("input", "output_size", "return_indices"), 3, "amax"),
+}
+
+
+def pool_out(i: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    span = i + 2 * p - d * (k - 1) - 1
+    o = (ceil if ceil_mode else floor)(span / s) + 1
+    if ceil_mode and (o - 1) * s >= i + p:  # the last window must start inside the input or left padding
+        o -= 1
+    return o
+
+
+def adaptive_window_total(i: int, o: int) -> int:
+    """Sum of the adaptive window lengths along one dim (each input visited about once)."""
+    return sum(ceil((j + 1) * i / o) - floor(j * i / o) for j in range(o))
+
+
+@register(*SIGNATURES)
+def _pool(call: OpCall) -> Cost | None:
+    params, nd, kind = SIGNATURES[call.op]
+    b = A.bind(call.args, params)
+    x = b.get("input") or b.get("self")
+    sx = A.shape(x)
+    if sx is None or len(sx) < nd + 1:
+        return None
+    lead, ins = sx[:-nd], sx[-nd:]
+    if kind in ("aavg", "amax"):
+        osz = A.value(b.get("output_size")) if A.known(b.get("output_size")) else None
+        if isinstance(osz, int):
+            osz = [osz] * nd
+        if not isinstance(osz, list) or len(osz) != nd:
+            return None
+        out_sp = [i if o is None else int(o) for i, o in zip(ins, osz, strict=True)]
+        window = prod(adaptive_window_total(i, o) for i, o in zip(ins, out_sp, strict=True))  # sum over outputs
+        k_total = prod(lead) * window
+    else:
+        k = A.ints(b.get("kernel_size"), nd, None)
+        sv = b.get("stride")
+        stride = k if A.value(sv) in (None, []) and A.known(sv) else A.ints(sv, nd, None)
+        pad = A.ints(b.get("padding"), nd, 0)
+        dil = A.ints(b.get("dilation"), nd, 1) if kind == "max" else [1] * nd
+        cm = b.get("ceil_mode")
+        if k is None or stride is None or pad is None or dil is None or not A.known(cm):
+            return None
+        out_sp = [pool_out(i, kk, s, p, d, bool(A.value(cm, False)))
+                  for i, kk, s, p, d in zip(ins, k, stride, pad, dil, strict=True)]
+        if any(o <= 0 for o in out_sp):
+            return None
+        k_total = prod(lead) * prod(out_sp) * prod(k)
+    n_in, n_out = prod(sx), prod(lead) * prod(out_sp)
+    dt = A.compute_dtype(call.cdtype, x)
+    per_out = {"max": 0, "amax": 0, "avg": 1, "aavg": 1, "lp": 1}[kind]
+    per_elem = 2 if kind == "lp" else 1
+    idx = n_out if kind in ("max", "amax") and (call.op.endswith("_with_indices") or
+                                               A.value(b.get("return_indices"), False) or
+                                               call.direction == "bprop") else 0
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        flops = n_out if kind in ("max", "amax") else k_total + per_out * n_out
+        return Cost(float(flops), A.total(A.sized(n_out + n_in, dt), A.sized(idx, "int64")), dt)
+    flops = per_elem * k_total + per_out * n_out
+    return Cost(float(flops), A.total(A.sized(n_in + n_out, dt), A.sized(idx, "int64")), dt)

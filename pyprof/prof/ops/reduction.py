@@ -1,0 +1,91 @@
+"""Reduction family: sum, mean, prod, max/min (and amax/amin/argmax/argmin), norm and the vector norms,
+var/std (and var_mean/std_mean), logsumexp, all/any, count_nonzero, nansum/nanmean.
+
+Forward FLOPs per *input* element (``dim=None`` reduces everything; ``keepdim`` only changes the shape):
+sum/mean/prod/nansum/max/min/argmax/any/all/count_nonzero 1 (one add or compare), plus one divide per
+output element for mean; norm p=2: square and add = 2 (+ one sqrt per output), p=1 / inf: abs and
+add/compare = 2, other p: abs, pow, add = 3 (+ one root per output); var/std: two passes (mean, then
+centre, square, add) = 4 (+ one divide, and sqrt for std, per output); logsumexp: max, subtract, exp,
+add = 4 (+ log and add per output).
+
+Backward per input element (the gradient is broadcast back): sum 0 (a broadcast copy), mean 1 (scale),
+max/min 2 (compare with the result, select), norm 2 (``dY·x/‖x‖``), var/std 3, logsumexp 3
+(``dY·exp(x − lse)``), prod 2. Bytes: forward reads the input and writes the output; backward reads
+dY (and the input and output where the derivative needs them) and writes dX.
+
+``max``/``min`` with a second tensor are the elementwise maximum/minimum and priced as such.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.pointwise import TABLE as _PW
+from pyprof.prof.ops.pointwise import elementwise_cost
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+# name: (forward per input element, forward per output element, backward per input element, bwd reads x)
+TABLE: dict[str, tuple[int, int, int, bool]] = {
+    "sum": (1, 0, 0, False), "nansum": (1, 0, 0, False), "mean": (1, 1, 1, False), "nanmean": (1, 1, 1, False),
+    "prod": (1, 0, 2, True), "max": (1, 0, 2, True), "min": (1, 0, 2, True), "amax": (1, 0, 2, True),
+    "amin": (1, 0, 2, True), "argmax": (1, 0, 0, False), "argmin": (1, 0, 0, False),
+    "aminmax": (2, 0, 0, False), "all": (1, 0, 0, False), "any": (1, 0, 0, False),
+    "count_nonzero": (1, 0, 0, False),
+    "norm": (2, 1, 2, True), "linalg_vector_norm": (2, 1, 2, True), "frobenius_norm": (2, 1, 2, True),
+    "var": (4, 1, 3, True), "std": (4, 2, 3, True), "var_mean": (4, 2, 3, True), "std_mean": (4, 3, 3, True),
+    "logsumexp": (4, 2, 3, True),
+}
+# parameter names: the dim argument sits at different positions
+_SIG = {"norm": ("input", "p", "dim", "keepdim"), "linalg_vector_norm": ("input", "ord", "dim", "keepdim"),
+        "frobenius_norm": ("input", "dim", "keepdim"), "count_nonzero": ("input", "dim")}
+_DEFAULT_SIG = ("input", "dim", "keepdim")
+_NO_GRAD = {"argmax", "argmin", "all", "any", "count_nonzero", "aminmax"}
+
+
+def reduced_shape(shp: list[int], dim, keepdim: bool) -> list[int] | None:
+    """Output shape of reducing ``shp`` over ``dim`` (int, list, or None for all)."""
+    nd = len(shp)
+    if dim is None or dim == []:
+        dims = set(range(nd))
+    elif isinstance(dim, int) and not isinstance(dim, bool):
+        dims = {dim % nd} if nd else set()
+    elif isinstance(dim, (list, tuple)) and all(isinstance(d, int) for d in dim):
+        dims = {d % nd for d in dim} if nd else set()
+    else:
+        return None
+    return [1 if i in dims else s for i, s in enumerate(shp) if keepdim or i not in dims]
+
+
+@register(*TABLE)
+def _reduce(call: OpCall) -> Cost | None:
+    ts = A.tensors(call.args)
+    if call.op in ("max", "min") and len(ts) >= 2:  # torch.max(a, b): elementwise
+        return elementwise_cost(call, ts, _PW["maximum"])
+    b = A.bind(call.args, _SIG.get(call.op, _DEFAULT_SIG))
+    x = b.get("input") or b.get("self")
+    sx = A.shape(x)
+    if sx is None or not A.known(b.get("dim")) or not A.known(b.get("keepdim")):
+        return None
+    dim = A.value(b.get("dim"))
+    out = reduced_shape(sx, dim, bool(A.value(b.get("keepdim"), False)))
+    if out is None:
+        return None
+    per_in, per_out, bwd, reads = TABLE[call.op]
+    if call.op in ("norm", "linalg_vector_norm"):
+        p = A.value(b.get("p") if call.op == "norm" else b.get("ord"), 2)
+        if p not in (2, 2.0, 1, 1.0, "fro", float("inf"), "inf", float("-inf"), "-inf"):
+            per_in = 3
+    n, no = prod(sx), prod(out)
+    dt = A.compute_dtype(call.cdtype, x)
+    odt = "int64" if call.op in ("argmax", "argmin", "count_nonzero") else (
+        "bool" if call.op in ("all", "any") else dt)
+    want = A.value(b.get("dtype"))
+    if isinstance(want, str):
+        odt = A.norm_dtype(want)
+    if call.direction == "bprop":
+        if call.op in _NO_GRAD or not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        byts = A.total(A.sized(no, odt), A.nbytes(x), A.nbytes(x) if reads else 0, A.sized(no, odt) if reads else 0)
+        return Cost(float(bwd * n), byts, dt)
+    return Cost(float(per_in * n + per_out * no), A.total(A.nbytes(x), A.sized(no, odt)), dt)

@@ -1,0 +1,35 @@
+"""Softmax family: softmax, log_softmax, softmin and their aten forms (``_softmax``, ``_log_softmax``).
+
+Per element, forward: max, subtract, exp, sum, then divide (softmax) or, for log_softmax, subtract the
+row's log-sum (the one log per row is negligible): 5 FLOPs. Backward: softmax ``dX = Y·(dY − Σ dY·Y)``
+is multiply, sum, subtract, multiply = 4 per element; log_softmax ``dX = dY − exp(Y)·Σ dY`` is sum,
+exp, multiply, subtract = 4. Bytes: forward reads X, writes Y; backward reads Y and dY, writes dX.
+The output dtype is the ``dtype`` argument when given (``softmax(x, dim, dtype=torch.float32)``).
+"""
+
+from __future__ import annotations
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+FWD, BWD = 5, 4
+
+
+@register("softmax", "log_softmax", "softmin", "_softmax", "_log_softmax", "special_softmax",
+          "special_log_softmax")
+def _softmax(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "dim"))
+    x = b.get("input") or b.get("self")
+    n = A.numel(A.shape(x))
+    if n is None:
+        return None
+    dt = A.compute_dtype(call.cdtype, x)
+    want = A.value(b.get("dtype"))
+    odt = A.norm_dtype(want) if isinstance(want, str) else dt
+    if call.op.startswith("_") and A.value(b.get("*0")) is True:  # _softmax(x, dim, half_to_float=True)
+        odt = "float32"
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float(BWD * n), A.total(A.sized(2 * n, odt), A.sized(n, A.dtype(x))), odt)
+    return Cost(float(FWD * n), A.total(A.nbytes(x), A.sized(n, odt)), dt)

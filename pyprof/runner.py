@@ -1,0 +1,224 @@
+"""``pyprof run``'s engine: run a Python script in-process under torch.profiler, with pyprof markers.
+
+The script runs with :func:`runpy.run_path` as ``__main__`` with ``sys.argv = [script, *args]`` and
+its folder first on ``sys.path``, exactly as ``python script.py args`` would, under
+``pyprof.init()`` and a ``torch.profiler.profile`` whose schedule (``wait``/``warmup``/``active``
+steps) advances at every iteration boundary:
+
+* ``pyprof.step()`` calls in the script (through :func:`pyprof.annotate.add_step_callback`), or
+* ``optimizer.step()`` (``torch.optim.optimizer.register_optimizer_step_post_hook``).
+
+``step_on="auto"`` counts optimizer steps until the script first calls ``pyprof.step()``; from then
+on only ``pyprof.step()`` counts (a ``pyprof.step()`` right after an optimizer step is the same
+iteration's boundary, not a second one). ``step_on="all"`` profiles the whole script, for scripts
+with no iteration.
+
+A failing script: its traceback is printed on stderr as Python would print it (pyprof's and
+runpy's frames dropped) and :class:`ScriptFailed` is raised (exit status 1, no trace is parsed);
+``sys.exit(0)`` is a success, ``sys.exit(n)`` a failure. torch is imported here only, lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyprof.errors import PyprofError, UsageError
+
+STEP_MODES = ("auto", "pyprof", "optimizer", "all")
+
+
+class ScriptFailed(PyprofError):
+    """The profiled script raised or exited with a non-zero status (its traceback is already printed)."""
+
+    exit_code = 1
+
+
+@dataclass
+class RunOptions:
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    step_on: str = "auto"
+    init: bool = True
+    record_shapes: bool = True
+    with_stack: bool = False
+    cuda: bool | None = None  # None: trace CUDA when torch.cuda.is_available()
+
+
+@dataclass
+class RunResult:
+    trace: Path
+    steps: int
+    step_source: str
+    env: dict[str, Any] = field(default_factory=dict)
+
+
+class _Stepper:
+    """Advances the profiler schedule at iteration boundaries (see the module docstring)."""
+
+    def __init__(self, prof, mode: str):
+        self.prof = prof
+        self.mode = mode
+        self.steps = 0
+        self.pyprof_seen = False
+        self.last = None
+
+    def _step(self, source: str) -> None:
+        self.steps += 1
+        self.last = source
+        self.prof.step()
+
+    def on_pyprof_step(self) -> None:
+        if self.mode in ("optimizer", "all"):
+            return
+        if not self.pyprof_seen:
+            self.pyprof_seen = True
+            if self.last == "optimizer":  # this iteration already ended at its optimizer step
+                self.last = "pyprof"
+                return
+        self._step("pyprof")
+
+    def on_optimizer_step(self, *_args: Any) -> None:
+        if self.mode in ("pyprof", "all") or self.pyprof_seen:
+            return
+        self._step("optimizer")
+
+    @property
+    def source(self) -> str:
+        if self.mode == "all":
+            return "none (whole script)"
+        if self.pyprof_seen:
+            return "pyprof.step()"
+        return "optimizer.step()" if self.steps else "none"
+
+
+def _check(opts: RunOptions) -> None:
+    if opts.step_on not in STEP_MODES:
+        raise UsageError(f"unknown step source {opts.step_on!r}", f"use one of {', '.join(STEP_MODES)}")
+    for name in ("wait", "warmup", "active"):
+        value = getattr(opts, name)
+        if not isinstance(value, int) or value < 0:
+            raise UsageError(f"--{name} must be a whole number >= 0, not {value!r}", "e.g. --wait 1 --warmup 1 --active 3")
+    if opts.active < 1:
+        raise UsageError("--active must be at least 1", "profile at least one step")
+
+
+def torch_env() -> dict[str, Any]:
+    """Thread settings of this process's torch, for the CPU findings."""
+    import torch
+
+    return {
+        "intra_op_threads": torch.get_num_threads(),
+        "inter_op_threads": torch.get_num_interop_threads(),
+        "torch": torch.__version__,
+        "mkldnn": bool(torch.backends.mkldnn.is_available()),
+        "cuda": bool(torch.cuda.is_available()),
+    }
+
+
+def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.PathLike,
+               opts: RunOptions | None = None) -> RunResult:
+    """Run ``script`` under torch.profiler; write ``out_dir/trace.json``; return where and what ran."""
+    opts = opts or RunOptions()
+    _check(opts)
+    script = Path(script)
+    if not script.is_file():
+        raise UsageError(f"{script}: no such script", "give the path of a Python file to run")
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output folder {out} ({exc.strerror})", "choose another -o DIR") from None
+    trace_path = out / "trace.json"
+    if trace_path.exists():
+        trace_path.unlink()
+
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import pyprof
+    from pyprof import annotate
+    from pyprof.cpu_findings import machine_env
+
+    cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    written: list[Path] = []
+
+    def on_ready(p) -> None:
+        tmp = trace_path.with_suffix(".json.part")
+        p.export_chrome_trace(str(tmp))
+        os.replace(tmp, trace_path)
+        written.append(trace_path)
+
+    kwargs: dict[str, Any] = {}
+    if opts.step_on != "all":
+        kwargs["schedule"] = schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active, repeat=1)
+    prof = profile(activities=activities, on_trace_ready=on_ready, record_shapes=opts.record_shapes,
+                   with_stack=opts.with_stack, **kwargs)
+    stepper = _Stepper(prof, opts.step_on)
+    was_initialized = pyprof.is_initialized()
+    if opts.init:
+        pyprof.init()
+    annotate.add_step_callback(stepper.on_pyprof_step)
+    hook = register_optimizer_step_post_hook(stepper.on_optimizer_step)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script), *args]
+    sys.path.insert(0, str(script.resolve().parent))
+    failure: BaseException | None = None
+    exit_code: Any = None
+    prof.start()
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as exc:
+        exit_code = exc.code
+        if exit_code not in (None, 0):
+            failure = exc
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's script failed: report it as Python would
+        failure = exc
+    finally:
+        try:
+            prof.stop()
+        finally:
+            sys.argv, sys.path[:] = saved_argv, saved_path
+            hook.remove()
+            annotate.remove_step_callback(stepper.on_pyprof_step)
+            if opts.init and not was_initialized:
+                pyprof.deinit()
+    env = {**machine_env(), **torch_env()}
+    if failure is not None:
+        if isinstance(failure, SystemExit):
+            raise ScriptFailed(f"{script.name} exited with status {exit_code!r}", "no trace was parsed")
+        _print_script_traceback(failure)
+        raise ScriptFailed(f"{script.name} failed: {type(failure).__name__}: {failure}".splitlines()[0],
+                           "its traceback is printed above; no trace was parsed")
+    if not written:
+        needed = opts.wait + opts.warmup + 1
+        if stepper.steps == 0:
+            raise UsageError(
+                f"{script.name} marked no iteration (no pyprof.step() and no optimizer.step() call), "
+                "so the profiler schedule never reached its active steps",
+                "call pyprof.step() once per iteration, or rerun with --steps-from all to profile the whole script")
+        raise UsageError(
+            f"{script.name} ran {stepper.steps} steps (counted at {stepper.source}), fewer than "
+            f"wait + warmup + 1 = {needed}, so nothing was recorded",
+            "lower --wait/--warmup or run more iterations")
+    return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env)
+
+
+def _print_script_traceback(exc: BaseException) -> None:
+    """The script's traceback without the frames of pyprof's runner and runpy."""
+    tb = exc.__traceback__
+    internal = (os.path.abspath(__file__), os.path.abspath(runpy.__file__))
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in internal:
+        tb = tb.tb_next
+    sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
+    sys.stderr.flush()

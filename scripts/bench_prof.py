@@ -1,0 +1,129 @@
+"""Benchmark ``pyprof prof`` on a 1M-kernel record file; prints kernels/s per stage and peak memory.
+
+The records are real: a PyTorch corpus export (default: the nvprof PyProf-marker file of
+``josiahdavis/profiling-lm``, 189 records with ops and arguments) is parsed with ``pyprof parse`` and its
+records are tiled to N (default 1,000,000), each copy with fresh ``opId``s, later timestamps and a
+perturbed duration, so op shapes repeat as they do in a real training loop. Without the corpus a
+synthetic generator stands in (and says so).
+
+    python scripts/bench_prof.py [--n 1000000] [--source NAME] [--keep FILE]
+
+Stages timed: read+build (JSON lines streamed into columns; costs, tensor cores, roofline), render (CSV of the
+default columns to /dev/null) and a summary by op; the target is >= 100k kernels/s end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("PYPROF_CORPUS", REPO.parent / "shared" / "corpus"))
+
+
+def seed_records(source: str) -> tuple[list[dict], str]:
+    matches = sorted(CORPUS.glob(f"*/*{source}*.sqlite")) if CORPUS.is_dir() else []
+    if matches:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "seed.dict"
+            subprocess.run([sys.executable, "-m", "pyprof.cli.main", "parse", str(matches[0]), "-o", str(out)],
+                           check=True, capture_output=True)
+            return [orjson.loads(line) for line in out.open("rb")], f"parsed {matches[0].name}"
+    return synthetic(), "synthetic (corpus absent)"
+
+
+def synthetic() -> list[dict]:
+    recs = []
+    shapes = [(64, 512, 1024), (64, 1024, 1024), (64, 1024, 4096)]
+    for i in range(300):
+        m, k, n = shapes[i % 3]
+        op, kern = [("linear", "ampere_sgemm_128x64_tn"), ("relu", "vectorized_elementwise_kernel"),
+                    ("add", "elementwise_kernel")][i % 3]
+        args = [{"name": "input", "type": "tensor", "shape": [m, k], "dtype": "float32"}]
+        if op == "linear":
+            args.append({"name": "weight", "type": "tensor", "shape": [n, k], "dtype": "float32"})
+        recs.append({"kind": "kernel", "source": "nsys", "kShortName": kern, "kLongName": kern, "kDuration": 5000 + i,
+                     "start": i * 10000, "end": i * 10000 + 5000, "tid": 1, "device": 0, "gpu": "NVIDIA A100-SXM4-40GB",
+                     "stream": 7, "grid": [64, 1, 1], "block": [256, 1, 1], "ranges": [], "layer": ["model", "model.fc"],
+                     "trace": ["train.py:10:forward"], "mod": "torch.nn.functional", "op": op, "args": args,
+                     "opId": i, "seqId": [i], "altSeqId": [], "dir": "fprop", "subSeqId": 0})
+    return recs
+
+
+def tile(seed: list[dict], n: int, fh) -> None:
+    """Write ``n`` records: copies of ``seed`` with fresh opIds, shifted times, perturbed durations."""
+    span = max((r.get("end") or 0) for r in seed) - min((r.get("start") or 0) for r in seed) + 1
+    max_op = max((r.get("opId") or 0) for r in seed) + 1
+    buf: list[bytes] = []
+    written = rep = 0
+    while written < n:
+        for r in seed:
+            if written >= n:
+                break
+            c = dict(r)
+            if c.get("opId") is not None:
+                c["opId"] += rep * max_op
+            if c.get("start") is not None:
+                c["start"] += rep * span
+                c["end"] = (c.get("end") or c["start"]) + rep * span
+            c["kDuration"] = int(c["kDuration"] * (1 + ((rep * 7919) % 13) / 100))
+            buf.append(orjson.dumps(c))
+            written += 1
+            if len(buf) >= 100_000:
+                fh.write(b"\n".join(buf) + b"\n")
+                buf = []
+        rep += 1
+    if buf:
+        fh.write(b"\n".join(buf) + b"\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--source", default="josiahdavis__profiling-lm")
+    ap.add_argument("--keep", help="write the tiled record file here (default: a temp file, removed)")
+    args = ap.parse_args()
+
+    from pyprof.prof import columns, render
+    from pyprof.prof.load import iter_records
+    from pyprof.prof.summary import summarize
+    from pyprof.prof.table import build
+
+    seed, how = seed_records(args.source)
+    path = Path(args.keep) if args.keep else Path(tempfile.mkstemp(suffix=".dict")[1])
+    with path.open("wb") as fh:
+        tile(seed, args.n, fh)
+    size = path.stat().st_size
+    print(f"records: {args.n:,} tiled from {len(seed)} ({how}); file {size / 1e6:.0f} MB")
+
+    t0 = time.perf_counter()
+    df = build(iter_records(path))  # streaming, as the CLI does
+    t2 = time.perf_counter()
+    sink = io.StringIO()
+    render.write(df, columns.DEFAULT, sink, "csv")
+    t3 = time.perf_counter()
+    summarize(df, "op")
+    t4 = time.perf_counter()
+    n = len(df)
+    for label, dt in (("read+build", t2 - t0), ("render csv", t3 - t2), ("summary op", t4 - t3),
+                      ("end to end", t4 - t0)):
+        print(f"{label:>11}: {dt:6.2f} s  {n / dt:>12,.0f} kernels/s")
+    print(f"distinct op calls costed: {df.attrs.get('n_costed', 'n/a')}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory (max RSS): {peak:,.0f} MB")
+    print(f"flops known for {df['flops'].notna().mean() * 100:.1f}% of rows; gap for {df['gap'].notna().mean() * 100:.1f}%")
+    if not args.keep:
+        path.unlink()
+
+
+if __name__ == "__main__":
+    main()

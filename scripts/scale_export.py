@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Build a large export by tiling a real one: ``scale_export.py IN OUT --factor N``.
+
+The copy holds N back-to-back repetitions of the capture: every tile's timestamps are shifted past
+the previous tile's end, and correlation ids (and nvprof marker ids) past the previous tile's largest,
+so the result is a valid, bigger export of the same process(es) and thread(s) -- kernels still join
+their API call on (correlationId, pid) and lie inside the same NVTX ranges as in the original.
+
+For nsys, NVTX messages are moved into StringIds (``textId``, as registered strings are stored), so the
+file stays small however many ranges it holds. Used by ``scripts/bench_parse.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import sys
+import time
+
+NSYS_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+               "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+NVPROF_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER",
+                 "CUPTI_ACTIVITY_KIND_MARKER")
+TIME_COLS = ("start", "end", "timestamp", "completed", "queued", "submitted")
+ID_COLS = ("correlationId",)
+
+
+def _cols(conn, table):
+    return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _tables(conn):
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def tile(src: str, dst: str, factor: int) -> dict:
+    if factor < 1:
+        raise SystemExit("--factor must be >= 1")
+    tmp = dst + ".part"
+    shutil.copyfile(src, tmp)
+    conn = sqlite3.connect(tmp)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")
+    tables = _tables(conn)
+    nvprof = "StringTable" in tables and "Version" in tables
+    todo = [t for t in (NVPROF_TABLES if nvprof else NSYS_TABLES) if t in tables]
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
+    if not nvprof and "NVTX_EVENTS" in tables and "StringIds" in tables and "textId" in _cols(conn, "NVTX_EVENTS"):
+        # messages -> registered strings, stored once
+        conn.execute("CREATE TEMP TABLE newtext AS SELECT DISTINCT text FROM NVTX_EVENTS WHERE text IS NOT NULL "
+                     "AND eventType IN (59, 60)")
+        base = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM StringIds").fetchone()[0]
+        conn.execute(f"INSERT INTO StringIds (id, value) SELECT {base} + rowid, text FROM newtext")
+        conn.execute("UPDATE NVTX_EVENTS SET textId = (SELECT s.id FROM StringIds s WHERE s.id >= ? AND "
+                     "s.value = NVTX_EVENTS.text), text = NULL WHERE text IS NOT NULL AND eventType IN (59, 60)",
+                     (base,))
+    # span of the capture and of the ids
+    lo, hi, max_corr, max_mid = None, None, 0, 0
+    for t in todo:
+        cols = _cols(conn, t)
+        for c in ("start", "timestamp"):
+            if c in cols:
+                v = conn.execute(f'SELECT MIN("{c}") FROM "{t}" WHERE "{c}" > 0').fetchone()[0]
+                lo = v if lo is None or (v is not None and v < lo) else lo
+        for c in ("end", "timestamp", "start"):
+            if c in cols:
+                v = conn.execute(f'SELECT MAX("{c}") FROM "{t}"').fetchone()[0]
+                hi = v if hi is None or (v is not None and v > hi) else hi
+        if "correlationId" in cols:
+            max_corr = max(max_corr, conn.execute(f'SELECT MAX(correlationId) FROM "{t}"').fetchone()[0] or 0)
+        if t.endswith("MARKER"):
+            max_mid = conn.execute("SELECT MAX(id) FROM CUPTI_ACTIVITY_KIND_MARKER").fetchone()[0] or 0
+    if lo is None:
+        raise SystemExit(f"{src}: nothing to tile")
+    span = (hi - lo) + 1_000_000  # 1 ms gap between tiles
+    corr_step = max_corr + 1
+    for t in todo:
+        cols = [c for c in _cols(conn, t) if c != "_id_"]
+        conn.execute(f'CREATE TEMP TABLE "orig_{t}" AS SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{t}"'
+                     + (" WHERE eventType IN (59, 60)" if t == "NVTX_EVENTS" else ""))
+        collist = ", ".join(f'"{c}"' for c in cols)
+        for k in range(1, factor):
+            exprs = []
+            for c in cols:
+                if c in TIME_COLS:
+                    exprs.append(f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * span} ELSE "{c}" END')
+                elif c in ID_COLS:
+                    exprs.append(f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * corr_step} ELSE "{c}" END')
+                elif t.endswith("MARKER") and c == "id":
+                    exprs.append(f'"{c}" + {k * (max_mid + 1)}')
+                else:
+                    exprs.append(f'"{c}"')
+            conn.execute(f'INSERT INTO "{t}" ({collist}) SELECT {", ".join(exprs)} FROM "orig_{t}"')
+    conn.commit()
+    counts = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in todo}
+    conn.close()
+    os.replace(tmp, dst)
+    return counts
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("input")
+    ap.add_argument("output")
+    ap.add_argument("--factor", type=int, required=True, help="number of tiles (1 = a plain copy)")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    counts = tile(a.input, a.output, a.factor)
+    print(f"{a.output}: " + ", ".join(f"{t.replace('CUPTI_ACTIVITY_KIND_', '')}={n}" for t, n in counts.items())
+          + f" ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""pyprof.init() safety: restoration, idempotence, balance under exceptions, threads, no_grad,
+TorchScript, torch.compile, DataLoader workers, lazy mode, nesting, torch.profiler traces."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import pyprof  # noqa: E402
+from pyprof import markers  # noqa: E402
+from pyprof.annotate import ops as ann_ops  # noqa: E402
+from pyprof.annotate.recorder import Recorder  # noqa: E402
+
+
+@pytest.fixture
+def initialized():
+    pyprof.init()
+    yield
+    pyprof.deinit()
+
+
+def _snapshot():
+    owners = [torch, torch.Tensor, F, torch.linalg, torch.fft, torch.special]
+    return {(id(o), k): v for o in owners for k, v in list(vars(o).items())}
+
+
+def test_deinit_restores_every_original_exactly():
+    import torch.nn.modules.module as mm
+
+    before = _snapshot()
+    hooks_before = (dict(mm._global_forward_pre_hooks), dict(mm._global_forward_hooks))
+    engine_before = torch.autograd._engine_run_backward
+    pyprof.init()
+    assert pyprof.is_initialized()
+    assert torch.add is not before[(id(torch), "add")]
+    assert "__add__" in vars(torch.Tensor) or torch.Tensor.__add__ is not before.get((id(torch.Tensor), "__add__"))
+    pyprof.deinit()
+    after = _snapshot()
+    assert after.keys() == before.keys()
+    changed = [k for k in before if after[k] is not before[k]]
+    assert not changed
+    assert (dict(mm._global_forward_pre_hooks), dict(mm._global_forward_hooks)) == hooks_before
+    assert torch.autograd._engine_run_backward is engine_before
+    assert not pyprof.is_initialized()
+
+
+def test_second_init_is_a_noop(initialized):
+    add = torch.add
+    pyprof.init(nested=True)
+    assert torch.add is add
+    from pyprof.annotate.state import S
+
+    assert S.nested is False
+
+
+def test_bad_option_is_a_usage_error():
+    from pyprof.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown pyprof.init"):
+        pyprof.init(colour=True)
+    with pytest.raises(UsageError, match="stack_depth"):
+        pyprof.init(stack_depth=0)
+    assert not pyprof.is_initialized()
+
+
+def test_exception_inside_op_and_module_keeps_ranges_balanced(initialized):
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            return torch.mm(x, x)  # shape error
+
+    outer = torch.nn.Sequential(Boom())
+    with Recorder() as rec:
+        with pytest.raises(RuntimeError):
+            torch.mm(torch.ones(2, 3), torch.ones(2, 3))
+        with pytest.raises(RuntimeError):
+            outer(torch.ones(2, 3))
+        torch.relu(torch.ones(2))  # a later op is at depth 0 again
+    assert not rec.open_ranges()
+    last = rec.payloads("op")[-1]
+    assert last["op"] == "relu" and last["_parents"] == []
+
+
+def test_exception_in_backward_keeps_ranges_balanced(initialized):
+    class Fail(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("boom")
+
+    x = torch.ones(3, requires_grad=True)
+    with Recorder() as rec:
+        y = torch.sin(Fail.apply(torch.cos(x)))
+        with pytest.raises(ValueError):
+            y.sum().backward()
+        torch.relu(torch.ones(2))
+    assert not rec.open_ranges()
+    assert rec.payloads("op")[-1]["_parents"] == []
+
+
+def test_threads_record_their_own_ranges(initialized):
+    model = torch.nn.Linear(4, 4)
+    errors = []
+    barrier = threading.Barrier(4)
+
+    def work():
+        try:
+            barrier.wait()
+            for _ in range(20):
+                model(torch.ones(2, 4)).sum().backward()
+            barrier.wait()  # all four alive at once: four distinct thread ids
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    with Recorder() as rec:
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert not rec.open_ranges()
+    mods = [r for r in rec.ranges if '"k":"mod"' in r.text]
+    assert len({r.tid for r in mods}) == 4 and len(mods) == 80
+    for r in rec.ranges:  # each op nests only in ranges of its own thread
+        if '"k":"op"' in r.text and '"op":"linear"' in r.text:
+            assert any('"k":"mod"' in p for p in r.parents)
+    ids = [p["id"] for p in rec.payloads("op")]
+    assert len(ids) == len(set(ids))
+
+
+def test_no_grad_and_views_and_inplace(initialized):
+    x = torch.arange(12.0).reshape(3, 4)
+    with Recorder() as rec, torch.no_grad():
+        v = x[1:, ::2]
+        v.add_(1)
+        x += 1
+        y = x.t().contiguous()
+    assert torch.equal(y, (torch.arange(12.0).reshape(3, 4) + torch.tensor([[0, 0, 0, 0], [1, 0, 1, 0], [1, 0, 1, 0]]) + 1).t())
+    names = [p["op"] for p in rec.payloads("op")]
+    assert {"__getitem__", "add_", "__iadd__", "t", "contiguous"} <= set(names)
+    assert all("seq" not in p for p in rec.payloads("op"))
+
+
+def test_nested_calls_are_suppressed_except_in_composites(initialized):
+    # F.softmax -> Tensor.softmax internally: one range, not two
+    with Recorder() as rec:
+        F.softmax(torch.ones(2, 3), dim=1)
+    assert [p["op"] for p in rec.payloads("op")] == ["ones", "softmax"]
+    # multi_head_attention_forward: inner linear/sdpa ops emit ranges nested in it
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    q = torch.randn(1, 3, 8)
+    with Recorder() as rec:
+        mha(q, q, q, need_weights=False)
+    inner = [p for p in rec.payloads("op")
+             if any(a.get("op") == "multi_head_attention_forward" for a in p["_parents"])]
+    assert {"linear", "scaled_dot_product_attention"} <= {p["op"] for p in inner}
+    # ... but ops inside those inner ops stay silent
+    assert all(sum(a["k"] == "op" for a in p["_parents"]) == 1 for p in inner)
+
+
+def test_nested_option_emits_all_levels():
+    pyprof.init(nested=True)
+    try:
+        with Recorder() as rec:
+            F.softmax(torch.ones(2, 3), dim=1)
+    finally:
+        pyprof.deinit()
+    ops = rec.payloads("op")
+    sm = [p for p in ops if p["op"] == "softmax"]
+    assert len(sm) == 2 and sm[1]["_parents"][-1]["op"] == "softmax"
+    assert sm[0]["ns"] == "torch.nn.functional" and sm[1]["ns"] == "torch.Tensor"
+
+
+def test_lazy_mode_builds_no_payload_without_a_consumer(initialized, monkeypatch):
+    calls = []
+    real = ann_ops.build_payload
+    monkeypatch.setattr(ann_ops, "build_payload", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    model(torch.ones(2, 4)).sum().backward()
+    assert calls == []
+    assert not pyprof.annotate.consumer_active()
+    with Recorder():
+        model(torch.ones(2, 4))
+    assert len(calls) >= 3  # ones, linear, relu
+
+
+def test_lazy_false_builds_payloads_without_consumer(monkeypatch):
+    pyprof.init(lazy=False)
+    try:
+        calls = []
+        real = ann_ops.build_payload
+        monkeypatch.setattr(ann_ops, "build_payload", lambda *a, **k: calls.append(1) or real(*a, **k))
+        torch.relu(torch.ones(2))
+        assert len(calls) == 2
+    finally:
+        pyprof.deinit()
+
+
+def test_torch_profiler_trace_holds_the_markers(initialized, tmp_path):
+    lin = torch.nn.Linear(4, 2)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        lin(torch.ones(3, 4)).sum()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]  # must still be valid JSON
+    found = [markers.decode(markers.from_profiler_name(e["name"])) for e in events
+             if markers.is_profiler_marker(e.get("name"))]
+    assert {"ones", "linear", "sum"} <= {p["op"] for p in found if p["k"] == "op"}
+    mod = [p for p in found if p["k"] == "mod"]
+    assert mod and mod[0]["cls"] == "Linear"
+    lin_op = next(p for p in found if p.get("op") == "linear")
+    assert lin_op["args"][0]["shape"] == [3, 4]
+
+
+def test_jit_script_and_trace_work(initialized):
+    @torch.jit.script
+    def f(x):
+        return torch.relu(torch.add(x, 1)) + F.relu(x) + F.max_pool1d(x.unsqueeze(0), 1).squeeze(0)
+
+    x = torch.randn(3, 4)
+    expected = torch.relu(x + 1) + torch.relu(x) + x
+    assert torch.allclose(f(x), expected)
+    traced = torch.jit.trace(lambda t: torch.relu(t) * 2, torch.randn(3))
+    with Recorder():
+        assert torch.equal(traced(x), torch.relu(x) * 2)
+    graph = str(traced.graph)
+    assert "aten::relu" in graph and "aten::mul" in graph
+
+
+def test_torch_compile_runs_correctly(initialized):
+    def fn(x):
+        return torch.sin(x) * 2 + x.cos()
+
+    try:
+        compiled = torch.compile(fn, backend="eager", fullgraph=True)
+        x = torch.randn(5)
+        with Recorder():
+            got = compiled(x)
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"torch.compile unavailable here: {type(exc).__name__}: {str(exc)[:100]}")
+    assert torch.equal(got, fn(x))
+
+
+class _Squares(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.full((2,), float(i)) * 2
+
+
+def test_dataloader_with_workers(initialized):
+    loader = torch.utils.data.DataLoader(_Squares(), batch_size=4, num_workers=2)
+    with Recorder() as rec:
+        batches = [b for b in loader]
+    assert torch.equal(torch.cat(batches), torch.arange(8.0).repeat_interleave(2).reshape(8, 2) * 2)
+    assert not rec.open_ranges()
