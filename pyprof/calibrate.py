@@ -129,7 +129,7 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
     elems = copy_mb * (1 << 20) // 4
     src = torch.ones(elems, device=device, dtype=torch.float32)
     dst = torch.empty_like(src)
-    cal.bw = best_rate(lambda: dst.copy_(src), 2.0 * elems * 4, budget, cuda)
+    cal.bw = best_rate(lambda s=src, d=dst: d.copy_(s), 2.0 * elems * 4, budget, cuda)
     del src, dst
     cal.seconds = time.perf_counter() - t_start
     return cal

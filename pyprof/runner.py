@@ -10,7 +10,8 @@ steps) advances at every iteration boundary:
 
 ``step_on="auto"`` counts optimizer steps until the script first calls ``pyprof.step()``; from then
 on only ``pyprof.step()`` counts (a ``pyprof.step()`` right after an optimizer step is the same
-iteration's boundary, not a second one). ``step_on="all"`` profiles the whole script, for scripts
+iteration's boundary, not a second one). An optimizer step is taken at the next top-level module
+call (or the script's end), not inside the optimizer's own ``Optimizer.step#`` range. ``step_on="all"`` profiles the whole script, for scripts
 with no iteration.
 
 A failing script: its traceback is printed on stderr as Python would print it (pyprof's and
@@ -68,6 +69,7 @@ class _Stepper:
         self.steps = 0
         self.pyprof_seen = False
         self.last = None
+        self.pending = False
 
     def _step(self, source: str) -> None:
         self.steps += 1
@@ -79,15 +81,31 @@ class _Stepper:
             return
         if not self.pyprof_seen:
             self.pyprof_seen = True
-            if self.last == "optimizer":  # this iteration already ended at its optimizer step
+            if self.pending or self.last == "optimizer":  # this iteration already ended at its optimizer step
+                if self.pending:
+                    self.pending = False
+                    self._step("optimizer")
                 self.last = "pyprof"
                 return
         self._step("pyprof")
 
     def on_optimizer_step(self, *_args: Any) -> None:
+        # The post hook runs inside the optimizer's own record_function range (Optimizer.step#...);
+        # stepping the profiler there would leave that range open across the next ProfilerStep.
+        # The step is taken at the next top-level module call or at the end of the script.
         if self.mode in ("pyprof", "all") or self.pyprof_seen:
             return
-        self._step("optimizer")
+        self.pending = True
+
+    def on_module_call(self, *_args: Any) -> None:
+        if self.pending:
+            self.pending = False
+            if not self.pyprof_seen:
+                self._step("optimizer")
+
+    def flush(self) -> None:
+        """At the end of the script: take a pending optimizer step (outside every range)."""
+        self.on_module_call()
 
     @property
     def source(self) -> str:
@@ -140,6 +158,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         trace_path.unlink()
 
     import torch
+    from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_post_hook
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -164,6 +183,9 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
                    with_stack=opts.with_stack, **kwargs)
     stepper = _Stepper(prof, opts.step_on)
     was_initialized = pyprof.is_initialized()
+    # registered before pyprof.init() so that a deferred step is taken before pyprof opens the
+    # module's range (global hooks run in registration order)
+    module_hook = register_module_forward_pre_hook(stepper.on_module_call)
     if opts.init:
         pyprof.init()
     annotate.add_step_callback(stepper.on_pyprof_step)
@@ -186,10 +208,13 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         failure = exc
     finally:
         try:
+            if failure is None:
+                stepper.flush()
             prof.stop()
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path
             hook.remove()
+            module_hook.remove()
             annotate.remove_step_callback(stepper.on_pyprof_step)
             if opts.init and not was_initialized:
                 pyprof.deinit()

@@ -15,7 +15,6 @@ from pyprof.errors import InputError
 from pyprof.parse import kineto_schema as ks
 from pyprof.parse.kineto import KinetoSource
 from pyprof.parse.kineto_load import load_trace, repair_unescaped_names
-
 from tests.conftest import REPO
 
 GPU = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"
@@ -139,3 +138,17 @@ def test_cli_parse_reads_a_kineto_trace(tmp_path):
     assert res.exception is None, res.output
     lines = out.read_bytes().splitlines()
     assert len(lines) == 6 and all(orjson.loads(line)["source"] == "kineto" for line in lines)
+
+
+def test_chunked_parsing_gives_the_same_records(tmp_path, monkeypatch):
+    from pyprof.parse import kineto_load
+
+    whole = list(KinetoSource(GPU).records())
+    monkeypatch.setattr(kineto_load, "CHUNK_BYTES", 64)  # cut after nearly every event
+    assert list(KinetoSource(GPU).records()) == whole
+    # a list of objects inside an event's args puts "}, {" inside the event: the chunker must extend
+    doc = orjson.loads(GPU.read_bytes())
+    doc["traceEvents"][10].setdefault("args", {})["extra"] = [{"a": 1}, {"b": 2}, {"c": 3}]
+    p = tmp_path / "nested.json"
+    p.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    assert [r["kShortName"] for r in KinetoSource(p).records()] == [r["kShortName"] for r in whole]

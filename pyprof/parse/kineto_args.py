@@ -37,13 +37,13 @@ def _list(text: str) -> dict[str, Any]:
     return {"name": None, "type": "list", "value": value}
 
 
-def kineto_args(args: dict) -> list[dict[str, Any]] | None:
-    """The op's inputs as pyprof argument dicts, or None when the trace has no shapes for it."""
-    dims = ks.arg(args, "input_dims")
+def kineto_args(dims, types, concrete) -> list[dict[str, Any]] | None:
+    """The op's inputs (its ``Input Dims``, ``Input type`` and ``Concrete Inputs`` values) as pyprof
+    argument dicts, or None when the trace has no shapes for it."""
     if not isinstance(dims, list):
         return None
-    types = ks.arg(args, "input_types") or []
-    concrete = ks.arg(args, "concrete") or []
+    types = types if isinstance(types, list) else []
+    concrete = concrete if isinstance(concrete, list) else []
     out: list[dict[str, Any]] = []
     for i, shape in enumerate(dims):
         typ = types[i] if i < len(types) else ""

@@ -10,14 +10,18 @@ open at a launch is one lookup.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyprof.markers import from_profiler_name
 from pyprof.parse import kineto_schema as ks
+from pyprof.parse.decode import classify
 
 ROLE_OP, ROLE_ANN, ROLE_PY = 0, 1, 2
 _ROLE_CODE = {"op": ROLE_OP, "ann": ROLE_ANN, "py": ROLE_PY}
+_NO_ARGS: dict = {}
 
 
 @dataclass
@@ -30,9 +34,11 @@ class Index:
     end: list = field(default_factory=list)
     pid: list = field(default_factory=list)
     tid: list = field(default_factory=list)
-    args: list = field(default_factory=list)
+    args: list = field(default_factory=list)    # op: (external id, dims, types, concrete); ann: (ext, ...)
     parent: list = field(default_factory=list)
     seq: list = field(default_factory=list)     # autograd sequence number (int >= 0) or None
+    bwd: list = field(default_factory=list)     # an autograd backward node / evaluate_function range
+    cut: list = field(default_factory=list)     # outermost plain ATen op open (self included), or -1
     chain: list = field(default_factory=list)   # tuple of open op/ann range ids, outermost first, self last
     frames: list = field(default_factory=list)  # tuple of user Python frames, innermost first
     # launches: (pid, tid, start, end, name, correlation, external id) and their innermost open range
@@ -42,6 +48,7 @@ class Index:
     threads: dict = field(default_factory=dict)  # (pid, tid) -> [range ids]
     launch_threads: dict = field(default_factory=dict)  # (pid, tid) -> [launch ids]
     skipped: int = 0                            # events without a usable ts
+    n_events: int = 0
 
     def __len__(self) -> int:
         return len(self.name)
@@ -68,66 +75,96 @@ def user_frame(name: str) -> str | None:
     return f"{path.rsplit('/', 1)[-1]}:{line}:{func}"
 
 
-def build_index(events: list[dict[str, Any]]) -> Index:
-    """Classify the events (one pass), then nest each thread's ranges (one sort + stack per thread)."""
+def build_index(chunks: Iterable[list[dict[str, Any]]]) -> Index:
+    """Classify the events (one pass over the chunks), then nest each thread's ranges (one sort and
+    one stack per thread). Only what the records need is kept of each event: op ranges keep
+    ``(External id, Input Dims, Input type, Concrete Inputs)``, names are interned, times are packed.
+    The argument keys' spellings are looked up once, on the first chunk (:func:`ks.spellings`)."""
     ix = Index()
     roles = ks.CATEGORY_ROLE
-    to_ns = ks.to_ns
     arg = ks.arg
-    name_l, role_l, start_l, end_l, pid_l, tid_l, args_l, seq_l = (
-        ix.name, ix.role, ix.start, ix.end, ix.pid, ix.tid, ix.args, ix.seq)
+    name_l, role_l, start_l, end_l, pid_l, tid_l, args_l, seq_l, bwd_l = (
+        ix.name, ix.role, ix.start, ix.end, ix.pid, ix.tid, ix.args, ix.seq, ix.bwd)
+    bwd_names: dict[str, bool] = {}
+    names: dict[str, str] = {}
+    keys: dict[tuple, tuple] = {}
+    prefix = ks.BACKWARD_PREFIX
     threads = ix.threads
-    for ev in events:
-        if type(ev) is not dict or ev.get("ph") != "X":
-            continue
-        role = roles.get(ev.get("cat"))
-        if role is None:
-            continue
-        ts = ev.get("ts")
-        if ts is None or isinstance(ts, str):
-            ix.skipped += 1
-            continue
-        start = to_ns(ts)
-        dur = ev.get("dur") or 0
-        end = start + to_ns(dur)
-        code = _ROLE_CODE.get(role)
-        if code is not None:
-            key = (ev.get("pid"), ev.get("tid"))
-            rid = len(name_l)
-            name = ev.get("name") or ""
-            a = ev.get("args") or {}
-            if code == ROLE_ANN:
-                name = from_profiler_name(name)  # pyprof markers are percent-encoded in traces
-                seq = None
-            else:
-                seq = arg(a, "seq")
-                if type(seq) is not int or seq < 0:
+    k_ext = k_seq = k_dims = k_types = k_conc = None
+    for chunk in chunks:
+        ix.n_events += len(chunk)
+        if k_ext is None:
+            sp = ks.spellings(ev.get("args") for ev in chunk[:4096] if type(ev) is dict)
+            k_ext, k_seq, k_dims, k_types, k_conc = (
+                sp["external_id"], sp["seq"], sp["input_dims"], sp["input_types"], sp["concrete"])
+        for ev in chunk:
+            if type(ev) is not dict or ev.get("ph") != "X":
+                continue
+            role = roles.get(ev.get("cat"))
+            if role is None:
+                continue
+            ts = ev.get("ts")
+            if ts is None or type(ts) is str:
+                ix.skipped += 1
+                continue
+            start = ts * 1000 if type(ts) is int else round(ts * 1000.0)
+            dur = ev.get("dur") or 0
+            end = start + (dur * 1000 if type(dur) is int else round(dur * 1000.0))
+            code = _ROLE_CODE.get(role)
+            if code is not None:
+                key = (ev.get("pid"), ev.get("tid"))
+                key = keys.setdefault(key, key)
+                rid = len(name_l)
+                name = ev.get("name") or ""
+                a = ev.get("args") or _NO_ARGS
+                if code == ROLE_ANN:
+                    name = from_profiler_name(name)  # pyprof markers are percent-encoded in traces
                     seq = None
-            name_l.append(name)
-            seq_l.append(seq)
-            role_l.append(code)
-            start_l.append(start)
-            end_l.append(end)
-            pid_l.append(key[0])
-            tid_l.append(key[1])
-            args_l.append(a)
-            lst = threads.get(key)
-            if lst is None:
-                threads[key] = [rid]
+                    bwd_l.append(False)
+                    args_l.append((a.get(k_ext), None, None, None))
+                else:
+                    name = names.setdefault(name, name)
+                    b = bwd_names.get(name)
+                    if b is None:
+                        b = bwd_names[name] = code == ROLE_OP and (
+                            name.startswith(prefix) or classify(name).is_bwd_node)
+                    bwd_l.append(b)
+                    if code == ROLE_OP:
+                        seq = a.get(k_seq)
+                        if type(seq) is not int or seq < 0:
+                            seq = None
+                        args_l.append((a.get(k_ext), a.get(k_dims), a.get(k_types), a.get(k_conc)))
+                    else:
+                        seq = None
+                        args_l.append(None)
+                name_l.append(name)
+                seq_l.append(seq)
+                role_l.append(code)
+                start_l.append(start)
+                end_l.append(end)
+                pid_l.append(key[0])
+                tid_l.append(key[1])
+                lst = threads.get(key)
+                if lst is None:
+                    threads[key] = [rid]
+                else:
+                    lst.append(rid)
+            elif role == "launch":
+                a = ev.get("args") or _NO_ARGS
+                key = (ev.get("pid"), ev.get("tid"))
+                lid = len(ix.launches)
+                ix.launches.append((key[0], key[1], start, end, ev.get("name"), arg(a, "correlation"),
+                                    arg(a, "external_id")))
+                ix.launch_threads.setdefault(key, []).append(lid)
             else:
-                lst.append(rid)
-        elif role == "launch":
-            a = ev.get("args") or {}
-            key = (ev.get("pid"), ev.get("tid"))
-            lid = len(ix.launches)
-            ix.launches.append((key[0], key[1], start, end, ev.get("name"), arg(a, "correlation"),
-                                arg(a, "external_id")))
-            ix.launch_threads.setdefault(key, []).append(lid)
-        else:
-            ix.gpu.append((role, ev, start, end))
+                ix.gpu.append((role, ev, start, end))
     n = len(name_l)
+    ix.start = array("q", start_l)
+    ix.end = array("q", end_l)
+    del start_l, end_l
     ix.parent = [-1] * n
     ix.chain = [()] * n
+    ix.cut = [-1] * n
     ix.frames = [()] * n
     ix.launch_node = [-1] * len(ix.launches)
     for key, rids in threads.items():
@@ -152,8 +189,8 @@ def _backward_seqs(ix: Index) -> None:
 
 def _nest(ix: Index, rids: list[int], lids) -> None:
     """Parents, ancestor chains and user frames of one thread's ranges; innermost range of its launches."""
-    start, end, role, name = ix.start, ix.end, ix.role, ix.name
-    parent, chain, frames = ix.parent, ix.chain, ix.frames
+    start, end, role, name, bwd = ix.start, ix.end, ix.role, ix.name, ix.bwd
+    parent, chain, frames, cut = ix.parent, ix.chain, ix.frames, ix.cut
     rids.sort(key=lambda r: (start[r], -end[r]))
     lids = sorted(lids, key=lambda i: ix.launches[i][2])
     launches, launch_node = ix.launches, ix.launch_node
@@ -170,9 +207,12 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
             li += 1
         while stack and end[stack[-1]] <= s:
             stack.pop()
+        plain_op = role[r] == ROLE_OP and not bwd[r]
         if stack:
             p = stack[-1]
             parent[r] = p
+            c = cut[p]
+            cut[r] = c if c >= 0 else (r if plain_op else -1)
             if role[r] == ROLE_PY:
                 chain[r] = chain[p]
                 f = user_frame(name[r])
@@ -182,6 +222,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
                 chain[r] = chain[p] + (r,)
                 frames[r] = frames[p]
         else:
+            cut[r] = r if plain_op else -1
             if role[r] == ROLE_PY:
                 f = user_frame(name[r])
                 frames[r] = (f,) if f else ()
@@ -200,7 +241,7 @@ def self_times(ix: Index) -> list[int]:
     """Self time of every op range: its duration minus that of the op ranges directly under it
     (through annotations and Python frames). Clamped at 0 (rounding of float timestamps)."""
     start, end, role, parent = ix.start, ix.end, ix.role, ix.parent
-    self_t = [e - s for s, e in zip(start, end)]
+    self_t = [e - s for s, e in zip(start, end, strict=True)]
     for r in range(len(start)):
         if role[r] != ROLE_OP:
             continue

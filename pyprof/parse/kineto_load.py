@@ -17,6 +17,7 @@ import gzip
 import os
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,16 +28,33 @@ from pyprof.errors import InputError
 _GZIP_MAGIC = b"\x1f\x8b"
 # Kineto's layout: `    "name": "<raw text>",` alone on its line. Only lines whose text holds a quote
 # are touched; `(.*")` is greedy so the last `"` before `",` closes the value.
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+CHUNK_BYTES = 8 << 20
+_NONSPACE = re.compile(rb"\S")
 _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
 
 
 @dataclass
 class Trace:
-    """A loaded chrome trace: its events and the top-level metadata (everything but the events)."""
+    """A chrome trace: the top-level metadata (everything but the events) and the events, in chunks.
 
-    events: list[dict[str, Any]]
+    ``chunks`` yields lists of event dicts; iterate it once. Parsing chunk by chunk keeps only one
+    chunk's Python objects alive next to the file's bytes (a 1M-event trace would need several GB
+    as one document). ``repaired`` counts event names whose quotes had to be re-escaped.
+    """
+
+    chunks: Iterator[list[dict[str, Any]]]
     meta: dict[str, Any] = field(default_factory=dict)
-    repaired: int = 0  # number of event names whose quotes had to be re-escaped
+    repaired: int = 0
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """All events as one list (small traces, tools; the parser iterates :attr:`chunks`)."""
+        out: list[dict[str, Any]] = []
+        for chunk in self.chunks:
+            out.extend(chunk)
+        return out
 
 
 def _unescaped(match: re.Match) -> bytes:
@@ -83,19 +101,111 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     return data
 
 
+def _not_json(path: str, exc: Exception) -> InputError:
+    return InputError(
+        f"{path}: not JSON ({exc}); truncated or not a torch.profiler trace",
+        "give a file written by prof.export_chrome_trace() (.json or .json.gz)",
+    )
+
+
+def _layout(data: bytes) -> tuple[dict, int, int] | None:
+    """(metadata, start, end) of the ``traceEvents`` array's inside, or None if not found."""
+    m = _EVENTS_KEY.search(data)
+    if m is None:
+        return None
+    head = data[: m.start()]
+    pos = len(data)
+    for _ in range(64):  # the array's "]" is the last one after which a valid trailer follows
+        pos = data.rfind(b"]", m.end(), pos)
+        if pos < 0:
+            return None
+        try:
+            meta = orjson.loads(head + b'"traceEvents":[]' + data[pos + 1:])
+        except orjson.JSONDecodeError:
+            continue
+        return (meta, m.end(), pos) if isinstance(meta, dict) else None
+    return None
+
+
+def _parse_piece(piece: bytes, trace: Trace) -> list | None:
+    """Events of one piece of the array, repairing Kineto's unescaped names if needed; None if invalid."""
+    try:
+        return orjson.loads(b"[" + piece + b"]")
+    except orjson.JSONDecodeError:
+        pass
+    fixed, n = repair_unescaped_names(piece)
+    if n:
+        try:
+            events = orjson.loads(b"[" + fixed + b"]")
+        except orjson.JSONDecodeError:
+            return None
+        trace.repaired += n
+        return events
+    return None
+
+
+def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Iterator[list]:
+    """Parse the events array piece by piece, cutting between two events (``}, {``)."""
+    pos = start
+    while pos < end:
+        cut = end
+        nxt = end
+        m = _BOUNDARY.search(data, pos + CHUNK_BYTES, end) if pos + CHUNK_BYTES < end else None
+        if m is not None:
+            cut, nxt = m.start() + 1, m.end() - 1
+        events = _parse_piece(data[pos:cut], trace)
+        tries = 0
+        while events is None and m is not None and tries < 16:
+            # the cut fell inside a nested value: extend the piece to the next boundary
+            m = _BOUNDARY.search(data, m.end(), end)
+            cut, nxt = (m.start() + 1, m.end() - 1) if m is not None else (end, end)
+            events = _parse_piece(data[pos:cut], trace)
+            tries += 1
+        if events is None:
+            try:
+                orjson.loads(b"[" + data[pos:cut] + b"]")
+            except orjson.JSONDecodeError as exc:
+                raise _not_json(path, exc) from None
+            raise _not_json(path, ValueError("unparsable events"))
+        if events and not isinstance(events[0], dict):
+            raise InputError(f"{path}: 'traceEvents' is not a list of events", "give a torch.profiler chrome trace")
+        yield events
+        pos = nxt
+
+
 def load_trace(path: str | os.PathLike) -> Trace:
-    """Load and validate a chrome trace; raise :class:`InputError` with one line if it is none."""
+    """Open a chrome trace; raise :class:`InputError` with one line if it is none.
+
+    Kineto's layout (``{..., "traceEvents": [ ... ], ...}``) is parsed in chunks, lazily; any other
+    layout (the Trace Event Format's bare array, a document the chunker cannot cut) in one piece.
+    A chunk that is not JSON raises :class:`InputError` while it is read.
+    """
     path = os.fspath(path)
     data = read_bytes(path)
-    if not data.strip():
+    first = _NONSPACE.search(data)  # (no .strip(): that would copy hundreds of MB)
+    if first is None:
         raise InputError(f"{path}: empty file", "export the trace with prof.export_chrome_trace(path)")
+    layout = _layout(data) if data[first.start():first.start() + 1] == b"{" else None
+    if layout is not None:
+        meta, start, end = layout
+        if _NONSPACE.search(data, start, end) is None:
+            raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
+        trace = Trace(chunks=iter(()), meta=meta)
+        trace.chunks = _chunks(path, data, start, end, trace)
+        return trace
+    return _load_whole(path, data)
+
+
+def _load_whole(path: str, data: bytes) -> Trace:
+    """The whole document with orjson (repairing Kineto's unescaped names once if needed)."""
     repaired = 0
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         first_error = exc
         doc = None
-        if data.lstrip()[:1] in (b"{", b"["):
+        first = _NONSPACE.search(data)
+        if first is not None and data[first.start():first.start() + 1] in (b"{", b"["):
             fixed, repaired = repair_unescaped_names(data)
             if repaired:
                 del data
@@ -105,10 +215,7 @@ def load_trace(path: str | os.PathLike) -> Trace:
                     first_error = exc2
                 del fixed
         if doc is None:
-            raise InputError(
-                f"{path}: not JSON ({first_error}); truncated or not a torch.profiler trace",
-                "give a file written by prof.export_chrome_trace() (.json or .json.gz)",
-            ) from None
+            raise _not_json(path, first_error) from None
     else:
         del data
     if isinstance(doc, list):  # the Trace Event Format's "JSON Array Format"
@@ -125,4 +232,4 @@ def load_trace(path: str | os.PathLike) -> Trace:
         raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
     if not isinstance(events[0], dict):
         raise InputError(f"{path}: 'traceEvents' is not a list of events", "give a torch.profiler chrome trace")
-    return Trace(events=events, meta=meta, repaired=repaired)
+    return Trace(chunks=iter([events]), meta=meta, repaired=repaired)

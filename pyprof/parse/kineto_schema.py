@@ -111,3 +111,13 @@ def to_ns(value) -> int:
     if type(value) is int:
         return value * 1000
     return round(value * 1000.0)
+
+
+def spellings(sample) -> dict[str, str]:
+    """For each logical argument, the key this trace spells it with, judged on a sample of ``args``
+    dicts (the first spelling seen; the newest spelling when none is seen)."""
+    seen: set[str] = set()
+    for a in sample:
+        if a:
+            seen.update(a)
+    return {name: next((k for k in keys if k in seen), keys[0]) for name, keys in ARG_KEYS.items()}

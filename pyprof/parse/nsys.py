@@ -131,10 +131,10 @@ class NsysSource:
         types = ",".join(str(t) for t in schema.NVTX_RANGE_TYPES)
         etype = f"n.eventType IN ({types}) AND " if "eventType" in cols else ""
         rows = db.execute(
-            f'SELECT n.globalTid, n.start, n."end", {text}, {dom} FROM "{schema.NSYS_NVTX}" n {join} '
+            f'SELECT n.globalTid, n.start, n."end", {text}, {dom}, {"n.eventType" if "eventType" in cols else 59} FROM "{schema.NSYS_NVTX}" n {join} '
             f'WHERE {etype}n."end" IS NOT NULL AND n.start IS NOT NULL AND n.globalTid IS NOT NULL'
         )
-        r = pd.DataFrame.from_records(rows, columns=["thread", "start", "end", "text", "domainId"])
+        r = pd.DataFrame.from_records(rows, columns=["thread", "start", "end", "text", "domainId", "eventType"])
         # domain names: eventType 75 rows (text = name, domainId = id), per process
         names: dict[tuple, str] = {}
         if "eventType" in cols and "domainId" in cols:
@@ -155,7 +155,29 @@ class NsysSource:
                 if d:
                     domain[i] = names.get((p, d)) or names.get((None, d)) or f"domain {d}"
         r["domain"] = domain
+        r = self._drop_unterminated(r)
         return r[["thread", "pid", "start", "end", "text", "domain"]]
+
+    def _drop_unterminated(self, r: pd.DataFrame) -> pd.DataFrame:
+        """Drop push ranges the program never popped.
+
+        nsys ends such ranges when the capture (or the process) ends, so several of them share one end
+        timestamp on one thread -- which popped ranges cannot do: a program cannot pop two ranges in the
+        same nanosecond. Kept, they would be "open" around every later kernel (mmagic net.sqlite has
+        1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised); so push/pop ranges that
+        share their (thread, end) with another are left out, with a warning.
+        """
+        if not len(r):
+            return r
+        same = r.groupby(["thread", "end"])["end"].transform("size")
+        bad = (same >= 2) & (r["eventType"] == schema.NVTX_PUSH_POP)
+        n = int(bad.sum())
+        if n:
+            self.warnings.append(
+                f"{n} NVTX push range(s) were never popped by the program (nsys closed them at the end of "
+                "the capture); they are left out of `ranges`")
+            r = r[~bad.to_numpy()]
+        return r
 
     def records(self) -> Iterator[dict[str, Any]]:
         strings = self.db.strings(schema.NSYS_STRINGS)

@@ -68,32 +68,29 @@ def _drop_ranges(line: bytes) -> bytes:
 
 def _read(fh: IO, name: str) -> Iterator[dict[str, Any]]:
     loads = orjson.loads
-    legacy = None
+    legacy: dict | None = None
     count = 0
-    for lineno, line in enumerate(fh, 1):
-        if isinstance(line, str):
+    lineno = 0
+    for lineno, line in enumerate(fh, 1):  # noqa: B007  (lineno is reported after the loop)
+        if line.__class__ is str:
             line = line.encode()
-        if lineno == 1 and line.startswith(b"SQLite format 3"):
-            raise InputError(f"{name} is an SQLite export, not a record file",
-                             f"run `pyprof parse {name} -o out.dict` first, then `pyprof prof out.dict`")
-        if line[:2] == b'{"' or line.lstrip()[:1] in (b"{", b"[", b'"') and line.lstrip()[1:2] != b"'":
+        if line[:2] == b'{"':  # the fast path: parse's JSON lines
             try:
-                rec = loads(_drop_ranges(line))
+                rec = loads(_drop_ranges(line) if len(line) > 1500 else line)
             except orjson.JSONDecodeError as exc:
                 raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
-        elif line[:2] == b"{'":
-            try:
-                rec = decode_legacy_pyprof(line.decode("utf-8", "replace").strip())
-            except MarkerError:
-                raise InputError(f"{name} line {lineno}: malformed PyProf dict line", HINT) from None
-            if legacy is None:
-                legacy = {}
-            _normalise_legacy(rec, legacy)
-        elif not line.strip():
-            continue
+            if "kDuration" in rec and "kShortName" in rec:
+                count += 1
+                yield rec
+                continue
         else:
-            what = "binary data" if b"\0" in line[:200] else repr(line[:20])
-            raise InputError(f"{name} line {lineno}: not a record (starts {what})", HINT)
+            rec = _slow_line(line, lineno, name)
+            if rec is None:
+                continue
+            if rec.__class__ is dict and line.lstrip()[:2] == b"{'":
+                if legacy is None:
+                    legacy = {}
+                _normalise_legacy(rec, legacy)
         if rec.__class__ is not dict:
             raise InputError(f"{name} line {lineno}: not a record (a JSON {type(rec).__name__})", HINT)
         if "kShortName" not in rec or "kDuration" not in rec:
@@ -102,6 +99,28 @@ def _read(fh: IO, name: str) -> Iterator[dict[str, Any]]:
         yield rec
     if not count:
         raise InputError(f"{name} holds no records (empty file)", HINT)
+
+
+def _slow_line(line: bytes, lineno: int, name: str) -> Any:
+    """Anything but a plain JSON record line: blank (None), a PyProf dict line, or an error."""
+    if lineno == 1 and line.startswith(b"SQLite format 3"):
+        raise InputError(f"{name} is an SQLite export, not a record file",
+                         f"run `pyprof parse {name} -o out.dict` first, then `pyprof prof out.dict`")
+    stripped = line.strip()
+    if not stripped:
+        return None
+    if stripped[:2] == b"{'":
+        try:
+            return decode_legacy_pyprof(stripped.decode("utf-8", "replace"))
+        except MarkerError:
+            raise InputError(f"{name} line {lineno}: malformed PyProf dict line", HINT) from None
+    if stripped[:1] in (b"{", b"["):
+        try:
+            return orjson.loads(stripped)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
+    what = "binary data" if b"\0" in line[:200] or b"\xff" in line[:200] else repr(line[:20])
+    raise InputError(f"{name} line {lineno}: not a record (starts {what})", HINT)
 
 
 def _first(value: Any) -> Any:

@@ -41,8 +41,9 @@ FORMATS = {c[0]: c[2] for c in SUMMARY_COLUMNS}
 def _key_series(df: pd.DataFrame, by: str) -> pd.Series:
     if by not in KEYS:
         raise UsageError(f"unknown summary {by!r}", "use --summary op, layer, kernel or dir")
-    col = df[KEYS[by]]
-    return col.map(lambda v: v if v not in (None, "") else "-")
+    col = df[KEYS[by]].astype(object)
+    col = col.where(col.notna(), "-")
+    return col.where(col != "", "-")
 
 
 def summarize(df: pd.DataFrame, by: str = "op") -> pd.DataFrame:

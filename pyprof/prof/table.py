@@ -1,28 +1,32 @@
 """Build the per-kernel table: records in, one DataFrame row per kernel out.
 
 ``build(records, gpu=None, peak_flops=None, peak_bw=None)`` is the Python API (``pyprof run`` and the CLI
-use it). Steps, each over whole columns or over distinct keys, never a query per kernel:
+use it). Each step works over whole columns or over distinct keys, never a query or a model call per
+kernel, because real traces repeat the same op shapes and kernel names thousands of times:
 
-1. **Op instances.** Kernels sharing ``opId`` and ``dir`` are one op instance (records without ``opId``,
-   e.g. NVIDIA PyProf's, start a new instance at ``subSeqId`` 0 or when thread/op/direction change).
+1. **Op instances.** Kernels sharing ``opId`` and ``dir`` are one op instance. Records without ``opId``
+   (NVIDIA PyProf's) start a new instance at ``subSeqId`` 0 or when thread/op/module/direction change.
 2. **Cost.** Each instance's :class:`~pyprof.prof.ops.registry.Cost` comes from
    :func:`pyprof.prof.ops.estimate`, computed once per distinct ``(op, mod, dir, cdtype, args)``.
-3. **The split rule.** The instance's FLOPs and bytes are split over its kernels in proportion to their
+   ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0.
+3. **The split rule.** An instance's FLOPs and bytes are split over its kernels in proportion to their
    durations (equally if all durations are 0), so the per-kernel figures add up exactly to the
-   instance's cost. memcpy/memset records take their own byte count and 0 FLOPs and do not share in
+   instance's cost. memcpy/memset records carry their own byte count, 0 FLOPs, and take no share of
    the op's cost.
-4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`).
-5. **Roofline**: ideal = max(flops / peak(dtype, unit), bytes / bandwidth); gap = sil / ideal.
+4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`), once per distinct name.
+5. **Roofline** (:mod:`pyprof.prof.devices`): ideal = max(flops / peak(dtype, unit), bytes / bandwidth);
+   gap = sil / ideal; bound says which term is larger. Host<->device copies get no ideal (the link,
+   not memory, bounds them).
 
-Unknown values are NaN in the frame (printed ``n/a``); ``df.attrs["warnings"]`` holds the one-line
-warnings the CLI prints on stderr (uncovered ops with their share of time, missing peaks).
+``df.attrs["warnings"]`` holds the one-line warnings the CLI prints on stderr (ops without a model with
+their share of kernel time, kernels without an op, GPUs without known peaks).
 """
 
 from __future__ import annotations
 
 import gc
-import math
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -34,7 +38,16 @@ from pyprof.prof.devices import DeviceResolver
 from pyprof.prof.params import first_dtype, render
 
 NAN = float("nan")
-COPY_KINDS = ("memcpy", "memset")
+
+KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "tid", "device", "gpu", "stream", "grid",
+        "block", "bytes", "layer", "trace", "mod", "op", "args", "cdtype", "opId", "seqId", "altSeqId",
+        "dir", "subSeqId")
+
+# output column <- record field, for the columns copied as they are
+COPIED = {"seq": "seqId", "altseq": "altSeqId", "tid": "tid", "layer": "layer", "trace": "trace",
+          "sub": "subSeqId", "mod": "mod", "op": "op", "kernel": "kShortName", "longkernel": "kLongName",
+          "device": "device", "stream": "stream", "grid": "grid", "block": "block", "start": "start",
+          "gpu": "gpu", "opid": "opId"}
 
 
 def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args: list):
@@ -46,294 +59,285 @@ def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args
         return None
 
 
-def _first(value: Any) -> Any:
-    if isinstance(value, list):
-        return value[0] if value else None
-    return value
+def _rows(records: Iterable[dict[str, Any]]) -> list[tuple]:
+    """The fields prof reads, one tuple per record (one C call per complete record)."""
+    getter = itemgetter(*KEYS)
+    rows: list[tuple] = []
+    append = rows.append
+    for r in records:
+        try:
+            append(getter(r))
+        except KeyError:  # a record without some optional field
+            get = r.get
+            append(tuple(get(k) for k in KEYS))
+    return rows
 
 
-class _Instances:
-    """Assigns op-instance ids and costs each distinct op call once."""
-
-    def __init__(self):
-        self.ids: dict[Any, int] = {}
-        self.cost: list[Any] = []  # Cost | None per instance
-        self.params: list[str] = []
-        self.dtype: list[str | None] = []
-        self.op: list[str | None] = []
-        self.args: list[Any] = []
-        self.cache: dict[Any, tuple] = {}
-        self.legacy_prev: dict[Any, tuple[Any, int]] = {}
-
-    def add(self, key: Any, op, mod, direction, cdtype, args) -> int:
-        inst = self.ids.get(key)
-        if inst is not None:
-            return inst
-        inst = len(self.cost)
-        self.ids[key] = inst
-        if op is None:
-            info = (None, render(args) if args else "", cdtype or first_dtype(args))
-        else:
-            akey = orjson.dumps(args) if args else b""
-            ckey = (op, mod, direction, cdtype, akey)
-            info = self.cache.get(ckey)
-            if info is None:
-                cost = _estimate(op, mod, direction, cdtype, args)
-                dtype = (cost.dtype if cost is not None and cost.dtype else None) or cdtype or first_dtype(args)
-                info = (cost, render(args), dtype)
-                self.cache[ckey] = info
-        self.cost.append(info[0])
-        self.params.append(info[1])
-        self.dtype.append(info[2])
-        self.op.append(op)
-        self.args.append(args)
-        return inst
+def _obj(values) -> np.ndarray:
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
-def _extract(records: Iterable[dict[str, Any]]):
-    """One pass over the records: the columns prof needs, and each kernel's op instance."""
-    inst = _Instances()
-    names = ("seq", "altseq", "tid", "layer", "trace", "dir", "sub", "mod", "op", "kernel", "longkernel",
-             "device", "stream", "grid", "block", "start", "gpu", "opid", "kind")
-    cols: dict[str, list] = {k: [] for k in names}
-    sil: list[float] = []
-    rec_bytes: list[float] = []
-    inst_of: list[int] = []
-    (a_seq, a_alt, a_tid, a_layer, a_trace, a_dir, a_sub, a_mod, a_op, a_k, a_lk, a_dev, a_str, a_grid,
-     a_block, a_start, a_gpu, a_opid, a_kind) = (cols[k].append for k in names)
-    a_sil, a_bytes, a_inst = sil.append, rec_bytes.append, inst_of.append
-    legacy_prev = inst.legacy_prev
-    add = inst.add
-    for i, r in enumerate(records):
-        get = r.get
-        op = get("op")
-        if op.__class__ is list:
-            op = _first(op)
-        mod = get("mod")
-        if mod.__class__ is list:
-            mod = _first(mod)
-        d = get("dir") or ""
-        kind = get("kind") or "kernel"
-        dur = get("kDuration")
-        a_sil(NAN if dur is None else dur)
-        a_seq(get("seqId"))
-        a_alt(get("altSeqId"))
-        tid = get("tid")
-        a_tid(tid)
-        a_layer(get("layer"))
-        a_trace(get("trace"))
-        a_dir(d)
-        sub = get("subSeqId")
-        a_sub(sub)
-        a_mod(mod)
-        a_op(op)
-        a_k(get("kShortName"))
-        a_lk(get("kLongName"))
-        a_dev(get("device"))
-        a_str(get("stream"))
-        a_grid(get("grid"))
-        a_block(get("block"))
-        a_start(get("start"))
-        a_gpu(get("gpu"))
-        a_kind(kind)
-        opid = get("opId")
-        a_opid(opid)
-        if kind != "kernel":
-            b = get("bytes")
-            a_bytes(NAN if b is None else b)
-            a_inst(add(("row", i), None, mod, d, None, None))
-            continue
-        a_bytes(NAN)
-        if opid is not None:
-            key = (opid, d)
-        elif op is None:
-            key = ("row", i)
-        else:  # PyProf records: no opId
-            lkey = (tid, d, op, mod)
-            prev = legacy_prev.get(tid)
-            if prev is not None and prev[0] == lkey and sub not in (0, None):
-                key = prev[1]
-            else:
-                key = ("legacy", i)
-                legacy_prev[tid] = (lkey, key)
-        a_inst(add(key, op, mod, d, get("cdtype"), get("args")))
-    return (cols, np.asarray(sil, dtype=np.float64), np.asarray(rec_bytes, dtype=np.float64),
-            np.asarray(inst_of, dtype=np.int64), inst)
+def _codes(*arrays) -> tuple[np.ndarray, int]:
+    """One int code per row for the combination of several columns (None counts as a value)."""
+    key = np.zeros(len(arrays[0]), dtype=np.int64)
+    for a in arrays:
+        c, u = pd.factorize(a, use_na_sentinel=False) if a.dtype == object else pd.factorize(a)
+        key = key * (len(u) + 1) + c
+        key = pd.factorize(key)[0]
+    return key, int(key.max()) + 1 if len(key) else 0
+
+
+def _first_index(codes: np.ndarray, m: int) -> np.ndarray:
+    first = np.full(m, -1, dtype=np.int64)
+    uniq, idx = np.unique(codes, return_index=True)  # first occurrence of each code
+    first[uniq] = idx
+    return first
 
 
 def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops: float | None = None,
           peak_bw: float | None = None, calibration: dict | None = None) -> pd.DataFrame:
     """One row per record (kernel, memcpy, memset), columns as in :data:`pyprof.prof.columns.COLUMNS`
-    plus ``kind``. ``gpu`` overrides every record's GPU name; ``peak_flops`` (FLOP/s, all dtypes) and
-    ``peak_bw`` (bytes/s) override the peak table; ``calibration`` maps device names to
+    plus ``kind``. ``records`` may be a generator (``pyprof.prof.load.iter_records``): it is consumed
+    once. ``gpu`` overrides every record's GPU name; ``peak_flops`` (FLOP/s, all dtypes) and ``peak_bw``
+    (bytes/s) override the peak table; ``calibration`` maps device names to
     :class:`~pyprof.prof.devices.Device` (default: the calibration file, if any)."""
     resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration)
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of small containers: the cyclic collector would dominate the run time
     try:
-        cols, sil, rec_bytes, inst_of, inst = _extract(records)
+        rows = _rows(records)
+        n = len(rows)
+        raw = {k: _obj(col) for k, col in zip(KEYS, zip(*rows, strict=True), strict=True)} if n else \
+            {k: np.empty(0, dtype=object) for k in KEYS}
+        del rows
+        return _build(raw, n, resolver)
     finally:
         if gc_was_on:
             gc.enable()
-    n = len(sil)
-    df = pd.DataFrame({"idx": np.arange(1, n + 1)})
-    for k, v in cols.items():
-        df[k] = v
-    df["sil"] = sil
-    df["module"] = [(lay[-1] if lay else None) for lay in cols["layer"]]
-    _costs(df, inst, inst_of, sil, rec_bytes)
-    _tensor_cores(df, inst, inst_of, resolver)
-    warnings = _roofline(df, resolver)
-    warnings = _coverage_warning(df, inst, inst_of) + warnings
+
+
+def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.DataFrame:
+    for k in ("op", "mod"):  # PyProf wrote lists
+        if any(v.__class__ is list for v in raw[k]):
+            raw[k] = _obj([(v[0] if v else None) if v.__class__ is list else v for v in raw[k]])
+    kind = _obj(["kernel" if v is None else v for v in raw["kind"]])
+    direction = _obj(["" if v is None else v for v in raw["dir"]])
+    raw["dir"] = direction
+    is_kernel = kind == "kernel"
+    sil = pd.Series(raw["kDuration"], dtype="float64").to_numpy()
+    rec_bytes = pd.Series(raw["bytes"], dtype="float64").to_numpy()
+
+    inst = _instances(raw, n, is_kernel)
+    out: dict[str, Any] = {"idx": np.arange(1, n + 1)}
+    for col, field in COPIED.items():
+        out[col] = raw[field]
+    out["dir"] = direction
+    out["kind"] = kind
+    out["sil"] = sil
+    out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"]])
+    _costs(out, inst, sil, rec_bytes, is_kernel)
+    arch = _tensor_cores(out, inst, raw, is_kernel, resolver)
+    warnings = _coverage_warning(out, inst, sil, is_kernel)
+    warnings += _roofline(out, raw, is_kernel, arch, resolver)
+
+    df = pd.DataFrame({k: (pd.Series(v, dtype=object) if isinstance(v, np.ndarray) and v.dtype == object else v)
+                       for k, v in out.items()})
     df.attrs["warnings"] = warnings
-    df.attrs["n_costed"] = len(inst.cache)
+    df.attrs["n_costed"] = inst["n_costed"]
     return df
 
 
-def _costs(df: pd.DataFrame, inst: _Instances, inst_of: np.ndarray, sil: np.ndarray, rec_bytes: np.ndarray) -> None:
+def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dict[str, Any]:
+    """Op-instance id per row and each instance's cost, params and dtype (see the module docstring)."""
+    opid = pd.Series(raw["opId"], dtype="float64").to_numpy()
+    op = raw["op"]
+    has_op = np.array([o is not None for o in op], dtype=bool) if n else np.zeros(0, bool)
+    grouped = is_kernel & ~np.isnan(opid)
+    legacy = is_kernel & np.isnan(opid) & has_op
+    inst_of = np.full(n, -1, dtype=np.int64)
+    m = 0
+    if grouped.any():
+        codes, m = _codes(opid[grouped], raw["dir"][grouped])
+        inst_of[grouped] = codes
+    if legacy.any():
+        prev: dict[Any, tuple[tuple, int]] = {}
+        tid, d, mod, sub = raw["tid"], raw["dir"], raw["mod"], raw["subSeqId"]
+        for i in np.flatnonzero(legacy).tolist():
+            lkey = (tid[i], d[i], op[i], mod[i])
+            p = prev.get(tid[i])
+            if p is not None and p[0] == lkey and sub[i] not in (0, None):
+                inst_of[i] = p[1]
+            else:
+                inst_of[i] = m
+                prev[tid[i]] = (lkey, m)
+                m += 1
+    single = inst_of < 0
+    inst_of[single] = m + np.arange(int(single.sum()))
+    m += int(single.sum())
+
+    first = _first_index(inst_of, m)
+    costs: list[Any] = [None] * m
+    params: list[str] = [""] * m
+    dtypes: list[str | None] = [None] * m
+    cache: dict[tuple, tuple] = {}
+    args_col, mod_col, dir_col, cd_col = raw["args"], raw["mod"], raw["dir"], raw["cdtype"]
+    for j, i in enumerate(first.tolist()):
+        o, args, cd = op[i], args_col[i], cd_col[i]
+        if o is None or not is_kernel[i]:
+            if args:
+                params[j] = render(args)
+                dtypes[j] = cd or first_dtype(args)
+            continue
+        ckey = (o, mod_col[i], dir_col[i], cd, orjson.dumps(args) if args else b"")
+        info = cache.get(ckey)
+        if info is None:
+            cost = _estimate(o, mod_col[i], dir_col[i], cd, args)
+            dtype = (cost.dtype if cost is not None and cost.dtype else None) or cd or first_dtype(args)
+            info = (cost, render(args), dtype)
+            cache[ckey] = info
+        costs[j], params[j], dtypes[j] = info
+    return {"of": inst_of, "m": m, "first": first, "cost": costs, "params": params, "dtype": dtypes,
+            "n_costed": len(cache)}
+
+
+def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_kernel: np.ndarray) -> None:
     """Per-kernel FLOPs and bytes by the split rule (see the module docstring)."""
-    m = len(inst.cost)
-    inst_flops = np.full(m, NAN)
-    inst_bytes = np.full(m, NAN)
-    for j, c in enumerate(inst.cost):
-        if c is not None:
-            if c.flops is not None:
-                inst_flops[j] = c.flops
-            if c.bytes is not None:
-                inst_bytes[j] = c.bytes
-    dur = np.nan_to_num(sil, nan=0.0)
-    dur = np.maximum(dur, 0.0)
+    m, inst_of, costs = inst["m"], inst["of"], inst["cost"]
+    inst_flops = np.array([c.flops if c is not None and c.flops is not None else NAN for c in costs], dtype=float)
+    inst_bytes = np.array([c.bytes if c is not None and c.bytes is not None else NAN for c in costs], dtype=float)
+    dur = np.maximum(np.nan_to_num(sil, nan=0.0), 0.0)
     total = np.bincount(inst_of, weights=dur, minlength=m)
     count = np.bincount(inst_of, minlength=m).astype(np.float64)
     t = total[inst_of]
-    share = np.where(t > 0, dur / np.where(t > 0, t, 1.0), 1.0 / count[inst_of])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(t > 0, dur / np.where(t > 0, t, 1.0), 1.0 / count[inst_of])
     flops = inst_flops[inst_of] * share
     nbytes = inst_bytes[inst_of] * share
-    copy = df["kind"].to_numpy() != "kernel"
+    copy = ~is_kernel
     if copy.any():
         flops[copy] = np.where(np.isnan(rec_bytes[copy]), NAN, 0.0)
         nbytes[copy] = rec_bytes[copy]
-    df["flops"] = flops
-    df["bytes"] = nbytes
-    df["params"] = [inst.params[j] for j in inst_of]
-    df["dtype"] = [inst.dtype[j] for j in inst_of]
-    df["tensor_op"] = [bool(c is not None and c.tensor_op) for c in (inst.cost[j] for j in inst_of)]
-    df["model_note"] = [(c.note if c is not None else "") for c in (inst.cost[j] for j in inst_of)]
+    out["flops"] = flops
+    out["bytes"] = nbytes
+    out["params"] = _obj(inst["params"])[inst_of] if inst_of.size else _obj([])
+    out["dtype"] = _obj(inst["dtype"])[inst_of] if inst_of.size else _obj([])
+    inst["tensor_op"] = np.array([bool(c is not None and c.tensor_op) for c in costs], dtype=bool)
+    inst["note"] = _obj([(c.note if c is not None else "") or "" for c in costs])
 
 
-def _tensor_cores(df: pd.DataFrame, inst: _Instances, inst_of: np.ndarray, resolver: DeviceResolver) -> None:
-    """``tc`` per kernel from its names (cached per distinct name); eligibility notes for TC=0 kernels."""
-    flag_cache: dict[tuple, str] = {}
-    note_cache: dict[tuple, str] = {}
-    tcs, notes = [], []
-    gpus = df["gpu"].tolist()
-    devs = df["device"].tolist()
-    for i, (short, long_, eligible, kind, dtype, op, mnote) in enumerate(zip(
-            df["kernel"].tolist(), df["longkernel"].tolist(), df["tensor_op"].tolist(), df["kind"].tolist(),
-            df["dtype"].tolist(), df["op"].tolist(), df["model_note"].tolist(), strict=True)):
-        if kind != "kernel":
-            tcs.append(tensorcores.NA)
-            notes.append(mnote)
-            continue
-        dev = resolver.resolve(gpus[i], devs[i] is None)
-        arch = dev.arch if dev is not None else None
-        gemm_op = eligible or tensorcores.is_gemm_op(op)
-        fkey = (short, long_, gemm_op, arch)
-        flag = flag_cache.get(fkey)
-        if flag is None:
-            flag = tensorcores.tc_flag(f"{short or ''} {long_ or ''}", gemm_op, arch)
-            flag_cache[fkey] = flag
-        tcs.append(flag)
-        if flag != "0" and not mnote:
-            notes.append("")
-            continue
+def _tensor_cores(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, resolver: DeviceResolver) -> np.ndarray:
+    """``tc`` per kernel from its names, once per distinct (names, op eligibility, GPU); notes for TC=0.
+    Returns each row's GPU architecture (or None)."""
+    n = len(is_kernel)
+    inst_of = inst["of"]
+    # device per row: once per distinct (gpu name, on CPU)
+    is_cpu = np.array([d is None for d in raw["device"]], dtype=bool) if n else np.zeros(0, bool)
+    dcodes, dm = _codes(raw["gpu"], is_cpu) if n else (np.zeros(0, np.int64), 0)
+    dfirst = _first_index(dcodes, dm)
+    devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i])) for i in dfirst.tolist()]
+    arch = _obj([d.arch if d is not None else None for d in devs])[dcodes] if n else _obj([])
+    arch[is_cpu] = "cpu"  # CPU records: no tensor cores, whatever the calibration says
+    inst_eligible = inst["tensor_op"] | np.array([tensorcores.is_gemm_op(raw["op"][i]) if i >= 0 else False
+                                                  for i in inst["first"].tolist()], dtype=bool)
+    eligible = inst_eligible[inst_of] if n else np.zeros(0, bool)
+    tc = _obj([tensorcores.NA] * n)
+    if is_kernel.any():
+        k = is_kernel
+        codes, cm = _codes(raw["kShortName"][k], raw["kLongName"][k], eligible[k], arch[k])
+        first = _first_index(codes, cm)
+        short, long_, el, ar = raw["kShortName"][k], raw["kLongName"][k], eligible[k], arch[k]
+        flags = _obj([tensorcores.tc_flag(f"{short[i] or ''} {long_[i] or ''}", bool(el[i]), ar[i])
+                      for i in first.tolist()])
+        tc[k] = flags[codes]
+    out["tc"] = tc
+    # notes: eligibility (TC=0) and the model's remark, once per (instance, arch, flag)
+    note = _obj([""] * n)
+    inst_note = inst["note"]
+    want = (tc == "0") | (inst_note[inst_of] != "") if n else np.zeros(0, bool)
+    cache: dict[tuple, str] = {}
+    dtype_col, op_col, args_col = out["dtype"], raw["op"], raw["args"]
+    for i in np.flatnonzero(want).tolist():
         j = int(inst_of[i])
-        nkey = (flag, dtype, op, arch, mnote, j if dtype in ("float16", "bfloat16") else -1)
-        note = note_cache.get(nkey)
-        if note is None:
-            note = tensorcores.eligibility_note(flag, dtype, op, inst.args[j], arch)
-            note = "; ".join(x for x in (note, mnote) if x)
-            note_cache[nkey] = note
-        notes.append(note)
-    df["tc"] = tcs
-    df["note"] = notes
+        key = (j, arch[i], tc[i])
+        text = cache.get(key)
+        if text is None:
+            text = tensorcores.eligibility_note(tc[i], dtype_col[i], op_col[i], args_col[i], arch[i])
+            text = "; ".join(x for x in (text, inst_note[j]) if x)
+            cache[key] = text
+        note[i] = text
+    out["note"] = note
+    return arch
 
 
-def _roofline(df: pd.DataFrame, resolver: DeviceResolver) -> list[str]:
-    """ideal, gap, bound, ai, tflops, gbps; returns warnings about missing peaks."""
-    n = len(df)
+def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, arch: np.ndarray, resolver: DeviceResolver) -> list[str]:
+    """ideal, gap, bound, ai, tflops, gbps; returns the warning about GPUs without known peaks."""
+    n = len(is_kernel)
+    is_cpu = np.array([d is None for d in raw["device"]], dtype=bool) if n else np.zeros(0, bool)
     peak_f = np.full(n, NAN)
     peak_b = np.full(n, NAN)
-    cache: dict[tuple, tuple[float, float]] = {}
     missing: dict[str, int] = {}
-    for i, (g, dev_id, dtype, tc, kind) in enumerate(zip(
-            df["gpu"].tolist(), df["device"].tolist(), df["dtype"].tolist(), df["tc"].tolist(),
-            df["kind"].tolist(), strict=True)):
-        key = (g, dev_id is None, dtype, tc)
-        hit = cache.get(key)
-        if hit is None:
-            dev = resolver.resolve(g, dev_id is None)
-            if dev is None:
-                hit = (NAN, NAN)
-            else:
-                pf = dev.peak(dtype, tc == "1")
-                hit = (pf if pf else NAN, dev.bw if dev.bw else NAN)
-            cache[key] = hit
-        peak_f[i], peak_b[i] = hit
-        if math.isnan(hit[0]) and math.isnan(hit[1]) and kind == "kernel":
-            label = resolver.gpu or g or ("CPU" if dev_id is None else "unknown GPU")
-            missing[label] = missing.get(label, 0) + 1
-    flops = df["flops"].to_numpy()
-    nbytes = df["bytes"].to_numpy()
-    sil = df["sil"].to_numpy()
-    # memcpy between host and device is bound by the link, not by memory bandwidth: no ideal
-    host_copy = np.array([k != "kernel" and not str(s or "").endswith(("DtoD", "memset")) and "memset" not in str(s or "")
-                          for k, s in zip(df["kind"].tolist(), df["kernel"].tolist(), strict=True)], dtype=bool)
+    if n:
+        codes, m = _codes(raw["gpu"], is_cpu, out["dtype"], out["tc"])
+        first = _first_index(codes, m)
+        pf, pb = np.full(m, NAN), np.full(m, NAN)
+        for j, i in enumerate(first.tolist()):
+            dev = resolver.resolve(raw["gpu"][i], bool(is_cpu[i]))
+            if dev is not None:
+                pf[j] = dev.peak(out["dtype"][i], out["tc"][i] == "1") or NAN
+                pb[j] = dev.bw or NAN
+        peak_f, peak_b = pf[codes], pb[codes]
+        unknown = is_kernel & np.isnan(peak_f) & np.isnan(peak_b)
+        if unknown.any():
+            labels = pd.Series([resolver.gpu or g or ("CPU" if c else "unknown GPU")
+                                for g, c in zip(raw["gpu"][unknown], is_cpu[unknown], strict=True)])
+            missing = labels.value_counts().to_dict()
+    flops, nbytes, sil = out["flops"], out["bytes"], out["sil"]
+    kname = raw["kShortName"]
+    host_copy = ~is_kernel & np.array([not (str(s).endswith("DtoD") or "memset" in str(s)) for s in kname],
+                                      dtype=bool) if n else np.zeros(0, bool)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t_f = flops / peak_f * 1e9
+        t_f = np.where(flops == 0, 0.0, flops / peak_f * 1e9)
         t_b = nbytes / peak_b * 1e9
-        t_f = np.where(flops == 0, 0.0, t_f)
         ideal = np.fmax(t_f, t_b)  # NaN only when both terms are unknown
-        ideal = np.where(host_copy | (ideal <= 0), NAN, ideal)
+        ideal = np.where(host_copy | ~(ideal > 0), NAN, ideal)
         gap = sil / ideal
         ai = np.where(nbytes > 0, flops / nbytes, NAN)
         pos = sil > 0
         tflops = np.where(pos, flops / np.where(pos, sil, 1) / 1e3, NAN)
         gbps = np.where(pos, nbytes / np.where(pos, sil, 1), NAN)
-    bound = np.where(np.isnan(ideal), None, np.where(np.nan_to_num(t_f, nan=-1) > np.nan_to_num(t_b, nan=-1),
-                                                     "compute", "memory"))
-    df["ideal"] = ideal
-    df["gap"] = gap
-    df["bound"] = bound
-    df["ai"] = ai
-    df["tflops"] = tflops
-    df["gbps"] = gbps
-    warnings = []
-    if missing:
-        parts = ", ".join(f"{k} ({v} kernels)" for k, v in sorted(missing.items(), key=lambda kv: -kv[1]))
-        warnings.append(f"no peak FLOP/s or bandwidth known for {parts}: ideal and gap show n/a; "
-                        "pass --gpu NAME or --peak-flops/--peak-bw, or run `pyprof calibrate`")
-    return warnings
+    compute = np.nan_to_num(t_f, nan=-1.0) > np.nan_to_num(t_b, nan=-1.0)
+    bound = _obj([None] * n)
+    known = ~np.isnan(ideal)
+    bound[known & compute] = "compute"
+    bound[known & ~compute] = "memory"
+    out.update(ideal=ideal, gap=gap, bound=bound, ai=ai, tflops=tflops, gbps=gbps)
+    if not missing:
+        return []
+    parts = ", ".join(f"{k} ({v} kernels)" for k, v in sorted(missing.items(), key=lambda kv: -kv[1]))
+    return [f"no peak FLOP/s or bandwidth known for {parts}: ideal and gap show n/a; "
+            "pass --gpu NAME or --peak-flops/--peak-bw, or run `pyprof calibrate`"]
 
 
-def _coverage_warning(df: pd.DataFrame, inst: _Instances, inst_of: np.ndarray) -> list[str]:
+def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray) -> list[str]:
     """One line naming the ops without a FLOP/byte model, with their share of kernel time."""
-    kernel = (df["kind"] == "kernel").to_numpy()
-    sil = np.nan_to_num(df["sil"].to_numpy(), nan=0.0)
-    total = sil[kernel].sum()
-    if total <= 0:
-        total = 1.0
-    no_model = np.array([inst.cost[j] is None and inst.op[j] is not None for j in inst_of], dtype=bool) & kernel
-    out = []
-    if no_model.any():
-        shares = pd.Series(sil[no_model], index=df["op"].to_numpy()[no_model]).groupby(level=0).sum()
-        shares = shares.sort_values(ascending=False) / total * 100
-        listed = ", ".join(f"{op} {pct:.1f}%" for op, pct in shares.head(12).items())
+    n = len(is_kernel)
+    if not n:
+        return []
+    dur = np.nan_to_num(sil, nan=0.0)
+    total = dur[is_kernel].sum() or 1.0
+    op = out["op"]
+    has_op = np.array([o is not None for o in op], dtype=bool)
+    no_cost = np.array([c is None for c in inst["cost"]], dtype=bool)[inst["of"]]
+    lines = []
+    uncovered = is_kernel & has_op & no_cost
+    if uncovered.any():
+        shares = pd.Series(dur[uncovered]).groupby(op[uncovered]).sum().sort_values(ascending=False) / total * 100
+        listed = ", ".join(f"{o} {pct:.1f}%" for o, pct in shares.head(12).items())
         more = f", and {len(shares) - 12} more" if len(shares) > 12 else ""
-        out.append(f"no FLOP/byte model for {len(shares)} op(s), {shares.sum():.1f}% of kernel time "
-                   f"(their flops/bytes show n/a): {listed}{more}")
-    no_op = np.array([o is None for o in df["op"].tolist()], dtype=bool) & kernel
+        lines.append(f"no FLOP/byte model for {len(shares)} op(s), {shares.sum():.1f}% of kernel time "
+                     f"(their flops/bytes show n/a): {listed}{more}")
+    no_op = is_kernel & ~has_op
     if no_op.any():
-        out.append(f"{int(no_op.sum())} kernel(s), {sil[no_op].sum() / total * 100:.1f}% of kernel time, "
-                   "carry no op (no pyprof/PyProf markers around their launch): flops/bytes n/a")
-    return out
+        lines.append(f"{int(no_op.sum())} kernel(s), {dur[no_op].sum() / total * 100:.1f}% of kernel time, "
+                     "carry no op (no pyprof/PyProf marker around their launch): flops/bytes n/a")
+    return lines

@@ -52,7 +52,7 @@ def kernel_class(name: str) -> tuple[bool, bool, bool]:
 
 def tc_flag(name: str, op_tensor_eligible: bool, arch: str | None) -> str:
     """``"1"``, ``"0"`` or ``"-"`` for one kernel (see the module docstring)."""
-    if arch is not None and arch in patterns()["no_tc_arch"]:
+    if arch is not None and (arch == "cpu" or arch in patterns()["no_tc_arch"]):
         return NA
     tc, gemm, helper = kernel_class(name)
     if tc:

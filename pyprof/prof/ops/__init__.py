@@ -24,5 +24,6 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     reduction,
     registry,  # noqa: F401  (the families import it)
     softmax,
+    views,
 )
 from pyprof.prof.ops.registry import Cost, OpCall, canonical, covered_ops, estimate, family  # noqa: F401

@@ -71,19 +71,29 @@ def promote(dtypes: Iterable[str | None]) -> str | None:
 
 # --------------------------------------------------------------------------- binding
 
-def bind(args: Sequence[Arg], params: Sequence[str]) -> dict[str, Arg]:
-    """Map positional (``name == ""``) and keyword arguments onto ``params`` (the op's signature).
+# ``self`` (Tensor methods) and ``input`` (torch functions) name the same first parameter.
+_FIRST = {"self": "input", "input": "self"}
 
-    Extra positional arguments beyond ``params`` are kept under ``"*0"``, ``"*1"``, ... Keyword
-    arguments not in ``params`` keep their own name. A parameter absent from the call is absent from
-    the result (the model applies the op's default).
+
+def bind(args: Sequence[Arg], params: Sequence[str]) -> dict[str, Arg]:
+    """Map positional (``name == ""``) and named arguments onto ``params`` (the op's signature).
+
+    A named argument takes its parameter's slot and later positional ones continue after it (the
+    instrumentation names the leading arguments it can and leaves varargs unnamed: ``permute(self,
+    dims=2, 0, 1)``); ``self`` and ``input`` are the same first parameter. Extra positional arguments
+    beyond ``params`` are kept under ``"*0"``, ``"*1"``, ...; named arguments not in ``params`` keep their
+    name. A parameter absent from the call is absent from the result (the model applies the default).
     """
     out: dict[str, Arg] = {}
     pos = 0
     for a in args:
         name = a.get("name") or ""
         if name:
+            if name not in params and _FIRST.get(name) in params:
+                name = _FIRST[name]
             out[name] = a
+            if name in params:
+                pos = max(pos, params.index(name) + 1)
             continue
         key = params[pos] if pos < len(params) else f"*{pos - len(params)}"
         out[key] = a
@@ -252,3 +262,25 @@ def compute_dtype(cdtype: str | None, *args: Arg | None) -> str | None:
     if fl:
         return promote(fl)
     return promote(dtype(a) for a in ts)
+
+
+def tensor_arg(shape: Sequence[int], dtype: str | None = "float32", grad: bool | None = None, name: str = "",
+               **extra: Any) -> Arg:
+    """Build a tensor argument dict (for callers that price ops they describe themselves, and tests)."""
+    a: Arg = {"name": name, "type": "tensor", "shape": list(shape), "dtype": dtype}
+    if grad is not None:
+        a["grad"] = grad
+    a.update(extra)
+    return a
+
+
+def scalar_arg(value: Any, name: str = "") -> Arg:
+    """Build a scalar/list/None argument dict in the markers' format."""
+    if value is None:
+        return {"name": name, "type": "NoneType", "value": None}
+    kind = {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "tuple"}.get(type(value), "other")
+    return {"name": name, "type": kind, "value": list(value) if isinstance(value, tuple) else value}
+
+
+def tensorlist_arg(items: Sequence[Arg], name: str = "") -> Arg:
+    return {"name": name, "type": "tensorlist", "items": list(items)}

@@ -1,13 +1,14 @@
-"""Fill family: fill_, zero_, zeros/ones/full, their ``_like`` and ``new_`` forms.
+"""Fill family: fill_, zero_, zeros/ones/full, their ``_like`` and ``new_`` forms, and arange/linspace.
 
 No arithmetic: FLOPs 0. Bytes: the result written once (``numel · itemsize``). ``zeros(size)`` without
-a ``dtype`` argument is float32 (PyTorch's default dtype). Backward: a filled tensor's gradient w.r.t.
+a ``dtype`` argument is float32 (PyTorch's default dtype); ``arange`` of integers is int64 (of floats,
+float32) with ``ceil((end − start) / step)`` elements; ``linspace(start, end, steps)`` has ``steps``. Backward: a filled tensor's gradient w.r.t.
 its old values is zero and launches nothing: 0 and 0.
 """
 
 from __future__ import annotations
 
-from math import prod
+from math import ceil, prod
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -68,3 +69,27 @@ def _fill_new(call: OpCall) -> Cost | None:
         if len(fv) >= 2 and fv[1].get("type") == "int":
             base = "int64"  # full(size, 3) is an integer tensor
     return _written(call, prod(dims), _kw_dtype(call, base))
+
+
+@register("arange")
+def _arange(call: OpCall) -> Cost | None:
+    nums = [A.value(a) for a in call.args if a.get("type") in ("int", "float") and
+            a.get("name") in ("", "start", "end", "step")]
+    if not 1 <= len(nums) <= 3:
+        return None
+    start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) == 3 else 1)
+    if step == 0:
+        return None
+    ints = all(isinstance(v, int) for v in nums)
+    n = max(0, -(-(end - start) // step) if ints else ceil((end - start) / step))
+    base = "int64" if ints else "float32"
+    return _written(call, n, _kw_dtype(call, base))
+
+
+@register("linspace")
+def _linspace(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("start", "end", "steps"))
+    steps = A.value(b.get("steps"))
+    if not isinstance(steps, int):
+        return None
+    return _written(call, steps, _kw_dtype(call, "float32"))

@@ -194,9 +194,11 @@ def _einsum_terms(eq: str, shapes: list[list[int]]):
     return ins, out, sizes
 
 
-def einsum_macs(eq: str, shapes: list[list[int]]) -> tuple[list[int], list[int]] | None:
-    """Multiply-adds of each pairwise contraction (left to right, as torch.einsum does without
-    opt_einsum) and the output shape; ``None`` if the equation does not fit the shapes."""
+def einsum_flops(eq: str, shapes: list[list[int]]) -> tuple[list[int], list[int]] | None:
+    """FLOPs of each pairwise step (left to right, as torch.einsum does without opt_einsum) and the
+    output shape; ``None`` if the equation does not fit the shapes. A step that sums over a letter is a
+    (batched) GEMM: ``2·prod(sizes of all its letters)``; a step summing nothing is an elementwise
+    product (an outer product, ``i,j->ij``): ``prod(...)`` multiplies, no adds."""
     parsed = _einsum_terms(eq, shapes)
     if parsed is None:
         return None
@@ -205,17 +207,19 @@ def einsum_macs(eq: str, shapes: list[list[int]]) -> tuple[list[int], list[int]]
     cur = ins[0]
     for i, nxt in enumerate(ins[1:], 1):
         union = list(dict.fromkeys(cur + nxt))
-        steps.append(prod(sizes[c] for c in union))
         later = set(out).union(*[set(x) for x in ins[i + 1:]])
+        summed = [c for c in union if c not in later and c in cur and c in nxt]
+        steps.append((2 if summed else 1) * prod(sizes[c] for c in union))
         cur = [c for c in union if c in later]
     return steps, [sizes[c] for c in out]
 
 
 @register("einsum")
 def _einsum(call: OpCall) -> Cost | None:
-    """Pairwise contractions, each ``2·prod(sizes of all letters of both operands)`` FLOPs.
+    """Pairwise contractions, each ``2·prod(sizes of all letters of both operands)`` FLOPs (see
+    :func:`einsum_flops`).
 
-    Backward: with two operands, each operand's gradient is one contraction of the same size; with
+    Backward: with two operands, each operand's gradient is one contraction of the forward's size; with
     more, each pairwise step's backward is priced as two contractions of its size. A single-operand
     einsum (transpose, trace, sum) is not a GEMM and has no model here (``None``).
     """
@@ -228,7 +232,7 @@ def _einsum(call: OpCall) -> Cost | None:
     shapes = [A.shape(t) for t in operands]
     if any(s is None for s in shapes):
         return None
-    res = einsum_macs(eq, shapes)  # type: ignore[arg-type]
+    res = einsum_flops(eq, shapes)  # type: ignore[arg-type]
     if res is None:
         return None
     steps, out_shape = res
@@ -238,12 +242,12 @@ def _einsum(call: OpCall) -> Cost | None:
     if call.direction == "bprop":
         if len(operands) == 2:
             grads = [t for t in operands if A.requires_grad(t)]
-            flops = 2.0 * steps[0] * len(grads)
+            flops = float(steps[0] * len(grads))
             # per gradient: read dOut and the other operand, write the gradient
             byts = sum(n_out + A.numel(A.shape(operands[1 - operands.index(g)])) + A.numel(A.shape(g))
                        for g in grads)
         else:
-            flops = 4.0 * sum(steps)
+            flops = 2.0 * sum(steps)
             byts = n_out + 2 * n_in
         return Cost(flops, A.sized(byts, dt), dt, tensor_op=True)
-    return Cost(2.0 * sum(steps), A.sized(A.total(n_in, n_out), dt), dt, tensor_op=True)
+    return Cost(float(sum(steps)), A.sized(A.total(n_in, n_out), dt), dt, tensor_op=True)

@@ -1,0 +1,39 @@
+"""View family: ops that return a view of their input (view, transpose, permute, expand, squeeze,
+split, select, narrow, ...) and reshape/flatten, which return a view when they can.
+
+A view launches no kernel: FLOPs 0 and bytes 0, forward and backward (the gradient is a view of dY
+too). These are known zeros, so a view is never counted as an op without a model. ``reshape``,
+``flatten`` and ``ravel`` copy when the input's strides do not allow a view: their cost is then that
+copy (input read, result written). A contiguous input never copies (0); otherwise the copy is priced,
+because a kernel attributed to the op means it did copy (a reshape that did not launches nothing and is
+never on a kernel row). Same for their backward (reshaping dY).
+"""
+
+from __future__ import annotations
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, register
+
+PURE_VIEWS = ("view", "view_as", "_unsafe_view", "_reshape_alias", "as_strided", "transpose", "t", "permute",
+              "expand", "expand_as", "squeeze", "unsqueeze", "unflatten", "split", "split_with_sizes",
+              "chunk", "unbind", "select", "narrow", "slice", "detach", "alias", "movedim", "swapaxes",
+              "unfold", "diagonal", "real", "imag", "view_as_real", "view_as_complex")
+
+
+@register(*PURE_VIEWS)
+def _view(call: OpCall) -> Cost | None:
+    x = A.bind(call.args, ("input",)).get("input")
+    if not A.is_tensor(x):
+        return None
+    return Cost(0.0, 0, A.dtype(x))
+
+
+@register("reshape", "flatten", "ravel", "reshape_as")
+def _reshape(call: OpCall) -> Cost | None:
+    x = A.bind(call.args, ("input",)).get("input")
+    if not A.is_tensor(x) or A.shape(x) is None:
+        return None
+    dt = A.dtype(x)
+    if x.get("contig") is True:
+        return Cost(0.0, 0, dt)
+    return Cost(0.0, A.sized(2 * A.numel(A.shape(x)), dt), dt)

@@ -1,0 +1,150 @@
+"""Benchmark: time pyprof.init() adds per op on CPU.
+
+Workloads: a tiny MLP (a stream of small ops; many iterations) and a ResNet-18-like forward at
+batch 1 (defined below, no torchvision). States, each timed as the median over repeats:
+
+  A  no init()                                   (baseline)
+  B  init(), no NVTX consumer (lazy mode)        target <= 1.2x A
+  C  init(lazy=False): payloads built and pushed to a null consumer (what nsys would cost
+     pyprof, without nsys' own cost)              target <= 5 us added per op
+  D  init() inside a Recorder (payloads built and stored in Python)
+
+Ops per iteration are counted with a Recorder (op ranges). Run: ``python scripts/bench_init.py``
+(``--quick`` for fewer repeats). Prints ratios to A and microseconds added per op.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import pyprof
+from pyprof.annotate.recorder import Recorder
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else None)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + (x if self.down is None else self.down(x)))
+
+
+class ResNet18(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        layers, cin = [], 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers.append(nn.Sequential(Block(cin, cout, stride), Block(cout, cout, 1)))
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(512, 1000)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.bn1(self.conv1(x))))
+        x = self.layers(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def tiny_mlp():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = torch.randn(4, 16)
+
+    def run(iters=200):
+        for _ in range(iters):
+            y = model(x)
+            y = y * 0.5 + 1.0
+            y.softmax(-1).sum()
+    return run
+
+
+def resnet18():
+    torch.manual_seed(0)
+    model = ResNet18().eval()
+    x = torch.randn(1, 3, 64, 64)
+
+    def run(iters=3):
+        for _ in range(iters):
+            model(x)
+    return run
+
+
+def timed(fn, repeats: int) -> float:
+    fn()  # warm up
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def count_ops(fn) -> int:
+    pyprof.init()
+    try:
+        with Recorder() as rec:
+            fn()
+        return len(rec.payloads("op"))
+    finally:
+        pyprof.deinit()
+
+
+def bench(name: str, fn, repeats: int, grad: bool) -> None:
+    ctx = torch.enable_grad if grad else torch.no_grad
+    with ctx():
+        n_ops = count_ops(fn)
+        a = timed(fn, repeats)
+        pyprof.init()
+        b = timed(fn, repeats)
+        pyprof.deinit()
+        pyprof.init(lazy=False)
+        c = timed(fn, repeats)
+        pyprof.deinit()
+        pyprof.init()
+
+        def with_recorder():
+            with Recorder():
+                fn()
+        d = timed(with_recorder, repeats)
+        pyprof.deinit()
+    label = f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run)"
+    print(f"{label}")
+    print(f"  A no init                 {a * 1e3:9.2f} ms   1.00x")
+    for tag, t in (("B init, no consumer      ", b), ("C init, payloads (null)  ", c),
+                   ("D init, Recorder         ", d)):
+        print(f"  {tag} {t * 1e3:9.2f} ms   {t / a:5.2f}x   {(t - a) / n_ops * 1e6:6.2f} us/op added")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    reps = 5 if args.quick else 15
+    print(f"torch {torch.__version__}, CPU, 1 thread, median of {reps} repeats")
+    bench("tiny MLP x200", tiny_mlp(), reps, grad=False)
+    bench("tiny MLP x200", tiny_mlp(), reps, grad=True)
+    bench("ResNet-18-like b1 64x64 x3", resnet18(), max(3, reps // 3), grad=False)
+
+
+if __name__ == "__main__":
+    main()

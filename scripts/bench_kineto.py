@@ -1,0 +1,146 @@
+"""Benchmark: parse a ~1M-event torch.profiler trace; print events/s and the parser's peak RSS.
+
+1. Record a real CPU trace here (LeNet training steps under ``pyprof.init()`` and torch.profiler with
+   shapes, as ``pyprof run`` does), or take ``--trace FILE``.
+2. Tile it to about ``--events`` events: every copy is shifted in time past the previous one and
+   gets fresh ``External id``/``correlation``/``Sequence number`` values and fresh pyprof marker
+   instance ids, so no two op instances are equal (the decoder's cache gets no free hits).
+3. Parse it in a child process (``KinetoSource(path).records()`` written as JSON lines to a file) and
+   report wall time, events/s and the child's peak RSS (``ru_maxrss``).
+
+Target: >= 100k events/s with peak RSS <= 2 GB at 1M events (HTA loads about 45k events/s).
+Usage: ``python scripts/bench_kineto.py [--events 1000000] [--gzip] [--trace FILE] [--keep DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+
+RECORD = """
+import sys, torch
+sys.path.insert(0, {repo!r})
+import pyprof
+from tests.small_models import MODELS
+model, x = MODELS["lenet"]()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(8):
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+    pyprof.step()
+"""
+
+_MARKER_ID = re.compile(r"(%22id%22:)(\d+)")
+_SHIFT_ARGS = ("External id", "correlation", "Sequence number", "Record function id", "Python id")
+
+
+def record(tmp: Path) -> Path:
+    from pyprof.runner import RunOptions, run_script
+
+    script = tmp / "bench_lenet.py"
+    script.write_text(textwrap.dedent(RECORD.format(repo=str(REPO))))
+    return run_script(script, [], tmp / "rec", RunOptions(wait=1, warmup=1, active=5)).trace
+
+
+def tile(src: Path, target_events: int, out: Path, use_gzip: bool) -> int:
+    from pyprof.parse.kineto_load import load_trace
+
+    trace = load_trace(src)
+    base = [e for e in trace.events if e.get("ph") != "M"]
+    meta_events = [e for e in trace.events if e.get("ph") == "M"]
+    ts = [e["ts"] for e in base if isinstance(e.get("ts"), (int, float))]
+    span = (max(ts) - min(ts)) + 1000.0
+    copies = max(1, target_events // max(len(base), 1))
+    events = list(meta_events)
+    for k in range(copies):
+        shift_t = k * span
+        shift_id = k * 10_000_000
+        for e in base:
+            e2 = dict(e)
+            if isinstance(e2.get("ts"), (int, float)):
+                e2["ts"] = e2["ts"] + shift_t
+            if e2.get("ph") in ("s", "f") and isinstance(e2.get("id"), int):
+                e2["id"] += shift_id
+            a = e2.get("args")
+            if a:
+                a = dict(a)
+                for key in _SHIFT_ARGS:
+                    if isinstance(a.get(key), int) and a[key] > 0:
+                        a[key] += shift_id
+                e2["args"] = a
+            name = e2.get("name")
+            if k and name and name.startswith("{%22pyprof"):
+                e2["name"] = _MARKER_ID.sub(lambda m, d=shift_id: m.group(1) + str(int(m.group(2)) + d), name)
+            events.append(e2)
+    doc = dict(trace.meta)
+    doc["traceEvents"] = events
+    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)  # Kineto writes one field per line too
+    if use_gzip:
+        data = gzip.compress(data, compresslevel=1)
+    out.write_bytes(data)
+    return len(events)
+
+
+CHILD = """
+import sys, time
+t0 = time.perf_counter()
+from pyprof.parse.kineto import KinetoSource
+from pyprof.records import write_records
+src = KinetoSource(sys.argv[1])
+t1 = time.perf_counter()
+with open(sys.argv[2], "wb") as fh:
+    n = write_records(src.records(), fh)
+t2 = time.perf_counter()
+print(src.n_events, n, t1 - t0, t2 - t0)
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--trace", type=Path, help="tile this trace instead of recording one")
+    ap.add_argument("--gzip", action="store_true", help="write and parse the tiled trace gzip-compressed")
+    ap.add_argument("--keep", type=Path, help="keep the tiled trace and records in this folder")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = args.keep or Path(tmpdir)
+        tmp.mkdir(parents=True, exist_ok=True)
+        src = args.trace or record(tmp)
+        big = tmp / ("tiled.json.gz" if args.gzip else "tiled.json")
+        t = time.perf_counter()
+        n = tile(src, args.events, big, args.gzip)
+        print(f"tiled {src.name} to {n:,} events, {big.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s")
+        out = tmp / "tiled.dict"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        t = time.perf_counter()
+        res = subprocess.run([sys.executable, "-c", CHILD, str(big), str(out)], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+        wall = time.perf_counter() - t
+        if res.returncode:
+            sys.exit(f"parser failed:\n{res.stderr}")
+        peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        events, records, t_load, t_total = res.stdout.split()
+        events, records = int(events), int(records)
+        print(f"events: {events:,}  records written: {records:,}")
+        print(f"load+index: {float(t_load):.2f} s  total parse: {float(t_total):.2f} s  "
+              f"(child wall incl. interpreter start: {wall:.2f} s)")
+        print(f"events/s: {events / float(t_total):,.0f}  (target >= 100,000; HTA ~45,000)")
+        print(f"peak RSS of the parser process: {max(peak_kb, before) / 1024:,.0f} MiB  (target <= 2048 MiB)")
+
+
+if __name__ == "__main__":
+    main()

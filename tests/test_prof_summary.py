@@ -1,0 +1,60 @@
+"""pyprof.prof.summary: group totals, shares, achieved rates, time-weighted gap, fix-this-first order."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pyprof.errors import UsageError
+from pyprof.prof.summary import SUMMARY_NAMES, fix_first, summarize
+
+
+def frame():
+    # op a: two kernels with known ideal; op b: unknown cost; op c: one kernel far from the roofline
+    return pd.DataFrame({
+        "op": ["a", "a", "b", "c", None],
+        "module": ["m.x", "m.y", "m.x", "m.x", None],
+        "kernel": ["k1", "k2", "k1", "k3", "k4"],
+        "dir": ["fprop", "bprop", "fprop", "fprop", ""],
+        "sil": [100.0, 300.0, 200.0, 400.0, 0.0],
+        "flops": [1e6, 3e6, np.nan, 8e6, np.nan],
+        "bytes": [1e3, 3e3, np.nan, 1e3, np.nan],
+        "ideal": [50.0, 100.0, np.nan, 40.0, np.nan],
+        "gap": [2.0, 3.0, np.nan, 10.0, np.nan],
+    })
+
+
+def test_summary_by_op():
+    s = summarize(frame(), "op").set_index("key")
+    assert list(s.columns) == list(SUMMARY_NAMES[1:])
+    assert list(s.index) == ["a", "c", "b", "-"]  # by time, largest first
+    a = s.loc["a"]
+    assert a["time"] == 400 and a["count"] == 2
+    assert a["share"] == pytest.approx(40.0)
+    assert a["flops"] == 4e6 and a["bytes"] == 4e3
+    assert a["tflops"] == pytest.approx(4e6 / 400 / 1e3)
+    assert a["gbps"] == pytest.approx(4e3 / 400)
+    assert a["ideal"] == 150 and a["excess"] == 250
+    assert a["gap"] == pytest.approx((100 * 2 + 300 * 3) / 400)  # time-weighted
+    b = s.loc["b"]
+    assert math.isnan(b["flops"]) and math.isnan(b["gap"]) and math.isnan(b["excess"])  # n/a, not 0
+    assert s["share"].sum() == pytest.approx(100.0)
+
+
+def test_fix_first_orders_by_excess():
+    s = summarize(frame(), "op")
+    first = fix_first(s, 5)
+    assert first["key"].tolist() == ["c", "a"]  # c: 360 ns above the roofline, a: 250; b unknown: left out
+    assert fix_first(s, 1)["key"].tolist() == ["c"]
+
+
+def test_other_groupings():
+    f = frame()
+    assert summarize(f, "layer").set_index("key").loc["m.x", "count"] == 3
+    assert summarize(f, "kernel").set_index("key").loc["k1", "time"] == 300
+    assert set(summarize(f, "dir")["key"]) == {"fprop", "bprop", "-"}
+    with pytest.raises(UsageError):
+        summarize(f, "colour")

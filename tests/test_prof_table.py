@@ -1,0 +1,198 @@
+"""pyprof.prof.table.build: op instances, the split rule, n/a for unknown, roofline, PyProf lines."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+
+from pyprof.prof import table
+from pyprof.prof.devices import Device, match_gpu
+from pyprof.prof.load import read_records
+from pyprof.prof.ops import registry
+from pyprof.prof.ops.registry import Cost
+
+A100 = "NVIDIA A100-SXM4-40GB"
+
+
+def rec(i, op="ptestgemm", dur=1000, opid=1, d="fprop", kernel="ampere_sgemm_128x64_tn", gpu=A100, **kw):
+    r = {"kind": "kernel", "kShortName": kernel, "kLongName": kernel, "kDuration": dur, "start": i * 10_000,
+         "tid": 1, "device": 0, "gpu": gpu, "stream": 7, "grid": [1, 1, 1], "block": [128, 1, 1],
+         "layer": ["net", "net.fc"], "trace": ["train.py:3:forward"], "mod": "torch.nn.functional", "op": op,
+         "args": [{"name": "input", "type": "tensor", "shape": [64, 512], "dtype": "float32"},
+                  {"name": "weight", "type": "tensor", "shape": [256, 512], "dtype": "float32"}],
+         "cdtype": None, "opId": opid, "seqId": [5], "altSeqId": [], "dir": d, "subSeqId": 0}
+    r.update(kw)
+    return r
+
+
+@pytest.fixture
+def model(monkeypatch):
+    """A test cost model for op ``ptestgemm`` that counts its calls."""
+    calls = []
+
+    def fn(call):
+        calls.append(call)
+        x, w = call.args[0]["shape"], call.args[1]["shape"]
+        m, k, n = x[0], x[1], w[0]
+        return Cost(2.0 * m * n * k, 4.0 * (m * k + n * k + m * n), call.cdtype or "float32", tensor_op=True)
+
+    monkeypatch.setitem(registry._MODELS, "ptestgemm", fn)
+    return calls
+
+
+FLOPS = 2.0 * 64 * 256 * 512
+BYTES = 4.0 * (64 * 512 + 256 * 512 + 64 * 256)
+
+
+def test_split_in_proportion_to_duration_and_exact_totals(model):
+    recs = [rec(0, dur=1000, subSeqId=0), rec(1, dur=3000, kernel="splitKreduce_kernel", subSeqId=1)]
+    df = table.build(recs)
+    assert df["flops"].tolist() == pytest.approx([FLOPS / 4, FLOPS * 3 / 4])
+    assert df["bytes"].tolist() == pytest.approx([BYTES / 4, BYTES * 3 / 4])
+    assert df["flops"].sum() == pytest.approx(FLOPS)
+    assert len(model) == 1  # cost computed once per instance
+
+
+def test_split_equally_when_durations_are_zero(model):
+    df = table.build([rec(0, dur=0), rec(1, dur=0), rec(2, dur=0)])
+    assert df["flops"].tolist() == pytest.approx([FLOPS / 3] * 3)
+
+
+def test_instances_are_keyed_by_opid_and_dir(model):
+    recs = [rec(0, opid=1), rec(1, opid=1, d="bprop"), rec(2, opid=2)]
+    df = table.build(recs)
+    # three instances, each carrying the whole cost (bprop is another instance of the same opId)
+    assert df["flops"].tolist() == pytest.approx([FLOPS, FLOPS, FLOPS])
+    assert [c.direction for c in model] == ["fprop", "bprop"]  # opId 2 reuses the fprop cost
+
+
+def test_cost_computed_once_per_distinct_call(model):
+    recs = [rec(i, opid=i) for i in range(500)]
+    df = table.build(recs)
+    assert len(model) == 1
+    assert df.attrs["n_costed"] == 1
+    assert (df["flops"] == FLOPS).all()
+
+
+def test_no_model_is_nan_with_one_warning_listing_share():
+    recs = [rec(0, op="ptestunknownop", dur=3000, opid=1), rec(1, op="ptestunknownop", dur=1000, opid=2),
+            rec(2, op=None, dur=4000, opid=None)]
+    df = table.build(recs)
+    assert df["flops"].isna().all() and df["bytes"].isna().all()
+    assert df["gap"].isna().all()
+    warns = df.attrs["warnings"]
+    model_lines = [w for w in warns if "no FLOP/byte model" in w]
+    assert len(model_lines) == 1
+    assert "ptestunknownop 50.0%" in model_lines[0]
+    assert any("carry no op" in w and "50.0%" in w for w in warns)
+
+
+def test_roofline_ideal_gap_and_bound(model):
+    df = table.build([rec(0, dur=10_000)])
+    dev = match_gpu(A100)
+    # TC=0 (ampere_sgemm is a CUDA-core GEMM): fp32 peak, not TF32
+    assert df["tc"][0] == "0"
+    ideal = max(FLOPS / dev.flops["fp32"], BYTES / dev.bw) * 1e9
+    assert df["ideal"][0] == pytest.approx(ideal)
+    assert df["gap"][0] == pytest.approx(10_000 / ideal)
+    assert df["bound"][0] == ("compute" if FLOPS / dev.flops["fp32"] > BYTES / dev.bw else "memory")
+    assert df["ai"][0] == pytest.approx(FLOPS / BYTES)
+    assert df["tflops"][0] == pytest.approx(FLOPS / 10_000 / 1e3)
+    assert df["gbps"][0] == pytest.approx(BYTES / 10_000)
+    assert "TF32" in df["note"][0]
+
+
+def test_tensor_core_kernel_uses_tensor_peak(model):
+    k = "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel"
+    df = table.build([rec(0, dur=10_000, kernel=k, cdtype="float16")])
+    dev = match_gpu(A100)
+    assert df["tc"][0] == "1"
+    assert df["dtype"][0] == "float16"
+    expect = max(FLOPS / dev.flops["fp16_tc"], BYTES / dev.bw) * 1e9
+    assert df["ideal"][0] == pytest.approx(expect)
+
+
+def test_unknown_gpu_gives_na_and_warning(model):
+    df = table.build([rec(0, gpu="NVIDIA GeForce RTX 3070 Ti"), rec(1, gpu="NVIDIA GeForce RTX 3070 Ti", opid=2)],
+                     calibration={})
+    assert not math.isnan(df["flops"][0])
+    assert df["ideal"].isna().all() and df["gap"].isna().all()
+    lines = [w for w in df.attrs["warnings"] if "no peak" in w]
+    assert len(lines) == 1 and "RTX 3070 Ti (2 kernels)" in lines[0]
+
+
+def test_overrides_and_calibration(model):
+    df = table.build([rec(0, dur=10_000, gpu="mystery gpu")], peak_flops=1e12, peak_bw=1e11, calibration={})
+    assert df["ideal"][0] == pytest.approx(max(FLOPS / 1e12, BYTES / 1e11) * 1e9)
+    cal = {"cpu": Device("cpu", "cpu", {"fp32": 1e11, "tf32_tc": 1e11}, 2e10)}
+    df = table.build([rec(0, dur=10_000, gpu=None, device=None)], calibration=cal)
+    assert df["ideal"][0] == pytest.approx(max(FLOPS / 1e11, BYTES / 2e10) * 1e9)
+    assert df["tc"][0] == "-"  # CPU: no tensor cores
+
+
+def test_gpu_option_overrides_record_gpu(model):
+    df = table.build([rec(0, dur=10_000, gpu="unknown thing")], gpu="H100 SXM", calibration={})
+    dev = match_gpu("NVIDIA H100 80GB HBM3")
+    assert df["ideal"][0] == pytest.approx(max(FLOPS / dev.flops["fp32"], BYTES / dev.bw) * 1e9)
+
+
+def test_memcpy_keeps_own_bytes_and_takes_no_share(model):
+    recs = [rec(0, dur=1000), dict(rec(1, dur=9000), kind="memcpy", kShortName="memcpy DtoD", bytes=4096),
+            dict(rec(2, dur=500), kind="memcpy", kShortName="memcpy HtoD", bytes=100)]
+    df = table.build(recs)
+    assert df["flops"].tolist()[0] == pytest.approx(FLOPS)  # the kernel keeps the whole op cost
+    assert df["bytes"].tolist()[1:] == [4096, 100]
+    assert df["flops"].tolist()[1:] == [0, 0]
+    assert not math.isnan(df["ideal"][1])  # device-to-device: memory bound
+    assert math.isnan(df["ideal"][2])  # host copy: bounded by the link, no ideal
+
+
+def test_params_and_columns(model):
+    df = table.build([rec(0)])
+    assert df["params"][0] == "input=(64,512),float32;weight=(256,512),float32"
+    assert df["module"][0] == "net.fc"
+    assert df["idx"][0] == 1
+    from pyprof.prof.columns import COLUMNS
+
+    missing = [c.name for c in COLUMNS if c.name not in df.columns]
+    assert missing == []
+
+
+def test_build_accepts_empty_and_generators(model):
+    assert len(table.build([])) == 0
+    df = table.build(r for r in [rec(0), rec(1, opid=2)])
+    assert len(df) == 2
+
+
+PYPROF_LINES = [
+    {"kShortName": "volta_sgemm_128x64_tn", "kDuration": 2000, "layer": [], "trace": ["lm.py:10"], "seqId": [7],
+     "altSeqId": [], "subSeqId": 0, "dir": "fprop", "mod": ["torch.nn.functional"], "op": ["ptestgemm"], "tid": 9,
+     "device": 0, "stream": 7, "grid": (1, 1, 1), "block": (128, 1, 1), "kLongName": "volta_sgemm_128x64_tn",
+     "marker": ["{'mod': 'torch.nn.functional', 'op': 'ptestgemm', 'args': [{'name': '', 'type': 'tensor', "
+                "'shape': (64, 512), 'dtype': 'float32'}, {'name': '', 'type': 'tensor', 'shape': (256, 512), "
+                "'dtype': 'float32'}]}"], "reprMarkers": [], "seqMarker": []},
+    {"kShortName": "reduce_kernel", "kDuration": 2000, "layer": [], "trace": ["lm.py:10"], "seqId": [7],
+     "altSeqId": [], "subSeqId": 1, "dir": "fprop", "mod": ["torch.nn.functional"], "op": ["ptestgemm"], "tid": 9,
+     "device": 0, "stream": 7, "grid": (1, 1, 1), "block": (128, 1, 1), "kLongName": "reduce_kernel",
+     "marker": [], "reprMarkers": [], "seqMarker": []},
+    {"kShortName": "volta_sgemm_128x64_nn", "kDuration": 4000, "layer": [], "trace": [], "seqId": [7],
+     "altSeqId": [], "subSeqId": 0, "dir": "bprop", "mod": [], "op": [], "tid": 10, "device": 0, "stream": 7,
+     "grid": (1, 1, 1), "block": (128, 1, 1), "kLongName": "volta_sgemm_128x64_nn", "marker": [],
+     "reprMarkers": [], "seqMarker": ["ptestgemm, seq = 7"]},
+]
+
+
+def test_pyprof_dict_lines(model):
+    text = "\n".join(str(r) for r in PYPROF_LINES) + "\n"
+    recs = read_records(io.BytesIO(text.encode()))
+    df = table.build(recs)
+    assert df["op"].tolist() == ["ptestgemm"] * 3  # bprop took the fprop op through seqId 7
+    assert df["mod"][0] == "torch.nn.functional"
+    assert df["params"][0] == "T=(64,512),float32;T=(256,512),float32"
+    # no opId: kernels 1-2 (sub 0, 1) are one instance, split by duration; the bprop kernel is another
+    assert df["flops"].tolist() == pytest.approx([FLOPS / 2, FLOPS / 2, FLOPS])
+    assert df["grid"][0] == [1, 1, 1]
+    assert np.isnan(df["start"][0]) if isinstance(df["start"][0], float) else df["start"][0] is None
