@@ -8,7 +8,8 @@ and the Python call sites of the hottest ops. ``pyprof run`` prints them after t
 * **Reorders and copies**: time in ops that only move data between layouts: oneDNN reorders
   (``aten::to_mkldnn``, ``aten::to_dense``, ``aten::mkldnn_reorder_conv2d_weight``, ...),
   ``aten::contiguous``, ``aten::clone``, ``aten::copy_``, ``aten::_to_copy``; a kernel counts when
-  it or any op open around it is one of them, so ``contiguous -> clone -> copy_`` is counted once.
+  it or any op open around it is one of them, so ``contiguous -> clone -> copy_`` is counted once,
+  under the outermost (``aten::contiguous``).
 * **Hottest ops**: the ops with the most kernel time, each with its share and the call site
   (``trace``) and layer where most of its time was spent.
 
@@ -114,15 +115,16 @@ def thread_finding(env: dict[str, Any], records: list[dict[str, Any]] | None = N
 
 
 def _is_reorder(rec: dict[str, Any]) -> str | None:
-    name = rec.get("kShortName")
-    if name in REORDER_OPS:
-        return name
+    """The outermost reorder/copy op open at the kernel (``aten::contiguous`` rather than the
+    ``aten::copy_`` inside it), or None."""
     for r in rec.get("ranges") or ():
         text = r.get("text") if isinstance(r, dict) else None
         if text in REORDER_OPS:
             return text
-    aten = rec.get("aten")
-    return aten if aten in REORDER_OPS else None
+    for name in (rec.get("kShortName"), rec.get("aten")):
+        if name in REORDER_OPS:
+            return name
+    return None
 
 
 def reorder_finding(records: list[dict[str, Any]]) -> Finding:

@@ -148,7 +148,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     script = Path(script)
     if not script.is_file():
         raise UsageError(f"{script}: no such script", "give the path of a Python file to run")
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # absolute: the script may change the working directory
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -242,8 +242,9 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
 def _print_script_traceback(exc: BaseException) -> None:
     """The script's traceback without the frames of pyprof's runner and runpy."""
     tb = exc.__traceback__
-    internal = (os.path.abspath(__file__), os.path.abspath(runpy.__file__))
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in internal:
+    internal = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
+    while tb is not None and (tb.tb_frame.f_code.co_filename in internal
+                              or os.path.abspath(tb.tb_frame.f_code.co_filename) in internal):
         tb = tb.tb_next
     sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
     sys.stderr.flush()

@@ -87,17 +87,6 @@ def resnet18():
     return run
 
 
-def timed(fn, repeats: int) -> float:
-    fn()  # warm up
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def count_ops(fn) -> int:
     pyprof.init()
     try:
@@ -108,30 +97,51 @@ def count_ops(fn) -> int:
         pyprof.deinit()
 
 
-def bench(name: str, fn, repeats: int, grad: bool) -> None:
+def _state(tag: str, fn):
+    """(set up, timed callable, tear down) for one state."""
+    if tag == "A":
+        return (lambda: None), fn, (lambda: None)
+    if tag == "B":
+        return (lambda: pyprof.init()), fn, pyprof.deinit
+    if tag == "C":
+        return (lambda: pyprof.init(lazy=False)), fn, pyprof.deinit
+
+    def with_recorder():
+        with Recorder():
+            fn()
+    return (lambda: pyprof.init()), with_recorder, pyprof.deinit
+
+
+def bench(name: str, fn, repeats: int, grad: bool) -> dict:
+    """Time the four states interleaved (A B C D A B C D ...) so machine load hits all alike."""
     ctx = torch.enable_grad if grad else torch.no_grad
+    tags = "ABCD"
+    times: dict = {t: [] for t in tags}
     with ctx():
         n_ops = count_ops(fn)
-        a = timed(fn, repeats)
-        pyprof.init()
-        b = timed(fn, repeats)
-        pyprof.deinit()
-        pyprof.init(lazy=False)
-        c = timed(fn, repeats)
-        pyprof.deinit()
-        pyprof.init()
-
-        def with_recorder():
-            with Recorder():
-                fn()
-        d = timed(with_recorder, repeats)
-        pyprof.deinit()
-    label = f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run)"
-    print(f"{label}")
-    print(f"  A no init                 {a * 1e3:9.2f} ms   1.00x")
-    for tag, t in (("B init, no consumer      ", b), ("C init, payloads (null)  ", c),
-                   ("D init, Recorder         ", d)):
-        print(f"  {tag} {t * 1e3:9.2f} ms   {t / a:5.2f}x   {(t - a) / n_ops * 1e6:6.2f} us/op added")
+        for rep in range(repeats + 1):
+            for tag in tags:
+                setup, run, teardown = _state(tag, fn)
+                setup()
+                try:
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    run()
+                    dt = time.perf_counter() - t0
+                finally:
+                    teardown()
+                if rep:  # the first round warms up
+                    times[tag].append(dt)
+    med = {t: statistics.median(v) for t, v in times.items()}
+    a = med["A"]
+    print(f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run)")
+    labels = {"A": "no init                 ", "B": "init, no consumer       ",
+              "C": "init, payloads (null)   ", "D": "init, Recorder          "}
+    for tag in tags:
+        t = med[tag]
+        extra = "" if tag == "A" else f"   {(t - a) / n_ops * 1e6:6.2f} us/op added"
+        print(f"  {tag} {labels[tag]} {t * 1e3:9.2f} ms   {t / a:5.2f}x{extra}")
+    return med
 
 
 def main() -> None:

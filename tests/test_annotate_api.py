@@ -7,7 +7,6 @@ import types
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.nn.functional as F  # noqa: E402
 
 import pyprof  # noqa: E402
 from pyprof.annotate import add_step_callback, remove_step_callback  # noqa: E402

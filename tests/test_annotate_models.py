@@ -147,7 +147,7 @@ def test_outputs_and_grads_bitwise_identical_with_and_without_init(name):
     finally:
         pyprof.deinit()
     assert torch.equal(ref_out, out)
-    for a, b in zip(ref_grads, grads):
+    for a, b in zip(ref_grads, grads, strict=True):
         assert torch.equal(a, b)
 
 

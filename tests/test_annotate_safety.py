@@ -263,3 +263,53 @@ def test_dataloader_with_workers(initialized):
         batches = [b for b in loader]
     assert torch.equal(torch.cat(batches), torch.arange(8.0).repeat_interleave(2).reshape(8, 2) * 2)
     assert not rec.open_ranges()
+
+
+def _pyprof_module_hooks():
+    import torch.nn.modules.module as mm
+
+    hooks = list(mm._global_forward_pre_hooks.values()) + list(mm._global_forward_hooks.values())
+    return [h for h in hooks if h.__module__.startswith("pyprof")]
+
+
+def test_module_hooks_only_while_a_consumer_is_present(initialized):
+    # global module hooks put every nn.Module call on PyTorch's slow path: not in lazy idle mode
+    assert _pyprof_module_hooks() == []
+    with Recorder():
+        assert len(_pyprof_module_hooks()) == 2
+    assert _pyprof_module_hooks() == []
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert len(_pyprof_module_hooks()) == 2
+    assert _pyprof_module_hooks() == []
+
+
+def test_nvtx_tool_path_pushes_and_pops_balanced(monkeypatch):
+    """With an NVTX tool attached (simulated: a real nvtx.Domain object, whose C calls are no-ops
+    without an injection library), every op/module range is pushed and popped in the pyprof domain."""
+    nvtx = pytest.importorskip("nvtx")
+    from nvtx._lib.lib import Domain, DomainHandle
+
+    calls = []
+
+    class CountingDomain(Domain):
+        def push_range(self, attributes=None, **kw):
+            calls.append(("push", attributes.message.string))
+            return super().push_range(attributes, **kw)
+
+        def pop_range(self):
+            calls.append(("pop", None))
+            return super().pop_range()
+
+    dom = object.__new__(CountingDomain)
+    dom.handle = DomainHandle(markers.DOMAIN)
+    dom.__init__(markers.DOMAIN)
+    monkeypatch.setattr(nvtx, "get_domain", lambda name=None: dom)
+    pyprof.init()
+    try:
+        torch.nn.Linear(2, 2)(torch.ones(1, 2))
+    finally:
+        pyprof.deinit()
+    pushes = [t for k, t in calls if k == "push"]
+    assert len(pushes) == sum(k == "pop" for k, _ in calls) >= 4
+    kinds = [markers.decode(t)["k"] for t in pushes]
+    assert kinds.count("mod") == 1 and "op" in kinds

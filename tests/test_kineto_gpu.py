@@ -86,3 +86,32 @@ def test_kernel_without_launch_is_kept_unattributed_with_a_warning(src, recs):
 def test_records_come_in_kernel_start_order(src):
     starts = [r["start"] for r in src.records()]
     assert starts == sorted(starts)
+
+
+LEGACY_CATS = {"cpu_op": "Operator", "cuda_runtime": "Runtime", "kernel": "Kernel", "gpu_memcpy": "Memcpy"}
+LEGACY_KEYS = {"External id": "external id", "Input Dims": "Input dims", "Ev Idx": "Profiler Event Index"}
+
+
+def test_pytorch_1_8_spellings_give_the_same_attribution(tmp_path, recs):
+    """Old exporters: Operator/Runtime/Kernel/Memcpy categories, 'external id', 'Input dims', float
+    ns-resolution times (us with decimals)."""
+    import orjson
+
+    doc = orjson.loads(GPU.read_bytes())
+    for ev in doc["traceEvents"]:
+        if ev.get("cat") in LEGACY_CATS:
+            ev["cat"] = LEGACY_CATS[ev["cat"]]
+        if isinstance(ev.get("args"), dict):
+            ev["args"] = {LEGACY_KEYS.get(k, k): v for k, v in ev["args"].items()}
+        if isinstance(ev.get("ts"), int):
+            ev["ts"] = ev["ts"] + 0.25  # +250 ns everywhere
+    p = tmp_path / "legacy.json"
+    p.write_bytes(orjson.dumps(doc))
+    old = {r["kLongName"].split("<")[0].split("(")[0]: r for r in KinetoSource(p).records()}
+    assert set(old) == set(recs)
+    for key, r in recs.items():
+        o = old[key]
+        for field in ("op", "mod", "layer", "dir", "opId", "subSeqId", "bwdNode", "altSeqId", "args", "kDuration",
+                      "tid", "apiName"):
+            assert o[field] == r[field], (key, field)
+        assert o["start"] == r["start"] + 250

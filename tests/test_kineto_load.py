@@ -152,3 +152,27 @@ def test_chunked_parsing_gives_the_same_records(tmp_path, monkeypatch):
     p = tmp_path / "nested.json"
     p.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     assert [r["kShortName"] for r in KinetoSource(p).records()] == [r["kShortName"] for r in whole]
+
+
+def test_kineto_parsing_and_cpu_findings_need_no_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ImportError('torch is blocked in this test')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import pyprof.cli.run_cmd, pyprof.cli.calibrate_cmd, pyprof.runner, pyprof.calibrate\n"
+        "from pyprof.parse.kineto import KinetoSource\n"
+        "from pyprof.cpu_findings import findings\n"
+        f"recs = list(KinetoSource({str(GPU)!r}).records())\n"
+        "findings(recs, {'intra_op_threads': 1, 'physical_cores': 1})\n"
+        "assert 'torch' not in sys.modules\n"
+        "print(len(recs))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "6"

@@ -87,3 +87,13 @@ def test_single_tensor_optimizer_ops_are_pointwise():
     assert cost("mul_", [T([1024]), S(0.9)], "optim", mod="torch.Tensor").flops == 1024
     assert cost("add_", [T([1024]), T([1024]), S(0.1, "alpha")], "optim", mod="torch.Tensor").flops == 2048
     assert cost("addcdiv_", [T([1024]), T([1024]), T([1024]), S(-1e-3, "value")], "optim").flops == 3 * 1024
+
+
+def test_other_elementwise_losses():
+    a, t = T([10]), T([10], grad=False)
+    assert cost("l1_loss", [a, t]).flops == 30 and cost("l1_loss", [a, t], "bprop").flops == 20
+    assert cost("smooth_l1_loss", [a, t]).flops == 40 and cost("smooth_l1_loss", [a, t], "bprop").flops == 30
+    assert cost("binary_cross_entropy", [a, t]).flops == 80
+    assert cost("binary_cross_entropy_with_logits", [a, t], "bprop").flops == 60
+    # bytes: input, target, scalar loss
+    assert cost("l1_loss", [a, t]).bytes == 40 + 40 + 4

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pyprof.prof.ops import OpCall, estimate
 from pyprof.prof.ops._args import scalar_arg as S
 from pyprof.prof.ops._args import tensor_arg as T
@@ -108,3 +110,39 @@ def test_arange_and_linspace():
     assert cost("arange", [S(0), S(10), S(3)]).bytes == 4 * 8  # 0, 3, 6, 9
     assert cost("arange", [S(1.0), S(2.0), S(0.25)]).bytes == 4 * 4  # float32
     assert cost("linspace", [S(0.0), S(1.0), S(5)]).bytes == 5 * 4
+
+
+def test_to_device_string_and_scatter_backward():
+    x = T([10], "float32", device="cpu")
+    assert cost("to", [x, S("cuda:0")], mod="torch.Tensor").bytes == 80  # moved: read 40, write 40
+    assert cost("to", [x, S("cpu")], mod="torch.Tensor").bytes == 0
+    # scatter_add backward: dY passes to the input (read + write 200), the source gathers dY at the
+    # 50 indices (indices 50*8 read, 50 dY read, 50 written)
+    b = cost("scatter_add", [T([10, 20]), S(1), T([10, 5], "int64", grad=False), T([10, 5])], "bprop")
+    assert b.flops == 0 and b.bytes == 200 * 4 * 2 + 50 * 8 + 50 * 4 * 2
+
+
+def test_reordering_repeat_and_pad():
+    assert cost("flip", [T([4, 5]), S([0])]).bytes == 20 * 4 * 2
+    # [2, 3].repeat(2, 1, 2) -> [2, 2, 6] = 24 elements: read 6, write 24; backward sums tiles: 24 adds
+    assert cost("repeat", [T([2, 3], name="self"), S(2, "repeats"), S(1), S(2)], mod="torch.Tensor").bytes == 30 * 4
+    assert cost("repeat", [T([2, 3], name="self"), S([2, 1, 2])], "bprop").flops == 24
+    # F.pad([1, 3, 8, 8], (1, 1, 2, 0)) -> [1, 3, 10, 10]: read 192, write 300
+    assert cost("pad", [T([1, 3, 8, 8]), S([1, 1, 2, 0])], mod="torch.nn.functional").bytes == (192 + 300) * 4
+    assert cost("pad", [T([1, 3, 8, 8]), S([1, 1, 2])], mod="torch.nn.functional") is None  # odd pad list
+
+
+@pytest.mark.torch
+def test_output_sizes_match_torch():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    x = torch.randn(2, 3, 4)
+    y = x.repeat(2, 1, 1, 3)
+    assert cost("repeat", [T([2, 3, 4], name="self"), S([2, 1, 1, 3])]).bytes == (x.numel() + y.numel()) * 4
+    y = F.pad(x, (2, 1, 0, 3))
+    assert cost("pad", [T([2, 3, 4]), S([2, 1, 0, 3])]).bytes == (x.numel() + y.numel()) * 4
+    y = torch.index_select(x, 1, torch.tensor([0, 2, 2, 1]))
+    assert cost("index_select", [T([2, 3, 4]), S(1), T([4], "int64")]).bytes == 4 * 8 + y.numel() * 4 * 2
+    y = torch.cat([x, x[:, :1]], dim=1)
+    assert cost("cat", [L([T([2, 3, 4]), T([2, 1, 4])]), S(1)]).bytes == (x.numel() + 8 + y.numel()) * 4

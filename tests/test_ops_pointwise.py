@@ -90,3 +90,10 @@ def test_unknown_shapes_give_none():
 def test_every_table_entry_prices_a_tensor(op):
     c = cost(op, [T([3, 4]), T([3, 4])])
     assert c is not None and c.flops == TABLE[op][0] * 12
+
+
+def test_outer_and_triangular_masks():
+    c = cost("outer", [T([5]), T([7])])
+    assert c.flops == 35 and c.bytes == (5 + 7 + 35) * 4
+    assert cost("outer", [T([5]), T([7])], "bprop").flops == 2 * 35 * 2  # da and db: multiply-add each
+    assert cost("tril", [T([8, 8]), S(0)]).flops == 64

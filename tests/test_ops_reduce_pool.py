@@ -93,3 +93,35 @@ def test_pool_output_shapes_match_torch(op, xs, kw):
     y = getattr(F, op)(torch.randn(*xs), **kw)
     c = cost(op, [T(xs)] + [S(v, k) for k, v in kw.items()], mod="torch.nn.functional")
     assert c.bytes == (torch.Size(xs).numel() + y.numel()) * 4
+
+
+def test_avg_pool_backward_and_no_grad_input():
+    # avg_pool2d k 2 on [2, 3, 8, 8]: 96 outputs, 4 window elements each: spread 384 adds + 96 divides
+    b = cost("avg_pool2d", [T([2, 3, 8, 8]), S(2)], "bprop")
+    assert b.flops == 384 + 96 and b.bytes == (96 + 384) * 4
+    none = cost("avg_pool2d", [T([2, 3, 8, 8], grad=False), S(2)], "bprop")
+    assert none.flops == 0 and none.bytes == 0
+
+
+def test_scans():
+    c = cost("cumsum", [T([4, 10]), S(1)])
+    assert c.flops == 40 and c.bytes == 80 * 4
+    assert cost("cumsum", [T([4, 10]), S(1)], "bprop").flops == 40
+    assert cost("cumprod", [T([4, 10]), S(1)], "bprop").flops == 120  # 3 per element
+    assert cost("logcumsumexp", [T([4, 10]), S(1)]).flops == 120
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("op, xs, kw", [
+    ("sum", [3, 4, 5], dict(dim=[0, 2], keepdim=True)),
+    ("sum", [3, 4, 5], dict(dim=-1)),
+    ("mean", [3, 4, 5], dict(dim=(1,), keepdim=False)),
+    ("amax", [3, 4, 5], dict(dim=0)),
+    ("logsumexp", [3, 4, 5], dict(dim=2, keepdim=True)),
+    ("var", [3, 4, 5], dict(dim=1)),
+])
+def test_reduced_shapes_match_torch(op, xs, kw):
+    torch = pytest.importorskip("torch")
+    y = getattr(torch, op)(torch.randn(*xs), **kw)
+    c = cost(op, [T(xs, name="input")] + [S(v, k) for k, v in kw.items()])
+    assert c.bytes == (torch.Size(xs).numel() + y.numel()) * 4

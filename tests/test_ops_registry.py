@@ -113,3 +113,52 @@ def test_compute_dtype_prefers_autocast_dtype():
     assert c.dtype == "bfloat16"
     assert c.bytes == (64 + 64 + 64) * 2  # operands and result moved in bf16
     assert isinstance(c, Cost) and c.tensor_op
+
+
+def test_sizes_only_sources_across_families():
+    # aten::_scaled_dot_product_flash_attention, sizes = [[1, 2, 8, 4], [1, 2, 8, 4], [1, 2, 8, 4], [], [], [], []]
+    sd = estimate(OpCall("aten::_scaled_dot_product_flash_attention",
+                         A.from_sizes([[1, 2, 8, 4], [1, 2, 8, 4], [1, 2, 8, 4], [], [], [], []])))
+    assert sd.flops == 2 * 2 * 8 * 8 * 4 * 2 and sd.bytes is None  # 2·BH·L·S·(E + Ev) = 2048
+    # kineto Input Dims of aten::_fused_adamw_: lists of sizes; max_exp_avg_sqs empty; scalars not captured
+    lists = [[[10], [6]]] * 4 + [[], [[], []]]
+    fa = estimate(OpCall("aten::_fused_adamw_", A.from_sizes(lists), "optim"))
+    assert fa.flops == 13 * 16 and fa.bytes is None and "not captured" in fa.note
+
+
+def test_models_never_raise_nor_go_negative_on_odd_arguments():
+    """Random argument lists for every model (called directly, bypassing estimate's safety net)."""
+    import random
+
+    rng = random.Random(7)
+
+    def arg():
+        r = rng.random()
+        if r < 0.45:
+            return T([rng.choice([0, 1, 2, 3, 5]) for _ in range(rng.randint(0, 5))],
+                     rng.choice(["float32", "int64", "bool", None, "float16"]), grad=rng.choice([True, False, None]))
+        choices = [S(rng.choice([0, 1, -1, 2, -5])), S(rng.choice([0.0, 0.5, 2.0])), S(None),
+                   S(rng.choice(["none", "mean", "same", "valid", "tanh", "bilinear", "bad"])), S(rng.random() < 0.5),
+                   S(rng.choice([[0], [1, 1], [2, 2, 2], [], [0, -1]])), {"name": "", "type": "unknown", "value": None},
+                   A.tensorlist_arg([T([rng.randint(0, 4)]) for _ in range(rng.randint(0, 3))])]
+        return rng.choice(choices)
+
+    for name in sorted(covered_ops()):
+        model = registry.lookup(name)
+        for _ in range(25):
+            args = [arg() for _ in range(rng.randint(0, 7))]
+            for d in ("fprop", "bprop", "optim"):
+                mod = rng.choice([None, "aten", "torch", "torch.nn.functional", "torch.Tensor"])
+                c = model(OpCall(name, args, d, rng.choice([None, "bfloat16"]), mod))
+                assert c is None or ((c.flops is None or c.flops >= 0) and (c.bytes is None or c.bytes >= 0)), \
+                    (name, args, d, c)
+
+
+def test_coverage_table_lists_every_op_once():
+    from pyprof.prof.ops.__main__ import markdown
+
+    text = markdown()
+    rows = [line.strip("|").split(" | ") for line in text.splitlines()[2:]]
+    listed = [o.strip(" `") for _, ops in rows for o in ops.split(", ")]
+    assert sorted(listed) == sorted(covered_ops())  # every op once
+    assert {fam.strip(" `") for fam, _ in rows} >= {"gemm", "conv", "attention", "pointwise", "optim"}

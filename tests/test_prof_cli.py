@@ -178,3 +178,25 @@ def test_stdin_broken_pipe_and_script(dictfile):
     assert p.stderr == b""
     p = subprocess.run([sys.executable, "prof/prof.py", "--csv", "-q", str(dictfile)], capture_output=True, cwd=REPO)
     assert p.returncode == 0 and p.stdout.decode().startswith("Idx,Direction")
+
+
+def test_prof_runs_without_torch(dictfile):
+    code = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ImportError('torch is blocked in this test')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from pyprof.cli.main import main\n"
+        f"main(['prof', '-q', '--summary', 'op', {str(dictfile)!r}])\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("Op ")
+
+
+def test_docs_prof_md_is_generated_from_the_code():
+    from pyprof.prof.docs import markdown
+
+    assert (REPO / "docs" / "prof.md").read_text() == markdown(), "run: python -m pyprof.prof.docs > docs/prof.md"

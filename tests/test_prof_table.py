@@ -196,3 +196,10 @@ def test_pyprof_dict_lines(model):
     assert df["flops"].tolist() == pytest.approx([FLOPS / 2, FLOPS / 2, FLOPS])
     assert df["grid"][0] == [1, 1, 1]
     assert np.isnan(df["start"][0]) if isinstance(df["start"][0], float) else df["start"][0] is None
+
+
+def test_odd_list_fields_do_not_break_sharing(model):
+    # lists that are not lists of scalars (not what parse writes) keep their own identity
+    df = table.build([rec(0, trace=[["a", 1]], grid=[1, 1, 1]), rec(1, opid=2, trace=[["a", 1]])])
+    assert df["trace"].tolist() == [[["a", 1]], [["a", 1]]]
+    assert df["grid"][0] == [1, 1, 1]

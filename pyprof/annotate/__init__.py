@@ -40,6 +40,17 @@ __all__ = ["init", "deinit", "is_initialized", "wrap", "range", "step", "add_ste
            "remove_step_callback", "consumer_active"]
 
 _step_callbacks: list[Callable[[], Any]] = []
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (DataLoader worker) does not inherit the parent's Recorders."""
+    if S.recorders:
+        S.recorders = ()
+        S.refresh()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _wrapped: list = []  # (owner, name, original attribute, had_own) for pyprof.wrap
 
 

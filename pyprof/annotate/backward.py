@@ -41,6 +41,10 @@ get_seq = torch._C._autograd._get_sequence_nr
 _tls = threading.local()
 _generation = [0]
 _MAX_WALK = 256
+#: Nodes whose backward is a pure view (launches no kernel): not hooked when internal to an op
+#: (e.g. the weight transpose inside F.linear), to save two hook registrations per op.
+VIEW_NODES = frozenset({"TBackward0", "TransposeBackward0", "PermuteBackward0", "UnsqueezeBackward0",
+                        "SqueezeBackward0", "SqueezeBackward1", "AliasBackward0"})
 
 
 def _stack() -> list:
@@ -59,12 +63,18 @@ def _close_stale() -> None:
             emit.pop(tok)
 
 
-def _make_hooks(text: str):
+_BWD = '{"pyprof":%d,"k":"bwd","node":"%s","seq":%d,"id":%d,"nseq":%d}'
+
+
+def _make_hooks(node_name: str, s0: int, op_id: int, n: int):
     def pre(grad_outputs):
         st = _stack()
         if st and st[-1][0] != _generation[0]:
             _close_stale()
-        st.append((_generation[0], emit.push(text) if emit.consumer_active() else None))
+        tok = None
+        if emit.consumer_active():  # the text is built only when the node actually runs
+            tok = emit.push(_BWD % (markers.VERSION, node_name, s0, op_id, n))
+        st.append((_generation[0], tok))
 
     def post(grad_inputs, grad_outputs):
         st = _stack()
@@ -100,6 +110,7 @@ def hook_op(out, s0: int, s1: int, op_id: int) -> None:
         return
     found: dict = {}
     _out_nodes(out, s0_eff, s1, found)
+    outs = set(found)
     if len(found) < s1 - s0_eff and found:
         todo = list(found.values())
         seen = 0
@@ -114,9 +125,10 @@ def hook_op(out, s0: int, s1: int, op_id: int) -> None:
                     found[n] = nxt
                     todo.append(nxt)
     for n, node in found.items():
-        text = markers.encode({"pyprof": markers.VERSION, "k": "bwd", "node": type(node).__name__,
-                               "seq": s0, "id": op_id, "nseq": n})
-        pre, post = _make_hooks(text)
+        name = type(node).__name__
+        if name in VIEW_NODES and n not in outs:
+            continue
+        pre, post = _make_hooks(name, s0, op_id, n)
         node.register_prehook(pre)
         node.register_hook(post)
     _tls.hooked = s1 - 1

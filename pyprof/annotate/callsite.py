@@ -20,6 +20,7 @@ _INTERNAL_DIRS = tuple(
 )
 _internal: dict = {}   # code object -> bool
 _sites: dict = {}      # (code object, lineno) -> "file:line:func"
+_one: dict = {}        # (code object, lineno) -> ("file:line:func",) for depth 1
 _getframe = sys._getframe
 
 
@@ -45,14 +46,31 @@ def _fmt(code, line: int) -> str:
     return s
 
 
-def call_site(skip: int = 2, depth: int = 1) -> list[str]:
-    """Up to ``depth`` user frames (innermost first), starting ``skip`` frames above the caller."""
+def call_site(skip: int = 2, depth: int = 1) -> list[str] | tuple[str, ...]:
+    """Up to ``depth`` user frames (innermost first), starting ``skip`` frames above the caller.
+
+    Returns a cached tuple for ``depth == 1`` (do not mutate the result)."""
     try:
         f = _getframe(skip)
     except ValueError:
-        return []
-    out: list[str] = []
+        return ()
     internal = _internal
+    if depth == 1:
+        while f is not None:
+            code = f.f_code
+            inside = internal.get(code)
+            if inside is None:
+                inside = _is_internal(code)
+            if not inside:
+                key = (code, f.f_lineno)
+                r = _one.get(key)
+                if r is None:
+                    s = _sites.get(key)
+                    r = _one[key] = (s if s is not None else _fmt(code, key[1]),)
+                return r
+            f = f.f_back
+        return ()
+    out: list[str] = []
     while f is not None:
         code = f.f_code
         inside = internal.get(code)

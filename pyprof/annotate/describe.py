@@ -36,8 +36,16 @@ def tensor(t, name: str = "") -> dict:
         contig = t.is_contiguous()
     except RuntimeError:  # sparse and other layouts without strides
         contig = False
-    return {"name": name, "type": "tensor", "shape": list(t.shape), "dtype": dtype_name(t.dtype),
-            "device": _device_name(t.device), "contig": contig, "grad": t.requires_grad}
+    dt = t.dtype
+    dts = _dtype_names.get(dt)
+    if dts is None:
+        dts = dtype_name(dt)
+    dev = t.device
+    devs = _device_names.get(dev)
+    if devs is None:
+        devs = _device_name(dev)
+    return {"name": name, "type": "tensor", "shape": [*t.shape], "dtype": dts,
+            "device": devs, "contig": contig, "grad": t.requires_grad}
 
 
 def _plain(v):
@@ -100,7 +108,15 @@ def _flat(vals):
 def args(a: tuple, kw: dict, names: tuple) -> list[dict]:
     """Describe positional args (named from ``names`` where known) then keyword args."""
     n = len(names)
-    out = [arg(v, names[i] if i < n else "") for i, v in enumerate(a)]
+    out = []
+    i = 0
+    for v in a:
+        if isinstance(v, _Tensor):
+            out.append(tensor(v, names[i] if i < n else ""))
+        else:
+            out.append(arg(v, names[i] if i < n else ""))
+        i += 1
     if kw:
-        out.extend(arg(v, k) for k, v in kw.items())
+        for k, v in kw.items():
+            out.append(arg(v, k))
     return out

@@ -74,18 +74,22 @@ def push(text: str, cache: bool = False):
         _domain.push_range(_EventAttributes(_domain, rs, None, None, None))
         nv = True
     rf = None
-    if _prof_enabled() and _prof_type() == _KINETO:
+    if _ap._is_profiler_enabled and _prof_enabled() and _prof_type() == _KINETO:
         rf = torch.ops.profiler._record_function_enter_new(markers.to_profiler_name(text), None)
     recs = S.recorders
-    rtoks = tuple(r._push(text) for r in recs) if recs else ()
-    return (nv, rf, recs, rtoks)
+    if recs:
+        if len(recs) == 1:
+            return (nv, rf, recs, (recs[0]._push(text),))
+        return (nv, rf, recs, tuple(r._push(text) for r in recs))
+    return (nv, rf, (), ())
 
 
 def pop(token) -> None:
     """Close the range opened by :func:`push` (same thread), in the consumers it was opened in."""
     nv, rf, recs, rtoks = token
-    for r, t in zip(recs, rtoks):
-        r._pop(t)
+    if recs:
+        for r, t in zip(recs, rtoks, strict=True):
+            r._pop(t)
     if rf is not None:
         torch.ops.profiler._record_function_exit._RecordFunction(rf)
     if nv and _domain is not None:

@@ -8,6 +8,13 @@ thread is a root; paths come from the root's ``named_modules()`` (cached per roo
 call). The root's own path is ``""`` as in ``named_modules()``; a module that is not a descendant of
 the current root (called from inside it) gets ``<parent path>.<ClassName>``. The encoded text per
 (module, path) is cached, so steady-state cost is a dict lookup, a push and a pop.
+
+The global hooks are installed only while a consumer is present (a Recorder, an NVTX tool,
+``lazy=False``, or a torch.profiler session, noticed by wrapping torch's
+``torch.autograd.profiler._run_on_profiler_start/_stop``): with a global hook registered, every
+``nn.Module.__call__`` takes PyTorch's slow path (measured: about twice the cost of a small module
+call), which lazy mode must not pay. When the last consumer goes, the module ranges still open on
+the calling thread are closed.
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ from pyprof.annotate import emit
 from pyprof.annotate.state import S
 
 _tls = threading.local()
-_paths: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # root -> {id(module): path}
-_texts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # module -> (path, text)
+_paths: dict = {}   # id(root) -> (weakref to root, {id(module): path})
+_texts: dict = {}   # id(module) -> (weakref to module, path, text)
 _handles: list = []
 _ap = torch.autograd.profiler
 
@@ -35,28 +42,35 @@ except ImportError:  # pragma: no cover
 
 
 def _stack() -> list:
-    st = getattr(_tls, "mods", None)
-    if st is None:
+    try:
+        return _tls.mods
+    except AttributeError:
         st = _tls.mods = []
-    return st
+        return st
+
+
+def _forget(table: dict, key: int):
+    def cb(_ref):
+        table.pop(key, None)
+    return cb
 
 
 def _path_map(root) -> dict:
-    m = _paths.get(root)
-    if m is None:
+    entry = _paths.get(id(root))
+    if entry is None or entry[0]() is not root:
         m = {id(mod): name for name, mod in root.named_modules(remove_duplicate=False)}
-        _paths[root] = m
-    return m
+        _paths[id(root)] = (weakref.ref(root, _forget(_paths, id(root))), m)
+        return m
+    return entry[1]
 
 
 def module_path(module, stack: list) -> str:
     if not stack:
         return ""
     root = stack[0][0]
-    m = _path_map(root)
-    path = m.get(id(module))
+    path = _path_map(root).get(id(module))
     if path is None:
-        _paths.pop(root, None)
+        _paths.pop(id(root), None)  # the tree changed since the map was built: rebuild once
         path = _path_map(root).get(id(module))
         if path is None:
             parent = stack[-1][2]
@@ -66,51 +80,105 @@ def module_path(module, stack: list) -> str:
 
 
 def _text(module, path: str) -> str:
-    cached = _texts.get(module)
-    if cached is not None and cached[0] == path:
-        return cached[1]
+    entry = _texts.get(id(module))
+    if entry is not None and entry[1] == path and entry[0]() is module:
+        return entry[2]
     try:
         rep = module.extra_repr()
     except Exception:  # noqa: BLE001 - a user extra_repr that fails must not break forward
         rep = ""
     text = markers.encode(markers.make("mod", path=path, cls=type(module).__name__, repr=rep))
     try:
-        _texts[module] = (path, text)
-    except TypeError:
+        _texts[id(module)] = (weakref.ref(module, _forget(_texts, id(module))), path, text)
+    except TypeError:  # not weak-referenceable: do not cache
         pass
     return text
 
 
 def _pre(module, inputs):
-    st = _stack()
     if (S.idle and not _ap._is_profiler_enabled) or _is_compiling():
-        st.append((module, None, ""))
         return None
+    st = _stack()
     path = module_path(module, st)
     st.append((module, emit.push(_text(module, path), cache=True), path))
     return None
 
 
 def _post(module, inputs, output):
-    st = _stack()
-    # pop down to this module's entry (entries above it belong to forwards that raised in between)
-    for i in range(len(st) - 1, -1, -1):
+    try:
+        st = _tls.mods
+    except AttributeError:
+        return None
+    if not st:
+        return None
+    if st[-1][0] is module:
+        emit.pop(st.pop()[1])
+        return None
+    # entries above this module's belong to forwards that raised in between: close them too
+    for i in range(len(st) - 2, -1, -1):
         if st[i][0] is module:
             while len(st) > i:
-                _, tok, _ = st.pop()
-                if tok is not None:
-                    emit.pop(tok)
+                emit.pop(st.pop()[1])
             break
     return None
 
 
-def install() -> None:
+def _hooks_on() -> None:
     from torch.nn.modules import module as m
 
-    _handles.append(m.register_module_forward_pre_hook(_pre))
-    _handles.append(m.register_module_forward_hook(_post, always_call=True))
+    if not _handles:
+        _handles.append(m.register_module_forward_pre_hook(_pre))
+        _handles.append(m.register_module_forward_hook(_post, always_call=True))
+
+
+def _hooks_off() -> None:
+    while _handles:
+        _handles.pop().remove()
+    st = getattr(_tls, "mods", None)
+    while st:
+        emit.pop(st.pop()[1])
+
+
+def sync() -> None:
+    """Install the hooks when a consumer is present, remove them when none is."""
+    if _enabled[0] and (not S.idle or _ap._is_profiler_enabled):
+        _hooks_on()
+    else:
+        _hooks_off()
+
+
+_enabled = [False]
+_prof_patched: list = []
+
+
+def _wrap_prof(orig):
+    def wrapper(*args, **kwargs):
+        r = orig(*args, **kwargs)
+        sync()
+        return r
+
+    wrapper.__wrapped__ = orig
+    wrapper.__name__ = getattr(orig, "__name__", "wrapper")
+    return wrapper
+
+
+def install() -> None:
+    _enabled[0] = True
+    for name in ("_run_on_profiler_start", "_run_on_profiler_stop"):
+        orig = getattr(_ap, name, None)
+        if orig is not None:
+            setattr(_ap, name, _wrap_prof(orig))
+            _prof_patched.append((name, orig))
+    if sync not in S.listeners:
+        S.listeners.append(sync)
+    sync()
 
 
 def uninstall() -> None:
-    while _handles:
-        _handles.pop().remove()
+    _enabled[0] = False
+    while _prof_patched:
+        name, orig = _prof_patched.pop()
+        setattr(_ap, name, orig)
+    if sync in S.listeners:
+        S.listeners.remove(sync)
+    _hooks_off()

@@ -134,7 +134,7 @@ def _wants_grad(args, kwargs) -> bool:
 def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> dict:
     """The op payload dict (see :mod:`pyprof.markers`)."""
     p = {"pyprof": _VERSION, "k": "op", "ns": meta.ns, "op": meta.name,
-         "args": describe.args(args, kwargs, meta.arg_names())}
+         "args": _describe_args(args, kwargs, meta.names if meta._names_done else meta.arg_names())}
     if meta.lowp:
         dev = _first_device_type(args, kwargs)
         if dev is not None:
@@ -144,17 +144,29 @@ def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> dic
     if s0 is not None:
         p["seq"] = [s0]
     p["id"] = op_id
-    p["trace"] = callsite.call_site(3, S.stack_depth)
+    p["trace"] = _call_site(3, S.stack_depth)
     return p
+
+
+_describe_args = describe.args
+_call_site = callsite.call_site
+_get_seq = backward.get_seq
+_hook_op = backward.hook_op
 
 
 def call_marked(meta: OpMeta, fn, args, kwargs):
     """The marker path (see module docstring); falls back to the plain call where markers must not be."""
+    if _is_compiling():
+        return fn(*args, **kwargs)
     tls = _tls
-    if _is_compiling() or (getattr(tls, "busy", False) and not S.nested) or _tracing_state() is not None:
+    try:
+        busy = tls.busy
+    except AttributeError:
+        busy = tls.busy = False
+    if (busy and not S.nested) or _tracing_state() is not None:
         return fn(*args, **kwargs)
     op_id = next(_ids)
-    s0 = backward.get_seq() if (S.backward and _grad_enabled() and _wants_grad(args, kwargs)) else None
+    s0 = _get_seq() if (S.backward and _grad_enabled() and _wants_grad(args, kwargs)) else None
     try:
         text = _dumps(build_payload(meta, args, kwargs, op_id, s0))
     except Exception:  # noqa: BLE001 - describing must never break the user's call
@@ -167,9 +179,9 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
         tls.busy = False
         pop(tok)
     if s0 is not None:
-        s1 = backward.get_seq()
+        s1 = _get_seq()
         if s1 > s0:
-            backward.hook_op(out, s0, s1, op_id)
+            _hook_op(out, s0, s1, op_id)
     return out
 
 

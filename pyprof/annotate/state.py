@@ -22,10 +22,13 @@ class _State:
         self.stack_depth = 1        # call-site frames kept in "trace"
         self.backward = True        # register per-node backward ranges
         self.recorders: tuple = ()  # active Recorders (a tuple, replaced on change: read without a lock)
+        self.listeners: list = []   # called after every refresh (module hooks follow consumers)
 
     def refresh(self) -> None:
-        """Recompute :attr:`idle` after a consumer came or went."""
+        """Recompute :attr:`idle` after a consumer came or went, and tell the listeners."""
         self.idle = not (self.nvtx or self.always or self.recorders)
+        for fn in tuple(self.listeners):
+            fn()
 
 
 S = _State()

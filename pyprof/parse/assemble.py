@@ -2,14 +2,16 @@
 
 The readers hand over two DataFrames in a common shape:
 
-* ``acts``: one row per kernel/memcpy/memset with the record's base columns (see :data:`ACT_COLUMNS`),
-  plus ``thread`` (an int key of the launching thread, -1 when the API call is unknown);
-* ``ranges``: one row per NVTX range with ``thread``, ``pid``, ``start``, ``end``, ``text``, ``domain``.
+* ``acts``: one row per kernel/memcpy/memset with the record's base columns (:data:`ACT_COLUMNS`) and
+  ``thread`` (an int key of the launching thread, -1 when the API call is unknown). Integer columns
+  may use -1 for "unknown" (none of them can be negative), or NaN.
+* ``ranges``: one row per NVTX range: ``thread``, ``pid``, ``start``, ``end`` and either ``label`` (an
+  int code into the ``labels`` list of (text, domain) pairs) or ``text`` and ``domain``.
 
-Steps: label ids for (text, domain) -> the sweep (:mod:`pyprof.parse.sweep`) gives each launch its
-stack of open ranges -> each distinct stack is decoded once (:mod:`pyprof.parse.decode`) -> op
-instance ids and per-op kernel indices -> backward kernels linked to their forward op -> records are
-yielded one at a time, in kernel start order (the output is streamed).
+Steps: the sweep (:mod:`pyprof.parse.sweep`) gives each launch its stack of open ranges -> each
+distinct stack is decoded once (:mod:`pyprof.parse.decode`) and serialised once -> op instance ids
+and per-op kernel indices -> backward kernels linked to their forward op -> records streamed one at a
+time in kernel start order, as dicts (:meth:`Prepared.records`) or JSON lines (:meth:`Prepared.lines`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from pyprof.parse import decode as dec
@@ -27,6 +30,10 @@ from pyprof.parse.sweep import open_stacks
 ACT_COLUMNS = ("kind", "kShortName", "kLongName", "start", "end", "correlationId", "pid", "tid", "device",
                "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes", "copyKind",
                "apiName", "apiStart", "apiEnd", "thread")
+BASE_KEYS = ("kind", "source", "kShortName", "kLongName", "kDuration", "start", "end", "correlationId", "pid",
+             "tid", "device", "gpu", "stream", "grid", "block", "bytes", "copyKind", "apiName", "apiStart",
+             "apiEnd")
+CHUNK = 2048  # records per output chunk
 
 
 @dataclass
@@ -41,25 +48,31 @@ class Stats:
     warnings: list[str] = field(default_factory=list)
 
 
-def pylist(series: pd.Series) -> list:
-    """A column as a list of plain Python values, nulls as None (orjson-ready)."""
-    if series.dtype == object:
-        return [None if (v is None or (isinstance(v, float) and v != v)) else v for v in series.tolist()]
-    if series.dtype.kind in "iub":
-        return series.tolist()
-    if series.dtype.kind == "f":
-        arr = series.to_numpy()
+def pylist(values) -> list:
+    """A column as a list of plain Python values, nulls (None, NaN, -1 in int columns) as None."""
+    if isinstance(values, pd.Series):
+        values = values.to_numpy()
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        return [None if (v is None or (isinstance(v, float) and v != v)) else v for v in arr.tolist()]
+    if arr.dtype.kind in "iu":
+        out = arr.tolist()
+        if (arr < 0).any():
+            out = [None if v < 0 else v for v in out]
+        return out
+    if arr.dtype.kind == "f":
         mask = np.isnan(arr)
-        out = arr.astype(np.int64, copy=False) if not mask.any() else None
-        if out is not None:
-            return out.tolist()
         vals = np.where(mask, 0, arr).astype(np.int64).tolist()
+        if not mask.any():
+            return vals
         return [None if m else v for v, m in zip(vals, mask.tolist())]
-    return series.astype(object).where(series.notna(), None).tolist()
+    if arr.dtype.kind == "b":
+        return arr.tolist()
+    return [None if v is None else v for v in arr.tolist()]
 
 
-def _labels(ranges: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
-    """(text, domain) pairs -> label id per range and the list of distinct pairs."""
+def text_labels(ranges: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
+    """(text, domain) columns -> label id per range and the list of distinct (text, domain) pairs."""
     tcodes, texts = pd.factorize(ranges["text"], use_na_sentinel=False)
     dcodes, domains = pd.factorize(ranges["domain"], use_na_sentinel=False)
     combo = tcodes.astype(np.int64) * (len(domains) + 1) + dcodes
@@ -73,142 +86,225 @@ def _labels(ranges: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
     return lcodes.astype(np.int64), labels
 
 
-def build(acts: pd.DataFrame, ranges: pd.DataFrame, source: str, stats: Stats,
-          bare_names: bool | None = None) -> Iterator[dict[str, Any]]:
-    """Yield the records of ``acts`` attributed to ``ranges``. ``stats`` is filled before the first yield."""
-    acts = acts.sort_values(["start", "correlationId"], kind="stable", na_position="last").reset_index(drop=True)
-    n = len(acts)
-    stats.kernels = int((acts["kind"] == "kernel").sum())
-    stats.copies = n - stats.kernels
-    stats.ranges = len(ranges)
+class Prepared:
+    """Everything computed; records are produced lazily from here."""
 
-    labels_of_range, labels = _labels(ranges) if len(ranges) else (np.zeros(0, np.int64), [])
-    if bare_names is None:
-        bare_names = dec.looks_like_legacy_emit_nvtx(t for t, _ in labels)
-    label_info = [dec.classify(t, bare_names) for t, _ in labels]
-    if labels:
-        bad = np.array([i.malformed for i in label_info], dtype=bool)
-        stats.malformed = int(bad[labels_of_range].sum())
-        if stats.malformed:
-            stats.warnings.append(
-                f"{stats.malformed} malformed pyprof/PyProf marker range(s) could not be decoded; their "
-                "kernels are written with the raw range text in `ranges`")
+    def __init__(self, acts: pd.DataFrame, ranges: pd.DataFrame, source: str, stats: Stats,
+                 labels: list[tuple] | None = None, bare_names: bool | None = None):
+        self.source = source
+        acts = acts.sort_values(["start", "correlationId"], kind="stable").reset_index(drop=True)
+        n = len(acts)
+        self.n = n
+        kind = acts["kind"].to_numpy()
+        is_kernel = kind == "kernel"
+        stats.kernels = int(is_kernel.sum())
+        stats.copies = n - stats.kernels
+        stats.ranges = len(ranges)
 
-    thread = acts["thread"].to_numpy(dtype=np.int64, na_value=-1)
-    api_start = acts["apiStart"].to_numpy(dtype=np.float64, na_value=np.nan)
-    has_q = (thread >= 0) & ~np.isnan(api_start)
-    q_rows = np.flatnonzero(has_q)
-    st = open_stacks(ranges["thread"].to_numpy(np.int64), ranges["start"].to_numpy(np.int64),
-                     ranges["end"].to_numpy(np.int64), labels_of_range,
-                     thread[q_rows], api_start[q_rows].astype(np.int64))
-    row_sid = np.full(n, -1, dtype=np.int64)
-    row_sid[q_rows] = st.q_sid
-    stats.attributed = int(((row_sid >= 0) & (acts["kind"] == "kernel").to_numpy()).sum())
+        if labels is None:
+            lab_of_range, labels = text_labels(ranges) if len(ranges) else (np.zeros(0, np.int64), [])
+        else:
+            lab_of_range = ranges["label"].to_numpy(np.int64)
+        if bare_names is None:
+            bare_names = dec.looks_like_legacy_emit_nvtx(t for t, _ in labels)
+        self.bare_names = bare_names
+        info = [dec.classify(t, bare_names) for t, _ in labels]
+        if labels and len(lab_of_range):
+            bad = np.array([i.malformed for i in info], dtype=bool)
+            stats.malformed = int(bad[lab_of_range].sum())
+            if stats.malformed:
+                stats.warnings.append(
+                    f"{stats.malformed} malformed pyprof/PyProf marker range(s) could not be decoded; their "
+                    "kernels are written with the raw range text in `ranges`")
 
-    # decode each distinct stack once
-    decoded: dict[int, dec.Decoded] = {}
-    ranges_json: dict[int, list] = {}
-    for sid in np.unique(row_sid[row_sid >= 0]).tolist():
-        labs = st.stack_labels[sid]
-        decoded[sid] = dec.decode([labels[lab][0] for lab in labs], bare_names)
-        ranges_json[sid] = [{"text": labels[lab][0], "domain": labels[lab][1]} for lab in labs]
+        thread = _ints(acts["thread"])
+        api_start = _ints(acts["apiStart"])
+        q_rows = np.flatnonzero((thread >= 0) & (api_start >= 0))
+        r_start = ranges["start"].to_numpy(np.int64)
+        st = open_stacks(ranges["thread"].to_numpy(np.int64), r_start, ranges["end"].to_numpy(np.int64),
+                         lab_of_range, thread[q_rows], api_start[q_rows])
+        row_sid = np.full(n, -1, dtype=np.int64)
+        row_sid[q_rows] = st.q_sid
+        stats.attributed = int(((row_sid >= 0) & is_kernel).sum())
 
-    # op instance ids: the range at the decoded op position
-    op_id = np.full(n, -1, dtype=np.int64)
-    op_pos = np.array([(decoded[s].op_pos if s >= 0 and decoded[s].op_pos is not None else -1)
-                       for s in st.q_sid.tolist()], dtype=np.int64) if len(q_rows) else np.zeros(0, np.int64)
-    sel = np.flatnonzero(op_pos >= 0)
-    if len(sel):
-        op_id[q_rows[sel]] = st.q_chain(sel, op_pos[sel])
-    sub_seq = np.full(n, -1, dtype=np.int64)
-    has_op = np.flatnonzero(op_id >= 0)
-    if len(has_op):
-        corr = acts["correlationId"].to_numpy(dtype=np.float64, na_value=0)
-        order = has_op[np.lexsort((corr[has_op], api_start[has_op], op_id[has_op]))]
-        ids = op_id[order]
-        first = np.r_[True, ids[1:] != ids[:-1]]
-        starts = np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))
-        sub_seq[order] = np.arange(len(ids)) - starts
+        # decode each distinct stack once
+        sids = np.unique(row_sid[row_sid >= 0]).tolist()
+        decoded: dict[int, dec.Decoded] = {}
+        for sid in sids:
+            decoded[sid] = dec.decode([labels[lab][0] for lab in st.stack_labels[sid]], bare_names)
+        self.ranges_of = {sid: [{"text": labels[lab][0], "domain": labels[lab][1]} for lab in st.stack_labels[sid]]
+                          for sid in sids}
 
-    # backward kernels -> forward op
-    linked = _link(acts, row_sid, decoded, st, ranges, labels_of_range, labels, label_info, bare_names,
-                   api_start)
+        # op instance ids: the range at the decoded op position
+        op_pos_of_sid = np.full(len(st.stack_labels) + 1, -1, dtype=np.int64)
+        for sid, d in decoded.items():
+            if d.op_pos is not None:
+                op_pos_of_sid[sid] = d.op_pos
+        q_pos = op_pos_of_sid[st.q_sid] if len(q_rows) else np.zeros(0, np.int64)
+        op_id = np.full(n, -1, dtype=np.int64)
+        sel = np.flatnonzero(q_pos >= 0)
+        if len(sel):
+            op_id[q_rows[sel]] = st.q_chain(sel, q_pos[sel])
+        sub_seq = np.full(n, -1, dtype=np.int64)
+        has_op = np.flatnonzero(op_id >= 0)
+        if len(has_op):
+            corr = _ints(acts["correlationId"])
+            order = has_op[np.lexsort((corr[has_op], api_start[has_op], op_id[has_op]))]
+            ids = op_id[order]
+            first = np.r_[True, ids[1:] != ids[:-1]]
+            starts = np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))
+            sub_seq[order] = np.arange(len(ids)) - starts
 
-    pids = pylist(acts["pid"])
-    tids = pylist(acts["tid"])
-    cols = {c: pylist(acts[c]) for c in ACT_COLUMNS if c not in ("thread", "pid", "tid")}
-    empty = dec.decode([], bare_names).fields
-    grids = zip(cols["gridX"], cols["gridY"], cols["gridZ"])
-    blocks = zip(cols["blockX"], cols["blockY"], cols["blockZ"])
-    sids = row_sid.tolist()
-    opids = op_id.tolist()
-    subs = sub_seq.tolist()
-    for i, (g, b) in enumerate(zip(grids, blocks)):
-        sid = sids[i]
-        fields = linked.get(i) or (decoded[sid].fields if sid >= 0 else empty)
-        start, end = cols["start"][i], cols["end"][i]
-        rec = {
-            "kind": cols["kind"][i], "source": source,
-            "kShortName": cols["kShortName"][i], "kLongName": cols["kLongName"][i],
-            "kDuration": end - start if start is not None and end is not None else None,
-            "start": start, "end": end, "correlationId": cols["correlationId"][i],
-            "pid": pids[i], "tid": tids[i], "device": cols["device"][i], "gpu": cols["gpu"][i],
-            "stream": cols["stream"][i],
-            "grid": list(g) if g[0] is not None else None, "block": list(b) if b[0] is not None else None,
-            "bytes": cols["bytes"][i], "copyKind": cols["copyKind"][i],
-            "apiName": cols["apiName"][i], "apiStart": cols["apiStart"][i], "apiEnd": cols["apiEnd"][i],
-            "ranges": ranges_json[sid] if sid >= 0 else [],
-        }
-        rec.update(fields)
-        rec["opId"] = opids[i] if opids[i] >= 0 else None
-        rec["subSeqId"] = subs[i] if subs[i] >= 0 else None
-        yield rec
+        # backward kernels -> forward op: per row, a variant key into self.fields
+        self.fields: dict[Any, dict] = {sid: d.fields for sid, d in decoded.items()}
+        self.row_key: list = row_sid.tolist()
+        self._link(acts, row_sid, decoded, st, ranges, lab_of_range, labels, bare_names, api_start)
+        self.empty = dec.decode([], bare_names).fields
+        self.fields[-1] = self.empty
+        self.ranges_of[-1] = []
+
+        self.acts = acts
+        self.op_id = op_id
+        self.sub_seq = sub_seq
+
+    def _link(self, acts, row_sid, decoded, st, ranges, lab_of_range, labels, bare_names, api_start):
+        link_of_sid = {sid: d.link_seq for sid, d in decoded.items() if d.link_seq is not None}
+        if not link_of_sid or not len(ranges):
+            return
+        want_rows = np.flatnonzero(np.isin(row_sid, np.fromiter(link_of_sid, dtype=np.int64)))
+        pid_col = pylist(acts["pid"])
+        needed = set(link_of_sid.values())
+        seqs_of_label = [dec.forward_seqs(t, bare_names) for t, _ in labels]
+        reg_labels = np.array([bool(set(s) & needed) for s in seqs_of_label], dtype=bool)
+        rows = np.flatnonzero(reg_labels[lab_of_range])
+        linker = dec.BackwardLinker()
+        fwd_cache: dict[int, dict] = {}
+        r_pid = ranges["pid"].to_numpy(np.int64).tolist()
+        r_start = ranges["start"].to_numpy(np.int64).tolist()
+        parents = st.r_parent.tolist()
+        r_sid = st.r_sid.tolist()
+        lab_list = lab_of_range.tolist()
+        for r in rows.tolist():
+            sid = r_sid[r]
+            if sid < 0:
+                continue
+            own = set(seqs_of_label[lab_list[r]]) & needed
+            p = parents[r]
+            if p >= 0:
+                own -= set(seqs_of_label[lab_list[p]])
+            if not own:
+                continue
+            f = fwd_cache.get(sid)
+            if f is None:
+                f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare_names)
+            for seq in own:
+                linker.add(r_pid[r], seq, r_start[r], f)
+        linker.freeze()
+        for i in want_rows.tolist():
+            sid = self.row_key[i]
+            f = linker.find(pid_col[i], link_of_sid[sid], int(api_start[i]))
+            if f is None:
+                continue
+            key = (sid, id(f))
+            if key not in self.fields:
+                self.fields[key] = dec.link(decoded[sid].fields, f)
+                self.ranges_of[key] = self.ranges_of[sid]
+            self.row_key[i] = key
+
+    def _columns(self):
+        a = self.acts
+        cols = {c: pylist(a[c]) for c in ACT_COLUMNS if c != "thread"}
+        return cols
+
+    def _base_rows(self) -> Iterator[tuple]:
+        c = self._columns()
+        src = self.source
+        for i in range(self.n):
+            s, e = c["start"][i], c["end"][i]
+            gx = c["gridX"][i]
+            bx = c["blockX"][i]
+            base = {
+                "kind": c["kind"][i], "source": src, "kShortName": c["kShortName"][i],
+                "kLongName": c["kLongName"][i], "kDuration": e - s if s is not None and e is not None else None,
+                "start": s, "end": e, "correlationId": c["correlationId"][i], "pid": c["pid"][i],
+                "tid": c["tid"][i], "device": c["device"][i], "gpu": c["gpu"][i], "stream": c["stream"][i],
+                "grid": [gx, c["gridY"][i], c["gridZ"][i]] if gx is not None else None,
+                "block": [bx, c["blockY"][i], c["blockZ"][i]] if bx is not None else None,
+                "bytes": c["bytes"][i], "copyKind": c["copyKind"][i], "apiName": c["apiName"][i],
+                "apiStart": c["apiStart"][i], "apiEnd": c["apiEnd"][i],
+            }
+            yield i, base
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Records as dicts (shared sub-objects: do not mutate ``ranges``/``args``/... in place)."""
+        op_ids, subs, keys = self.op_id.tolist(), self.sub_seq.tolist(), self.row_key
+        for i, rec in self._base_rows():
+            k = keys[i]
+            rec["ranges"] = self.ranges_of[k]
+            rec.update(self.fields[k])
+            rec["opId"] = op_ids[i] if op_ids[i] >= 0 else None
+            rec["subSeqId"] = subs[i] if subs[i] >= 0 else None
+            yield rec
+
+    def lines(self) -> Iterator[bytes]:
+        """Records as JSON lines, in chunks of bytes: the decoded part of each distinct stack is
+        serialised once and spliced in."""
+        frags: dict[Any, bytes] = {}
+        op_ids, subs, keys = self.op_id.tolist(), self.sub_seq.tolist(), self.row_key
+        dumps = orjson.dumps
+        buf: list[bytes] = []
+        for i, base in self._base_rows():
+            k = keys[i]
+            frag = frags.get(k)
+            if frag is None:
+                frag = frags[k] = dumps({"ranges": self.ranges_of[k], **self.fields[k]})[1:-1]
+            o, s = op_ids[i], subs[i]
+            buf.append(dumps(base)[:-1] + b"," + frag
+                       + (b',"opId":%d' % o if o >= 0 else b',"opId":null')
+                       + (b',"subSeqId":%d}\n' % s if s >= 0 else b',"subSeqId":null}\n'))
+            if len(buf) >= CHUNK:
+                yield b"".join(buf)
+                buf = []
+        if buf:
+            yield b"".join(buf)
 
 
-def _link(acts, row_sid, decoded, st, ranges, labels_of_range, labels, label_info, bare_names, api_start):
-    """Fields of backward kernels completed from their forward op: {row: fields}."""
-    want = {}
-    pid_col = acts["pid"].tolist()
-    for i, sid in enumerate(row_sid.tolist()):
-        if sid >= 0 and decoded[sid].link_seq is not None:
-            want[i] = (pid_col[i], decoded[sid].link_seq)
-    if not want or not len(ranges):
-        return {}
-    needed = {seq for _, seq in want.values()}
-    # forward registrations: ranges carrying a seq we need, at the top of their seq group
-    seqs_of_label = [dec.forward_seqs(t, bare_names) for t, _ in labels]
-    reg_labels = np.array([bool(set(s) & needed) for s in seqs_of_label], dtype=bool)
-    rows = np.flatnonzero(reg_labels[labels_of_range])
-    linker = dec.BackwardLinker()
-    fwd_cache: dict[int, dict] = {}
-    r_pid = ranges["pid"].tolist()
-    r_start = ranges["start"].to_numpy(np.int64)
-    for r in rows.tolist():
-        lab = labels_of_range[r]
-        parent = st.r_parent[r]
-        sid = st.r_sid[r]
-        if sid < 0:
-            continue
-        own = set(seqs_of_label[lab]) & needed
-        if parent >= 0:
-            own -= set(seqs_of_label[labels_of_range[parent]])
-        if not own:
-            continue
-        f = fwd_cache.get(sid)
-        if f is None:
-            f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare_names)
-        for seq in own:
-            linker.add(r_pid[r], seq, int(r_start[r]), f)
-    linker.freeze()
-    out: dict[int, dict] = {}
-    cache: dict[tuple, dict] = {}
-    for i, (pid, seq) in want.items():
-        f = linker.find(pid, seq, int(api_start[i]))
-        if f is None:
-            continue
-        key = (row_sid[i], id(f))
-        merged = cache.get(key)
-        if merged is None:
-            merged = cache[key] = dec.link(decoded[row_sid[i]].fields, f)
-        out[i] = merged
+def _ints(series: pd.Series) -> np.ndarray:
+    """An id/time column as int64 with -1 for null."""
+    arr = series.to_numpy()
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64, copy=False)
+    f = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
+    return np.where(np.isnan(f), -1, f).astype(np.int64)
+
+
+def build(acts, ranges, source, stats, labels=None, bare_names=None) -> Iterator[dict[str, Any]]:
+    """Yield record dicts (all computing happens before the first yield)."""
+    yield from Prepared(acts, ranges, source, stats, labels, bare_names).records()
+
+
+def join_first(left_keys: np.ndarray, right_keys: np.ndarray) -> np.ndarray:
+    """For each left key, the index of the FIRST right row with that key, or -1 (a left join)."""
+    right_keys = np.asarray(right_keys, dtype=np.int64)
+    left_keys = np.asarray(left_keys, dtype=np.int64)
+    if not len(right_keys):
+        return np.full(len(left_keys), -1, dtype=np.int64)
+    uniq, first = np.unique(right_keys, return_index=True)
+    pos = np.searchsorted(uniq, left_keys)
+    pos = np.minimum(pos, len(uniq) - 1)
+    hit = uniq[pos] == left_keys
+    return np.where(hit, first[pos], -1)
+
+
+def take(values: np.ndarray, idx: np.ndarray, fill=-1) -> np.ndarray:
+    """``values[idx]`` with ``fill`` where ``idx`` is -1 (object arrays get None)."""
+    values = np.asarray(values)
+    if values.dtype == object:
+        out = np.empty(len(idx), dtype=object)
+        ok = idx >= 0
+        out[ok] = values[idx[ok]]
+        return out
+    out = np.full(len(idx), fill, dtype=values.dtype)
+    ok = idx >= 0
+    out[ok] = values[idx[ok]]
     return out

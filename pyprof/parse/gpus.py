@@ -61,17 +61,19 @@ def nsys_gpu_names(db: Database, acts: pd.DataFrame) -> list:
             for dev, pid, name in db.execute("SELECT deviceId, pid, name FROM TARGET_INFO_CUDA_GPU"):
                 by_pid_dev.setdefault((pid, dev), name)
                 by_dev.setdefault(dev, name)
-    out = []
-    cache: dict[tuple, str | None] = {}
-    for pid, dev in zip(acts["pid"].tolist(), acts["device"].tolist()):
-        key = (pid, dev)
-        if key not in cache:
-            name = by_pid_dev.get(key)
-            if name is None and dev is not None and dev == dev:
-                name = by_dev.get(int(dev))
-            cache[key] = name
-        out.append(cache[key])
-    return out
+    pids = acts["pid"].to_numpy()
+    devs = acts["device"].to_numpy()
+    pairs = pd.DataFrame({"p": pids, "d": devs})
+    uniq = pairs.drop_duplicates()
+    names = {}
+    for p, d in zip(uniq["p"].tolist(), uniq["d"].tolist()):
+        name = by_pid_dev.get((p, d))
+        if name is None and d is not None and d == d and d >= 0:
+            name = by_dev.get(int(d))
+        names[(p, d)] = name
+    if len(names) == 1:
+        return [next(iter(names.values()))] * len(acts)
+    return [names[(p, d)] for p, d in zip(pids.tolist(), devs.tolist())]
 
 
 def nvprof_gpu_names(db: Database, devices: list, strings: dict[int, str]) -> list:

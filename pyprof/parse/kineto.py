@@ -21,7 +21,19 @@ from the event's args, and backward kernels are tied to the forward op with that
 process through :class:`pyprof.parse.decode.BackwardLinker`. Without pyprof markers the op is the
 outermost ATen op (``aten::linear`` -> ``linear``, ``mod`` ``aten``) with its arguments from
 ``Input Dims``/``Input type``/``Concrete Inputs`` (:mod:`pyprof.parse.kineto_args`), and the call
-site comes from ``with_stack`` Python frames when the trace has them.
+site comes from ``with_stack`` Python frames when the trace has them (the innermost user frames;
+their line is where the function was entered, less exact than a marker's call site).
+
+Op instances: the ranges down to the outermost plain ATen op open at a kernel (in the backward pass,
+down to the autograd node) are decoded once per instance and shared by its kernels; ``opId`` is the
+``External id`` of the instance's range (the pyprof op marker's, the ATen op's, or the backward
+pass's ``evaluate_function`` range), unique within a trace. ``Fwd thread id`` is tolerated but not
+needed: a backward node's ``Sequence number`` is looked up by (pid, seq), the latest forward op
+with it before the node runs.
+
+Speed and memory: the trace is parsed in chunks (:mod:`pyprof.parse.kineto_load`), each event is
+reduced to a few packed fields in one pass, and the cyclic garbage collector is paused while the
+millions of acyclic objects are made (see ``scripts/bench_kineto.py`` for the figures).
 """
 
 from __future__ import annotations
@@ -85,10 +97,26 @@ class KinetoSource:
         chain = ix.chain[key] if key >= 0 else ()
         if not chain:
             return _EMPTY, None, None
-        d = dec.decode([ix.name[r] for r in chain])
-        self._malformed += d.malformed
+        # ProfilerStep#N ranges mean nothing to the decoder; without them, aten-only chains repeat
+        # from one iteration to the next and their decode is cached
+        texts = tuple(n for n in (ix.name[r] for r in chain) if not n.startswith(ks.PROFILER_STEP_PREFIX))
+        d = self._decodes.get(texts)
+        if d is None:
+            d = dec.decode(texts)
+            self._malformed += d.malformed
+            if len(self._decodes) > 65536:
+                self._decodes.clear()
+            self._decodes[texts] = d
+        else:
+            self._malformed += d.malformed
         f = dict(d.fields)
-        op_node = chain[d.op_pos] if d.op_pos is not None else None
+        if d.op_pos is None:
+            op_node = None
+        elif len(texts) == len(chain):
+            op_node = chain[d.op_pos]
+        else:
+            kept = [r for r in chain if not ix.name[r].startswith(ks.PROFILER_STEP_PREFIX)]
+            op_node = kept[d.op_pos]
         op_id = None
         if op_node is not None:
             # one backward op instance: the engine's evaluate_function range, not the node inside it
@@ -115,10 +143,6 @@ class KinetoSource:
             link = None
         if f["mod"] == "aten" and f["args"] is None and op_node is not None and f["dir"] != "bprop":
             f["args"] = kineto_args(*ix.args[op_node][1:])
-        if not f["trace"]:
-            frames = ix.frames[key]
-            if frames:
-                f["trace"] = list(frames[:3])
         return f, op_id, link
 
     def _context(self, node: int, linker: dec.BackwardLinker | None) -> tuple:
@@ -133,41 +157,54 @@ class KinetoSource:
                 if fwd is None:
                     self._unlinked += 1
                 f = dec.link(f, fwd)
+            if not f["trace"] and key >= 0 and ix.frames[key]:
+                # no marker call site (own or forward's): the with_stack Python frames
+                f = dict(f, trace=list(ix.frames[key][:3]))
             ctx = (f, op_id, key)
             if len(self._cache) > 65536:
                 self._cache.clear()
             self._cache[key] = ctx
         return ctx
 
-    def _kernel_fields(self, node: int, ctx: tuple) -> dict[str, Any]:
-        """The instance's fields completed for one kernel: its innermost ATen op and deeper seq numbers."""
+    def _kernel_fields(self, node: int, ctx: tuple, rec: dict[str, Any]) -> dict[str, Any]:
+        """``rec`` completed with the instance's fields, the kernel's innermost ATen op, the seq numbers
+        of ops deeper than the instance's, and the open ranges."""
         f, _, key = ctx
-        ix = self._ix
+        rec.update(f)
         if node < 0:
-            return f
+            return rec
+        ix = self._ix
         chain = ix.chain[node]
-        inner = -1
+        role, bwd = ix.role, ix.bwd
         for r in reversed(chain):
-            if ix.role[r] == ROLE_OP and not ix.bwd[r]:
-                inner = r
+            if role[r] == ROLE_OP and not bwd[r]:
+                rec["aten"] = ix.name[r]
+                rec["atenSizes"] = ix.args[r][1]
                 break
-        out = dict(f)
-        if inner >= 0:
-            out["aten"] = ix.name[inner]
-            out["atenSizes"] = ix.args[inner][1]
-        if f["dir"] != "bprop" and key >= 0:
-            extra = [ix.seq[r] for r in chain[len(ix.chain[key]):] if ix.seq[r] is not None and not ix.bwd[r]]
+        if key >= 0 and f["dir"] != "bprop" and len(chain) > len(ix.chain[key]):
+            seq = ix.seq
+            extra = [seq[r] for r in chain[len(ix.chain[key]):] if seq[r] is not None and not bwd[r]]
             if extra:
-                out["seqId"] = dec._unique([*f["seqId"], *extra])
-        entries = self._range_entries
-        ranges = []
-        for r in chain:
-            e = entries.get(r)
-            if e is None:
-                e = entries[r] = {"text": ix.name[r], "domain": None}
-            ranges.append(e)
-        out["ranges"] = ranges
-        return out
+                rec["seqId"] = dec._unique([*f["seqId"], *extra])
+        rec["ranges"] = self._ranges(chain)
+        return rec
+
+    def _ranges(self, chain: tuple) -> list[dict[str, Any]]:
+        """The ``ranges`` field of a chain: built from its parent chain's (memoised per innermost range,
+        in start order the parent was just seen), one shared ``{"text", "domain"}`` dict per range."""
+        memo = self._range_lists
+        last = chain[-1]
+        got = memo.get(last)
+        if got is not None:
+            return list(got)
+        base = memo.get(chain[-2]) if len(chain) > 1 else []
+        if base is None:
+            base = [{"text": self._ix.name[r], "domain": None} for r in chain[:-1]]
+        got = [*base, {"text": self._ix.name[last], "domain": None}]
+        if len(memo) > 200_000:
+            memo.clear()
+        memo[last] = got
+        return list(got)
 
     def _register_forward(self) -> dec.BackwardLinker:
         """Every forward op range carrying an autograd seq number (the outermost of equal numbers)."""
@@ -198,7 +235,8 @@ class KinetoSource:
 
     def _records(self) -> Iterator[dict[str, Any]]:
         self._cache: dict[int, tuple] = {}
-        self._range_entries: dict[int, dict] = {}  # one shared {"text", "domain"} dict per range
+        self._decodes: dict[tuple, dec.Decoded] = {}
+        self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
         self._malformed = 0
         self._unlinked = 0
         linker = self._register_forward()
@@ -217,7 +255,7 @@ class KinetoSource:
             numbered.sort(key=lambda k: k[0])
             for _, node, rec, n in numbered:
                 ctx = self._context(node, linker)
-                rec.update(self._kernel_fields(node, ctx))
+                self._kernel_fields(node, ctx, rec)
                 rec["opId"] = ctx[1]
                 rec["subSeqId"] = n if ctx[1] is not None else 0
                 yield rec
@@ -231,7 +269,7 @@ class KinetoSource:
                 n = sub.get(op_id, 0)
                 sub[op_id] = n + 1
                 rec = _base("kernel", ix.name[r], ix.name[r], ix.start[r], ix.end[r], self_t[r], ix.pid[r], ix.tid[r])
-                rec.update(self._kernel_fields(r, ctx))
+                self._kernel_fields(r, ctx, rec)
                 rec["opId"] = op_id
                 rec["subSeqId"] = n if op_id is not None else 0
                 yield rec

@@ -38,7 +38,8 @@ class Index:
     parent: list = field(default_factory=list)
     seq: list = field(default_factory=list)     # autograd sequence number (int >= 0) or None
     bwd: list = field(default_factory=list)     # an autograd backward node / evaluate_function range
-    cut: list = field(default_factory=list)     # outermost plain ATen op open (self included), or -1
+    cut: list = field(default_factory=list)     # op instance range: outermost plain ATen op open (self
+    #                                             included), in backward the autograd node; or -1
     chain: list = field(default_factory=list)   # tuple of open op/ann range ids, outermost first, self last
     frames: list = field(default_factory=list)  # tuple of user Python frames, innermost first
     # launches: (pid, tid, start, end, name, correlation, external id) and their innermost open range
@@ -191,6 +192,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
     """Parents, ancestor chains and user frames of one thread's ranges; innermost range of its launches."""
     start, end, role, name, bwd = ix.start, ix.end, ix.role, ix.name, ix.bwd
     parent, chain, frames, cut = ix.parent, ix.chain, ix.frames, ix.cut
+    anchor: dict[int, int] = {}  # innermost backward node open at a range (-1: none)
     rids.sort(key=lambda r: (start[r], -end[r]))
     lids = sorted(lids, key=lambda i: ix.launches[i][2])
     launches, launch_node = ix.launches, ix.launch_node
@@ -212,7 +214,11 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
             p = stack[-1]
             parent[r] = p
             c = cut[p]
-            cut[r] = c if c >= 0 else (r if plain_op else -1)
+            if c < 0 and plain_op:
+                # the op instance: the outermost plain op, or in the backward pass the autograd node
+                c = anchor[p] if anchor[p] >= 0 else r
+            cut[r] = c
+            anchor[r] = r if bwd[r] else anchor[p]
             if role[r] == ROLE_PY:
                 chain[r] = chain[p]
                 f = user_frame(name[r])
@@ -223,6 +229,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
                 frames[r] = frames[p]
         else:
             cut[r] = r if plain_op else -1
+            anchor[r] = r if bwd[r] else -1
             if role[r] == ROLE_PY:
                 f = user_frame(name[r])
                 frames[r] = (f,) if f else ()

@@ -1,9 +1,11 @@
 """Nsight Systems SQLite exports (every layout from <= 2021.1 to 2026.2) -> kernel records.
 
-Reads KERNEL, MEMCPY, MEMSET, RUNTIME (runtime + driver calls, CUDA-backtrace duplicates dropped) and
-NVTX_EVENTS (push/pop and start/end ranges, text or registered string, any domain) by column name,
-and hands them to :mod:`pyprof.parse.assemble`. Facts about the layouts live in
-:mod:`pyprof.parse.schema`; the GPU name mapping in :mod:`pyprof.parse.gpus`.
+Reads KERNEL, MEMCPY, MEMSET, RUNTIME (runtime + driver calls, CUDA-backtrace duplicates dropped,
+only the rows some activity correlates to) and NVTX_EVENTS (push/pop and start/end ranges, text or
+registered string, any domain) by column name -- integer columns straight into numpy
+(:mod:`pyprof.parse.fetch`), split over worker processes on big exports -- and hands them to
+:mod:`pyprof.parse.assemble`. Facts about the layouts live in :mod:`pyprof.parse.schema`; GPU names
+in :mod:`pyprof.parse.gpus`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from pyprof.errors import NoKernelsError
-from pyprof.parse import schema
-from pyprof.parse.assemble import Stats, build
+from pyprof.parse import fetch, schema
+from pyprof.parse.assemble import Prepared, Stats, join_first, take
 from pyprof.parse.db import Database
 from pyprof.parse.demangle import demangle
 from pyprof.parse.gpus import nsys_gpu_names
@@ -53,8 +55,21 @@ def nsys_version(db: Database) -> str:
     return "unknown (no metadata table)"
 
 
+def _cols(db: Database, table: str, names: list[str]) -> str:
+    """Integer select list: present columns as IFNULL(col, -1), absent ones as -1."""
+    present = set(db.columns(table))
+    return ", ".join(f'IFNULL("{c}", -1)' if c in present else "-1" for c in names)
+
+
+KERNEL_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "shortName", "demangledName",
+               "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
+COPY_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind"]
+API_COLS = ["start", "end", "globalTid", "correlationId", "nameId"]
+NVTX_COLS = ["globalTid", "start", "end", "textId", "domainId", "eventType"]
+
+
 class NsysSource:
-    """An Nsight Systems export. ``records()`` reads everything, then streams records."""
+    """An Nsight Systems export. ``records()``/``lines()`` read everything, then stream records."""
 
     kind = "nsys"
 
@@ -66,100 +81,188 @@ class NsysSource:
         self.stats = Stats(warnings=self.warnings)
 
     # -- reading ---------------------------------------------------------------------------------
-    def _activities(self, strings: dict[int, str]) -> pd.DataFrame:
+    def _tasks(self) -> tuple[list, dict]:
         db = self.db
-        common = {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId",
-                  "correlationId": "correlationId", "globalPid": "globalPid"}
-        k = db.select(schema.NSYS_KERNEL, {**common, "short": "shortName", "demangled": "demangledName",
-                                          "mangled": "mangledName", "gridX": "gridX", "gridY": "gridY",
-                                          "gridZ": "gridZ", "blockX": "blockX", "blockY": "blockY",
-                                          "blockZ": "blockZ"})
-        if not len(k):
+        counts = {t: db.count(t) for t in (schema.NSYS_KERNEL, schema.NSYS_MEMCPY, schema.NSYS_MEMSET,
+                                           schema.NSYS_RUNTIME, schema.NSYS_NVTX)}
+        if not counts[schema.NSYS_KERNEL]:
             raise NoKernelsError(
                 f"{self.path}: this Nsight Systems export holds no CUDA kernels (no CUDA trace in the capture)",
                 "profile with `nsys profile --trace=cuda,nvtx` and run some GPU work",
             )
-        k["kind"] = "kernel"
-        short_ids = k["short"].to_numpy()
-        long_ids = k["demangled"].where(k["demangled"].notna(), k["mangled"])
-        k["kShortName"] = pd.Series(short_ids).map(strings)
-        longs = long_ids.map(strings)
-        k["kLongName"] = [demangle(v) if isinstance(v, str) and v.startswith("_Z") else v for v in longs.tolist()]
-        frames = [k]
-        for table, kind in ((schema.NSYS_MEMCPY, "memcpy"), (schema.NSYS_MEMSET, "memset")):
-            m = db.select(table, {**common, "bytes": "bytes", "copyKindRaw": "copyKind"})
+        parallel = sum(counts.values()) >= fetch.PARALLEL_MIN_ROWS
+        split = 2 if parallel else 1
+        tasks, where = [], {}
+
+        def add(name, task):
+            where.setdefault(name, []).append(len(tasks))
+            tasks.append(task)
+
+        for cond in fetch.slices(db, schema.NSYS_KERNEL, split):
+            add("kernel", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
+                                             f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS)))
+        for table, name in ((schema.NSYS_MEMCPY, "memcpy"), (schema.NSYS_MEMSET, "memset")):
+            if counts[table]:
+                add(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS)))
+        if counts[schema.NSYS_RUNTIME]:
+            rcols = db.columns(schema.NSYS_RUNTIME)
+            conds = []
+            if "eventClass" in rcols:
+                conds.append(f"(eventClass IN {schema.API_EVENT_CLASSES} OR eventClass IS NULL)")
+            sources = [f'SELECT correlationId FROM "{t}"' for t in (schema.NSYS_KERNEL, schema.NSYS_MEMCPY,
+                                                                     schema.NSYS_MEMSET) if counts[t]]
+            conds.append(f"correlationId IN ({' UNION ALL '.join(sources)})")
+            for cond in fetch.slices(db, schema.NSYS_RUNTIME, split):
+                add("api", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM '
+                                              f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}',
+                                      len(API_COLS)))
+        ncols = db.columns(schema.NSYS_NVTX)
+        if counts[schema.NSYS_NVTX] and {"start", "end", "globalTid"} <= set(ncols):
+            types = ",".join(str(t) for t in schema.NVTX_RANGE_TYPES)
+            rng = (f"eventType IN ({types}) AND " if "eventType" in ncols else "") + \
+                '"end" IS NOT NULL AND start IS NOT NULL AND globalTid IS NOT NULL'
+            for cond in fetch.slices(db, schema.NSYS_NVTX, split):
+                add("nvtx", fetch.Task("ints", f'SELECT rowid, {_cols(db, schema.NSYS_NVTX, NVTX_COLS)} FROM '
+                                               f'"{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', len(NVTX_COLS) + 1))
+            if "text" in ncols:
+                add("nvtx_text", fetch.Task("rows", f'SELECT rowid, text FROM "{schema.NSYS_NVTX}" WHERE '
+                                                    f"text IS NOT NULL AND {rng}"))
+            if "eventType" in ncols and "domainId" in ncols:
+                text = "text" if "text" in ncols else "NULL"
+                add("domains", fetch.Task("rows", f'SELECT globalTid, domainId, {text}, '
+                                                  f'{"textId" if "textId" in ncols else "NULL"} FROM '
+                                                  f'"{schema.NSYS_NVTX}" WHERE eventType = {schema.NVTX_DOMAIN_CREATE}'))
+        return tasks, where, parallel
+
+    def _load(self) -> Prepared:
+        db = self.db
+        strings = db.strings(schema.NSYS_STRINGS)
+        tasks, where, parallel = self._tasks()
+        res = fetch.run(db, tasks, parallel)
+
+        def ints(name, ncols):
+            parts = [res[i] for i in where.get(name, [])]
+            return np.concatenate(parts) if parts else np.zeros((0, ncols), dtype=np.int64)
+
+        def names(ids: np.ndarray) -> np.ndarray:
+            uniq, inv = np.unique(ids, return_inverse=True)
+            return np.array([strings.get(u) for u in uniq.tolist()], dtype=object)[inv.reshape(-1)]
+
+        k = ints("kernel", len(KERNEL_COLS))
+        kc = dict(zip(KERNEL_COLS, k.T))
+        frames = {"kind": [np.full(len(k), "kernel", dtype=object)]}
+        long_ids = np.where(kc["demangledName"] >= 0, kc["demangledName"], kc["mangledName"])
+        longs = names(long_ids)
+        frames["kShortName"] = [names(kc["shortName"])]
+        frames["kLongName"] = [np.array([demangle(v) if isinstance(v, str) and v.startswith("_Z") else v
+                                         for v in longs.tolist()], dtype=object) if len(longs) else longs]
+        for col, src in (("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
+                         ("correlationId", "correlationId"), ("globalPid", "globalPid"), ("gridX", "gridX"),
+                         ("gridY", "gridY"), ("gridZ", "gridZ"), ("blockX", "blockX"), ("blockY", "blockY"),
+                         ("blockZ", "blockZ")):
+            frames[col] = [kc[src]]
+        frames["bytes"] = [np.full(len(k), -1, dtype=np.int64)]
+        frames["copyKind"] = [np.full(len(k), None, dtype=object)]
+        for name in ("memcpy", "memset"):
+            m = ints(name, len(COPY_COLS))
             if not len(m):
                 continue
-            m["kind"] = kind
-            if kind == "memcpy":
-                m["copyKind"] = [schema.copy_kind_name(v) for v in m["copyKindRaw"].tolist()]
+            mc = dict(zip(COPY_COLS, m.T))
+            if name == "memcpy":
+                kinds = np.array([schema.copy_kind_name(v) if v >= 0 else "unknown" for v in mc["copyKind"].tolist()],
+                                 dtype=object)
+                label = np.array(["memcpy " + c for c in kinds.tolist()], dtype=object)
             else:
-                m["copyKind"] = "memset"
-            m["kShortName"] = m["kLongName"] = [f"{kind} {c}" if kind == "memcpy" else "memset"
-                                                for c in m["copyKind"].tolist()]
-            frames.append(m)
-        acts = pd.concat(frames, ignore_index=True, sort=False)
-        gp = acts["globalPid"].to_numpy(dtype=np.float64, na_value=np.nan)
-        acts["pid"] = pd.array(np.where(np.isnan(gp), -1, (np.nan_to_num(gp).astype(np.int64) >> PID_SHIFT) & ID_MASK))
-        return acts
+                kinds = np.full(len(m), "memset", dtype=object)
+                label = kinds
+            frames["kind"].append(np.full(len(m), name, dtype=object))
+            frames["kShortName"].append(label)
+            frames["kLongName"].append(label)
+            frames["copyKind"].append(kinds)
+            frames["bytes"].append(mc["bytes"])
+            for col, src in (("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
+                             ("correlationId", "correlationId"), ("globalPid", "globalPid")):
+                frames[col].append(mc[src])
+            for col in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"):
+                frames[col].append(np.full(len(m), -1, dtype=np.int64))
+        acts = pd.DataFrame({c: np.concatenate(v) for c, v in frames.items()})
+        gp = acts["globalPid"].to_numpy()
+        pid = np.where(gp >= 0, (gp >> PID_SHIFT) & ID_MASK, -1)
+        acts["pid"] = pid
 
-    def _api(self, strings: dict[int, str]) -> pd.DataFrame:
-        db = self.db
-        cols = db.columns(schema.NSYS_RUNTIME)
-        where = ""
-        if "eventClass" in cols:
-            where = f"eventClass IN {schema.API_EVENT_CLASSES} OR eventClass IS NULL"
-        api = db.select(schema.NSYS_RUNTIME, {"apiStart": "start", "apiEnd": "end", "globalTid": "globalTid",
-                                              "correlationId": "correlationId", "nameId": "nameId"}, where)
-        api = api[api["correlationId"].notna()]
-        gt = api["globalTid"].to_numpy(dtype=np.int64, na_value=0)
-        api = api.assign(pid=(gt >> PID_SHIFT) & ID_MASK, tid=gt & ID_MASK, thread=gt)
-        api = api.drop_duplicates(["correlationId", "pid"], keep="first")
-        api["apiName"] = api["nameId"].map(strings)
-        return api[["correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd"]]
+        # the API call: same correlationId and pid; first row wins (backtrace duplicates are filtered)
+        a = ints("api", len(API_COLS))
+        ac = dict(zip(API_COLS, a.T))
+        a_pid = (ac["globalTid"] >> PID_SHIFT) & ID_MASK
+        corr = acts["correlationId"].to_numpy()
+        idx = join_first((corr << 24) | pid, (ac["correlationId"] << 24) | a_pid) if len(a) else \
+            np.full(len(acts), -1, dtype=np.int64)
+        idx = np.where(corr >= 0, idx, -1)
+        gt = take(ac["globalTid"], idx)
+        acts["thread"] = gt
+        acts["tid"] = np.where(gt >= 0, gt & ID_MASK, -1)
+        acts["pid"] = np.where(pid >= 0, pid, np.where(gt >= 0, (gt >> PID_SHIFT) & ID_MASK, -1))
+        acts["apiStart"] = take(ac["start"], idx)
+        acts["apiEnd"] = take(ac["end"], idx)
+        acts["apiName"] = take(names(ac["nameId"]) if len(a) else np.zeros(0, dtype=object), idx)
+        acts["gpu"] = nsys_gpu_names(db, acts)
 
-    def _ranges(self) -> pd.DataFrame:
-        db = self.db
-        cols = db.columns(schema.NSYS_NVTX)
-        if not cols:
-            return pd.DataFrame({c: [] for c in ("thread", "pid", "start", "end", "text", "domain")})
-        textid = "textId" in cols and db.has(schema.NSYS_STRINGS)
-        text = "COALESCE(n.text, s.value)" if textid and "text" in cols else (
-            "s.value" if textid else ("n.text" if "text" in cols else "NULL"))
-        join = f'LEFT JOIN "{schema.NSYS_STRINGS}" s ON s.id = n.textId' if textid else ""
-        dom = "n.domainId" if "domainId" in cols else "NULL"
-        types = ",".join(str(t) for t in schema.NVTX_RANGE_TYPES)
-        etype = f"n.eventType IN ({types}) AND " if "eventType" in cols else ""
-        rows = db.execute(
-            f'SELECT n.globalTid, n.start, n."end", {text}, {dom}, {"n.eventType" if "eventType" in cols else 59} FROM "{schema.NSYS_NVTX}" n {join} '
-            f'WHERE {etype}n."end" IS NOT NULL AND n.start IS NOT NULL AND n.globalTid IS NOT NULL'
-        )
-        r = pd.DataFrame.from_records(rows, columns=["thread", "start", "end", "text", "domainId", "eventType"])
-        # domain names: eventType 75 rows (text = name, domainId = id), per process
-        names: dict[tuple, str] = {}
-        if "eventType" in cols and "domainId" in cols:
-            for gt, did, name in db.execute(
-                f'SELECT n.globalTid, n.domainId, {text} FROM "{schema.NSYS_NVTX}" n {join} '
-                f"WHERE n.eventType = {schema.NVTX_DOMAIN_CREATE}"
-            ):
-                pid = (int(gt or 0) >> PID_SHIFT) & ID_MASK
-                names[(pid, did)] = name
-                names.setdefault((None, did), name)
-        thread = r["thread"].to_numpy(dtype=np.int64)
-        r["pid"] = (thread >> PID_SHIFT) & ID_MASK
-        domain = [None] * len(r)
-        dids = r["domainId"].tolist()
-        if names or any(d for d in dids):
-            pids = r["pid"].tolist()
-            for i, (p, d) in enumerate(zip(pids, dids)):
-                if d:
-                    domain[i] = names.get((p, d)) or names.get((None, d)) or f"domain {d}"
-        r["domain"] = domain
-        r = self._drop_unterminated(r)
-        return r[["thread", "pid", "start", "end", "text", "domain"]]
+        ranges, labels = self._ranges(ints("nvtx", len(NVTX_COLS) + 1), where, res, strings)
+        db.close()
+        if not len(ranges):
+            self.warnings.append("the export has no NVTX ranges: records carry no ranges, layer or op "
+                                 "(profile with --trace=cuda,nvtx and annotate with pyprof.init())")
+        return Prepared(acts, ranges, self.kind, self.stats, labels=labels)
 
-    def _drop_unterminated(self, r: pd.DataFrame) -> pd.DataFrame:
-        """Drop push ranges the program never popped.
+    def _ranges(self, nv: np.ndarray, where: dict, res: list, strings: dict[int, str]):
+        cols = dict(zip(["rowid", *NVTX_COLS], nv.T))
+        n = len(nv)
+        # message: text column, else the registered string (textId)
+        code = cols["textId"].copy()  # StringIds ids (>= 0) or -1
+        offset = (max(strings) + 1) if strings else 0
+        text_rows = [r for i in where.get("nvtx_text", []) for r in res[i]]
+        extra: list = []
+        if text_rows:
+            t_rowid = np.fromiter((r[0] for r in text_rows), dtype=np.int64, count=len(text_rows))
+            t_codes, extra = pd.factorize(pd.Series([r[1] for r in text_rows], dtype=object))
+            order = np.argsort(cols["rowid"], kind="stable")
+            pos = np.searchsorted(cols["rowid"], t_rowid, sorter=order)
+            pos = np.minimum(pos, max(n - 1, 0))
+            hit = order[pos] if n else pos
+            ok = (cols["rowid"][hit] == t_rowid) if n else np.zeros(len(t_rowid), bool)
+            code[hit[ok]] = offset + t_codes[ok]
+        extra = list(extra)
+        # domains: eventType 75 rows name a domain id
+        dnames: dict[int, str] = {}
+        for i in where.get("domains", []):
+            for _gt, did, text, tid in res[i]:
+                name = text if text is not None else strings.get(tid)
+                if did is not None and name is not None:
+                    dnames.setdefault(int(did), name)
+        dom = np.maximum(cols["domainId"], 0)
+        thread = cols["globalTid"]
+        keep = code >= 0 if n else np.zeros(0, bool)
+        keep |= code < 0  # a range without message is still a range (text None)
+        keep &= self._terminated(thread, cols["end"], cols["eventType"])
+        code, dom, thread = code[keep], dom[keep], thread[keep]
+        start, end = cols["start"][keep], cols["end"][keep]
+        uniq_dom, dinv = np.unique(dom, return_inverse=True) if len(dom) else (np.zeros(0, np.int64), dom)
+        key = (code + 1) * max(len(uniq_dom), 1) + dinv.reshape(-1)
+        label, luniq = pd.factorize(key)
+        labels = []
+        for kk in np.asarray(luniq).tolist():
+            c, d = divmod(kk, max(len(uniq_dom), 1))
+            c -= 1
+            text = None if c < 0 else (extra[c - offset] if c >= offset else strings.get(c))
+            did = int(uniq_dom[d]) if len(uniq_dom) else 0
+            domain = None if did == 0 else dnames.get(did, f"domain {did}")
+            labels.append((text, domain))
+        ranges = pd.DataFrame({"thread": thread, "pid": (thread >> PID_SHIFT) & ID_MASK, "start": start,
+                               "end": end, "label": label.astype(np.int64)})
+        return ranges, labels
+
+    def _terminated(self, thread: np.ndarray, end: np.ndarray, etype: np.ndarray) -> np.ndarray:
+        """False for push ranges the program never popped.
 
         nsys ends such ranges when the capture (or the process) ends, so several of them share one end
         timestamp on one thread -- which popped ranges cannot do: a program cannot pop two ranges in the
@@ -167,29 +270,22 @@ class NsysSource:
         1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised); so push/pop ranges that
         share their (thread, end) with another are left out, with a warning.
         """
-        if not len(r):
-            return r
-        same = r.groupby(["thread", "end"])["end"].transform("size")
-        bad = (same >= 2) & (r["eventType"] == schema.NVTX_PUSH_POP)
+        if not len(end):
+            return np.ones(0, dtype=bool)
+        dup = pd.DataFrame({"t": thread, "e": end}).duplicated(keep=False).to_numpy()
+        bad = dup & (etype == schema.NVTX_PUSH_POP)
         n = int(bad.sum())
         if n:
             self.warnings.append(
                 f"{n} NVTX push range(s) were never popped by the program (nsys closed them at the end of "
                 "the capture); they are left out of `ranges`")
-            r = r[~bad.to_numpy()]
-        return r
+        return ~bad
+
+    def prepared(self) -> Prepared:
+        return self._load()
 
     def records(self) -> Iterator[dict[str, Any]]:
-        strings = self.db.strings(schema.NSYS_STRINGS)
-        acts = self._activities(strings)
-        api = self._api(strings)
-        acts = acts.merge(api, on=["correlationId", "pid"], how="left", sort=False)
-        acts["pid"] = acts["pid"].where(acts["pid"] >= 0, None)
-        acts["thread"] = acts["thread"].fillna(-1).astype(np.int64)
-        acts["gpu"] = nsys_gpu_names(self.db, acts)
-        ranges = self._ranges()
-        self.db.close()
-        if not len(ranges):
-            self.warnings.append("the export has no NVTX ranges: records carry no ranges, layer or op "
-                                 "(profile with --trace=cuda,nvtx and annotate with pyprof.init())")
-        yield from build(acts, ranges, self.kind, self.stats)
+        yield from self._load().records()
+
+    def lines(self) -> Iterator[bytes]:
+        yield from self._load().lines()

@@ -16,7 +16,7 @@ import pandas as pd
 
 from pyprof.errors import NoKernelsError
 from pyprof.parse import schema
-from pyprof.parse.assemble import Stats, build
+from pyprof.parse.assemble import Prepared, Stats, _ints, join_first, pylist, take
 from pyprof.parse.db import Database
 from pyprof.parse.demangle import demangle, short_name
 from pyprof.parse.gpus import nvprof_gpu_names
@@ -125,15 +125,26 @@ class NvprofSource:
         r["domain"] = [strings.get(d) if d else None for d in domain]
         return r[["thread", "pid", "start", "end", "text", "domain"]]
 
-    def records(self) -> Iterator[dict[str, Any]]:
+    def _load(self) -> Prepared:
         strings = self.db.strings(schema.NVPROF_STRINGS, "_id_", "value")
         acts = pd.concat([self._kernels(strings), *self._copies()], ignore_index=True, sort=False)
-        acts = acts.merge(self._api(), on="correlationId", how="left", sort=False)
-        acts["tid"] = acts["tid"].where(acts["tid"].isna(), acts["tid"].fillna(0).astype(np.int64) & 0xFFFFFFFF)
-        acts["thread"] = acts["thread"].fillna(-1).astype(np.int64)
-        acts["gpu"] = nvprof_gpu_names(self.db, acts["device"].tolist(), strings)
+        api = self._api()
+        corr = _ints(acts["correlationId"])
+        idx = join_first(corr, _ints(api["correlationId"]))
+        idx = np.where(corr > 0, idx, -1)
+        for col in ("pid", "tid", "thread", "apiStart", "apiEnd"):
+            acts[col] = take(_ints(api[col]), idx)
+        acts["tid"] = np.where(acts["tid"].to_numpy() != -1, acts["tid"].to_numpy() & 0xFFFFFFFF, -1)
+        acts["apiName"] = take(api["apiName"].to_numpy(dtype=object), idx)
+        acts["gpu"] = nvprof_gpu_names(self.db, pylist(acts["device"]), strings)
         ranges = self._ranges(strings)
         self.db.close()
         if not len(ranges):
             self.warnings.append("the database has no NVTX ranges: records carry no ranges, layer or op")
-        yield from build(acts, ranges, self.kind, self.stats)
+        return Prepared(acts, ranges, self.kind, self.stats)
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        yield from self._load().records()
+
+    def lines(self) -> Iterator[bytes]:
+        yield from self._load().lines()

@@ -42,18 +42,28 @@ def parse_file(path: str, out: str | None) -> Result:
     """Read ``path``, write its records to ``out`` (None or "-": stdout). Raises PyprofError on bad input;
     a file output is never left partial."""
     source = open_source(path)
-    records = iter(source.records())
-    first = next(records, None)  # every read happens before the first record: validate before writing
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
+    if hasattr(source, "lines"):  # nsys/nvprof: JSON lines serialised in chunks
+        chunks = iter(source.lines())
+        first = next(chunks, None)  # every read happens before the first chunk: validate before writing
+        with atomic_output(out, "wb") as fh:
+            if first is not None:
+                fh.write(first)
+                for chunk in chunks:
+                    fh.write(chunk)
+            fh.flush()
+    else:
+        records = iter(source.records())
+        first = next(records, None)
 
-    def all_records():
-        if first is not None:
-            yield first
-            yield from records
+        def all_records():
+            if first is not None:
+                yield first
+                yield from records
 
-    with atomic_output(out, "wb") as fh:
-        res.written = write_records(all_records(), fh)
-        fh.flush()
+        with atomic_output(out, "wb") as fh:
+            res.written = write_records(all_records(), fh)
+            fh.flush()
     stats = getattr(source, "stats", None)
     if stats is not None:
         res.kernels, res.copies, res.attributed = stats.kernels, stats.copies, stats.attributed

@@ -8,10 +8,12 @@ as PyProf did for kernel names), so ``awk``/``cut`` see one field per column.
 from __future__ import annotations
 
 import csv
+import gc
 import math
 from collections.abc import Sequence
 from typing import IO
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -40,40 +42,67 @@ def _int(v) -> str:
     return str(int(v))
 
 
-def _sci(v) -> str:  # FLOPs and bytes: whole numbers, n/a when unknown
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return NA_NUM
-    return f"{v:.0f}"
-
-
 def _str(v) -> str:
     if v is None or v == "" or (isinstance(v, float) and math.isnan(v)):
         return NA_TEXT
     return str(v)
 
 
+def _floats(series: pd.Series) -> np.ndarray:
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
+
+
+def col_sci(series: pd.Series) -> list[str]:
+    """Whole numbers (FLOPs, bytes, ns); ``n/a`` when unknown."""
+    a = _floats(series)
+    nan = np.isnan(a)
+    if len(a) and np.nanmax(np.abs(np.where(nan, 0.0, a))) >= 9e18:  # beyond int64: the slow way
+        return [NA_NUM if math.isnan(v) else f"{v:.0f}" for v in a.tolist()]
+    out = [str(v) for v in np.rint(np.where(nan, 0.0, a)).astype(np.int64).tolist()]
+    for i in np.flatnonzero(nan).tolist():
+        out[i] = NA_NUM
+    return out
+
+
+def col_num(series: pd.Series) -> list[str]:
+    """Rates and ratios: 3 significant figures or so; ``n/a`` when unknown."""
+    a = _floats(series)
+    nan = np.isnan(a)
+    absa = np.abs(np.where(nan, 0.0, a))
+    big = ~nan & ((absa >= 100) | (absa == 0))
+    out = np.full(len(a), NA_NUM, dtype=object)
+    out[big] = [str(v) for v in np.rint(a[big]).astype(np.int64).tolist()] if big.any() else []
+    mid = ~nan & (absa >= 1) & (absa < 100)
+    out[mid] = [f"{v:.2f}" for v in a[mid].tolist()] if mid.any() else []
+    small = ~nan & (absa > 0) & (absa < 1)
+    out[small] = [f"{v:.3g}" for v in a[small].tolist()] if small.any() else []
+    return out.tolist()
+
+
+def col_int(series: pd.Series) -> list[str]:
+    return [str(v) if v.__class__ is int else _int(v) for v in series.tolist()]
+
+
+def col_str(series: pd.Series) -> list[str]:
+    return [v if v.__class__ is str and v else _str(v) for v in series.tolist()]
+
+
 def _joiner(sep: str):
-    def fmt(v) -> str:
-        if not v:
-            return NA_TEXT
-        if isinstance(v, (list, tuple)):
-            return sep.join(map(str, v))
-        return str(v)
+    def fmt(series: pd.Series) -> list[str]:
+        return [sep.join(map(str, v)) if v.__class__ in (list, tuple) and v else _str(v) if v else NA_TEXT
+                for v in series.tolist()]
 
     return fmt
 
 
 FORMATTERS = {
-    "int": _int, "str": _str, "list": _joiner(","), "list:": _joiner(":"), "list;": _joiner(";"),
-    "dims": _joiner(","), "float": _num, "sci": _sci, "tc": _str,
+    "int": col_int, "str": col_str, "list": _joiner(","), "list:": _joiner(":"), "list;": _joiner(";"),
+    "dims": _joiner(","), "float": col_num, "sci": col_sci, "tc": col_str,
 }
 
 
 def format_column(series: pd.Series, fmt: str) -> list[str]:
-    if fmt == "int" and series.dtype.kind in "iu":
-        return [str(v) for v in series.tolist()]
-    f = FORMATTERS[fmt]
-    return [f(v) for v in series.tolist()]
+    return FORMATTERS[fmt](series)
 
 
 def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | None = None) -> list[list[str]]:
@@ -81,16 +110,26 @@ def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | Non
     out = []
     for name in names:
         fmt = (fmts or {}).get(name) or BY_NAME[name].fmt
-        if name == "sil":
-            out.append([_sci(v) for v in df[name].tolist()])
-        else:
-            out.append(format_column(df[name], fmt))
+        out.append(format_column(df[name], "sci" if name == "sil" else fmt))
     return out
 
 
 def write(df: pd.DataFrame, names: Sequence[str], fh: IO[str], style: str = "space", width: int = 0,
           headers: dict[str, str] | None = None, fmts: dict[str, str] | None = None) -> None:
-    """Write ``df[names]`` to ``fh`` in ``style``: ``space``, ``aligned`` (``width`` columns), ``csv``, ``json``."""
+    """Write ``df[names]`` to ``fh`` in ``style``: ``space``, ``aligned`` (``width`` columns), ``csv``, ``json``.
+
+    The cyclic garbage collector is paused meanwhile: formatting creates millions of strings, and each
+    full collection would walk every object of the table (they hold no cycles)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        _write(df, names, fh, style, width, headers, fmts)
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _write(df, names, fh, style, width, headers, fmts) -> None:
     heads = [(headers or {}).get(n) or BY_NAME[n].header for n in names]
     if style == "json":
         _write_json(df, names, fh)

@@ -59,18 +59,57 @@ def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args
         return None
 
 
-def _rows(records: Iterable[dict[str, Any]]) -> list[tuple]:
-    """The fields prof reads, one tuple per record (one C call per complete record)."""
+# text fields repeated across kernels: one string object per distinct value (memory, and faster hashing)
+_INTERN = ("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype", "dir")
+# list fields repeated across kernels: one list object per distinct content
+_SHARE = ("layer", "trace", "grid", "block")
+CHUNK = 65536
+
+
+def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
+    """The fields prof reads, as one list per field. Records are taken in chunks (one C call per complete
+    record), and each chunk is transposed with repeated strings and lists shared, so a streamed input is
+    never held whole and a million kernels of a training loop cost little more than their distinct names."""
     getter = itemgetter(*KEYS)
+    cols: dict[str, list] = {k: [] for k in KEYS}
+    pools: dict[str, dict] = {k: {} for k in _INTERN + _SHARE}
     rows: list[tuple] = []
     append = rows.append
+
+    def flush():
+        for k, col in zip(KEYS, zip(*rows, strict=True), strict=True):
+            if k in _INTERN:
+                pool = pools[k]
+                col = map(pool.setdefault, col, col)
+            elif k in _SHARE:
+                pool = pools[k]
+                col = map(pool.setdefault, map(_freeze, col), col)
+            cols[k].extend(col)
+        rows.clear()
+
     for r in records:
         try:
             append(getter(r))
         except KeyError:  # a record without some optional field
             get = r.get
             append(tuple(get(k) for k in KEYS))
-    return rows
+        if len(rows) >= CHUNK:
+            flush()
+    if rows:
+        flush()
+    return cols
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable stand-in for a list field (lists of str/int; anything odd keeps its own identity)."""
+    if value.__class__ is list:
+        frozen = tuple(value)
+        try:
+            hash(frozen)
+        except TypeError:
+            return id(value)
+        return frozen
+    return value if value is None else id(value)
 
 
 def _obj(values) -> np.ndarray:
@@ -80,10 +119,22 @@ def _obj(values) -> np.ndarray:
 def _codes(*arrays) -> tuple[np.ndarray, int]:
     """One int code per row for the combination of several columns (None counts as a value)."""
     key = np.zeros(len(arrays[0]), dtype=np.int64)
+    card = 1  # number of distinct keys so far (an upper bound)
     for a in arrays:
-        c, u = pd.factorize(a, use_na_sentinel=False) if a.dtype == object else pd.factorize(a)
-        key = key * (len(u) + 1) + c
-        key = pd.factorize(key)[0]
+        if a.dtype == object:  # a dict beats pd.factorize on object arrays (str hashes are cached)
+            values = a.tolist()
+            index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+            c = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+            k = len(index)
+        else:
+            c, u = pd.factorize(a)
+            k = len(u) + 1
+        if card * (k + 1) >= 2**62:
+            key, uniq = pd.factorize(key)
+            card = len(uniq)
+        key = key * (k + 1) + c
+        card *= k + 1
+    key = pd.factorize(key)[0]
     return key, int(key.max()) + 1 if len(key) else 0
 
 
@@ -105,11 +156,9 @@ def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops:
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of small containers: the cyclic collector would dominate the run time
     try:
-        rows = _rows(records)
-        n = len(rows)
-        raw = {k: _obj(col) for k, col in zip(KEYS, zip(*rows, strict=True), strict=True)} if n else \
-            {k: np.empty(0, dtype=object) for k in KEYS}
-        del rows
+        cols = _columns(records)
+        n = len(cols["kind"])
+        raw = {k: _obj(cols.pop(k)) for k in KEYS}
         return _build(raw, n, resolver)
     finally:
         if gc_was_on:
@@ -118,10 +167,10 @@ def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops:
 
 def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.DataFrame:
     for k in ("op", "mod"):  # PyProf wrote lists
-        if any(v.__class__ is list for v in raw[k]):
-            raw[k] = _obj([(v[0] if v else None) if v.__class__ is list else v for v in raw[k]])
-    kind = _obj(["kernel" if v is None else v for v in raw["kind"]])
-    direction = _obj(["" if v is None else v for v in raw["dir"]])
+        if list in set(map(type, raw[k].tolist())):
+            raw[k] = _obj([(v[0] if v else None) if v.__class__ is list else v for v in raw[k].tolist()])
+    kind = _obj(["kernel" if v is None else v for v in raw["kind"].tolist()])
+    direction = _obj(["" if v is None else v for v in raw["dir"].tolist()])
     raw["dir"] = direction
     is_kernel = kind == "kernel"
     sil = pd.Series(raw["kDuration"], dtype="float64").to_numpy()
@@ -134,7 +183,7 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["dir"] = direction
     out["kind"] = kind
     out["sil"] = sil
-    out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"]])
+    out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
     _costs(out, inst, sil, rec_bytes, is_kernel)
     arch = _tensor_cores(out, inst, raw, is_kernel, resolver)
     warnings = _coverage_warning(out, inst, sil, is_kernel)
@@ -151,7 +200,7 @@ def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dic
     """Op-instance id per row and each instance's cost, params and dtype (see the module docstring)."""
     opid = pd.Series(raw["opId"], dtype="float64").to_numpy()
     op = raw["op"]
-    has_op = np.array([o is not None for o in op], dtype=bool) if n else np.zeros(0, bool)
+    has_op = np.array([o is not None for o in op.tolist()], dtype=bool) if n else np.zeros(0, bool)
     grouped = is_kernel & ~np.isnan(opid)
     legacy = is_kernel & np.isnan(opid) & has_op
     inst_of = np.full(n, -1, dtype=np.int64)
@@ -180,18 +229,23 @@ def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dic
     params: list[str] = [""] * m
     dtypes: list[str | None] = [None] * m
     cache: dict[tuple, tuple] = {}
-    args_col, mod_col, dir_col, cd_col = raw["args"], raw["mod"], raw["dir"], raw["cdtype"]
-    for j, i in enumerate(first.tolist()):
-        o, args, cd = op[i], args_col[i], cd_col[i]
-        if o is None or not is_kernel[i]:
+    renders: dict[bytes, tuple] = {}
+    columns = (op[first].tolist(), raw["args"][first].tolist(), raw["cdtype"][first].tolist(),
+               raw["mod"][first].tolist(), raw["dir"][first].tolist(), is_kernel[first].tolist())
+    dumps = orjson.dumps
+    for j, (o, args, cd, mod, d, kern) in enumerate(zip(*columns, strict=True)):
+        akey = dumps(args) if args else b""
+        if o is None or not kern:
             if args:
-                params[j] = render(args)
-                dtypes[j] = cd or first_dtype(args)
+                info = renders.get(akey)
+                if info is None:
+                    info = renders[akey] = (None, render(args), cd or first_dtype(args))
+                params[j], dtypes[j] = info[1], info[2]
             continue
-        ckey = (o, mod_col[i], dir_col[i], cd, orjson.dumps(args) if args else b"")
+        ckey = (o, mod, d, cd, akey)
         info = cache.get(ckey)
         if info is None:
-            cost = _estimate(o, mod_col[i], dir_col[i], cd, args)
+            cost = _estimate(o, mod, d, cd, args)
             dtype = (cost.dtype if cost is not None and cost.dtype else None) or cd or first_dtype(args)
             info = (cost, render(args), dtype)
             cache[ckey] = info
@@ -231,14 +285,14 @@ def _tensor_cores(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, resol
     n = len(is_kernel)
     inst_of = inst["of"]
     # device per row: once per distinct (gpu name, on CPU)
-    is_cpu = np.array([d is None for d in raw["device"]], dtype=bool) if n else np.zeros(0, bool)
+    is_cpu = np.array([d is None for d in raw["device"].tolist()], dtype=bool) if n else np.zeros(0, bool)
     dcodes, dm = _codes(raw["gpu"], is_cpu) if n else (np.zeros(0, np.int64), 0)
     dfirst = _first_index(dcodes, dm)
     devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i])) for i in dfirst.tolist()]
     arch = _obj([d.arch if d is not None else None for d in devs])[dcodes] if n else _obj([])
     arch[is_cpu] = "cpu"  # CPU records: no tensor cores, whatever the calibration says
-    inst_eligible = inst["tensor_op"] | np.array([tensorcores.is_gemm_op(raw["op"][i]) if i >= 0 else False
-                                                  for i in inst["first"].tolist()], dtype=bool)
+    gemm_op = {o: tensorcores.is_gemm_op(o) for o in set(raw["op"].tolist())}
+    inst_eligible = inst["tensor_op"] | np.array([gemm_op[o] for o in raw["op"][inst["first"]].tolist()], dtype=bool)
     eligible = inst_eligible[inst_of] if n else np.zeros(0, bool)
     tc = _obj([tensorcores.NA] * n)
     if is_kernel.any():
@@ -272,7 +326,7 @@ def _tensor_cores(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, resol
 def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, arch: np.ndarray, resolver: DeviceResolver) -> list[str]:
     """ideal, gap, bound, ai, tflops, gbps; returns the warning about GPUs without known peaks."""
     n = len(is_kernel)
-    is_cpu = np.array([d is None for d in raw["device"]], dtype=bool) if n else np.zeros(0, bool)
+    is_cpu = np.array([d is None for d in raw["device"].tolist()], dtype=bool) if n else np.zeros(0, bool)
     peak_f = np.full(n, NAN)
     peak_b = np.full(n, NAN)
     missing: dict[str, int] = {}
@@ -293,8 +347,10 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, arch: np.ndarray, res
             missing = labels.value_counts().to_dict()
     flops, nbytes, sil = out["flops"], out["bytes"], out["sil"]
     kname = raw["kShortName"]
-    host_copy = ~is_kernel & np.array([not (str(s).endswith("DtoD") or "memset" in str(s)) for s in kname],
-                                      dtype=bool) if n else np.zeros(0, bool)
+    host_copy = ~is_kernel
+    for i in np.flatnonzero(host_copy).tolist():
+        s = str(kname[i])
+        host_copy[i] = not (s.endswith("DtoD") or "memset" in s)
     with np.errstate(divide="ignore", invalid="ignore"):
         t_f = np.where(flops == 0, 0.0, flops / peak_f * 1e9)
         t_b = nbytes / peak_b * 1e9
@@ -326,7 +382,7 @@ def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndar
     dur = np.nan_to_num(sil, nan=0.0)
     total = dur[is_kernel].sum() or 1.0
     op = out["op"]
-    has_op = np.array([o is not None for o in op], dtype=bool)
+    has_op = np.array([o is not None for o in op.tolist()], dtype=bool)
     no_cost = np.array([c is None for c in inst["cost"]], dtype=bool)[inst["of"]]
     lines = []
     uncovered = is_kernel & has_op & no_cost

@@ -2,8 +2,9 @@
 
 Importing this package imports every family module, which fills the registry. Use
 :func:`pyprof.prof.ops.registry.estimate` to cost an op call; :func:`family` names an op's family
-(the module its model lives in). No torch import anywhere here: the models are pure functions of
-shapes, dtypes and scalar arguments.
+(the module its model lives in); :func:`from_sizes` builds arguments from an aten op's input sizes
+(emit_nvtx ``sizes = [...]``, kineto ``Input Dims``) when no pyprof marker describes the op.
+No torch import anywhere here: the models are pure functions of shapes, dtypes and scalar arguments.
 """
 
 from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its models)
@@ -23,7 +24,10 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     pooling,
     reduction,
     registry,  # noqa: F401  (the families import it)
+    resample,
+    rng,
     softmax,
     views,
 )
+from pyprof.prof.ops._args import from_sizes, scalar_arg, tensor_arg, tensorlist_arg  # noqa: F401
 from pyprof.prof.ops.registry import Cost, OpCall, canonical, covered_ops, estimate, family  # noqa: F401

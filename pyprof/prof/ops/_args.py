@@ -131,9 +131,10 @@ def tensorlist(a: Arg | None) -> list[Arg] | None:
 
 
 def shape(a: Arg | None) -> list[int] | None:
-    if not is_tensor(a) or a.get("shape") is None:
+    if not is_tensor(a) or not isinstance(a.get("shape"), (list, tuple)):
         return None
-    return [int(x) for x in a["shape"]]
+    shp = [int(x) for x in a["shape"]]
+    return shp if all(d >= 0 for d in shp) else None
 
 
 def dtype(a: Arg | None) -> str | None:
@@ -189,25 +190,28 @@ def known(a: Arg | None) -> bool:
     return a is None or a.get("type") != "unknown"
 
 
-def ints(a: Arg | None, n: int, default: Sequence[int] | int | None) -> list[int] | None:
+def ints(a: Arg | None, n: int, default: Sequence[int] | int | None, minimum: int = 0) -> list[int] | None:
     """An int-or-list argument expanded to ``n`` ints (``stride=2`` -> ``[2, 2]``).
 
     ``default`` applies when the argument is absent; ``None`` is returned when it is present but its
-    value is unknown or malformed.
+    value is unknown or malformed, or below ``minimum`` (a stride of 0 is not a stride).
     """
     if not known(a):
         return None
     v = value(a, default)
     if v is None:
         return None
+    out: list[int] | None = None
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return [int(v)] * n
-    if isinstance(v, (list, tuple)):
+        out = [int(v)] * n
+    elif isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
         if len(v) == 1:
-            return [int(v[0])] * n
-        if len(v) == n and all(isinstance(x, (int, float)) for x in v):
-            return [int(x) for x in v]
-    return None
+            out = [int(v[0])] * n
+        elif len(v) == n:
+            out = [int(x) for x in v]
+    if out is None or any(x < minimum for x in out):
+        return None
+    return out
 
 
 def broadcast(*shapes: Sequence[int] | None) -> list[int] | None:

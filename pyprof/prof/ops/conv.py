@@ -75,8 +75,10 @@ def conv_geometry(call: OpCall):
     if len(k) != nd:
         return None
     groups = A.value(b.get("groups"), 1) if A.known(b.get("groups")) else None
-    stride = A.ints(b.get("stride"), nd, 1)
-    dil = A.ints(b.get("dilation"), nd, 1)
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        return None
+    stride = A.ints(b.get("stride"), nd, 1, minimum=1)
+    dil = A.ints(b.get("dilation"), nd, 1, minimum=1)
     out_pad = A.ints(b.get("output_padding"), nd, 0)
     pad_arg = b.get("padding")
     pv = A.value(pad_arg, 0) if A.known(pad_arg) else None
@@ -86,7 +88,7 @@ def conv_geometry(call: OpCall):
         pad = None
     else:
         pad = A.ints(pad_arg, nd, 0)
-    if groups is None or stride is None or dil is None or out_pad is None or (pad is None and pv != "same"):
+    if stride is None or dil is None or out_pad is None or (pad is None and pv != "same"):
         return None
     out_sp = list(ins) if pv == "same" else conv_out_spatial(ins, k, stride, pad, dil, transposed, out_pad)
     if any(o <= 0 for o in out_sp):

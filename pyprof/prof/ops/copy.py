@@ -1,5 +1,5 @@
 """Copy family: copy_, to (and ``_to_copy``, ``type_as``, ``float``/``half``/``bfloat16``/... casts,
-``cuda``/``cpu`` moves), contiguous, clone.
+``cuda``/``cpu`` moves), contiguous, clone; reordering copies (flip, roll), repeat/tile and pad.
 
 No arithmetic: FLOPs 0. Bytes: the source read once and the destination written once, each in its own
 dtype (a cast reads 2 bytes and writes 4 for fp16 -> fp32). A ``to``/cast to the dtype and device the
@@ -57,11 +57,78 @@ def _to(call: OpCall) -> Cost | None:
             dt, dev = A.dtype(a), a.get("device")
         elif t == "str" and call.op == "type":  # x.type("torch.cuda.HalfTensor")
             return None
+        elif t == "str":  # x.to("cuda:0")
+            dev = A.value(a)
         elif t == "unknown":
             return None
     if call.op == "cuda" and dev is not None and not dev.startswith("cuda"):
         dev = "cuda"
     return _move(call, x, dt, dev, always=call.op == "_to_copy")
+
+
+@register("flip", "fliplr", "flipud", "roll", "rot90")
+def _permuted_copy(call: OpCall) -> Cost | None:
+    """Same-size copies in another order: input read, output written; backward the same on dY."""
+    x = A.bind(call.args, ("input",)).get("input")
+    if not A.is_tensor(x) or A.shape(x) is None:
+        return None
+    if call.direction == "bprop" and not A.requires_grad(x):
+        return Cost(0.0, 0, A.dtype(x))
+    return Cost(0.0, A.sized(2 * A.numel(A.shape(x)), A.dtype(x)), A.dtype(x))
+
+
+@register("repeat", "tile")
+def _repeat(call: OpCall) -> Cost | None:
+    """``x.repeat(*sizes)``: the output is ``x`` tiled; input read once, output written. Backward sums
+    the tiles of dY: one add per dY element."""
+    b = A.bind(call.args, ("input",))
+    x = b.pop("input", None)
+    sx = A.shape(x)
+    reps: list[int] = []
+    for a in b.values():
+        v = A.value(a)
+        if isinstance(v, list):
+            reps.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool):
+            reps.append(v)
+        else:
+            return None
+    if sx is None or not reps or any(r < 0 for r in reps):
+        return None
+    if call.op == "tile" and len(reps) < len(sx):
+        reps = [1] * (len(sx) - len(reps)) + reps
+    if len(reps) < len(sx):
+        return None
+    out = [r * s for r, s in zip(reps, [1] * (len(reps) - len(sx)) + sx, strict=True)]
+    n_in, n_out, dt = A.numel(sx), A.numel(out), A.dtype(x)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float(n_out), A.sized(n_out + n_in, dt), dt)
+    return Cost(0.0, A.sized(n_in + n_out, dt), dt)
+
+
+@register("pad", "constant_pad_nd")
+def _pad(call: OpCall) -> Cost | None:
+    """``F.pad(x, (l, r, t, b, ...))``: the last ``len(pad)/2`` dims grow (negative pads crop); input read,
+    output written (the border filled). Backward slices dY back: dY's inner part read, dX written."""
+    b = A.bind(call.args, ("input", "pad", "mode", "value"))
+    x, sx, pad = b.get("input"), A.shape(b.get("input")), A.value(b.get("pad"))
+    if sx is None or not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(sx):
+        return None
+    if not all(isinstance(p, int) for p in pad):
+        return None
+    out = list(sx)
+    for i in range(len(pad) // 2):
+        out[-1 - i] += pad[2 * i] + pad[2 * i + 1]
+    if any(o < 0 for o in out):
+        return None
+    n_in, n_out, dt = A.numel(sx), A.numel(out), A.dtype(x)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(0.0, A.sized(2 * n_in, dt), dt)
+    return Cost(0.0, A.sized(n_in + n_out, dt), dt)
 
 
 @register("contiguous")

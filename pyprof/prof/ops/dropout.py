@@ -31,6 +31,8 @@ def _dropout(call: OpCall) -> Cost | None:
     # F.dropout defaults to training=True; torch.dropout/native_dropout pass it explicitly.
     training = A.value(train_arg, True)
     p = A.value(b.get("p"), 0.5)
+    if not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        return None
     if call.op == "_fused_dropout":  # _fused_dropout(input, p) where p is the *keep* probability
         training, p = True, 1.0 - p
     if not training or p == 0:

@@ -1,4 +1,5 @@
 """Fill family: fill_, zero_, zeros/ones/full, their ``_like`` and ``new_`` forms, and arange/linspace.
+``empty_like``/``new_empty`` allocate without launching anything: 0 and 0.
 
 No arithmetic: FLOPs 0. Bytes: the result written once (``numel · itemsize``). ``zeros(size)`` without
 a ``dtype`` argument is float32 (PyTorch's default dtype); ``arange`` of integers is int64 (of floats,
@@ -29,12 +30,12 @@ def _kw_dtype(call: OpCall, default: str | None) -> str | None:
     return default
 
 
-@register("fill", "zero", "zeros_like", "ones_like", "full_like", "empty_like")
+@register("fill", "zero", "zeros_like", "ones_like", "full_like", "empty_like", "new_empty")
 def _fill_like(call: OpCall) -> Cost | None:
     x = A.bind(call.args, ("input",)).get("input")
     if not A.is_tensor(x):
         return None
-    if call.op == "empty_like":  # allocates, launches nothing
+    if call.op in ("empty_like", "new_empty"):  # allocates, launches nothing
         return Cost(0.0, 0, A.dtype(x))
     return _written(call, A.numel(A.shape(x)), _kw_dtype(call, A.dtype(x)))
 
@@ -53,7 +54,9 @@ def _size(call: OpCall, skip_first_tensor: bool) -> list[int] | None:
             break
         else:
             break
-    return dims if args else None
+    if not args or any(isinstance(d, bool) or d < 0 for d in dims):
+        return None
+    return dims
 
 
 @register("zeros", "ones", "full", "new_zeros", "new_ones", "new_full")
@@ -90,6 +93,6 @@ def _arange(call: OpCall) -> Cost | None:
 def _linspace(call: OpCall) -> Cost | None:
     b = A.bind(call.args, ("start", "end", "steps"))
     steps = A.value(b.get("steps"))
-    if not isinstance(steps, int):
+    if not isinstance(steps, int) or steps < 0:
         return None
     return _written(call, steps, _kw_dtype(call, "float32"))

@@ -1,4 +1,4 @@
-"""GEMM family: mm, bmm, matmul (and ``@``), addmm, addbmm, baddbmm, linear, mv, dot, einsum.
+"""GEMM family: mm, bmm, matmul (and ``@``), addmm, addbmm, baddbmm, linear, mv, dot, vdot, einsum.
 
 Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times a batch).
 
@@ -90,7 +90,7 @@ def _product(call: OpCall, a: dict | None, b: dict | None, bias: dict | None = N
     return gemm_cost(call, a, b, out, macs, bias, mnk)
 
 
-@register("mm", "bmm", "matmul", "mv", "dot", "vdot", "inner")
+@register("mm", "bmm", "matmul", "mv", "dot", "vdot")
 def _mm(call: OpCall) -> Cost | None:
     b = A.bind(call.args, ("input", "other"))
     a1 = b.get("input") or b.get("self")

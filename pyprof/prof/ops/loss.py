@@ -71,8 +71,12 @@ def _elementwise_loss(call: OpCall) -> Cost | None:
     return Cost(float((fwd if red else fwd - 1) * n), A.total(A.nbytes(x), A.nbytes(t), A.sized(n_out, dt)), dt)
 
 
-def _samples(x: list[int], t: list[int], probs: bool) -> int:
-    return prod(x) // (x[1] if len(x) > 1 else x[0]) if probs else prod(t)
+def _samples(x: list[int], t: list[int], probs: bool) -> int | None:
+    """Samples: the target's elements (class indices), or the input's elements over its class dim."""
+    if not probs:
+        return prod(t)
+    classes = x[1] if len(x) > 1 else (x[0] if x else 0)
+    return prod(x) // classes if classes else None
 
 
 @register("cross_entropy", "cross_entropy_loss")
@@ -85,7 +89,10 @@ def _cross_entropy(call: OpCall) -> Cost | None:
         return None
     probs = st == sx and A.dtype(t) in A.FLOATING | {None} and A.dtype(t) is not None
     e, n = prod(sx), _samples(sx, st, probs)
-    smooth = (A.value(b.get("label_smoothing"), 0.0) or 0.0) > 0
+    ls = A.value(b.get("label_smoothing"), 0.0)
+    if not isinstance(ls, (int, float)):
+        return None
+    smooth = ls > 0
     dt = A.compute_dtype(call.cdtype, x)
     n_out = 1 if red else n
     if call.direction == "bprop":

@@ -113,7 +113,9 @@ def _fused_adam(call: OpCall) -> Cost | None:
     rw = [*p, *g, *m, *v] + (list(lists[4]) if ams else [])
     written = [*p, *m, *v] + (list(lists[4]) if ams else [])
     dt = A.compute_dtype(call.cdtype, *p)
-    return Cost(float(per * n), A.total(*[A.nbytes(t) for t in rw + written]), dt)
+    note = "" if any(a.get("name") == "weight_decay" for a in call.args) else \
+        "hyperparameters not captured: weight decay, amsgrad, maximize not counted"
+    return Cost(float(per * n), A.total(*[A.nbytes(t) for t in rw + written]), dt, note=note)
 
 
 @register("_fused_sgd")

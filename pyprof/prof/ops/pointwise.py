@@ -40,7 +40,7 @@ TABLE: dict[str, tuple[int, int, bool]] = {
     "clamp": (2, 1, True), "clip": (2, 1, True), "clamp_min": (1, 1, True), "clamp_max": (1, 1, True),
     "maximum": (1, 1, True), "minimum": (1, 1, True), "fmax": (1, 1, True), "fmin": (1, 1, True),
     "where": (1, 1, True), "lerp": (3, 2, True), "addcmul": (3, 2, True), "addcdiv": (3, 3, True),
-    "nan_to_num": (3, 1, True),
+    "nan_to_num": (3, 1, True), "tril": (1, 1, False), "triu": (1, 1, False),
     # comparisons and logic (no gradient)
     "eq": (1, 0, False), "ne": (1, 0, False), "lt": (1, 0, False), "le": (1, 0, False),
     "gt": (1, 0, False), "ge": (1, 0, False), "isnan": (1, 0, False), "isinf": (1, 0, False),
@@ -115,3 +115,16 @@ def _pointwise(call: OpCall) -> Cost | None:
         if A.value(b.get("approximate"), "none") == "tanh":
             per = _GELU_TANH
     return elementwise_cost(call, A.tensors(call.args), per)
+
+
+@register("outer", "ger")
+def _outer(call: OpCall) -> Cost | None:
+    """``outer(a[M], b[N])``: one multiply per element of the ``[M, N]`` result; backward
+    ``da = dY·b`` and ``db = dYᵀ·a`` are one multiply-add per element each."""
+    ts = A.tensors(call.args)[:2]
+    if len(ts) != 2:
+        return None
+    sa, sb = A.shape(ts[0]), A.shape(ts[1])
+    if sa is None or sb is None or len(sa) != 1 or len(sb) != 1:
+        return None
+    return elementwise_cost(call, ts, (1, 1, True), out_shape=[sa[0], sb[0]])  # + the reduction add

@@ -69,15 +69,17 @@ def _pool(call: OpCall) -> Cost | None:
             osz = [osz] * nd
         if not isinstance(osz, list) or len(osz) != nd:
             return None
-        out_sp = [i if o is None else int(o) for i, o in zip(ins, osz, strict=True)]
+        out_sp = [i if o is None else o for i, o in zip(ins, osz, strict=True)]
+        if not all(isinstance(o, int) and o > 0 for o in out_sp):
+            return None
         window = prod(adaptive_window_total(i, o) for i, o in zip(ins, out_sp, strict=True))  # sum over outputs
         k_total = prod(lead) * window
     else:
-        k = A.ints(b.get("kernel_size"), nd, None)
+        k = A.ints(b.get("kernel_size"), nd, None, minimum=1)
         sv = b.get("stride")
-        stride = k if A.value(sv) in (None, []) and A.known(sv) else A.ints(sv, nd, None)
+        stride = k if A.value(sv) in (None, []) and A.known(sv) else A.ints(sv, nd, None, minimum=1)
         pad = A.ints(b.get("padding"), nd, 0)
-        dil = A.ints(b.get("dilation"), nd, 1) if kind == "max" else [1] * nd
+        dil = A.ints(b.get("dilation"), nd, 1, minimum=1) if kind == "max" else [1] * nd
         cm = b.get("ceil_mode")
         if k is None or stride is None or pad is None or dil is None or not A.known(cm):
             return None

@@ -1,5 +1,6 @@
 """Reduction family: sum, mean, prod, max/min (and amax/amin/argmax/argmin), norm and the vector norms,
-var/std (and var_mean/std_mean), logsumexp, all/any, count_nonzero, nansum/nanmean.
+var/std (and var_mean/std_mean), logsumexp, all/any, count_nonzero, nansum/nanmean, and the scans
+(cumsum, cumprod, ...).
 
 Forward FLOPs per *input* element (``dim=None`` reduces everything; ``keepdim`` only changes the shape):
 sum/mean/prod/nansum/max/min/argmax/any/all/count_nonzero 1 (one add or compare), plus one divide per
@@ -41,6 +42,29 @@ _SIG = {"norm": ("input", "p", "dim", "keepdim"), "linalg_vector_norm": ("input"
         "frobenius_norm": ("input", "dim", "keepdim"), "count_nonzero": ("input", "dim")}
 _DEFAULT_SIG = ("input", "dim", "keepdim")
 _NO_GRAD = {"argmax", "argmin", "all", "any", "count_nonzero", "aminmax"}
+
+
+@register("cumsum", "cumprod", "logcumsumexp", "cummax", "cummin")
+def _scan(call: OpCall) -> Cost | None:
+    """Scans along a dim: one add (multiply, compare) per element (logcumsumexp 3: exp, add, log);
+    the output has the input's shape. Backward: a reverse scan of dY (cumprod 3 per element: it also
+    divides by the input and multiplies). Bytes: input read, output written; backward dY read, dX written
+    (and the input and output for cumprod)."""
+    b = A.bind(call.args, ("input", "dim"))
+    x = b.get("input")
+    n = A.numel(A.shape(x))
+    if n is None:
+        return None
+    dt = A.compute_dtype(call.cdtype, x)
+    want = A.value(b.get("dtype"))
+    odt = A.norm_dtype(want) if isinstance(want, str) else dt
+    per = 3 if call.op == "logcumsumexp" else 1
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        heavy = call.op in ("cumprod", "logcumsumexp")
+        return Cost(float((3 if heavy else 1) * n), A.sized((4 if heavy else 2) * n, dt), dt)
+    return Cost(float(per * n), A.total(A.nbytes(x), A.sized(n, odt)), dt)
 
 
 def reduced_shape(shp: list[int], dim, keepdim: bool) -> list[int] | None:

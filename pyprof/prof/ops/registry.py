@@ -76,6 +76,8 @@ _BINARY = {"add", "sub", "mul", "div", "truediv", "floordiv", "mod", "pow", "mat
 # Namespaces whose functions are spelled with a prefix in aten (``torch.linalg.vector_norm`` is
 # ``aten::linalg_vector_norm``).
 _NS_PREFIX = {"torch.linalg": "linalg_", "torch.special": "special_", "torch.fft": "fft_"}
+# Old PyProf markers name namespaces without the ``torch.`` prefix.
+_MOD_ALIAS = {"Tensor": "torch.Tensor", "nn.functional": "torch.nn.functional"}
 
 
 def canonical(op: str, mod: str | None = None) -> str:
@@ -146,13 +148,24 @@ def estimate(call: OpCall) -> Cost | None:
     """The op call's cost, or ``None`` when no model covers the op (or its arguments are unknown).
 
     ``call.op`` may be any spelling (it goes through :func:`canonical`); the model sees the canonical
-    name in ``call.op``.
+    name in ``call.op`` and a normalised ``call.mod`` (``Tensor`` -> ``torch.Tensor``; ``aten`` for an
+    ``aten::`` name without a namespace). Arguments a model cannot make sense of (a stride of 0, a
+    string where a size belongs) give ``None``: unknown, never an exception that stops a report.
     """
     _load()
     name = canonical(call.op, call.mod)
     model = _MODELS.get(name)
     if model is None:
         return None
-    if name != call.op:
-        call = OpCall(name, call.args, call.direction, call.cdtype, call.mod)
-    return model(call)
+    mod = _MOD_ALIAS.get(call.mod, call.mod)
+    if mod is None and call.op.startswith("aten::"):
+        mod = "aten"  # aten signatures differ from torch.nn.functional's (mse_loss, batch_norm, ...)
+    if name != call.op or mod != call.mod:
+        call = OpCall(name, call.args, call.direction, call.cdtype, mod)
+    try:
+        cost = model(call)
+    except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError):
+        return None  # arguments the model cannot make sense of: unknown, never a crash of the report
+    if cost is not None and ((cost.flops is not None and cost.flops < 0) or (cost.bytes is not None and cost.bytes < 0)):
+        return None
+    return cost

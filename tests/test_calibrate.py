@@ -1,0 +1,62 @@
+"""``pyprof calibrate``: measured peaks are positive, plausible, saved, and read back by prof."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+
+pytest.importorskip("torch")
+
+from pyprof.calibrate import best_rate, measure  # noqa: E402
+from pyprof.cli.main import main  # noqa: E402
+from pyprof.prof.devices import CPU_DEVICE, DeviceResolver, load_calibration  # noqa: E402
+
+
+def test_best_rate_is_work_over_the_best_time():
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(0.01)
+
+    rate = best_rate(fn, 1.0, budget=0.05, cuda=False)
+    assert 50 < rate <= 100  # one unit of work per >= 10 ms
+    assert len(calls) >= 4  # warm-up + at least three timed calls
+
+
+def test_measure_cpu_small():
+    cal = measure("cpu", n=256, copy_mb=8, budget=0.05, dtypes=("float32", "bfloat16"))
+    assert cal.device == CPU_DEVICE
+    assert cal.flops["float32"] > 1e8  # any CPU of this decade does > 0.1 GFLOP/s in a 256^3 GEMM
+    assert cal.bw > 1e8
+    assert set(cal.flops) | set(cal.skipped) == {"float32", "bfloat16"}
+
+
+def test_cli_saves_and_prof_reads_back(tmp_path, capsys):
+    path = tmp_path / "cal.json"
+    with pytest.raises(SystemExit) as info:
+        main(["calibrate", "--device", "cpu", "--size", "256", "--copy-mb", "8", "--budget", "0.05",
+              "--dtype", "float32", "-o", str(path)])
+        raise SystemExit(0)
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "GEMM float32" in out and "copy bandwidth" in out and str(path) in out
+    data = orjson.loads(path.read_bytes())
+    entry = data["devices"][CPU_DEVICE]
+    assert entry["flops"]["float32"] > 0 and entry["bw"] > 0
+    dev = DeviceResolver(calibration=load_calibration(path)).resolve(None, is_cpu=True)
+    assert dev is not None and dev.bw == entry["bw"]
+    assert dev.peak("float32", False) == entry["flops"]["float32"]
+
+
+def test_cli_cuda_without_gpu_is_a_usage_error(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(SystemExit) as info:
+        main(["calibrate", "--device", "cuda", "--no-save"])
+    assert info.value.code == 2
+    assert "no GPU" in capsys.readouterr().err

@@ -1,0 +1,146 @@
+"""``pyprof run`` end to end through the CLI entry point: output files, summary, findings, and how
+failing or step-less scripts are reported (exit status and one-line errors)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import orjson
+import pytest
+
+pytest.importorskip("torch")
+
+from pyprof.cli.main import main  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
+
+TRAIN = """
+import sys
+import torch
+import pyprof
+from torch import nn
+
+with open(sys.argv[1], "w") as fh:
+    fh.write(__name__ + " " + " ".join(sys.argv[1:]))
+net = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 8))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.randn(16, 32)
+for i in range(int(sys.argv[2])):
+    opt.zero_grad()
+    net(x).pow(2).mean().backward()
+    opt.step()
+    if i == {fail_at}:
+        1 / 0
+"""
+
+
+def _script(tmp_path, fail_at=-1, body=TRAIN):
+    p = tmp_path / "train.py"
+    p.write_text(textwrap.dedent(body.replace("{fail_at}", str(fail_at))))
+    return p
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def test_run_writes_trace_records_env_and_prints_summary_and_findings(tmp_path, capsys):
+    script = _script(tmp_path)
+    out = tmp_path / "out"
+    seen = tmp_path / "argv.txt"
+    code, stdout, stderr = _run(["run", "-o", str(out), "--active", "2", str(script), str(seen), "5"], capsys)
+    assert code == 0, stderr
+    assert seen.read_text() == f"__main__ {seen} 5"  # run as __main__ with sys.argv = [script, *args]
+    for name in ("trace.json", "records.dict", "env.json"):
+        assert (out / name).is_file()
+    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    assert {r["dir"] for r in recs} >= {"fprop", "bprop", "optim"}
+    linear = [r for r in recs if r["op"] == "linear" and r["dir"] == "fprop"]
+    assert {r["layer"][-1] for r in linear} == {"0", "2"}  # nn.Sequential children
+    assert "steps counted at optimizer.step()" in stdout
+    assert "Summary by op" in stdout and "linear" in stdout
+    assert "CPU findings" in stdout and "intra-op threads" in stdout and "Hottest ops" in stdout
+    env = orjson.loads((out / "env.json").read_bytes())
+    assert env["intra_op_threads"] >= 1 and env["logical_cpus"] >= 1
+
+
+def test_failing_script_prints_its_traceback_and_exits_1(tmp_path, capsys):
+    script = _script(tmp_path, fail_at=2)
+    out = tmp_path / "out"
+    code, _, stderr = _run(["run", "-o", str(out), str(script), str(tmp_path / "a.txt"), "5"], capsys)
+    assert code == 1
+    assert "Traceback (most recent call last)" in stderr
+    assert f'File "{script}", line 17' in stderr and "ZeroDivisionError" in stderr
+    assert "runner.py" not in stderr and "runpy" not in stderr  # pyprof's frames are not the user's
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("pyprof: error: train.py failed with ZeroDivisionError") or \
+        last.startswith("pyprof: error: train.py failed: ZeroDivisionError")
+    assert not (out / "records.dict").exists()
+
+
+def test_sys_exit_nonzero_is_a_failure(tmp_path, capsys):
+    script = _script(tmp_path, body="import sys\nsys.exit(3)\n")
+    code, _, stderr = _run(["run", "-o", str(tmp_path / "o"), str(script)], capsys)
+    assert code == 1 and "exited with status 3" in stderr
+
+
+def test_script_without_iterations_is_a_one_line_error(tmp_path, capsys):
+    script = _script(tmp_path, body="import torch\ntorch.randn(8, 8) @ torch.randn(8, 8)\n")
+    code, _, stderr = _run(["run", "-o", str(tmp_path / "o"), str(script)], capsys)
+    assert code == 2
+    assert stderr.count("\n") == 1 and "marked no iteration" in stderr and "--steps-from all" in stderr
+
+
+def test_steps_from_all_profiles_a_script_without_iterations(tmp_path, capsys):
+    script = _script(tmp_path, body="import torch\nfor _ in range(3):\n    torch.randn(64, 64) @ torch.randn(64, 64)\n")
+    out = tmp_path / "o"
+    code, stdout, stderr = _run(["run", "-o", str(out), "--steps-from", "all", str(script)], capsys)
+    assert code == 0, stderr
+    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    mm = [r for r in recs if r["op"] in ("matmul", "__matmul__", "mm")]
+    assert len({r["opId"] for r in mm}) == 3
+
+
+def test_too_few_steps_for_the_schedule(tmp_path, capsys):
+    script = _script(tmp_path)
+    code, _, stderr = _run(["run", "-o", str(tmp_path / "o"), "--wait", "3", str(script), str(tmp_path / "a"), "2"],
+                           capsys)
+    assert code == 2 and "fewer than" in stderr
+
+
+def test_missing_script(tmp_path, capsys):
+    code, _, stderr = _run(["run", str(tmp_path / "nope.py")], capsys)
+    assert code == 2 and "no such script" in stderr
+
+
+def test_examples_lenet_runs_well_under_a_minute(tmp_path, capsys):
+    import time
+
+    example = REPO / "examples" / "lenet.py"
+    if not example.is_file():
+        pytest.skip("examples/lenet.py not written yet")
+    t = time.perf_counter()
+    code, stdout, stderr = _run(["run", "-o", str(tmp_path / "o"), str(example)], capsys)
+    assert code == 0, stderr
+    assert time.perf_counter() - t < 60
+    assert "conv2d" in stdout
+
+
+def test_without_markers_ops_come_from_aten_with_shapes_and_python_frames(tmp_path, capsys):
+    script = _script(tmp_path)
+    out = tmp_path / "o"
+    code, stdout, stderr = _run(["run", "-o", str(out), "--no-init", "--with-stack", "--active", "1", str(script),
+                                 str(tmp_path / "a"), "4"], capsys)
+    assert code == 0, stderr
+    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    assert not any(r["layer"] for r in recs)  # no pyprof markers: no module paths
+    lin = [r for r in recs if r["op"] == "linear" and r["dir"] == "fprop"]
+    assert lin and {r["mod"] for r in lin} == {"aten"}
+    shapes = sorted({tuple(tuple(a["shape"]) for a in r["args"] if a["type"] == "tensor") for r in lin})
+    assert shapes == [((16, 32), (64, 32), (64,)), ((16, 64), (8, 64), (8,))]
+    assert all(r["trace"] and r["trace"][0].startswith("train.py:") for r in lin)
+    bwd = [r for r in recs if r["dir"] == "bprop" and r["op"] == "linear"]
+    assert bwd and all(r["args"] for r in bwd)  # linked to the forward aten::linear
