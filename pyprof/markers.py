@@ -17,7 +17,7 @@ so a marker is recognised by its prefix ``{"pyprof":`` (constant :data:`PREFIX`)
      "args":[{"name":"input","type":"tensor","shape":[8,3,32,32],"dtype":"float32",
               "device":"cuda:0","contig":true,"grad":false}, {"name":"stride","type":"int","value":1}],
      "cdtype":"bfloat16",            # compute dtype under torch.autocast (absent when not autocasting)
-     "seq":[41],                      # autograd sequence numbers of the op's outputs' grad_fn (absent if none)
+     "seq":[41],                      # autograd sequence number(s) of the op's nodes (absent without grad)
      "id":1234,                       # per-process op instance id (increasing)
      "trace":["train.py:42:forward"]} # user call site, innermost first (first frame outside torch/pyprof)
 
@@ -29,10 +29,14 @@ so a marker is recognised by its prefix ``{"pyprof":`` (constant :data:`PREFIX`)
 
 * ``"bwd"``: an autograd node running in the backward pass (opened on the autograd thread)::
 
-    {"pyprof":1,"k":"bwd","node":"ConvolutionBackward0","seq":41}
+    {"pyprof":1,"k":"bwd","node":"ConvolutionBackward0","seq":41,"id":1234,"nseq":41}
 
   ``seq`` equals one of the forward op's ``seq`` values, which is how the parser ties backward kernels
-  to the forward op, its arguments and its module path.
+  to the forward op, its arguments and its module path. ``id`` (when present) is the forward op's
+  ``id``: the exact join key (several forward ops may carry the same ``seq``, see
+  :mod:`pyprof.annotate.backward`); ``nseq`` is the node's own autograd sequence number. The forward
+  op's ``seq`` is the thread's autograd sequence counter read just before the op ran (the range text
+  is fixed before the op creates its nodes); for a one-node op it equals ``out.grad_fn._sequence_nr()``.
 * ``"optim"``: an optimizer step: ``{"pyprof":1,"k":"optim","cls":"AdamW"}``.
 * ``"range"``: a user range from ``pyprof.range(name)``: ``{"pyprof":1,"k":"range","name":"attention"}``.
 

@@ -67,7 +67,7 @@ FIELDS: tuple[Field, ...] = (
     Field("altSeqId", "list[int]", "Sequence numbers seen in backward ranges (`stashed seq = N`, pyprof `bwd` seq) tying a backward kernel to its forward op."),
     Field("bwdNode", "str|null", "Autograd node for a backward kernel (`ConvolutionBackward0`)."),
     Field("dir", "str", "`fprop`, `bprop` or `optim` (optimizer step); `` when it cannot be told."),
-    Field("subSeqId", "int|null", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order); null when no op instance is known."),
+    Field("subSeqId", "int|null", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order; a memcpy/memset: among that op's copies); null when no op instance is known."),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)

@@ -10,8 +10,9 @@ steps) advances at every iteration boundary:
 
 ``step_on="auto"`` counts optimizer steps until the script first calls ``pyprof.step()``; from then
 on only ``pyprof.step()`` counts (a ``pyprof.step()`` right after an optimizer step is the same
-iteration's boundary, not a second one). An optimizer step is taken at the next top-level module
-call (or the script's end), not inside the optimizer's own ``Optimizer.step#`` range. ``step_on="all"`` profiles the whole script, for scripts
+iteration's boundary, not a second one). An optimizer step is taken when ``optimizer.step()``
+returns (pyprof wraps the optimizer class's ``step`` for the run), not inside the optimizer's own
+``Optimizer.step#`` range; the first one, before the wrapper exists, at the next module call. ``step_on="all"`` profiles the whole script, for scripts
 with no iteration.
 
 A failing script: its traceback is printed on stderr as Python would print it (pyprof's and
@@ -21,6 +22,7 @@ runpy's frames dropped) and :class:`ScriptFailed` is raised (exit status 1, no t
 
 from __future__ import annotations
 
+import functools
 import os
 import runpy
 import sys
@@ -70,6 +72,7 @@ class _Stepper:
         self.pyprof_seen = False
         self.last = None
         self.pending = False
+        self.wrapped: dict[type, Any] = {}
 
     def _step(self, source: str) -> None:
         self.steps += 1
@@ -89,13 +92,39 @@ class _Stepper:
                 return
         self._step("pyprof")
 
-    def on_optimizer_step(self, *_args: Any) -> None:
+    def on_optimizer_step(self, opt: Any = None, *_args: Any) -> None:
         # The post hook runs inside the optimizer's own record_function range (Optimizer.step#...);
         # stepping the profiler there would leave that range open across the next ProfilerStep.
-        # The step is taken at the next top-level module call or at the end of the script.
+        # The step is taken right after the optimizer's step() returns (its class's step is wrapped
+        # at its first call), else at the next module call or at the end of the script.
         if self.mode in ("pyprof", "all") or self.pyprof_seen:
             return
         self.pending = True
+        if opt is not None:
+            self._wrap_step(type(opt))
+
+    def _wrap_step(self, cls: type) -> None:
+        if cls in self.wrapped:
+            return
+        orig = cls.__dict__.get("step")
+        if orig is None or not callable(orig):
+            return
+        stepper = self
+
+        @functools.wraps(orig)  # keeps torch's `hooked` flag, so torch does not wrap it again
+        def step(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                stepper.flush()
+
+        self.wrapped[cls] = orig
+        cls.step = step
+
+    def unwrap(self) -> None:
+        for cls, orig in self.wrapped.items():
+            cls.step = orig
+        self.wrapped.clear()
 
     def on_module_call(self, *_args: Any) -> None:
         if self.pending:
@@ -215,6 +244,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             sys.argv, sys.path[:] = saved_argv, saved_path
             hook.remove()
             module_hook.remove()
+            stepper.unwrap()
             annotate.remove_step_callback(stepper.on_pyprof_step)
             if opts.init and not was_initialized:
                 pyprof.deinit()
@@ -228,8 +258,10 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     if not written:
         needed = opts.wait + opts.warmup + 1
         if stepper.steps == 0:
+            what = {"pyprof": "no pyprof.step() call", "optimizer": "no optimizer.step() call"}.get(
+                opts.step_on, "no pyprof.step() and no optimizer.step() call")
             raise UsageError(
-                f"{script.name} marked no iteration (no pyprof.step() and no optimizer.step() call), "
+                f"{script.name} marked no iteration ({what}), "
                 "so the profiler schedule never reached its active steps",
                 "call pyprof.step() once per iteration, or rerun with --steps-from all to profile the whole script")
         raise UsageError(

@@ -1,7 +1,8 @@
 """Benchmark: time pyprof.init() adds per op on CPU.
 
-Workloads: a tiny MLP (a stream of small ops; many iterations) and a ResNet-18-like forward at
-batch 1 (defined below, no torchvision). States, each timed as the median over repeats:
+Workloads: a stream of small tensor ops with no module, a tiny MLP (small ops inside modules; many
+iterations, without and with autograd recording, which adds the backward-node hooks), and a
+ResNet-18-like forward at batch 1 (defined below, no torchvision). States, each timed as the median over repeats:
 
   A  no init()                                   (baseline)
   B  init(), no NVTX consumer (lazy mode)        target <= 1.2x A
@@ -10,7 +11,9 @@ batch 1 (defined below, no torchvision). States, each timed as the median over r
   D  init() inside a Recorder (payloads built and stored in Python)
 
 Ops per iteration are counted with a Recorder (op ranges). Run: ``python scripts/bench_init.py``
-(``--quick`` for fewer repeats). Prints ratios to A and microseconds added per op.
+(``--quick`` for fewer repeats). Prints ratios to A and microseconds added per op, from the
+medians of wall time and of the thread's CPU time (``time.thread_time``; torch runs on one
+thread here), the latter being far less disturbed by other processes on a shared machine.
 """
 
 from __future__ import annotations
@@ -76,6 +79,18 @@ def tiny_mlp():
     return run
 
 
+def op_stream():
+    """Small tensor ops with no module around them: the per-op cost alone."""
+    a, b = torch.randn(4, 16), torch.randn(4, 16)
+
+    def run(iters=500):
+        for _ in range(iters):
+            c = torch.add(a, b)
+            c = c.mul(2.0)
+            torch.relu(c)
+    return run
+
+
 def resnet18():
     torch.manual_seed(0)
     model = ResNet18().eval()
@@ -117,30 +132,37 @@ def bench(name: str, fn, repeats: int, grad: bool) -> dict:
     ctx = torch.enable_grad if grad else torch.no_grad
     tags = "ABCD"
     times: dict = {t: [] for t in tags}
+    cpu: dict = {t: [] for t in tags}
     with ctx():
         n_ops = count_ops(fn)
-        for rep in range(repeats + 1):
+        for rep in range(repeats + 1):  # round 0 warms up
             for tag in tags:
                 setup, run, teardown = _state(tag, fn)
                 setup()
                 try:
+                    run()  # warm: per-process caches (call sites, argument names, module texts)
                     gc.collect()
+                    c0 = time.thread_time()
                     t0 = time.perf_counter()
                     run()
                     dt = time.perf_counter() - t0
+                    dc = time.thread_time() - c0
                 finally:
                     teardown()
                 if rep:  # the first round warms up
                     times[tag].append(dt)
+                    cpu[tag].append(dc)
     med = {t: statistics.median(v) for t, v in times.items()}
-    a = med["A"]
+    cmed = {t: statistics.median(v) for t, v in cpu.items()}
+    a, ca = med["A"], cmed["A"]
     print(f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run)")
     labels = {"A": "no init                 ", "B": "init, no consumer       ",
               "C": "init, payloads (null)   ", "D": "init, Recorder          "}
+    print("    state                     wall median  ratio  added/op  | CPU median  ratio  added/op")
     for tag in tags:
-        t = med[tag]
-        extra = "" if tag == "A" else f"   {(t - a) / n_ops * 1e6:6.2f} us/op added"
-        print(f"  {tag} {labels[tag]} {t * 1e3:9.2f} ms   {t / a:5.2f}x{extra}")
+        t, c = med[tag], cmed[tag]
+        print(f"  {tag} {labels[tag]} {t * 1e3:8.2f} ms  {t / a:5.2f}x {(t - a) / n_ops * 1e6:6.2f} us"
+              f"  | {c * 1e3:7.2f} ms  {c / ca:5.2f}x {(c - ca) / n_ops * 1e6:6.2f} us")
     return med
 
 
@@ -151,6 +173,7 @@ def main() -> None:
     torch.set_num_threads(1)
     reps = 5 if args.quick else 15
     print(f"torch {torch.__version__}, CPU, 1 thread, median of {reps} repeats")
+    bench("op stream x500 (add, mul, relu)", op_stream(), reps, grad=False)
     bench("tiny MLP x200", tiny_mlp(), reps, grad=False)
     bench("tiny MLP x200", tiny_mlp(), reps, grad=True)
     bench("ResNet-18-like b1 64x64 x3", resnet18(), max(3, reps // 3), grad=False)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -91,47 +90,66 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--source", default="josiahdavis__profiling-lm")
     ap.add_argument("--keep", help="write the tiled record file here (default: a temp file, removed)")
+    ap.add_argument("--make", help=argparse.SUPPRESS)  # internal: only write the tiled file
     args = ap.parse_args()
 
-    from pyprof.prof import columns, render
-    from pyprof.prof.load import iter_records
-    from pyprof.prof.summary import summarize
-    from pyprof.prof.table import build
+    if args.make:  # run in a child, so that the measuring process stays small (max RSS is inherited)
+        seed, how = seed_records(args.source)
+        with open(args.make, "wb") as fh:
+            tile(seed, args.n, fh)
+        print(f"records: {args.n:,} tiled from {len(seed)} ({how}); "
+              f"file {os.path.getsize(args.make) / 1e6:.0f} MB", flush=True)
+        return
 
-    seed, how = seed_records(args.source)
     workdir = None if args.keep else Path(tempfile.mkdtemp(prefix="pyprof-bench-"))
     path = Path(args.keep) if args.keep else workdir / "tiled.dict"
-    with path.open("wb") as fh:
-        tile(seed, args.n, fh)
-    size = path.stat().st_size
-    print(f"records: {args.n:,} tiled from {len(seed)} ({how}); file {size / 1e6:.0f} MB")
-
+    subprocess.run([sys.executable, __file__, "--make", str(path), "--n", str(args.n), "--source", args.source],
+                   check=True)
     n = args.n
     # 1. end to end: the real command in a fresh process (interpreter and imports included)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pyprof.cli.main", "prof", "--csv", "-q", str(path), "-o", os.devnull],
-                   check=True)
+    child = subprocess.Popen([sys.executable, "-m", "pyprof.cli.main", "prof", "--csv", "-q", str(path)],
+                             stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)  # this child's own resource usage
+    child.returncode = os.waitstatus_to_exitcode(status)
     t1 = time.perf_counter()
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if child.returncode:
+        sys.exit(f"pyprof prof failed with exit code {child.returncode}")
+    peak = usage.ru_maxrss / 1024
     print(f"{'pyprof prof --csv':>24}: {t1 - t0:6.2f} s  {n / (t1 - t0):>10,.0f} kernels/s   "
           "(whole command: start-up, read, build, CSV)")
+    cpu = usage.ru_utime + usage.ru_stime
+    print(f"{'CPU time of it':>24}: {cpu:6.2f} s  {n / cpu:>10,.0f} kernels per CPU-second "
+          "(what a machine to itself would give)")
     print(f"{'peak memory':>24}: {peak:,.0f} MB max RSS of that command")
     # 2. in this process, stage by stage: where the time goes
-    t0 = time.perf_counter()
-    for _ in iter_records(path):  # decode and check every line, keep nothing
-        pass
-    t1 = time.perf_counter()
-    df = build(iter_records(path))
-    t2 = time.perf_counter()
+    from pyprof.prof import columns, render
+    from pyprof.prof.load import iter_records
+    from pyprof.prof.summary import summarize
+    from pyprof.prof.table import build, build_file
+
+    def timed(fn):
+        t = time.perf_counter()
+        result = fn()
+        return result, time.perf_counter() - t
+
+    def drain():
+        for _ in iter_records(path):  # decode and check every line, keep nothing
+            pass
+
+    workers = min(os.cpu_count() or 1, 8)  # what `pyprof prof -j N` does
+    _, t_read = timed(drain)
+    df, t_build1 = timed(lambda: build(iter_records(path)))
+    del df
+    df, t_buildn = timed(lambda: build_file(path, workers=workers))
     print(f"{'distinct op calls costed':>24}: {df.attrs.get('n_costed')}; flops known for "
           f"{df['flops'].notna().mean() * 100:.1f}% of rows, gap for {df['gap'].notna().mean() * 100:.1f}%")
-    render.write(df, columns.DEFAULT, io.StringIO(), "csv")
-    t3 = time.perf_counter()
-    summarize(df, "op")
-    t4 = time.perf_counter()
-    for label, dt in (("read (JSON decode only)", t1 - t0), ("read + build", t2 - t1),
-                      ("build without the read", (t2 - t1) - (t1 - t0)), ("render CSV", t3 - t2),
-                      ("summary by op", t4 - t3)):
+    _, t_csv = timed(lambda: render.write(df, columns.DEFAULT, io.StringIO(), "csv"))
+    _, t_sum = timed(lambda: summarize(df, "op"))
+    for label, dt in (("read (JSON decode only)", t_read), ("read + build, 1 process", t_build1),
+                      ("build without the read", t_build1 - t_read),
+                      (f"read + build, {workers} processes", t_buildn),
+                      ("render CSV", t_csv), ("summary by op", t_sum)):
         print(f"{label:>24}: {dt:6.2f} s  {n / dt:>10,.0f} kernels/s")
     load = os.getloadavg()[0]
     print(f"{'load average (1 min)':>24}: {load:.1f} on {os.cpu_count()} CPUs (other work slows every figure)")

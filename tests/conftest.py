@@ -73,9 +73,56 @@ def _pyprof_leftovers() -> list[str]:
     return found
 
 
+_PRISTINE: dict = {}
+
+
+def _owners_now() -> dict:
+    import sys
+
+    names = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special")
+    owners = {n: sys.modules[n] for n in names if n in sys.modules}
+    owners["torch.Tensor"] = sys.modules["torch"].Tensor
+    return owners
+
+
+def _take_pristine() -> None:
+    """Snapshot the torch namespaces the first time a test starts with torch imported and pyprof
+    not initialised (never importing torch here)."""
+    import sys
+
+    if _PRISTINE or "torch" not in sys.modules:
+        return
+    ann = sys.modules.get("pyprof.annotate")
+    if ann is not None and ann.is_initialized():
+        return
+    for name, owner in _owners_now().items():
+        _PRISTINE[name] = dict(vars(owner))
+
+
+def _diff_from_pristine() -> list[str]:
+    """Attributes deinit lost, or put back as an own attribute where the original was inherited."""
+    found = []
+    owners = _owners_now()
+    for name, before in _PRISTINE.items():
+        owner = owners.get(name)
+        if owner is None:
+            continue
+        now = vars(owner)
+        missing = [k for k in before if k not in now]
+        found += [f"{name}.{k} is gone" for k in missing]
+        if name == "torch.Tensor":
+            base = owner.__mro__[1]
+            found += [f"torch.Tensor.{k} became an own attribute" for k in now
+                      if k not in before and k in vars(base) and now[k] is vars(base)[k]]
+    return found
+
+
 @pytest.fixture(autouse=True)
 def _no_pyprof_leftovers():
-    """After every test: if the test left pyprof initialised, deinit it and fail the test."""
+    """After every test: if the test left pyprof initialised, deinit it and fail the test; then
+    fail if any pyprof wrapper or hook is left, or a torch attribute differs from the pristine
+    snapshot in a way only a bad restore can cause."""
+    _take_pristine()
     yield
     import sys
 
@@ -84,5 +131,7 @@ def _no_pyprof_leftovers():
     if was_on:
         ann.deinit()
     left = _pyprof_leftovers()
+    if "torch" in sys.modules:
+        left += _diff_from_pristine()
     assert not was_on, "test left pyprof initialised (call pyprof.deinit())"
     assert not left, "pyprof left torch patched after deinit(): " + "; ".join(left[:5])

@@ -169,3 +169,13 @@ def test_stack_depth_keeps_more_frames():
         pyprof.deinit()
     relu = [p for p in rec.payloads("op") if p["op"] == "relu"][0]
     assert [t.rsplit(":", 1)[1] for t in relu["trace"]] == ["inner", "outer", "test_stack_depth_keeps_more_frames"]
+
+
+def test_profiler_names_round_trip_odd_characters():
+    from pyprof import markers
+
+    text = markers.encode(markers.make("op", op="x", trace=['C:\\a %22b\\"c.py:1:f', "100%"]))
+    name = markers.to_profiler_name(text)
+    assert '"' not in name and "\\" not in name and markers.is_profiler_marker(name)
+    assert markers.from_profiler_name(name) == text
+    assert markers.from_profiler_name("aten::mm") == "aten::mm"

@@ -14,7 +14,11 @@ import math
 
 import orjson
 import pytest
-from conftest import CORPUS, corpus_files
+
+try:
+    from conftest import CORPUS, corpus_files
+except ImportError:  # tests/ collected as a package
+    from tests.conftest import CORPUS, corpus_files
 
 from pyprof.cli.main import main
 from pyprof.prof.columns import COLUMNS

@@ -115,3 +115,9 @@ def test_pytorch_1_8_spellings_give_the_same_attribution(tmp_path, recs):
                       "tid", "apiName"):
             assert o[field] == r[field], (key, field)
         assert o["start"] == r["start"] + 250
+
+
+def test_stats_for_the_parse_summary_line():
+    src = KinetoSource(GPU)
+    list(src.records())
+    assert (src.stats.kernels, src.stats.copies, src.stats.attributed) == (5, 1, 4)  # the launch-less one is not

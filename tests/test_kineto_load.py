@@ -176,3 +176,29 @@ def test_kineto_parsing_and_cpu_findings_need_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "6"
+
+
+def test_real_trace_with_unescaped_marker_names():
+    """A real torch 2.13 CPU export whose record_function names hold raw JSON (see the fixtures README)."""
+    src = KinetoSource(REPO / "tests" / "fixtures" / "kineto" / "cpu_unescaped_markers.json.gz")
+    recs = list(src.records())
+    assert any("2 event names had unescaped double quotes" in w for w in src.warnings)
+    conv = [r for r in recs if r["op"] == "conv2d" and r["dir"] == "fprop"]
+    assert len({r["opId"] for r in conv}) == 2  # one per step
+    assert all(r["layer"] == ["net"] for r in conv)
+    assert [a["shape"] for a in conv[0]["args"][:2]] == [[4, 1, 28, 28], [6, 1, 5, 5]]
+    assert all(r["trace"] and r["trace"][0].startswith("rec.py:") for r in conv)  # with_stack frames
+    mkl = [r for r in conv if r["kShortName"] == "aten::mkldnn_convolution"]
+    assert len(mkl) == 2 and all(r["kDuration"] < r["end"] - r["start"] for r in mkl)  # self time
+    bwd = [r for r in recs if r["bwdNode"] == "ConvolutionBackward0"]
+    assert bwd and all(r["op"] == "conv2d" and r["layer"] == ["net"] and r["altSeqId"] for r in bwd)
+    assert {r["dir"] for r in recs} == {"fprop", "bprop", "optim"}
+    # self times add up to the time of the outermost ops (nothing lost, nothing counted twice)
+    ops = sorted((ks.to_ns(e["ts"]), ks.to_ns(e["ts"]) + ks.to_ns(e["dur"]))
+                 for e in load_trace(src.path).events if e.get("cat") == "cpu_op")
+    outer, end = 0, -1
+    for s, e in ops:
+        if s >= end:
+            outer += e - s
+            end = e
+    assert abs(sum(r["kDuration"] for r in recs) - outer) <= len(recs)  # 1 ns rounding per op at most

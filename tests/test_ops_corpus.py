@@ -10,7 +10,11 @@ import re
 import sqlite3
 
 import pytest
-from conftest import corpus_file, corpus_files
+
+try:
+    from conftest import corpus_file, corpus_files
+except ImportError:  # tests/ imported as a package
+    from tests.conftest import corpus_file, corpus_files
 
 from pyprof.markers import decode_legacy_pyprof, is_legacy_pyprof
 from pyprof.prof.ops import OpCall, canonical, covered_ops, estimate

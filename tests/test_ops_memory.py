@@ -146,3 +146,8 @@ def test_output_sizes_match_torch():
     assert cost("index_select", [T([2, 3, 4]), S(1), T([4], "int64")]).bytes == 4 * 8 + y.numel() * 4 * 2
     y = torch.cat([x, x[:, :1]], dim=1)
     assert cost("cat", [L([T([2, 3, 4]), T([2, 1, 4])]), S(1)]).bytes == (x.numel() + 8 + y.numel()) * 4
+
+
+def test_view_backward_is_free_and_reshape_backward_copies_like_forward():
+    assert cost("transpose", [T([4, 6]), S(0), S(1)], "bprop").bytes == 0
+    assert cost("reshape", [T([4, 6], contig=False), S(24)], "bprop").bytes == 24 * 4 * 2

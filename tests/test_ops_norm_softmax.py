@@ -97,3 +97,16 @@ def test_embedding_both_argument_orders():
 def test_embedding_bag_sum():
     c = cost("embedding_bag", [T([6, 4], "int64"), T([100, 16]), S(None), S(None), S(2.0), S(False), S("sum")])
     assert c.flops == 24 * 16  # 6 bags of 4 rows of 16: one add per gathered element
+
+
+def test_more_backward_formulas():
+    # log_softmax backward: 4 per element; read y and dY, write dX
+    b = cost("log_softmax", [T([4, 10]), S(1)], "bprop")
+    assert b.flops == 4 * 40 and b.bytes == 40 * 3 * 4
+    # group_norm backward: dX 8 + dw 2 + db 1 per element over [2, 32, 8, 8] = 4096 elements
+    assert cost("group_norm", [T([2, 32, 8, 8]), S(8), T([32]), T([32])], "bprop").flops == 11 * 4096
+    # embedding_bag backward: scatter-add of 24 gathered rows of 16 = 384 adds; dY (6 bags x 16),
+    # indices (24 x 8 bytes) read and the whole [100, 16] gradient written
+    eb = cost("embedding_bag", [T([6, 4], "int64"), T([100, 16]), S(None), S(None), S(2.0), S(False), S("sum")],
+              "bprop")
+    assert eb.flops == 384 and eb.bytes == 96 * 4 + 24 * 8 + 1600 * 4

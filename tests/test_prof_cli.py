@@ -9,7 +9,11 @@ import sys
 
 import orjson
 import pytest
-from conftest import REPO
+
+try:
+    from conftest import REPO
+except ImportError:  # tests/ collected as a package
+    from tests.conftest import REPO
 
 from pyprof.cli.main import main
 from pyprof.prof.columns import COLUMNS, DEFAULT
@@ -200,3 +204,21 @@ def test_docs_prof_md_is_generated_from_the_code():
     from pyprof.prof.docs import markdown
 
     assert (REPO / "docs" / "prof.md").read_text() == markdown(), "run: python -m pyprof.prof.docs > docs/prof.md"
+
+
+def test_output_to_a_device_is_written_in_place(dictfile, capsys, tmp_path):
+    import os
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    import threading
+
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    code, _, err = run(["--csv", "-o", str(fifo), str(dictfile)], capsys)
+    reader.join(10)
+    assert code == 0, err
+    assert got and got[0].startswith("Idx,")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still a FIFO, not replaced by a regular file

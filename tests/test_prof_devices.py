@@ -6,7 +6,11 @@ import sqlite3
 
 import orjson
 import pytest
-from conftest import corpus_file
+
+try:
+    from conftest import corpus_file
+except ImportError:  # tests/ collected as a package
+    from tests.conftest import corpus_file
 
 from pyprof.errors import InputError, UsageError
 from pyprof.prof import devices

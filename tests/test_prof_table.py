@@ -144,7 +144,7 @@ def test_memcpy_keeps_own_bytes_and_takes_no_share(model):
             dict(rec(2, dur=500), kind="memcpy", kShortName="memcpy HtoD", bytes=100)]
     df = table.build(recs)
     assert df["flops"].tolist()[0] == pytest.approx(FLOPS)  # the kernel keeps the whole op cost
-    assert df["bytes"].tolist()[1:] == [4096, 100]
+    assert df["bytes"].tolist()[1:] == [2 * 4096, 100]  # DtoD: read and written
     assert df["flops"].tolist()[1:] == [0, 0]
     assert not math.isnan(df["ideal"][1])  # device-to-device: memory bound
     assert math.isnan(df["ideal"][2])  # host copy: bounded by the link, no ideal
@@ -203,3 +203,54 @@ def test_odd_list_fields_do_not_break_sharing(model):
     df = table.build([rec(0, trace=[["a", 1]], grid=[1, 1, 1]), rec(1, opid=2, trace=[["a", 1]])])
     assert df["trace"].tolist() == [[["a", 1]], [["a", 1]]]
     assert df["grid"][0] == [1, 1, 1]
+
+
+def test_non_numeric_duration_is_an_input_error(model):
+    from pyprof.errors import InputError
+
+    with pytest.raises(InputError, match="kDuration"):
+        table.build([rec(0, dur="12 ns")])
+
+
+def test_large_opids_are_kept_apart(model):
+    big = 2**60
+    df = table.build([rec(0, opid=big), rec(1, opid=big + 1)])
+    assert df["flops"].tolist() == pytest.approx([FLOPS, FLOPS])  # two instances, not one split in two
+
+
+def test_build_file_in_parallel_equals_sequential(model, tmp_path, monkeypatch):
+    import orjson
+
+    path = tmp_path / "net.dict"
+    recs = [rec(i, opid=i // 3, dur=100 + i, subSeqId=i % 3, kernel=f"k{i % 7}") for i in range(3000)]
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    monkeypatch.setattr(table, "PARALLEL_MIN_BYTES", 0)
+    used = []
+    parallel = table._parallel_columns
+    monkeypatch.setattr(table, "_parallel_columns", lambda *a: used.append(parallel(*a)) or used[-1])
+    par = table.build_file(path, workers=2)
+    assert used and used[0] is not None  # the file was decoded by the worker processes
+    seq = table.build(recs)
+    assert par.equals(seq)
+    assert par["flops"].sum() == pytest.approx(FLOPS * 1000)
+
+
+def test_build_file_bad_line_reports_its_number(model, tmp_path, monkeypatch):
+    import orjson
+
+    from pyprof.errors import InputError
+
+    lines = [orjson.dumps(rec(i, opid=i)) for i in range(2000)]
+    lines[1500] = b'{"kShortName": "k", "kDuration": 1'
+    path = tmp_path / "bad.dict"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.setattr(table, "PARALLEL_MIN_BYTES", 0)
+    with pytest.raises(InputError, match="line 1501"):
+        table.build_file(path, workers=2)
+
+
+def test_argless_ops_are_costed_once(monkeypatch):
+    calls = []
+    monkeypatch.setitem(registry._MODELS, "ptestnoargs", lambda c: calls.append(c) or Cost(1.0, 8.0, "float32"))
+    df = table.build([rec(i, op="ptestnoargs", opid=i, args=[]) for i in range(50)])
+    assert len(calls) == 1 and (df["flops"] == 1.0).all()

@@ -5,7 +5,11 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from conftest import corpus_file
+
+try:
+    from conftest import corpus_file
+except ImportError:  # tests/ collected as a package
+    from tests.conftest import corpus_file
 
 from pyprof.prof import tensorcores
 from pyprof.prof.tensorcores import eligibility_note, tc_flag

@@ -16,9 +16,14 @@ Pieces, one module each:
   torch.profiler, :class:`~pyprof.annotate.recorder.Recorder`).
 
 Lazy mode (default): no payload is built while nobody consumes markers: no NVTX tool attached
-(``nvtx.get_domain("pyprof")`` is the ``nvtx`` package's dummy domain unless nsys' injection library
-enabled it), no torch.profiler (Kineto) session and no Recorder. Then each wrapper costs one
-attribute read and one C call before the original runs.
+(``nvtx.get_domain("pyprof")`` is the ``nvtx`` package's dummy domain unless nsys' injection library,
+found through ``NVTX_INJECTION64_PATH``, enabled it), no torch.profiler (Kineto) session and no
+Recorder. Then each wrapper costs two attribute reads before the original runs, and the global
+module hooks are not even installed (they are added when a consumer appears).
+
+Under torch.profiler the markers become ``record_function`` ranges named
+``markers.to_profiler_name(text)`` (quotes percent-encoded: Kineto writes names into chrome traces
+unescaped); ``markers.from_profiler_name`` recovers the marker.
 
 Compiled and traced code: under ``torch.compile`` (``torch.compiler.is_compiling()``) and
 ``torch.jit.trace`` the wrappers take the plain path, so compiled regions run unmarked but correctly;
@@ -32,7 +37,9 @@ from collections.abc import Callable
 from typing import Any
 
 from pyprof import markers
-from pyprof.annotate import backward, emit, modules, optim, patch
+from pyprof.annotate import backward as _backward
+from pyprof.annotate import emit, optim, patch
+from pyprof.annotate import modules as _modules
 from pyprof.annotate.state import LOCK, S
 from pyprof.errors import UsageError
 
@@ -55,24 +62,22 @@ _wrapped: list = []  # (owner, name, original attribute, had_own) for pyprof.wra
 
 
 def init(*, functions: bool = True, methods: bool = True, functional: bool = True,
-         modules_: bool | None = None, backward_: bool | None = None, optimizer: bool = True,
-         extra: bool = True, nested: bool = False, stack_depth: int = 1, lazy: bool = True,
-         **aliases: Any) -> None:
+         modules: bool = True, backward: bool = True, optimizer: bool = True, extra: bool = True,
+         nested: bool = False, stack_depth: int = 1, lazy: bool = True, **unknown: Any) -> None:
     """Instrument PyTorch. A second call (before :func:`deinit`) is a no-op.
 
     Categories: ``functions`` (torch.*), ``methods`` (torch.Tensor), ``functional``
     (torch.nn.functional), ``extra`` (torch.linalg/fft/special), ``modules`` (module ranges),
     ``backward`` (per-node backward ranges and ``seq``), ``optimizer`` (optimizer-step ranges).
     ``nested=True`` emits ops called inside ops too. ``stack_depth`` user frames are kept in
-    ``trace``. ``lazy=False`` builds payloads even when no consumer is attached (for tests and
-    tools that read NVTX some other way).
+    ``trace``. ``lazy=False`` builds payloads even when no consumer is attached (for tools that read
+    NVTX some other way, and for measuring the payload cost).
+    Raises :class:`~pyprof.errors.UsageError` for an unknown option or a bad value.
     """
-    mods = aliases.pop("modules", True) if modules_ is None else modules_
-    bwd = aliases.pop("backward", True) if backward_ is None else backward_
-    if aliases:
-        raise UsageError(f"unknown pyprof.init() option(s): {', '.join(sorted(aliases))}",
+    if unknown:
+        raise UsageError(f"unknown pyprof.init() option(s): {', '.join(sorted(unknown))}",
                          "see help(pyprof.annotate.init) for the options")
-    if not isinstance(stack_depth, int) or stack_depth < 1:
+    if not isinstance(stack_depth, int) or isinstance(stack_depth, bool) or stack_depth < 1:
         raise UsageError(f"pyprof.init(stack_depth={stack_depth!r}) must be an int >= 1",
                          "pass stack_depth=1 for the call site only")
     with LOCK:
@@ -80,16 +85,16 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
             return
         S.nested = bool(nested)
         S.stack_depth = stack_depth
-        S.backward = bool(bwd)
+        S.backward = bool(backward)
         S.always = not lazy
-        S.nvtx = emit.nvtx_attached() or os.environ.get("PYPROF_FORCE_NVTX") == "1"
+        S.nvtx = emit.nvtx_attached()
         try:
             patch.patch_namespaces(functions=functions, methods=methods, functional=functional,
                                    extra=extra)
-            if mods:
-                modules.install()
-            if bwd:
-                backward.install()
+            if modules:
+                _modules.install()
+            if backward:
+                _backward.install()
             if optimizer:
                 optim.install()
         except BaseException:
@@ -101,8 +106,8 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
 
 def _undo() -> None:
     patch.unpatch_all()
-    modules.uninstall()
-    backward.uninstall()
+    _modules.uninstall()
+    _backward.uninstall()
     optim.uninstall()
 
 

@@ -21,6 +21,7 @@ appears or disappears between the two (a profiler started inside an op) never un
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import torch
@@ -96,6 +97,9 @@ def pop(token) -> None:
         _domain.pop_range()
 
 
+_tls = threading.local()
+
+
 class Range:
     """``with Range(text):`` / ``@Range(text)``: a push/pop pair with try/finally (used by pyprof.range)."""
 
@@ -118,8 +122,6 @@ class Range:
         return False
 
     def __call__(self, fn):
-        import functools
-
         @functools.wraps(fn)
         def inner(*args, **kwargs):
             with Range(self.text):
@@ -127,5 +129,3 @@ class Range:
 
         return inner
 
-
-_tls = threading.local()

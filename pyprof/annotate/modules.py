@@ -99,8 +99,12 @@ def _pre(module, inputs):
     if (S.idle and not _ap._is_profiler_enabled) or _is_compiling():
         return None
     st = _stack()
+    gen = _gen[0]
+    if st and st[-1][3] != gen:  # left open on this thread when the hooks were last removed
+        while st:
+            emit.pop(st.pop()[1])
     path = module_path(module, st)
-    st.append((module, emit.push(_text(module, path), cache=True), path))
+    st.append((module, emit.push(_text(module, path), cache=True), path, gen))
     return None
 
 
@@ -132,6 +136,8 @@ def _hooks_on() -> None:
 
 
 def _hooks_off() -> None:
+    if _handles:
+        _gen[0] += 1
     while _handles:
         _handles.pop().remove()
     st = getattr(_tls, "mods", None)
@@ -148,6 +154,7 @@ def sync() -> None:
 
 
 _enabled = [False]
+_gen = [0]  # bumped when the hooks go: entries of other threads older than this are stale
 _prof_patched: list = []
 
 

@@ -37,6 +37,7 @@ _tls = threading.local()
 _ap = torch.autograd.profiler  # ``_ap._is_profiler_enabled``: a plain bool torch.profiler sets
 _tracing_state = torch._C._get_tracing_state
 _grad_enabled = torch.is_grad_enabled
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 _Tensor = torch.Tensor
 _VERSION = markers.VERSION
 _dumps = markers.encode
@@ -64,9 +65,16 @@ class OpMeta:
 
     def arg_names(self) -> tuple:
         if not self._names_done:
+            key = (self.ns, self.name)
+            names = _names_cache.get(key)
+            if names is None:
+                names = _names_cache[key] = _arg_names(self.fn, self.ns, self.name)
+            self.names = names
             self._names_done = True
-            self.names = _arg_names(self.fn, self.ns, self.name)
         return self.names
+
+
+_names_cache: dict = {}  # (ns, name) -> positional names; survives deinit/init
 
 
 def _arg_names(fn, ns: str, name: str) -> tuple:
@@ -135,7 +143,7 @@ def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> dic
     """The op payload dict (see :mod:`pyprof.markers`)."""
     p = {"pyprof": _VERSION, "k": "op", "ns": meta.ns, "op": meta.name,
          "args": _describe_args(args, kwargs, meta.names if meta._names_done else meta.arg_names())}
-    if meta.lowp:
+    if meta.lowp and _any_autocast():
         dev = _first_device_type(args, kwargs)
         if dev is not None:
             cd = compute_dtype(meta.name, dev)

@@ -47,7 +47,7 @@ TENSOR_SKIP = frozenset({
     "__array__", "__array_wrap__", "__array_priority__", "__dlpack__", "__dlpack_device__",
     "__init__", "__new__", "__del__", "__getattribute__", "__getattr__", "__setattr__",
     "__delattr__", "__init_subclass__", "__subclasshook__", "__class__", "__instancecheck__",
-    "__cuda_array_interface__", "__weakref__", "__eq__", "__ne__", "__nonzero__",
+    "__cuda_array_interface__", "__weakref__", "__nonzero__",
 })
 FUNCTIONAL_SKIP = frozenset({
     "handle_torch_function", "has_torch_function", "has_torch_function_unary",

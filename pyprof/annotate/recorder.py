@@ -22,7 +22,10 @@ from pyprof.annotate.state import LOCK, S
 
 @dataclass
 class RecordedRange:
-    """One range: ``parents`` are the texts of the ranges enclosing it on the same thread, outermost first."""
+    """One range: ``parents`` are the texts of the ranges enclosing it on the same thread, outermost first.
+
+    ``tid`` is the OS thread id (``threading.get_native_id()``, what Nsight records); times are
+    ``time.perf_counter_ns()``; ``domain`` is pyprof's NVTX domain."""
 
     text: str
     domain: str | None

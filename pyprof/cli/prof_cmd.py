@@ -13,7 +13,8 @@ SPLIT_RULE = (
     "Kernels sharing an opId and dir form one op instance; the instance's FLOPs and bytes\n"
     "(computed once from the op's shapes and dtypes) are split over its kernels in proportion\n"
     "to their durations, so per-kernel figures add up to the instance's exact totals.\n"
-    "memcpy/memset records keep their own byte counts."
+    "memcpy/memset records keep their own byte counts (a device-to-device copy twice: read and\n"
+    "written) and take no share of an op's cost."
 )
 
 PEAKS = (
@@ -77,23 +78,27 @@ Summary columns (--summary op|layer|kernel|dir):
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s (overrides the table).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="Write here instead of stdout (all or nothing).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, metavar="N",
+              help="Processes decoding a large (64 MiB+) record file; helps where CPUs are idle. Default 1.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr.")
-def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, quiet):
+def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, quiet):
     from pyprof.atomic import atomic_output
     from pyprof.errors import UsageError
     from pyprof.prof import render
-    from pyprof.prof.load import iter_records
     from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
-    from pyprof.prof.table import build
+    from pyprof.prof.table import build_file
 
     if as_csv + as_json + (width > 0) > 1:
         raise UsageError("--csv, --json and -w are exclusive", "choose one output style")
     if top is not None and not summary:
         raise UsageError("--top needs --summary", "e.g. --summary op --top 10")
+    if file in (None, "-") and sys.stdin.isatty():
+        raise UsageError("no record file given and stdin is a terminal",
+                         "give FILE (from `pyprof parse x.sqlite -o FILE`) or pipe records in")
     names = columns.parse_columns(cols)
     style = "csv" if as_csv else "json" if as_json else "aligned" if width else "space"
 
-    df = build(iter_records(file), gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    df = build_file(file, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs)
     if not quiet:
         for line in df.attrs.get("warnings", []):
             click.echo(f"pyprof: warning: {line}", err=True)
@@ -103,8 +108,8 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
             render.write(df, names, fh, style, width)
         else:
             s = summarize(df, summary)
-            if sort == "excess":
-                s = fix_first(s, len(s))
+            if sort == "excess":  # groups without a known ideal time go last
+                s = s.sort_values("excess", ascending=False, na_position="last", kind="stable")
             shown = s.head(top) if top else s
             headers = dict(HEADERS, key=summary.capitalize())
             render.write(shown, SUMMARY_NAMES, fh, style, width, headers, FORMATS)

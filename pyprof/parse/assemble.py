@@ -54,7 +54,10 @@ def pylist(values) -> list:
         values = values.to_numpy()
     arr = np.asarray(values)
     if arr.dtype == object:
-        return [None if (v is None or (isinstance(v, float) and v != v)) else v for v in arr.tolist()]
+        mask = pd.isna(arr)
+        if not mask.any():
+            return arr.tolist()
+        return [None if m else v for v, m in zip(arr.tolist(), mask.tolist(), strict=True)]
     if arr.dtype.kind in "iu":
         out = arr.tolist()
         if (arr < 0).any():
@@ -65,7 +68,7 @@ def pylist(values) -> list:
         vals = np.where(mask, 0, arr).astype(np.int64).tolist()
         if not mask.any():
             return vals
-        return [None if m else v for v, m in zip(vals, mask.tolist())]
+        return [None if m else v for v, m in zip(vals, mask.tolist(), strict=False)]
     if arr.dtype.kind == "b":
         return arr.tolist()
     return [None if v is None else v for v in arr.tolist()]
@@ -149,9 +152,10 @@ class Prepared:
         has_op = np.flatnonzero(op_id >= 0)
         if len(has_op):
             corr = _ints(acts["correlationId"])
-            order = has_op[np.lexsort((corr[has_op], api_start[has_op], op_id[has_op]))]
+            kern = is_kernel.astype(np.int64)
+            order = has_op[np.lexsort((corr[has_op], api_start[has_op], kern[has_op], op_id[has_op]))]
             ids = op_id[order]
-            first = np.r_[True, ids[1:] != ids[:-1]]
+            first = np.r_[True, (ids[1:] != ids[:-1]) | (kern[order][1:] != kern[order][:-1])]
             starts = np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))
             sub_seq[order] = np.arange(len(ids)) - starts
 
@@ -211,29 +215,26 @@ class Prepared:
                 self.ranges_of[key] = self.ranges_of[sid]
             self.row_key[i] = key
 
-    def _columns(self):
-        a = self.acts
-        cols = {c: pylist(a[c]) for c in ACT_COLUMNS if c != "thread"}
-        return cols
+    def _columns(self, lo: int = 0, hi: int | None = None):
+        a = self.acts.iloc[lo:hi]
+        return {c: pylist(a[c]) for c in ACT_COLUMNS if c != "thread"}
 
-    def _base_rows(self) -> Iterator[tuple]:
-        c = self._columns()
+    def _base_rows(self, lo: int = 0, hi: int | None = None) -> Iterator[tuple]:
+        hi = self.n if hi is None else hi
+        c = self._columns(lo, hi)
         src = self.source
-        for i in range(self.n):
-            s, e = c["start"][i], c["end"][i]
-            gx = c["gridX"][i]
-            bx = c["blockX"][i]
-            base = {
-                "kind": c["kind"][i], "source": src, "kShortName": c["kShortName"][i],
-                "kLongName": c["kLongName"][i], "kDuration": e - s if s is not None and e is not None else None,
-                "start": s, "end": e, "correlationId": c["correlationId"][i], "pid": c["pid"][i],
-                "tid": c["tid"][i], "device": c["device"][i], "gpu": c["gpu"][i], "stream": c["stream"][i],
-                "grid": [gx, c["gridY"][i], c["gridZ"][i]] if gx is not None else None,
-                "block": [bx, c["blockY"][i], c["blockZ"][i]] if bx is not None else None,
-                "bytes": c["bytes"][i], "copyKind": c["copyKind"][i], "apiName": c["apiName"][i],
-                "apiStart": c["apiStart"][i], "apiEnd": c["apiEnd"][i],
+        cols = [c[k] for k in ("kind", "kShortName", "kLongName", "start", "end", "correlationId", "pid", "tid",
+                               "device", "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+                               "bytes", "copyKind", "apiName", "apiStart", "apiEnd")]
+        for i, (kind, short, long_, s, e, corr, pid, tid, dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes,
+                copy, api, a0, a1) in enumerate(zip(*cols, strict=True), lo):
+            yield i, {
+                "kind": kind, "source": src, "kShortName": short, "kLongName": long_,
+                "kDuration": e - s if s is not None and e is not None else None, "start": s, "end": e,
+                "correlationId": corr, "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream,
+                "grid": [gx, gy, gz] if gx is not None else None, "block": [bx, by, bz] if bx is not None else None,
+                "bytes": nbytes, "copyKind": copy, "apiName": api, "apiStart": a0, "apiEnd": a1,
             }
-            yield i, base
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Records as dicts (shared sub-objects: do not mutate ``ranges``/``args``/... in place)."""
@@ -246,14 +247,14 @@ class Prepared:
             rec["subSeqId"] = subs[i] if subs[i] >= 0 else None
             yield rec
 
-    def lines(self) -> Iterator[bytes]:
-        """Records as JSON lines, in chunks of bytes: the decoded part of each distinct stack is
-        serialised once and spliced in."""
+    def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
+        """Records ``lo:hi`` as JSON lines, in chunks of bytes: the decoded part of each distinct stack
+        is serialised once and spliced in."""
         frags: dict[Any, bytes] = {}
         op_ids, subs, keys = self.op_id.tolist(), self.sub_seq.tolist(), self.row_key
         dumps = orjson.dumps
         buf: list[bytes] = []
-        for i, base in self._base_rows():
+        for i, base in self._base_rows(lo, hi):
             k = keys[i]
             frag = frags.get(k)
             if frag is None:

@@ -35,6 +35,8 @@ from pyprof import markers
 _KEY = re.compile(r",\s*(stashed seq|seq|op_id|sizes|input_op_ids)\s*=\s*")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAMESPACED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$")
+#: namespaces of PyTorch operators (other ``a::b`` texts, e.g. nvFuser's ``FusionCache::get``, are user ranges)
+_OP_NAMESPACES = ("aten::", "prim::", "c10d::", "_c10d_functional::", "torchvision::", "quantized::")
 _BWD_NODE = re.compile(r"^(?:torch::autograd::)?[A-Za-z_][A-Za-z0-9_]*Backward\d*$")
 _MANGLED_AUTOGRAD = re.compile(r"^N5torch8autograd\d+([A-Za-z_][A-Za-z0-9_]*)E$")
 _EVALUATE = "autograd::engine::evaluate_function: "
@@ -87,7 +89,7 @@ def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
         if mangled:
             name = "torch::autograd::" + mangled.group(1)
     if not matches and not node:
-        if not (_NAMESPACED.match(name) or (bare_names and _IDENT.match(name))):
+        if not ((_NAMESPACED.match(name) and name.startswith(_OP_NAMESPACES)) or (bare_names and _IDENT.match(name))):
             return None
     elif not (_IDENT.match(name) or _NAMESPACED.match(name)):
         return None

@@ -66,14 +66,14 @@ def nsys_gpu_names(db: Database, acts: pd.DataFrame) -> list:
     pairs = pd.DataFrame({"p": pids, "d": devs})
     uniq = pairs.drop_duplicates()
     names = {}
-    for p, d in zip(uniq["p"].tolist(), uniq["d"].tolist()):
+    for p, d in zip(uniq["p"].tolist(), uniq["d"].tolist(), strict=False):
         name = by_pid_dev.get((p, d))
         if name is None and d is not None and d == d and d >= 0:
             name = by_dev.get(int(d))
         names[(p, d)] = name
     if len(names) == 1:
         return [next(iter(names.values()))] * len(acts)
-    return [names[(p, d)] for p, d in zip(pids.tolist(), devs.tolist())]
+    return [names[(p, d)] for p, d in zip(pids.tolist(), devs.tolist(), strict=False)]
 
 
 def nvprof_gpu_names(db: Database, devices: list, strings: dict[int, str]) -> list:

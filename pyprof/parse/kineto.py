@@ -42,6 +42,7 @@ import contextlib
 import gc
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pyprof.errors import InputError, NoKernelsError
@@ -70,6 +71,7 @@ class KinetoSource:
         self.meta = trace.meta
         self.version = f"chrome trace schemaVersion {trace.meta.get('schemaVersion', '?')}"
         self.warnings: list[str] = []
+        self.stats: KinetoStats | None = None
         self._ix = build_index(trace.chunks)
         ix = self._ix
         self.n_events = ix.n_events
@@ -161,7 +163,7 @@ class KinetoSource:
                 # no marker call site (own or forward's): the with_stack Python frames
                 f = dict(f, trace=list(ix.frames[key][:3]))
             ctx = (f, op_id, key)
-            if len(self._cache) > 65536:
+            if len(self._cache) > 262144:  # instances are met in time order: old ones are done
                 self._cache.clear()
             self._cache[key] = ctx
         return ctx
@@ -217,12 +219,12 @@ class KinetoSource:
             p = ix.parent[r]
             if p >= 0 and ix.seq[p] == seq:
                 continue
-            f, _, _ = self._context(r, None)
+            f, _, key = self._context(r, None)
             if f["dir"] == "bprop":
+                self._cache.pop(key, None)  # cached without its backward link: recompute later
                 continue
             linker.add(ix.pid[r], seq, ix.start[r], {k: f[k] for k in _FWD_KEYS})
         linker.freeze()
-        self._cache.clear()
         return linker
 
     # -- records -------------------------------------------------------------------------------------
@@ -230,8 +232,16 @@ class KinetoSource:
     def records(self) -> Iterator[dict[str, Any]]:
         """Kernel records in kernel start order; ``subSeqId`` counts each op instance's kernels in
         launch order."""
+        self.stats = stats = KinetoStats()
         with _no_gc():
-            yield from self._records()
+            for rec in self._records():
+                if rec["kind"] != "kernel":
+                    stats.copies += 1
+                else:
+                    stats.kernels += 1
+                    if rec["op"] is not None or rec["bwdNode"] is not None:
+                        stats.attributed += 1
+                yield rec
 
     def _records(self) -> Iterator[dict[str, Any]]:
         self._cache: dict[int, tuple] = {}
@@ -247,14 +257,15 @@ class KinetoSource:
             kernels.sort(key=lambda k: k[0])  # launch order
             numbered = []
             for k in kernels:
-                op_id = self._context(k[1], linker)[1]
+                ctx = self._context(k[1], linker)
+                op_id = ctx[1]
                 n = sub.get(op_id, 0)
                 sub[op_id] = n + 1
-                numbered.append((k[2], k[1], k[3], n))
+                numbered.append((k[2], k[1], k[3], n, ctx))
             del kernels
+            self._cache.clear()
             numbered.sort(key=lambda k: k[0])
-            for _, node, rec, n in numbered:
-                ctx = self._context(node, linker)
+            for _, node, rec, n, ctx in numbered:
                 self._kernel_fields(node, ctx, rec)
                 rec["opId"] = ctx[1]
                 rec["subSeqId"] = n if ctx[1] is not None else 0
@@ -328,6 +339,16 @@ class KinetoSource:
         return kernels
 
 
+@dataclass
+class KinetoStats:
+    """Counts for ``pyprof parse``'s summary line, filled while :meth:`KinetoSource.records` runs:
+    ``attributed`` records have an op (or a backward node) from the ranges open at their launch."""
+
+    kernels: int = 0
+    copies: int = 0
+    attributed: int = 0
+
+
 @contextlib.contextmanager
 def _no_gc():
     """Pause the cyclic garbage collector: parsing allocates millions of acyclic objects, and the
@@ -339,9 +360,6 @@ def _no_gc():
         yield
     finally:
         if was:
-            # what survives (the index, the records) is acyclic: keep the next collection from
-            # walking millions of objects once (objects are still freed by reference counting)
-            gc.freeze()
             gc.enable()
 
 

@@ -149,7 +149,7 @@ class NsysSource:
             return np.array([strings.get(u) for u in uniq.tolist()], dtype=object)[inv.reshape(-1)]
 
         k = ints("kernel", len(KERNEL_COLS))
-        kc = dict(zip(KERNEL_COLS, k.T))
+        kc = dict(zip(KERNEL_COLS, k.T, strict=False))
         frames = {"kind": [np.full(len(k), "kernel", dtype=object)]}
         long_ids = np.where(kc["demangledName"] >= 0, kc["demangledName"], kc["mangledName"])
         longs = names(long_ids)
@@ -167,7 +167,7 @@ class NsysSource:
             m = ints(name, len(COPY_COLS))
             if not len(m):
                 continue
-            mc = dict(zip(COPY_COLS, m.T))
+            mc = dict(zip(COPY_COLS, m.T, strict=False))
             if name == "memcpy":
                 kinds = np.array([schema.copy_kind_name(v) if v >= 0 else "unknown" for v in mc["copyKind"].tolist()],
                                  dtype=object)
@@ -192,7 +192,7 @@ class NsysSource:
 
         # the API call: same correlationId and pid; first row wins (backtrace duplicates are filtered)
         a = ints("api", len(API_COLS))
-        ac = dict(zip(API_COLS, a.T))
+        ac = dict(zip(API_COLS, a.T, strict=False))
         a_pid = (ac["globalTid"] >> PID_SHIFT) & ID_MASK
         corr = acts["correlationId"].to_numpy()
         idx = join_first((corr << 24) | pid, (ac["correlationId"] << 24) | a_pid) if len(a) else \
@@ -215,7 +215,7 @@ class NsysSource:
         return Prepared(acts, ranges, self.kind, self.stats, labels=labels)
 
     def _ranges(self, nv: np.ndarray, where: dict, res: list, strings: dict[int, str]):
-        cols = dict(zip(["rowid", *NVTX_COLS], nv.T))
+        cols = dict(zip(["rowid", *NVTX_COLS], nv.T, strict=False))
         n = len(nv)
         # message: text column, else the registered string (textId)
         code = cols["textId"].copy()  # StringIds ids (>= 0) or -1

@@ -88,7 +88,7 @@ class NvprofSource:
 
     def _api(self) -> pd.DataFrame:
         frames = []
-        for table, names in zip(schema.NVPROF_API_TABLES, (schema.RUNTIME_CBID, schema.DRIVER_CBID)):
+        for table, names in zip(schema.NVPROF_API_TABLES, (schema.RUNTIME_CBID, schema.DRIVER_CBID), strict=False):
             a = self.db.select(table, {"cbid": "cbid", "apiStart": "start", "apiEnd": "end", "pid": "processId",
                                        "tid": "threadId", "correlationId": "correlationId"})
             if not len(a):
@@ -116,7 +116,7 @@ class NvprofSource:
         )
         if not rows:
             return empty
-        start, obj, name, domain, end = zip(*rows)
+        start, obj, name, domain, end = zip(*rows, strict=False)
         pid, tid = _object_ids(list(obj))
         r = pd.DataFrame({"start": np.asarray(start, dtype=np.int64), "end": np.asarray(end, dtype=np.int64)})
         r["pid"] = pid
@@ -142,6 +142,9 @@ class NvprofSource:
         if not len(ranges):
             self.warnings.append("the database has no NVTX ranges: records carry no ranges, layer or op")
         return Prepared(acts, ranges, self.kind, self.stats)
+
+    def prepared(self) -> Prepared:
+        return self._load()
 
     def records(self) -> Iterator[dict[str, Any]]:
         yield from self._load().records()

@@ -5,8 +5,11 @@ Kept apart from the click command so that tests, benchmarks and other code call 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -43,14 +46,10 @@ def parse_file(path: str, out: str | None) -> Result:
     a file output is never left partial."""
     source = open_source(path)
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
-    if hasattr(source, "lines"):  # nsys/nvprof: JSON lines serialised in chunks
-        chunks = iter(source.lines())
-        first = next(chunks, None)  # every read happens before the first chunk: validate before writing
+    if hasattr(source, "prepared"):  # nsys/nvprof: every read happens here, before the first byte
+        prep = source.prepared()
         with atomic_output(out, "wb") as fh:
-            if first is not None:
-                fh.write(first)
-                for chunk in chunks:
-                    fh.write(chunk)
+            write_lines(prep, fh, out)
             fh.flush()
     else:
         records = iter(source.records())
@@ -71,6 +70,46 @@ def parse_file(path: str, out: str | None) -> Result:
         res.kernels = res.written
     res.warnings = list(source.warnings)
     return res
+
+
+#: above this many records, the second half is serialised by a forked child in parallel
+PARALLEL_OUT_MIN = 200_000
+
+
+def write_lines(prep, fh, out: str | None = None) -> None:
+    """Stream ``prep``'s JSON lines to ``fh``; on big outputs a forked child serialises the second half
+    into a temporary file beside the output while this process writes the first, then it is appended."""
+    n = prep.n
+    if n < PARALLEL_OUT_MIN or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        for chunk in prep.lines():
+            fh.write(chunk)
+        return
+    mid = n // 2
+    where = os.path.dirname(os.path.abspath(out)) if out and out != "-" else None
+    fd, tmp = tempfile.mkstemp(prefix=".pyprof-half-", suffix=".part", dir=where)
+    try:
+        pid = os.fork()
+        if pid == 0:  # child: rows mid..n
+            code = 1
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    for chunk in prep.lines(mid, n):
+                        f.write(chunk)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(fd)
+        for chunk in prep.lines(0, mid):
+            fh.write(chunk)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise RuntimeError("pyprof parse: the output worker process failed")
+        fh.flush()
+        with open(tmp, "rb") as src:
+            shutil.copyfileobj(src, fh, 1 << 22)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _worker(path: str, out: str) -> Result:
@@ -111,14 +150,14 @@ def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress
             bar = None
     try:
         if jobs == 1:
-            for p, o in zip(paths, outs):
+            for p, o in zip(paths, outs, strict=False):
                 r = _worker(p, o)
                 if bar:
                     bar.update(1)
                 yield r
             return
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_worker, p, o) for p, o in zip(paths, outs)]
+            futures = [pool.submit(_worker, p, o) for p, o in zip(paths, outs, strict=False)]
             for fut in as_completed(futures):
                 r = fut.result()
                 if bar:

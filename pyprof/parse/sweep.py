@@ -186,7 +186,7 @@ def _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_si
     # at equal times ranges open before the query sees them (start <= t).
     active: list[int] = []  # positions into g, in (start, -end) order
     i = 0
-    for qi, t in zip(qs.tolist() + [None], qtimes + [None]):
+    for qi, t in zip(qs.tolist() + [None], qtimes + [None], strict=False):
         while i < len(rows) and (t is None or starts[i] <= t):
             s_i = starts[i]
             active = [a for a in active if ends[a] > s_i]

@@ -30,16 +30,19 @@ pyprof parse net.sqlite | pyprof prof       # reads stdin; quiet on a broken pip
 From Python (what `pyprof run` uses):
 
 ```python
-from pyprof.prof.load import iter_records
-from pyprof.prof.table import build
-from pyprof.prof.summary import summarize, fix_first
+from pyprof.prof import build, build_file, iter_records, summarize, fix_first
 df = build(iter_records("net.dict"), gpu=None, peak_flops=None, peak_bw=None)  # one row per kernel
+df = build_file("net.dict")                 # the same; a large file is decoded on several processes
 print(df.attrs["warnings"])                 # uncovered ops with their share of time, missing peaks
 by_op = summarize(df, "op")                 # op | layer | kernel | dir
 print(fix_first(by_op, 10))                 # largest time above the roofline first
 ```
 
 Unknown numbers print `n/a` (NaN in the DataFrame, `null` in JSON), never 0; unknown text prints `-`.
+Speed: `python scripts/bench_prof.py` tiles a parsed corpus export to 1M records and prints kernels/s
+per stage and the command's peak memory. Decoding the JSON lines is most of the time; `-j N` decodes a
+record file of 64 MiB or more on N processes (it helps only where CPUs are idle). Each distinct op call
+is costed once, and repeated kernel names, GPU names, call sites and argument lists are stored once.
 """
 
 SPLIT = """## How an op's cost is split over its kernels
@@ -50,7 +53,8 @@ op's FLOPs and bytes are computed once per instance (once per distinct `(op, mod
 from shapes and dtypes by the models in `pyprof.prof.ops`) and split over the instance's kernels **in
 proportion to their durations** (equally when all durations are 0). So the per-kernel figures add up
 exactly to the instance's cost, and every kernel of an instance shows the instance's achieved rates.
-memcpy/memset records keep their own byte count (FLOPs 0) and take no share of the op's cost. An op
+memcpy/memset records keep their own byte count (twice it for a device-to-device copy, which reads and
+writes every byte; FLOPs 0) and take no share of the op's cost. An op
 without a model shows `n/a`, and one warning on stderr lists such ops with their share of kernel time.
 """
 

@@ -66,7 +66,7 @@ def _drop_ranges(line: bytes) -> bytes:
     return line[:i] + line[j + 1:]
 
 
-def _read(fh: IO, name: str) -> Iterator[dict[str, Any]]:
+def _read(fh: IO, name: str, allow_empty: bool = False) -> Iterator[dict[str, Any]]:
     loads = orjson.loads
     legacy: dict | None = None
     count = 0
@@ -97,7 +97,7 @@ def _read(fh: IO, name: str) -> Iterator[dict[str, Any]]:
             raise InputError(f"{name} line {lineno}: record without kShortName/kDuration", HINT)
         count += 1
         yield rec
-    if not count:
+    if not count and not allow_empty:
         raise InputError(f"{name} holds no records (empty file)", HINT)
 
 
@@ -156,3 +156,42 @@ def _normalise_legacy(rec: dict[str, Any], fprop_by_seq: dict[int, dict[str, Any
                 rec["op"] = rec.get("op") or src.get("op")
                 rec["mod"] = rec.get("mod") or src.get("mod")
                 break
+
+
+def is_legacy(path: str | os.PathLike) -> bool:
+    """True when the file's first record line is an NVIDIA PyProf ``str(dict)`` line."""
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                return line.lstrip()[:2] == b"{'"
+    return False
+
+
+def split_ranges(path: str | os.PathLike, parts: int) -> list[tuple[int, int]]:
+    """``parts`` byte ranges of the file, each starting at a line start, covering it exactly."""
+    size = os.path.getsize(path)
+    bounds = [0]
+    with open(path, "rb") as fh:
+        for k in range(1, parts):
+            fh.seek(max(size * k // parts, bounds[-1]))
+            if fh.tell() > 0:
+                fh.readline()  # to the start of the next line
+            bounds.append(min(max(fh.tell(), bounds[-1]), size))
+    bounds.append(size)
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
+def iter_range(path: str | os.PathLike, start: int, end: int) -> Iterator[dict[str, Any]]:
+    """The records of the lines in bytes ``[start, end)`` (line-aligned, see :func:`split_ranges`)."""
+
+    def lines(fh):
+        pos = start
+        for line in fh:
+            if pos >= end:
+                return
+            pos += len(line)
+            yield line
+
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        yield from _read(lines(fh), f"{path} (bytes {start}-{end})", allow_empty=True)

@@ -134,22 +134,22 @@ def _write(df, names, fh, style, width, headers, fmts) -> None:
     if style == "json":
         _write_json(df, names, fh)
         return
-    cols = formatted(df, names, fmts)
     n = len(df)
-    if style == "csv":
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(heads)
+    if style in ("csv", "space"):  # formatted chunk by chunk: memory stays flat however long the table
+        if style == "csv":
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(heads)
+        else:
+            fh.write(" ".join(h.replace(" ", "_") for h in heads) + "\n")
         for start in range(0, n, CHUNK):
-            w.writerows(zip(*(c[start:start + CHUNK] for c in cols), strict=True))
+            cols = formatted(df.iloc[start:start + CHUNK], names, fmts)
+            if style == "csv":
+                w.writerows(zip(*cols, strict=True))
+            else:
+                rows = zip(*([s.replace(" ", "_") for s in c] for c in cols), strict=True)
+                fh.write("\n".join(" ".join(r) for r in rows) + "\n")
         return
-    if style == "space":
-        cols = [[s.replace(" ", "_") for s in c] for c in cols]
-        fh.write(" ".join(h.replace(" ", "_") for h in heads) + "\n")
-        for start in range(0, n, CHUNK):
-            rows = zip(*(c[start:start + CHUNK] for c in cols), strict=True)
-            fh.write("\n".join(" ".join(r) for r in rows) + "\n")
-        return
-    _write_aligned(cols, heads, names, fh, width, fmts)
+    _write_aligned(formatted(df, names, fmts), heads, names, fh, width, fmts)
 
 
 def _write_aligned(cols, heads, names, fh, width, fmts) -> None:

@@ -22,8 +22,8 @@ KEYS = {"op": "op", "layer": "module", "kernel": "kernel", "dir": "dir"}
 # name, header, format, meaning: the one table of summary columns (help and renderers use it)
 SUMMARY_COLUMNS = (
     ("key", "Key", "str", "The op, innermost layer (module path), kernel name or direction."),
-    ("time", "Time(ns)", "sci", "Total kernel time of the group."),
-    ("share", "Share(%)", "float", "Percent of all kernel time."),
+    ("time", "Time(ns)", "sci", "Total silicon time of the group (kernels, memcpy, memset)."),
+    ("share", "Share(%)", "float", "Percent of the time of all records (kernels, memcpy, memset)."),
     ("count", "Count", "int", "Number of kernels."),
     ("flops", "FLOPs", "sci", "FLOPs of the kernels with a model (n/a when none has one)."),
     ("bytes", "Bytes", "sci", "Bytes of the kernels with a model."),

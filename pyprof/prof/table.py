@@ -11,8 +11,8 @@ kernel, because real traces repeat the same op shapes and kernel names thousands
    ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0.
 3. **The split rule.** An instance's FLOPs and bytes are split over its kernels in proportion to their
    durations (equally if all durations are 0), so the per-kernel figures add up exactly to the
-   instance's cost. memcpy/memset records carry their own byte count, 0 FLOPs, and take no share of
-   the op's cost.
+   instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
+   copy: read and written), 0 FLOPs, and take no share of the op's cost.
 4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`), once per distinct name.
 5. **Roofline** (:mod:`pyprof.prof.devices`): ideal = max(flops / peak(dtype, unit), bytes / bandwidth);
    gap = sil / ideal; bound says which term is larger. Host<->device copies get no ideal (the link,
@@ -33,6 +33,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from pyprof.errors import InputError
 from pyprof.prof import tensorcores
 from pyprof.prof.devices import DeviceResolver
 from pyprof.prof.params import first_dtype, render
@@ -62,8 +63,8 @@ def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args
 # text fields repeated across kernels: one string object per distinct value (memory, and faster hashing)
 _INTERN = ("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype", "dir")
 # list fields repeated across kernels: one list object per distinct content
-_SHARE = ("layer", "trace", "grid", "block")
-CHUNK = 65536
+_SHARE = ("layer", "trace")
+CHUNK = 8192
 
 
 def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
@@ -72,7 +73,8 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
     never held whole and a million kernels of a training loop cost little more than their distinct names."""
     getter = itemgetter(*KEYS)
     cols: dict[str, list] = {k: [] for k in KEYS}
-    pools: dict[str, dict] = {k: {} for k in _INTERN + _SHARE}
+    pools: dict[str, dict] = {k: {} for k in _INTERN + _SHARE + ("args",)}
+    dumps = orjson.dumps
     rows: list[tuple] = []
     append = rows.append
 
@@ -81,9 +83,15 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
             if k in _INTERN:
                 pool = pools[k]
                 col = map(pool.setdefault, col, col)
+            elif k == "args":  # one object per distinct argument list (training loops repeat them)
+                pool = pools[k]
+                col = [v if v is None else pool.setdefault(dumps(v), v) for v in col]
             elif k in _SHARE:
                 pool = pools[k]
-                col = map(pool.setdefault, map(_freeze, col), col)
+                try:  # the fast path: lists of strings
+                    col = list(map(pool.setdefault, map(tuple, col), col))
+                except TypeError:  # None, or a list holding lists
+                    col = [pool.setdefault(_freeze(v), v) for v in col]
             cols[k].extend(col)
         rows.clear()
 
@@ -138,11 +146,86 @@ def _codes(*arrays) -> tuple[np.ndarray, int]:
     return key, int(key.max()) + 1 if len(key) else 0
 
 
+def _numeric(raw: dict[str, np.ndarray], field: str) -> np.ndarray:
+    """A numeric record field as float64 (null -> NaN); a non-number is an input error, not a crash."""
+    try:
+        return pd.Series(raw[field], dtype="float64").to_numpy()
+    except (TypeError, ValueError):
+        bad = next(v for v in raw[field].tolist() if v is not None and not isinstance(v, (int, float)))
+        raise InputError(f"record field {field} holds {bad!r}, not a number",
+                         "give the output of `pyprof parse`") from None
+
+
 def _first_index(codes: np.ndarray, m: int) -> np.ndarray:
     first = np.full(m, -1, dtype=np.int64)
     uniq, idx = np.unique(codes, return_index=True)  # first occurrence of each code
     first[uniq] = idx
     return first
+
+
+PARALLEL_MIN_BYTES = 64 << 20  # below this, starting processes costs more than it saves
+
+
+def _range_columns(job: tuple[str, int, int]) -> dict[str, list]:
+    """Worker: the columns of one byte range of a record file."""
+    from pyprof.prof.load import iter_range
+
+    gc.disable()
+    return _columns(iter_range(*job))
+
+
+def _parallel_columns(path: str, workers: int) -> dict[str, list] | None:
+    """Decode a large record file on ``workers`` processes (JSON decoding is most of prof's time).
+    None when it cannot (then the caller reads it in this process, which also reports any bad line)."""
+    import concurrent.futures
+    import multiprocessing
+
+    from pyprof.prof.load import split_ranges
+
+    jobs = [(path, a, b) for a, b in split_ranges(path, workers * 2)]
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            parts = list(pool.map(_range_columns, jobs))
+    except Exception:  # a bad line (reported exactly by the sequential read), or no processes here
+        return None
+    cols = parts[0]
+    for part in parts[1:]:
+        for k in KEYS:
+            cols[k].extend(part[k])
+    return cols if cols["kind"] else None
+
+
+def build_file(source, gpu: str | None = None, peak_flops: float | None = None, peak_bw: float | None = None,
+               calibration: dict | None = None, workers: int | None = None) -> pd.DataFrame:
+    """:func:`build` of a record file (path, ``-`` or None for stdin). With ``workers`` > 1 a large file
+    (64 MiB or more) of JSON-lines records is decoded on that many processes (``None``: the CPUs, at
+    most 8); PyProf dict files, stdin and small files are read in this process. The result is the same
+    either way. It pays only where CPUs are idle (on a busy 2-CPU machine it was slower), so the CLI
+    leaves it off unless ``-j`` asks for it."""
+    import os
+
+    from pyprof.prof.load import is_legacy, iter_records
+
+    resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8)
+    path = None if source is None or str(source) == "-" or hasattr(source, "read") else os.fspath(source)
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        cols = None
+        if (path is not None and workers > 1 and os.path.isfile(path)
+                and os.path.getsize(path) >= PARALLEL_MIN_BYTES and not is_legacy(path)):
+            cols = _parallel_columns(path, workers)
+        if cols is None:
+            cols = _columns(iter_records(source))
+        n = len(cols["kind"])
+        raw = {k: _obj(cols.pop(k)) for k in KEYS}
+        return _build(raw, n, resolver)
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops: float | None = None,
@@ -173,8 +256,8 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     direction = _obj(["" if v is None else v for v in raw["dir"].tolist()])
     raw["dir"] = direction
     is_kernel = kind == "kernel"
-    sil = pd.Series(raw["kDuration"], dtype="float64").to_numpy()
-    rec_bytes = pd.Series(raw["bytes"], dtype="float64").to_numpy()
+    sil = _numeric(raw, "kDuration")
+    rec_bytes = _numeric(raw, "bytes")
 
     inst = _instances(raw, n, is_kernel)
     out: dict[str, Any] = {"idx": np.arange(1, n + 1)}
@@ -184,7 +267,7 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["kind"] = kind
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
-    _costs(out, inst, sil, rec_bytes, is_kernel)
+    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"])
     arch = _tensor_cores(out, inst, raw, is_kernel, resolver)
     warnings = _coverage_warning(out, inst, sil, is_kernel)
     warnings += _roofline(out, raw, is_kernel, arch, resolver)
@@ -198,15 +281,15 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
 
 def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dict[str, Any]:
     """Op-instance id per row and each instance's cost, params and dtype (see the module docstring)."""
-    opid = pd.Series(raw["opId"], dtype="float64").to_numpy()
     op = raw["op"]
     has_op = np.array([o is not None for o in op.tolist()], dtype=bool) if n else np.zeros(0, bool)
-    grouped = is_kernel & ~np.isnan(opid)
-    legacy = is_kernel & np.isnan(opid) & has_op
+    has_id = np.array([v is not None for v in raw["opId"].tolist()], dtype=bool) if n else np.zeros(0, bool)
+    grouped = is_kernel & has_id
+    legacy = is_kernel & ~has_id & has_op
     inst_of = np.full(n, -1, dtype=np.int64)
     m = 0
-    if grouped.any():
-        codes, m = _codes(opid[grouped], raw["dir"][grouped])
+    if grouped.any():  # exact ids (no float rounding), compared as JSON gave them
+        codes, m = _codes(raw["opId"][grouped], raw["dir"][grouped])
         inst_of[grouped] = codes
     if legacy.any():
         prev: dict[Any, tuple[tuple, int]] = {}
@@ -229,12 +312,11 @@ def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dic
     params: list[str] = [""] * m
     dtypes: list[str | None] = [None] * m
     cache: dict[tuple, tuple] = {}
-    renders: dict[bytes, tuple] = {}
+    renders: dict[int, tuple] = {}
     columns = (op[first].tolist(), raw["args"][first].tolist(), raw["cdtype"][first].tolist(),
                raw["mod"][first].tolist(), raw["dir"][first].tolist(), is_kernel[first].tolist())
-    dumps = orjson.dumps
     for j, (o, args, cd, mod, d, kern) in enumerate(zip(*columns, strict=True)):
-        akey = dumps(args) if args else b""
+        akey = id(args)  # _columns gave equal argument lists one object, alive until the table is built
         if o is None or not kern:
             if args:
                 info = renders.get(akey)
@@ -254,7 +336,8 @@ def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dic
             "n_costed": len(cache)}
 
 
-def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_kernel: np.ndarray) -> None:
+def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_kernel: np.ndarray,
+           kname: np.ndarray) -> None:
     """Per-kernel FLOPs and bytes by the split rule (see the module docstring)."""
     m, inst_of, costs = inst["m"], inst["of"], inst["cost"]
     inst_flops = np.array([c.flops if c is not None and c.flops is not None else NAN for c in costs], dtype=float)
@@ -270,7 +353,9 @@ def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_ker
     copy = ~is_kernel
     if copy.any():
         flops[copy] = np.where(np.isnan(rec_bytes[copy]), NAN, 0.0)
-        nbytes[copy] = rec_bytes[copy]
+        # a device-to-device copy reads and writes every byte: twice the bytes copied go through memory
+        twice = np.array([str(k).endswith("DtoD") for k in kname[copy].tolist()], dtype=bool)
+        nbytes[copy] = rec_bytes[copy] * np.where(twice, 2.0, 1.0)
     out["flops"] = flops
     out["bytes"] = nbytes
     out["params"] = _obj(inst["params"])[inst_of] if inst_of.size else _obj([])

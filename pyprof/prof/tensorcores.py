@@ -89,7 +89,9 @@ def eligibility_note(tc: str, dtype: str | None, op: str | None, args, arch: str
     if d == "float32":
         if arch in ("ampere", "ada", "hopper", "blackwell"):
             return "fp32 without TF32: set torch.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 or use autocast"
-        return "fp32: tensor cores need fp16/bf16 (use autocast)"
+        if arch in ("volta", "turing"):
+            return "fp32: tensor cores here need fp16 (use autocast)"
+        return "fp32: tensor cores need TF32 (Ampere+) or fp16/bf16 (autocast)"
     if d in ("float16", "bfloat16"):
         bad = sorted({x for x in _dims(args, op or "") if isinstance(x, int) and x % 8})
         if bad:

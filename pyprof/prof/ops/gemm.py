@@ -32,10 +32,6 @@ def _tc_note(dt: str | None, dims: list[int]) -> str:
     return f"dims {bad} not multiples of {mult}: tensor cores may be unused" if bad else ""
 
 
-def _elems_bytes(n: int | None, dt: str | None) -> int | None:
-    return A.sized(n, dt)
-
-
 def gemm_cost(call: OpCall, a: dict, b: dict, out_shape: list[int] | None, macs: int | None,
               bias: dict | None = None, dims: list[int] | None = None) -> Cost:
     """The cost of ``out = a @ b (+ bias)`` with ``macs`` multiply-adds, forward or backward."""
@@ -49,15 +45,15 @@ def gemm_cost(call: OpCall, a: dict, b: dict, out_shape: list[int] | None, macs:
         bytes_ = 0.0
         if A.requires_grad(a):  # dA = dC @ B^T: read dC and B, write dA
             flops = A.total(flops, None if macs is None else 2 * macs)
-            bytes_ = A.total(bytes_, _elems_bytes(A.total(nc, nb, na), dt))
+            bytes_ = A.total(bytes_, A.sized(A.total(nc, nb, na), dt))
         if A.requires_grad(b):  # dB = A^T @ dC: read A and dC, write dB
             flops = A.total(flops, None if macs is None else 2 * macs)
-            bytes_ = A.total(bytes_, _elems_bytes(A.total(na, nc, nb), dt))
+            bytes_ = A.total(bytes_, A.sized(A.total(na, nc, nb), dt))
         if A.is_tensor(bias) and A.requires_grad(bias):  # dbias = sum(dC): read dC, write dbias
-            bytes_ = A.total(bytes_, _elems_bytes(A.total(nc, nbias), dt))
+            bytes_ = A.total(bytes_, A.sized(A.total(nc, nbias), dt))
         return Cost(flops, bytes_, dt, tensor_op=True, note=note)
     flops = None if macs is None else 2.0 * macs
-    return Cost(flops, _elems_bytes(A.total(na, nb, nbias, nc), dt), dt, tensor_op=True, note=note)
+    return Cost(flops, A.sized(A.total(na, nb, nbias, nc), dt), dt, tensor_op=True, note=note)
 
 
 def matmul_dims(sa: list[int] | None, sb: list[int] | None):

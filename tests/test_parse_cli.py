@@ -1,0 +1,92 @@
+"""`pyprof parse` and `python parse/parse.py`: help, stdout/-o, summary line, -q, many files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pyprof.cli.main import main
+from tests.conftest import REPO, corpus_file
+
+pytestmark = pytest.mark.corpus
+
+
+def run_cli(capsys, *args):
+    try:
+        main(["parse", *map(str, args)])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    return (code, *capsys.readouterr())
+
+
+def test_help_teaches(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    for s in ("Examples:", "pyprof parse net.sqlite -o net.dict", "rank*.sqlite -o out/", "parse/parse.py",
+              "docs/records.md"):
+        assert s in out
+
+
+def test_stdout_and_summary(capsys):
+    path = corpus_file("hpcgroup__pipit")
+    code, out, err = run_cli(capsys, path)
+    assert code == 0
+    recs = [json.loads(x) for x in out.splitlines()]
+    assert sum(r["kind"] == "kernel" for r in recs) == 5
+    assert "5 kernels" in err and "100.0% attributed" in err and "nsys 2022.2.1.31" in err
+    code, out2, err = run_cli(capsys, path, "-q")
+    assert code == 0 and err == "" and out2 == out
+    # the CUDA-backtrace duplicate runtime rows (eventClass 67) are not used
+    assert all(r["apiName"].endswith(("_v7000", "_v3020")) for r in recs if r["kind"] == "kernel")
+    # the MPI domain of the registered-string ranges is named
+    assert any(x["domain"] == "MPI" for r in recs for x in r["ranges"]) or all(
+        x["domain"] is None for r in recs for x in r["ranges"])
+
+
+def test_script_spelling_matches_cli(tmp_path):
+    path = corpus_file("josiahdavis__profiling-lm")
+    p = subprocess.run([sys.executable, str(REPO / "parse" / "parse.py"), str(path)], capture_output=True)
+    assert p.returncode == 0
+    out = tmp_path / "net.dict"
+    q = subprocess.run([sys.executable, "-m", "pyprof", "parse", str(path), "-o", str(out)], capture_output=True,
+                       cwd=REPO)
+    assert q.returncode == 0, q.stderr
+    assert out.read_bytes() == p.stdout
+    assert b"nvprof v12" in q.stderr
+
+
+def test_many_files_in_parallel(tmp_path, capsys):
+    files = [corpus_file("hpcgroup__pipit"), corpus_file("josiahdavis__profiling-lm"),
+             corpus_file("MohanadOdema__DLProf")]
+    code, _, err = run_cli(capsys, *files, "-o", tmp_path / "out", "-j", "2")
+    assert code == 0, err
+    outs = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert outs == sorted(f.name.rsplit(".sqlite", 1)[0] + ".dict" for f in files)
+    assert err.count("pyprof parse:") == 3
+    # each output equals the single-file parse
+    for f in files:
+        code, single, _ = run_cli(capsys, f, "-q")
+        assert (tmp_path / "out" / (f.name.rsplit(".sqlite", 1)[0] + ".dict")).read_text() == single
+
+
+def test_many_files_need_a_folder(capsys, tmp_path):
+    a, b = corpus_file("hpcgroup__pipit"), corpus_file("MohanadOdema__DLProf")
+    code, _, err = run_cli(capsys, a, b)
+    assert code == 2 and "output folder" in err
+
+
+def test_parallel_output_equals_sequential(tmp_path, monkeypatch):
+    from pyprof.parse import run
+
+    path = corpus_file("zx3xyy__assignment2-systems")
+    seq = tmp_path / "seq.dict"
+    run.parse_file(str(path), str(seq))
+    monkeypatch.setattr(run, "PARALLEL_OUT_MIN", 100)
+    par = tmp_path / "par.dict"
+    run.parse_file(str(path), str(par))
+    assert par.read_bytes() == seq.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["par.dict", "seq.dict"]

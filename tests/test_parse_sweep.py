@@ -1,0 +1,82 @@
+"""The vectorised open-range sweep against a brute-force definition, on random data (fixed seeds)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyprof.parse.sweep import open_stacks
+
+
+def _nested_ranges(rng, n_threads=3, n=60):
+    """Properly nested push/pop ranges per thread (a random walk of pushes and pops)."""
+    th, st, en, lab = [], [], [], []
+    for t in range(n_threads):
+        time, stack = 0, []
+        for _ in range(n):
+            time += int(rng.integers(1, 5))
+            if stack and rng.random() < 0.45:
+                i = stack.pop()
+                en[i] = time
+            else:
+                th.append(t)
+                st.append(time)
+                en.append(None)
+                lab.append(int(rng.integers(0, 6)))
+                stack.append(len(st) - 1)
+        while stack:
+            time += 1
+            en[stack.pop()] = time
+    return np.array(th), np.array(st), np.array(en), np.array(lab)
+
+
+def _brute(th, st, en, lab, qth, qt):
+    out = []
+    for t, x in zip(qth.tolist(), qt.tolist(), strict=False):
+        open_ = [i for i in range(len(st)) if th[i] == t and st[i] <= x < en[i]]
+        open_.sort(key=lambda i: (st[i], -en[i], i))
+        out.append(tuple(int(lab[i]) for i in open_))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_nested_sweep_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    th, st, en, lab = _nested_ranges(rng)
+    qth = rng.integers(0, 4, 200)  # thread 3 has no ranges
+    qt = rng.integers(0, int(en.max()) + 3, 200)
+    s = open_stacks(th, st, en, lab, qth, qt)
+    got = [s.stack_labels[i] if i >= 0 else () for i in s.q_sid.tolist()]
+    assert got == _brute(th, st, en, lab, qth, qt)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_overlapping_sweep_matches_brute_force(seed):
+    """Start/end ranges may overlap without nesting: the fallback path must give the same answer."""
+    rng = np.random.default_rng(100 + seed)
+    n = 50
+    th = rng.integers(0, 2, n)
+    st = rng.integers(0, 100, n)
+    en = st + rng.integers(1, 40, n)
+    lab = rng.integers(0, 5, n)
+    qth = rng.integers(0, 2, 150)
+    qt = rng.integers(0, 140, 150)
+    s = open_stacks(th, st, en, lab, qth, qt)
+    got = [s.stack_labels[i] if i >= 0 else () for i in s.q_sid.tolist()]
+    assert got == _brute(th, st, en, lab, qth, qt)
+
+
+def test_q_chain_gives_the_range_instance_at_a_depth():
+    # thread 0: A [0,100) > B [10,50) > C [20,30); query at 25 -> chain A, B, C
+    s = open_stacks([0, 0, 0], [0, 10, 20], [100, 50, 30], [7, 8, 9], [0, 0], [25, 60])
+    assert s.stack_labels[s.q_sid[0]] == (7, 8, 9)
+    assert s.stack_labels[s.q_sid[1]] == (7,)
+    assert s.q_chain(np.array([0, 0, 0, 1]), np.array([0, 1, 2, 0])).tolist() == [0, 1, 2, 0]
+
+
+def test_half_open_intervals_and_empty_inputs():
+    # a range is open at t when start <= t < end
+    s = open_stacks([0], [10], [20], [1], [0, 0, 0], [10, 19, 20])
+    assert [s.stack_labels[i] if i >= 0 else () for i in s.q_sid.tolist()] == [(1,), (1,), ()]
+    e = open_stacks([], [], [], [], [0], [5])
+    assert e.q_sid.tolist() == [-1]
