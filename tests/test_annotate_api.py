@@ -179,3 +179,18 @@ def test_profiler_names_round_trip_odd_characters():
     assert '"' not in name and "\\" not in name and markers.is_profiler_marker(name)
     assert markers.from_profiler_name(name) == text
     assert markers.from_profiler_name("aten::mm") == "aten::mm"
+
+
+def test_operator_dunders_and_extra_namespaces_emit_op_ranges(initialized):
+    a, b = torch.ones(2, 2), torch.eye(2)
+    with Recorder() as rec:
+        _ = a @ b, a == b, -a, a ** 2, 1 - a, a[0]
+        torch.linalg.norm(a)
+        torch.fft.fft(a)
+        torch.special.expit(a)
+    got = {(p["ns"], p["op"]) for p in rec.payloads("op")}
+    expected = {("torch.Tensor", n) for n in ("__matmul__", "__eq__", "__neg__", "__pow__", "__rsub__", "__getitem__")}
+    expected |= {("torch.linalg", "norm"), ("torch.fft", "fft"), ("torch.special", "expit")}
+    assert expected <= got
+    rsub = next(p for p in rec.payloads("op") if p["op"] == "__rsub__")
+    assert rsub["args"][0]["type"] == "tensor" and rsub["args"][1] == {"name": "other", "type": "int", "value": 1}

@@ -90,3 +90,13 @@ def test_parallel_output_equals_sequential(tmp_path, monkeypatch):
     run.parse_file(str(path), str(par))
     assert par.read_bytes() == seq.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["par.dict", "seq.dict"]
+
+
+def test_odd_characters_in_the_path(tmp_path, capsys):
+    folder = tmp_path / "a b#c?d"
+    folder.mkdir()
+    f = folder / "x%20y.sqlite"
+    f.write_bytes(corpus_file("hpcgroup__pipit").read_bytes())
+    code, out, err = run_cli(capsys, f)
+    assert code == 0, err
+    assert len(out.splitlines()) == 20

@@ -152,3 +152,16 @@ def test_pyprof_markers_end_to_end(tmp_path):
                                                            ["net.py:10:forward"])
     assert b["args"] == fwd[0]["args"] and b["subSeqId"] == 0 and b["opId"] not in {r["opId"] for r in fwd}
     assert json.loads(json.dumps(b)) == b
+
+
+def test_a_user_range_named_backward_is_a_hint_not_an_autograd_node():
+    assert classify("Backward").kind == "hint"
+    assert classify("Backward", True).kind == "hint"
+    assert classify("MmBackward0").is_bwd_node and classify("NllLossBackward, seq = 1").is_bwd_node
+
+
+@pytest.mark.corpus
+def test_cs336_is_not_read_as_legacy_emit_nvtx():
+    """jsun's ranges ("Forward", "Backward", "cublasCreate_v2") are user/library ranges, not op names."""
+    recs = list(open_source(corpus_file("jsun-012__assignment2-systems")).records())
+    assert all(r["op"] is None and r["aten"] is None and r["bwdNode"] is None for r in recs)

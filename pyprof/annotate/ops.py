@@ -100,15 +100,19 @@ def _arg_names(fn, ns: str, name: str) -> tuple:
         schemas = []
     if not schemas:
         return ("self",) if ns == "torch.Tensor" else ()
-    lists = [[a.name for a in s.arguments if not a.kwarg_only] for s in schemas]
+    tensor_first = [s for s in schemas if s.arguments and str(s.arguments[0].type).startswith("Tensor")]
+    lists = [[a.name for a in s.arguments if not a.kwarg_only] for s in (tensor_first or schemas)]
     names = []
     for i in range(min(len(x) for x in lists)):
         cand = {x[i] for x in lists}
         if len(cand) != 1:
             break
         names.append(cand.pop())
-    if ns == "torch.Tensor" and names:
-        names[0] = "self"
+    if names:  # aten calls the first tensor ``self``; the Python API calls it ``input`` outside methods
+        if ns == "torch.Tensor":
+            names[0] = "self"
+        elif names[0] == "self":
+            names[0] = "input"
     return tuple(names)
 
 

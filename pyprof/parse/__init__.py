@@ -9,8 +9,9 @@ from pyprof.parse.source import Source, open_source
 __all__ = ["Source", "open_source", "parse_to"]
 
 
-def parse_to(path, out, quiet: bool = True):
-    """Parse ``path`` and write its records to ``out`` (a path, or None/"-" for stdout); returns the source."""
+def parse_to(path, out):
+    """Parse ``path`` and write its records to ``out`` (a path, or None/"-" for stdout); returns the
+    :class:`pyprof.parse.run.Result` (counts, exporter version, warnings)."""
     from pyprof.parse.run import parse_file
 
     return parse_file(path, out)

@@ -57,8 +57,11 @@ class Database:
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        url = "sqlite:///file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro&uri=true"
-        self.engine = sqlalchemy.create_engine(url, poolclass=NullPool)
+        # an SQLite URI with the path percent-encoded (so '?', '#', '%' and spaces in names are safe),
+        # opened read-only; SQLAlchemy's engine wraps the DBAPI connection we create
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        self.engine = sqlalchemy.create_engine(
+            "sqlite://", poolclass=NullPool, creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
         with translate_errors(self.path):
             self._raw = self.engine.raw_connection()
             self.conn: sqlite3.Connection = self._raw.driver_connection  # type: ignore[assignment]

@@ -37,7 +37,8 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAMESPACED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+$")
 #: namespaces of PyTorch operators (other ``a::b`` texts, e.g. nvFuser's ``FusionCache::get``, are user ranges)
 _OP_NAMESPACES = ("aten::", "prim::", "c10d::", "_c10d_functional::", "torchvision::", "quantized::")
-_BWD_NODE = re.compile(r"^(?:torch::autograd::)?[A-Za-z_][A-Za-z0-9_]*Backward\d*$")
+#: autograd node names: CamelCase with something before "Backward" (a user range named "Backward" is a hint)
+_BWD_NODE = re.compile(r"^(?:torch::autograd::)?[A-Z][A-Za-z0-9_]*Backward\d*$")
 _MANGLED_AUTOGRAD = re.compile(r"^N5torch8autograd\d+([A-Za-z_][A-Za-z0-9_]*)E$")
 _EVALUATE = "autograd::engine::evaluate_function: "
 _NO_LINK_NODES = {"GraphRoot", "AccumulateGrad", "torch::autograd::GraphRoot", "torch::autograd::AccumulateGrad"}

@@ -106,10 +106,30 @@ def write_lines(prep, fh, out: str | None = None) -> None:
             raise RuntimeError("pyprof parse: the output worker process failed")
         fh.flush()
         with open(tmp, "rb") as src:
-            shutil.copyfileobj(src, fh, 1 << 22)
+            _append(src, fh)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _append(src, fh) -> None:
+    """Append file ``src`` to ``fh``: in the kernel (copy_file_range) where possible."""
+    try:
+        dst = fh.fileno()
+        if hasattr(os, "copy_file_range") and os.path.isfile(f"/proc/self/fd/{dst}"):
+            size = os.fstat(src.fileno()).st_size
+            done = 0
+            while done < size:
+                n = os.copy_file_range(src.fileno(), dst, size - done)
+                if n == 0:
+                    break
+                done += n
+            if done == size:
+                return
+            src.seek(done)
+    except (OSError, ValueError, AttributeError):
+        src.seek(0)
+    shutil.copyfileobj(src, fh, 1 << 22)
 
 
 def _worker(path: str, out: str) -> Result:

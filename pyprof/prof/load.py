@@ -53,21 +53,60 @@ def iter_records(source: str | os.PathLike | IO | None) -> Iterator[dict[str, An
         yield from _read(fh, path)
 
 
-def _drop_ranges(line: bytes) -> bytes:
-    """Cut the ``ranges`` array (raw NVTX texts, often most of a record's bytes, unused by prof) before
-    decoding. Only where parse's field order puts ``layer`` right after it; otherwise the line is kept
-    whole. Both markers contain an unescaped quote, so neither can occur inside a JSON string."""
-    i = line.find(b',"ranges":[')
-    if i < 0:
-        return line
-    j = line.find(b'],"layer":', i)
-    if j < 0:
-        return line
-    return line[:i] + line[j + 1:]
+# Heavy fields of parse's records, each with the field parse writes right after it. Their values repeat
+# across kernels (call sites, argument lists, demangled names), so :class:`_Decoder` decodes each distinct
+# value once; ``ranges`` (raw NVTX texts, unused by prof) is not decoded at all.
+_HEAVY = ((b"kLongName", b"kDuration"), (b"ranges", b"layer"), (b"layer", b"trace"), (b"trace", b"mod"),
+          (b"args", b"cdtype"))
+_SKIP = b"ranges"
+
+
+class _Decoder:
+    """Decode one JSON-lines record, reusing the decoded value of every repeated heavy field.
+
+    A heavy field's value is the bytes between ``,"FIELD":`` and ``,"NEXT":``. Both markers hold an
+    unescaped quote, which cannot occur inside a JSON string, so they can only be keys; nested objects
+    (arguments, ranges) have no such keys. Where a line does not have parse's field order, it is decoded
+    whole, so the result is always what ``orjson.loads`` gives (less ``ranges``)."""
+
+    def __init__(self):
+        self.cache: dict[bytes, Any] = {}
+        self.marks = [(b',"' + k + b'":', b',"' + n + b'":', k.decode()) for k, n in _HEAVY]
+
+    def __call__(self, line: bytes) -> dict[str, Any]:
+        pieces = []
+        heavy = []
+        pos = 0
+        find = line.find
+        for start_mark, end_mark, key in self.marks:
+            a = find(start_mark, pos)
+            if a < 0:
+                return orjson.loads(line)
+            b = find(end_mark, a + len(start_mark))
+            if b < 0:
+                return orjson.loads(line)
+            pieces.append(line[pos:a])
+            if key != "ranges":
+                heavy.append((key, line[a + len(start_mark):b]))
+            pos = b
+        pieces.append(line[pos:])
+        try:
+            rec = orjson.loads(b"".join(pieces))
+            cache = self.cache
+            for key, raw in heavy:
+                value = cache.get(raw)
+                if value is None:
+                    value = cache[raw] = orjson.loads(raw)
+                rec[key] = value
+        except orjson.JSONDecodeError:  # not cut where expected (another field between): decode it whole
+            return orjson.loads(line)
+        if rec.__class__ is not dict:
+            return orjson.loads(line)
+        return rec
 
 
 def _read(fh: IO, name: str, allow_empty: bool = False) -> Iterator[dict[str, Any]]:
-    loads = orjson.loads
+    decode = _Decoder()
     legacy: dict | None = None
     count = 0
     lineno = 0
@@ -76,7 +115,7 @@ def _read(fh: IO, name: str, allow_empty: bool = False) -> Iterator[dict[str, An
             line = line.encode()
         if line[:2] == b'{"':  # the fast path: parse's JSON lines
             try:
-                rec = loads(_drop_ranges(line) if len(line) > 1500 else line)
+                rec = decode(line)
             except orjson.JSONDecodeError as exc:
                 raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
             if "kDuration" in rec and "kShortName" in rec:

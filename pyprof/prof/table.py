@@ -77,6 +77,19 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
     dumps = orjson.dumps
     rows: list[tuple] = []
     append = rows.append
+    # the decoder already hands out one object per distinct value: remember objects seen (and keep them
+    # alive, so that their ids are not reused) to skip re-serialising them
+    by_id: dict[int, Any] = {}
+    alive: list[Any] = []
+
+    def _share_args(v):
+        if v is None:
+            return None
+        shared = by_id.get(id(v))
+        if shared is None:
+            shared = by_id[id(v)] = pools["args"].setdefault(dumps(v), v)
+            alive.append(v)
+        return shared
 
     def flush():
         for k, col in zip(KEYS, zip(*rows, strict=True), strict=True):
@@ -84,8 +97,7 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
                 pool = pools[k]
                 col = map(pool.setdefault, col, col)
             elif k == "args":  # one object per distinct argument list (training loops repeat them)
-                pool = pools[k]
-                col = [v if v is None else pool.setdefault(dumps(v), v) for v in col]
+                col = list(map(_share_args, col))
             elif k in _SHARE:
                 pool = pools[k]
                 try:  # the fast path: lists of strings
