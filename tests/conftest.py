@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("PYPROF_CORPUS", REPO.parent / "shared" / "corpus"))
+
+# Tests never read or write the user's saved peaks (~/.cache/pyprof/calibration.json): each test process
+# gets its own empty calibration path (a test that wants one sets PYPROF_CALIBRATION itself).
+os.environ["PYPROF_CALIBRATION"] = os.path.join(tempfile.mkdtemp(prefix="pyprof-test-"), "calibration.json")
 
 
 def corpus_files(kind: str | None = None) -> list[Path]:

@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from pyprof import markers
-from pyprof.parse.decode import BackwardLinker, classify, decode, forward_seqs, link
+from pyprof.parse.decode import BackwardLinker, classify, decode, forward_seqs, id_key, link
 from pyprof.parse.source import open_source
 from tests.conftest import corpus_file
 
@@ -73,7 +73,7 @@ def test_pyprof_markers_decode():
     assert f["seqId"] == [41, 42]
     assert f["dir"] == "fprop"
     assert d.op_pos == 3  # the op marker is the op instance
-    assert forward_seqs(op) == (41, 42)
+    assert forward_seqs(op) == (41, 42, id_key(7))  # its seqs, and its id as an exact key
     assert forward_seqs("aten::mm, seq = 3") == (3,) and forward_seqs("MmBackward0, seq = 3") == ()
 
 
@@ -165,3 +165,28 @@ def test_cs336_is_not_read_as_legacy_emit_nvtx():
     """jsun's ranges ("Forward", "Backward", "cublasCreate_v2") are user/library ranges, not op names."""
     recs = list(open_source(corpus_file("jsun-012__assignment2-systems")).records())
     assert all(r["op"] is None and r["aten"] is None and r["bwdNode"] is None for r in recs)
+
+
+def test_backward_range_links_by_forward_op_id_where_ops_share_a_seq():
+    # multi_head_attention_forward (a composite) and the inner linear that created autograd node 5 both read
+    # the counter as 5 before running; the bwd range names the inner op's id, so it links to the linear.
+    outer = markers.encode(markers.make("op", ns="torch.nn.functional", op="multi_head_attention_forward",
+                                        seq=[5], id=10, args=[]))
+    inner = markers.encode(markers.make("op", ns="torch.nn.functional", op="linear", seq=[5], id=11,
+                                        args=[{"name": "input", "type": "tensor", "shape": [4, 8], "dtype": "float32"}]))
+    bwd = markers.encode(markers.make("bwd", node="AddmmBackward0", seq=5, id=11))
+    d = decode([bwd])
+    assert d.fields["altSeqId"] == [5] and d.fields["dir"] == "bprop"  # the record still shows the real seq
+    lk = BackwardLinker()
+    for t, text in ((100, outer), (110, inner)):
+        for key in forward_seqs(text):
+            lk.add(1, key, t, {"op": decode([text]).fields["op"]})
+    assert lk.find(1, d.link_seq, 500) == {"op": "linear"}
+    # a bwd range from an older pyprof without "id" falls back to the seq (latest forward op with seq 5)
+    old = decode([markers.encode(markers.make("bwd", node="AddmmBackward0", seq=5))])
+    assert old.link_seq == 5 and lk.find(1, old.link_seq, 500) == {"op": "linear"}
+    lk2 = BackwardLinker()
+    lk2.add(1, 5, 100, {"op": "linear"})
+    lk2.add(1, 5, 120, {"op": "dropout"})  # made no node, same seq: seq alone picks the wrong op
+    lk2.add(1, id_key(11), 100, {"op": "linear"})
+    assert lk2.find(1, 5, 500) == {"op": "dropout"} and lk2.find(1, d.link_seq, 500) == {"op": "linear"}

@@ -254,3 +254,18 @@ def test_argless_ops_are_costed_once(monkeypatch):
     monkeypatch.setitem(registry._MODELS, "ptestnoargs", lambda c: calls.append(c) or Cost(1.0, 8.0, "float32"))
     df = table.build([rec(i, op="ptestnoargs", opid=i, args=[]) for i in range(50)])
     assert len(calls) == 1 and (df["flops"] == 1.0).all()
+
+
+def test_modelled_op_with_unpriceable_args_is_told_apart_from_no_model():
+    # contiguous has a model, but without the "contig" flag (legacy PyProf args) it cannot tell whether the
+    # op copied: n/a, and a warning of its own that does not claim the model is missing.
+    legacy = [{"name": "", "type": "tensor", "shape": [35, 20, 200], "dtype": "float32"}]
+    recs = [rec(0, op="contiguous", mod="Tensor", args=legacy, dur=1000, opid=1),
+            rec(1, op="ptestunknownop", dur=3000, opid=2)]
+    df = table.build(recs)
+    assert df["flops"].isna().all()
+    warns = df.attrs["warnings"]
+    assert any("no FLOP/byte model for 1 op(s)" in w and "ptestunknownop 75.0%" in w for w in warns)
+    priced = [w for w in warns if "have a FLOP/byte model but arguments it cannot price" in w]
+    assert len(priced) == 1 and "contiguous 25.0%" in priced[0]
+    assert not any("no FLOP/byte model" in w and "contiguous" in w for w in warns)

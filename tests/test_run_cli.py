@@ -144,3 +144,33 @@ def test_without_markers_ops_come_from_aten_with_shapes_and_python_frames(tmp_pa
     assert all(r["trace"] and r["trace"][0].startswith("train.py:") for r in lin)
     bwd = [r for r in recs if r["dir"] == "bprop" and r["op"] == "linear"]
     assert bwd and all(r["args"] for r in bwd)  # linked to the forward aten::linear
+
+
+def test_first_run_measures_cpu_peaks_once_so_gaps_are_not_blank(tmp_path, capsys, monkeypatch):
+    cal = tmp_path / "cal.json"
+    monkeypatch.setenv("PYPROF_CALIBRATION", str(cal))
+    script = _script(tmp_path)
+    code, stdout, stderr = _run(["run", "-o", str(tmp_path / "o1"), "--active", "1", str(script),
+                                 str(tmp_path / "a.txt"), "4"], capsys)
+    assert code == 0, stderr
+    assert "no saved CPU peaks: measured" in stderr and cal.is_file()
+    assert "no peak FLOP/s or bandwidth known" not in stderr
+    # the summary's Gap column holds numbers now: the linear row has a finite gap >= 1
+    linear = next(line for line in stdout.splitlines() if line.startswith("linear "))
+    assert float(linear.split()[-1]) >= 1.0
+    before = cal.read_bytes()
+    code, _, stderr = _run(["run", "-o", str(tmp_path / "o2"), "--active", "1", str(script),
+                            str(tmp_path / "a.txt"), "4"], capsys)
+    assert code == 0 and "measured" not in stderr and cal.read_bytes() == before  # saved peaks are reused
+
+
+def test_no_calibrate_leaves_the_roofline_unknown_not_zero(tmp_path, capsys, monkeypatch):
+    cal = tmp_path / "cal.json"
+    monkeypatch.setenv("PYPROF_CALIBRATION", str(cal))
+    script = _script(tmp_path)
+    code, stdout, stderr = _run(["run", "-o", str(tmp_path / "o"), "--active", "1", "--no-calibrate", str(script),
+                                 str(tmp_path / "a.txt"), "4"], capsys)
+    assert code == 0, stderr
+    assert not cal.exists() and "no peak FLOP/s or bandwidth known" in stderr
+    linear = next(line for line in stdout.splitlines() if line.startswith("linear "))
+    assert linear.split()[-1] == "n/a"

@@ -53,8 +53,10 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Summary rows printed.")
 @click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for the roofline (else calibration/table).")
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak bandwidth for the roofline.")
+@click.option("--no-calibrate", is_flag=True,
+              help="Do not measure the CPU's peaks when none are saved (ideal time and gap then show n/a).")
 def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stack, no_shapes, by, top,
-        peak_flops, peak_bw):
+        peak_flops, peak_bw, no_calibrate):
     from pathlib import Path
 
     import orjson
@@ -82,11 +84,35 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     mode = "GPU kernels" if source.gpu_mode else "CPU ops (self time)"
     click.echo(f"pyprof: {result.steps} steps counted at {result.step_source}; {source.n_events} trace events -> "
                f"{len(records)} {mode}; wrote {out / 'trace.json'}, {out / 'records.dict'}")
+    if not (no_calibrate or peak_flops or peak_bw) and any(r.get("device") is None for r in records):
+        _calibrate_cpu_once()
     _summary(records, by, top, peak_flops, peak_bw, err)
     if not source.gpu_mode or any(r.get("device") is None for r in records):
         cpu = [r for r in records if r.get("device") is None]
         sys.stdout.write("\n" + format_findings(findings(cpu, result.env)))
     sys.stdout.flush()
+
+
+def _calibrate_cpu_once() -> None:
+    """Measure and save this CPU's peaks when no calibration holds them, so the roofline is never blank.
+
+    A quick measurement (about a second: a 1024x1024 GEMM per dtype and a 64 MiB copy) is saved
+    like ``pyprof calibrate`` would; run that command for a longer, steadier one."""
+    from pyprof.calibrate import measure, save
+    from pyprof.errors import PyprofError
+    from pyprof.prof.devices import CPU_DEVICE, load_calibration
+
+    try:
+        if CPU_DEVICE in load_calibration():
+            return
+        cal = measure("cpu", n=1024, copy_mb=64, budget=0.2)
+        path = save(cal)
+    except (PyprofError, OSError) as exc:
+        click.echo(f"pyprof: warning: could not calibrate the CPU ({exc}); ideal time and gap show n/a", err=True)
+        return
+    rates = ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in cal.flops.items())
+    click.echo(f"pyprof: no saved CPU peaks: measured {rates}, copy {cal.bw / 1e9:.1f} GB/s in "
+               f"{cal.seconds:.1f} s, saved to {path} (`pyprof calibrate` measures longer)", err=True)
 
 
 def _summary(records, by, top, peak_flops, peak_bw, err) -> None:

@@ -65,6 +65,8 @@ class TextInfo:
     seq: int | None = None           # emit_nvtx `seq = N`, pyprof bwd seq
     stashed: int | None = None       # emit_nvtx `stashed seq = N`
     fwd_seqs: tuple = ()             # pyprof op marker's `seq` list
+    fwd_keys: tuple = ()             # linker keys a forward op registers: its seqs and id_key(its id)
+    link_key: int | None = None      # linker key a backward range looks up (id_key of the forward op's id)
     sizes: Any = None
     is_bwd_node: bool = False
     hint: str | None = None          # fprop / bprop / optim
@@ -120,13 +122,16 @@ def _pyprof(text: str) -> TextInfo:
         seqs = p.get("seq") or ()
         seqs = tuple(s for s in (seqs if isinstance(seqs, list) else [seqs]) if isinstance(s, int))
         trace = p.get("trace")
+        op_id = p.get("id")
+        keys = (*seqs, id_key(op_id)) if isinstance(op_id, int) else seqs
         return TextInfo("op", mod=p.get("ns"), op=p.get("op"), args=p.get("args"), cdtype=p.get("cdtype"),
-                        trace=tuple(trace) if isinstance(trace, list) else None, fwd_seqs=seqs)
+                        trace=tuple(trace) if isinstance(trace, list) else None, fwd_seqs=seqs, fwd_keys=keys)
     if k == "mod":
         return TextInfo("mod", layer=p.get("path") or p.get("cls"))
     if k == "bwd":
-        seq = p.get("seq")
-        return TextInfo("bwd", name=p.get("node"), seq=seq if isinstance(seq, int) else None)
+        seq, op_id = p.get("seq"), p.get("id")
+        return TextInfo("bwd", name=p.get("node"), seq=seq if isinstance(seq, int) else None,
+                        link_key=id_key(op_id) if isinstance(op_id, int) else None)
     if k == "optim":
         return TextInfo("optim", name=p.get("cls"))
     return _plain(str(p.get("name") or ""))
@@ -243,6 +248,8 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
             if info.seq is not None:
                 alt.append(info.seq)
                 link_seq = info.seq
+            if info.link_key is not None:  # the forward op's id: exact where ops share a seq
+                link_seq = info.link_key
         elif kind == "optim":
             optim_i = i
         elif kind == "hint":
@@ -302,12 +309,21 @@ def forward_fields(texts: Sequence[str | None], bare_names: bool = False) -> dic
     return {k: f[k] for k in ("mod", "op", "args", "cdtype", "layer", "trace")}
 
 
+def id_key(op_id: int) -> int:
+    """The linker key of a pyprof op instance id: negative, so it never meets an autograd sequence number.
+
+    pyprof's backward ranges carry both the forward op's ``seq`` (the thread's autograd counter before
+    the op ran, which several ops can share: an op that made no node, or a composite op and the inner op
+    that made the node) and its ``id`` (unique per process). Linking on the id is exact."""
+    return -1 - op_id
+
+
 def forward_seqs(text: str | None, bare_names: bool = False) -> tuple[int, ...]:
-    """Sequence numbers a forward range registers: emit_nvtx ``seq = N`` (not backward nodes, not
-    ``stashed``), pyprof op markers' ``seq`` list."""
+    """Linker keys a forward range registers: emit_nvtx ``seq = N`` (not backward nodes, not
+    ``stashed``); for pyprof op markers their ``seq`` list and :func:`id_key` of their ``id``."""
     info = classify(text, bare_names)
     if info.kind == "op":
-        return info.fwd_seqs
+        return info.fwd_keys
     if info.kind == "aten" and not info.is_bwd_node and info.seq is not None and info.stashed is None:
         return (info.seq,)
     return ()

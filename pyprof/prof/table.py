@@ -484,11 +484,21 @@ def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndar
     lines = []
     uncovered = is_kernel & has_op & no_cost
     if uncovered.any():
+        from pyprof.prof.ops.registry import canonical, covered_ops
+
+        covered = covered_ops()
         shares = pd.Series(dur[uncovered]).groupby(op[uncovered]).sum().sort_values(ascending=False) / total * 100
-        listed = ", ".join(f"{o} {pct:.1f}%" for o, pct in shares.head(12).items())
-        more = f", and {len(shares) - 12} more" if len(shares) > 12 else ""
-        lines.append(f"no FLOP/byte model for {len(shares)} op(s), {shares.sum():.1f}% of kernel time "
-                     f"(their flops/bytes show n/a): {listed}{more}")
+        modelled = [o in covered or canonical(o) in covered for o in shares.index]
+        for has_model, what in ((False, "no FLOP/byte model for {n} op(s)"),
+                                (True, "{n} op(s) have a FLOP/byte model but arguments it cannot price "
+                                       "(unknown contiguity, shapes or dtypes)")):
+            part = shares[[m == has_model for m in modelled]]
+            if part.empty:
+                continue
+            listed = ", ".join(f"{o} {pct:.1f}%" for o, pct in part.head(12).items())
+            more = f", and {len(part) - 12} more" if len(part) > 12 else ""
+            lines.append(f"{what.format(n=len(part))}, {part.sum():.1f}% of kernel time "
+                         f"(their flops/bytes show n/a): {listed}{more}")
     no_op = is_kernel & ~has_op
     if no_op.any():
         lines.append(f"{int(no_op.sum())} kernel(s), {dur[no_op].sum() / total * 100:.1f}% of kernel time, "
