@@ -141,16 +141,19 @@ def main() -> None:
     _, t_read = timed(drain)
     df, t_build1 = timed(lambda: build(iter_records(path)))
     del df
+    df, t_file1 = timed(lambda: build_file(path, workers=1))  # what `pyprof prof FILE` does
+    del df
     df, t_buildn = timed(lambda: build_file(path, workers=workers))
     print(f"{'distinct op calls costed':>24}: {df.attrs.get('n_costed')}; flops known for "
           f"{df['flops'].notna().mean() * 100:.1f}% of rows, gap for {df['gap'].notna().mean() * 100:.1f}%")
     _, t_csv = timed(lambda: render.write(df, columns.DEFAULT, io.StringIO(), "csv"))
     _, t_sum = timed(lambda: summarize(df, "op"))
-    for label, dt in (("read (JSON decode only)", t_read), ("read + build, 1 process", t_build1),
+    for label, dt in (("read (JSON decode only)", t_read), ("read + build, 1 process (records API)", t_build1),
                       ("build without the read", t_build1 - t_read),
+                      ("build_file, 1 process", t_file1),
                       (f"read + build, {workers} processes", t_buildn),
                       ("render CSV", t_csv), ("summary by op", t_sum)):
-        print(f"{label:>24}: {dt:6.2f} s  {n / dt:>10,.0f} kernels/s")
+        print(f"{label:>38}: {dt:6.2f} s  {n / dt:>10,.0f} kernels/s")
     load = os.getloadavg()[0]
     print(f"{'load average (1 min)':>24}: {load:.1f} on {os.cpu_count()} CPUs (other work slows every figure)")
     if workdir is not None:

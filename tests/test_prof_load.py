@@ -82,3 +82,68 @@ def test_decoder_on_parsed_corpus(path, tmp_path):
     for line in lines:
         d(line)
     assert d.cache  # parse's field order was recognised: the heavy fields went through the cache
+
+
+def _parse_order(**over) -> dict:
+    from pyprof.records import FIELD_NAMES
+
+    base = dict(REC, source="nsys", end=9, correlationId=1, pid=2, tid=3, device=0, gpu="NVIDIA A100", stream=7,
+                grid=[1, 1, 1], block=[32, 1, 1], bytes=None, copyKind=None, apiName="cudaLaunchKernel",
+                apiStart=0, apiEnd=1, aten=None, atenSizes=None, seqId=[1], altSeqId=[], bwdNode=None,
+                opId=1, subSeqId=0)
+    base.update(over)
+    order = [k for k in FIELD_NAMES if k != "opId"] + ["opId"]  # parse writes opId last but one
+    order.remove("subSeqId")
+    return {k: base[k] for k in order + ["subSeqId"] if k in base}
+
+
+def test_fast_columns_equal_the_record_reader(tmp_path):
+    """fastread's columns are table._columns of the line reader's records, whatever the lines hold."""
+    import numpy as np
+
+    from pyprof.prof.fastread import BLOCK, read_columns
+    from pyprof.prof.table import KEYS, _columns
+    from pyprof.records import FIELD_NAMES
+
+    lines = []
+    for i in range(3000):
+        rec = _parse_order(opId=i, start=i * 10, kDuration=i % 7, op=["add", "mul", "linear"][i % 3],
+                           seqId=[i], args=None if i % 11 == 0 else REC["args"])
+        lines.append(orjson.dumps(rec))
+        if i % 97 == 0:
+            lines.append(orjson.dumps(dict(reversed(list(rec.items())))))  # another field order
+        if i % 89 == 0:
+            lines.append(orjson.dumps({k: rec[k] for k in FIELD_NAMES}))  # opId among the static fields
+        if i % 101 == 0:
+            lines.append(b"   ")  # a blank line
+    body = b"\n".join(lines)  # the last line without a newline
+    path = tmp_path / "r.dict"
+    path.write_bytes(body)
+    want = _columns(iter_records(path))
+    for block in (BLOCK, 4096):
+        import pyprof.prof.fastread as fr
+
+        fr.BLOCK, old = block, fr.BLOCK
+        try:
+            got = read_columns(path).arrays()
+        finally:
+            fr.BLOCK = old
+        for k in KEYS:
+            assert got[k].tolist() == want[k], k
+        assert isinstance(got["kind"], np.ndarray)
+
+
+@pytest.mark.parametrize("bad", [b'{"kind":"kernel","kShortName":"k","kDuration":1,', b"hello", b'{"kShortName":"k"}'])
+def test_fast_columns_report_the_bad_line_as_the_record_reader(tmp_path, bad):
+    from pyprof.errors import InputError
+    from pyprof.prof.fastread import read_columns
+
+    lines = [orjson.dumps(_parse_order(opId=i)) for i in range(50)]
+    lines.insert(37, bad)
+    path = tmp_path / "r.dict"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(InputError) as slow:
+        read_records(path)
+    with pytest.raises(InputError) as fast:
+        read_columns(path)
+    assert str(fast.value) == str(slow.value) and "line 38" in str(fast.value)

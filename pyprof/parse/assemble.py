@@ -248,8 +248,59 @@ class Prepared:
             yield rec
 
     def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
-        """Records ``lo:hi`` as JSON lines, in chunks of bytes: the decoded part of each distinct stack
-        is serialised once and spliced in."""
+        """Records ``lo:hi`` as JSON lines, in chunks of bytes: the decoded part of each distinct stack,
+        and the repeated base fields (kernel names, device, stream, grid, API name...), are serialised
+        once and spliced in; the per-record integers are formatted in place."""
+        if not all(self.acts[c].dtype.kind in "iuf" for c in _INT_FIELDS):
+            yield from self._lines_dicts(lo, hi)
+            return
+        hi = self.n if hi is None else hi
+        c = self._columns(lo, hi)
+        src = self.source
+        dumps = orjson.dumps
+        keys = self.row_key[lo:hi]
+        op_ids = _nulled([v if v >= 0 else None for v in self.op_id[lo:hi].tolist()])
+        subs = _nulled([v if v >= 0 else None for v in self.sub_seq[lo:hi].tolist()])
+        starts, ends = c["start"], c["end"]
+        durs = _nulled([e - s if s is not None and e is not None else None
+                        for s, e in zip(starts, ends, strict=True)])
+        ints = [_nulled(c[k]) for k in ("start", "end", "correlationId", "pid", "tid", "apiStart", "apiEnd")]
+        heads: dict[tuple, str] = {}
+        mids: dict[tuple, str] = {}
+        frags: dict[Any, str] = {}
+        tmpl = ('%s%s,"start":%s,"end":%s,"correlationId":%s,"pid":%s,"tid":%s%s%s,"apiEnd":%s,%s,"opId":%s,'
+                '"subSeqId":%s}\n')
+        buf: list[str] = []
+        for (kind, short, long_, dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api, k, dur, s, e, corr,
+             pid, tid, a0, a1, o, ss) in zip(
+                c["kind"], c["kShortName"], c["kLongName"], c["device"], c["gpu"], c["stream"], c["gridX"],
+                c["gridY"], c["gridZ"], c["blockX"], c["blockY"], c["blockZ"], c["bytes"], c["copyKind"],
+                c["apiName"], keys, durs, *ints, op_ids, subs, strict=True):
+            hk = (kind, short, long_)
+            head = heads.get(hk)
+            if head is None:
+                head = heads[hk] = dumps({"kind": kind, "source": src, "kShortName": short,
+                                          "kLongName": long_})[:-1].decode() + ',"kDuration":'
+            mk = (dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api)
+            mid = mids.get(mk)
+            if mid is None:
+                mid = mids[mk] = "," + dumps({
+                    "device": dev, "gpu": gpu, "stream": stream,
+                    "grid": [gx, gy, gz] if gx is not None else None,
+                    "block": [bx, by, bz] if bx is not None else None,
+                    "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
+            frag = frags.get(k)
+            if frag is None:
+                frag = frags[k] = dumps({"ranges": self.ranges_of[k], **self.fields[k]})[1:-1].decode()
+            buf.append(tmpl % (head, dur, s, e, corr, pid, tid, mid, a0, a1, frag, o, ss))
+            if len(buf) >= CHUNK:
+                yield "".join(buf).encode()
+                buf = []
+        if buf:
+            yield "".join(buf).encode()
+
+    def _lines_dicts(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
+        """:meth:`lines` for activity tables with non-integer columns: one dict per record."""
         frags: dict[Any, bytes] = {}
         op_ids, subs, keys = self.op_id.tolist(), self.sub_seq.tolist(), self.row_key
         dumps = orjson.dumps
@@ -268,6 +319,18 @@ class Prepared:
                 buf = []
         if buf:
             yield b"".join(buf)
+
+
+#: columns :meth:`Prepared.lines` formats (or interns) as integers; any other dtype takes the dict path
+_INT_FIELDS = ("start", "end", "correlationId", "pid", "tid", "apiStart", "apiEnd", "device", "stream", "gridX",
+               "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes")
+
+
+def _nulled(values: list) -> list:
+    """Ints and None -> the same list with "null" for None (for %s formatting as JSON)."""
+    if None not in values:
+        return values
+    return ["null" if v is None else v for v in values]
 
 
 def _ints(series: pd.Series) -> np.ndarray:

@@ -61,11 +61,117 @@ def _cols(db: Database, table: str, names: list[str]) -> str:
     return ", ".join(f'IFNULL("{c}", -1)' if c in present else "-1" for c in names)
 
 
+def _expr(present: set, col: str) -> str:
+    return f'IFNULL("{col}", -1)' if col in present else "-1"
+
+
+def _fits(exprs: list[str], bits: int) -> str:
+    """SQL: every expression (ints, -1 for null) within [-1, 2**bits - 2], i.e. ``expr + 1`` fits in ``bits``."""
+    return " AND ".join(f"({e}) BETWEEN -1 AND {(1 << bits) - 2}" for e in exprs)
+
+
+def _pack(exprs: list[str], bits: int) -> str:
+    """SQL: ``expr + 1`` of each expression in ``bits`` bits, the first highest; -1 where one does not fit
+    (the reader then reads the columns one by one)."""
+    n = len(exprs)
+    # each term parenthesised: SQLite gives << and | the same precedence
+    parts = " | ".join(f"((({e}) + 1) << {bits * (n - 1 - i)})" for i, e in enumerate(exprs))
+    return f"CASE WHEN {_fits(exprs, bits)} THEN {parts} ELSE -1 END"
+
+
+def _unpack(col: np.ndarray, n: int, bits: int) -> list[np.ndarray]:
+    mask = (1 << bits) - 1
+    return [((col >> (bits * (n - 1 - i))) & mask) - 1 for i in range(n)]
+
+
+#: Python's sqlite3 builds one int object per value read, so kernel and NVTX rows are read with small
+#: columns packed several to a 64-bit integer (each checked in SQL to fit; -1 where not, and then read
+#: again unpacked)
+GRID_BITS = 17
+ID_BITS = 31
+
 KERNEL_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "shortName", "demangledName",
                "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
 COPY_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind"]
 API_COLS = ["start", "end", "globalTid", "correlationId", "nameId"]
 NVTX_COLS = ["globalTid", "start", "end", "textId", "domainId", "eventType"]
+
+
+def _duplicated(thread: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """True for rows whose (thread, end) pair occurs more than once."""
+    if not len(end):
+        return np.zeros(0, dtype=bool)
+    # one int64 key per (thread, end) where it fits (a hash on one column), else both columns
+    tcodes, tuniq = pd.factorize(thread)
+    nt = len(tuniq)
+    if nt <= 1:
+        return pd.Series(end).duplicated(keep=False).to_numpy()
+    if end.min() >= 0 and end.max() < (1 << 62) // nt:
+        return pd.Series(end * nt + tcodes).duplicated(keep=False).to_numpy()
+    return pd.DataFrame({"t": thread, "e": end}).duplicated(keep=False).to_numpy()
+
+
+def _kernel_select(db: Database) -> str:
+    """KERNEL columns packed: start, end, deviceId, streamId, correlationId, globalPid, shortName, the long
+    name id (demangled, else mangled), gridX, (gridY, gridZ, blockZ), (blockX, blockY)."""
+    present = set(db.columns(schema.NSYS_KERNEL))
+    e = {c: _expr(present, c) for c in KERNEL_COLS}
+    long_id = f'CASE WHEN {e["demangledName"]} >= 0 THEN {e["demangledName"]} ELSE {e["mangledName"]} END'
+    return ", ".join([*(e[c] for c in ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+                                      "shortName")), long_id, e["gridX"],
+                      _pack([e["gridY"], e["gridZ"], e["blockZ"]], GRID_BITS),
+                      _pack([e["blockX"], e["blockY"]], GRID_BITS)])
+
+
+KERNEL_PACKED = 11
+
+
+def _kernel_unpack(k: np.ndarray) -> dict[str, np.ndarray] | None:
+    """:func:`_kernel_select` rows -> columns by :data:`KERNEL_COLS` name (None if a pack did not fit)."""
+    if (k[:, 9] < 0).any() or (k[:, 10] < 0).any():
+        return None
+    kc = {c: np.ascontiguousarray(k[:, i]) for i, c in enumerate(("start", "end", "deviceId", "streamId",
+                                                                  "correlationId", "globalPid", "shortName"))}
+    kc["demangledName"] = np.ascontiguousarray(k[:, 7])
+    kc["mangledName"] = kc["demangledName"]
+    kc["gridX"] = np.ascontiguousarray(k[:, 8])
+    kc["gridY"], kc["gridZ"], kc["blockZ"] = _unpack(k[:, 9], 3, GRID_BITS)
+    kc["blockX"], kc["blockY"] = _unpack(k[:, 10], 2, GRID_BITS)
+    return kc
+
+
+def _nvtx_select(db: Database, packed: bool) -> tuple[str, int]:
+    """NVTX select list: rowid and :data:`NVTX_COLS`; packed (rowid with eventType 59/60, textId with
+    domainId) when the caller knows eventType is 59 or 60 and rowids are small and non-negative."""
+    if not packed:
+        return f"rowid, {_cols(db, schema.NSYS_NVTX, NVTX_COLS)}", len(NVTX_COLS) + 1
+    present = set(db.columns(schema.NSYS_NVTX))
+    e = {c: _expr(present, c) for c in NVTX_COLS}
+    return (f'(rowid << 1) | (eventType = {schema.NVTX_START_END}), {e["globalTid"]}, {e["start"]}, {e["end"]}, '
+            f'{_pack([e["textId"], e["domainId"]], ID_BITS)}', 5)
+
+
+def _nvtx_columns(parts: list[np.ndarray], packed: bool) -> dict[str, np.ndarray] | None:
+    """NVTX row blocks (read in slices) -> one contiguous array per column, rowid and :data:`NVTX_COLS`
+    (None if a packed value did not fit)."""
+    names = ["rowid", *NVTX_COLS]
+    width = 5 if packed else len(names)
+    if not parts:
+        parts = [np.zeros((0, width), dtype=np.int64)]
+
+    def col(j: int) -> np.ndarray:
+        return np.concatenate([p[:, j] for p in parts])
+
+    if not packed:
+        return {c: col(j) for j, c in enumerate(names)}
+    ids = col(4)
+    if (ids < 0).any():
+        return None
+    rowid_type = col(0)
+    text_id, domain_id = _unpack(ids, 2, ID_BITS)
+    return {"rowid": rowid_type >> 1, "globalTid": col(1), "start": col(2), "end": col(3), "textId": text_id,
+            "domainId": domain_id,
+            "eventType": np.where(rowid_type & 1, schema.NVTX_START_END, schema.NVTX_PUSH_POP)}
 
 
 class NsysSource:
@@ -79,12 +185,16 @@ class NsysSource:
         self.version = nsys_version(self.db)
         self.warnings: list[str] = []
         self.stats = Stats(warnings=self.warnings)
+        self._packed_nvtx = False
+        self._unpacked: dict[str, list] = {}
 
     # -- reading ---------------------------------------------------------------------------------
     def _tasks(self) -> tuple[list, dict]:
         db = self.db
-        counts = {t: db.count(t) for t in (schema.NSYS_KERNEL, schema.NSYS_MEMCPY, schema.NSYS_MEMSET,
-                                           schema.NSYS_RUNTIME, schema.NSYS_NVTX)}
+        # the big tables' sizes from their rowid ranges (only ever compared with 0 and with the
+        # parallel threshold); the small copy tables counted
+        counts = {t: fetch.span(db, t) for t in (schema.NSYS_KERNEL, schema.NSYS_RUNTIME, schema.NSYS_NVTX)}
+        counts.update({t: db.count(t) for t in (schema.NSYS_MEMCPY, schema.NSYS_MEMSET)})
         if not counts[schema.NSYS_KERNEL]:
             raise NoKernelsError(
                 f"{self.path}: this Nsight Systems export holds no CUDA kernels (no CUDA trace in the capture)",
@@ -98,9 +208,29 @@ class NsysSource:
             where.setdefault(name, []).append(len(tasks))
             tasks.append(task)
 
+        ncols = db.columns(schema.NSYS_NVTX)
+        has_nvtx = counts[schema.NSYS_NVTX] and {"start", "end", "globalTid"} <= set(ncols)
+        if has_nvtx:
+            types = ",".join(str(t) for t in schema.NVTX_RANGE_TYPES)
+            rng = (f"eventType IN ({types}) AND " if "eventType" in ncols else "") + \
+                '"end" IS NOT NULL AND start IS NOT NULL AND globalTid IS NOT NULL'
+            lo, hi = fetch.rowids(db, schema.NSYS_NVTX)
+            packed = "eventType" in ncols and lo is not None and lo >= 0 and hi < (1 << 61)
+            self._unpacked["nvtx"] = []
+            for cond in fetch.slices(db, schema.NSYS_NVTX, split):
+                what, n = _nvtx_select(db, packed)
+                add("nvtx", fetch.Task("ints", f'SELECT {what} FROM "{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', n))
+                what, n = _nvtx_select(db, False)
+                self._unpacked["nvtx"].append(
+                    fetch.Task("ints", f'SELECT {what} FROM "{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', n))
+            self._packed_nvtx = packed
+        self._unpacked["kernel"] = []
         for cond in fetch.slices(db, schema.NSYS_KERNEL, split):
-            add("kernel", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
-                                             f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS)))
+            add("kernel", fetch.Task("ints", f'SELECT {_kernel_select(db)} FROM "{schema.NSYS_KERNEL}" WHERE {cond}',
+                                     KERNEL_PACKED))
+            self._unpacked["kernel"].append(
+                fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
+                                   f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS)))
         for table, name in ((schema.NSYS_MEMCPY, "memcpy"), (schema.NSYS_MEMSET, "memset")):
             if counts[table]:
                 add(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS)))
@@ -116,14 +246,7 @@ class NsysSource:
                 add("api", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM '
                                               f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}',
                                       len(API_COLS)))
-        ncols = db.columns(schema.NSYS_NVTX)
-        if counts[schema.NSYS_NVTX] and {"start", "end", "globalTid"} <= set(ncols):
-            types = ",".join(str(t) for t in schema.NVTX_RANGE_TYPES)
-            rng = (f"eventType IN ({types}) AND " if "eventType" in ncols else "") + \
-                '"end" IS NOT NULL AND start IS NOT NULL AND globalTid IS NOT NULL'
-            for cond in fetch.slices(db, schema.NSYS_NVTX, split):
-                add("nvtx", fetch.Task("ints", f'SELECT rowid, {_cols(db, schema.NSYS_NVTX, NVTX_COLS)} FROM '
-                                               f'"{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', len(NVTX_COLS) + 1))
+        if has_nvtx:
             if "text" in ncols:
                 add("nvtx_text", fetch.Task("rows", f'SELECT rowid, text FROM "{schema.NSYS_NVTX}" WHERE '
                                                     f"text IS NOT NULL AND {rng}"))
@@ -144,25 +267,34 @@ class NsysSource:
             parts = [res[i] for i in where.get(name, [])]
             return np.concatenate(parts) if parts else np.zeros((0, ncols), dtype=np.int64)
 
-        def names(ids: np.ndarray) -> np.ndarray:
-            uniq, inv = np.unique(ids, return_inverse=True)
-            return np.array([strings.get(u) for u in uniq.tolist()], dtype=object)[inv.reshape(-1)]
+        def names(ids: np.ndarray, fix=None) -> np.ndarray:
+            # each distinct id looked up (and ``fix``-ed) once; a hash factorize, no sort
+            codes, uniq = pd.factorize(ids)
+            vals = [strings.get(u) for u in np.asarray(uniq).tolist()]
+            if fix is not None:
+                vals = [fix(v) for v in vals]
+            out = np.empty(len(vals), dtype=object)
+            out[:] = vals
+            return out[codes]
 
-        k = ints("kernel", len(KERNEL_COLS))
-        kc = dict(zip(KERNEL_COLS, k.T, strict=False))
-        frames = {"kind": [np.full(len(k), "kernel", dtype=object)]}
+        kc = _kernel_unpack(ints("kernel", KERNEL_PACKED))
+        if kc is None:  # a grid/block value too big to pack: read the columns one by one
+            k = np.concatenate([*fetch.run(db, self._unpacked["kernel"], False),
+                                np.zeros((0, len(KERNEL_COLS)), dtype=np.int64)])
+            kc = dict(zip(KERNEL_COLS, k.T, strict=False))
+        k_len = len(kc["start"])
+        frames = {"kind": [np.full(k_len, "kernel", dtype=object)]}
         long_ids = np.where(kc["demangledName"] >= 0, kc["demangledName"], kc["mangledName"])
-        longs = names(long_ids)
         frames["kShortName"] = [names(kc["shortName"])]
-        frames["kLongName"] = [np.array([demangle(v) if isinstance(v, str) and v.startswith("_Z") else v
-                                         for v in longs.tolist()], dtype=object) if len(longs) else longs]
+        frames["kLongName"] = [names(long_ids, lambda v: demangle(v) if isinstance(v, str) and v.startswith("_Z")
+                                     else v)]
         for col, src in (("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
                          ("correlationId", "correlationId"), ("globalPid", "globalPid"), ("gridX", "gridX"),
                          ("gridY", "gridY"), ("gridZ", "gridZ"), ("blockX", "blockX"), ("blockY", "blockY"),
                          ("blockZ", "blockZ")):
             frames[col] = [kc[src]]
-        frames["bytes"] = [np.full(len(k), -1, dtype=np.int64)]
-        frames["copyKind"] = [np.full(len(k), None, dtype=object)]
+        frames["bytes"] = [np.full(k_len, -1, dtype=np.int64)]
+        frames["copyKind"] = [np.full(k_len, None, dtype=object)]
         for name in ("memcpy", "memset"):
             m = ints(name, len(COPY_COLS))
             if not len(m):
@@ -207,16 +339,23 @@ class NsysSource:
         acts["apiName"] = take(names(ac["nameId"]) if len(a) else np.zeros(0, dtype=object), idx)
         acts["gpu"] = nsys_gpu_names(db, acts)
 
-        ranges, labels = self._ranges(ints("nvtx", len(NVTX_COLS) + 1), where, res, strings)
+        nv = _nvtx_columns([res[i] for i in where.get("nvtx", [])], self._packed_nvtx)
+        if nv is None:  # a textId/domainId too big to pack
+            nv = _nvtx_columns(fetch.run(db, self._unpacked["nvtx"], False), False)
+        ranges, labels = self._ranges(nv, where, res, strings)
         db.close()
         if not len(ranges):
             self.warnings.append("the export has no NVTX ranges: records carry no ranges, layer or op "
                                  "(profile with --trace=cuda,nvtx and annotate with pyprof.init())")
         return Prepared(acts, ranges, self.kind, self.stats, labels=labels)
 
-    def _ranges(self, nv: np.ndarray, where: dict, res: list, strings: dict[int, str]):
-        cols = dict(zip(["rowid", *NVTX_COLS], nv.T, strict=False))
-        n = len(nv)
+    def _ranges(self, cols: dict[str, np.ndarray], where: dict, res: list, strings: dict[int, str]):
+        # never-popped push ranges out first (most rows of some exports), then the rest on what is left
+        keep = self._terminated(cols["globalTid"], cols["end"], cols["eventType"])
+        if not keep.all():
+            idx = np.flatnonzero(keep)
+            cols = {c: v[idx] for c, v in cols.items()}
+        n = len(cols["rowid"])
         # message: text column, else the registered string (textId)
         code = cols["textId"].copy()  # StringIds ids (>= 0) or -1
         offset = (max(strings) + 1) if strings else 0
@@ -239,13 +378,8 @@ class NsysSource:
                 name = text if text is not None else strings.get(tid)
                 if did is not None and name is not None:
                     dnames.setdefault(int(did), name)
-        dom = np.maximum(cols["domainId"], 0)
-        thread = cols["globalTid"]
-        keep = code >= 0 if n else np.zeros(0, bool)
-        keep |= code < 0  # a range without message is still a range (text None)
-        keep &= self._terminated(thread, cols["end"], cols["eventType"])
-        code, dom, thread = code[keep], dom[keep], thread[keep]
-        start, end = cols["start"][keep], cols["end"][keep]
+        dom = np.maximum(cols["domainId"], 0)  # a range without message is still a range (text None)
+        thread, start, end = cols["globalTid"], cols["start"], cols["end"]
         uniq_dom, dinv = np.unique(dom, return_inverse=True) if len(dom) else (np.zeros(0, np.int64), dom)
         key = (code + 1) * max(len(uniq_dom), 1) + dinv.reshape(-1)
         label, luniq = pd.factorize(key)
@@ -272,8 +406,7 @@ class NsysSource:
         """
         if not len(end):
             return np.ones(0, dtype=bool)
-        dup = pd.DataFrame({"t": thread, "e": end}).duplicated(keep=False).to_numpy()
-        bad = dup & (etype == schema.NVTX_PUSH_POP)
+        bad = _duplicated(thread, end) & (etype == schema.NVTX_PUSH_POP)
         n = int(bad.sum())
         if n:
             self.warnings.append(

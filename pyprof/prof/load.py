@@ -106,38 +106,55 @@ class _Decoder:
 
 
 def _read(fh: IO, name: str, allow_empty: bool = False) -> Iterator[dict[str, Any]]:
-    decode = _Decoder()
-    legacy: dict | None = None
-    count = 0
+    reader = _LineReader(name)
+    record = reader.record
     lineno = 0
     for lineno, line in enumerate(fh, 1):  # noqa: B007  (lineno is reported after the loop)
+        rec = record(line, lineno)
+        if rec is not None:
+            yield rec
+    reader.finish(allow_empty)
+
+
+class _LineReader:
+    """One line at a time: the record it holds (None for a blank line), or an :class:`InputError`."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.decode = _Decoder()
+        self.legacy: dict | None = None
+        self.count = 0
+
+    def record(self, line: bytes | str, lineno: int) -> dict[str, Any] | None:
+        name = self.name
         if line.__class__ is str:
             line = line.encode()
         if line[:2] == b'{"':  # the fast path: parse's JSON lines
             try:
-                rec = decode(line)
+                rec = self.decode(line)
             except orjson.JSONDecodeError as exc:
                 raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
             if "kDuration" in rec and "kShortName" in rec:
-                count += 1
-                yield rec
-                continue
+                self.count += 1
+                return rec
         else:
             rec = _slow_line(line, lineno, name)
             if rec is None:
-                continue
+                return None
             if rec.__class__ is dict and line.lstrip()[:2] == b"{'":
-                if legacy is None:
-                    legacy = {}
-                _normalise_legacy(rec, legacy)
+                if self.legacy is None:
+                    self.legacy = {}
+                _normalise_legacy(rec, self.legacy)
         if rec.__class__ is not dict:
             raise InputError(f"{name} line {lineno}: not a record (a JSON {type(rec).__name__})", HINT)
         if "kShortName" not in rec or "kDuration" not in rec:
             raise InputError(f"{name} line {lineno}: record without kShortName/kDuration", HINT)
-        count += 1
-        yield rec
-    if not count and not allow_empty:
-        raise InputError(f"{name} holds no records (empty file)", HINT)
+        self.count += 1
+        return rec
+
+    def finish(self, allow_empty: bool = False) -> None:
+        if not self.count and not allow_empty:
+            raise InputError(f"{self.name} holds no records (empty file)", HINT)
 
 
 def _slow_line(line: bytes, lineno: int, name: str) -> Any:

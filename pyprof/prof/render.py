@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gc
+import io
 import math
 from collections.abc import Sequence
 from typing import IO
@@ -58,7 +59,7 @@ def col_sci(series: pd.Series) -> list[str]:
     nan = np.isnan(a)
     if len(a) and np.nanmax(np.abs(np.where(nan, 0.0, a))) >= 9e18:  # beyond int64: the slow way
         return [NA_NUM if math.isnan(v) else f"{v:.0f}" for v in a.tolist()]
-    out = [str(v) for v in np.rint(np.where(nan, 0.0, a)).astype(np.int64).tolist()]
+    out = list(map(str, np.rint(np.where(nan, 0.0, a)).astype(np.int64).tolist()))
     for i in np.flatnonzero(nan).tolist():
         out[i] = NA_NUM
     return out
@@ -80,11 +81,47 @@ def col_num(series: pd.Series) -> list[str]:
 
 
 def col_int(series: pd.Series) -> list[str]:
-    return [str(v) if v.__class__ is int else _int(v) for v in series.tolist()]
+    values = series.tolist()
+    if set(map(type, values)) <= {int}:  # the common case, at C speed
+        return list(map(str, values))
+    return [str(v) if v.__class__ is int else _int(v) for v in values]
+
+
+def _one_str(v) -> str:
+    return v if v.__class__ is str and v else _str(v)
 
 
 def col_str(series: pd.Series) -> list[str]:
-    return [v if v.__class__ is str and v else _str(v) for v in series.tolist()]
+    values = series.tolist()
+    try:  # each distinct value formatted once (text columns repeat a few names)
+        distinct = dict.fromkeys(values)
+    except TypeError:  # an unhashable cell
+        return [_one_str(v) for v in values]
+    for v in distinct:
+        distinct[v] = _one_str(v)
+    return list(map(distinct.__getitem__, values))
+
+
+_CSV_SPECIAL = (",", '"', "\n", "\r")
+
+
+def _csv_cells(col: list[str]) -> list[str]:
+    """A column of text cells as csv.writer writes them (QUOTE_MINIMAL), each distinct cell quoted once."""
+    joined = "".join(col)
+    if not any(c in joined for c in _CSV_SPECIAL):
+        return col
+    distinct = dict.fromkeys(col)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    for v in distinct:
+        if any(c in v for c in _CSV_SPECIAL):
+            buf.seek(0)
+            buf.truncate()
+            w.writerow([v, ""])
+            distinct[v] = buf.getvalue()[:-2]
+        else:
+            distinct[v] = v
+    return list(map(distinct.__getitem__, col))
 
 
 def _joiner(sep: str):
@@ -126,7 +163,9 @@ def write(df: pd.DataFrame, names: Sequence[str], fh: IO[str], style: str = "spa
         _write(df, names, fh, style, width, headers, fmts)
     finally:
         if was_on:
-            gc.enable()
+            from pyprof.prof.table import _gc_enable
+
+            _gc_enable()
 
 
 def _write(df, names, fh, style, width, headers, fmts) -> None:
@@ -143,8 +182,11 @@ def _write(df, names, fh, style, width, headers, fmts) -> None:
             fh.write(" ".join(h.replace(" ", "_") for h in heads) + "\n")
         for start in range(0, n, CHUNK):
             cols = formatted(df.iloc[start:start + CHUNK], names, fmts)
-            if style == "csv":
+            if style == "csv" and len(cols) == 1:
                 w.writerows(zip(*cols, strict=True))
+            elif style == "csv":  # csv.writer's output, joined at C speed
+                cols = [_csv_cells(c) for c in cols]
+                fh.write("\n".join(map(",".join, zip(*cols, strict=True))) + "\n")
             else:
                 rows = zip(*([s.replace(" ", "_") for s in c] for c in cols), strict=True)
                 fh.write("\n".join(" ".join(r) for r in rows) + "\n")

@@ -132,6 +132,15 @@ def _freeze(value: Any) -> Any:
     return value if value is None else id(value)
 
 
+def _gc_enable() -> None:
+    """Enable the cyclic collector again without a first collection walking every object made while it
+    was off (millions of acyclic cells): those go straight to the oldest generation."""
+    if not gc.get_freeze_count():
+        gc.freeze()
+        gc.unfreeze()
+    gc.enable()
+
+
 def _obj(values) -> np.ndarray:
     return np.fromiter(values, dtype=object, count=len(values))
 
@@ -178,15 +187,16 @@ def _first_index(codes: np.ndarray, m: int) -> np.ndarray:
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting processes costs more than it saves
 
 
-def _range_columns(job: tuple[str, int, int]) -> dict[str, list]:
+def _range_columns(job: tuple[str, int, int]):
     """Worker: the columns of one byte range of a record file."""
-    from pyprof.prof.load import iter_range
+    from pyprof.prof.fastread import read_columns
 
     gc.disable()
-    return _columns(iter_range(*job))
+    path, start, end = job
+    return read_columns(path, start, end, name=f"{path} (bytes {start}-{end})", allow_empty=True)
 
 
-def _parallel_columns(path: str, workers: int) -> dict[str, list] | None:
+def _parallel_columns(path: str, workers: int):
     """Decode a large record file on ``workers`` processes (JSON decoding is most of prof's time).
     None when it cannot (then the caller reads it in this process, which also reports any bad line)."""
     import concurrent.futures
@@ -203,20 +213,19 @@ def _parallel_columns(path: str, workers: int) -> dict[str, list] | None:
         return None
     cols = parts[0]
     for part in parts[1:]:
-        for k in KEYS:
-            cols[k].extend(part[k])
-    return cols if cols["kind"] else None
+        cols.extend(part)
+    return cols if len(cols) else None
 
 
 def build_file(source, gpu: str | None = None, peak_flops: float | None = None, peak_bw: float | None = None,
                calibration: dict | None = None, workers: int | None = None) -> pd.DataFrame:
-    """:func:`build` of a record file (path, ``-`` or None for stdin). With ``workers`` > 1 a large file
-    (64 MiB or more) of JSON-lines records is decoded on that many processes (``None``: the CPUs, at
-    most 8); PyProf dict files, stdin and small files are read in this process. The result is the same
-    either way. It pays only where CPUs are idle (on a busy 2-CPU machine it was slower), so the CLI
-    leaves it off unless ``-j`` asks for it."""
+    """:func:`build` of a record file (path, ``-`` or None for stdin). A JSON-lines file is read straight
+    into columns (:mod:`pyprof.prof.fastread`); with ``workers`` > 1 a large file (64 MiB or more) is
+    decoded on that many processes (``None``: the CPUs, at most 8); PyProf dict files and stdin are read
+    record by record in this process. The result is the same either way."""
     import os
 
+    from pyprof.prof.fastread import read_columns
     from pyprof.prof.load import is_legacy, iter_records
 
     resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration)
@@ -226,18 +235,23 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        cols = None
-        if (path is not None and workers > 1 and os.path.isfile(path)
-                and os.path.getsize(path) >= PARALLEL_MIN_BYTES and not is_legacy(path)):
-            cols = _parallel_columns(path, workers)
-        if cols is None:
+        raw = None
+        if path is not None and os.path.isfile(path) and not is_legacy(path):
+            cols = None
+            if workers > 1 and os.path.getsize(path) >= PARALLEL_MIN_BYTES:
+                cols = _parallel_columns(path, workers)
+            if cols is None:
+                cols = read_columns(path)
+            raw = cols.arrays()
+            n = len(raw["kind"])
+        if raw is None:
             cols = _columns(iter_records(source))
-        n = len(cols["kind"])
-        raw = {k: _obj(cols.pop(k)) for k in KEYS}
+            n = len(cols["kind"])
+            raw = {k: _obj(cols.pop(k)) for k in KEYS}
         return _build(raw, n, resolver)
     finally:
         if gc_was_on:
-            gc.enable()
+            _gc_enable()
 
 
 def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops: float | None = None,
@@ -257,7 +271,7 @@ def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops:
         return _build(raw, n, resolver)
     finally:
         if gc_was_on:
-            gc.enable()
+            _gc_enable()
 
 
 def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.DataFrame:

@@ -1,0 +1,255 @@
+"""Read a JSON-lines record file straight into prof's columns, block by block, without a dict per record.
+
+``pyprof parse`` writes every record with the same field order (:data:`pyprof.records.FIELDS`). A line is
+cut at six top-level key markers (``,"kDuration":``, ``,"pid":``, ``,"apiStart":``, ``,"ranges":``,
+``,"layer":``, ``,"seqId":``); each marker holds an unescaped quote, which cannot occur inside a JSON
+string, so it can only be a key. The cut gives:
+
+* the *static* part (kind and names; pid..apiName; layer..atenSizes): repeated across a training loop, so
+  its bytes are the key of a table of distinct static parts, each decoded once; a record is a code into it;
+* the *varying* part (kDuration..correlationId; apiStart, apiEnd; seqId..subSeqId): gathered for a whole
+  block of lines and decoded with one ``orjson.loads`` call;
+* ``ranges``: not decoded (prof does not use it; the line reader skips it too).
+
+Any line that does not cut this way (another field order, a PyProf dict line, a blank line, a bad line)
+goes through :mod:`pyprof.prof.load`'s line reader, with the same errors and the same line numbers; a
+block whose varying parts do not decode is read again line by line. So the columns are always those of
+``table._columns(load.iter_records(path))``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import orjson
+
+STATIC = ("kind", "kShortName", "kLongName", "tid", "device", "gpu", "stream", "grid", "block", "bytes", "layer",
+          "trace", "mod", "op", "args", "cdtype")
+VARYING = ("kDuration", "start", "opId", "seqId", "altSeqId", "dir", "subSeqId")
+_STATIC_SET = frozenset(STATIC)
+_VARYING_SET = frozenset(VARYING)
+_INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype"))
+_SHARE = frozenset(("layer", "trace"))
+
+KD, PID, AS, RG, LY, SQ = (b',"kDuration":', b',"pid":', b',"apiStart":', b',"ranges":', b',"layer":',
+                           b',"seqId":')
+BLOCK = 8 << 20
+
+
+class Columns:
+    """Distinct static parts, one code per record, and the varying fields as lists."""
+
+    def __init__(self):
+        self.statics: list[tuple] = []
+        self.index: dict[Any, int] = {}  # static-part bytes (or a frozen record) -> code
+        self.codes: list[int] = []
+        self.var: dict[str, list] = {k: [] for k in VARYING}
+        self.pools: dict[str, dict] = {k: {} for k in STATIC}
+
+    def static_code(self, values: tuple, key: Any) -> int:
+        code = self.index.get(key)
+        if code is None:
+            code = self.index[key] = len(self.statics)
+            self.statics.append(self._pool(values))
+        return code
+
+    def _pool(self, values: tuple) -> tuple:
+        """One object per distinct value of a field, across every static part (as ``table._columns``)."""
+        out = []
+        for k, v in zip(STATIC, values, strict=True):
+            pool = self.pools[k]
+            if k in _INTERN:
+                v = pool.setdefault(v, v)
+            elif k == "args":
+                if v is not None:
+                    v = pool.setdefault(orjson.dumps(v), v)
+            elif k in _SHARE:
+                from pyprof.prof.table import _freeze
+
+                try:
+                    v = pool.setdefault(tuple(v), v)
+                except TypeError:
+                    v = pool.setdefault(_freeze(v), v)
+            out.append(v)
+        return tuple(out)
+
+    def record_code(self, rec: dict) -> int:
+        """The static code of a record read the slow way (a whole dict)."""
+        values = tuple(map(rec.get, STATIC))
+        try:
+            key = ("rec", orjson.dumps(values))
+        except TypeError:  # not serialisable: its own static part
+            key = ("id", len(self.statics))
+        return self.static_code(values, key)
+
+    def add_record(self, rec: dict) -> None:
+        self.codes.append(self.record_code(rec))
+        for k in VARYING:
+            self.var[k].append(rec.get(k))
+
+    def add_var(self, dicts: list) -> None:
+        var = self.var
+        try:
+            from operator import itemgetter
+
+            rows = list(map(itemgetter(*VARYING), dicts))
+        except KeyError:
+            rows = [tuple(map(d.get, VARYING)) for d in dicts]
+        if rows:
+            for k, col in zip(VARYING, zip(*rows, strict=True), strict=True):
+                var[k].extend(col)
+
+    def extend(self, other: Columns) -> None:
+        remap = [self.static_code(values, key) for key, values in _keyed(other)]
+        self.codes.extend(np.asarray(remap, dtype=np.int64)[np.asarray(other.codes, dtype=np.int64)].tolist()
+                          if other.codes else [])
+        for k in VARYING:
+            self.var[k].extend(other.var[k])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every field of ``table.KEYS`` as an object array, one entry per record."""
+        codes = np.asarray(self.codes, dtype=np.int64)
+        out: dict[str, np.ndarray] = {}
+        for j, k in enumerate(STATIC):
+            distinct = np.fromiter((t[j] for t in self.statics), dtype=object, count=len(self.statics))
+            out[k] = distinct[codes] if len(codes) else np.zeros(0, dtype=object)
+        dir_pool: dict = {}
+        self.var["dir"] = list(map(dir_pool.setdefault, self.var["dir"], self.var["dir"]))
+        for k in VARYING:
+            col = self.var.pop(k)
+            out[k] = np.fromiter(col, dtype=object, count=len(col))
+        self.var = {k: [] for k in VARYING}
+        return out
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+
+def _keyed(cols: Columns):
+    keys: list[Any] = [None] * len(cols.statics)
+    for key, code in cols.index.items():
+        if code >= 0:
+            keys[code] = key
+    return list(zip(keys, cols.statics, strict=True))
+
+
+def read_columns(path: str | os.PathLike, start: int = 0, end: int | None = None, name: str | None = None,
+                 allow_empty: bool = False) -> Columns:
+    """The columns of the records in bytes ``[start, end)`` of ``path`` (line-aligned; default: all)."""
+    from pyprof.prof.load import _LineReader
+
+    path = os.fspath(path)
+    if end is None:
+        end = os.path.getsize(path)
+    name = name or path
+    cols = Columns()
+    reader = _LineReader(name)
+    lines_before = 0
+    rest = b""
+    remaining = end - start
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        while True:
+            data = fh.read(min(BLOCK, remaining)) if remaining > 0 else b""
+            remaining -= len(data)
+            if not data:
+                if rest:  # the last line, without a newline
+                    _block(rest + b"\n", len(rest) + 1, cols, reader, lines_before)
+                break
+            buf = rest + data if rest else data
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:
+                rest = buf
+                continue
+            rest = buf[cut:]
+            lines_before = _block(buf, cut, cols, reader, lines_before)
+    reader.finish(allow_empty)
+    return cols
+
+
+def _block(buf: bytes, size: int, cols: Columns, reader, lines_before: int) -> int:
+    """Records of ``buf[:size]`` (whole lines, each ending in a newline); returns the line count so far."""
+    find = buf.find
+    rfind = buf.rfind
+    startswith = buf.startswith
+    index = cols.index
+    codes = cols.codes
+    pieces = [b"[0"]
+    append = pieces.append
+    slow: list[tuple[int, dict]] = []  # (position among this block's records, record)
+    nrec = 0
+    known_pos, known_no = 0, lines_before
+    pos = 0
+    nslow = 0  # lines read the slow way (records or not)
+    while pos < size:
+        nl = find(b"\n", pos)
+        if startswith(b'{"', pos):
+            a = find(KD, pos, nl)
+            b = find(PID, a, nl)
+            c = find(AS, b, nl)
+            d = find(RG, c, nl)
+            f = rfind(SQ, d, nl)  # from the end: ranges (the longest field) is never scanned
+            e = rfind(LY, d, f)
+            if pos < a < b < c < d < e < f:
+                key = buf[pos:a] + buf[b:c] + buf[e:f]
+                code = index.get(key)
+                if code is None:
+                    code = _new_static(key, cols)
+                if code is not None and code >= 0:
+                    codes.append(code)
+                    append(b",{")
+                    append(buf[a + 1:b])
+                    append(buf[c:d])
+                    append(buf[f:nl])
+                    nrec += 1
+                    pos = nl + 1
+                    continue
+        # the slow way: this line alone, through the line reader
+        known_no += buf.count(b"\n", known_pos, pos)
+        known_pos = pos
+        nslow += 1
+        rec = reader.record(buf[pos:nl + 1], known_no + 1)
+        if rec is not None:
+            slow.append((nrec, rec))
+            append(b",0")
+            codes.append(cols.record_code(rec))
+            nrec += 1
+        pos = nl + 1
+    try:
+        dicts = orjson.loads(b"".join(pieces) + b"]")
+    except orjson.JSONDecodeError:
+        dicts = None
+    if dicts is None or len(dicts) != nrec + 1:
+        # a varying part that does not decode: read the block's fast lines again, one by one
+        del codes[len(codes) - nrec:]
+        return _block_slow(buf[:size], cols, reader, lines_before)
+    del dicts[0]
+    for i, rec in slow:
+        dicts[i] = rec
+    reader.count += nrec - len(slow)
+    cols.add_var(dicts)
+    return lines_before + nslow + nrec - len(slow)
+
+
+def _block_slow(buf: bytes, cols: Columns, reader, lines_before: int) -> int:
+    lineno = lines_before
+    for line in buf.splitlines(keepends=True):
+        lineno += 1
+        rec = reader.record(line, lineno)
+        if rec is not None:
+            cols.add_record(rec)
+    return lineno
+
+
+def _new_static(key: bytes, cols: Columns) -> int | None:
+    """Decode a new static part; None when it is not one (the line then goes the slow way)."""
+    try:
+        rec = orjson.loads(key + b"}")
+    except orjson.JSONDecodeError:
+        rec = None
+    if rec.__class__ is not dict or not _STATIC_SET <= rec.keys() or not _VARYING_SET.isdisjoint(rec):
+        cols.index[key] = -1  # not parse's layout: lines with this part go the slow way
+        return None
+    return cols.static_code(tuple(map(rec.get, STATIC)), key)
