@@ -120,14 +120,21 @@ def test_fast_columns_equal_the_record_reader(tmp_path):
     path = tmp_path / "r.dict"
     path.write_bytes(body)
     want = _columns(iter_records(path))
-    for block in (BLOCK, 4096):
-        import pyprof.prof.fastread as fr
+    import mmap
 
-        fr.BLOCK, old = block, fr.BLOCK
+    import pyprof.prof.fastread as fr
+
+    def no_map(*a, **k):
+        raise OSError("not mappable")
+
+    for block, mapped in ((BLOCK, True), (4096, True), (100, True), (BLOCK, False), (4096, False)):
+        fr.BLOCK, old, old_map = block, fr.BLOCK, mmap.mmap
+        if not mapped:
+            mmap.mmap = no_map
         try:
             got = read_columns(path).arrays()
         finally:
-            fr.BLOCK = old
+            fr.BLOCK, mmap.mmap = old, old_map
         for k in KEYS:
             assert got[k].tolist() == want[k], k
         assert isinstance(got["kind"], np.ndarray)

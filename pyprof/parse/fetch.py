@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from pyprof.parse.db import Database
+from pyprof.parse.db import Database, translate_errors
 
 #: below this many rows in total, read in-process
 PARALLEL_MIN_ROWS = 400_000
@@ -32,12 +32,30 @@ def to_ints(rows: list[tuple], ncols: int) -> np.ndarray:
     return out.reshape(len(rows), ncols)
 
 
+#: rows converted to numpy at a time: the row tuples of one batch are freed before the next is read, so
+#: memory is reused instead of a whole table's Python objects being built (and page-faulted in) at once
+BATCH = 1 << 16
+
+
+def read_ints(db: Database, sql: str, ncols: int) -> np.ndarray:
+    """An integer query's rows as an int64 array of shape (n, ncols), read in batches."""
+    parts = []
+    with translate_errors(db.path):
+        cur = db.conn.execute(sql)
+        while True:
+            rows = cur.fetchmany(BATCH)
+            if not rows:
+                break
+            parts.append(to_ints(rows, ncols))
+    if not parts:
+        return np.zeros((0, ncols), dtype=np.int64)
+    # column-major: the reader takes whole columns (contiguous then), and this runs in the workers
+    return np.asfortranarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+
 def _run(path: str, kind: str, sql: str, ncols: int):
     with Database(path) as db:
-        rows = db.execute(sql)
-    if kind == "ints":
-        return to_ints(rows, ncols)
-    return rows
+        return read_ints(db, sql, ncols) if kind == "ints" else db.execute(sql)
 
 
 class Task:
@@ -79,8 +97,7 @@ def run(db: Database, tasks: list[Task], parallel: bool) -> list:
     if not parallel or workers < 2:
         out = []
         for t in tasks:
-            rows = db.execute(t.sql)
-            out.append(to_ints(rows, t.ncols) if t.kind == "ints" else rows)
+            out.append(read_ints(db, t.sql, t.ncols) if t.kind == "ints" else db.execute(t.sql))
         return out
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:

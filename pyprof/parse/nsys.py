@@ -168,10 +168,19 @@ def _nvtx_columns(parts: list[np.ndarray], packed: bool) -> dict[str, np.ndarray
     if (ids < 0).any():
         return None
     rowid_type = col(0)
-    text_id, domain_id = _unpack(ids, 2, ID_BITS)
-    return {"rowid": rowid_type >> 1, "globalTid": col(1), "start": col(2), "end": col(3), "textId": text_id,
-            "domainId": domain_id,
+    # rowid, textId and domainId stay packed until the never-popped ranges are out (_unpacked_nvtx)
+    return {"_rowid_type": rowid_type, "globalTid": col(1), "start": col(2), "end": col(3), "_ids": ids,
             "eventType": np.where(rowid_type & 1, schema.NVTX_START_END, schema.NVTX_PUSH_POP)}
+
+
+def _unpacked_nvtx(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:func:`_nvtx_columns` output with the packed columns expanded."""
+    if "_ids" not in cols:
+        return cols
+    cols = dict(cols)
+    cols["rowid"] = cols.pop("_rowid_type") >> 1
+    cols["textId"], cols["domainId"] = _unpack(cols.pop("_ids"), 2, ID_BITS)
+    return cols
 
 
 class NsysSource:
@@ -246,7 +255,14 @@ class NsysSource:
                 add("api", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM '
                                               f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}',
                                       len(API_COLS)))
-        if has_nvtx:
+        if has_nvtx and "text" in ncols and "eventType" in ncols and "domainId" in ncols:
+            # text messages and domain names in one scan (split in :meth:`_load`; disjoint: rng needs
+            # eventType 59/60)
+            add("nvtx_meta", fetch.Task("rows", f'SELECT rowid, eventType, globalTid, domainId, text, '
+                                                f'{"textId" if "textId" in ncols else "NULL"} FROM '
+                                                f'"{schema.NSYS_NVTX}" WHERE (text IS NOT NULL AND {rng}) OR '
+                                                f"eventType = {schema.NVTX_DOMAIN_CREATE}"))
+        elif has_nvtx:
             if "text" in ncols:
                 add("nvtx_text", fetch.Task("rows", f'SELECT rowid, text FROM "{schema.NSYS_NVTX}" WHERE '
                                                     f"text IS NOT NULL AND {rng}"))
@@ -262,6 +278,15 @@ class NsysSource:
         strings = db.strings(schema.NSYS_STRINGS)
         tasks, where, parallel = self._tasks()
         res = fetch.run(db, tasks, parallel)
+        for i in where.pop("nvtx_meta", []):
+            texts, doms = [], []
+            for rowid, etype, gt, did, text, tid in res[i]:
+                if etype == schema.NVTX_DOMAIN_CREATE:
+                    doms.append((gt, did, text, tid))
+                else:
+                    texts.append((rowid, text))
+            where["nvtx_text"], where["domains"] = [len(res)], [len(res) + 1]
+            res += [texts, doms]
 
         def ints(name, ncols):
             parts = [res[i] for i in where.get(name, [])]
@@ -355,6 +380,7 @@ class NsysSource:
         if not keep.all():
             idx = np.flatnonzero(keep)
             cols = {c: v[idx] for c, v in cols.items()}
+        cols = _unpacked_nvtx(cols)
         n = len(cols["rowid"])
         # message: text column, else the registered string (textId)
         code = cols["textId"].copy()  # StringIds ids (>= 0) or -1

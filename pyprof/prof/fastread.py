@@ -19,6 +19,8 @@ block whose varying parts do not decode is read again line by line. So the colum
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 from typing import Any
 
@@ -146,46 +148,79 @@ def read_columns(path: str | os.PathLike, start: int = 0, end: int | None = None
     name = name or path
     cols = Columns()
     reader = _LineReader(name)
-    lines_before = 0
-    rest = b""
-    remaining = end - start
     with open(path, "rb") as fh:
-        fh.seek(start)
-        while True:
-            data = fh.read(min(BLOCK, remaining)) if remaining > 0 else b""
-            remaining -= len(data)
-            if not data:
-                if rest:  # the last line, without a newline
-                    _block(rest + b"\n", len(rest) + 1, cols, reader, lines_before)
-                break
-            buf = rest + data if rest else data
-            cut = buf.rfind(b"\n") + 1
-            if cut == 0:
-                rest = buf
-                continue
-            rest = buf[cut:]
-            lines_before = _block(buf, cut, cols, reader, lines_before)
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if end > start else None
+        except (OSError, ValueError):  # not mappable: read it block by block
+            mm = None
+        if mm is None:
+            _read_blocks(fh, start, end, cols, reader)
+        else:
+            with mm:
+                _map_blocks(mm, start, end, cols, reader)
     reader.finish(allow_empty)
     return cols
 
 
-def _block(buf: bytes, size: int, cols: Columns, reader, lines_before: int) -> int:
-    """Records of ``buf[:size]`` (whole lines, each ending in a newline); returns the line count so far."""
+def _map_blocks(mm: mmap.mmap, start: int, end: int, cols: Columns, reader) -> None:
+    """Windows of the mapped file, each ending after a newline, read in place (no copy of the file);
+    each window's pages are given back once read, so the file never counts whole in the process's memory."""
+    lines = 0
+    pos = start
+    page = mmap.PAGESIZE
+    while pos < end:
+        stop = min(pos + BLOCK, end)
+        cut = mm.rfind(b"\n", pos, stop) + 1
+        if cut <= pos:  # no newline in this window: a line longer than it
+            cut = mm.find(b"\n", stop, end) + 1
+        if cut <= pos:  # the last line, without a newline
+            _block(mm[pos:end] + b"\n", 0, end - pos + 1, cols, reader, lines)
+            break
+        lines = _block(mm, pos, cut, cols, reader, lines)
+        done = pos // page * page
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            mm.madvise(mmap.MADV_DONTNEED, done, cut // page * page - done)
+        pos = cut
+
+
+def _read_blocks(fh, start: int, end: int, cols: Columns, reader) -> None:
+    lines_before = 0
+    rest = b""
+    remaining = end - start
+    fh.seek(start)
+    while True:
+        data = fh.read(min(BLOCK, remaining)) if remaining > 0 else b""
+        remaining -= len(data)
+        if not data:
+            if rest:  # the last line, without a newline
+                _block(rest + b"\n", 0, len(rest) + 1, cols, reader, lines_before)
+            break
+        buf = rest + data if rest else data
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:
+            rest = buf
+            continue
+        rest = buf[cut:]
+        lines_before = _block(buf, 0, cut, cols, reader, lines_before)
+
+
+def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int) -> int:
+    """Records of ``buf[start:size]`` (bytes or a mapped file; whole lines, each ending in a newline);
+    returns the line count so far."""
     find = buf.find
     rfind = buf.rfind
-    startswith = buf.startswith
     index = cols.index
     codes = cols.codes
     pieces = [b"[0"]
     append = pieces.append
     slow: list[tuple[int, dict]] = []  # (position among this block's records, record)
     nrec = 0
-    known_pos, known_no = 0, lines_before
-    pos = 0
+    known_pos, known_no = start, lines_before
+    pos = start
     nslow = 0  # lines read the slow way (records or not)
     while pos < size:
         nl = find(b"\n", pos)
-        if startswith(b'{"', pos):
+        if buf[pos:pos + 2] == b'{"':
             a = find(KD, pos, nl)
             b = find(PID, a, nl)
             c = find(AS, b, nl)
@@ -207,7 +242,7 @@ def _block(buf: bytes, size: int, cols: Columns, reader, lines_before: int) -> i
                     pos = nl + 1
                     continue
         # the slow way: this line alone, through the line reader
-        known_no += buf.count(b"\n", known_pos, pos)
+        known_no += buf[known_pos:pos].count(b"\n")
         known_pos = pos
         nslow += 1
         rec = reader.record(buf[pos:nl + 1], known_no + 1)
@@ -224,7 +259,7 @@ def _block(buf: bytes, size: int, cols: Columns, reader, lines_before: int) -> i
     if dicts is None or len(dicts) != nrec + 1:
         # a varying part that does not decode: read the block's fast lines again, one by one
         del codes[len(codes) - nrec:]
-        return _block_slow(buf[:size], cols, reader, lines_before)
+        return _block_slow(buf[start:size], cols, reader, lines_before)
     del dicts[0]
     for i, rec in slow:
         dicts[i] = rec
