@@ -151,36 +151,44 @@ def _nvtx_select(db: Database, packed: bool) -> tuple[str, int]:
             f'{_pack([e["textId"], e["domainId"]], ID_BITS)}', 5)
 
 
-def _nvtx_columns(parts: list[np.ndarray], packed: bool) -> dict[str, np.ndarray] | None:
-    """NVTX row blocks (read in slices) -> one contiguous array per column, rowid and :data:`NVTX_COLS`
-    (None if a packed value did not fit)."""
-    names = ["rowid", *NVTX_COLS]
-    width = 5 if packed else len(names)
+def _nvtx_columns(parts: list[np.ndarray], packed: bool) -> dict | None:
+    """NVTX row blocks (read in slices) -> the columns :meth:`NsysSource._terminated` needs (globalTid,
+    end, eventType) as whole arrays, the blocks kept for the rest (:func:`_nvtx_kept`: only the rows
+    that stay are copied out). None if a packed value did not fit."""
     if not parts:
-        parts = [np.zeros((0, width), dtype=np.int64)]
+        parts = [np.zeros((0, 5 if packed else len(NVTX_COLS) + 1), dtype=np.int64)]
 
     def col(j: int) -> np.ndarray:
         return np.concatenate([p[:, j] for p in parts])
 
-    if not packed:
-        return {c: col(j) for j, c in enumerate(names)}
-    ids = col(4)
-    if (ids < 0).any():
-        return None
-    rowid_type = col(0)
-    # rowid, textId and domainId stay packed until the never-popped ranges are out (_unpacked_nvtx)
-    return {"_rowid_type": rowid_type, "globalTid": col(1), "start": col(2), "end": col(3), "_ids": ids,
-            "eventType": np.where(rowid_type & 1, schema.NVTX_START_END, schema.NVTX_PUSH_POP)}
+    if packed:
+        if any((p[:, 4] < 0).any() for p in parts):
+            return None
+        etype = np.concatenate([np.where(p[:, 0] & 1, schema.NVTX_START_END, schema.NVTX_PUSH_POP) for p in parts])
+    else:
+        etype = col(6)
+    return {"globalTid": col(1), "end": col(3), "eventType": etype, "_parts": parts, "_packed": packed}
 
 
-def _unpacked_nvtx(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """:func:`_nvtx_columns` output with the packed columns expanded."""
-    if "_ids" not in cols:
-        return cols
-    cols = dict(cols)
-    cols["rowid"] = cols.pop("_rowid_type") >> 1
-    cols["textId"], cols["domainId"] = _unpack(cols.pop("_ids"), 2, ID_BITS)
-    return cols
+def _nvtx_kept(cols: dict, keep: np.ndarray) -> dict[str, np.ndarray]:
+    """Every column (rowid and :data:`NVTX_COLS`) of the rows ``keep`` selects."""
+    parts, packed = cols["_parts"], cols["_packed"]
+    every = bool(keep.all())
+    bounds = np.cumsum([0, *(len(p) for p in parts)]).tolist()
+
+    def col(j: int) -> np.ndarray:
+        if every:
+            return np.concatenate([p[:, j] for p in parts])
+        return np.concatenate([p[:, j][keep[lo:hi]] for p, lo, hi in zip(parts, bounds, bounds[1:], strict=False)])
+
+    out = {c: (cols[c] if every else cols[c][keep]) for c in ("globalTid", "end", "eventType")}
+    out["start"] = col(2)
+    if packed:
+        out["rowid"] = col(0) >> 1
+        out["textId"], out["domainId"] = _unpack(col(4), 2, ID_BITS)
+    else:
+        out["rowid"], out["textId"], out["domainId"] = col(0), col(4), col(5)
+    return out
 
 
 class NsysSource:
@@ -374,13 +382,9 @@ class NsysSource:
                                  "(profile with --trace=cuda,nvtx and annotate with pyprof.init())")
         return Prepared(acts, ranges, self.kind, self.stats, labels=labels)
 
-    def _ranges(self, cols: dict[str, np.ndarray], where: dict, res: list, strings: dict[int, str]):
+    def _ranges(self, cols: dict, where: dict, res: list, strings: dict[int, str]):
         # never-popped push ranges out first (most rows of some exports), then the rest on what is left
-        keep = self._terminated(cols["globalTid"], cols["end"], cols["eventType"])
-        if not keep.all():
-            idx = np.flatnonzero(keep)
-            cols = {c: v[idx] for c, v in cols.items()}
-        cols = _unpacked_nvtx(cols)
+        cols = _nvtx_kept(cols, self._terminated(cols["globalTid"], cols["end"], cols["eventType"]))
         n = len(cols["rowid"])
         # message: text column, else the registered string (textId)
         code = cols["textId"].copy()  # StringIds ids (>= 0) or -1
@@ -404,7 +408,7 @@ class NsysSource:
                 name = text if text is not None else strings.get(tid)
                 if did is not None and name is not None:
                     dnames.setdefault(int(did), name)
-        dom = np.maximum(cols["domainId"], 0)  # a range without message is still a range (text None)
+        dom = np.maximum(cols["domainId"], 0)
         thread, start, end = cols["globalTid"], cols["start"], cols["end"]
         uniq_dom, dinv = np.unique(dom, return_inverse=True) if len(dom) else (np.zeros(0, np.int64), dom)
         key = (code + 1) * max(len(uniq_dom), 1) + dinv.reshape(-1)
