@@ -78,8 +78,9 @@ Summary columns (--summary op|layer|kernel|dir):
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s (overrides the table).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="Write here instead of stdout (all or nothing).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, metavar="N",
-              help="Processes decoding a large (64 MiB+) record file; helps where CPUs are idle. Default 1.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Processes decoding a large (64 MiB+) record file. Default: the CPUs (up to 8); "
+                   "-j 1 on a busy machine.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr.")
 def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, quiet):
     from pyprof.atomic import atomic_output
