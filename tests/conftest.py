@@ -16,6 +16,17 @@ CORPUS = Path(os.environ.get("PYPROF_CORPUS", REPO.parent / "shared" / "corpus")
 os.environ["PYPROF_CALIBRATION"] = os.path.join(tempfile.mkdtemp(prefix="pyprof-test-"), "calibration.json")
 
 
+# Python code run first in a child interpreter to prove a path imports no torch (import of torch fails there).
+BLOCK_TORCH = (
+    "import sys, importlib.abc\n"
+    "class Block(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'torch' or name.startswith('torch.'):\n"
+    "            raise ImportError('torch is blocked in this test')\n"
+    "sys.meta_path.insert(0, Block())\n"
+)
+
+
 def corpus_files(kind: str | None = None) -> list[Path]:
     """All corpus SQLite files (``kind`` = "nsys" or "nvprof"), or [] where the corpus is absent."""
     if not CORPUS.is_dir():

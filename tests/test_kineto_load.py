@@ -15,7 +15,7 @@ from pyprof.errors import InputError
 from pyprof.parse import kineto_schema as ks
 from pyprof.parse.kineto import KinetoSource
 from pyprof.parse.kineto_load import load_trace, repair_unescaped_names
-from tests.conftest import REPO
+from tests.conftest import BLOCK_TORCH, REPO
 
 GPU = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"
 
@@ -158,13 +158,7 @@ def test_kineto_parsing_and_cpu_findings_need_no_torch():
     import subprocess
     import sys
 
-    code = (
-        "import sys, importlib.abc\n"
-        "class Block(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'torch' or name.startswith('torch.'):\n"
-        "            raise ImportError('torch is blocked in this test')\n"
-        "sys.meta_path.insert(0, Block())\n"
+    code = BLOCK_TORCH + (
         "import pyprof.cli.run_cmd, pyprof.cli.calibrate_cmd, pyprof.runner, pyprof.calibrate\n"
         "from pyprof.parse.kineto import KinetoSource\n"
         "from pyprof.cpu_findings import findings\n"

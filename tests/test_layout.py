@@ -6,20 +6,11 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO
-
-NO_TORCH = (
-    "import sys, importlib.abc\n"
-    "class Block(importlib.abc.MetaPathFinder):\n"
-    "    def find_spec(self, name, path=None, target=None):\n"
-    "        if name == 'torch' or name.startswith('torch.'):\n"
-    "            raise ImportError('torch is blocked in this test')\n"
-    "sys.meta_path.insert(0, Block())\n"
-)
+from conftest import BLOCK_TORCH, REPO
 
 
 def test_parse_and_prof_import_without_torch():
-    code = NO_TORCH + (
+    code = BLOCK_TORCH + (
         "import pyprof, pyprof.markers, pyprof.records, pyprof.cli.main\n"
         "import pyprof.parse, pyprof.prof, pyprof.prof.ops\n"
         "assert 'torch' not in sys.modules\n"

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 try:
-    from conftest import REPO
+    from conftest import BLOCK_TORCH, REPO
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import REPO
+    from tests.conftest import BLOCK_TORCH, REPO
 
 from pyprof.cli.main import main
 from pyprof.prof.columns import COLUMNS, DEFAULT
@@ -185,13 +185,7 @@ def test_stdin_broken_pipe_and_script(dictfile):
 
 
 def test_prof_runs_without_torch(dictfile):
-    code = (
-        "import sys, importlib.abc\n"
-        "class Block(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'torch' or name.startswith('torch.'):\n"
-        "            raise ImportError('torch is blocked in this test')\n"
-        "sys.meta_path.insert(0, Block())\n"
+    code = BLOCK_TORCH + (
         "from pyprof.cli.main import main\n"
         f"main(['prof', '-q', '--summary', 'op', {str(dictfile)!r}])\n"
     )

@@ -117,13 +117,7 @@ def deinit() -> None:
         _undo()
         while _wrapped:
             owner, name, orig, had_own = _wrapped.pop()
-            if had_own:
-                setattr(owner, name, orig)
-            else:
-                try:
-                    delattr(owner, name)
-                except AttributeError:
-                    pass
+            patch.restore(owner, name, orig, had_own)
         S.initialized = False
         S.nvtx = False
         S.always = False

@@ -166,17 +166,23 @@ def _reset_dynamo_rules() -> None:
         fn.cache_clear()
 
 
+def restore(owner, name: str, orig, had_own: bool) -> None:
+    """Put ``owner.name`` back as it was: the original if ``owner`` defined it itself, else nothing
+    (the attribute was inherited, so the wrapper set on ``owner`` is deleted and lookup falls through)."""
+    if had_own:
+        setattr(owner, name, orig)
+        return
+    try:
+        delattr(owner, name)
+    except AttributeError:
+        pass
+
+
 def unpatch_all() -> None:
     """Put every original back, newest first; undo the TorchScript registrations."""
     while _patched:
         owner, name, orig, had_own, _new = _patched.pop()
-        if had_own:
-            setattr(owner, name, orig)
-        else:
-            try:
-                delattr(owner, name)
-            except AttributeError:
-                pass
+        restore(owner, name, orig, had_own)
     _reset_dynamo_rules()
     try:
         from torch import _jit_internal

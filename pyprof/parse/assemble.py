@@ -372,3 +372,17 @@ def take(values: np.ndarray, idx: np.ndarray, fill=-1) -> np.ndarray:
     ok = idx >= 0
     out[ok] = values[idx[ok]]
     return out
+
+
+class PreparedSource:
+    """The :class:`~pyprof.parse.source.Source` methods shared by the SQLite sources (nsys, nvprof):
+    each defines ``_load()``, which reads its export once into a :class:`Prepared` that builds the records."""
+
+    def prepared(self) -> Prepared:
+        return self._load()
+
+    def records(self):
+        yield from self._load().records()
+
+    def lines(self):
+        yield from self._load().lines()

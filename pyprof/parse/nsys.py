@@ -11,15 +11,13 @@ in :mod:`pyprof.parse.gpus`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pyprof.errors import NoKernelsError
 from pyprof.parse import fetch, schema
-from pyprof.parse.assemble import Prepared, Stats, join_first, take
+from pyprof.parse.assemble import Prepared, PreparedSource, Stats, join_first, take
 from pyprof.parse.db import Database
 from pyprof.parse.demangle import demangle
 from pyprof.parse.gpus import nsys_gpu_names
@@ -191,7 +189,7 @@ def _nvtx_kept(cols: dict, keep: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-class NsysSource:
+class NsysSource(PreparedSource):
     """An Nsight Systems export. ``records()``/``lines()`` read everything, then stream records."""
 
     kind = "nsys"
@@ -444,11 +442,3 @@ class NsysSource:
                 "the capture); they are left out of `ranges`")
         return ~bad
 
-    def prepared(self) -> Prepared:
-        return self._load()
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        yield from self._load().records()
-
-    def lines(self) -> Iterator[bytes]:
-        yield from self._load().lines()

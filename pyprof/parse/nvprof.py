@@ -8,15 +8,12 @@ packed in ``objectId`` (uint32 pid, int32 tid). Timestamps are absolute CUPTI ns
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from pyprof.errors import NoKernelsError
 from pyprof.parse import schema
-from pyprof.parse.assemble import Prepared, Stats, _ints, join_first, pylist, take
+from pyprof.parse.assemble import Prepared, PreparedSource, Stats, _ints, join_first, pylist, take
 from pyprof.parse.db import Database
 from pyprof.parse.demangle import demangle, short_name
 from pyprof.parse.gpus import nvprof_gpu_names
@@ -40,7 +37,7 @@ def _object_ids(blobs: list) -> tuple[np.ndarray, np.ndarray]:
     return pid, tid
 
 
-class NvprofSource:
+class NvprofSource(PreparedSource):
     kind = "nvprof"
 
     def __init__(self, path: str, db: Database | None = None):
@@ -143,11 +140,3 @@ class NvprofSource:
             self.warnings.append("the database has no NVTX ranges: records carry no ranges, layer or op")
         return Prepared(acts, ranges, self.kind, self.stats)
 
-    def prepared(self) -> Prepared:
-        return self._load()
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        yield from self._load().records()
-
-    def lines(self) -> Iterator[bytes]:
-        yield from self._load().lines()
