@@ -45,6 +45,16 @@ def corpus_file(name: str) -> Path:
 
 
 @pytest.fixture
+def initialized():
+    """pyprof.init() for the test, deinit() after (imports torch only for the tests that use it)."""
+    import pyprof
+
+    pyprof.init()
+    yield
+    pyprof.deinit()
+
+
+@pytest.fixture
 def corpus():
     if not CORPUS.is_dir():
         pytest.skip(f"corpus not found at {CORPUS}")

@@ -14,13 +14,6 @@ from pyprof.annotate.recorder import Recorder  # noqa: E402
 from pyprof.errors import UsageError  # noqa: E402
 
 
-@pytest.fixture
-def initialized():
-    pyprof.init()
-    yield
-    pyprof.deinit()
-
-
 class Square(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

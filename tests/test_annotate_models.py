@@ -16,12 +16,6 @@ from tests.small_models import MODELS  # noqa: E402
 THIS = os.path.basename(__file__)
 
 
-@pytest.fixture
-def initialized():
-    pyprof.init()
-    yield
-    pyprof.deinit()
-
 
 def _run(model, x):
     """Forward and backward; returns the output and the grads (detached clones)."""

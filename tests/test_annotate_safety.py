@@ -17,13 +17,6 @@ from pyprof.annotate import ops as ann_ops  # noqa: E402
 from pyprof.annotate.recorder import Recorder  # noqa: E402
 
 
-@pytest.fixture
-def initialized():
-    pyprof.init()
-    yield
-    pyprof.deinit()
-
-
 def _snapshot():
     owners = [torch, torch.Tensor, F, torch.linalg, torch.fft, torch.special]
     return {(id(o), k): v for o in owners for k, v in list(vars(o).items())}

@@ -8,7 +8,6 @@ as PyProf did for kernel names), so ``awk``/``cut`` see one field per column.
 from __future__ import annotations
 
 import csv
-import gc
 import io
 import math
 from collections.abc import Sequence
@@ -157,15 +156,10 @@ def write(df: pd.DataFrame, names: Sequence[str], fh: IO[str], style: str = "spa
 
     The cyclic garbage collector is paused meanwhile: formatting creates millions of strings, and each
     full collection would walk every object of the table (they hold no cycles)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        _write(df, names, fh, style, width, headers, fmts)
-    finally:
-        if was_on:
-            from pyprof.prof.table import _gc_enable
+    from pyprof.prof.table import _gc_paused
 
-            _gc_enable()
+    with _gc_paused():
+        _write(df, names, fh, style, width, headers, fmts)
 
 
 def _write(df, names, fh, style, width, headers, fmts) -> None:

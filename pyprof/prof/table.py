@@ -24,8 +24,9 @@ their share of kernel time, kernels without an op, GPUs without known peaks).
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
@@ -132,6 +133,19 @@ def _freeze(value: Any) -> Any:
     return value if value is None else id(value)
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic collector off while a table is built (millions of small containers: it would dominate
+    the run time), and back on afterwards, if it was on, through :func:`_gc_enable`."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            _gc_enable()
+
+
 def _gc_enable() -> None:
     """Enable the cyclic collector again without a first collection walking every object made while it
     was off (millions of acyclic cells): those go straight to the oldest generation."""
@@ -232,10 +246,7 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
     if workers is None:
         workers = min(os.cpu_count() or 1, 8)
     path = None if source is None or str(source) == "-" or hasattr(source, "read") else os.fspath(source)
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
-        raw = None
+    with _gc_paused():
         if path is not None and os.path.isfile(path) and not is_legacy(path):
             cols = None
             if workers > 1 and os.path.getsize(path) >= PARALLEL_MIN_BYTES:
@@ -243,15 +254,8 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
             if cols is None:
                 cols = read_columns(path)
             raw = cols.arrays()
-            n = len(raw["kind"])
-        if raw is None:
-            cols = _columns(iter_records(source))
-            n = len(cols["kind"])
-            raw = {k: _obj(cols.pop(k)) for k in KEYS}
-        return _build(raw, n, resolver)
-    finally:
-        if gc_was_on:
-            _gc_enable()
+            return _build(raw, len(raw["kind"]), resolver)
+        return _build_records(iter_records(source), resolver)
 
 
 def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops: float | None = None,
@@ -261,17 +265,16 @@ def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops:
     once. ``gpu`` overrides every record's GPU name; ``peak_flops`` (FLOP/s, all dtypes) and ``peak_bw``
     (bytes/s) override the peak table; ``calibration`` maps device names to
     :class:`~pyprof.prof.devices.Device` (default: the calibration file, if any)."""
-    resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration)
-    gc_was_on = gc.isenabled()
-    gc.disable()  # millions of small containers: the cyclic collector would dominate the run time
-    try:
-        cols = _columns(records)
-        n = len(cols["kind"])
-        raw = {k: _obj(cols.pop(k)) for k in KEYS}
-        return _build(raw, n, resolver)
-    finally:
-        if gc_was_on:
-            _gc_enable()
+    with _gc_paused():
+        return _build_records(records, DeviceResolver(gpu, peak_flops, peak_bw, calibration))
+
+
+def _build_records(records: Iterable[dict[str, Any]], resolver: DeviceResolver) -> pd.DataFrame:
+    """Columns gathered record by record, then :func:`_build`."""
+    cols = _columns(records)
+    n = len(cols["kind"])
+    raw = {k: _obj(cols.pop(k)) for k in KEYS}
+    return _build(raw, n, resolver)
 
 
 def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.DataFrame:

@@ -18,7 +18,19 @@ from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
 
 
-def _table_and_indices(call: OpCall, functional_order: bool):
+def _table_and_indices(call: OpCall):
+    """``(table, indices, table shape, indices shape)`` with a 2-D table, or None when not known."""
+    pair = _pick_table(call, functional_order=call.mod == "torch.nn.functional")
+    if pair is None:
+        return None
+    w, idx = pair
+    sw, si = A.shape(w), A.shape(idx)
+    if sw is None or si is None or len(sw) != 2:
+        return None
+    return w, idx, sw, si
+
+
+def _pick_table(call: OpCall, functional_order: bool):
     ts = A.tensors(call.args)[:2]
     if len(ts) < 2:
         return None
@@ -38,13 +50,10 @@ def _table_and_indices(call: OpCall, functional_order: bool):
 
 @register("embedding")
 def _embedding(call: OpCall) -> Cost | None:
-    ti = _table_and_indices(call, functional_order=call.mod == "torch.nn.functional")
+    ti = _table_and_indices(call)
     if ti is None:
         return None
-    w, idx = ti
-    sw, si = A.shape(w), A.shape(idx)
-    if sw is None or si is None or len(sw) != 2:
-        return None
+    w, idx, sw, si = ti
     n_idx, d = prod(si), sw[1]
     dt = A.compute_dtype(call.cdtype, w)
     if call.direction == "bprop":
@@ -57,13 +66,10 @@ def _embedding(call: OpCall) -> Cost | None:
 @register("embedding_bag")
 def _embedding_bag(call: OpCall) -> Cost | None:
     b = A.bind(call.args, ("input", "weight", "offsets", "max_norm", "norm_type", "scale_grad_by_freq", "mode"))
-    ti = _table_and_indices(call, functional_order=call.mod == "torch.nn.functional")
+    ti = _table_and_indices(call)
     if ti is None:
         return None
-    w, idx = ti
-    sw, si = A.shape(w), A.shape(idx)
-    if sw is None or si is None or len(sw) != 2:
-        return None
+    w, idx, sw, si = ti
     mode = A.value(b.get("mode"), "mean")
     off = b.get("offsets")
     bags = si[0] if len(si) == 2 else (A.numel(A.shape(off)) if A.is_tensor(off) else None)
