@@ -79,17 +79,45 @@ def test_many_files_need_a_folder(capsys, tmp_path):
     assert code == 2 and "output folder" in err
 
 
-def test_parallel_output_equals_sequential(tmp_path, monkeypatch):
+def test_threaded_writer_equals_sequential(tmp_path, monkeypatch):
     from pyprof.parse import run
 
     path = corpus_file("zx3xyy__assignment2-systems")
+    monkeypatch.setattr(run, "THREADED_MIN", 10**12)
     seq = tmp_path / "seq.dict"
     run.parse_file(str(path), str(seq))
-    monkeypatch.setattr(run, "PARALLEL_OUT_MIN", 100)
+    monkeypatch.setattr(run, "THREADED_MIN", 1)
     par = tmp_path / "par.dict"
     run.parse_file(str(path), str(par))
     assert par.read_bytes() == seq.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["par.dict", "seq.dict"]
+
+
+def test_threaded_writer_failure_reaches_the_caller(monkeypatch):
+    """A write error in the writer thread is raised in the caller, and nothing hangs."""
+    from pyprof.parse import run
+
+    class Prep:
+        n = 10**6
+
+        def lines(self):
+            for _ in range(100):
+                yield b"x" * 1000
+
+    class Full:
+        def __init__(self):
+            self.calls = 0
+
+        def write(self, data):
+            self.calls += 1
+            if self.calls == 3:
+                raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run, "THREADED_MIN", 1)
+    fh = Full()
+    with pytest.raises(OSError, match="No space left"):
+        run.write_lines(Prep(), fh)
+    assert fh.calls == 3
 
 
 def test_odd_characters_in_the_path(tmp_path, capsys):

@@ -168,6 +168,7 @@ class Prepared:
         self.ranges_of[-1] = []
 
         self.acts = acts
+        self._parts = None
         self.op_id = op_id
         self.sub_seq = sub_seq
 
@@ -248,56 +249,65 @@ class Prepared:
             yield rec
 
     def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
-        """Records ``lo:hi`` as JSON lines, in chunks of bytes: the decoded part of each distinct stack,
-        and the repeated base fields (kernel names, device, stream, grid, API name...), are serialised
-        once and spliced in; the per-record integers are formatted in place."""
+        """Records ``lo:hi`` as JSON lines, in chunks of bytes.
+
+        What repeats is serialised once per distinct value and spliced in: the head (kind, source and
+        kernel names), the middle (device, GPU, stream, grid, block, bytes, copy kind, API name) and the
+        decoded part of each distinct range stack. Rows are grouped by those keys with vectorised
+        factorisation (:func:`group_codes`), so the per-record work is one ``%`` format of the
+        integers, run by ``map`` over whole chunks without a Python loop body."""
         if not all(self.acts[c].dtype.kind in "iuf" for c in _INT_FIELDS):
             yield from self._lines_dicts(lo, hi)
             return
         hi = self.n if hi is None else hi
-        c = self._columns(lo, hi)
-        src = self.source
-        dumps = orjson.dumps
-        keys = self.row_key[lo:hi]
-        op_ids = _nulled([v if v >= 0 else None for v in self.op_id[lo:hi].tolist()])
-        subs = _nulled([v if v >= 0 else None for v in self.sub_seq[lo:hi].tolist()])
-        starts, ends = c["start"], c["end"]
-        durs = _nulled([e - s if s is not None and e is not None else None
-                        for s, e in zip(starts, ends, strict=True)])
-        ints = [_nulled(c[k]) for k in ("start", "end", "correlationId", "pid", "tid", "apiStart", "apiEnd")]
-        heads: dict[tuple, str] = {}
-        mids: dict[tuple, str] = {}
-        frags: dict[Any, str] = {}
+        heads, hcode, mids, mcode, frags, fcode = self._line_parts()
+        a = self.acts
+        start, end = _ints(a["start"]), _ints(a["end"])
+        known = (start >= 0) & (end >= 0)
+        dur = np.where(known, end - start, 0)
+        ints = [(dur, ~known), (start, None), (end, None)]
+        ints += [(_ints(a[c]), None) for c in ("correlationId", "pid", "tid", "apiStart", "apiEnd")]
+        ints += [(self.op_id, None), (self.sub_seq, None)]
         tmpl = ('%s%s,"start":%s,"end":%s,"correlationId":%s,"pid":%s,"tid":%s%s%s,"apiEnd":%s,%s,"opId":%s,'
                 '"subSeqId":%s}\n')
-        buf: list[str] = []
-        for (kind, short, long_, dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api, k, dur, s, e, corr,
-             pid, tid, a0, a1, o, ss) in zip(
-                c["kind"], c["kShortName"], c["kLongName"], c["device"], c["gpu"], c["stream"], c["gridX"],
-                c["gridY"], c["gridZ"], c["blockX"], c["blockY"], c["blockZ"], c["bytes"], c["copyKind"],
-                c["apiName"], keys, durs, *ints, op_ids, subs, strict=True):
-            hk = (kind, short, long_)
-            head = heads.get(hk)
-            if head is None:
-                head = heads[hk] = dumps({"kind": kind, "source": src, "kShortName": short,
-                                          "kLongName": long_})[:-1].decode() + ',"kDuration":'
-            mk = (dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api)
-            mid = mids.get(mk)
-            if mid is None:
-                mid = mids[mk] = "," + dumps({
-                    "device": dev, "gpu": gpu, "stream": stream,
-                    "grid": [gx, gy, gz] if gx is not None else None,
-                    "block": [bx, by, bz] if bx is not None else None,
-                    "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
-            frag = frags.get(k)
-            if frag is None:
-                frag = frags[k] = dumps({"ranges": self.ranges_of[k], **self.fields[k]})[1:-1].decode()
-            buf.append(tmpl % (head, dur, s, e, corr, pid, tid, mid, a0, a1, frag, o, ss))
-            if len(buf) >= CHUNK:
-                yield "".join(buf).encode()
-                buf = []
-        if buf:
-            yield "".join(buf).encode()
+        fmt = tmpl.__mod__
+        for clo in range(lo, hi, CHUNK):
+            chi = min(hi, clo + CHUNK)
+            d, s0, e, corr, pid, tid, a0, a1, o, ss = (_json_ints(v[clo:chi], None if m is None else m[clo:chi])
+                                                       for v, m in ints)
+            yield "".join(map(fmt, zip(heads[hcode[clo:chi]].tolist(), d, s0, e, corr, pid, tid,
+                                       mids[mcode[clo:chi]].tolist(), a0, a1, frags[fcode[clo:chi]].tolist(),
+                                       o, ss, strict=True))).encode()
+
+    def _line_parts(self):
+        """The JSON fragments :meth:`lines` splices (object arrays of str) and each row's code into them;
+        computed once (before a forked writer splits the rows, so both halves share them)."""
+        if self._parts is None:
+            a = self.acts
+            hcode, hfirst = group_codes([a[c].to_numpy() for c in ("kind", "kShortName", "kLongName")])
+            head_cols = {c: pylist(a[c].to_numpy()[hfirst]) for c in ("kind", "kShortName", "kLongName")}
+            src = self.source
+            heads = _strings(orjson.dumps({"kind": k, "source": src, "kShortName": sh, "kLongName": lg})[:-1].decode()
+                             + ',"kDuration":' for k, sh, lg in zip(head_cols["kind"], head_cols["kShortName"],
+                                                                     head_cols["kLongName"], strict=True))
+            mid_names = ("device", "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes",
+                         "copyKind", "apiName")
+            mcode, mfirst = group_codes([a[c].to_numpy() for c in mid_names])
+            m = {c: pylist(a[c].to_numpy()[mfirst]) for c in mid_names}
+            mids = _strings("," + orjson.dumps({
+                "device": dev, "gpu": gpu, "stream": stream,
+                "grid": [gx, gy, gz] if gx is not None else None,
+                "block": [bx, by, bz] if bx is not None else None,
+                "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
+                for dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api in zip(*(m[c] for c in mid_names),
+                                                                                          strict=True))
+            keys = np.empty(self.n, dtype=object)
+            keys[:] = self.row_key
+            fcode, uniq = pd.factorize(keys)
+            frags = _strings(orjson.dumps({"ranges": self.ranges_of[k], **self.fields[k]})[1:-1].decode()
+                             for k in uniq.tolist())
+            self._parts = (heads, hcode, mids, mcode, frags, fcode)
+        return self._parts
 
     def _lines_dicts(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
         """:meth:`lines` for activity tables with non-integer columns: one dict per record."""
@@ -326,11 +336,47 @@ _INT_FIELDS = ("start", "end", "correlationId", "pid", "tid", "apiStart", "apiEn
                "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes")
 
 
-def _nulled(values: list) -> list:
-    """Ints and None -> the same list with "null" for None (for %s formatting as JSON)."""
-    if None not in values:
-        return values
-    return ["null" if v is None else v for v in values]
+def group_codes(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by equal values across ``columns`` (nulls equal to nulls): a code per row (0..m-1, in
+    order of first appearance) and the first row of each code. Each column is factorised by hash and the
+    codes combined in mixed radix, re-factorised only when the next product could overflow int64."""
+    n = len(columns[0]) if columns else 0
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    for col in columns:
+        codes, uniq = pd.factorize(col, use_na_sentinel=False)
+        width = max(len(uniq), 1)
+        if span * width >= 1 << 62:
+            key, kuniq = pd.factorize(key)
+            span = max(len(kuniq), 1)
+        key = key * width + codes
+        span *= width
+    codes = pd.factorize(key)[0].astype(np.int64, copy=False)
+    # codes number groups by first appearance, so a group's first row is where the running max grows
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        new[1:] = codes[1:] > np.maximum.accumulate(codes)[:-1]
+    return codes, np.flatnonzero(new)
+
+
+def _strings(values) -> np.ndarray:
+    """An object array of the given strings (for fancy-indexing by code)."""
+    vals = list(values)
+    out = np.empty(len(vals), dtype=object)
+    out[:] = vals
+    return out
+
+
+def _json_ints(values: np.ndarray, null: np.ndarray | None = None) -> list:
+    """An int64 column as a list for ``%s`` formatting: ints, and "null" where ``null`` is set (default:
+    where the value is negative, -1 standing for unknown)."""
+    out = values.tolist()
+    if null is None:
+        null = values < 0
+    if null.any():
+        for i in np.flatnonzero(null).tolist():
+            out[i] = "null"
+    return out
 
 
 def _ints(series: pd.Series) -> np.ndarray:

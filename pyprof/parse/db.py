@@ -52,14 +52,18 @@ def translate_errors(path: str) -> Iterator[None]:
         ) from None
 
 
+def sqlite_uri(path: str) -> str:
+    """A read-only SQLite URI for ``path``, percent-encoded (so '?', '#', '%' and spaces in names are safe)."""
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+
 class Database:
     """A read-only SQLite export: table listing, column listing, and column-by-name selects."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        # an SQLite URI with the path percent-encoded (so '?', '#', '%' and spaces in names are safe),
-        # opened read-only; SQLAlchemy's engine wraps the DBAPI connection we create
-        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        # opened read-only by URI; SQLAlchemy's engine wraps the DBAPI connection we create
+        uri = sqlite_uri(self.path)
         self.engine = sqlalchemy.create_engine(
             "sqlite://", poolclass=NullPool, creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
         with translate_errors(self.path):

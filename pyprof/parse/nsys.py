@@ -201,6 +201,7 @@ class NsysSource(PreparedSource):
         self.warnings: list[str] = []
         self.stats = Stats(warnings=self.warnings)
         self._packed_nvtx = False
+        self._packed_kernel = False
         self._unpacked: dict[str, list] = {}
 
     # -- reading ---------------------------------------------------------------------------------
@@ -217,6 +218,7 @@ class NsysSource(PreparedSource):
             )
         parallel = sum(counts.values()) >= fetch.PARALLEL_MIN_ROWS
         split = 2 if parallel else 1
+        columnar = fetch.arrow_available() and sum(counts.values()) >= fetch.ARROW_MIN_ROWS
         tasks, where = [], {}
 
         def add(name, task):
@@ -230,25 +232,32 @@ class NsysSource(PreparedSource):
             rng = (f"eventType IN ({types}) AND " if "eventType" in ncols else "") + \
                 '"end" IS NOT NULL AND start IS NOT NULL AND globalTid IS NOT NULL'
             lo, hi = fetch.rowids(db, schema.NSYS_NVTX)
-            packed = "eventType" in ncols and lo is not None and lo >= 0 and hi < (1 << 61)
+            # packing only pays where sqlite3 builds the Python ints; the Arrow reader takes plain columns
+            packed = not columnar and "eventType" in ncols and lo is not None and lo >= 0 and hi < (1 << 61)
             self._unpacked["nvtx"] = []
+            rows = fetch.slice_rows(counts[schema.NSYS_NVTX], split)
             for cond in fetch.slices(db, schema.NSYS_NVTX, split):
                 what, n = _nvtx_select(db, packed)
-                add("nvtx", fetch.Task("ints", f'SELECT {what} FROM "{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', n))
+                add("nvtx", fetch.Task("ints", f'SELECT {what} FROM "{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', n,
+                                       rows))
                 what, n = _nvtx_select(db, False)
                 self._unpacked["nvtx"].append(
                     fetch.Task("ints", f'SELECT {what} FROM "{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', n))
             self._packed_nvtx = packed
         self._unpacked["kernel"] = []
+        rows = fetch.slice_rows(counts[schema.NSYS_KERNEL], split)
         for cond in fetch.slices(db, schema.NSYS_KERNEL, split):
-            add("kernel", fetch.Task("ints", f'SELECT {_kernel_select(db)} FROM "{schema.NSYS_KERNEL}" WHERE {cond}',
-                                     KERNEL_PACKED))
-            self._unpacked["kernel"].append(
-                fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
-                                   f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS)))
+            plain = fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
+                                       f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS), rows)
+            add("kernel", plain if columnar else
+                fetch.Task("ints", f'SELECT {_kernel_select(db)} FROM "{schema.NSYS_KERNEL}" WHERE {cond}',
+                           KERNEL_PACKED))
+            self._unpacked["kernel"].append(plain)
+        self._packed_kernel = not columnar
         for table, name in ((schema.NSYS_MEMCPY, "memcpy"), (schema.NSYS_MEMSET, "memset")):
             if counts[table]:
-                add(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS)))
+                add(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS),
+                                     counts[table]))
         if counts[schema.NSYS_RUNTIME]:
             rcols = db.columns(schema.NSYS_RUNTIME)
             conds = []
@@ -260,7 +269,7 @@ class NsysSource(PreparedSource):
             for cond in fetch.slices(db, schema.NSYS_RUNTIME, split):
                 add("api", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM '
                                               f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}',
-                                      len(API_COLS)))
+                                      len(API_COLS), fetch.slice_rows(counts[schema.NSYS_RUNTIME], split)))
         if has_nvtx and "text" in ncols and "eventType" in ncols and "domainId" in ncols:
             # text messages and domain names in one scan (split in :meth:`_load`; disjoint: rng needs
             # eventType 59/60)
@@ -308,7 +317,10 @@ class NsysSource(PreparedSource):
             out[:] = vals
             return out[codes]
 
-        kc = _kernel_unpack(ints("kernel", KERNEL_PACKED))
+        if self._packed_kernel:
+            kc = _kernel_unpack(ints("kernel", KERNEL_PACKED))
+        else:
+            kc = dict(zip(KERNEL_COLS, ints("kernel", len(KERNEL_COLS)).T, strict=True))
         if kc is None:  # a grid/block value too big to pack: read the columns one by one
             k = np.concatenate([*fetch.run(db, self._unpacked["kernel"], False),
                                 np.zeros((0, len(KERNEL_COLS)), dtype=np.int64)])
