@@ -265,19 +265,16 @@ class Prepared:
         start, end = _ints(a["start"]), _ints(a["end"])
         known = (start >= 0) & (end >= 0)
         dur = np.where(known, end - start, 0)
-        ints = [(dur, ~known), (start, None), (end, None)]
-        ints += [(_ints(a[c]), None) for c in ("correlationId", "pid", "tid", "apiStart", "apiEnd")]
-        ints += [(self.op_id, None), (self.sub_seq, None)]
-        tmpl = ('%s%s,"start":%s,"end":%s,"correlationId":%s,"pid":%s,"tid":%s%s%s,"apiEnd":%s,%s,"opId":%s,'
-                '"subSeqId":%s}\n')
+        ints = [(dur, ~known), (start, None), (end, None), (_ints(a["correlationId"]), None),
+                (_ints(a["apiStart"]), None), (_ints(a["apiEnd"]), None), (self.op_id, None), (self.sub_seq, None)]
+        tmpl = '%s%s,"start":%s,"end":%s,"correlationId":%s%s%s,"apiEnd":%s,%s,"opId":%s,"subSeqId":%s}\n'
         fmt = tmpl.__mod__
         for clo in range(lo, hi, CHUNK):
             chi = min(hi, clo + CHUNK)
-            d, s0, e, corr, pid, tid, a0, a1, o, ss = (_json_ints(v[clo:chi], None if m is None else m[clo:chi])
-                                                       for v, m in ints)
-            yield "".join(map(fmt, zip(heads[hcode[clo:chi]].tolist(), d, s0, e, corr, pid, tid,
-                                       mids[mcode[clo:chi]].tolist(), a0, a1, frags[fcode[clo:chi]].tolist(),
-                                       o, ss, strict=True))).encode()
+            d, s0, e, corr, a0, a1, o, ss = (_json_ints(v[clo:chi], None if m is None else m[clo:chi])
+                                             for v, m in ints)
+            yield "".join(map(fmt, zip(heads[hcode[clo:chi]].tolist(), d, s0, e, corr, mids[mcode[clo:chi]].tolist(),
+                                       a0, a1, frags[fcode[clo:chi]].tolist(), o, ss, strict=True))).encode()
 
     def _line_parts(self):
         """The JSON fragments :meth:`lines` splices (object arrays of str) and each row's code into them;
@@ -290,17 +287,18 @@ class Prepared:
             heads = _strings(orjson.dumps({"kind": k, "source": src, "kShortName": sh, "kLongName": lg})[:-1].decode()
                              + ',"kDuration":' for k, sh, lg in zip(head_cols["kind"], head_cols["kShortName"],
                                                                      head_cols["kLongName"], strict=True))
-            mid_names = ("device", "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes",
-                         "copyKind", "apiName")
+            # pid and tid sit next to the device/stream/grid/API fields, and repeat as much
+            mid_names = ("pid", "tid", "device", "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY",
+                         "blockZ", "bytes", "copyKind", "apiName")
             mcode, mfirst = group_codes([a[c].to_numpy() for c in mid_names])
             m = {c: pylist(a[c].to_numpy()[mfirst]) for c in mid_names}
             mids = _strings("," + orjson.dumps({
-                "device": dev, "gpu": gpu, "stream": stream,
+                "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream,
                 "grid": [gx, gy, gz] if gx is not None else None,
                 "block": [bx, by, bz] if bx is not None else None,
                 "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
-                for dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api in zip(*(m[c] for c in mid_names),
-                                                                                          strict=True))
+                for pid, tid, dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api in zip(
+                    *(m[c] for c in mid_names), strict=True))
             keys = np.empty(self.n, dtype=object)
             keys[:] = self.row_key
             fcode, uniq = pd.factorize(keys)
