@@ -28,6 +28,7 @@ def test_deinit_restores_every_original_exactly():
     before = _snapshot()
     hooks_before = (dict(mm._global_forward_pre_hooks), dict(mm._global_forward_hooks))
     engine_before = torch.autograd._engine_run_backward
+    call_before = vars(torch.nn.Module)["__call__"]
     pyprof.init()
     assert pyprof.is_initialized()
     assert torch.add is not before[(id(torch), "add")]
@@ -39,6 +40,7 @@ def test_deinit_restores_every_original_exactly():
     assert not changed
     assert (dict(mm._global_forward_pre_hooks), dict(mm._global_forward_hooks)) == hooks_before
     assert torch.autograd._engine_run_backward is engine_before
+    assert vars(torch.nn.Module)["__call__"] is call_before
     assert not pyprof.is_initialized()
 
 
@@ -266,22 +268,113 @@ def test_dataloader_with_workers(initialized):
     assert not rec.open_ranges()
 
 
-def _pyprof_module_hooks():
+def _pyprof_module_instrumentation():
+    """pyprof's global module hooks (none expected: they put every module call on PyTorch's slow
+    path) and whether ``nn.Module.__call__`` is pyprof's."""
     import torch.nn.modules.module as mm
 
     hooks = list(mm._global_forward_pre_hooks.values()) + list(mm._global_forward_hooks.values())
-    return [h for h in hooks if h.__module__.startswith("pyprof")]
+    call = vars(torch.nn.Module)["__call__"]
+    return [h for h in hooks if h.__module__.startswith("pyprof")], call.__module__.startswith("pyprof")
 
 
-def test_module_hooks_only_while_a_consumer_is_present(initialized):
-    # global module hooks put every nn.Module call on PyTorch's slow path: not in lazy idle mode
-    assert _pyprof_module_hooks() == []
+def test_module_instrumentation_only_while_a_consumer_is_present(initialized):
+    # nothing per module call in lazy idle mode; the Module.__call__ patch only while a consumer is there
+    assert _pyprof_module_instrumentation() == ([], False)
     with Recorder():
-        assert len(_pyprof_module_hooks()) == 2
-    assert _pyprof_module_hooks() == []
+        assert _pyprof_module_instrumentation() == ([], True)
+    assert _pyprof_module_instrumentation() == ([], False)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        assert len(_pyprof_module_hooks()) == 2
-    assert _pyprof_module_hooks() == []
+        assert _pyprof_module_instrumentation() == ([], True)
+    assert _pyprof_module_instrumentation() == ([], False)
+
+
+def test_global_hook_registered_first_runs_before_the_module_range_opens(initialized):
+    # pyprof run takes deferred profiler steps in such a hook: the module's range must open after it
+    import torch.nn.modules.module as mm
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    depth_seen = []
+    rec = Recorder()
+
+    def first(module, inputs):
+        depth_seen.append(len(rec._stacks.get(threading.get_native_id(), [])))
+
+    handle = mm.register_module_forward_pre_hook(first)
+    try:
+        with rec:
+            assert _pyprof_module_instrumentation()[1] is False  # global hooks after the user's, no patch
+            model(torch.ones(1, 2))
+    finally:
+        handle.remove()
+    assert depth_seen == [0, 1]  # Sequential: no range open yet; Linear: only Sequential's
+    assert [p["path"] for p in rec.payloads("mod")] == ["", "0"] and not rec.open_ranges()
+    assert _pyprof_module_instrumentation() == ([], False)
+    with Recorder() as rec2:  # no foreign global hook now: the patch again
+        assert _pyprof_module_instrumentation() == ([], True)
+        model(torch.ones(1, 2))
+    assert [p["path"] for p in rec2.payloads("mod")] == ["", "0"]
+
+
+def test_deinit_with_payloads_on_restores_module_call():
+    call_before = vars(torch.nn.Module)["__call__"]
+    pyprof.init(lazy=False)
+    try:
+        assert _pyprof_module_instrumentation() == ([], True)
+    finally:
+        pyprof.deinit()
+    assert vars(torch.nn.Module)["__call__"] is call_before
+
+
+def test_module_call_wrapped_by_someone_else_keeps_working():
+    model, x = torch.nn.Sequential(torch.nn.Linear(2, 2)), torch.ones(1, 2)
+    original = vars(torch.nn.Module)["__call__"]
+    pyprof.init()
+    try:
+        with Recorder() as r1:
+            ours = vars(torch.nn.Module)["__call__"]
+            calls = []
+
+            def foreign(self, *args, **kwargs):  # another tool wraps Module.__call__ over pyprof's
+                calls.append(1)
+                return ours(self, *args, **kwargs)
+
+            torch.nn.Module.__call__ = foreign
+            model(x)
+        model(x)  # no consumer: pyprof's wrapper, still inside the foreign one, passes through
+        with Recorder() as r2:
+            model(x)
+        torch.nn.Module.__call__ = original  # the other tool goes
+        with Recorder() as r3:
+            model(x)
+    finally:
+        pyprof.deinit()
+        torch.nn.Module.__call__ = original
+    assert len(calls) == 6
+    for rec in (r1, r2, r3):
+        assert [p["path"] for p in rec.payloads("mod")] == ["", "0"] and not rec.open_ranges()
+    assert vars(torch.nn.Module)["__call__"] is original
+
+
+def test_user_module_hooks_run_inside_the_module_range(initialized):
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    seen = []
+    def pre(m, inputs):
+        seen.append("pre")
+        torch.relu(inputs[0])  # an op in a user hook: inside the module's range
+
+    h1 = model[0].register_forward_pre_hook(pre)
+    h2 = model[0].register_forward_hook(lambda m, i, o: seen.append("post"))
+    try:
+        with Recorder() as rec:
+            model(torch.ones(1, 2))
+    finally:
+        h1.remove()
+        h2.remove()
+    assert seen == ["pre", "post"]
+    relu = [p for p in rec.payloads("op") if p["op"] == "relu"][0]
+    assert [q["path"] for q in relu["_parents"]] == ["", "0"]
+    assert not rec.open_ranges()
 
 
 def test_nvtx_tool_path_pushes_and_pops_balanced(monkeypatch):

@@ -8,7 +8,8 @@ Pieces, one module each:
 * :mod:`~pyprof.annotate.ops`: the wrapper (plain path vs marker path, nesting, payload);
 * :mod:`~pyprof.annotate.describe`, :mod:`~pyprof.annotate.callsite`,
   :mod:`~pyprof.annotate.autocast`: argument descriptions, user call site, compute dtype;
-* :mod:`~pyprof.annotate.modules`: module paths from global forward hooks;
+* :mod:`~pyprof.annotate.modules`: module ranges and paths (``nn.Module.__call__`` wrapped while a
+  consumer is present);
 * :mod:`~pyprof.annotate.backward`: ``seq`` and per-node backward ranges (mechanism and limits
   documented there);
 * :mod:`~pyprof.annotate.optim`: optimizer-step ranges;
@@ -18,8 +19,8 @@ Pieces, one module each:
 Lazy mode (default): no payload is built while nobody consumes markers: no NVTX tool attached
 (``nvtx.get_domain("pyprof")`` is the ``nvtx`` package's dummy domain unless nsys' injection library,
 found through ``NVTX_INJECTION64_PATH``, enabled it), no torch.profiler (Kineto) session and no
-Recorder. Then each wrapper costs two attribute reads before the original runs, and the global
-module hooks are not even installed (they are added when a consumer appears).
+Recorder. Then each wrapper costs two attribute reads before the original runs, and
+``nn.Module.__call__`` is not even wrapped (it is when a consumer appears).
 
 Under torch.profiler the markers become ``record_function`` ranges named
 ``markers.to_profiler_name(text)`` (quotes percent-encoded: Kineto writes names into chrome traces

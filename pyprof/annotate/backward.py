@@ -19,6 +19,11 @@ path), the op wrapper:
    ``s0`` when one did not create a node it could have, or when ops nest); ``nseq`` is the node's own
    sequence number.
 
+Cost. The two registrations are PyTorch's (a Python ``_register_hook`` and a ``RemovableHandle``
+each, about 3 us per node together) and dominate; pyprof adds one closure per node (the pre-hook,
+whose text is built only if the node runs; the post-hook is one shared function), and finds the
+nodes without a graph walk in the common case of one node, the output's ``grad_fn``.
+
 Limits. Only nodes created while payloads are built get hooks (no hooks outside a profile). A node is
 hooked once, by the innermost instrumented op that created it (a per-thread high-water mark). Nodes
 created by un-instrumented code get no range (kernels there are attributed to the enclosing node's
@@ -38,6 +43,7 @@ from pyprof import markers
 from pyprof.annotate import emit
 
 get_seq = torch._C._autograd._get_sequence_nr
+_Tensor = torch.Tensor
 _tls = threading.local()
 _generation = [0]
 _MAX_WALK = 256
@@ -66,7 +72,7 @@ def _close_stale() -> None:
 _BWD = '{"pyprof":%d,"k":"bwd","node":"%s","seq":%d,"id":%d,"nseq":%d}'
 
 
-def _make_hooks(node_name: str, s0: int, op_id: int, n: int):
+def _make_pre(node_name: str, s0: int, op_id: int, n: int):
     def pre(grad_outputs):
         st = _stack()
         if st and st[-1][0] != _generation[0]:
@@ -76,18 +82,20 @@ def _make_hooks(node_name: str, s0: int, op_id: int, n: int):
             tok = emit.push(_BWD % (markers.VERSION, node_name, s0, op_id, n))
         st.append((_generation[0], tok))
 
-    def post(grad_inputs, grad_outputs):
-        st = _stack()
-        if st:
-            _, tok = st.pop()
-            if tok is not None:
-                emit.pop(tok)
+    return pre
 
-    return pre, post
+
+def _post(grad_inputs, grad_outputs):
+    """The post-hook of every hooked node (one function: it only closes this thread's last range)."""
+    st = _stack()
+    if st:
+        _, tok = st.pop()
+        if tok is not None:
+            emit.pop(tok)
 
 
 def _out_nodes(out, s0: int, s1: int, found: dict) -> None:
-    if isinstance(out, torch.Tensor):
+    if isinstance(out, _Tensor):
         fn = out.grad_fn
         if fn is not None:
             n = fn._sequence_nr()
@@ -95,19 +103,31 @@ def _out_nodes(out, s0: int, s1: int, found: dict) -> None:
                 found[n] = fn
     elif isinstance(out, (tuple, list)):
         for o in out:
-            if isinstance(o, torch.Tensor):
+            if isinstance(o, _Tensor):
                 _out_nodes(o, s0, s1, found)
+
+
+def _hook(node, s0: int, op_id: int, n: int) -> None:
+    node.register_prehook(_make_pre(type(node).__name__, s0, op_id, n))
+    node.register_hook(_post)
 
 
 def hook_op(out, s0: int, s1: int, op_id: int) -> None:
     """Register bwd ranges on the nodes numbered [s0, s1) reachable from ``out`` (see module doc)."""
-    low = getattr(_tls, "hooked", -1)
-    if low >= s0:  # nodes already hooked by an inner op: start above them
-        s0_eff = low + 1
-    else:
-        s0_eff = s0
+    tls = _tls
+    try:
+        low = tls.hooked
+    except AttributeError:
+        low = -1
+    s0_eff = low + 1 if low >= s0 else s0  # nodes already hooked by an inner op: start above them
     if s0_eff >= s1:
         return
+    if s1 - s0_eff == 1 and isinstance(out, _Tensor):  # the common case: one node, the output's
+        fn = out.grad_fn
+        if fn is not None and fn._sequence_nr() == s0_eff:
+            _hook(fn, s0, op_id, s0_eff)
+            tls.hooked = s0_eff
+            return
     found: dict = {}
     _out_nodes(out, s0_eff, s1, found)
     outs = set(found)
@@ -125,13 +145,10 @@ def hook_op(out, s0: int, s1: int, op_id: int) -> None:
                     found[n] = nxt
                     todo.append(nxt)
     for n, node in found.items():
-        name = type(node).__name__
-        if name in VIEW_NODES and n not in outs:
+        if n not in outs and type(node).__name__ in VIEW_NODES:
             continue
-        pre, post = _make_hooks(name, s0, op_id, n)
-        node.register_prehook(pre)
-        node.register_hook(post)
-    _tls.hooked = s1 - 1
+        _hook(node, s0, op_id, n)
+    tls.hooked = s1 - 1
 
 
 # -- closing ranges left open when backward raises ------------------------------------------------

@@ -1,12 +1,18 @@
 """Describe an op's arguments for the payload, in PyProf's argument format (see pyprof.markers).
 
-Fast paths first: tensors (shape, dtype, device, contiguity, requires_grad) with dtype and device
-names cached, then plain scalars. Nothing here reads tensor *values* (no ``.item()``, no printing), so
-describing an argument never synchronises a GPU.
+Two forms: :func:`arg` / :func:`tensor` build the argument dicts; :func:`args_json` writes the same
+arguments straight as JSON text, byte-identical to ``orjson.dumps`` of those dicts, because building
+dicts and serialising them was most of the per-op cost. The text path covers plain tensors
+(``torch.Tensor`` / ``nn.Parameter``: text cached per (shape, dtype, device, contiguity, requires_grad)),
+``int``/``float``/``bool``/``None`` scalars and lists/tuples of ints; anything else goes through the dict form and
+orjson, so every value is written exactly as before (and what orjson rejects still raises).
+Nothing here reads tensor *values* (no ``.item()``, no printing), so describing an argument never
+synchronises a GPU.
 """
 
 from __future__ import annotations
 
+import orjson
 import torch
 
 _Tensor = torch.Tensor
@@ -120,3 +126,101 @@ def args(a: tuple, kw: dict, names: tuple) -> list[dict]:
         for k, v in kw.items():
             out.append(arg(v, k))
     return out
+
+
+# -- JSON text form (see module docstring) -------------------------------------------------------
+_dumps = orjson.dumps
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_tensor_txt: dict = {}  # (shape, dtype, device, contig, grad) -> '"tensor","shape":[4,16],...}'
+_ints_txt: dict = {}    # tuple of ints -> "1,1"
+_name_txt: dict = {}    # argument name -> '{"name":"input","type":'
+_MAX_CACHED = 8192      # entries per cache (cleared when full: shapes can vary without bound)
+_I64_MIN, _U64_MAX = -(1 << 63), (1 << 64) - 1  # orjson's integer range
+
+
+def name_head(name: str) -> str:
+    """``{"name":<name>,"type":`` for ``name`` (cached)."""
+    h = _name_txt.get(name)
+    if h is None:
+        h = _name_txt[name] = '{"name":' + _dumps(name).decode() + ',"type":'
+    return h
+
+
+def _tensor_json(t, head: str) -> str:
+    try:
+        contig = t.is_contiguous()
+    except RuntimeError:  # sparse and other layouts without strides
+        contig = False
+    key = (t.shape, t.dtype, t.device, contig, t.requires_grad)
+    s = _tensor_txt.get(key)
+    if s is None:
+        if len(_tensor_txt) >= _MAX_CACHED:
+            _tensor_txt.clear()
+        shape = ",".join([str(int(d)) for d in key[0]])
+        dts = _dumps(dtype_name(key[1])).decode()
+        devs = _dumps(_device_name(key[2])).decode()
+        s = _tensor_txt[key] = (f'"tensor","shape":[{shape}],"dtype":{dts},"device":{devs},'
+                                f'"contig":{"true" if contig else "false"},"grad":{"true" if key[4] else "false"}}}')
+    return head + s
+
+
+def _ints_json(v) -> str | None:
+    """``1,2,3`` for a list/tuple of plain ints in orjson's range, else None (cached for tuples)."""
+    for x in v:  # first: a tuple holding a slice cannot be hashed, and (True,) == (1,) == (1.0,)
+        if type(x) is not int:
+            return None
+    cache = type(v) is tuple
+    if cache:
+        s = _ints_txt.get(v)
+        if s is not None:
+            return s
+    for x in v:
+        if not _I64_MIN <= x <= _U64_MAX:
+            return None
+    s = ",".join(map(str, v))
+    if cache:
+        if len(_ints_txt) >= _MAX_CACHED:
+            _ints_txt.clear()
+        _ints_txt[v] = s
+    return s
+
+
+def arg_json(v, head: str, name: str) -> str:
+    """One argument as JSON text; ``head`` is :func:`name_head` of ``name``."""
+    t = type(v)
+    if t in _PLAIN_TENSORS:
+        return _tensor_json(v, head)
+    if t is float:
+        return f'{head}"float","value":{_dumps(v).decode()}}}'
+    if t is int and _I64_MIN <= v <= _U64_MAX:
+        return f'{head}"int","value":{v}}}'
+    if t is bool:
+        return f'{head}"bool","value":{"true" if v else "false"}}}'
+    if v is None:
+        return head + '"NoneType","value":null}'
+    if t is tuple or t is list or t is torch.Size:  # stride=(1, 1), dim=[0, 1], size=torch.Size(...)
+        ints = _ints_json(v)
+        if ints is not None:
+            return f'{head}"{"list" if t is list else "tuple"}","value":[{ints}]}}'
+    return _dumps(arg(v, name)).decode()
+
+
+def args_json(a: tuple, kw: dict, heads: tuple, names: tuple) -> str:
+    """:func:`args` as JSON text (without the brackets): ``heads`` are :func:`name_head` of ``names``."""
+    n = len(heads)
+    parts = []
+    i = 0
+    for v in a:
+        head = heads[i] if i < n else _NO_NAME
+        if type(v) in _PLAIN_TENSORS:
+            parts.append(_tensor_json(v, head))
+        else:
+            parts.append(arg_json(v, head, names[i] if i < n else ""))
+        i += 1
+    if kw:
+        for k, v in kw.items():
+            parts.append(arg_json(v, name_head(k), k))
+    return ",".join(parts)
+
+
+_NO_NAME = name_head("")

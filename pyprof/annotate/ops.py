@@ -5,7 +5,11 @@ and torch.autograd.profiler's ``_is_profiler_enabled`` bool; both plain Python v
 TorchDynamo traces straight through to the original), then the original. Marker path: build the payload (see
 :mod:`pyprof.markers`: namespace, op, described args, call site, autocast compute dtype, autograd
 ``seq``, instance ``id``), push the range, call the original inside try/finally, pop, then hook the
-autograd nodes the call created (:mod:`pyprof.annotate.backward`).
+autograd nodes the call created (:mod:`pyprof.annotate.backward`). The payload is written as JSON
+text directly (:func:`build_payload`: the constant head per callable is precomputed in
+:class:`OpMeta`, arguments by :func:`pyprof.annotate.describe.args_json`, the call site from
+:func:`pyprof.annotate.callsite.call_site_json`), byte-identical to ``markers.encode`` of the payload
+dict, because building that dict and serialising it was about half of the per-op cost.
 
 Nesting: ops called from inside an instrumented op emit nothing by default (a thread-local flag),
 because the outer op already names the work — except inside :data:`COMPOSITES`, functions whose
@@ -19,6 +23,7 @@ import functools
 import itertools
 import threading
 
+import orjson
 import torch
 
 from pyprof import markers
@@ -40,7 +45,7 @@ _grad_enabled = torch.is_grad_enabled
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 _Tensor = torch.Tensor
 _VERSION = markers.VERSION
-_dumps = markers.encode
+_dumps = markers.encode  # used for the constant parts; build_payload writes the rest itself
 
 try:
     from torch.compiler import is_compiling as _is_compiling
@@ -50,18 +55,21 @@ except ImportError:  # torch < 2.3
 
 
 class OpMeta:
-    """Per-callable facts computed once: namespace, name, argument names, flags."""
+    """Per-callable facts computed once: namespace, name, argument names, flags, and the constant
+    head of its payload text (``{"pyprof":1,"k":"op","ns":...,"op":...,"args":[``)."""
 
-    __slots__ = ("ns", "name", "names", "composite", "lowp", "_names_done", "fn")
+    __slots__ = ("ns", "name", "names", "heads", "composite", "lowp", "_names_done", "fn", "head")
 
     def __init__(self, ns: str, name: str, fn, composite: bool | None = None):
         self.ns = ns
         self.name = name
         self.fn = fn
         self.names: tuple = ()
+        self.heads: tuple = ()
         self._names_done = False
         self.composite = (ns, name) in COMPOSITES if composite is None else composite
         self.lowp = name in LOWER_PRECISION_OPS
+        self.head = _dumps({"pyprof": _VERSION, "k": "op", "ns": ns, "op": name})[:-1] + ',"args":['
 
     def arg_names(self) -> tuple:
         if not self._names_done:
@@ -70,6 +78,7 @@ class OpMeta:
             if names is None:
                 names = _names_cache[key] = _arg_names(self.fn, self.ns, self.name)
             self.names = names
+            self.heads = tuple(describe.name_head(n) for n in names)
             self._names_done = True
         return self.names
 
@@ -143,25 +152,25 @@ def _wants_grad(args, kwargs) -> bool:
     return False
 
 
-def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> dict:
-    """The op payload dict (see :mod:`pyprof.markers`)."""
-    p = {"pyprof": _VERSION, "k": "op", "ns": meta.ns, "op": meta.name,
-         "args": _describe_args(args, kwargs, meta.names if meta._names_done else meta.arg_names())}
+def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> str:
+    """The op payload (see :mod:`pyprof.markers`) as its JSON text, written directly (byte-identical
+    to ``markers.encode`` of the payload dict, keys in the same order)."""
+    if not meta._names_done:
+        meta.arg_names()
+    text = meta.head + _args_json(args, kwargs, meta.heads, meta.names) + "]"
     if meta.lowp and _any_autocast():
         dev = _first_device_type(args, kwargs)
         if dev is not None:
             cd = compute_dtype(meta.name, dev)
             if cd is not None:
-                p["cdtype"] = describe.dtype_name(cd)
+                text += ',"cdtype":' + orjson.dumps(describe.dtype_name(cd)).decode()
     if s0 is not None:
-        p["seq"] = [s0]
-    p["id"] = op_id
-    p["trace"] = _call_site(3, S.stack_depth)
-    return p
+        text += f',"seq":[{s0}]'
+    return f'{text},"id":{op_id},"trace":{_call_site_json(3, S.stack_depth)}}}'
 
 
-_describe_args = describe.args
-_call_site = callsite.call_site
+_args_json = describe.args_json
+_call_site_json = callsite.call_site_json
 _get_seq = backward.get_seq
 _hook_op = backward.hook_op
 
@@ -180,7 +189,7 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
     op_id = next(_ids)
     s0 = _get_seq() if (S.backward and _grad_enabled() and _wants_grad(args, kwargs)) else None
     try:
-        text = _dumps(build_payload(meta, args, kwargs, op_id, s0))
+        text = build_payload(meta, args, kwargs, op_id, s0)
     except Exception:  # noqa: BLE001 - describing must never break the user's call
         return fn(*args, **kwargs)
     tok = push(text)

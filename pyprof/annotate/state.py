@@ -22,7 +22,7 @@ class _State:
         self.stack_depth = 1        # call-site frames kept in "trace"
         self.backward = True        # register per-node backward ranges
         self.recorders: tuple = ()  # active Recorders (a tuple, replaced on change: read without a lock)
-        self.listeners: list = []   # called after every refresh (module hooks follow consumers)
+        self.listeners: list = []   # called after every refresh (the module patch follows consumers)
 
     def refresh(self) -> None:
         """Recompute :attr:`idle` after a consumer came or went, and tell the listeners."""
