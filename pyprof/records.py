@@ -79,9 +79,19 @@ def dumps(record: dict[str, Any]) -> bytes:
 
 
 def write_records(records: Iterable[dict[str, Any]], fh: IO) -> int:
-    """Stream records as JSON lines to a text or binary file object; returns the count."""
+    """Stream records as JSON lines to a text or binary file object; returns the count.
+
+    ``records`` that can also give themselves as JSON lines (``prepared()``, as the iterator of
+    :meth:`pyprof.parse.kineto.KinetoSource.records` can) are written from those: the same bytes,
+    without a dict per record."""
     out = getattr(fh, "buffer", None) if isinstance(fh, io.TextIOBase) else fh
     n = 0
+    prepared = getattr(records, "prepared", None)
+    if out is not None and prepared is not None:
+        prep = prepared()
+        for chunk in prep.lines():
+            out.write(chunk)
+        return prep.n
     if out is not None:
         for rec in records:
             out.write(dumps(rec))

@@ -32,8 +32,11 @@ needed: a backward node's ``Sequence number`` is looked up by (pid, seq), the la
 with it before the node runs.
 
 Speed and memory: the trace is parsed in chunks (:mod:`pyprof.parse.kineto_load`), each event is
-reduced to a few packed fields in one pass, and the cyclic garbage collector is paused while the
-millions of acyclic objects are made (see ``scripts/bench_kineto.py`` for the figures).
+reduced to a few packed fields in one pass (big files: two processes, :mod:`pyprof.parse.kineto_split`),
+and the cyclic garbage collector is paused while the millions of acyclic objects are made. Records
+are planned first (:meth:`KinetoSource.prepared`: every kernel's op instance decoded and linked),
+then written as JSON lines spliced from per-instance fragments (:mod:`pyprof.parse.kineto_lines`)
+or built as dicts. See ``scripts/bench_kineto.py`` for the figures.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyprof.errors import InputError, NoKernelsError
 from pyprof.parse import decode as dec
@@ -52,6 +55,9 @@ from pyprof.parse.demangle import short_name
 from pyprof.parse.kineto_args import kineto_args
 from pyprof.parse.kineto_index import ROLE_OP, build_index, self_times
 from pyprof.parse.kineto_load import load_trace
+
+if TYPE_CHECKING:
+    from pyprof.parse.kineto_lines import KinetoPrepared
 
 _FWD_KEYS = ("mod", "op", "args", "cdtype", "layer", "trace")
 
@@ -72,13 +78,15 @@ class KinetoSource:
         self.version = f"chrome trace schemaVersion {trace.meta.get('schemaVersion', '?')}"
         self.warnings: list[str] = []
         self.stats: KinetoStats | None = None
-        self._ix = build_index(trace.chunks)
+        self._ix = build_index(trace.chunks, trace)
         ix = self._ix
         self.n_events = ix.n_events
         if trace.repaired:
             self.warnings.append(
                 f"{trace.repaired} event names had unescaped double quotes (a Kineto export bug, "
                 "pytorch/pytorch#146900) and were repaired")
+        trace.chunks = iter(())  # the unused chunk generators hold the file's bytes (and the trace:
+        trace.halves = None      # a cycle, while the collector is paused)
         del trace
         if not self.n_events:
             raise InputError(f"{self.path}: the trace holds no events", "profile at least one active step (check the schedule)")
@@ -88,6 +96,7 @@ class KinetoSource:
                 f"{self.path}: the trace holds neither GPU kernels nor CPU ops",
                 "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] over at least one active step")
         self._devices = _device_names(self.meta)
+        self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
 
     # -- decoding ------------------------------------------------------------------------------------
 
@@ -229,66 +238,89 @@ class KinetoSource:
 
     # -- records -------------------------------------------------------------------------------------
 
+    def prepared(self) -> KinetoPrepared:
+        """Every kernel with its op instance decoded and linked, in output order, ready to be turned
+        into dicts (:meth:`KinetoPrepared.records`) or JSON lines (:meth:`KinetoPrepared.lines`);
+        ``stats`` and ``warnings`` are complete on return. ``pyprof parse`` takes this path."""
+        with _no_gc():
+            entries, self_t = self._plan()
+        from pyprof.parse.kineto_lines import KinetoPrepared
+
+        prep = KinetoPrepared(self, entries, self_t)
+        self.stats = prep.stats
+        return prep
+
     def records(self) -> Iterator[dict[str, Any]]:
         """Kernel records in kernel start order; ``subSeqId`` counts each op instance's kernels in
-        launch order."""
-        self.stats = stats = KinetoStats()
-        with _no_gc():
-            for rec in self._records():
-                if rec["kind"] != "kernel":
-                    stats.copies += 1
-                else:
-                    stats.kernels += 1
-                    if rec["op"] is not None or rec["bwdNode"] is not None:
-                        stats.attributed += 1
-                yield rec
+        launch order. The iterator also has ``lines()`` (same records as JSON lines, see
+        :func:`pyprof.records.write_records`)."""
+        from pyprof.parse.kineto_lines import LazyRecords
 
-    def _records(self) -> Iterator[dict[str, Any]]:
+        return LazyRecords(self)
+
+    def _plan(self) -> tuple[list[tuple], list[int] | None]:
+        """(entries, self times): one ``(node, ctx, n, pre)`` per record in output order, ``node`` the
+        innermost range open at the kernel (-1: none), ``ctx`` its op instance's context, ``n`` its
+        ``subSeqId`` count and ``pre`` the GPU record's own fields (None on CPU: built from ``node``)."""
         self._cache: dict[int, tuple] = {}
         self._decodes: dict[tuple, dec.Decoded] = {}
-        self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
         self._malformed = 0
         self._unlinked = 0
         linker = self._register_forward()
         ix = self._ix
         sub: dict[Any, int] = {}
+        context = self._context
+        entries: list[tuple] = []
+        append = entries.append
+        self_t = None
         if self.gpu_mode:
             kernels = self._gpu_kernels()
             kernels.sort(key=lambda k: k[0])  # launch order
             numbered = []
             for k in kernels:
-                ctx = self._context(k[1], linker)
+                ctx = context(k[1], linker)
                 op_id = ctx[1]
                 n = sub.get(op_id, 0)
                 sub[op_id] = n + 1
-                numbered.append((k[2], k[1], k[3], n, ctx))
+                numbered.append((k[2], (k[1], ctx, n, k[3])))
             del kernels
-            self._cache.clear()
             numbered.sort(key=lambda k: k[0])
-            for _, node, rec, n, ctx in numbered:
-                self._kernel_fields(node, ctx, rec)
-                rec["opId"] = ctx[1]
-                rec["subSeqId"] = n if ctx[1] is not None else 0
-                yield rec
+            entries = [e for _, e in numbered]
         else:
             self_t = self_times(ix)
-            nodes = [r for r in range(len(ix.name)) if ix.role[r] == ROLE_OP and self_t[r] > 0]
-            nodes.sort(key=lambda r: ix.start[r])
+            role = ix.role
+            nodes = [r for r in range(len(role)) if role[r] == ROLE_OP and self_t[r] > 0]
+            start = ix.start
+            nodes.sort(key=start.__getitem__)
+            get = sub.get
             for r in nodes:
-                ctx = self._context(r, linker)
+                ctx = context(r, linker)
                 op_id = ctx[1]
-                n = sub.get(op_id, 0)
+                n = get(op_id, 0)
                 sub[op_id] = n + 1
-                rec = _base("kernel", ix.name[r], ix.name[r], ix.start[r], ix.end[r], self_t[r], ix.pid[r], ix.tid[r])
-                self._kernel_fields(r, ctx, rec)
-                rec["opId"] = op_id
-                rec["subSeqId"] = n if op_id is not None else 0
-                yield rec
+                append((r, ctx, n, None))
+        self._cache.clear()
+        self._decodes.clear()
         if self._unlinked:
             self.warnings.append(f"{self._unlinked} backward op instances found no forward op with their sequence "
                                  "number (the forward ran before the profiled steps?)")
         if self._malformed:
             self.warnings.append(f"{self._malformed} malformed pyprof markers were ignored")
+        return entries, self_t
+
+    def _record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]:
+        """The record dict of one plan entry (see :meth:`_plan`)."""
+        node, ctx, n, pre = entry
+        if pre is None:
+            ix = self._ix
+            name = ix.name[node]
+            rec = _base("kernel", name, name, ix.start[node], ix.end[node], self_t[node], ix.pid[node], ix.tid[node])
+        else:
+            rec = dict(pre)
+        self._kernel_fields(node, ctx, rec)
+        rec["opId"] = ctx[1]
+        rec["subSeqId"] = n if ctx[1] is not None else 0
+        return rec
 
     def _gpu_kernels(self) -> list:
         ix = self._ix

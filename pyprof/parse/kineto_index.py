@@ -11,13 +11,14 @@ open at a launch is one lookup.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyprof.markers import from_profiler_name
 from pyprof.parse import kineto_schema as ks
 from pyprof.parse.decode import classify
+from pyprof.parse.kineto_load import Trace
 
 ROLE_OP, ROLE_ANN, ROLE_PY = 0, 1, 2
 _ROLE_CODE = {"op": ROLE_OP, "ann": ROLE_ANN, "py": ROLE_PY}
@@ -76,33 +77,62 @@ def user_frame(name: str) -> str | None:
     return f"{path.rsplit('/', 1)[-1]}:{line}:{func}"
 
 
-def build_index(chunks: Iterable[list[dict[str, Any]]]) -> Index:
+def build_index(chunks: Iterable[list[dict[str, Any]]], trace: Trace | None = None) -> Index:
     """Classify the events (one pass over the chunks), then nest each thread's ranges (one sort and
     one stack per thread). Only what the records need is kept of each event: op ranges keep
     ``(External id, Input Dims, Input type, Concrete Inputs)``, names are interned, times are packed.
-    The argument keys' spellings are looked up once, on the first chunk (:func:`ks.spellings`)."""
-    ix = Index()
-    roles = ks.CATEGORY_ROLE
+    The argument keys' spellings are looked up once, on the first chunk (:func:`ks.spellings`).
+
+    When ``trace`` can be cut in two (:attr:`Trace.halves`, big files), a forked child parses and
+    classifies the second half while this process does the first (:mod:`pyprof.parse.kineto_split`)."""
+    ix = None
+    halves = getattr(trace, "halves", None)
+    if halves is not None:
+        from pyprof.parse.kineto_split import scan_in_two
+
+        ix = scan_in_two(trace, halves)
+    if ix is None:
+        ix = Index()
+        it = iter(chunks)
+        first = next(it, None)
+        if first is not None:
+            scan(ix, chain_first(first, it), spellings_of(first))
+    finish(ix)
+    return ix
+
+
+def chain_first(first: list, rest: Iterator[list]) -> Iterator[list]:
+    yield first
+    yield from rest
+
+
+def spellings_of(chunk: list) -> tuple:
+    """The trace's keys for (external id, seq, input dims, input types, concrete inputs)."""
+    sp = ks.spellings(ev.get("args") for ev in chunk[:4096] if type(ev) is dict)
+    return sp["external_id"], sp["seq"], sp["input_dims"], sp["input_types"], sp["concrete"]
+
+
+def scan(ix: Index, chunks: Iterable[list[dict[str, Any]]], keys_spelled: tuple) -> None:
+    """Append the ranges, launches and GPU activities of ``chunks``' events to ``ix`` (times as lists)."""
+    # category -> range role code (int), or the role name of launches and GPU activities
+    codes = {cat: _ROLE_CODE.get(role, role) for cat, role in ks.CATEGORY_ROLE.items()}
     arg = ks.arg
     name_l, role_l, start_l, end_l, pid_l, tid_l, args_l, seq_l, bwd_l = (
         ix.name, ix.role, ix.start, ix.end, ix.pid, ix.tid, ix.args, ix.seq, ix.bwd)
     bwd_names: dict[str, bool] = {}
     names: dict[str, str] = {}
+    ann_names: dict[str, str] = {}  # raw annotation name -> decoded (module markers repeat every step)
     keys: dict[tuple, tuple] = {}
     prefix = ks.BACKWARD_PREFIX
     threads = ix.threads
-    k_ext = k_seq = k_dims = k_types = k_conc = None
+    k_ext, k_seq, k_dims, k_types, k_conc = keys_spelled
     for chunk in chunks:
         ix.n_events += len(chunk)
-        if k_ext is None:
-            sp = ks.spellings(ev.get("args") for ev in chunk[:4096] if type(ev) is dict)
-            k_ext, k_seq, k_dims, k_types, k_conc = (
-                sp["external_id"], sp["seq"], sp["input_dims"], sp["input_types"], sp["concrete"])
         for ev in chunk:
             if type(ev) is not dict or ev.get("ph") != "X":
                 continue
-            role = roles.get(ev.get("cat"))
-            if role is None:
+            code = codes.get(ev.get("cat"))
+            if code is None:
                 continue
             ts = ev.get("ts")
             if ts is None or type(ts) is str:
@@ -111,15 +141,20 @@ def build_index(chunks: Iterable[list[dict[str, Any]]]) -> Index:
             start = ts * 1000 if type(ts) is int else round(ts * 1000.0)
             dur = ev.get("dur") or 0
             end = start + (dur * 1000 if type(dur) is int else round(dur * 1000.0))
-            code = _ROLE_CODE.get(role)
-            if code is not None:
+            if type(code) is int:
                 key = (ev.get("pid"), ev.get("tid"))
                 key = keys.setdefault(key, key)
                 rid = len(name_l)
                 name = ev.get("name") or ""
                 a = ev.get("args") or _NO_ARGS
                 if code == ROLE_ANN:
-                    name = from_profiler_name(name)  # pyprof markers are percent-encoded in traces
+                    raw = name
+                    name = ann_names.get(raw)
+                    if name is None:
+                        if len(ann_names) > 65536:
+                            ann_names.clear()
+                        # pyprof markers are percent-encoded in traces
+                        name = ann_names[raw] = from_profiler_name(raw)
                     seq = None
                     bwd_l.append(False)
                     args_l.append((a.get(k_ext), None, None, None))
@@ -150,7 +185,7 @@ def build_index(chunks: Iterable[list[dict[str, Any]]]) -> Index:
                     threads[key] = [rid]
                 else:
                     lst.append(rid)
-            elif role == "launch":
+            elif code == "launch":
                 a = ev.get("args") or _NO_ARGS
                 key = (ev.get("pid"), ev.get("tid"))
                 lid = len(ix.launches)
@@ -158,20 +193,22 @@ def build_index(chunks: Iterable[list[dict[str, Any]]]) -> Index:
                                     arg(a, "external_id")))
                 ix.launch_threads.setdefault(key, []).append(lid)
             else:
-                ix.gpu.append((role, ev, start, end))
-    n = len(name_l)
-    ix.start = array("q", start_l)
-    ix.end = array("q", end_l)
-    del start_l, end_l
+                ix.gpu.append((code, ev, start, end))
+
+
+def finish(ix: Index) -> None:
+    """Pack the times and nest the ranges of a scanned index."""
+    n = len(ix.name)
+    ix.start = array("q", ix.start)
+    ix.end = array("q", ix.end)
     ix.parent = [-1] * n
     ix.chain = [()] * n
     ix.cut = [-1] * n
     ix.frames = [()] * n
     ix.launch_node = [-1] * len(ix.launches)
-    for key, rids in threads.items():
+    for key, rids in ix.threads.items():
         _nest(ix, rids, ix.launch_threads.get(key, ()))
     _backward_seqs(ix)
-    return ix
 
 
 def _backward_seqs(ix: Index) -> None:

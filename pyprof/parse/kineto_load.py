@@ -17,7 +17,7 @@ import gzip
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +29,12 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # Kineto's layout: `    "name": "<raw text>",` alone on its line. Only lines whose text holds a quote
 # are touched; `(.*")` is greedy so the last `"` before `",` closes the value.
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+# between two events: `}, {` with a key next (a pyprof marker's name holds `},{%22name%22...`: cutting
+# there would cost a failed parse of the whole piece)
+_BOUNDARY = re.compile(rb'\}\s*,\s*\{(?=\s*")')
 CHUNK_BYTES = 8 << 20
+#: event arrays at least this big are offered in two halves (parsed by two processes)
+SPLIT_BYTES = 64 << 20
 _NONSPACE = re.compile(rb"\S")
 _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
 
@@ -47,6 +51,9 @@ class Trace:
     chunks: Iterator[list[dict[str, Any]]]
     meta: dict[str, Any] = field(default_factory=dict)
     repaired: int = 0
+    #: big Kineto-layout files: two functions giving the chunks before and after a cut near the
+    #: middle (an event boundary if the first half parses; see :mod:`pyprof.parse.kineto_split`)
+    halves: tuple[Callable[[], Iterator[list]], Callable[[], Iterator[list]]] | None = None
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -173,6 +180,25 @@ def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Itera
         pos = nxt
 
 
+def _cut(data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """(end of the first half, start of the second) at a ``}, {`` near the middle of the events array
+    whose next event parses on its own, or None. (A ``}, {`` inside a string would leave the first
+    half unparsable, which the caller checks.)"""
+    m = _BOUNDARY.search(data, (start + end) // 2, end)
+    for _ in range(16):
+        if m is None:
+            return None
+        nxt = _BOUNDARY.search(data, m.end(), end)
+        try:
+            event = orjson.loads(data[m.end() - 1: nxt.start() + 1 if nxt is not None else end])
+        except orjson.JSONDecodeError:
+            event = None
+        if isinstance(event, dict):
+            return m.start() + 1, m.end() - 1
+        m = nxt
+    return None
+
+
 def load_trace(path: str | os.PathLike) -> Trace:
     """Open a chrome trace; raise :class:`InputError` with one line if it is none.
 
@@ -192,6 +218,10 @@ def load_trace(path: str | os.PathLike) -> Trace:
             raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
         trace = Trace(chunks=iter(()), meta=meta)
         trace.chunks = _chunks(path, data, start, end, trace)
+        cut = _cut(data, start, end) if end - start >= SPLIT_BYTES else None
+        if cut is not None:
+            trace.halves = (lambda: _chunks(path, data, start, cut[0], trace),
+                            lambda: _chunks(path, data, cut[1], end, trace))
         return trace
     return _load_whole(path, data)
 

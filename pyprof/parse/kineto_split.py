@@ -1,0 +1,109 @@
+"""Read a big Kineto trace on two cores: a forked child parses and classifies the second half.
+
+Parsing the JSON (orjson builds a dict per event) and classifying the events
+(:func:`pyprof.parse.kineto_index.scan`) is about half of a CPU trace's parse time, and the events
+are independent. :func:`scan_in_two` forks once the first piece is parsed (so both processes spell the
+argument keys alike): the child scans the events after the cut into its own index and hands its
+columns back through a temporary file (``marshal``: the columns are plain lists, tuples, dicts and
+scalars); the parent scans the events before the cut meanwhile and appends the child's rows after
+its own, renumbered, so the index is the one a single pass builds.
+
+Nothing is trusted that was not checked: the cut (:meth:`pyprof.parse.kineto_load.Trace.halves`)
+is an event boundary only if the first half parses up to it, so when the first half fails, or the
+child fails, the work is redone in this process in one pass (which then reports any real error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import os
+import tempfile
+
+from pyprof.errors import InputError
+from pyprof.parse.kineto_index import Index, chain_first, scan, spellings_of
+from pyprof.parse.kineto_load import Trace
+
+_COLUMNS = ("name", "role", "start", "end", "pid", "tid", "args", "seq", "bwd", "launches", "gpu")
+
+
+def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
+    """The scanned (not yet nested) index of ``trace``, or None to do it in one pass instead."""
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        return None
+    first_half, second_half = halves
+    try:
+        it = first_half()
+        first = next(it, None)
+    except InputError:
+        trace.repaired = 0
+        return None
+    if first is None:
+        return None
+    keys = spellings_of(first)
+    fd, tmp = tempfile.mkstemp(prefix="pyprof-kineto-", suffix=".part")
+    try:
+        repaired0 = trace.repaired
+        pid = os.fork()
+        if pid == 0:  # child: the second half
+            code = 1
+            try:
+                part = Index()
+                try:
+                    scan(part, second_half(), keys)
+                    payload = ([getattr(part, c) for c in _COLUMNS], part.skipped, part.n_events,
+                               trace.repaired - repaired0)
+                except InputError:
+                    payload = None
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(marshal.dumps(payload))
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(fd)
+        fd = -1
+        ix = Index()
+        try:
+            scan(ix, chain_first(first, it), keys)
+        except InputError:  # the cut was not between two events: one pass will say what is wrong
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            trace.repaired = 0  # the one pass counts again
+            return None
+        _, status = os.waitpid(pid, 0)
+        payload = None
+        if status == 0:
+            with open(tmp, "rb") as fh:
+                payload = marshal.loads(fh.read())
+        if payload is None:  # the child failed: scan the second half here (raising its error, if any)
+            scan(ix, second_half(), keys)
+            return ix
+        _append(ix, *payload)
+        trace.repaired += payload[3]
+        return ix
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _append(ix: Index, columns: list, skipped: int, n_events: int, _repaired: int) -> None:
+    """Append a later part's rows to ``ix``: range and launch ids shift by ``ix``'s counts."""
+    off, loff = len(ix.name), len(ix.launches)
+    for c, values in zip(_COLUMNS, columns, strict=True):
+        getattr(ix, c).extend(values)
+    threads = ix.threads
+    pids, tids = columns[4], columns[5]
+    for i in range(len(pids)):
+        key = (pids[i], tids[i])
+        lst = threads.get(key)
+        if lst is None:
+            threads[key] = [off + i]
+        else:
+            lst.append(off + i)
+    lt = ix.launch_threads
+    for i, launch in enumerate(columns[9]):
+        lt.setdefault((launch[0], launch[1]), []).append(loff + i)
+    ix.skipped += skipped
+    ix.n_events += n_events
