@@ -121,3 +121,28 @@ def test_stats_for_the_parse_summary_line():
     src = KinetoSource(GPU)
     list(src.records())
     assert (src.stats.kernels, src.stats.copies, src.stats.attributed) == (5, 1, 4)  # the launch-less one is not
+
+
+def test_launch_under_only_a_python_frame_has_no_ranges(tmp_path):
+    """A kernel launched with nothing open but a top-level ``python_function`` event (with_stack=True
+    traces of code outside any op or annotation) is written with empty ranges, not a crash."""
+    import orjson
+
+    from pyprof.parse.run import parse_file
+
+    events = [
+        {"ph": "X", "cat": "python_function", "name": "train.py(12): step", "pid": 1, "tid": 1, "ts": 100,
+         "dur": 50, "args": {"Python id": 1}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 5,
+         "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "my_kernel", "pid": 0, "tid": 7, "ts": 120, "dur": 9,
+         "args": {"device": 0, "stream": 7, "correlation": 7, "grid": [1, 1, 1], "block": [32, 1, 1]}},
+    ]
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps({"traceEvents": events}))
+    recs = list(KinetoSource(path).records())
+    assert len(recs) == 1 and recs[0]["kShortName"] == "my_kernel"
+    assert recs[0]["ranges"] == [] and recs[0]["op"] is None and recs[0]["kDuration"] == 9000
+    out = tmp_path / "t.dict"
+    parse_file(str(path), str(out))
+    assert [orjson.loads(x) for x in out.read_bytes().splitlines()] == recs

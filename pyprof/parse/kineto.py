@@ -203,6 +203,8 @@ class KinetoSource:
     def _ranges(self, chain: tuple) -> list[dict[str, Any]]:
         """The ``ranges`` field of a chain: built from its parent chain's (memoised per innermost range,
         in start order the parent was just seen), one shared ``{"text", "domain"}`` dict per range."""
+        if not chain:  # launched with only Python frames (python_function events) open
+            return []
         memo = self._range_lists
         last = chain[-1]
         got = memo.get(last)
