@@ -269,3 +269,55 @@ def test_modelled_op_with_unpriceable_args_is_told_apart_from_no_model():
     priced = [w for w in warns if "have a FLOP/byte model but arguments it cannot price" in w]
     assert len(priced) == 1 and "contiguous 25.0%" in priced[0]
     assert not any("no FLOP/byte model" in w and "contiguous" in w for w in warns)
+
+
+def _reference_instances(raw, n, is_kernel):
+    """The per-instance loop that _instances replaced: params, dtype and cost per instance."""
+    from pyprof.prof.params import first_dtype, render
+
+    inst = table._instances(raw, n, is_kernel)  # instance ids are not what is checked here
+    first = inst["first"].tolist()
+    cache, renders, out = {}, {}, []
+    for i in first:
+        o, args, cd, mod, d = raw["op"][i], raw["args"][i], raw["cdtype"][i], raw["mod"][i], raw["dir"][i]
+        if o is None or not is_kernel[i]:
+            info = (None, "", None)
+            if args:
+                if id(args) not in renders:
+                    renders[id(args)] = (None, render(args), cd or first_dtype(args))
+                info = renders[id(args)]
+        else:
+            key = (o, mod, d, cd, id(args))
+            if key not in cache:
+                cost = table._estimate(o, mod, d, cd, args)
+                cache[key] = (cost, render(args), (cost.dtype if cost and cost.dtype else None) or cd
+                              or first_dtype(args))
+            info = cache[key]
+        out.append(info)
+    return inst, out, len(cache)
+
+
+def test_instances_match_a_loop_over_instances(model):
+    import random
+
+    rng = random.Random(7)
+    shapes = [[64, 512], [32, 512], [64, 256]]
+    recs = []
+    for i in range(400):
+        args = [{"name": "input", "type": "tensor", "shape": rng.choice(shapes), "dtype": rng.choice(["float32",
+                                                                                                   "float16"])},
+                {"name": "weight", "type": "tensor", "shape": [256, 512], "dtype": "float32"}]
+        recs.append(rec(i, op=rng.choice(["ptestgemm", "relu", None, "ptestunknownop"]), opid=rng.choice([None, i // 3]),
+                        d=rng.choice(["fprop", "bprop"]), cdtype=rng.choice([None, "bfloat16"]), args=args,
+                        kind=rng.choice(["kernel", "kernel", "memcpy"]), subSeqId=rng.choice([0, 1])))
+    cols = table._columns(recs)
+    raw = {k: table._obj(cols[k]) for k in table.KEYS}
+    raw["dir"] = table._obj(["" if v is None else v for v in raw["dir"].tolist()])
+    is_kernel = np.array([k in (None, "kernel") for k in raw["kind"].tolist()])
+    inst, expected, n_costed = _reference_instances(raw, len(recs), is_kernel)
+    key = inst["key"]
+    assert inst["n_costed"] == n_costed
+    assert inst["params"][key].tolist() == [e[1] for e in expected]
+    assert inst["dtype"][key].tolist() == [e[2] for e in expected]
+    flops = [e[0].flops if e[0] is not None and e[0].flops is not None else math.nan for e in expected]
+    assert np.array_equal(inst["flops"][key], np.array(flops, dtype=float), equal_nan=True)

@@ -37,7 +37,7 @@ Bad input exits with status 2 and one line saying what is wrong; no partial outp
 @click.option("-j", "--jobs", type=int, default=None, help="Parallel processes for several inputs (default: CPUs).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line or warnings on stderr.")
 def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, quiet: bool) -> None:
-    from pyprof.hugepages import no_hugepage_madvise
+    from pyprof.cli.memory import no_hugepage_madvise
     from pyprof.parse.run import parse_file, parse_many
 
     no_hugepage_madvise()

@@ -79,15 +79,16 @@ Summary columns (--summary op|layer|kernel|dir):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="Write here instead of stdout (all or nothing).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Processes decoding a large (64 MiB+) record file. Default: the CPUs (up to 8); "
-                   "-j 1 on a busy machine.")
+              help="Processes decoding a large (64 MiB+) record file and formatting a long table. "
+                   "Default: the CPUs (up to 8); -j 1 on a busy machine.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr.")
 def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, quiet):
     from pyprof.atomic import atomic_output
+    from pyprof.cli.memory import tune_for_batch
     from pyprof.errors import UsageError
     from pyprof.prof import render
     from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
-    from pyprof.prof.table import build_file
+    from pyprof.prof.table import build_file, default_workers
 
     if as_csv + as_json + (width > 0) > 1:
         raise UsageError("--csv, --json and -w are exclusive", "choose one output style")
@@ -99,6 +100,8 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     names = columns.parse_columns(cols)
     style = "csv" if as_csv else "json" if as_json else "aligned" if width else "space"
 
+    jobs = jobs or default_workers()
+    tune_for_batch()
     df = build_file(file, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs)
     if not quiet:
         for line in df.attrs.get("warnings", []):
@@ -106,7 +109,7 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
 
     with atomic_output(output) as fh:
         if not summary:
-            render.write(df, names, fh, style, width)
+            render.write(df, names, fh, style, width, workers=jobs)
         else:
             s = summarize(df, summary)
             if sort == "excess":  # groups without a known ideal time go last
@@ -121,3 +124,4 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
                     render.write(first, SUMMARY_NAMES, fh, style, width, headers, FORMATS)
         if fh is sys.stdout:
             fh.flush()
+

@@ -34,6 +34,7 @@ _STATIC_SET = frozenset(STATIC)
 _VARYING_SET = frozenset(VARYING)
 _INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype"))
 _SHARE = frozenset(("layer", "trace"))
+_INT_FIELDS = ("kDuration", "start", "opId", "subSeqId")  # integers in parse's records (or null)
 
 KD, PID, AS, RG, LY, SQ = (b',"kDuration":', b',"pid":', b',"apiStart":', b',"ranges":', b',"layer":',
                            b',"seqId":')
@@ -103,12 +104,30 @@ class Columns:
             for k, col in zip(VARYING, zip(*rows, strict=True), strict=True):
                 var[k].extend(col)
 
+    def pack(self) -> Columns:
+        """Made compact for sending to another process (a worker's columns, pickled): the codes and each
+        all-integer field as one int64 array (one buffer, not a million int objects), equal ``dir`` strings
+        one object. :meth:`extend` and :meth:`arrays` take either form; the values are the same."""
+        self.codes = np.asarray(self.codes, dtype=np.int64)
+        for k in _INT_FIELDS:
+            col = self.var[k]
+            if col and set(map(type, col)) == {int}:  # not bool, float or None
+                with contextlib.suppress(OverflowError):  # beyond int64: stays a list
+                    self.var[k] = np.array(col, dtype=np.int64)
+        pool: dict = {}
+        self.var["dir"] = list(map(pool.setdefault, self.var["dir"], self.var["dir"]))
+        return self
+
     def extend(self, other: Columns) -> None:
-        remap = [self.static_code(values, key) for key, values in _keyed(other)]
-        self.codes.extend(np.asarray(remap, dtype=np.int64)[np.asarray(other.codes, dtype=np.int64)].tolist()
-                          if other.codes else [])
+        remap = np.asarray([self.static_code(values, key) for key, values in _keyed(other)], dtype=np.int64)
+        mapped = remap[np.asarray(other.codes, dtype=np.int64)] if len(other.codes) else np.zeros(0, np.int64)
+        self.codes = np.concatenate([np.asarray(self.codes, dtype=np.int64), mapped])
         for k in VARYING:
-            self.var[k].extend(other.var[k])
+            mine, theirs = self.var[k], other.var[k]
+            if isinstance(mine, np.ndarray) and isinstance(theirs, np.ndarray):
+                self.var[k] = np.concatenate([mine, theirs])
+            else:
+                self.var[k] = _as_list(mine) + _as_list(theirs)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Every field of ``table.KEYS`` as an object array, one entry per record."""
@@ -121,12 +140,19 @@ class Columns:
         self.var["dir"] = list(map(dir_pool.setdefault, self.var["dir"], self.var["dir"]))
         for k in VARYING:
             col = self.var.pop(k)
-            out[k] = np.fromiter(col, dtype=object, count=len(col))
+            if isinstance(col, np.ndarray):  # packed: Python ints again, as decoded
+                out[k] = col.astype(object)
+            else:
+                out[k] = np.fromiter(col, dtype=object, count=len(col))
         self.var = {k: [] for k in VARYING}
         return out
 
     def __len__(self) -> int:
         return len(self.codes)
+
+
+def _as_list(col) -> list:
+    return col.tolist() if isinstance(col, np.ndarray) else col
 
 
 def _keyed(cols: Columns):

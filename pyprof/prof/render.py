@@ -150,42 +150,146 @@ def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | Non
     return out
 
 
+PARALLEL_MIN_ROWS = 200_000  # below this, starting processes costs more than formatting saves
+
+
 def write(df: pd.DataFrame, names: Sequence[str], fh: IO[str], style: str = "space", width: int = 0,
-          headers: dict[str, str] | None = None, fmts: dict[str, str] | None = None) -> None:
+          headers: dict[str, str] | None = None, fmts: dict[str, str] | None = None, workers: int = 1) -> None:
     """Write ``df[names]`` to ``fh`` in ``style``: ``space``, ``aligned`` (``width`` columns), ``csv``, ``json``.
 
-    The cyclic garbage collector is paused meanwhile: formatting creates millions of strings, and each
-    full collection would walk every object of the table (they hold no cycles)."""
+    With ``workers`` > 1, a long table in a chunked style (csv, space, json) is formatted on that many
+    processes, chunk by chunk, and written in order: the same text. The cyclic garbage collector is
+    paused meanwhile: formatting creates millions of strings, and each full collection would walk every
+    object of the table (they hold no cycles)."""
     from pyprof.prof.table import _gc_paused
 
     with _gc_paused():
-        _write(df, names, fh, style, width, headers, fmts)
+        _write(df, names, fh, style, width, headers, fmts, workers)
 
 
-def _write(df, names, fh, style, width, headers, fmts) -> None:
+def _write(df, names, fh, style, width, headers, fmts, workers=1) -> None:
     heads = [(headers or {}).get(n) or BY_NAME[n].header for n in names]
+    if style not in ("csv", "space", "json"):  # aligned: widths need every row first
+        _write_aligned(formatted(df, names, fmts), heads, names, fh, width, fmts)
+        return
+    if style == "csv":
+        csv.writer(fh, lineterminator="\n").writerow(heads)
+    elif style == "space":
+        fh.write(" ".join(h.replace(" ", "_") for h in heads) + "\n")
+    # formatted chunk by chunk: memory stays flat however long the table
+    for text in _bodies(df, names, style, fmts, workers):
+        fh.write(text)
+
+
+def _chunk_text(df: pd.DataFrame, names: Sequence[str], style: str, fmts, start: int, stop: int) -> str:
+    """Rows ``[start, stop)`` of the table as text in ``style`` (csv, space or json), without a header."""
     if style == "json":
-        _write_json(df, names, fh)
-        return
-    n = len(df)
-    if style in ("csv", "space"):  # formatted chunk by chunk: memory stays flat however long the table
-        if style == "csv":
-            w = csv.writer(fh, lineterminator="\n")
-            w.writerow(heads)
-        else:
-            fh.write(" ".join(h.replace(" ", "_") for h in heads) + "\n")
-        for start in range(0, n, CHUNK):
-            cols = formatted(df.iloc[start:start + CHUNK], names, fmts)
-            if style == "csv" and len(cols) == 1:
-                w.writerows(zip(*cols, strict=True))
-            elif style == "csv":  # csv.writer's output, joined at C speed
-                cols = [_csv_cells(c) for c in cols]
-                fh.write("\n".join(map(",".join, zip(*cols, strict=True))) + "\n")
-            else:
-                rows = zip(*([s.replace(" ", "_") for s in c] for c in cols), strict=True)
-                fh.write("\n".join(" ".join(r) for r in rows) + "\n")
-        return
-    _write_aligned(formatted(df, names, fmts), heads, names, fh, width, fmts)
+        return _json_text(df, names, start, stop)
+    cols = formatted(df.iloc[start:stop], names, fmts)
+    if style == "csv" and len(cols) == 1:  # csv.writer quotes a lone empty cell
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(zip(*cols, strict=True))
+        return buf.getvalue()
+    if style == "csv":  # csv.writer's output, joined at C speed
+        cols = [_csv_cells(c) for c in cols]
+        return "\n".join(map(",".join, zip(*cols, strict=True))) + "\n"
+    rows = zip(*([s.replace(" ", "_") for s in c] for c in cols), strict=True)
+    return "\n".join(" ".join(r) for r in rows) + "\n"
+
+
+def _bodies(df: pd.DataFrame, names: Sequence[str], style: str, fmts, workers: int):
+    """The text of each chunk of rows, in order; on ``workers`` processes for a long table."""
+    spans = [(start, min(start + CHUNK, len(df))) for start in range(0, len(df), CHUNK)]
+    if workers > 1 and len(df) >= PARALLEL_MIN_ROWS:
+        texts = _parallel_chunks(df, names, style, fmts, spans, workers)
+        if texts is not None:
+            yield from texts
+            return
+    for start, stop in spans:
+        yield _chunk_text(df, names, style, fmts, start, stop)
+
+
+_SHARED: dict = {}  # the table being written, inherited by forked formatting processes
+
+
+def _format_span(span: tuple[int, int]) -> str:
+    """Worker: one chunk of the table set in :data:`_SHARED` before the fork."""
+    import gc
+
+    gc.disable()
+    return _span_text(span)
+
+
+def _span_text(span: tuple[int, int]) -> str:
+    df, names, style, fmts = _SHARED["job"]
+    return _chunk_text(df, names, style, fmts, span[0], span[1])
+
+
+def _parallel_chunks(df, names, style, fmts, spans, workers):
+    """Chunk texts formatted by forked processes (they inherit the table, nothing is sent to them), in
+    order; None where processes cannot be started (then the caller formats in this process)."""
+    import concurrent.futures
+    import multiprocessing
+
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:  # no fork on this platform
+        return None
+    _SHARED["job"] = (df, names, style, fmts)
+    try:
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx)
+    except (OSError, NotImplementedError):
+        _SHARED.clear()
+        return None
+    return _ordered(pool, spans, 2 * workers)
+
+
+def _ordered(pool, spans, ahead: int):
+    """Yield the pool's chunk texts in order, at most ``ahead`` chunks in flight (memory stays bounded),
+    then close the pool. A chunk the pool cannot give (a process died) is formatted here instead."""
+    import collections
+
+    pending: collections.deque = collections.deque()
+    todo = iter(spans)
+    try:
+        for span in todo:
+            pending.append((span, _submit(pool, span)))
+            if len(pending) >= ahead:
+                break
+        while pending:
+            span, future = pending.popleft()
+            text = _result(future)
+            if text is None:
+                text = _span_text(span)
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append((nxt, _submit(pool, nxt)))
+            yield text
+    finally:
+        pool.shutdown(cancel_futures=True)
+        _SHARED.clear()
+
+
+def _submit(pool, span):
+    """The future of one chunk, or None when the pool is broken (a process died)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return pool.submit(_format_span, span)
+    except (BrokenProcessPool, RuntimeError):
+        return None
+
+
+def _result(future) -> str | None:
+    """A chunk's text, or None when its process died (the caller formats it itself)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        return None
 
 
 def _write_aligned(cols, heads, names, fh, width, fmts) -> None:
@@ -225,9 +329,8 @@ def _clean(v):
     return v
 
 
-def _write_json(df: pd.DataFrame, names: Sequence[str], fh: IO[str]) -> None:
-    lists = [df[n].tolist() for n in names]
-    for start in range(0, len(df), CHUNK):
-        chunk = zip(*(c[start:start + CHUNK] for c in lists), strict=True)
-        fh.write("".join(orjson.dumps({k: _clean(v) for k, v in zip(names, row, strict=True)},
-                                      option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n" for row in chunk))
+def _json_text(df: pd.DataFrame, names: Sequence[str], start: int, stop: int) -> str:
+    """Rows ``[start, stop)`` as JSON lines, raw values (NaN as null)."""
+    lists = [df[n].iloc[start:stop].tolist() for n in names]
+    return "".join(orjson.dumps({k: _clean(v) for k, v in zip(names, row, strict=True)},
+                                option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n" for row in zip(*lists, strict=True))

@@ -201,13 +201,20 @@ def _first_index(codes: np.ndarray, m: int) -> np.ndarray:
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting processes costs more than it saves
 
 
+def default_workers() -> int:
+    """Processes for decoding and formatting when the caller gives none: the CPUs, at most 8."""
+    import os
+
+    return min(os.cpu_count() or 1, 8)
+
+
 def _range_columns(job: tuple[str, int, int]):
     """Worker: the columns of one byte range of a record file."""
     from pyprof.prof.fastread import read_columns
 
     gc.disable()
     path, start, end = job
-    return read_columns(path, start, end, name=f"{path} (bytes {start}-{end})", allow_empty=True)
+    return read_columns(path, start, end, name=f"{path} (bytes {start}-{end})", allow_empty=True).pack()
 
 
 def _parallel_columns(path: str, workers: int):
@@ -244,7 +251,7 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
 
     resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration)
     if workers is None:
-        workers = min(os.cpu_count() or 1, 8)
+        workers = default_workers()
     path = None if source is None or str(source) == "-" or hasattr(source, "read") else os.fspath(source)
     with _gc_paused():
         if path is not None and os.path.isfile(path) and not is_legacy(path):
@@ -297,9 +304,10 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
     _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"])
-    arch = _tensor_cores(out, inst, raw, is_kernel, resolver)
+    is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)
+    codes = _tensor_cores(out, inst, raw, is_kernel, is_cpu, resolver)
     warnings = _coverage_warning(out, inst, sil, is_kernel)
-    warnings += _roofline(out, raw, is_kernel, arch, resolver)
+    warnings += _roofline(out, raw, is_kernel, is_cpu, inst, codes, resolver)
 
     df = pd.DataFrame({k: (pd.Series(v, dtype=object) if isinstance(v, np.ndarray) and v.dtype == object else v)
                        for k, v in out.items()})
@@ -309,10 +317,23 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
 
 
 def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dict[str, Any]:
-    """Op-instance id per row and each instance's cost, params and dtype (see the module docstring)."""
+    """Op-instance id per row (``of``, ``m`` instances, ``first`` row of each) and each instance's cost,
+    params and dtype (see the module docstring). A training loop has many instances but few distinct
+    calls, so the per-call work is done once per distinct key (:func:`_call_info`) and broadcast:
+    ``key`` gives each instance's key, ``row_key`` each row's."""
+    inst_of, m = _instance_ids(raw, n, is_kernel)
+    first = _first_index(inst_of, m)
+    key_of, info = _call_info(raw, first, is_kernel)
+    row_key = key_of[inst_of] if n else np.zeros(0, np.int64)
+    return {"of": inst_of, "m": m, "first": first, "key": key_of, "row_key": row_key, **info}
+
+
+def _instance_ids(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> tuple[np.ndarray, int]:
+    """Instance id per row: kernels by (opId, dir); PyProf kernels without opId by the legacy rule
+    (a new instance at subSeqId 0 or when thread/op/module/direction change); everything else alone."""
     op = raw["op"]
-    has_op = np.array([o is not None for o in op.tolist()], dtype=bool) if n else np.zeros(0, bool)
-    has_id = np.array([v is not None for v in raw["opId"].tolist()], dtype=bool) if n else np.zeros(0, bool)
+    has_op = _not_none(op)
+    has_id = _not_none(raw["opId"])
     grouped = is_kernel & has_id
     legacy = is_kernel & ~has_id & has_op
     inst_of = np.full(n, -1, dtype=np.int64)
@@ -335,136 +356,195 @@ def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dic
     single = inst_of < 0
     inst_of[single] = m + np.arange(int(single.sum()))
     m += int(single.sum())
+    return inst_of, m
 
-    first = _first_index(inst_of, m)
-    costs: list[Any] = [None] * m
-    params: list[str] = [""] * m
-    dtypes: list[str | None] = [None] * m
-    cache: dict[tuple, tuple] = {}
+
+def _not_none(values: np.ndarray) -> np.ndarray:
+    """True where an object array holds something other than None (a vectorised identity test)."""
+    return np.not_equal(values, None) if len(values) else np.zeros(0, bool)
+
+
+def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Each instance's call key (op, mod, dir, cdtype, args object, is a kernel), from its first row, and
+    the per-key arrays of :func:`_key_arrays`. Keys are numbered in order of first appearance, so models
+    run in instance order, as a loop over instances would run them."""
+    fargs = raw["args"][first]
+    # _columns and fastread gave equal argument lists one object, alive until the table is built
+    aid = np.fromiter(map(id, fargs.tolist()), dtype=np.int64, count=len(fargs))
+    if len(first):
+        key_of, k = _codes(raw["op"][first], raw["mod"][first], raw["dir"][first], raw["cdtype"][first], aid,
+                           is_kernel[first])
+    else:
+        key_of, k = np.zeros(0, np.int64), 0
+    kfirst = first[_first_index(key_of, k)].tolist()
+    calls = (raw["op"][kfirst].tolist(), raw["args"][kfirst].tolist(), raw["cdtype"][kfirst].tolist(),
+             raw["mod"][kfirst].tolist(), raw["dir"][kfirst].tolist(), is_kernel[kfirst].tolist())
+    return key_of, _key_arrays(calls)
+
+
+def _price_calls(calls: tuple[list, ...]) -> tuple[list, list, list, int]:
+    """Cost (None: no model, or not a kernel), params and dtype of each distinct call, and how many calls
+    a model was asked to price. A call without a model takes its params and dtype from the first call
+    with the same argument list, as the per-instance loop this replaced did."""
+    k = len(calls[0])
+    costs: list[Any] = [None] * k
+    params: list[str] = [""] * k
+    dtypes: list[str | None] = [None] * k
     renders: dict[int, tuple] = {}
-    columns = (op[first].tolist(), raw["args"][first].tolist(), raw["cdtype"][first].tolist(),
-               raw["mod"][first].tolist(), raw["dir"][first].tolist(), is_kernel[first].tolist())
-    for j, (o, args, cd, mod, d, kern) in enumerate(zip(*columns, strict=True)):
-        akey = id(args)  # _columns gave equal argument lists one object, alive until the table is built
+    n_costed = 0
+    for j, (o, args, cd, mod, d, kern) in enumerate(zip(*calls, strict=True)):
         if o is None or not kern:
             if args:
-                info = renders.get(akey)
+                info = renders.get(id(args))
                 if info is None:
-                    info = renders[akey] = (None, render(args), cd or first_dtype(args))
-                params[j], dtypes[j] = info[1], info[2]
+                    info = renders[id(args)] = (render(args), cd or first_dtype(args))
+                params[j], dtypes[j] = info
             continue
-        ckey = (o, mod, d, cd, akey)
-        info = cache.get(ckey)
-        if info is None:
-            cost = _estimate(o, mod, d, cd, args)
-            dtype = (cost.dtype if cost is not None and cost.dtype else None) or cd or first_dtype(args)
-            info = (cost, render(args), dtype)
-            cache[ckey] = info
-        costs[j], params[j], dtypes[j] = info
-    return {"of": inst_of, "m": m, "first": first, "cost": costs, "params": params, "dtype": dtypes,
-            "n_costed": len(cache)}
+        cost = _estimate(o, mod, d, cd, args)
+        n_costed += 1
+        costs[j] = cost
+        params[j] = render(args)
+        dtypes[j] = (cost.dtype if cost is not None and cost.dtype else None) or cd or first_dtype(args)
+    return costs, params, dtypes, n_costed
+
+
+def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
+    """Per distinct call: ``cost``, ``params``, ``dtype``, ``flops``, ``bytes`` (NaN unknown), ``tensor_op``,
+    ``costed`` (a model priced it), ``eligible`` (tensor-core eligible op), ``note``; and ``n_costed``."""
+    costs, params, dtypes, n_costed = _price_calls(calls)
+    gemm = {o: tensorcores.is_gemm_op(o) for o in set(calls[0])}
+    tensor_op = np.array([bool(c is not None and c.tensor_op) for c in costs], dtype=bool)
+    return {
+        "cost": costs, "params": _obj(params), "dtype": _obj(dtypes), "n_costed": n_costed,
+        "flops": np.array([c.flops if c is not None and c.flops is not None else NAN for c in costs], dtype=float),
+        "bytes": np.array([c.bytes if c is not None and c.bytes is not None else NAN for c in costs], dtype=float),
+        "tensor_op": tensor_op, "costed": np.array([c is not None for c in costs], dtype=bool),
+        "eligible": tensor_op | np.array([gemm[o] for o in calls[0]], dtype=bool),
+        "note": _obj([(c.note if c is not None else "") or "" for c in costs]),
+    }
 
 
 def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_kernel: np.ndarray,
            kname: np.ndarray) -> None:
     """Per-kernel FLOPs and bytes by the split rule (see the module docstring)."""
-    m, inst_of, costs = inst["m"], inst["of"], inst["cost"]
-    inst_flops = np.array([c.flops if c is not None and c.flops is not None else NAN for c in costs], dtype=float)
-    inst_bytes = np.array([c.bytes if c is not None and c.bytes is not None else NAN for c in costs], dtype=float)
+    m, inst_of, row_key = inst["m"], inst["of"], inst["row_key"]
     dur = np.maximum(np.nan_to_num(sil, nan=0.0), 0.0)
     total = np.bincount(inst_of, weights=dur, minlength=m)
     count = np.bincount(inst_of, minlength=m).astype(np.float64)
     t = total[inst_of]
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(t > 0, dur / np.where(t > 0, t, 1.0), 1.0 / count[inst_of])
-    flops = inst_flops[inst_of] * share
-    nbytes = inst_bytes[inst_of] * share
+    flops = inst["flops"][row_key] * share
+    nbytes = inst["bytes"][row_key] * share
     copy = ~is_kernel
     if copy.any():
         flops[copy] = np.where(np.isnan(rec_bytes[copy]), NAN, 0.0)
         # a device-to-device copy reads and writes every byte: twice the bytes copied go through memory
-        twice = np.array([str(k).endswith("DtoD") for k in kname[copy].tolist()], dtype=bool)
+        twice = _per_distinct(kname[copy], lambda k: str(k).endswith("DtoD"), bool)
         nbytes[copy] = rec_bytes[copy] * np.where(twice, 2.0, 1.0)
     out["flops"] = flops
     out["bytes"] = nbytes
-    out["params"] = _obj(inst["params"])[inst_of] if inst_of.size else _obj([])
-    out["dtype"] = _obj(inst["dtype"])[inst_of] if inst_of.size else _obj([])
-    inst["tensor_op"] = np.array([bool(c is not None and c.tensor_op) for c in costs], dtype=bool)
-    inst["note"] = _obj([(c.note if c is not None else "") or "" for c in costs])
+    out["params"] = inst["params"][row_key]
+    out["dtype"] = inst["dtype"][row_key]
 
 
-def _tensor_cores(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, resolver: DeviceResolver) -> np.ndarray:
+def _per_distinct(values: np.ndarray, fn, dtype=object) -> np.ndarray:
+    """``fn(v)`` for every value of an object array, called once per distinct value (names repeat)."""
+    items = values.tolist()
+    try:
+        index = {v: i for i, v in enumerate(dict.fromkeys(items))}
+    except TypeError:  # an unhashable value: one call per row
+        return np.fromiter(map(fn, items), dtype=dtype, count=len(items))
+    results = np.fromiter(map(fn, index), dtype=dtype, count=len(index))
+    return results[np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))]
+
+
+def _tensor_cores(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray,
+                  resolver: DeviceResolver) -> dict[str, np.ndarray]:
     """``tc`` per kernel from its names, once per distinct (names, op eligibility, GPU); notes for TC=0.
-    Returns each row's GPU architecture (or None)."""
+    Returns int codes per row for the roofline: ``device`` (GPU name, on CPU) and ``tc``."""
     n = len(is_kernel)
-    inst_of = inst["of"]
-    # device per row: once per distinct (gpu name, on CPU)
-    is_cpu = np.array([d is None for d in raw["device"].tolist()], dtype=bool) if n else np.zeros(0, bool)
+    # device per row: once per distinct (gpu name, on CPU); CPU records have no tensor cores, whatever
+    # the calibration says
     dcodes, dm = _codes(raw["gpu"], is_cpu) if n else (np.zeros(0, np.int64), 0)
-    dfirst = _first_index(dcodes, dm)
-    devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i])) for i in dfirst.tolist()]
-    arch = _obj([d.arch if d is not None else None for d in devs])[dcodes] if n else _obj([])
-    arch[is_cpu] = "cpu"  # CPU records: no tensor cores, whatever the calibration says
-    gemm_op = {o: tensorcores.is_gemm_op(o) for o in set(raw["op"].tolist())}
-    inst_eligible = inst["tensor_op"] | np.array([gemm_op[o] for o in raw["op"][inst["first"]].tolist()], dtype=bool)
-    eligible = inst_eligible[inst_of] if n else np.zeros(0, bool)
-    tc = _obj([tensorcores.NA] * n)
+    dfirst = _first_index(dcodes, dm).tolist()
+    devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i])) for i in dfirst]
+    dev_arch = ["cpu" if is_cpu[i] else d.arch if d is not None else None for i, d in zip(dfirst, devs, strict=True)]
+    arch_index = {a: c for c, a in enumerate(dict.fromkeys(dev_arch))}
+    arch_code = np.array([arch_index[a] for a in dev_arch], dtype=np.int64)[dcodes] if n else np.zeros(0, np.int64)
+    arch = _obj(list(arch_index))[arch_code] if n else _obj([])
+    eligible = inst["eligible"][inst["row_key"]]
+    tc_code = np.zeros(n, dtype=np.int64)  # index into TC_FLAGS: "-" unless a kernel says otherwise
     if is_kernel.any():
         k = is_kernel
-        codes, cm = _codes(raw["kShortName"][k], raw["kLongName"][k], eligible[k], arch[k])
-        first = _first_index(codes, cm)
         short, long_, el, ar = raw["kShortName"][k], raw["kLongName"][k], eligible[k], arch[k]
-        flags = _obj([tensorcores.tc_flag(f"{short[i] or ''} {long_[i] or ''}", bool(el[i]), ar[i])
-                      for i in first.tolist()])
-        tc[k] = flags[codes]
+        codes, cm = _codes(short, long_, el, arch_code[k])
+        first = _first_index(codes, cm).tolist()
+        flags = [tensorcores.tc_flag(f"{short[i] or ''} {long_[i] or ''}", bool(el[i]), ar[i]) for i in first]
+        tc_code[k] = np.array([TC_FLAGS.index(f) for f in flags], dtype=np.int64)[codes]
+    tc = _obj(TC_FLAGS)[tc_code]
     out["tc"] = tc
-    # notes: eligibility (TC=0) and the model's remark, once per (instance, arch, flag)
+    out["note"] = _notes(out, inst, raw, arch, arch_code, tc_code)
+    return {"device": dcodes, "tc": tc_code}
+
+
+TC_FLAGS = (tensorcores.NA, "0", "1")
+
+
+def _notes(out: dict, inst: dict, raw: dict, arch: np.ndarray, arch_code: np.ndarray,
+           tc_code: np.ndarray) -> np.ndarray:
+    """Eligibility note (TC=0) and the model's remark per row, once per (instance, arch, flag): the text
+    comes from the group's first row, as a row loop caching on that key would give."""
+    n = len(tc_code)
     note = _obj([""] * n)
-    inst_note = inst["note"]
-    want = (tc == "0") | (inst_note[inst_of] != "") if n else np.zeros(0, bool)
-    cache: dict[tuple, str] = {}
-    dtype_col, op_col, args_col = out["dtype"], raw["op"], raw["args"]
-    for i in np.flatnonzero(want).tolist():
-        j = int(inst_of[i])
-        key = (j, arch[i], tc[i])
-        text = cache.get(key)
-        if text is None:
-            text = tensorcores.eligibility_note(tc[i], dtype_col[i], op_col[i], args_col[i], arch[i])
-            text = "; ".join(x for x in (text, inst_note[j]) if x)
-            cache[key] = text
-        note[i] = text
-    out["note"] = note
-    return arch
+    key_note = inst["note"]
+    want = (tc_code == TC_FLAGS.index("0")) | (key_note != "")[inst["row_key"]] if n else np.zeros(0, bool)
+    if not want.any():
+        return note
+    rows = np.flatnonzero(want)
+    width = int(arch_code.max()) + 1
+    group = (inst["of"][rows] * width + arch_code[rows]) * len(TC_FLAGS) + tc_code[rows]
+    gcodes, uniq = pd.factorize(group)
+    texts = []
+    for i in rows[_first_index(gcodes, len(uniq))].tolist():
+        tc = TC_FLAGS[tc_code[i]]
+        text = tensorcores.eligibility_note(tc, out["dtype"][i], raw["op"][i], raw["args"][i], arch[i])
+        texts.append("; ".join(x for x in (text, key_note[inst["row_key"][i]]) if x))
+    note[rows] = _obj(texts)[gcodes]
+    return note
 
 
-def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, arch: np.ndarray, resolver: DeviceResolver) -> list[str]:
-    """ideal, gap, bound, ai, tflops, gbps; returns the warning about GPUs without known peaks."""
+def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, inst: dict, codes: dict,
+              resolver: DeviceResolver) -> list[str]:
+    """ideal, gap, bound, ai, tflops, gbps; returns the warning about GPUs without known peaks.
+    Peaks are looked up once per distinct (device, dtype, tc) and broadcast."""
     n = len(is_kernel)
-    is_cpu = np.array([d is None for d in raw["device"].tolist()], dtype=bool) if n else np.zeros(0, bool)
     peak_f = np.full(n, NAN)
     peak_b = np.full(n, NAN)
     missing: dict[str, int] = {}
     if n:
-        codes, m = _codes(raw["gpu"], is_cpu, out["dtype"], out["tc"])
-        first = _first_index(codes, m)
-        pf, pb = np.full(m, NAN), np.full(m, NAN)
+        dtypes = inst["dtype"].tolist()
+        dindex = {d: c for c, d in enumerate(dict.fromkeys(dtypes))}
+        dtype_code = np.array([dindex[d] for d in dtypes], dtype=np.int64)[inst["row_key"]]
+        group = (codes["device"] * len(dindex) + dtype_code) * len(TC_FLAGS) + codes["tc"]
+        gcodes, uniq = pd.factorize(group)
+        first = _first_index(gcodes, len(uniq))
+        pf, pb = np.full(len(uniq), NAN), np.full(len(uniq), NAN)
         for j, i in enumerate(first.tolist()):
             dev = resolver.resolve(raw["gpu"][i], bool(is_cpu[i]))
             if dev is not None:
                 pf[j] = dev.peak(out["dtype"][i], out["tc"][i] == "1") or NAN
                 pb[j] = dev.bw or NAN
-        peak_f, peak_b = pf[codes], pb[codes]
+        peak_f, peak_b = pf[gcodes], pb[gcodes]
         unknown = is_kernel & np.isnan(peak_f) & np.isnan(peak_b)
         if unknown.any():
             labels = pd.Series([resolver.gpu or g or ("CPU" if c else "unknown GPU")
                                 for g, c in zip(raw["gpu"][unknown], is_cpu[unknown], strict=True)])
             missing = labels.value_counts().to_dict()
     flops, nbytes, sil = out["flops"], out["bytes"], out["sil"]
-    kname = raw["kShortName"]
     host_copy = ~is_kernel
-    for i in np.flatnonzero(host_copy).tolist():
-        s = str(kname[i])
-        host_copy[i] = not (s.endswith("DtoD") or "memset" in s)
+    if host_copy.any():
+        host_copy[host_copy] = _per_distinct(raw["kShortName"][host_copy], _is_host_copy, bool)
     with np.errstate(divide="ignore", invalid="ignore"):
         t_f = np.where(flops == 0, 0.0, flops / peak_f * 1e9)
         t_b = nbytes / peak_b * 1e9
@@ -476,16 +556,20 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, arch: np.ndarray, res
         tflops = np.where(pos, flops / np.where(pos, sil, 1) / 1e3, NAN)
         gbps = np.where(pos, nbytes / np.where(pos, sil, 1), NAN)
     compute = np.nan_to_num(t_f, nan=-1.0) > np.nan_to_num(t_b, nan=-1.0)
-    bound = _obj([None] * n)
     known = ~np.isnan(ideal)
-    bound[known & compute] = "compute"
-    bound[known & ~compute] = "memory"
+    bound = _obj([None, "compute", "memory"])[np.where(known, np.where(compute, 1, 2), 0)]
     out.update(ideal=ideal, gap=gap, bound=bound, ai=ai, tflops=tflops, gbps=gbps)
     if not missing:
         return []
     parts = ", ".join(f"{k} ({v} kernels)" for k, v in sorted(missing.items(), key=lambda kv: -kv[1]))
     return [f"no peak FLOP/s or bandwidth known for {parts}: ideal and gap show n/a; "
             "pass --gpu NAME or --peak-flops/--peak-bw, or run `pyprof calibrate`"]
+
+
+def _is_host_copy(kname) -> bool:
+    """A memcpy/memset record that crosses the host link (not device-to-device, not a memset)."""
+    s = str(kname)
+    return not (s.endswith("DtoD") or "memset" in s)
 
 
 def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray) -> list[str]:
@@ -496,8 +580,8 @@ def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndar
     dur = np.nan_to_num(sil, nan=0.0)
     total = dur[is_kernel].sum() or 1.0
     op = out["op"]
-    has_op = np.array([o is not None for o in op.tolist()], dtype=bool)
-    no_cost = np.array([c is None for c in inst["cost"]], dtype=bool)[inst["of"]]
+    has_op = _not_none(op)
+    no_cost = ~inst["costed"][inst["row_key"]]
     lines = []
     uncovered = is_kernel & has_op & no_cost
     if uncovered.any():
