@@ -27,6 +27,19 @@ BLOCK_TORCH = (
 )
 
 
+def run_main(capsys, argv) -> tuple[int, str, str]:
+    """``pyprof ARGV`` run in-process: (exit code, stdout, stderr)."""
+    from pyprof.cli.main import main
+
+    try:
+        main([str(a) for a in argv])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def corpus_files(kind: str | None = None) -> list[Path]:
     """All corpus SQLite files (``kind`` = "nsys" or "nvprof"), or [] where the corpus is absent."""
     if not CORPUS.is_dir():

@@ -16,11 +16,10 @@ import orjson
 import pytest
 
 try:
-    from conftest import CORPUS, corpus_files
+    from conftest import CORPUS, corpus_files, run_main
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import CORPUS, corpus_files
+    from tests.conftest import CORPUS, corpus_files, run_main
 
-from pyprof.cli.main import main
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.ops import OpCall, estimate
 
@@ -38,12 +37,7 @@ def manifest_kernels() -> dict[str, int]:
 
 
 def run(args, capsys) -> tuple[int, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    _, err = capsys.readouterr()
+    code, _, err = run_main(capsys, args)
     return code, err
 
 

@@ -8,19 +8,13 @@ import sys
 
 import pytest
 
-from pyprof.cli.main import main
-from tests.conftest import REPO, corpus_file
+from tests.conftest import REPO, corpus_file, run_main
 
 pytestmark = pytest.mark.corpus
 
 
 def run_cli(capsys, *args):
-    try:
-        main(["parse", *map(str, args)])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return (code, *capsys.readouterr())
+    return run_main(capsys, ["parse", *args])
 
 
 def test_help_teaches(capsys):

@@ -11,20 +11,13 @@ import sys
 
 import pytest
 
-from pyprof.cli.main import main
-from tests.conftest import REPO, corpus_file
+from tests.conftest import REPO, corpus_file, run_main
 
 DLPROF = "MohanadOdema__DLProf"
 
 
 def run_cli(capsys, *args):
-    try:
-        main(["parse", *map(str, args)])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, ["parse", *args])
 
 
 def _copy(tmp_path, name):

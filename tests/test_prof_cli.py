@@ -11,11 +11,10 @@ import orjson
 import pytest
 
 try:
-    from conftest import BLOCK_TORCH, REPO
+    from conftest import BLOCK_TORCH, REPO, run_main
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import BLOCK_TORCH, REPO
+    from tests.conftest import BLOCK_TORCH, REPO, run_main
 
-from pyprof.cli.main import main
 from pyprof.prof.columns import COLUMNS, DEFAULT
 from pyprof.prof.ops import registry
 from pyprof.prof.ops.registry import Cost
@@ -51,13 +50,7 @@ def model(monkeypatch):
 
 
 def run(args, capsys):
-    try:
-        main(["prof", *args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, ["prof", *args])
 
 
 def test_default_space_separated(dictfile, capsys):
