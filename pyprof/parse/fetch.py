@@ -6,7 +6,7 @@ things help:
 * integer-only selects (``IFNULL(col, -1)``: -1 stands for NULL in columns that are never negative);
 * on big queries, the Apache Arrow ADBC SQLite driver (``adbc-driver-sqlite``), which steps SQLite in C
   and fills Arrow column buffers that nanoarrow hands to numpy without a Python object per value: about
-  3x fewer CPU seconds than sqlite3's row tuples on NVTX_EVENTS (see :func:`read_ints`). Where it is not
+  3x fewer CPU seconds than sqlite3's row tuples on NVTX_EVENTS (:func:`read_ints_arrow`). Where it is not
   installed, cannot open the file, or gives anything but int64 columns (SQLite columns are untyped:
   a REAL or TEXT value in an integer column makes it promote the whole column), the same query is
   read again through sqlite3, so results never depend on which reader ran;
