@@ -268,6 +268,12 @@ def compute_dtype(cdtype: str | None, *args: Arg | None) -> str | None:
     return promote(dtype(a) for a in ts)
 
 
+def out_dtype(b: dict[str, Arg], default: str | None) -> str | None:
+    """The dtype an op's ``dtype=`` argument (in ``b``, from :func:`bind`) asks for, else ``default``."""
+    want = value(b.get("dtype"))
+    return norm_dtype(want) if isinstance(want, str) else default
+
+
 def tensor_arg(shape: Sequence[int], dtype: str | None = "float32", grad: bool | None = None, name: str = "",
                **extra: Any) -> Arg:
     """Build a tensor argument dict (for callers that price ops they describe themselves, and tests)."""

@@ -56,8 +56,7 @@ def _scan(call: OpCall) -> Cost | None:
     if n is None:
         return None
     dt = A.compute_dtype(call.cdtype, x)
-    want = A.value(b.get("dtype"))
-    odt = A.norm_dtype(want) if isinstance(want, str) else dt
+    odt = A.out_dtype(b, dt)
     per = 3 if call.op == "logcumsumexp" else 1
     if call.direction == "bprop":
         if not A.requires_grad(x):
@@ -102,11 +101,8 @@ def _reduce(call: OpCall) -> Cost | None:
             per_in = 3
     n, no = prod(sx), prod(out)
     dt = A.compute_dtype(call.cdtype, x)
-    odt = "int64" if call.op in ("argmax", "argmin", "count_nonzero") else (
-        "bool" if call.op in ("all", "any") else dt)
-    want = A.value(b.get("dtype"))
-    if isinstance(want, str):
-        odt = A.norm_dtype(want)
+    odt = A.out_dtype(b, "int64" if call.op in ("argmax", "argmin", "count_nonzero") else (
+        "bool" if call.op in ("all", "any") else dt))
     if call.direction == "bprop":
         if call.op in _NO_GRAD or not A.requires_grad(x):
             return Cost(0.0, 0, dt)

@@ -24,8 +24,7 @@ def _softmax(call: OpCall) -> Cost | None:
     if n is None:
         return None
     dt = A.compute_dtype(call.cdtype, x)
-    want = A.value(b.get("dtype"))
-    odt = A.norm_dtype(want) if isinstance(want, str) else dt
+    odt = A.out_dtype(b, dt)
     if call.op.startswith("_") and A.value(b.get("*0")) is True:  # _softmax(x, dim, half_to_float=True)
         odt = "float32"
     if call.direction == "bprop":
