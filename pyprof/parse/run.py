@@ -45,10 +45,10 @@ def parse_file(path: str, out: str | None) -> Result:
     a file output is never left partial."""
     source = open_source(path)
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
-    if hasattr(source, "prepared"):  # nsys/nvprof: every read happens here, before the first byte
+    if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
         prep = source.prepared()
         with atomic_output(out, "wb") as fh:
-            write_lines(prep, fh, out)
+            write_lines(prep, fh)
             fh.flush()
     else:
         records = iter(source.records())
@@ -75,7 +75,7 @@ def parse_file(path: str, out: str | None) -> Result:
 THREADED_MIN = 20_000
 
 
-def write_lines(prep, fh, out: str | None = None) -> None:
+def write_lines(prep, fh) -> None:
     """Stream ``prep``'s JSON lines to ``fh``; on big outputs a second thread does the writing.
 
     ``write`` releases the GIL, so the kernel's copying into the page cache (about 2 s of system time
