@@ -1,15 +1,23 @@
 """The fast Kineto paths give exactly what the plain ones give: JSON lines spliced from fragments
-(:mod:`pyprof.parse.kineto_lines`) and a trace parsed by two processes (:mod:`pyprof.parse.kineto_split`)."""
+(:mod:`pyprof.parse.kineto_lines`), a trace read by two processes (:mod:`pyprof.parse.kineto_split`)
+and its records planned and written by two (:mod:`pyprof.parse.kineto_split_lines`)."""
 
 from __future__ import annotations
 
+import glob
 import io
+import os
+import tempfile
+from types import SimpleNamespace
 
 import orjson
 import pytest
 
-from pyprof.parse import kineto_load
+from pyprof.parse import kineto_load, kineto_split_lines
 from pyprof.parse.kineto import KinetoSource
+from pyprof.parse.kineto_index import ROLE_OP, self_times
+from pyprof.parse.kineto_lines import KinetoPrepared
+from pyprof.parse.run import parse_file
 from pyprof.records import write_records
 from tests.conftest import REPO
 
@@ -50,3 +58,77 @@ def test_a_cut_inside_a_string_falls_back_to_one_pass(tmp_path, monkeypatch):
     monkeypatch.setattr(kineto_load, "SPLIT_BYTES", 1)
     monkeypatch.setattr(kineto_load, "_cut", lambda data, start, end: (start + 7, start + 9))  # not a boundary
     assert list(KinetoSource(p).records()) == want
+
+
+# -- a big CPU trace's records planned and written by two processes (kineto_split_lines) ---------------
+
+CPU = FIXTURES / "cpu_unescaped_markers.json.gz"
+
+
+def _leftovers() -> set:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "pyprof-kineto-*")))
+
+
+def _parse_pair(tmp_path, monkeypatch):
+    """(one-process result and bytes, two-process result and bytes) of ``pyprof parse`` on CPU."""
+    one = parse_file(str(CPU), str(tmp_path / "one.dict"))
+    monkeypatch.setattr(kineto_split_lines, "FORK_MIN", 1)
+    two = parse_file(str(CPU), str(tmp_path / "two.dict"))
+    return one, (tmp_path / "one.dict").read_bytes(), two, (tmp_path / "two.dict").read_bytes()
+
+
+def _summary(res):
+    return res.kernels, res.copies, res.attributed, res.warnings
+
+
+def test_split_lines_give_the_same_bytes_counts_and_warnings(tmp_path, monkeypatch):
+    before = _leftovers()
+    want = b"".join(orjson.dumps(r) + b"\n" for r in KinetoSource(CPU).records())
+    one, one_bytes, two, two_bytes = _parse_pair(tmp_path, monkeypatch)
+    assert one_bytes == want and two_bytes == want
+    assert _summary(two) == _summary(one) and one.warnings  # (the repaired names)
+    prep = KinetoSource(CPU).prepared(split=True)
+    assert prep.tail is not None and 0 < len(prep.entries) < prep.n == want.count(b"\n")
+    assert b"".join(prep.lines()) == want
+    with pytest.raises(RuntimeError):
+        next(prep.records())
+    assert _leftovers() == before  # the child's file is removed, the child reaped
+
+
+def test_split_point_leaves_no_range_open_across_the_cut():
+    src = KinetoSource(CPU)
+    ix = src._ix
+    self_t = self_times(ix)
+    nodes = sorted((r for r in range(len(ix.role)) if ix.role[r] == ROLE_OP and self_t[r] > 0), key=ix.start.__getitem__)
+    i = kineto_split_lines.split_point(ix, nodes)
+    assert i is not None and len(nodes) // 4 <= i < 3 * len(nodes) // 4
+    assert max(ix.end[r] for n in nodes[:i] for r in ix.chain[n]) <= ix.start[nodes[i]]
+    # one range open over every op (a long annotation on the only thread): no cut
+    fake = SimpleNamespace(chain=[(0, k) for k in range(9)], start=list(range(9)), end=[100] + [k + 1 for k in range(1, 9)])
+    assert kineto_split_lines.split_point(fake, list(range(1, 9))) is None
+
+
+def test_a_child_that_fails_before_its_counts_is_replaced(tmp_path, monkeypatch):
+    def fail(*_a):
+        raise RuntimeError("child failed")
+
+    monkeypatch.setattr(kineto_split_lines, "_child", fail)
+    one, one_bytes, two, two_bytes = _parse_pair(tmp_path, monkeypatch)
+    assert two_bytes == one_bytes and _summary(two) == _summary(one)
+
+
+def test_a_child_that_fails_while_writing_is_replaced(tmp_path, monkeypatch):
+    parent = os.getpid()
+    real_lines = KinetoPrepared.lines
+
+    def lines(self, *a):
+        if os.getpid() != parent:  # the child: its counts are sent, its lines fail half way
+            yield b"{partial"
+            raise OSError("disk full")
+        yield from real_lines(self, *a)
+
+    monkeypatch.setattr(KinetoPrepared, "lines", lines)
+    before = _leftovers()
+    one, one_bytes, two, two_bytes = _parse_pair(tmp_path, monkeypatch)
+    assert two_bytes == one_bytes and _summary(two) == _summary(one)
+    assert _leftovers() == before

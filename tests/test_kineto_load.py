@@ -189,7 +189,7 @@ def test_real_trace_with_unescaped_marker_names():
     assert {r["dir"] for r in recs} == {"fprop", "bprop", "optim"}
     # self times add up to the time of the outermost ops (nothing lost, nothing counted twice)
     ops = sorted((ks.to_ns(e["ts"]), ks.to_ns(e["ts"]) + ks.to_ns(e["dur"]))
-                 for e in load_trace(src.path).events if e.get("cat") == "cpu_op")
+                 for e in load_trace(src.path, raw=True).events if e.get("cat") == "cpu_op")
     outer, end = 0, -1
     for s, e in ops:
         if s >= end:

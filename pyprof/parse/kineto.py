@@ -240,15 +240,17 @@ class KinetoSource:
 
     # -- records -------------------------------------------------------------------------------------
 
-    def prepared(self) -> KinetoPrepared:
+    def prepared(self, split: bool = False) -> KinetoPrepared:
         """Every kernel with its op instance decoded and linked, in output order, ready to be turned
         into dicts (:meth:`KinetoPrepared.records`) or JSON lines (:meth:`KinetoPrepared.lines`);
-        ``stats`` and ``warnings`` are complete on return. ``pyprof parse`` takes this path."""
+        ``stats`` and ``warnings`` are complete on return. ``pyprof parse`` takes this path, with
+        ``split``: a big CPU trace's later records are then planned and written by a forked child
+        (:mod:`pyprof.parse.kineto_split_lines`), and only :meth:`KinetoPrepared.lines` can give them."""
         with _no_gc():
-            entries, self_t = self._plan()
+            entries, self_t, tail = self._plan(split)
         from pyprof.parse.kineto_lines import KinetoPrepared
 
-        prep = KinetoPrepared(self, entries, self_t)
+        prep = KinetoPrepared(self, entries, self_t, tail)
         self.stats = prep.stats
         return prep
 
@@ -260,22 +262,23 @@ class KinetoSource:
 
         return LazyRecords(self)
 
-    def _plan(self) -> tuple[list[tuple], list[int] | None]:
-        """(entries, self times): one ``(node, ctx, n, pre)`` per record in output order, ``node`` the
-        innermost range open at the kernel (-1: none), ``ctx`` its op instance's context, ``n`` its
-        ``subSeqId`` count and ``pre`` the GPU record's own fields (None on CPU: built from ``node``)."""
+    def _plan(self, split: bool = False) -> tuple[list[tuple], list[int] | None, Any]:
+        """(entries, self times, tail): one ``(node, ctx, n, pre)`` per record in output order, ``node``
+        the innermost range open at the kernel (-1: none), ``ctx`` its op instance's context, ``n`` its
+        ``subSeqId`` count and ``pre`` the GPU record's own fields (None on CPU: built from ``node``).
+        ``tail`` is None, or (``split``) the forked child planning and writing the records after
+        ``entries`` (:class:`pyprof.parse.kineto_split_lines.Tail`)."""
         self._cache: dict[int, tuple] = {}
         self._decodes: dict[tuple, dec.Decoded] = {}
         self._malformed = 0
         self._unlinked = 0
         linker = self._register_forward()
         ix = self._ix
-        sub: dict[Any, int] = {}
-        context = self._context
-        entries: list[tuple] = []
-        append = entries.append
         self_t = None
+        tail = None
         if self.gpu_mode:
+            sub: dict[Any, int] = {}
+            context = self._context
             kernels = self._gpu_kernels()
             kernels.sort(key=lambda k: k[0])  # launch order
             numbered = []
@@ -292,15 +295,14 @@ class KinetoSource:
             self_t = self_times(ix)
             role = ix.role
             nodes = [r for r in range(len(role)) if role[r] == ROLE_OP and self_t[r] > 0]
-            start = ix.start
-            nodes.sort(key=start.__getitem__)
-            get = sub.get
-            for r in nodes:
-                ctx = context(r, linker)
-                op_id = ctx[1]
-                n = get(op_id, 0)
-                sub[op_id] = n + 1
-                append((r, ctx, n, None))
+            nodes.sort(key=ix.start.__getitem__)
+            if split:
+                from pyprof.parse.kineto_split_lines import plan_in_two
+
+                nodes, tail = plan_in_two(self, nodes, linker, self_t)
+            entries = self.plan_nodes(nodes, linker)
+            if tail is not None:
+                tail.collect()  # the child's counts (for stats and warnings)
         self._cache.clear()
         self._decodes.clear()
         if self._unlinked:
@@ -308,7 +310,23 @@ class KinetoSource:
                                  "number (the forward ran before the profiled steps?)")
         if self._malformed:
             self.warnings.append(f"{self._malformed} malformed pyprof markers were ignored")
-        return entries, self_t
+        return entries, self_t, tail
+
+    def plan_nodes(self, nodes: list[int], linker: dec.BackwardLinker) -> list[tuple]:
+        """The plan entries of CPU op ranges ``nodes`` (in start order), numbering each op instance's
+        records from 0 (callers give whole instances: see :func:`kineto_split_lines.split_point`)."""
+        sub: dict[Any, int] = {}
+        get = sub.get
+        context = self._context
+        entries: list[tuple] = []
+        append = entries.append
+        for r in nodes:
+            ctx = context(r, linker)
+            op_id = ctx[1]
+            n = get(op_id, 0)
+            sub[op_id] = n + 1
+            append((r, ctx, n, None))
+        return entries
 
     def _record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]:
         """The record dict of one plan entry (see :meth:`_plan`)."""
@@ -332,27 +350,22 @@ class KinetoSource:
                 by_corr[launch[5]] = lid
         kernels = []
         no_launch = 0
-        for role, ev, start, end in ix.gpu:
-            a = ev.get("args") or {}
-            corr = ks.arg(a, "correlation")
+        for role, name, start, end, ev_pid, ev_tid, corr, device, stream, grid, block, nbytes in ix.gpu:
             lid = by_corr.get(corr) if corr is not None else None
-            name = ev.get("name") or ""
+            name = name or ""
             if role == "kernel":
                 rec = _base("kernel", short_name(name) or name, name, start, end, end - start, None, None)
-                rec["grid"] = _dim3(a.get("grid"))
-                rec["block"] = _dim3(a.get("block"))
+                rec["grid"] = _dim3(grid)
+                rec["block"] = _dim3(block)
             else:
                 kind_name, copy_kind = _copy_kind(role, name)
                 rec = _base(role, kind_name, name, start, end, end - start, None, None)
-                nbytes = ks.arg(a, "bytes")
                 rec["bytes"] = nbytes if isinstance(nbytes, int) else None
                 rec["copyKind"] = copy_kind
-            device = ks.arg(a, "device")
             if not isinstance(device, int):
-                device = ev.get("pid") if isinstance(ev.get("pid"), int) else None
-            stream = ks.arg(a, "stream")
+                device = ev_pid if isinstance(ev_pid, int) else None
             if not isinstance(stream, int):
-                stream = ev.get("tid") if isinstance(ev.get("tid"), int) else None
+                stream = ev_tid if isinstance(ev_tid, int) else None
             rec["device"] = device
             rec["gpu"] = self._devices.get(device)
             rec["stream"] = stream

@@ -13,7 +13,6 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyprof.markers import from_profiler_name
 from pyprof.parse import kineto_schema as ks
@@ -22,7 +21,6 @@ from pyprof.parse.kineto_load import Trace
 
 ROLE_OP, ROLE_ANN, ROLE_PY = 0, 1, 2
 _ROLE_CODE = {"op": ROLE_OP, "ann": ROLE_ANN, "py": ROLE_PY}
-_NO_ARGS: dict = {}
 
 
 @dataclass
@@ -46,7 +44,7 @@ class Index:
     # launches: (pid, tid, start, end, name, correlation, external id) and their innermost open range
     launches: list = field(default_factory=list)
     launch_node: list = field(default_factory=list)
-    gpu: list = field(default_factory=list)     # (role, event)
+    gpu: list = field(default_factory=list)     # GPU activities (see :func:`scan`)
     threads: dict = field(default_factory=dict)  # (pid, tid) -> [range ids]
     launch_threads: dict = field(default_factory=dict)  # (pid, tid) -> [launch ids]
     skipped: int = 0                            # events without a usable ts
@@ -77,26 +75,22 @@ def user_frame(name: str) -> str | None:
     return f"{path.rsplit('/', 1)[-1]}:{line}:{func}"
 
 
-def build_index(chunks: Iterable[list[dict[str, Any]]], trace: Trace | None = None) -> Index:
+def build_index(chunks: Iterable[list], trace: Trace) -> Index:
     """Classify the events (one pass over the chunks), then nest each thread's ranges (one sort and
     one stack per thread). Only what the records need is kept of each event: op ranges keep
     ``(External id, Input Dims, Input type, Concrete Inputs)``, names are interned, times are packed.
-    The argument keys' spellings are looked up once, on the first chunk (:func:`ks.spellings`).
+    Events are ``trace``'s structs (:mod:`pyprof.parse.kineto_events`).
 
     When ``trace`` can be cut in two (:attr:`Trace.halves`, big files), a forked child parses and
     classifies the second half while this process does the first (:mod:`pyprof.parse.kineto_split`)."""
     ix = None
-    halves = getattr(trace, "halves", None)
-    if halves is not None:
+    if trace.halves is not None:
         from pyprof.parse.kineto_split import scan_in_two
 
-        ix = scan_in_two(trace, halves)
+        ix = scan_in_two(trace, trace.halves)
     if ix is None:
         ix = Index()
-        it = iter(chunks)
-        first = next(it, None)
-        if first is not None:
-            scan(ix, chain_first(first, it), spellings_of(first))
+        scan(ix, chunks, trace)
     finish(ix)
     return ix
 
@@ -106,17 +100,13 @@ def chain_first(first: list, rest: Iterator[list]) -> Iterator[list]:
     yield from rest
 
 
-def spellings_of(chunk: list) -> tuple:
-    """The trace's keys for (external id, seq, input dims, input types, concrete inputs)."""
-    sp = ks.spellings(ev.get("args") for ev in chunk[:4096] if type(ev) is dict)
-    return sp["external_id"], sp["seq"], sp["input_dims"], sp["input_types"], sp["concrete"]
+def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
+    """Append the ranges, launches and GPU activities of ``chunks``' events to ``ix`` (times as lists).
 
-
-def scan(ix: Index, chunks: Iterable[list[dict[str, Any]]], keys_spelled: tuple) -> None:
-    """Append the ranges, launches and GPU activities of ``chunks``' events to ``ix`` (times as lists)."""
+    GPU activities keep ``(role, name, start, end, pid, tid, correlation, device, stream, grid, block,
+    bytes)``: plain values, so that a forked scan can hand them back (:mod:`pyprof.parse.kineto_split`)."""
     # category -> range role code (int), or the role name of launches and GPU activities
     codes = {cat: _ROLE_CODE.get(role, role) for cat, role in ks.CATEGORY_ROLE.items()}
-    arg = ks.arg
     name_l, role_l, start_l, end_l, pid_l, tid_l, args_l, seq_l, bwd_l = (
         ix.name, ix.role, ix.start, ix.end, ix.pid, ix.tid, ix.args, ix.seq, ix.bwd)
     bwd_names: dict[str, bool] = {}
@@ -125,28 +115,27 @@ def scan(ix: Index, chunks: Iterable[list[dict[str, Any]]], keys_spelled: tuple)
     keys: dict[tuple, tuple] = {}
     prefix = ks.BACKWARD_PREFIX
     threads = ix.threads
-    k_ext, k_seq, k_dims, k_types, k_conc = keys_spelled
     for chunk in chunks:
         ix.n_events += len(chunk)
         for ev in chunk:
-            if type(ev) is not dict or ev.get("ph") != "X":
+            if ev.ph != "X":
                 continue
-            code = codes.get(ev.get("cat"))
+            code = codes.get(ev.cat)
             if code is None:
                 continue
-            ts = ev.get("ts")
+            ts = ev.ts
             if ts is None or type(ts) is str:
                 ix.skipped += 1
                 continue
             start = ts * 1000 if type(ts) is int else round(ts * 1000.0)
-            dur = ev.get("dur") or 0
+            dur = ev.dur or 0
             end = start + (dur * 1000 if type(dur) is int else round(dur * 1000.0))
             if type(code) is int:
-                key = (ev.get("pid"), ev.get("tid"))
+                key = (ev.pid, ev.tid)
                 key = keys.setdefault(key, key)
                 rid = len(name_l)
-                name = ev.get("name") or ""
-                a = ev.get("args") or _NO_ARGS
+                name = ev.name or ""
+                a = ev.args
                 if code == ROLE_ANN:
                     raw = name
                     name = ann_names.get(raw)
@@ -157,7 +146,7 @@ def scan(ix: Index, chunks: Iterable[list[dict[str, Any]]], keys_spelled: tuple)
                         name = ann_names[raw] = from_profiler_name(raw)
                     seq = None
                     bwd_l.append(False)
-                    args_l.append((a.get(k_ext), None, None, None))
+                    args_l.append((a.ext if a is not None else None, None, None, None))
                 else:
                     name = names.setdefault(name, name)
                     b = bwd_names.get(name)
@@ -165,11 +154,14 @@ def scan(ix: Index, chunks: Iterable[list[dict[str, Any]]], keys_spelled: tuple)
                         b = bwd_names[name] = code == ROLE_OP and (
                             name.startswith(prefix) or classify(name).is_bwd_node)
                     bwd_l.append(b)
-                    if code == ROLE_OP:
-                        seq = a.get(k_seq)
+                    if code == ROLE_OP and a is not None:
+                        seq = a.seq
                         if type(seq) is not int or seq < 0:
                             seq = None
-                        args_l.append((a.get(k_ext), a.get(k_dims), a.get(k_types), a.get(k_conc)))
+                        args_l.append((a.ext, a.dims, a.types, a.conc))
+                    elif code == ROLE_OP:
+                        seq = None
+                        args_l.append((None, None, None, None))
                     else:
                         seq = None
                         args_l.append(None)
@@ -186,14 +178,16 @@ def scan(ix: Index, chunks: Iterable[list[dict[str, Any]]], keys_spelled: tuple)
                 else:
                     lst.append(rid)
             elif code == "launch":
-                a = ev.get("args") or _NO_ARGS
-                key = (ev.get("pid"), ev.get("tid"))
+                a = ev.args
+                key = (ev.pid, ev.tid)
                 lid = len(ix.launches)
-                ix.launches.append((key[0], key[1], start, end, ev.get("name"), arg(a, "correlation"),
-                                    arg(a, "external_id")))
+                ix.launches.append((key[0], key[1], start, end, ev.name, trace.types.gpu_arg(a, "correlation"),
+                                    a.ext if a is not None else None))
                 ix.launch_threads.setdefault(key, []).append(lid)
             else:
-                ix.gpu.append((code, ev, start, end))
+                a, arg = ev.args, trace.types.gpu_arg
+                ix.gpu.append((code, ev.name, start, end, ev.pid, ev.tid, arg(a, "correlation"), arg(a, "device"),
+                               arg(a, "stream"), arg(a, "grid"), arg(a, "block"), arg(a, "bytes")))
 
 
 def finish(ix: Index) -> None:

@@ -39,38 +39,66 @@ _MEMO_MAX = 16384   # entries per fragment cache (ranges prefixes are up to a fe
 
 
 class KinetoPrepared:
-    """A trace's kernels, decoded, in output order (``n`` of them); ``stats`` is complete."""
+    """A trace's kernels, decoded, in output order (``n`` of them); ``stats`` is complete.
 
-    def __init__(self, src: KinetoSource, entries: list[tuple], self_t: list[int] | None):
+    ``tail`` (see :class:`pyprof.parse.kineto_split_lines.Tail`): the records after ``entries`` are
+    planned and written by a forked child; :meth:`lines` then gives them all, :meth:`records` none."""
+
+    def __init__(self, src: KinetoSource, entries: list[tuple], self_t: list[int] | None, tail=None):
         self.src = src
         self.entries = entries
         self.self_t = self_t
+        self.tail = tail
+        self.stats = stats = entry_stats(entries)
         self.n = len(entries)
-        self.stats = stats = KinetoStats()
-        for _, ctx, _, pre in entries:
-            if pre is not None and pre["kind"] != "kernel":
-                stats.copies += 1
-            else:
-                stats.kernels += 1
-                f = ctx[0]
-                if f["op"] is not None or f["bwdNode"] is not None:
-                    stats.attributed += 1
+        if tail is not None:
+            self.n += tail.n
+            stats.kernels += tail.stats.kernels
+            stats.copies += tail.stats.copies
+            stats.attributed += tail.stats.attributed
 
     def records(self, lo: int = 0, hi: int | None = None) -> Iterator[dict[str, Any]]:
+        if self.tail is not None:
+            raise RuntimeError("a split plan gives JSON lines only (plan with split=False for dicts)")
         record, self_t = self.src._record, self.self_t
         with _no_gc():
             for e in self.entries[lo:hi]:
                 yield record(e, self_t)
 
     def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
-        """Records ``lo:hi`` as JSON lines, in chunks of bytes (see the module docstring)."""
+        """Records ``lo:hi`` as JSON lines, in chunks of bytes (see the module docstring); with a
+        ``tail``, all of them (own first, then the child's)."""
+        if self.tail is not None:
+            if lo or hi is not None:
+                raise RuntimeError("a split plan gives all its lines or none")
+            yield from self.own_lines()
+            yield from self.tail.chunks()
+            return
+        yield from self.own_lines(lo, self.n if hi is None else hi)
+
+    def own_lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
+        """The lines of this process's entries (all of them unless there is a ``tail``)."""
+        hi = len(self.entries) if hi is None else hi
         w = _Writer(self.src, self.self_t)
         entries = self.entries
-        hi = self.n if hi is None else hi
         block = w.line_block if self.self_t is not None else w.lines_of
         with _no_gc():  # the fragment caches are many acyclic objects, like the index's
             for i in range(lo, hi, _CHUNK):
                 yield block(entries[i:min(i + _CHUNK, hi)])
+
+
+def entry_stats(entries: list[tuple]) -> KinetoStats:
+    """Kernels, copies and attributed kernels among plan entries."""
+    stats = KinetoStats()
+    for _, ctx, _, pre in entries:
+        if pre is not None and pre["kind"] != "kernel":
+            stats.copies += 1
+        else:
+            stats.kernels += 1
+            f = ctx[0]
+            if f["op"] is not None or f["bwdNode"] is not None:
+                stats.attributed += 1
+    return stats
 
 
 class LazyRecords:

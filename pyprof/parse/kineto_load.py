@@ -21,9 +21,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
 
 from pyprof.errors import InputError
+from pyprof.parse.kineto_events import EventTypes, event_types
 
 _GZIP_MAGIC = b"\x1f\x8b"
 # Kineto's layout: `    "name": "<raw text>",` alone on its line. Only lines whose text holds a quote
@@ -43,25 +45,40 @@ _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
 class Trace:
     """A chrome trace: the top-level metadata (everything but the events) and the events, in chunks.
 
-    ``chunks`` yields lists of event dicts; iterate it once. Parsing chunk by chunk keeps only one
+    ``chunks`` yields lists of events; iterate it once. Parsing chunk by chunk keeps only one
     chunk's Python objects alive next to the file's bytes (a 1M-event trace would need several GB
     as one document). ``repaired`` counts event names whose quotes had to be re-escaped.
+
+    Events are the structs of :attr:`types` (:mod:`pyprof.parse.kineto_events`: only the fields the
+    parser reads), made once the first piece has shown the trace's key spellings; ``raw`` traces
+    (tools, tests) give every event as the dict the JSON holds.
     """
 
-    chunks: Iterator[list[dict[str, Any]]]
+    chunks: Iterator[list]
     meta: dict[str, Any] = field(default_factory=dict)
     repaired: int = 0
     #: big Kineto-layout files: two functions giving the chunks before and after a cut near the
     #: middle (an event boundary if the first half parses; see :mod:`pyprof.parse.kineto_split`)
     halves: tuple[Callable[[], Iterator[list]], Callable[[], Iterator[list]]] | None = None
+    raw: bool = False
+    types: EventTypes | None = None
 
     @property
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list:
         """All events as one list (small traces, tools; the parser iterates :attr:`chunks`)."""
-        out: list[dict[str, Any]] = []
+        out: list = []
         for chunk in self.chunks:
             out.extend(chunk)
         return out
+
+    def typed(self, events: list) -> list:
+        """Events parsed as dicts, as this trace's structs (the first piece fixes the types); ``raw``:
+        as they are."""
+        if self.raw:
+            return events
+        if self.types is None:
+            self.types = event_types(events)
+        return self.types.from_dicts(events)
 
 
 def _unescaped(match: re.Match) -> bytes:
@@ -134,21 +151,44 @@ def _layout(data: bytes) -> tuple[dict, int, int] | None:
     return None
 
 
-def _parse_piece(piece: bytes, trace: Trace) -> list | None:
+class _NotJson(Exception):
+    """A piece of the events array that is not valid JSON (internal)."""
+
+
+def _decode(path: str, array: bytes, trace: Trace) -> list:
+    """The events of JSON array ``array``: typed (msgspec) once the trace's types are known; the dict
+    way (orjson, then :meth:`Trace.typed`) before that, or for a piece the types do not fit."""
+    if trace.types is not None and not trace.raw:
+        try:
+            return trace.types.decode(array)
+        except msgspec.ValidationError:  # (a DecodeError too: caught first) valid JSON, unexpected shape
+            pass
+        except msgspec.DecodeError:
+            raise _NotJson from None
+    try:
+        events = orjson.loads(array)
+    except orjson.JSONDecodeError:
+        raise _NotJson from None
+    if events and not isinstance(events[0], dict):
+        raise InputError(f"{path}: 'traceEvents' is not a list of events", "give a torch.profiler chrome trace")
+    return trace.typed(events)
+
+
+def _parse_piece(path: str, piece: bytes, trace: Trace) -> list | None:
     """Events of one piece of the array, repairing Kineto's unescaped names if needed; None if invalid."""
     try:
-        return orjson.loads(b"[" + piece + b"]")
-    except orjson.JSONDecodeError:
+        return _decode(path, b"[" + piece + b"]", trace)
+    except _NotJson:
         pass
     fixed, n = repair_unescaped_names(piece)
-    if n:
-        try:
-            events = orjson.loads(b"[" + fixed + b"]")
-        except orjson.JSONDecodeError:
-            return None
-        trace.repaired += n
-        return events
-    return None
+    if not n:
+        return None
+    try:
+        events = _decode(path, b"[" + fixed + b"]", trace)
+    except _NotJson:
+        return None
+    trace.repaired += n
+    return events
 
 
 def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Iterator[list]:
@@ -160,13 +200,13 @@ def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Itera
         m = _BOUNDARY.search(data, pos + CHUNK_BYTES, end) if pos + CHUNK_BYTES < end else None
         if m is not None:
             cut, nxt = m.start() + 1, m.end() - 1
-        events = _parse_piece(data[pos:cut], trace)
+        events = _parse_piece(path, data[pos:cut], trace)
         tries = 0
         while events is None and m is not None and tries < 16:
             # the cut fell inside a nested value: extend the piece to the next boundary
             m = _BOUNDARY.search(data, m.end(), end)
             cut, nxt = (m.start() + 1, m.end() - 1) if m is not None else (end, end)
-            events = _parse_piece(data[pos:cut], trace)
+            events = _parse_piece(path, data[pos:cut], trace)
             tries += 1
         if events is None:
             try:
@@ -174,8 +214,6 @@ def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Itera
             except orjson.JSONDecodeError as exc:
                 raise _not_json(path, exc) from None
             raise _not_json(path, ValueError("unparsable events"))
-        if events and not isinstance(events[0], dict):
-            raise InputError(f"{path}: 'traceEvents' is not a list of events", "give a torch.profiler chrome trace")
         yield events
         pos = nxt
 
@@ -199,12 +237,12 @@ def _cut(data: bytes, start: int, end: int) -> tuple[int, int] | None:
     return None
 
 
-def load_trace(path: str | os.PathLike) -> Trace:
+def load_trace(path: str | os.PathLike, raw: bool = False) -> Trace:
     """Open a chrome trace; raise :class:`InputError` with one line if it is none.
 
     Kineto's layout (``{..., "traceEvents": [ ... ], ...}``) is parsed in chunks, lazily; any other
     layout (the Trace Event Format's bare array, a document the chunker cannot cut) in one piece.
-    A chunk that is not JSON raises :class:`InputError` while it is read.
+    A chunk that is not JSON raises :class:`InputError` while it is read. ``raw``: events as dicts.
     """
     path = os.fspath(path)
     data = read_bytes(path)
@@ -216,17 +254,17 @@ def load_trace(path: str | os.PathLike) -> Trace:
         meta, start, end = layout
         if _NONSPACE.search(data, start, end) is None:
             raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
-        trace = Trace(chunks=iter(()), meta=meta)
+        trace = Trace(chunks=iter(()), meta=meta, raw=raw)
         trace.chunks = _chunks(path, data, start, end, trace)
         cut = _cut(data, start, end) if end - start >= SPLIT_BYTES else None
         if cut is not None:
             trace.halves = (lambda: _chunks(path, data, start, cut[0], trace),
                             lambda: _chunks(path, data, cut[1], end, trace))
         return trace
-    return _load_whole(path, data)
+    return _load_whole(path, data, raw)
 
 
-def _load_whole(path: str, data: bytes) -> Trace:
+def _load_whole(path: str, data: bytes, raw: bool) -> Trace:
     """The whole document with orjson (repairing Kineto's unescaped names once if needed)."""
     repaired = 0
     try:
@@ -262,4 +300,6 @@ def _load_whole(path: str, data: bytes) -> Trace:
         raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
     if not isinstance(events[0], dict):
         raise InputError(f"{path}: 'traceEvents' is not a list of events", "give a torch.profiler chrome trace")
-    return Trace(chunks=iter([events]), meta=meta, repaired=repaired)
+    trace = Trace(chunks=iter(()), meta=meta, repaired=repaired, raw=raw)
+    trace.chunks = iter([trace.typed(events)])
+    return trace

@@ -3,7 +3,7 @@
 Parsing the JSON (orjson builds a dict per event) and classifying the events
 (:func:`pyprof.parse.kineto_index.scan`) is about half of a CPU trace's parse time, and the events
 are independent. :func:`scan_in_two` forks once the first piece is parsed (so both processes spell the
-argument keys alike): the child scans the events after the cut into its own index and hands its
+argument keys alike: the first piece fixes the trace's event types, :mod:`pyprof.parse.kineto_events`): the child scans the events after the cut into its own index and hands its
 columns back through a temporary file (``marshal``: the columns are plain lists, tuples, dicts and
 scalars); the parent scans the events before the cut meanwhile and appends the child's rows after
 its own, renumbered, so the index is the one a single pass builds.
@@ -21,7 +21,7 @@ import os
 import tempfile
 
 from pyprof.errors import InputError
-from pyprof.parse.kineto_index import Index, chain_first, scan, spellings_of
+from pyprof.parse.kineto_index import Index, chain_first, scan
 from pyprof.parse.kineto_load import Trace
 
 _COLUMNS = ("name", "role", "start", "end", "pid", "tid", "args", "seq", "bwd", "launches", "gpu")
@@ -40,7 +40,6 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
         return None
     if first is None:
         return None
-    keys = spellings_of(first)
     fd, tmp = tempfile.mkstemp(prefix="pyprof-kineto-", suffix=".part")
     try:
         repaired0 = trace.repaired
@@ -50,7 +49,7 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
             try:
                 part = Index()
                 try:
-                    scan(part, second_half(), keys)
+                    scan(part, second_half(), trace)
                     payload = ([getattr(part, c) for c in _COLUMNS], part.skipped, part.n_events,
                                trace.repaired - repaired0)
                 except InputError:
@@ -64,7 +63,7 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
         fd = -1
         ix = Index()
         try:
-            scan(ix, chain_first(first, it), keys)
+            scan(ix, chain_first(first, it), trace)
         except InputError:  # the cut was not between two events: one pass will say what is wrong
             os.kill(pid, 9)
             os.waitpid(pid, 0)
@@ -76,7 +75,7 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
             with open(tmp, "rb") as fh:
                 payload = marshal.loads(fh.read())
         if payload is None:  # the child failed: scan the second half here (raising its error, if any)
-            scan(ix, second_half(), keys)
+            scan(ix, second_half(), trace)
             return ix
         _append(ix, *payload)
         trace.repaired += payload[3]

@@ -46,7 +46,8 @@ def parse_file(path: str, out: str | None) -> Result:
     source = open_source(path)
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
     if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
-        prep = source.prepared()
+        # a big torch.profiler CPU trace is planned and written by two processes (kineto_split_lines)
+        prep = source.prepared(split=True) if source.kind == "kineto" else source.prepared()
         with atomic_output(out, "wb") as fh:
             write_lines(prep, fh)
             fh.flush()
@@ -82,11 +83,21 @@ def write_lines(prep, fh) -> None:
     for the 1.7 GB of a 1M-kernel export) overlaps with serialising the next chunks. Two forked writer
     processes (a temporary file appended afterwards, or both ``pwrite``-ing blocks of one file) were
     measured too, and were slower: copy-on-write faults on the shared heap and the file system's
-    per-file write lock ate the gain."""
+    per-file write lock ate the gain. (A big torch.profiler CPU trace is the exception: its lines cost
+    three times as much to make, and a forked child makes the later half; its ``tail`` is appended
+    last, by ``sendfile``.)"""
+    tail = getattr(prep, "tail", None)
+    chunks = prep.own_lines() if tail is not None else prep.lines()
     if prep.n < THREADED_MIN:
-        for chunk in prep.lines():
+        for chunk in chunks:
             fh.write(chunk)
-        return
+    else:
+        _write_threaded(chunks, fh)
+    if tail is not None:
+        tail.copy_into(fh)
+
+
+def _write_threaded(chunks, fh) -> None:
     pending: queue.Queue = queue.Queue(maxsize=8)
     failed: list[BaseException] = []
 
@@ -102,7 +113,7 @@ def write_lines(prep, fh) -> None:
     writer = threading.Thread(target=drain, name="pyprof-writer", daemon=True)
     writer.start()
     try:
-        for chunk in prep.lines():
+        for chunk in chunks:
             if failed:
                 break
             pending.put(chunk)

@@ -1,0 +1,208 @@
+"""Plan and write a big CPU trace's records on two cores: a forked child takes the later ones.
+
+Once the index is nested and every forward op decoded (:meth:`KinetoSource._register_forward`: the
+backward links of every record need it), the rest of a CPU trace's parse is per record: decoding
+its op instance (:meth:`KinetoSource.plan_nodes`) and splicing its JSON line
+(:mod:`pyprof.parse.kineto_lines`), about two thirds of the time at 1M events. :func:`plan_in_two`
+cuts the op ranges (in start order) where no range is open across the cut on any thread
+(:func:`split_point`), so that no op instance, whose ``subSeqId`` numbers its records, has records
+on both sides; then it forks. The child plans the later ranges, sends their counts through a pipe
+(the summary line and the warnings need them before the first line is written) and writes their
+lines to a temporary file, which :meth:`Tail.chunks` hands on after the parent's own lines.
+
+Nothing is lost when the child fails: the parent then plans and writes the child's part itself
+(the same bytes, on one core). A trace without such a cut, or too small to gain, takes one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import os
+import signal
+import tempfile
+import weakref
+from collections.abc import Iterator
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+from pyprof.parse.kineto import KinetoStats
+
+if TYPE_CHECKING:
+    from pyprof.parse.decode import BackwardLinker
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.parse.kineto_index import Index
+
+#: CPU records from which the later part goes to a forked child (below, the fork costs more than it gains)
+FORK_MIN = 100_000
+#: bytes per chunk read back from the child's file
+READ_BYTES = 16 << 20
+
+
+def split_point(ix: Index, nodes: list[int]) -> int | None:
+    """An index ``i`` of ``nodes`` (op ranges in start order) in the middle half, nearest the middle,
+    such that every range open at ``nodes[:i]`` (the outermost of each one's chain, on any thread)
+    ends before ``nodes[i]`` starts; None if there is none. Two records of one op instance both lie
+    inside its range, which is in their chains, so the instance cannot straddle such a cut."""
+    n = len(nodes)
+    lo, hi = max(n // 4, 1), (3 * n) // 4
+    if hi <= lo:
+        return None
+    chain, end, start = ix.chain, ix.end, ix.start
+    reach = list(accumulate((end[chain[r][0]] for r in nodes[:hi]), max))
+    mid = n // 2
+    for d in range(max(mid - lo, hi - mid)):
+        for i in (mid + d, mid - d - 1):
+            if lo <= i < hi and reach[i - 1] <= start[nodes[i]]:
+                return i
+    return None
+
+
+def plan_in_two(src: KinetoSource, nodes: list[int], linker: BackwardLinker,
+                self_t: list[int]) -> tuple[list[int], Tail | None]:
+    """(the nodes this process plans, the child's :class:`Tail` or None). The caller plans its nodes,
+    then calls :meth:`Tail.collect` before it reports counts or warnings."""
+    if len(nodes) < FORK_MIN or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        return nodes, None
+    cut = split_point(src._ix, nodes)
+    if cut is None:
+        return nodes, None
+    later = nodes[cut:]
+    fd, path = tempfile.mkstemp(prefix="pyprof-kineto-", suffix=".lines")
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: the later records
+        code = 1
+        try:
+            os.close(rfd)
+            _child(src, later, linker, self_t, wfd, fd)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    os.close(fd)
+    return nodes[:cut], Tail(src, later, linker, self_t, pid, rfd, path)
+
+
+def _child(src: KinetoSource, nodes: list[int], linker: BackwardLinker, self_t: list[int], wfd: int,
+           fd: int) -> None:
+    from pyprof.parse.kineto_lines import KinetoPrepared
+
+    unlinked, malformed = src._unlinked, src._malformed
+    entries = src.plan_nodes(nodes, linker)
+    prep = KinetoPrepared(src, entries, self_t)
+    st = prep.stats
+    msg = marshal.dumps((len(entries), st.kernels, st.copies, st.attributed, src._unlinked - unlinked,
+                         src._malformed - malformed))
+    with os.fdopen(wfd, "wb") as pipe:
+        pipe.write(msg)
+    with os.fdopen(fd, "wb", buffering=0) as fh:
+        for chunk in prep.lines():
+            fh.write(chunk)
+
+
+class Tail:
+    """The forked child's part of the records: counts once :meth:`collect` returns, lines from
+    :meth:`chunks`. Its child is reaped and its file removed when it is done with or dropped."""
+
+    def __init__(self, src: KinetoSource, nodes: list[int], linker: BackwardLinker, self_t: list[int],
+                 pid: int, rfd: int, path: str):
+        self.src, self.nodes, self.linker, self.self_t = src, nodes, linker, self_t
+        self.pid, self.path = pid, path
+        self._rfd = rfd
+        self.n = 0
+        self.stats = KinetoStats()
+        self.entries: list[tuple] | None = None  # planned here (the child failed)
+        self._finalizer = weakref.finalize(self, _cleanup, pid, path)
+
+    def collect(self) -> None:
+        """Wait for the child's counts and add its warnings' counts to the source's; if it sent none,
+        plan its part here."""
+        data = b""
+        with os.fdopen(self._rfd, "rb") as pipe:
+            data = pipe.read()
+        try:
+            n, kernels, copies, attributed, unlinked, malformed = marshal.loads(data)
+        except (EOFError, ValueError, TypeError):
+            self._take_over()
+            return
+        self.n = n
+        self.stats = KinetoStats(kernels=kernels, copies=copies, attributed=attributed)
+        self.src._unlinked += unlinked
+        self.src._malformed += malformed
+
+    def _take_over(self) -> None:
+        from pyprof.parse.kineto_lines import entry_stats
+
+        self._finalizer()  # reap (kill) the child, remove its file
+        self.entries = self.src.plan_nodes(self.nodes, self.linker)
+        self.n = len(self.entries)
+        self.stats = entry_stats(self.entries)
+
+    def _finished(self) -> bool:
+        """Wait for the child; True when its file holds its lines."""
+        if self.entries is not None:
+            return False
+        _, status = os.waitpid(self.pid, 0)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _cleanup, 0, self.path)
+        if status == 0 and os.path.getsize(self.path) > 0:
+            return True
+        # the child failed after sending its counts: its part again, here (the caches were cleared,
+        # so its instances are decoded again; the counts are already reported)
+        self.entries = self.src.plan_nodes(self.nodes, self.linker)
+        return False
+
+    def _planned_here(self) -> Iterator[bytes]:
+        from pyprof.parse.kineto_lines import KinetoPrepared
+
+        return KinetoPrepared(self.src, self.entries, self.self_t).lines()
+
+    def chunks(self) -> Iterator[bytes]:
+        """The child's lines (after the parent's own): its file read back, or made here if it failed."""
+        try:
+            if self._finished():
+                with open(self.path, "rb") as fh:
+                    while chunk := fh.read(READ_BYTES):
+                        yield chunk
+            else:
+                yield from self._planned_here()
+        finally:
+            self._finalizer()
+
+    def copy_into(self, out) -> None:
+        """Append the child's lines to the binary file object ``out`` (after the parent's own): by
+        ``sendfile`` from its file (no copy through Python), else in chunks."""
+        try:
+            if not self._finished():
+                for chunk in self._planned_here():
+                    out.write(chunk)
+                return
+            out.flush()
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                sent = 0
+                try:
+                    dst = out.fileno()
+                    while sent < size:
+                        n = os.sendfile(dst, fh.fileno(), sent, size - sent)
+                        if n == 0:
+                            break
+                        sent += n
+                except (OSError, AttributeError, ValueError):  # not a file descriptor sendfile takes
+                    pass
+                fh.seek(sent)
+                while chunk := fh.read(READ_BYTES):
+                    out.write(chunk)
+        finally:
+            self._finalizer()
+
+
+def _cleanup(pid: int, path: str) -> None:
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        os.unlink(path)
