@@ -219,13 +219,16 @@ class KinetoSource:
         memo[last] = got
         return list(got)
 
-    def _register_forward(self) -> dec.BackwardLinker:
-        """Every forward op range carrying an autograd seq number (the outermost of equal numbers)."""
+    def _register_forward(self, needed: set | None = None) -> dec.BackwardLinker:
+        """Every forward op range carrying an autograd seq number (the outermost of equal numbers), or
+        only those whose (pid, seq) is in ``needed`` (see :meth:`needed_links`)."""
         ix = self._ix
         linker = dec.BackwardLinker()
         for r in range(len(ix.name)):
             seq = ix.seq[r]
             if seq is None or ix.role[r] != ROLE_OP or ix.bwd[r]:
+                continue
+            if needed is not None and (ix.pid[r], seq) not in needed:
                 continue
             p = ix.parent[r]
             if p >= 0 and ix.seq[p] == seq:
@@ -237,6 +240,16 @@ class KinetoSource:
             linker.add(ix.pid[r], seq, ix.start[r], {k: f[k] for k in _FWD_KEYS})
         linker.freeze()
         return linker
+
+    def needed_links(self, nodes: list[int]) -> set:
+        """The (pid, seq) keys the backward op instances of CPU op ranges ``nodes`` (in start order) can
+        link by: those of the backward ranges open at some time between the first node's start and the
+        last one's (a superset: every range in a node's chain is open at the node's start)."""
+        ix = self._ix
+        lo, hi = ix.start[nodes[0]], ix.start[nodes[-1]]
+        start, end, seq, pid, bwd = ix.start, ix.end, ix.seq, ix.pid, ix.bwd
+        return {(pid[r], seq[r]) for r in range(len(seq))
+                if bwd[r] and seq[r] is not None and start[r] <= hi and end[r] > lo}
 
     # -- records -------------------------------------------------------------------------------------
 
@@ -272,11 +285,11 @@ class KinetoSource:
         self._decodes: dict[tuple, dec.Decoded] = {}
         self._malformed = 0
         self._unlinked = 0
-        linker = self._register_forward()
         ix = self._ix
         self_t = None
         tail = None
         if self.gpu_mode:
+            linker = self._register_forward()
             sub: dict[Any, int] = {}
             context = self._context
             kernels = self._gpu_kernels()
@@ -299,7 +312,9 @@ class KinetoSource:
             if split:
                 from pyprof.parse.kineto_split_lines import plan_in_two
 
-                nodes, tail = plan_in_two(self, nodes, linker, self_t)
+                nodes, tail = plan_in_two(self, nodes, self_t)
+            # two processes: each decodes the forward ops its own backward instances link to
+            linker = self._register_forward(self.needed_links(nodes) if tail is not None and nodes else None)
             entries = self.plan_nodes(nodes, linker)
             if tail is not None:
                 tail.collect()  # the child's counts (for stats and warnings)

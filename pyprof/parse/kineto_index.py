@@ -14,6 +14,8 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from pyprof.markers import from_profiler_name
 from pyprof.parse import kineto_schema as ks
 from pyprof.parse.decode import classify
@@ -200,8 +202,14 @@ def finish(ix: Index) -> None:
     ix.cut = [-1] * n
     ix.frames = [()] * n
     ix.launch_node = [-1] * len(ix.launches)
+    anchor = [-1] * n  # innermost backward node open at a range (-1: none)
+    starts = np.frombuffer(ix.start, dtype=np.int64)
+    ends = np.frombuffer(ix.end, dtype=np.int64)
     for key, rids in ix.threads.items():
-        _nest(ix, rids, ix.launch_threads.get(key, ()))
+        # start order, the longer first at equal starts (a stable sort: ties keep scan order)
+        r = np.fromiter(rids, dtype=np.int64, count=len(rids))
+        rids[:] = r[np.lexsort((-ends[r], starts[r]))].tolist()
+        _nest(ix, rids, ix.launch_threads.get(key, ()), anchor)
     _backward_seqs(ix)
 
 
@@ -219,38 +227,39 @@ def _backward_seqs(ix: Index) -> None:
             seq[p] = seq[r]
 
 
-def _nest(ix: Index, rids: list[int], lids) -> None:
-    """Parents, ancestor chains and user frames of one thread's ranges; innermost range of its launches."""
+def _nest(ix: Index, rids: list[int], lids, anchor: list[int]) -> None:
+    """Parents, ancestor chains and user frames of one thread's ranges (``rids``, in start order);
+    innermost range of its launches."""
     start, end, role, name, bwd = ix.start, ix.end, ix.role, ix.name, ix.bwd
     parent, chain, frames, cut = ix.parent, ix.chain, ix.frames, ix.cut
-    anchor: dict[int, int] = {}  # innermost backward node open at a range (-1: none)
-    rids.sort(key=lambda r: (start[r], -end[r]))
     lids = sorted(lids, key=lambda i: ix.launches[i][2])
     launches, launch_node = ix.launches, ix.launch_node
     nl = len(lids)
     li = 0
     stack: list[int] = []
+    pop, push = stack.pop, stack.append
     for r in rids:
         s = start[r]
         while li < nl and launches[lids[li]][2] < s:
             t = launches[lids[li]][2]
             while stack and end[stack[-1]] <= t:
-                stack.pop()
+                pop()
             launch_node[lids[li]] = stack[-1] if stack else -1
             li += 1
         while stack and end[stack[-1]] <= s:
-            stack.pop()
-        plain_op = role[r] == ROLE_OP and not bwd[r]
+            pop()
+        ro = role[r]
+        b = bwd[r]
         if stack:
             p = stack[-1]
             parent[r] = p
             c = cut[p]
-            if c < 0 and plain_op:
+            if c < 0 and ro == ROLE_OP and not b:
                 # the op instance: the outermost plain op, or in the backward pass the autograd node
                 c = anchor[p] if anchor[p] >= 0 else r
             cut[r] = c
-            anchor[r] = r if bwd[r] else anchor[p]
-            if role[r] == ROLE_PY:
+            anchor[r] = r if b else anchor[p]
+            if ro == ROLE_PY:
                 chain[r] = chain[p]
                 f = user_frame(name[r])
                 pf = frames[p]
@@ -259,18 +268,18 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
                 chain[r] = chain[p] + (r,)
                 frames[r] = frames[p]
         else:
-            cut[r] = r if plain_op else -1
-            anchor[r] = r if bwd[r] else -1
-            if role[r] == ROLE_PY:
+            cut[r] = r if ro == ROLE_OP and not b else -1
+            anchor[r] = r if b else -1
+            if ro == ROLE_PY:
                 f = user_frame(name[r])
                 frames[r] = (f,) if f else ()
             else:
                 chain[r] = (r,)
-        stack.append(r)
+        push(r)
     while li < nl:
         t = launches[lids[li]][2]
         while stack and end[stack[-1]] <= t:
-            stack.pop()
+            pop()
         launch_node[lids[li]] = stack[-1] if stack else -1
         li += 1
 

@@ -14,6 +14,7 @@ a file that is still not JSON is reported as such.
 from __future__ import annotations
 
 import gzip
+import mmap
 import os
 import re
 import zlib
@@ -35,8 +36,13 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 # there would cost a failed parse of the whole piece)
 _BOUNDARY = re.compile(rb'\}\s*,\s*\{(?=\s*")')
 CHUNK_BYTES = 8 << 20
+#: plain files at least this big are memory-mapped instead of read
+MMAP_BYTES = 1 << 20
 #: event arrays at least this big are offered in two halves (parsed by two processes)
 SPLIT_BYTES = 64 << 20
+#: the first half's share of the bytes: the process parsing the second half also serialises its
+#: index for the first (:mod:`pyprof.parse.kineto_split`), so it gets less
+FIRST_SHARE = 0.55
 _NONSPACE = re.compile(rb"\S")
 _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
 
@@ -100,12 +106,19 @@ def repair_unescaped_names(data: bytes) -> tuple[bytes, int]:
     return _NAME_LINE.sub(fix, data), count
 
 
-def read_bytes(path: str | os.PathLike) -> bytes:
-    """The file's bytes, gunzipped when it is gzip (by content, whatever its name)."""
+def read_bytes(path: str | os.PathLike):
+    """The file's bytes, gunzipped when it is gzip (by content, whatever its name). A plain file is
+    memory-mapped rather than read (a bytes-like ``mmap``: slices are bytes), which saves copying
+    hundreds of MB before the first event is parsed."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
+            head = fh.read(2)
+            if head != _GZIP_MAGIC and not path.endswith(".gz"):
+                size = os.fstat(fh.fileno()).st_size
+                if size >= MMAP_BYTES:
+                    return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            data = head + fh.read()
     except FileNotFoundError:
         raise InputError(f"{path}: no such file", "check the path of the torch.profiler trace") from None
     except IsADirectoryError:
@@ -219,10 +232,10 @@ def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Itera
 
 
 def _cut(data: bytes, start: int, end: int) -> tuple[int, int] | None:
-    """(end of the first half, start of the second) at a ``}, {`` near the middle of the events array
-    whose next event parses on its own, or None. (A ``}, {`` inside a string would leave the first
-    half unparsable, which the caller checks.)"""
-    m = _BOUNDARY.search(data, (start + end) // 2, end)
+    """(end of the first half, start of the second) at a ``}, {`` at :data:`FIRST_SHARE` of the events
+    array whose next event parses on its own, or None. (A ``}, {`` inside a string would leave the
+    first half unparsable, which the caller checks.)"""
+    m = _BOUNDARY.search(data, start + int((end - start) * FIRST_SHARE), end)
     for _ in range(16):
         if m is None:
             return None
@@ -264,8 +277,10 @@ def load_trace(path: str | os.PathLike, raw: bool = False) -> Trace:
     return _load_whole(path, data, raw)
 
 
-def _load_whole(path: str, data: bytes, raw: bool) -> Trace:
+def _load_whole(path: str, data, raw: bool) -> Trace:
     """The whole document with orjson (repairing Kineto's unescaped names once if needed)."""
+    if not isinstance(data, bytes):  # a mapped file (orjson takes bytes)
+        data = bytes(data)
     repaired = 0
     try:
         doc = orjson.loads(data)

@@ -1,14 +1,15 @@
 """Plan and write a big CPU trace's records on two cores: a forked child takes the later ones.
 
-Once the index is nested and every forward op decoded (:meth:`KinetoSource._register_forward`: the
-backward links of every record need it), the rest of a CPU trace's parse is per record: decoding
-its op instance (:meth:`KinetoSource.plan_nodes`) and splicing its JSON line
+Once the index is nested, the rest of a CPU trace's parse is per op instance and per record:
+decoding the forward ops the backward pass links to (:meth:`KinetoSource._register_forward`),
+decoding each record's op instance (:meth:`KinetoSource.plan_nodes`) and splicing its JSON line
 (:mod:`pyprof.parse.kineto_lines`), about two thirds of the time at 1M events. :func:`plan_in_two`
 cuts the op ranges (in start order) where no range is open across the cut on any thread
 (:func:`split_point`), so that no op instance, whose ``subSeqId`` numbers its records, has records
-on both sides; then it forks. The child plans the later ranges, sends their counts through a pipe
-(the summary line and the warnings need them before the first line is written) and writes their
-lines to a temporary file, which :meth:`Tail.chunks` hands on after the parent's own lines.
+on both sides; then it forks. Each process registers the forward ops its own backward instances can
+link to (:meth:`KinetoSource.needed_links`) and plans its ranges; the child sends its counts through
+a pipe (the summary line and the warnings need them before the first line is written) and writes
+its lines to a temporary file, which :meth:`Tail.copy_into` appends after the parent's own lines.
 
 Nothing is lost when the child fails: the parent then plans and writes the child's part itself
 (the same bytes, on one core). A trace without such a cut, or too small to gain, takes one process.
@@ -29,7 +30,6 @@ from typing import TYPE_CHECKING
 from pyprof.parse.kineto import KinetoStats
 
 if TYPE_CHECKING:
-    from pyprof.parse.decode import BackwardLinker
     from pyprof.parse.kineto import KinetoSource
     from pyprof.parse.kineto_index import Index
 
@@ -58,8 +58,7 @@ def split_point(ix: Index, nodes: list[int]) -> int | None:
     return None
 
 
-def plan_in_two(src: KinetoSource, nodes: list[int], linker: BackwardLinker,
-                self_t: list[int]) -> tuple[list[int], Tail | None]:
+def plan_in_two(src: KinetoSource, nodes: list[int], self_t: list[int]) -> tuple[list[int], Tail | None]:
     """(the nodes this process plans, the child's :class:`Tail` or None). The caller plans its nodes,
     then calls :meth:`Tail.collect` before it reports counts or warnings."""
     if len(nodes) < FORK_MIN or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
@@ -75,21 +74,20 @@ def plan_in_two(src: KinetoSource, nodes: list[int], linker: BackwardLinker,
         code = 1
         try:
             os.close(rfd)
-            _child(src, later, linker, self_t, wfd, fd)
+            _child(src, later, self_t, wfd, fd)
             code = 0
         finally:
             os._exit(code)
     os.close(wfd)
     os.close(fd)
-    return nodes[:cut], Tail(src, later, linker, self_t, pid, rfd, path)
+    return nodes[:cut], Tail(src, later, self_t, pid, rfd, path)
 
 
-def _child(src: KinetoSource, nodes: list[int], linker: BackwardLinker, self_t: list[int], wfd: int,
-           fd: int) -> None:
+def _child(src: KinetoSource, nodes: list[int], self_t: list[int], wfd: int, fd: int) -> None:
     from pyprof.parse.kineto_lines import KinetoPrepared
 
     unlinked, malformed = src._unlinked, src._malformed
-    entries = src.plan_nodes(nodes, linker)
+    entries = src.plan_nodes(nodes, src._register_forward(src.needed_links(nodes)))
     prep = KinetoPrepared(src, entries, self_t)
     st = prep.stats
     msg = marshal.dumps((len(entries), st.kernels, st.copies, st.attributed, src._unlinked - unlinked,
@@ -105,9 +103,8 @@ class Tail:
     """The forked child's part of the records: counts once :meth:`collect` returns, lines from
     :meth:`chunks`. Its child is reaped and its file removed when it is done with or dropped."""
 
-    def __init__(self, src: KinetoSource, nodes: list[int], linker: BackwardLinker, self_t: list[int],
-                 pid: int, rfd: int, path: str):
-        self.src, self.nodes, self.linker, self.self_t = src, nodes, linker, self_t
+    def __init__(self, src: KinetoSource, nodes: list[int], self_t: list[int], pid: int, rfd: int, path: str):
+        self.src, self.nodes, self.self_t = src, nodes, self_t
         self.pid, self.path = pid, path
         self._rfd = rfd
         self.n = 0
@@ -135,7 +132,7 @@ class Tail:
         from pyprof.parse.kineto_lines import entry_stats
 
         self._finalizer()  # reap (kill) the child, remove its file
-        self.entries = self.src.plan_nodes(self.nodes, self.linker)
+        self.entries = self._plan_here()
         self.n = len(self.entries)
         self.stats = entry_stats(self.entries)
 
@@ -150,8 +147,12 @@ class Tail:
             return True
         # the child failed after sending its counts: its part again, here (the caches were cleared,
         # so its instances are decoded again; the counts are already reported)
-        self.entries = self.src.plan_nodes(self.nodes, self.linker)
+        self.entries = self._plan_here()
         return False
+
+    def _plan_here(self) -> list[tuple]:
+        src = self.src
+        return src.plan_nodes(self.nodes, src._register_forward(src.needed_links(self.nodes)))
 
     def _planned_here(self) -> Iterator[bytes]:
         from pyprof.parse.kineto_lines import KinetoPrepared
