@@ -153,7 +153,7 @@ class KinetoSource:
                 f["seqId"] = dec._unique([*f["seqId"], *seqs])
             link = None
         if f["mod"] == "aten" and f["args"] is None and op_node is not None and f["dir"] != "bprop":
-            f["args"] = kineto_args(*ix.args[op_node][1:])
+            f["args"] = kineto_args(*map(ix.value, ix.args[op_node][1:]))
         return f, op_id, link
 
     def _context(self, node: int, linker: dec.BackwardLinker | None) -> tuple:
@@ -190,7 +190,7 @@ class KinetoSource:
         for r in reversed(chain):
             if role[r] == ROLE_OP and not bwd[r]:
                 rec["aten"] = ix.name[r]
-                rec["atenSizes"] = ix.args[r][1]
+                rec["atenSizes"] = ix.value(ix.args[r][1])
                 break
         if key >= 0 and f["dir"] != "bprop" and len(chain) > len(ix.chain[key]):
             seq = ix.seq

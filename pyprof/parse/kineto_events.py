@@ -10,7 +10,7 @@ than ``dict.get``.
 Argument keys have had several spellings (:data:`pyprof.parse.kineto_schema.ARG_KEYS`). The types
 are made per trace (:func:`event_types`), once the first piece of its events has been read as
 dicts and the spellings it uses are known: an op's ``ext``/``seq``/``dims``/``types``/``conc``
-fields are decoded from that trace's keys. The keys of GPU activities and launches, rarer and not
+fields are decoded from that trace's keys; ``dims``/``types``/``conc`` stay JSON text (:data:`RAW_ARGS`). The keys of GPU activities and launches, rarer and not
 always in the first piece, are kept under every spelling (:meth:`EventTypes.gpu_arg`).
 
 Events that do not fit the types (``args`` that is not an object, an event that is no object) make
@@ -24,12 +24,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import orjson
 
 from pyprof.parse import kineto_schema as ks
 
 EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 #: op argument field -> logical argument (one spelling per trace)
 OP_ARGS = {"ext": "external_id", "seq": "seq", "dims": "input_dims", "types": "input_types", "conc": "concrete"}
+#: op argument fields kept as their JSON text (interned by the scan: a few hundred distinct values among
+#: millions of ops; decoded once each, :meth:`pyprof.parse.kineto_index.Index.value`)
+RAW_ARGS = frozenset({"dims", "types", "conc"})
 #: logical arguments of GPU activities and launches, kept under every spelling
 GPU_ARGS = ("correlation", "device", "stream", "grid", "block", "bytes")
 
@@ -58,7 +62,8 @@ class EventTypes:
                 out.append(make())
                 continue
             a = d.get("args")
-            args = make_args(**{f: a.get(k) for f, k in keys}) if type(a) is dict else None
+            args = make_args(**{f: _raw(a.get(k)) if f in RAW_ARGS else a.get(k) for f, k in keys}) \
+                if type(a) is dict else None
             out.append(make(*(d.get(f) for f in EVENT_FIELDS), args))
         return out
 
@@ -71,6 +76,10 @@ class EventTypes:
             if value is not None:
                 return value
         return None
+
+
+def _raw(value) -> bytes | None:
+    return None if value is None else orjson.dumps(value)
 
 
 def event_types(sample: list) -> EventTypes:
@@ -87,8 +96,8 @@ def event_types(sample: list) -> EventTypes:
                 fields.append(f"{logical}{i}")
                 keys.append((fields[-1], key))
         gpu_fields[logical] = tuple(fields)
-    args = msgspec.defstruct("KinetoArgs", [(f, Any, msgspec.field(default=None, name=k)) for f, k in keys],
-                             gc=False)
+    args = msgspec.defstruct("KinetoArgs", [(f, msgspec.Raw if f in RAW_ARGS else Any,
+                                              msgspec.field(default=None, name=k)) for f, k in keys], gc=False)
     event = msgspec.defstruct("KinetoEvent", [*((f, Any, None) for f in EVENT_FIELDS), ("args", args | None, None)],
                               gc=False)
     return EventTypes(event, args, msgspec.json.Decoder(list[event]), tuple(keys), gpu_fields)

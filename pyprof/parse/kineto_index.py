@@ -13,8 +13,10 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import orjson
 
 from pyprof.markers import from_profiler_name
 from pyprof.parse import kineto_schema as ks
@@ -22,6 +24,7 @@ from pyprof.parse.decode import classify
 from pyprof.parse.kineto_load import Trace
 
 ROLE_OP, ROLE_ANN, ROLE_PY = 0, 1, 2
+_MISSING = object()
 _ROLE_CODE = {"op": ROLE_OP, "ann": ROLE_ANN, "py": ROLE_PY}
 
 
@@ -35,7 +38,8 @@ class Index:
     end: list = field(default_factory=list)
     pid: list = field(default_factory=list)
     tid: list = field(default_factory=list)
-    args: list = field(default_factory=list)    # op: (external id, dims, types, concrete); ann: (ext, ...)
+    args: list = field(default_factory=list)    # op: (external id, dims, types, concrete: JSON texts, see
+    #                                             value()); ann: (external id, None, None, None)
     parent: list = field(default_factory=list)
     seq: list = field(default_factory=list)     # autograd sequence number (int >= 0) or None
     bwd: list = field(default_factory=list)     # an autograd backward node / evaluate_function range
@@ -51,9 +55,22 @@ class Index:
     launch_threads: dict = field(default_factory=dict)  # (pid, tid) -> [launch ids]
     skipped: int = 0                            # events without a usable ts
     n_events: int = 0
+    texts: dict = field(default_factory=dict)   # interned JSON texts of op arguments (args[1:])
+    values: dict = field(default_factory=dict)  # JSON text -> its value
 
     def __len__(self) -> int:
         return len(self.name)
+
+    def value(self, text: bytes | None) -> Any:
+        """The value of an op argument's JSON text (``args[r][1:]``: Input Dims, types, concrete
+        inputs), decoded once per distinct text; None when absent or null. Do not mutate it: equal
+        texts share it."""
+        if text is None:
+            return None
+        got = self.values.get(text, _MISSING)
+        if got is _MISSING:
+            got = self.values[text] = orjson.loads(text)
+        return got
 
 
 # Frames of these files are PyTorch's or pyprof's, not the user's call site. Kineto writes paths
@@ -117,6 +134,7 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
     keys: dict[tuple, tuple] = {}
     prefix = ks.BACKWARD_PREFIX
     threads = ix.threads
+    texts = ix.texts
     for chunk in chunks:
         ix.n_events += len(chunk)
         for ev in chunk:
@@ -160,7 +178,17 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                         seq = a.seq
                         if type(seq) is not int or seq < 0:
                             seq = None
-                        args_l.append((a.ext, a.dims, a.types, a.conc))
+                        d, t, c = a.dims, a.types, a.conc
+                        if d is not None:
+                            d = bytes(d)
+                            d = texts.setdefault(d, d)
+                        if t is not None:
+                            t = bytes(t)
+                            t = texts.setdefault(t, t)
+                        if c is not None:
+                            c = bytes(c)
+                            c = texts.setdefault(c, c)
+                        args_l.append((a.ext, d, t, c))
                     elif code == ROLE_OP:
                         seq = None
                         args_l.append((None, None, None, None))

@@ -144,6 +144,7 @@ class _Writer:
         self.closes: dict[str, bytes] = {}    # range text -> '{"text":...,"domain":null}]'
         self.memo: dict[int, bytes] = {}      # range id -> ',"ranges":[' and its chain's items, each + ','
         self.names: dict[str, bytes] = {}     # aten op name -> JSON string
+        self.size_json: dict = {}              # Input Dims JSON text -> atenSizes JSON
 
     def _frags(self, ctx: tuple):
         """An op instance's serialised fields: (layer...cdtype, aten, atenSizes, seqId, altSeqId...dir,
@@ -217,6 +218,13 @@ class _Writer:
             {"correlationId": None, "pid": pid, "tid": tid, **dict.fromkeys(_CPU_API)})[1:-1] + b","
         return got
 
+    def sizes(self, text: bytes | None) -> bytes:
+        """An ``Input Dims`` JSON text as ``atenSizes`` (orjson's spelling of its value), cached."""
+        got = self.size_json.get(text)
+        if got is None:
+            got = self.size_json[text] = orjson.dumps(self.ix.value(text))
+        return got
+
     def _aten(self, name: str) -> bytes:
         got = self.names[name] = orjson.dumps(name)
         return got
@@ -234,6 +242,7 @@ class _Writer:
         ctx_frags, heads, threads, atens, memo, closes = (
             self.ctx_frags, self.heads, self.threads, self.names, self.memo, self.closes)
         dumps = orjson.dumps
+        sizes_of = self.sizes
         out = []
         append = out.append
         for entry in entries:
@@ -250,10 +259,10 @@ class _Writer:
                 aten, sizes = frags[1], frags[2]
                 for r in reversed(chain):
                     if role[r] == ROLE_OP and not bwd[r]:
-                        aten, sizes = atens.get(names[r]) or self._aten(names[r]), dumps(args[r][1])
+                        aten, sizes = atens.get(names[r]) or self._aten(names[r]), sizes_of(args[r][1])
                         break
             else:
-                aten, sizes = atens.get(name) or self._aten(name), dumps(args[node][1])
+                aten, sizes = atens.get(name) or self._aten(name), sizes_of(args[node][1])
             depth = frags[5]
             seq = frags[3]
             if depth is not None and len(chain) > depth:
@@ -293,7 +302,7 @@ class _Writer:
                 if role[r] == ROLE_OP and not bwd[r]:
                     name = ix.name[r]
                     aten = self.names.get(name) or self._aten(name)
-                    sizes = orjson.dumps(ix.args[r][1])
+                    sizes = self.sizes(ix.args[r][1])
                     break
             # seq numbers of forward ops deeper than the op instance's ranges
             depth = frags[5]
