@@ -141,6 +141,7 @@ class _Writer:
         self.heads: dict[str, bytes] = {}     # kernel name -> '{"kind":...,"kDuration":'
         self.threads: dict[Any, dict] = {}    # pid -> tid -> ',"correlationId":null,...,"apiEnd":null,'
         self.items: dict[str, bytes] = {}     # range text -> '{"text":...,"domain":null}'
+        self.items_c: dict[str, bytes] = {}   # range text -> '{"text":...,"domain":null},'
         self.closes: dict[str, bytes] = {}    # range text -> '{"text":...,"domain":null}]'
         self.memo: dict[int, bytes] = {}      # range id -> ',"ranges":[' and its chain's items, each + ','
         self.names: dict[str, bytes] = {}     # aten op name -> JSON string
@@ -181,9 +182,14 @@ class _Writer:
         got = memo[chain[i - 1]] if i > 0 else b',"ranges":['
         if len(memo) > _MEMO_MAX:
             memo.clear()
-        item = self.item
+        names, items_c = self.ix.name, self.items_c
         for q in chain[i:]:
-            got = got + item(q) + b","
+            ic = items_c.get(names[q])
+            if ic is None:
+                if len(items_c) > _MEMO_MAX:
+                    items_c.clear()
+                ic = items_c[names[q]] = self.item(q) + b","
+            got = got + ic
             memo[q] = got
         return got
 
@@ -243,6 +249,7 @@ class _Writer:
             self.ctx_frags, self.heads, self.threads, self.names, self.memo, self.closes)
         dumps = orjson.dumps
         sizes_of = self.sizes
+        last_pid = last_tid = th = None
         out = []
         append = out.append
         for entry in entries:
@@ -269,10 +276,13 @@ class _Writer:
                 extra = [seqs[r] for r in chain[depth:] if seqs[r] is not None and not bwd[r]]
                 if extra:
                     seq = dumps(dec._unique([*ctx[0]["seqId"], *extra]))
-            th = threads.get(pids[node])
-            th = th.get(tids[node]) if th is not None else None
-            if th is None:
-                th = self._thread(pids[node], tids[node])
+            pid, tid = pids[node], tids[node]
+            if pid is not last_pid or tid is not last_tid:  # (the scan interns them: one object per thread)
+                th = threads.get(pid)
+                th = th.get(tid) if th is not None else None
+                if th is None:
+                    th = self._thread(pid, tid)
+                last_pid, last_tid = pid, tid
             op_id = ctx[1]
             append((_LINE if op_id is not None else _LINE_NO_OP) % (
                 heads.get(name) or self._head(node), self_t[node], starts[node], ends[node], th, frags[0],

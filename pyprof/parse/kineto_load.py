@@ -42,7 +42,7 @@ MMAP_BYTES = 1 << 20
 SPLIT_BYTES = 64 << 20
 #: the first half's share of the bytes: the process parsing the second half also serialises its
 #: index for the first (:mod:`pyprof.parse.kineto_split`), so it gets less
-FIRST_SHARE = 0.6
+FIRST_SHARE = 0.55
 _NONSPACE = re.compile(rb"\S")
 _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
 
