@@ -66,7 +66,7 @@ CPU = FIXTURES / "cpu_unescaped_markers.json.gz"
 
 
 def _leftovers() -> set:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "pyprof-kineto-*")))
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "pyprof-*")))
 
 
 def _parse_pair(tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ cuts the op ranges (in start order) where no range is open across the cut on any
 on both sides; then it forks. Each process registers the forward ops its own backward instances can
 link to (:meth:`KinetoSource.needed_links`) and plans its ranges; the child sends its counts through
 a pipe (the summary line and the warnings need them before the first line is written) and writes
-its lines to a temporary file, which :meth:`Tail.copy_into` appends after the parent's own lines.
+its lines to a temporary file (:mod:`pyprof.parse.forked_lines`), which :meth:`Tail.copy_into`
+appends after the parent's own lines.
 
 Nothing is lost when the child fails: the parent then plans and writes the child's part itself
 (the same bytes, on one core). A trace without such a cut, or too small to gain, takes one process.
@@ -17,16 +18,13 @@ Nothing is lost when the child fails: the parent then plans and writes the child
 
 from __future__ import annotations
 
-import contextlib
 import marshal
 import os
-import signal
-import tempfile
-import weakref
 from collections.abc import Iterator
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
+from pyprof.parse import forked_lines
 from pyprof.parse.kineto import KinetoStats
 
 if TYPE_CHECKING:
@@ -35,8 +33,6 @@ if TYPE_CHECKING:
 
 #: CPU records from which the later part goes to a forked child (below, the fork costs more than it gains)
 FORK_MIN = 100_000
-#: bytes per chunk read back from the child's file
-READ_BYTES = 16 << 20
 
 
 def split_point(ix: Index, nodes: list[int]) -> int | None:
@@ -61,26 +57,22 @@ def split_point(ix: Index, nodes: list[int]) -> int | None:
 def plan_in_two(src: KinetoSource, nodes: list[int], self_t: list[int]) -> tuple[list[int], Tail | None]:
     """(the nodes this process plans, the child's :class:`Tail` or None). The caller plans its nodes,
     then calls :meth:`Tail.collect` before it reports counts or warnings."""
-    if len(nodes) < FORK_MIN or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+    if len(nodes) < FORK_MIN or not forked_lines.can_fork():
         return nodes, None
     cut = split_point(src._ix, nodes)
     if cut is None:
         return nodes, None
     later = nodes[cut:]
-    fd, path = tempfile.mkstemp(prefix="pyprof-kineto-", suffix=".lines")
     rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: the later records
-        code = 1
-        try:
-            os.close(rfd)
-            _child(src, later, self_t, wfd, fd)
-            code = 0
-        finally:
-            os._exit(code)
+    tail = Tail(src, later, self_t, rfd)
+
+    def child(fd: int) -> None:
+        os.close(rfd)
+        _child(src, later, self_t, wfd, fd)
+
+    tail.part = forked_lines.start(child, tail.redo)
     os.close(wfd)
-    os.close(fd)
-    return nodes[:cut], Tail(src, later, self_t, pid, rfd, path)
+    return nodes[:cut], tail
 
 
 def _child(src: KinetoSource, nodes: list[int], self_t: list[int], wfd: int, fd: int) -> None:
@@ -94,116 +86,62 @@ def _child(src: KinetoSource, nodes: list[int], self_t: list[int], wfd: int, fd:
                          src._malformed - malformed))
     with os.fdopen(wfd, "wb") as pipe:
         pipe.write(msg)
-    with os.fdopen(fd, "wb", buffering=0) as fh:
-        for chunk in prep.lines():
-            fh.write(chunk)
+    forked_lines.write_fd(fd, prep.lines())
 
 
 class Tail:
     """The forked child's part of the records: counts once :meth:`collect` returns, lines from
-    :meth:`chunks`. Its child is reaped and its file removed when it is done with or dropped."""
+    :meth:`chunks` or :meth:`copy_into` (:class:`pyprof.parse.forked_lines.ForkedLines`)."""
 
-    def __init__(self, src: KinetoSource, nodes: list[int], self_t: list[int], pid: int, rfd: int, path: str):
+    def __init__(self, src: KinetoSource, nodes: list[int], self_t: list[int], rfd: int):
         self.src, self.nodes, self.self_t = src, nodes, self_t
-        self.pid, self.path = pid, path
         self._rfd = rfd
         self.n = 0
         self.stats = KinetoStats()
         self.entries: list[tuple] | None = None  # planned here (the child failed)
-        self._finalizer = weakref.finalize(self, _cleanup, pid, path)
+        self.part: forked_lines.ForkedLines | None = None
 
     def collect(self) -> None:
         """Wait for the child's counts and add its warnings' counts to the source's; if it sent none,
         plan its part here."""
-        data = b""
         with os.fdopen(self._rfd, "rb") as pipe:
             data = pipe.read()
         try:
             n, kernels, copies, attributed, unlinked, malformed = marshal.loads(data)
         except (EOFError, ValueError, TypeError):
-            self._take_over()
+            from pyprof.parse.kineto_lines import entry_stats
+
+            self.part.abandon()
+            self.entries = self._plan_here()
+            self.n = len(self.entries)
+            self.stats = entry_stats(self.entries)
             return
         self.n = n
         self.stats = KinetoStats(kernels=kernels, copies=copies, attributed=attributed)
         self.src._unlinked += unlinked
         self.src._malformed += malformed
 
-    def _take_over(self) -> None:
-        from pyprof.parse.kineto_lines import entry_stats
-
-        self._finalizer()  # reap (kill) the child, remove its file
-        self.entries = self._plan_here()
-        self.n = len(self.entries)
-        self.stats = entry_stats(self.entries)
-
-    def _finished(self) -> bool:
-        """Wait for the child; True when its file holds its lines."""
-        if self.entries is not None:
-            return False
-        _, status = os.waitpid(self.pid, 0)
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _cleanup, 0, self.path)
-        if status == 0 and os.path.getsize(self.path) > 0:
-            return True
-        # the child failed after sending its counts: its part again, here (the caches were cleared,
-        # so its instances are decoded again; the counts are already reported)
-        self.entries = self._plan_here()
-        return False
-
     def _plan_here(self) -> list[tuple]:
         src = self.src
         return src.plan_nodes(self.nodes, src._register_forward(src.needed_links(self.nodes)))
 
-    def _planned_here(self) -> Iterator[bytes]:
+    def redo(self) -> Iterator[bytes]:
+        """The child's lines, made here (it failed; the caches were cleared, so its instances are
+        decoded again; the counts it sent are already reported)."""
         from pyprof.parse.kineto_lines import KinetoPrepared
 
+        if self.entries is None:
+            self.entries = self._plan_here()
         return KinetoPrepared(self.src, self.entries, self.self_t).lines()
 
     def chunks(self) -> Iterator[bytes]:
-        """The child's lines (after the parent's own): its file read back, or made here if it failed."""
-        try:
-            if self._finished():
-                with open(self.path, "rb") as fh:
-                    while chunk := fh.read(READ_BYTES):
-                        yield chunk
-            else:
-                yield from self._planned_here()
-        finally:
-            self._finalizer()
+        """The child's lines (after the parent's own)."""
+        return self.redo() if self.entries is not None else self.part.chunks()
 
     def copy_into(self, out) -> None:
-        """Append the child's lines to the binary file object ``out`` (after the parent's own): by
-        ``sendfile`` from its file (no copy through Python), else in chunks."""
-        try:
-            if not self._finished():
-                for chunk in self._planned_here():
-                    out.write(chunk)
-                return
-            out.flush()
-            with open(self.path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                sent = 0
-                try:
-                    dst = out.fileno()
-                    while sent < size:
-                        n = os.sendfile(dst, fh.fileno(), sent, size - sent)
-                        if n == 0:
-                            break
-                        sent += n
-                except (OSError, AttributeError, ValueError):  # not a file descriptor sendfile takes
-                    pass
-                fh.seek(sent)
-                while chunk := fh.read(READ_BYTES):
-                    out.write(chunk)
-        finally:
-            self._finalizer()
-
-
-def _cleanup(pid: int, path: str) -> None:
-    if pid:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.waitpid(pid, 0)
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+        """Append the child's lines to the binary file object ``out`` (after the parent's own)."""
+        if self.entries is not None:
+            for chunk in self.redo():
+                out.write(chunk)
+        else:
+            self.part.copy_into(out)
