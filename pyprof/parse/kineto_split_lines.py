@@ -33,12 +33,14 @@ if TYPE_CHECKING:
 
 #: CPU records from which the later part goes to a forked child (below, the fork costs more than it gains)
 FORK_MIN = 100_000
+#: the parent's share of the records (it also appends the child's lines to the output)
+FIRST_SHARE = 0.5
 
 
 def split_point(ix: Index, nodes: list[int]) -> int | None:
-    """An index ``i`` of ``nodes`` (op ranges in start order) in the middle half, nearest the middle,
-    such that every range open at ``nodes[:i]`` (the outermost of each one's chain, on any thread)
-    ends before ``nodes[i]`` starts; None if there is none. Two records of one op instance both lie
+    """An index ``i`` of ``nodes`` (op ranges in start order) in the middle half, nearest
+    :data:`FIRST_SHARE` of them, such that every range open at ``nodes[:i]`` (the outermost of each
+    one's chain, on any thread) ends before ``nodes[i]`` starts; None if there is none. Two records of one op instance both lie
     inside its range, which is in their chains, so the instance cannot straddle such a cut."""
     n = len(nodes)
     lo, hi = max(n // 4, 1), (3 * n) // 4
@@ -46,7 +48,7 @@ def split_point(ix: Index, nodes: list[int]) -> int | None:
         return None
     chain, end, start = ix.chain, ix.end, ix.start
     reach = list(accumulate((end[chain[r][0]] for r in nodes[:hi]), max))
-    mid = n // 2
+    mid = min(max(int(n * FIRST_SHARE), lo), hi - 1)
     for d in range(max(mid - lo, hi - mid)):
         for i in (mid + d, mid - d - 1):
             if lo <= i < hi and reach[i - 1] <= start[nodes[i]]:
