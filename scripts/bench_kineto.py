@@ -150,6 +150,7 @@ def main() -> None:
             argv += (["--trace", str(args.trace)] if args.trace else []) + (["--gzip"] if args.gzip else [])
             if subprocess.run(argv).returncode:
                 sys.exit("recording or tiling the trace failed")
+            os.sync()  # the tiled trace's dirty pages written out now, not while the parser runs
         out = tmp / "tiled.dict"
         # a new output file, as a first parse writes: replacing a big file by rename makes ext4 write
         # its blocks out at once (auto_da_alloc), about 0.5 s more at 1 GB, which is not parsing

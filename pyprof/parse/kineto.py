@@ -31,12 +31,14 @@ pass's ``evaluate_function`` range), unique within a trace. ``Fwd thread id`` is
 needed: a backward node's ``Sequence number`` is looked up by (pid, seq), the latest forward op
 with it before the node runs.
 
-Speed and memory: the trace is parsed in chunks (:mod:`pyprof.parse.kineto_load`), each event is
-reduced to a few packed fields in one pass (big files: two processes, :mod:`pyprof.parse.kineto_split`),
+Speed and memory: the trace is memory-mapped and parsed in chunks (:mod:`pyprof.parse.kineto_load`)
+into typed structs holding only what is read (msgspec, :mod:`pyprof.parse.kineto_events`); each event
+is reduced to a few packed fields in one pass (big files: two processes, :mod:`pyprof.parse.kineto_split`),
 and the cyclic garbage collector is paused while the millions of acyclic objects are made. Records
 are planned first (:meth:`KinetoSource.prepared`: every kernel's op instance decoded and linked),
 then written as JSON lines spliced from per-instance fragments (:mod:`pyprof.parse.kineto_lines`)
-or built as dicts. See ``scripts/bench_kineto.py`` for the figures.
+or built as dicts; a big CPU trace's later records are planned and written by a forked child
+(:mod:`pyprof.parse.kineto_split_lines`). See ``scripts/bench_kineto.py`` for the figures.
 """
 
 from __future__ import annotations
