@@ -8,6 +8,7 @@ import glob
 import io
 import os
 import tempfile
+from array import array
 from types import SimpleNamespace
 
 import orjson
@@ -15,7 +16,7 @@ import pytest
 
 from pyprof.parse import kineto_load, kineto_split_lines
 from pyprof.parse.kineto import KinetoSource
-from pyprof.parse.kineto_index import ROLE_OP, self_times
+from pyprof.parse.kineto_index import ROLE_ANN, ROLE_OP, ROLE_PY, Index, cpu_nodes, self_times
 from pyprof.parse.kineto_lines import KinetoPrepared
 from pyprof.parse.run import parse_file
 from pyprof.records import write_records
@@ -132,3 +133,15 @@ def test_a_child_that_fails_while_writing_is_replaced(tmp_path, monkeypatch):
     one, one_bytes, two, two_bytes = _parse_pair(tmp_path, monkeypatch)
     assert two_bytes == one_bytes and _summary(two) == _summary(one)
     assert _leftovers() == before
+
+
+def test_self_times_subtract_the_nearest_op_below_through_annotations_and_frames():
+    # A op [0,100] > B annotation [10,60] > C op [20,50] > F op [30,40]; B > D python frame [55,58];
+    # A > E op [70,90]; G op [200,210] alone; H op [300,301] under G2 op [300,300] (rounding: clamped)
+    roles = [ROLE_OP, ROLE_ANN, ROLE_OP, ROLE_PY, ROLE_OP, ROLE_OP, ROLE_OP, ROLE_OP, ROLE_OP]
+    spans = [(0, 100), (10, 60), (20, 50), (55, 58), (70, 90), (30, 40), (200, 210), (300, 300), (300, 301)]
+    parents = [-1, 0, 1, 1, 0, 2, -1, -1, 7]
+    ix = Index(role=roles, start=array("q", [s for s, _ in spans]), end=array("q", [e for _, e in spans]),
+               parent=parents)
+    assert self_times(ix) == [100 - 30 - 20, 50, 30 - 10, 3, 20, 10, 10, 0, 1]
+    assert cpu_nodes(ix, self_times(ix)) == [0, 2, 5, 4, 6, 8]

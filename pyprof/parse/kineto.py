@@ -55,7 +55,7 @@ from pyprof.parse import decode as dec
 from pyprof.parse import kineto_schema as ks
 from pyprof.parse.demangle import short_name
 from pyprof.parse.kineto_args import kineto_args
-from pyprof.parse.kineto_index import ROLE_OP, build_index, self_times
+from pyprof.parse.kineto_index import ROLE_OP, build_index, cpu_nodes, self_times
 from pyprof.parse.kineto_load import load_trace
 
 if TYPE_CHECKING:
@@ -308,9 +308,7 @@ class KinetoSource:
             entries = [e for _, e in numbered]
         else:
             self_t = self_times(ix)
-            role = ix.role
-            nodes = [r for r in range(len(role)) if role[r] == ROLE_OP and self_t[r] > 0]
-            nodes.sort(key=ix.start.__getitem__)
+            nodes = cpu_nodes(ix, self_t)
             if split:
                 from pyprof.parse.kineto_split_lines import plan_in_two
 

@@ -314,15 +314,34 @@ def _nest(ix: Index, rids: list[int], lids, anchor: list[int]) -> None:
 
 def self_times(ix: Index) -> list[int]:
     """Self time of every op range: its duration minus that of the op ranges directly under it
-    (through annotations and Python frames). Clamped at 0 (rounding of float timestamps)."""
-    start, end, role, parent = ix.start, ix.end, ix.role, ix.parent
-    self_t = [e - s for s, e in zip(start, end, strict=True)]
-    for r in range(len(start)):
-        if role[r] != ROLE_OP:
-            continue
-        p = parent[r]
-        while p >= 0 and role[p] != ROLE_OP:
-            p = parent[p]
-        if p >= 0:
-            self_t[p] -= end[r] - start[r]
-    return [t if t > 0 else 0 for t in self_t]
+    (through annotations and Python frames). Clamped at 0 (rounding of float timestamps).
+    Vectorised: each op range's nearest op ancestor by climbing all ranges a level at a time."""
+    n = len(ix.start)
+    if not n:
+        return []
+    start = np.frombuffer(ix.start, dtype=np.int64)
+    dur = np.frombuffer(ix.end, dtype=np.int64) - start
+    parent = np.fromiter(ix.parent, dtype=np.int64, count=n)
+    is_op = np.fromiter(ix.role, dtype=np.int8, count=n) == ROLE_OP
+    up = parent.copy()
+    climb = up >= 0
+    climb[climb] = ~is_op[up[climb]]
+    while climb.any():  # (as many rounds as annotations/frames are stacked between two ops)
+        idx = np.flatnonzero(climb)
+        up[idx] = parent[up[idx]]
+        still = up[idx] >= 0
+        still[still] = ~is_op[up[idx][still]]
+        climb[idx] = still
+    child = np.flatnonzero(is_op & (up >= 0))
+    inner = np.zeros(n, dtype=np.int64)
+    np.add.at(inner, up[child], dur[child])
+    return np.maximum(dur - inner, 0).tolist()
+
+
+def cpu_nodes(ix: Index, self_t: list[int]) -> list[int]:
+    """The op ranges with a positive self time (a CPU trace's records), in start order (stable)."""
+    n = len(self_t)
+    is_op = np.fromiter(ix.role, dtype=np.int8, count=n) == ROLE_OP
+    nodes = np.flatnonzero(is_op & (np.fromiter(self_t, dtype=np.int64, count=n) > 0))
+    start = np.frombuffer(ix.start, dtype=np.int64)
+    return nodes[np.argsort(start[nodes], kind="stable")].tolist()
