@@ -281,7 +281,9 @@ class Prepared:
         computed once (before a forked writer splits the rows, so both halves share them)."""
         if self._parts is None:
             a = self.acts
-            hcode, hfirst = group_codes([a[c].to_numpy() for c in ("kind", "kShortName", "kLongName")])
+            ids = set(HEAD_IDS + MID_IDS) <= set(a.columns)  # integer stand-ins (nsys): hashing ints is cheaper
+            hcode, hfirst = group_codes([a[c].to_numpy() for c in
+                                         (HEAD_IDS if ids else ("kind", "kShortName", "kLongName"))])
             head_cols = {c: pylist(a[c].to_numpy()[hfirst]) for c in ("kind", "kShortName", "kLongName")}
             src = self.source
             heads = _strings(orjson.dumps({"kind": k, "source": src, "kShortName": sh, "kLongName": lg})[:-1].decode()
@@ -290,7 +292,7 @@ class Prepared:
             # pid and tid sit next to the device/stream/grid/API fields, and repeat as much
             mid_names = ("pid", "tid", "device", "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY",
                          "blockZ", "bytes", "copyKind", "apiName")
-            mcode, mfirst = group_codes([a[c].to_numpy() for c in mid_names])
+            mcode, mfirst = group_codes([a[c].to_numpy() for c in (MID_IDS if ids else mid_names)])
             m = {c: pylist(a[c].to_numpy()[mfirst]) for c in mid_names}
             mids = _strings("," + orjson.dumps({
                 "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream,
@@ -329,6 +331,14 @@ class Prepared:
             yield b"".join(buf)
 
 
+#: optional integer columns standing in for the head's strings (kind, kShortName, kLongName) when
+#: :meth:`Prepared.lines` groups rows: equal ids give equal strings (unequal ids may too: a fragment
+#: then repeats, the bytes are the same)
+HEAD_IDS = ("_kind", "_short", "_long")
+#: ... and for the middle's: the GPU name is a function of (pid, device), the copy kind of ``_copyk``,
+#: the API name of ``_api``
+MID_IDS = ("pid", "tid", "device", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes",
+           "_copyk", "_api")
 #: columns :meth:`Prepared.lines` formats (or interns) as integers; any other dtype takes the dict path
 _INT_FIELDS = ("start", "end", "correlationId", "pid", "tid", "apiStart", "apiEnd", "device", "stream", "gridX",
                "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes")

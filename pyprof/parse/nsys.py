@@ -338,6 +338,12 @@ class NsysSource(PreparedSource):
             frames[col] = [kc[src]]
         frames["bytes"] = [np.full(k_len, -1, dtype=np.int64)]
         frames["copyKind"] = [np.full(k_len, None, dtype=object)]
+        # integer stand-ins for the string columns, so that Prepared.lines groups rows by ints
+        # (assemble.HEAD_IDS / MID_IDS): kind, the name ids, the copy kind
+        frames["_kind"] = [np.zeros(k_len, dtype=np.int64)]
+        frames["_short"] = [kc["shortName"]]
+        frames["_long"] = [long_ids]
+        frames["_copyk"] = [np.full(k_len, -3, dtype=np.int64)]  # (memcpy: its copyKind or -1; memset: -2)
         for name in ("memcpy", "memset"):
             m = ints(name, len(COPY_COLS))
             if not len(m):
@@ -351,6 +357,11 @@ class NsysSource(PreparedSource):
                 kinds = np.full(len(m), "memset", dtype=object)
                 label = kinds
             frames["kind"].append(np.full(len(m), name, dtype=object))
+            code = mc["copyKind"] if name == "memcpy" else np.full(len(m), -2, dtype=np.int64)
+            frames["_kind"].append(np.full(len(m), 1 if name == "memcpy" else 2, dtype=np.int64))
+            frames["_short"].append(code)
+            frames["_long"].append(code)
+            frames["_copyk"].append(code)
             frames["kShortName"].append(label)
             frames["kLongName"].append(label)
             frames["copyKind"].append(kinds)
@@ -380,6 +391,7 @@ class NsysSource(PreparedSource):
         acts["apiStart"] = take(ac["start"], idx)
         acts["apiEnd"] = take(ac["end"], idx)
         acts["apiName"] = take(names(ac["nameId"]) if len(a) else np.zeros(0, dtype=object), idx)
+        acts["_api"] = take(ac["nameId"], idx) if len(a) else np.full(len(acts), -1, dtype=np.int64)
         acts["gpu"] = nsys_gpu_names(db, acts)
 
         nv = _nvtx_columns([res[i] for i in where.get("nvtx", [])], self._packed_nvtx)
