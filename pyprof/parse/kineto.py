@@ -112,7 +112,9 @@ class KinetoSource:
             return _EMPTY, None, None
         # ProfilerStep#N ranges mean nothing to the decoder; without them, aten-only chains repeat
         # from one iteration to the next and their decode is cached
-        texts = tuple(n for n in (ix.name[r] for r in chain) if not n.startswith(ks.PROFILER_STEP_PREFIX))
+        steps = ix.steps
+        kept = chain if steps.isdisjoint(chain) else tuple(r for r in chain if r not in steps)
+        texts = tuple(map(ix.name.__getitem__, kept))
         d = self._decodes.get(texts)
         if d is None:
             d = dec.decode(texts)
@@ -123,13 +125,7 @@ class KinetoSource:
         else:
             self._malformed += d.malformed
         f = dict(d.fields)
-        if d.op_pos is None:
-            op_node = None
-        elif len(texts) == len(chain):
-            op_node = chain[d.op_pos]
-        else:
-            kept = [r for r in chain if not ix.name[r].startswith(ks.PROFILER_STEP_PREFIX)]
-            op_node = kept[d.op_pos]
+        op_node = None if d.op_pos is None else kept[d.op_pos]
         op_id = None
         if op_node is not None:
             # one backward op instance: the engine's evaluate_function range, not the node inside it

@@ -55,6 +55,7 @@ class Index:
     launch_threads: dict = field(default_factory=dict)  # (pid, tid) -> [launch ids]
     skipped: int = 0                            # events without a usable ts
     n_events: int = 0
+    steps: set = field(default_factory=set)     # ProfilerStep#N annotation ranges (mean nothing to decode)
     texts: dict = field(default_factory=dict)   # interned JSON texts of op arguments (args[1:])
     values: dict = field(default_factory=dict)  # JSON text -> its value
 
@@ -134,7 +135,7 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
     keys: dict[tuple, tuple] = {}
     prefix = ks.BACKWARD_PREFIX
     threads = ix.threads
-    texts = ix.texts
+    texts, steps, step_prefix = ix.texts, ix.steps, ks.PROFILER_STEP_PREFIX
     for chunk in chunks:
         ix.n_events += len(chunk)
         for ev in chunk:
@@ -164,6 +165,8 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                             ann_names.clear()
                         # pyprof markers are percent-encoded in traces
                         name = ann_names[raw] = from_profiler_name(raw)
+                    if name.startswith(step_prefix):
+                        steps.add(rid)
                     seq = None
                     bwd_l.append(False)
                     args_l.append((a.ext if a is not None else None, None, None, None))

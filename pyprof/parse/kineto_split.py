@@ -51,7 +51,7 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
                 try:
                     scan(part, second_half(), trace)
                     payload = ([getattr(part, c) for c in _COLUMNS], part.skipped, part.n_events,
-                               trace.repaired - repaired0)
+                               trace.repaired - repaired0, sorted(part.steps))
                 except InputError:
                     payload = None
                 with os.fdopen(fd, "wb") as fh:
@@ -87,9 +87,10 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
             os.unlink(tmp)
 
 
-def _append(ix: Index, columns: list, skipped: int, n_events: int, _repaired: int) -> None:
+def _append(ix: Index, columns: list, skipped: int, n_events: int, _repaired: int, steps: list) -> None:
     """Append a later part's rows to ``ix``: range and launch ids shift by ``ix``'s counts."""
     off, loff = len(ix.name), len(ix.launches)
+    ix.steps.update(r + off for r in steps)
     for c, values in zip(_COLUMNS, columns, strict=True):
         getattr(ix, c).extend(values)
     threads = ix.threads
