@@ -40,8 +40,9 @@ FIRST_SHARE = 0.5
 def split_point(ix: Index, nodes: list[int]) -> int | None:
     """An index ``i`` of ``nodes`` (op ranges in start order) in the middle half, nearest
     :data:`FIRST_SHARE` of them, such that every range open at ``nodes[:i]`` (the outermost of each
-    one's chain, on any thread) ends before ``nodes[i]`` starts; None if there is none. Two records of one op instance both lie
-    inside its range, which is in their chains, so the instance cannot straddle such a cut."""
+    one's chain, on any thread) ends before ``nodes[i]`` starts; None if there is none. Two records
+    of one op instance both lie inside its range, which is in their chains, so the instance cannot
+    straddle such a cut."""
     n = len(nodes)
     lo, hi = max(n // 4, 1), (3 * n) // 4
     if hi <= lo:
