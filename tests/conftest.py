@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -12,8 +14,11 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("PYPROF_CORPUS", REPO.parent / "shared" / "corpus"))
 
 # Tests never read or write the user's saved peaks (~/.cache/pyprof/calibration.json): each test process
-# gets its own empty calibration path (a test that wants one sets PYPROF_CALIBRATION itself).
-os.environ["PYPROF_CALIBRATION"] = os.path.join(tempfile.mkdtemp(prefix="pyprof-test-"), "calibration.json")
+# gets its own empty calibration path (a test that wants one sets PYPROF_CALIBRATION itself), in a
+# temporary folder removed when the process exits.
+_CALIBRATION_DIR = tempfile.mkdtemp(prefix="pyprof-test-")
+atexit.register(shutil.rmtree, _CALIBRATION_DIR, True)
+os.environ["PYPROF_CALIBRATION"] = os.path.join(_CALIBRATION_DIR, "calibration.json")
 
 
 # Python code run first in a child interpreter to prove a path imports no torch (import of torch fails there).
