@@ -97,15 +97,6 @@ TENSORLIST_TYPES = frozenset({"TensorList"})
 COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "DtoA", "AtoD", "AtoH", "HtoA", "AtoA")
 
 
-def arg(args: dict, name: str, default=None):
-    """The value of logical argument ``name`` in an event's ``args``, under any of its spellings."""
-    for key in ARG_KEYS[name]:
-        value = args.get(key)
-        if value is not None:
-            return value
-    return default
-
-
 def to_ns(value) -> int:
     """A Trace Event Format time (microseconds, int or float) as integer nanoseconds."""
     if type(value) is int:
