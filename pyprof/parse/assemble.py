@@ -432,7 +432,10 @@ class PreparedSource:
     """The :class:`~pyprof.parse.source.Source` methods shared by the SQLite sources (nsys, nvprof):
     each defines ``_load()``, which reads its export once into a :class:`Prepared` that builds the records."""
 
-    def prepared(self) -> Prepared:
+    def prepared(self, split: bool = False) -> Prepared:
+        """Everything read and attributed. ``split`` (two processes where it pays, as for a big
+        torch.profiler CPU trace) is accepted and not used: an export's lines cost too little to make
+        for a second process to gain (see :func:`pyprof.parse.run.write_lines`)."""
         return self._load()
 
     def records(self):

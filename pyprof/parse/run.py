@@ -46,8 +46,7 @@ def parse_file(path: str, out: str | None) -> Result:
     source = open_source(path)
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
     if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
-        # a big torch.profiler CPU trace is planned and written by two processes (kineto_split_lines)
-        prep = source.prepared(split=True) if source.kind == "kineto" else source.prepared()
+        prep = source.prepared(split=True)  # a second process where it pays (a big CPU trace's records)
         with atomic_output(out, "wb") as fh:
             write_lines(prep, fh)
             fh.flush()
