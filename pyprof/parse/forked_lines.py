@@ -1,4 +1,4 @@
-"""JSON lines made by a forked child into a temporary file, appended after the parent's own.
+"""Work done by a forked child into a temporary file: JSON lines appended after the parent's own.
 
 For outputs whose lines cost much more to make than to copy: a big torch.profiler CPU trace's later
 records, planned in the child too (:mod:`pyprof.parse.kineto_split_lines`). (An Nsight export's
@@ -6,7 +6,8 @@ lines are cheap to make, and the extra copy made this slower there: see
 :func:`pyprof.parse.run.write_lines`.) While the parent makes and writes its own lines, the child
 makes the rest into a temporary file; the parent then appends the file by ``sendfile`` (a copy inside
 the kernel, not through Python). If the child failed, ``redo`` makes its lines in the parent: the
-same bytes, on one core. The child is reaped and the file removed when the part is used or dropped.
+same bytes, on one core. The child is reaped and the file removed when the part is used, closed or
+dropped. (:mod:`pyprof.parse.kineto_split` uses the same fork and file for its child's scan.)
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and (os.cpu_count() or 1) >= 2
 
 
-def start(child: Callable[[int], None], redo: Callable[[], Iterator[bytes]]) -> ForkedLines:
-    """Fork; the child runs ``child(fd)``, which writes its lines to file descriptor ``fd`` (and may
-    do more: see kineto_split_lines), and exits 0 if it returned, 1 if it raised."""
-    fd, path = tempfile.mkstemp(prefix="pyprof-lines-", suffix=".part")
+def start(child: Callable[[int], None], redo: Callable[[], Iterator[bytes]] | None = None) -> ForkedLines:
+    """Fork; the child runs ``child(fd)``, which writes its output to file descriptor ``fd`` (and may
+    do more: see kineto_split_lines), and exits 0 if it returned, 1 if it raised. ``redo`` makes the
+    child's lines here when it failed (None: the caller reads :attr:`ForkedLines.path` itself, after
+    :meth:`ForkedLines.finished`)."""
+    fd, path = tempfile.mkstemp(prefix="pyprof-part-", suffix=".part")
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -53,16 +56,16 @@ def write_fd(fd: int, chunks: Iterator[bytes]) -> None:
 class ForkedLines:
     """A forked child's lines: :meth:`copy_into` a file, or :meth:`chunks`."""
 
-    def __init__(self, pid: int, path: str, redo: Callable[[], Iterator[bytes]]):
+    def __init__(self, pid: int, path: str, redo: Callable[[], Iterator[bytes]] | None):
         self.pid, self.path, self.redo = pid, path, redo
         self._finalizer = weakref.finalize(self, _cleanup, pid, path)
 
-    def abandon(self) -> None:
-        """Kill and reap the child, remove its file (its lines will be made elsewhere)."""
+    def close(self) -> None:
+        """Kill and reap the child if it still runs, and remove its file."""
         self._finalizer()
 
-    def _finished(self) -> bool:
-        """Wait for the child; True when its file holds its lines."""
+    def finished(self) -> bool:
+        """Wait for the child; True when it succeeded and its file holds its output."""
         _, status = os.waitpid(self.pid, 0)
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _cleanup, 0, self.path)
@@ -71,7 +74,7 @@ class ForkedLines:
     def chunks(self) -> Iterator[bytes]:
         """The child's lines: its file read back, or made here if it failed."""
         try:
-            if self._finished():
+            if self.finished():
                 with open(self.path, "rb") as fh:
                     while chunk := fh.read(READ_BYTES):
                         yield chunk
@@ -84,7 +87,7 @@ class ForkedLines:
         """Append the child's lines to the binary file object ``out``: by ``sendfile`` from its file
         where ``out`` has a descriptor that takes it, else in chunks; made here if it failed."""
         try:
-            if not self._finished():
+            if not self.finished():
                 for chunk in self.redo():
                     out.write(chunk)
                 return

@@ -310,8 +310,7 @@ class KinetoSource:
 
                 nodes, tail = plan_in_two(self, nodes, self_t)
             # two processes: each decodes the forward ops its own backward instances link to
-            linker = self._register_forward(self.needed_links(nodes) if tail is not None and nodes else None)
-            entries = self.plan_nodes(nodes, linker)
+            entries = self.plan_part(nodes) if tail is not None else self.plan_nodes(nodes, self._register_forward())
             if tail is not None:
                 tail.collect()  # the child's counts (for stats and warnings)
         self._cache.clear()
@@ -322,6 +321,13 @@ class KinetoSource:
         if self._malformed:
             self.warnings.append(f"{self._malformed} malformed pyprof markers were ignored")
         return entries, self_t, tail
+
+    def plan_part(self, nodes: list[int]) -> list[tuple]:
+        """:meth:`plan_nodes` for a part of a CPU trace's records (see kineto_split_lines), registering
+        only the forward ops their backward instances can link to (:meth:`needed_links`)."""
+        if not nodes:
+            return []
+        return self.plan_nodes(nodes, self._register_forward(self.needed_links(nodes)))
 
     def plan_nodes(self, nodes: list[int], linker: dec.BackwardLinker) -> list[tuple]:
         """The plan entries of CPU op ranges ``nodes`` (in start order), numbering each op instance's

@@ -1,12 +1,13 @@
 """Read a big Kineto trace on two cores: a forked child parses and classifies the second half.
 
-Parsing the JSON (orjson builds a dict per event) and classifying the events
-(:func:`pyprof.parse.kineto_index.scan`) is about half of a CPU trace's parse time, and the events
-are independent. :func:`scan_in_two` forks once the first piece is parsed (so both processes spell the
-argument keys alike: the first piece fixes the trace's event types, :mod:`pyprof.parse.kineto_events`): the child scans the events after the cut into its own index and hands its
-columns back through a temporary file (``marshal``: the columns are plain lists, tuples, dicts and
-scalars); the parent scans the events before the cut meanwhile and appends the child's rows after
-its own, renumbered, so the index is the one a single pass builds.
+Parsing the JSON and classifying the events (:func:`pyprof.parse.kineto_index.scan`) is about a
+third of a CPU trace's parse time, and the events are independent. :func:`scan_in_two` forks once
+the first piece is parsed (the first piece fixes the trace's event types and key spellings,
+:mod:`pyprof.parse.kineto_events`, so both processes read alike): the child scans the events after
+the cut into its own index and hands its columns back through its temporary file
+(:mod:`pyprof.parse.forked_lines`; ``marshal``: the columns are plain lists, tuples and scalars);
+the parent scans the events before the cut meanwhile and appends the child's rows after its own,
+renumbered, so the index is the one a single pass builds.
 
 Nothing is trusted that was not checked: the cut (:meth:`pyprof.parse.kineto_load.Trace.halves`)
 is an event boundary only if the first half parses up to it, so when the first half fails, or the
@@ -15,12 +16,11 @@ child fails, the work is redone in this process in one pass (which then reports 
 
 from __future__ import annotations
 
-import contextlib
 import marshal
 import os
-import tempfile
 
 from pyprof.errors import InputError
+from pyprof.parse import forked_lines
 from pyprof.parse.kineto_index import Index, chain_first, scan
 from pyprof.parse.kineto_load import Trace
 
@@ -29,7 +29,7 @@ _COLUMNS = ("name", "role", "start", "end", "pid", "tid", "args", "seq", "bwd", 
 
 def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
     """The scanned (not yet nested) index of ``trace``, or None to do it in one pass instead."""
-    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+    if not forked_lines.can_fork():
         return None
     first_half, second_half = halves
     try:
@@ -40,51 +40,39 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
         return None
     if first is None:
         return None
-    fd, tmp = tempfile.mkstemp(prefix="pyprof-kineto-", suffix=".part")
+    repaired0 = trace.repaired
+
+    def child(fd: int) -> None:  # the second half, marshalled into the child's file
+        part = Index()
+        try:
+            scan(part, second_half(), trace)
+            payload = ([getattr(part, c) for c in _COLUMNS], part.skipped, part.n_events,
+                       trace.repaired - repaired0, sorted(part.steps))
+        except InputError:
+            payload = None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(marshal.dumps(payload))
+
+    proc = forked_lines.start(child)
     try:
-        repaired0 = trace.repaired
-        pid = os.fork()
-        if pid == 0:  # child: the second half
-            code = 1
-            try:
-                part = Index()
-                try:
-                    scan(part, second_half(), trace)
-                    payload = ([getattr(part, c) for c in _COLUMNS], part.skipped, part.n_events,
-                               trace.repaired - repaired0, sorted(part.steps))
-                except InputError:
-                    payload = None
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(marshal.dumps(payload))
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(fd)
-        fd = -1
         ix = Index()
         try:
             scan(ix, chain_first(first, it), trace)
         except InputError:  # the cut was not between two events: one pass will say what is wrong
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
             trace.repaired = 0  # the one pass counts again
             return None
-        _, status = os.waitpid(pid, 0)
         payload = None
-        if status == 0:
-            with open(tmp, "rb") as fh:
+        if proc.finished():
+            with open(proc.path, "rb") as fh:
                 payload = marshal.loads(fh.read())
-        if payload is None:  # the child failed: scan the second half here (raising its error, if any)
-            scan(ix, second_half(), trace)
-            return ix
-        _append(ix, *payload)
-        trace.repaired += payload[3]
-        return ix
     finally:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        proc.close()  # (kills the child if this process's half failed; removes the file)
+    if payload is None:  # the child failed: scan the second half here (raising its error, if any)
+        scan(ix, second_half(), trace)
+        return ix
+    _append(ix, *payload)
+    trace.repaired += payload[3]
+    return ix
 
 
 def _append(ix: Index, columns: list, skipped: int, n_events: int, _repaired: int, steps: list) -> None:

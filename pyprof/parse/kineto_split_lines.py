@@ -1,13 +1,13 @@
 """Plan and write a big CPU trace's records on two cores: a forked child takes the later ones.
 
 Once the index is nested, the rest of a CPU trace's parse is per op instance and per record:
-decoding the forward ops the backward pass links to (:meth:`KinetoSource._register_forward`),
-decoding each record's op instance (:meth:`KinetoSource.plan_nodes`) and splicing its JSON line
+decoding the forward ops the backward pass links to and each record's op instance
+(:meth:`KinetoSource.plan_part`) and splicing its JSON line
 (:mod:`pyprof.parse.kineto_lines`), about two thirds of the time at 1M events. :func:`plan_in_two`
 cuts the op ranges (in start order) where no range is open across the cut on any thread
 (:func:`split_point`), so that no op instance, whose ``subSeqId`` numbers its records, has records
 on both sides; then it forks. Each process registers the forward ops its own backward instances can
-link to (:meth:`KinetoSource.needed_links`) and plans its ranges; the child sends its counts through
+link to and plans its ranges (:meth:`KinetoSource.plan_part`); the child sends its counts through
 a pipe (the summary line and the warnings need them before the first line is written) and writes
 its lines to a temporary file (:mod:`pyprof.parse.forked_lines`), which :meth:`Tail.copy_into`
 appends after the parent's own lines.
@@ -82,7 +82,7 @@ def _child(src: KinetoSource, nodes: list[int], self_t: list[int], wfd: int, fd:
     from pyprof.parse.kineto_lines import KinetoPrepared
 
     unlinked, malformed = src._unlinked, src._malformed
-    entries = src.plan_nodes(nodes, src._register_forward(src.needed_links(nodes)))
+    entries = src.plan_part(nodes)
     prep = KinetoPrepared(src, entries, self_t)
     st = prep.stats
     msg = marshal.dumps((len(entries), st.kernels, st.copies, st.attributed, src._unlinked - unlinked,
@@ -114,8 +114,8 @@ class Tail:
         except (EOFError, ValueError, TypeError):
             from pyprof.parse.kineto_lines import entry_stats
 
-            self.part.abandon()
-            self.entries = self._plan_here()
+            self.part.close()
+            self.entries = self.src.plan_part(self.nodes)
             self.n = len(self.entries)
             self.stats = entry_stats(self.entries)
             return
@@ -124,17 +124,13 @@ class Tail:
         self.src._unlinked += unlinked
         self.src._malformed += malformed
 
-    def _plan_here(self) -> list[tuple]:
-        src = self.src
-        return src.plan_nodes(self.nodes, src._register_forward(src.needed_links(self.nodes)))
-
     def redo(self) -> Iterator[bytes]:
         """The child's lines, made here (it failed; the caches were cleared, so its instances are
         decoded again; the counts it sent are already reported)."""
         from pyprof.parse.kineto_lines import KinetoPrepared
 
         if self.entries is None:
-            self.entries = self._plan_here()
+            self.entries = self.src.plan_part(self.nodes)
         return KinetoPrepared(self.src, self.entries, self.self_t).lines()
 
     def chunks(self) -> Iterator[bytes]:
