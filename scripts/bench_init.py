@@ -172,7 +172,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     reps = 5 if args.quick else 15
-    print(f"torch {torch.__version__}, CPU, 1 thread, median of {reps} repeats")
+    from pyprof.annotate import ops
+    accel = "on" if ops._fast_call is not None else "off (not built, or PYPROF_PURE_PYTHON=1)"
+    print(f"torch {torch.__version__}, CPU, 1 thread, median of {reps} repeats; C accelerator {accel}")
     bench("op stream x500 (add, mul, relu)", op_stream(), reps, grad=False)
     bench("tiny MLP x200", tiny_mlp(), reps, grad=False)
     bench("tiny MLP x200", tiny_mlp(), reps, grad=True)

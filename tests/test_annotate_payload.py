@@ -66,3 +66,49 @@ def test_call_site_json_matches_call_site():
             sites, text = inner(depth)
             assert markers.encode({"t": list(sites)})[5:-1] == text
             assert sites and sites[0].endswith(":inner")
+
+
+# -- the C accelerator (pyprof/annotate/_fastpayload.c) against the pure-Python builder -------------
+from pyprof.annotate import ops as ann_ops  # noqa: E402
+from pyprof.annotate.recorder import Recorder  # noqa: E402
+
+
+def _texts_through_wrapper(fast: bool, calls):
+    """Payload texts of ``calls`` made through a real op wrapper, with the C accelerator on or off."""
+    import re
+
+    saved = ann_ops._fast_build, ann_ops._fast_call
+    if not fast:
+        ann_ops._fast_build = ann_ops._fast_call = None
+    try:
+        meta = OpMeta("wrap", "probe", lambda *a, **k: None, composite=False)
+        wrapper = ann_ops.make_wrapper(lambda *a, **k: None, meta)
+        with Recorder() as rec:
+            for args, kwargs in calls:
+                wrapper(*args, **kwargs)  # one call site for all: the trace must match too
+        return [re.sub(r',"id":\d+,', ',"id":0,', t) for t in rec.texts()]
+    finally:
+        ann_ops._fast_build, ann_ops._fast_call = saved
+
+
+@pytest.mark.skipif(ann_ops._fast_build is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_c_accelerator_writes_the_same_bytes_as_python(initialized):
+    calls = [(a, k) for a in ARGS for k in KWARGS]
+    calls += [((torch.ones(2, 3, requires_grad=True), 0.5), {}), ((torch.ones(1), 1e-5, 0.1, 1e-5), {}),
+              ((torch.ones(1), float("nan"), -0.0, 0.0, math.inf, -math.inf, 1e16, 1e-7), {}),
+              ((torch.ones(2, 2).t(), torch.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.long), [], (3,))), {}),
+              ((1 << 63, -(1 << 63) - 1 + 1, (1 << 63) - 1), {"x": (1, 2), "y": [1, 2], "z": (1, (1 << 64) - 1)})]
+    for _ in range(2):  # second round: every cache warm
+        c_texts = _texts_through_wrapper(True, calls)
+        py_texts = _texts_through_wrapper(False, calls)
+        assert len(c_texts) == len(calls)
+        assert c_texts == py_texts
+        assert all('"trace":["tests/test_annotate_payload.py:' in t for t in c_texts)
+
+
+@pytest.mark.skipif(ann_ops._fast_build is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_c_accelerator_raises_like_python_on_values_orjson_rejects(initialized):
+    meta = OpMeta("torch", "add", torch.add)
+    for big in (1 << 64, [1, 1 << 64], (-(1 << 63) - 1,)):
+        with pytest.raises(TypeError):
+            ann_ops._fast_build(meta, (torch.ones(1), big), {}, 1, None)

@@ -134,6 +134,7 @@ _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _tensor_txt: dict = {}  # (shape, dtype, device, contig, grad) -> '"tensor","shape":[4,16],...}'
 _ints_txt: dict = {}    # tuple of ints -> "1,1"
 _name_txt: dict = {}    # argument name -> '{"name":"input","type":'
+_float_txt: dict = {}   # float -> its orjson text (filled by the C accelerator, see fastpath.py)
 _MAX_CACHED = 8192      # entries per cache (cleared when full: shapes can vary without bound)
 _I64_MIN, _U64_MAX = -(1 << 63), (1 << 64) - 1  # orjson's integer range
 
@@ -162,6 +163,11 @@ def _tensor_json(t, head: str) -> str:
         s = _tensor_txt[key] = (f'"tensor","shape":[{shape}],"dtype":{dts},"device":{devs},'
                                 f'"contig":{"true" if contig else "false"},"grad":{"true" if key[4] else "false"}}}')
     return head + s
+
+
+def float_json(v: float) -> str:
+    """A float as orjson writes it (``1e-5``, ``0.1``, ``null`` for NaN)."""
+    return _dumps(v).decode()
 
 
 def _ints_json(v) -> str | None:

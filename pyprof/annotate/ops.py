@@ -27,7 +27,7 @@ import orjson
 import torch
 
 from pyprof import markers
-from pyprof.annotate import backward, callsite, describe
+from pyprof.annotate import backward, callsite, describe, fastpath
 from pyprof.annotate.autocast import LOWER_PRECISION_OPS, compute_dtype
 from pyprof.annotate.emit import pop, push
 from pyprof.annotate.state import S
@@ -159,14 +159,20 @@ def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> str
         meta.arg_names()
     text = meta.head + _args_json(args, kwargs, meta.heads, meta.names) + "]"
     if meta.lowp and _any_autocast():
-        dev = _first_device_type(args, kwargs)
-        if dev is not None:
-            cd = compute_dtype(meta.name, dev)
-            if cd is not None:
-                text += ',"cdtype":' + orjson.dumps(describe.dtype_name(cd)).decode()
+        text += cdtype_json(meta, args, kwargs)
     if s0 is not None:
         text += f',"seq":[{s0}]'
     return f'{text},"id":{op_id},"trace":{_call_site_json(3, S.stack_depth)}}}'
+
+
+def cdtype_json(meta: OpMeta, args, kwargs) -> str:
+    """``,"cdtype":"bfloat16"`` when autocast runs this op in a lower precision now, else ``""``."""
+    dev = _first_device_type(args, kwargs)
+    if dev is not None:
+        cd = compute_dtype(meta.name, dev)
+        if cd is not None:
+            return ',"cdtype":' + orjson.dumps(describe.dtype_name(cd)).decode()
+    return ""
 
 
 _args_json = describe.args_json
@@ -189,7 +195,10 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
     op_id = next(_ids)
     s0 = _get_seq() if (S.backward and _grad_enabled() and _wants_grad(args, kwargs)) else None
     try:
-        text = build_payload(meta, args, kwargs, op_id, s0)
+        if _fast_build is not None and S.stack_depth == 1:
+            text = _fast_build(meta, args, kwargs, op_id, s0)
+        else:
+            text = build_payload(meta, args, kwargs, op_id, s0)
     except Exception:  # noqa: BLE001 - describing must never break the user's call
         return fn(*args, **kwargs)
     tok = push(text)
@@ -206,6 +215,16 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
     return out
 
 
+#: The C accelerator (:mod:`pyprof.annotate.fastpath`): ``_fast_call`` stands in for
+#: :func:`call_marked` and ``_fast_build`` for :func:`build_payload` (stack_depth 1); both None
+#: where it was not built or PYPROF_PURE_PYTHON=1.
+_fast = fastpath.load(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
+                      tracing_state=_tracing_state, grad_enabled=_grad_enabled, get_seq=_get_seq,
+                      push=push, pop=pop, hook_op=_hook_op, build_payload=build_payload)
+_fast_build = _fast.build if _fast is not None else None
+_fast_call = _fast.call if _fast is not None else None
+
+
 def make_wrapper(fn, meta: OpMeta):
     """A Python function standing in for ``fn``; ``__wrapped__`` is the original."""
     St = S
@@ -213,6 +232,8 @@ def make_wrapper(fn, meta: OpMeta):
     def wrapper(*args, **kwargs):
         if St.idle and not _ap._is_profiler_enabled:
             return fn(*args, **kwargs)
+        if _fast_call is not None and not _is_compiling():
+            return _fast_call(meta, fn, args, kwargs)
         return call_marked(meta, fn, args, kwargs)
 
     try:

@@ -1,0 +1,619 @@
+/* pyprof.annotate._fastpayload: the op payload text built in C (optional accelerator).
+ *
+ * What and why: build(meta, args, kwargs, op_id, s0) returns exactly the text that
+ * pyprof.annotate.ops.build_payload returns (stack_depth 1), byte for byte. Written in Python,
+ * building that text is most of what pyprof adds to an op; between oneDNN/cuDNN calls the
+ * interpreter runs with cold caches, and the same Python work costs 3-4x its hot timing (measured
+ * on a ResNet-18 forward, see scripts/bench_init.py). Here the common cases (plain tensors, ints,
+ * bools, None, floats, tuples of ints; the call-site walk) are done without the interpreter.
+ *
+ * It shares every cache with the Python code (handed over once by configure()), and for anything
+ * it does not handle itself (a cache miss, a list, a string, a dtype, an int outside int64, ...)
+ * it calls the very Python function the pure-Python path uses, so the two paths cannot drift
+ * apart: the C side only reads caches the Python side fills. Not built (no compiler), the package
+ * runs the pure-Python path; PYPROF_PURE_PYTHON=1 forces that path.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+static PyObject *T_tensor, *T_param;                   /* torch.Tensor, torch.nn.Parameter */
+static PyObject *d_tensor, *d_ints, *d_names, *d_floats, *d_codes; /* caches shared with Python */
+static PyObject *f_tensor_json, *f_arg_json, *f_name_head, *f_float_json, *f_entry, *f_one;
+static PyObject *f_cdtype_json, *f_any_autocast;
+static PyObject *no_name_head, *empty_str;
+static PyObject *s_shape, *s_dtype, *s_device, *s_is_contiguous, *s_requires_grad, *s_f_lasti;
+static PyObject *s_head, *s_heads, *s_names, *s_names_done, *s_lowp, *s_arg_names;
+static Py_ssize_t max_cached = 8192;
+static int configured = 0;
+
+static PyObject *
+tensor_part(PyObject *v, PyObject *head)
+{
+    PyObject *contig = PyObject_CallMethodNoArgs(v, s_is_contiguous);
+    if (contig == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
+            return NULL;
+        PyErr_Clear(); /* sparse and other layouts without strides: as the Python path */
+        contig = Py_NewRef(Py_False);
+    }
+    PyObject *shape = PyObject_GetAttr(v, s_shape);
+    PyObject *dtype = shape ? PyObject_GetAttr(v, s_dtype) : NULL;
+    PyObject *device = dtype ? PyObject_GetAttr(v, s_device) : NULL;
+    PyObject *grad = device ? PyObject_GetAttr(v, s_requires_grad) : NULL;
+    PyObject *key = grad ? PyTuple_Pack(5, shape, dtype, device, contig, grad) : NULL;
+    Py_DECREF(contig);
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    Py_XDECREF(device);
+    Py_XDECREF(grad);
+    if (key == NULL)
+        return NULL;
+    PyObject *s = PyDict_GetItemWithError(d_tensor, key); /* borrowed */
+    Py_DECREF(key);
+    if (s != NULL)
+        return PyUnicode_Concat(head, s);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallFunctionObjArgs(f_tensor_json, v, head, NULL); /* fills the cache */
+}
+
+static PyObject *
+float_part(PyObject *v, PyObject *head)
+{
+    double x = PyFloat_AS_DOUBLE(v);
+    PyObject *txt = NULL;
+    int cacheable = x != 0.0; /* 0.0 == -0.0 as dict keys, but they are written differently */
+    if (cacheable) {
+        txt = PyDict_GetItemWithError(d_floats, v);
+        if (txt != NULL)
+            Py_INCREF(txt);
+        else if (PyErr_Occurred())
+            return NULL;
+    }
+    if (txt == NULL) {
+        txt = PyObject_CallOneArg(f_float_json, v);
+        if (txt == NULL)
+            return NULL;
+        if (cacheable) {
+            if (PyDict_GET_SIZE(d_floats) >= max_cached)
+                PyDict_Clear(d_floats);
+            if (PyDict_SetItem(d_floats, v, txt) < 0) {
+                Py_DECREF(txt);
+                return NULL;
+            }
+        }
+    }
+    PyObject *r = PyUnicode_FromFormat("%U\"float\",\"value\":%U}", head, txt);
+    Py_DECREF(txt);
+    return r;
+}
+
+static PyObject *
+arg_part(PyObject *v, PyObject *head, PyObject *name)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if ((PyObject *)t == T_tensor || (PyObject *)t == T_param)
+        return tensor_part(v, head);
+    if (v == Py_None)
+        return PyUnicode_FromFormat("%U\"NoneType\",\"value\":null}", head);
+    if (t == &PyBool_Type)
+        return PyUnicode_FromFormat("%U\"bool\",\"value\":%s}", head, v == Py_True ? "true" : "false");
+    if (t == &PyLong_Type) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+        if (!overflow)
+            return PyUnicode_FromFormat("%U\"int\",\"value\":%lld}", head, x);
+    }
+    else if (t == &PyFloat_Type) {
+        return float_part(v, head);
+    }
+    else if (t == &PyTuple_Type) {
+        Py_ssize_t n = PyTuple_GET_SIZE(v), i;
+        for (i = 0; i < n; i++)
+            if (Py_TYPE(PyTuple_GET_ITEM(v, i)) != &PyLong_Type)
+                break;
+        if (i == n) {
+            PyObject *s = PyDict_GetItemWithError(d_ints, v); /* only in-range tuples are cached */
+            if (s != NULL)
+                return PyUnicode_FromFormat("%U\"tuple\",\"value\":[%U]}", head, s);
+            if (PyErr_Occurred())
+                return NULL;
+        }
+    }
+    return PyObject_CallFunctionObjArgs(f_arg_json, v, head, name, NULL);
+}
+
+/* The JSON text of the first frame outside torch/pyprof: the cache entries of callsite.py. */
+static PyObject *
+site_json(void)
+{
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed; this call's Python caller (pyprof code) */
+    Py_XINCREF(f);
+    while (f != NULL) {
+        PyCodeObject *code = PyFrame_GetCode(f);
+        PyObject *key = PyLong_FromVoidPtr(code);
+        PyObject *e = key ? PyDict_GetItemWithError(d_codes, key) : NULL;
+        Py_XDECREF(key);
+        if (e != NULL && PyList_Check(e) && PyList_GET_SIZE(e) == 4
+                && PyList_GET_ITEM(e, 0) == (PyObject *)code) {
+            Py_INCREF(e);
+        }
+        else if (PyErr_Occurred()) {
+            e = NULL;
+        }
+        else {
+            e = PyObject_CallOneArg(f_entry, (PyObject *)code);
+            if (e != NULL && !(PyList_Check(e) && PyList_GET_SIZE(e) == 4)) {
+                Py_DECREF(e);
+                PyErr_SetString(PyExc_TypeError, "pyprof: unexpected call-site cache entry");
+                e = NULL;
+            }
+        }
+        Py_DECREF(code);
+        if (e == NULL) {
+            Py_DECREF(f);
+            return NULL;
+        }
+        int internal = PyObject_IsTrue(PyList_GET_ITEM(e, 1));
+        if (internal < 0) {
+            Py_DECREF(e);
+            Py_DECREF(f);
+            return NULL;
+        }
+        if (!internal) {
+            PyObject *res = NULL, *r;
+            PyObject *lasti = PyObject_GetAttr((PyObject *)f, s_f_lasti);
+            if (lasti != NULL) {
+                r = PyDict_GetItemWithError(PyList_GET_ITEM(e, 3), lasti);
+                if (r != NULL) {
+                    Py_INCREF(r);
+                }
+                else if (!PyErr_Occurred()) {
+                    r = PyObject_CallFunctionObjArgs(f_one, e, (PyObject *)f, NULL);
+                }
+                if (r != NULL) {
+                    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2)
+                        res = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+                    else
+                        PyErr_SetString(PyExc_TypeError, "pyprof: unexpected call-site text entry");
+                    Py_DECREF(r);
+                }
+                Py_DECREF(lasti);
+            }
+            Py_DECREF(e);
+            Py_DECREF(f);
+            return res;
+        }
+        Py_DECREF(e);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    return PyUnicode_FromString("[]");
+}
+
+static int
+append_steal(PyObject *list, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    int r = PyList_Append(list, item);
+    Py_DECREF(item);
+    return r;
+}
+
+static PyObject *
+build_text(PyObject *meta, PyObject *args, PyObject *kwargs, PyObject *op_id, PyObject *s0)
+{
+    if (!PyTuple_Check(args) || !(kwargs == Py_None || PyDict_Check(kwargs))) {
+        PyErr_SetString(PyExc_TypeError, "build: args must be a tuple and kwargs a dict");
+        return NULL;
+    }
+    PyObject *done = PyObject_GetAttr(meta, s_names_done);
+    if (done == NULL)
+        return NULL;
+    int is_done = PyObject_IsTrue(done);
+    Py_DECREF(done);
+    if (is_done < 0)
+        return NULL;
+    if (!is_done) {
+        PyObject *r = PyObject_CallMethodNoArgs(meta, s_arg_names);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    PyObject *heads = NULL, *names = NULL, *sep = NULL;
+    if (append_steal(parts, PyObject_GetAttr(meta, s_head)) < 0)
+        goto fail;
+    heads = PyObject_GetAttr(meta, s_heads);
+    names = heads ? PyObject_GetAttr(meta, s_names) : NULL;
+    if (names == NULL)
+        goto fail;
+    if (!PyTuple_Check(heads) || !PyTuple_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "build: meta.heads/names must be tuples");
+        goto fail;
+    }
+    sep = PyUnicode_FromString(",");
+    if (sep == NULL)
+        goto fail;
+    Py_ssize_t nh = PyTuple_GET_SIZE(heads), nn = PyTuple_GET_SIZE(names);
+    Py_ssize_t na = PyTuple_GET_SIZE(args), k = 0;
+    for (Py_ssize_t i = 0; i < na; i++, k++) {
+        if (k && PyList_Append(parts, sep) < 0)
+            goto fail;
+        PyObject *head = i < nh ? PyTuple_GET_ITEM(heads, i) : no_name_head;
+        PyObject *name = i < nn ? PyTuple_GET_ITEM(names, i) : empty_str;
+        if (append_steal(parts, arg_part(PyTuple_GET_ITEM(args, i), head, name)) < 0)
+            goto fail;
+    }
+    if (kwargs != Py_None) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwargs, &pos, &key, &value)) {
+            if (k++ && PyList_Append(parts, sep) < 0)
+                goto fail;
+            PyObject *head = PyDict_GetItemWithError(d_names, key);
+            if (head != NULL)
+                Py_INCREF(head);
+            else if (PyErr_Occurred())
+                goto fail;
+            else if ((head = PyObject_CallOneArg(f_name_head, key)) == NULL)
+                goto fail;
+            Py_INCREF(key); /* held while Python fallbacks run */
+            Py_INCREF(value);
+            PyObject *part = arg_part(value, head, key);
+            Py_DECREF(head);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            if (append_steal(parts, part) < 0)
+                goto fail;
+        }
+    }
+    if (append_steal(parts, PyUnicode_FromString("]")) < 0)
+        goto fail;
+    PyObject *lowp = PyObject_GetAttr(meta, s_lowp);
+    if (lowp == NULL)
+        goto fail;
+    int is_lowp = PyObject_IsTrue(lowp);
+    Py_DECREF(lowp);
+    if (is_lowp < 0)
+        goto fail;
+    if (is_lowp) {
+        PyObject *on = PyObject_CallNoArgs(f_any_autocast);
+        int any = on ? PyObject_IsTrue(on) : -1;
+        Py_XDECREF(on);
+        if (any < 0)
+            goto fail;
+        if (any && append_steal(parts, PyObject_CallFunctionObjArgs(f_cdtype_json, meta, args,
+                                                                      kwargs, NULL)) < 0)
+            goto fail;
+    }
+    if (s0 != Py_None && append_steal(parts, PyUnicode_FromFormat(",\"seq\":[%S]", s0)) < 0)
+        goto fail;
+    if (append_steal(parts, PyUnicode_FromFormat(",\"id\":%S,\"trace\":", op_id)) < 0)
+        goto fail;
+    if (append_steal(parts, site_json()) < 0)
+        goto fail;
+    if (append_steal(parts, PyUnicode_FromString("}")) < 0)
+        goto fail;
+    PyObject *text = PyUnicode_Join(empty_str, parts);
+    Py_DECREF(parts);
+    Py_DECREF(heads);
+    Py_DECREF(names);
+    Py_DECREF(sep);
+    return text;
+fail:
+    Py_DECREF(parts);
+    Py_XDECREF(heads);
+    Py_XDECREF(names);
+    Py_XDECREF(sep);
+    return NULL;
+}
+
+static PyObject *
+build(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 5) {
+        PyErr_SetString(PyExc_TypeError, "build(meta, args, kwargs, op_id, s0)");
+        return NULL;
+    }
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: configure() first");
+        return NULL;
+    }
+    return build_text(argv[0], argv[1], argv[2], argv[3], argv[4]);
+}
+
+/* -- call(meta, fn, args, kwargs): ops.call_marked without the interpreter ------------------------ */
+static PyObject *o_state, *o_ids, *f_tracing_state, *f_grad_enabled, *f_get_seq;
+static PyObject *f_push, *f_pop, *f_hook_op, *f_build_py;
+static PyObject *s_nested, *s_backward, *s_stack_depth, *s_composite;
+static _Thread_local int busy = 0; /* inside an op that hides the ops it calls (ops.call_marked's tls.busy) */
+
+static int
+state_flag(PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(o_state, name);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int
+needs_grad(PyObject *v)
+{
+    PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
+    if (rg == NULL)
+        return -1;
+    int r = PyObject_IsTrue(rg);
+    Py_DECREF(rg);
+    return r;
+}
+
+/* ops._wants_grad: does a tensor argument (or one in a list/tuple argument) require grad? */
+static int
+wants_grad(PyObject *args, PyObject *kwargs)
+{
+    PyTypeObject *tt = (PyTypeObject *)T_tensor;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        if (PyObject_TypeCheck(a, tt)) {
+            int r = needs_grad(a);
+            if (r)
+                return r;
+        }
+        else if (PyList_Check(a) || PyTuple_Check(a)) {
+            PyObject *seq = PySequence_Fast(a, "");
+            if (seq == NULL)
+                return -1;
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+            for (Py_ssize_t j = 0; j < m; j++) {
+                PyObject *x = PySequence_Fast_GET_ITEM(seq, j);
+                if (PyObject_TypeCheck(x, tt)) {
+                    int r = needs_grad(x);
+                    if (r) {
+                        Py_DECREF(seq);
+                        return r;
+                    }
+                }
+            }
+            Py_DECREF(seq);
+        }
+    }
+    if (kwargs != NULL) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwargs, &pos, &key, &value)) {
+            if (PyObject_TypeCheck(value, tt)) {
+                int r = needs_grad(value);
+                if (r)
+                    return r;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 4 || !PyTuple_Check(argv[2]) || !(argv[3] == Py_None || PyDict_Check(argv[3]))) {
+        PyErr_SetString(PyExc_TypeError, "call(meta, fn, args: tuple, kwargs: dict)");
+        return NULL;
+    }
+    if (!configured || o_state == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: configure() first");
+        return NULL;
+    }
+    PyObject *meta = argv[0], *fn = argv[1], *args = argv[2];
+    PyObject *kwargs = (argv[3] != Py_None && PyDict_GET_SIZE(argv[3])) ? argv[3] : NULL;
+    if (busy) {
+        int nested = state_flag(s_nested);
+        if (nested < 0)
+            return NULL;
+        if (!nested)
+            return PyObject_Call(fn, args, kwargs);
+    }
+    PyObject *ts = PyObject_CallNoArgs(f_tracing_state);
+    if (ts == NULL)
+        return NULL;
+    int tracing = ts != Py_None;
+    Py_DECREF(ts);
+    if (tracing)
+        return PyObject_Call(fn, args, kwargs);
+
+    PyObject *op_id = PyIter_Next(o_ids);
+    if (op_id == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "pyprof: the op id counter ended");
+        return NULL;
+    }
+    PyObject *s0 = NULL, *text = NULL, *tok = NULL, *out = NULL;
+    int want = state_flag(s_backward);
+    if (want > 0) {
+        PyObject *g = PyObject_CallNoArgs(f_grad_enabled);
+        want = g ? PyObject_IsTrue(g) : -1;
+        Py_XDECREF(g);
+    }
+    if (want > 0)
+        want = wants_grad(args, kwargs);
+    if (want < 0)
+        goto fail;
+    s0 = want ? PyObject_CallNoArgs(f_get_seq) : Py_NewRef(Py_None);
+    if (s0 == NULL)
+        goto fail;
+
+    PyObject *depth = PyObject_GetAttr(o_state, s_stack_depth);
+    if (depth == NULL)
+        goto fail;
+    int depth_one = PyLong_CheckExact(depth) && PyLong_AsLong(depth) == 1;
+    Py_DECREF(depth);
+    text = depth_one ? build_text(meta, args, argv[3], op_id, s0)
+                     : PyObject_CallFunctionObjArgs(f_build_py, meta, args, argv[3], op_id, s0, NULL);
+    if (text == NULL) {
+        /* describing must never break the user's call (ops.call_marked: except Exception) */
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            goto fail;
+        PyErr_Clear();
+        Py_DECREF(op_id);
+        Py_DECREF(s0);
+        return PyObject_Call(fn, args, kwargs);
+    }
+    tok = PyObject_CallOneArg(f_push, text);
+    Py_CLEAR(text);
+    if (tok == NULL)
+        goto fail;
+    int composite = 0;
+    {
+        PyObject *c = PyObject_GetAttr(meta, s_composite);
+        composite = c ? PyObject_IsTrue(c) : -1;
+        Py_XDECREF(c);
+        if (composite < 0)
+            goto fail;
+    }
+    busy = !composite;
+    out = PyObject_Call(fn, args, kwargs);
+    busy = 0;
+    {   /* finally: pop, keeping the op's exception unless pop itself raises */
+        PyObject *et, *ev, *etb;
+        PyErr_Fetch(&et, &ev, &etb);
+        PyObject *r = PyObject_CallOneArg(f_pop, tok);
+        if (r == NULL) {
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(etb);
+            Py_CLEAR(out);
+            goto fail;
+        }
+        Py_DECREF(r);
+        PyErr_Restore(et, ev, etb);
+    }
+    if (out == NULL)
+        goto fail;
+    if (s0 != Py_None) {
+        PyObject *s1 = PyObject_CallNoArgs(f_get_seq);
+        if (s1 == NULL)
+            goto fail;
+        int later = PyObject_RichCompareBool(s1, s0, Py_GT);
+        if (later > 0) {
+            PyObject *r = PyObject_CallFunctionObjArgs(f_hook_op, out, s0, s1, op_id, NULL);
+            if (r == NULL)
+                later = -1;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(s1);
+        if (later < 0)
+            goto fail;
+    }
+    Py_DECREF(op_id);
+    Py_DECREF(s0);
+    Py_DECREF(tok);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(op_id);
+    Py_XDECREF(s0);
+    Py_XDECREF(text);
+    Py_XDECREF(tok);
+    return NULL;
+}
+
+static int
+take(PyObject *kw, const char *name, PyObject **slot)
+{
+    PyObject *v = PyDict_GetItemString(kw, name); /* borrowed */
+    if (v == NULL) {
+        PyErr_Format(PyExc_KeyError, "configure(): missing %s", name);
+        return -1;
+    }
+    Py_XSETREF(*slot, Py_NewRef(v));
+    return 0;
+}
+
+static PyObject *
+configure(PyObject *module, PyObject *args, PyObject *kw)
+{
+    if (kw == NULL || PyTuple_GET_SIZE(args)) {
+        PyErr_SetString(PyExc_TypeError, "configure() takes keyword arguments only");
+        return NULL;
+    }
+    if (take(kw, "tensor_type", &T_tensor) || take(kw, "param_type", &T_param)
+            || take(kw, "tensor_txt", &d_tensor) || take(kw, "ints_txt", &d_ints)
+            || take(kw, "name_txt", &d_names) || take(kw, "float_txt", &d_floats)
+            || take(kw, "codes", &d_codes) || take(kw, "tensor_json", &f_tensor_json)
+            || take(kw, "arg_json", &f_arg_json) || take(kw, "name_head", &f_name_head)
+            || take(kw, "float_json", &f_float_json) || take(kw, "entry", &f_entry)
+            || take(kw, "one", &f_one) || take(kw, "cdtype_json", &f_cdtype_json)
+            || take(kw, "any_autocast", &f_any_autocast) || take(kw, "no_name_head", &no_name_head)
+            || take(kw, "state", &o_state) || take(kw, "ids", &o_ids)
+            || take(kw, "tracing_state", &f_tracing_state) || take(kw, "grad_enabled", &f_grad_enabled)
+            || take(kw, "get_seq", &f_get_seq) || take(kw, "push", &f_push) || take(kw, "pop", &f_pop)
+            || take(kw, "hook_op", &f_hook_op) || take(kw, "build_payload", &f_build_py))
+        return NULL;
+    if (!PyIter_Check(o_ids)) {
+        PyErr_SetString(PyExc_TypeError, "configure(): ids must be an iterator");
+        return NULL;
+    }
+    PyObject *mc = PyDict_GetItemString(kw, "max_cached");
+    if (mc != NULL) {
+        max_cached = PyLong_AsSsize_t(mc);
+        if (max_cached == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (!PyDict_Check(d_tensor) || !PyDict_Check(d_ints) || !PyDict_Check(d_names)
+            || !PyDict_Check(d_floats) || !PyDict_Check(d_codes)) {
+        PyErr_SetString(PyExc_TypeError, "configure(): the caches must be dicts");
+        return NULL;
+    }
+    configured = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
+     "build(meta, args, kwargs, op_id, s0) -> the op payload text (see ops.build_payload)"},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(**shared): hand over the Python caches and fallbacks (once, at import)"},
+    {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
+     "call(meta, fn, args, kwargs) -> fn(*args, **kwargs) inside its op range (see ops.call_marked)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_fastpayload",
+    "The op payload text built in C; see the comment at the top of _fastpayload.c.", -1, methods,
+};
+
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+
+PyMODINIT_FUNC
+PyInit__fastpayload(void)
+{
+    INTERN(s_shape, "shape");
+    INTERN(s_dtype, "dtype");
+    INTERN(s_device, "device");
+    INTERN(s_is_contiguous, "is_contiguous");
+    INTERN(s_requires_grad, "requires_grad");
+    INTERN(s_f_lasti, "f_lasti");
+    INTERN(s_head, "head");
+    INTERN(s_heads, "heads");
+    INTERN(s_names, "names");
+    INTERN(s_names_done, "_names_done");
+    INTERN(s_lowp, "lowp");
+    INTERN(s_arg_names, "arg_names");
+    INTERN(s_nested, "nested");
+    INTERN(s_backward, "backward");
+    INTERN(s_stack_depth, "stack_depth");
+    INTERN(s_composite, "composite");
+    INTERN(empty_str, "");
+    return PyModule_Create(&moduledef);
+}

@@ -1,0 +1,47 @@
+"""Load the optional C accelerator of the op payload (:mod:`pyprof.annotate._fastpayload`).
+
+The extension builds the same text as :func:`pyprof.annotate.ops.build_payload`, byte for byte,
+reading the caches that the Python code fills and calling the Python code itself for everything
+it does not handle (see the comment at the top of ``_fastpayload.c``). It is compiled at install
+time where a C compiler is present; where it is not (or with ``PYPROF_PURE_PYTHON=1`` in the
+environment), :func:`load` returns None and the op wrapper runs the pure-Python path.
+
+Two entry points: ``build(meta, args, kwargs, op_id, s0)`` is :func:`~pyprof.annotate.ops.build_payload`
+and ``call(meta, fn, args, kwargs)`` is :func:`~pyprof.annotate.ops.call_marked` (nesting flag,
+tracing check, op id, autograd ``seq``, payload, push, the call, pop, backward hooks), calling the
+same Python ``push``/``pop``/``hook_op``. The wrapper itself stays a Python function, and checks
+``torch.compiler.is_compiling()`` before calling into C, so TorchDynamo still traces straight
+through it to the original op.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from pyprof.annotate import callsite, describe
+
+
+def load(**call_side):
+    """The configured extension module (``build`` and ``call``), or None (see module docstring).
+
+    ``call_side``: what :mod:`pyprof.annotate.ops` hands over for ``call`` (``state``, ``ids``,
+    ``tracing_state``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``hook_op``,
+    ``build_payload``) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``).
+    """
+    if os.environ.get("PYPROF_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from pyprof.annotate import _fastpayload
+    except ImportError:
+        return None
+    _fastpayload.configure(
+        tensor_type=torch.Tensor, param_type=torch.nn.Parameter,
+        tensor_txt=describe._tensor_txt, ints_txt=describe._ints_txt, name_txt=describe._name_txt,
+        float_txt=describe._float_txt, codes=callsite._codes,
+        tensor_json=describe._tensor_json, arg_json=describe.arg_json, name_head=describe.name_head,
+        float_json=describe.float_json, entry=callsite._entry, one=callsite._one,
+        no_name_head=describe.name_head(""), max_cached=describe._MAX_CACHED, **call_side,
+    )
+    return _fastpayload
