@@ -112,3 +112,43 @@ def test_c_accelerator_raises_like_python_on_values_orjson_rejects(initialized):
     for big in (1 << 64, [1, 1 << 64], (-(1 << 63) - 1,)):
         with pytest.raises(TypeError):
             ann_ops._fast_build(meta, (torch.ones(1), big), {}, 1, None)
+
+
+def _model_ranges(fast: bool, make, fail_at: str | None = None):
+    """(depth, text with ids zeroed, closed?) of every range of a forward + backward (+ a forward
+    that raises inside the module named ``fail_at``), with the C accelerator on or off."""
+    import re
+
+    from pyprof.annotate import modules as ann_modules
+
+    saved = ann_ops._fast_build, ann_ops._fast_call, ann_modules._fast_module_call
+    if not fast:
+        ann_ops._fast_build = ann_ops._fast_call = ann_modules._fast_module_call = None
+    try:
+        torch.manual_seed(0)
+        model, x = make()
+        with Recorder() as rec:
+            model(x).float().sum().backward()
+            if fail_at is not None:
+                sub = dict(model.named_modules())[fail_at]
+                handle = sub.register_forward_hook(lambda *a: 1 / 0)
+                with pytest.raises(ZeroDivisionError):
+                    model(x)
+                handle.remove()
+                model(x)  # the stack is balanced again afterwards
+        ids = re.compile(r'"(id|seq|nseq)":\[?\d+\]?')
+        return [(r.depth, ids.sub("", r.text), r.end_ns >= 0) for r in rec.ranges]
+    finally:
+        ann_ops._fast_build, ann_ops._fast_call, ann_modules._fast_module_call = saved
+
+
+@pytest.mark.skipif(ann_ops._fast_call is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+@pytest.mark.parametrize("name,fail_at", [("lenet", None), ("resnet", "layer1.0"), ("transformer", "encoder.layers.0")])
+def test_c_accelerator_records_the_same_ranges_as_python(initialized, name, fail_at):
+    from tests.small_models import MODELS
+
+    c = _model_ranges(True, MODELS[name], fail_at)
+    py = _model_ranges(False, MODELS[name], fail_at)
+    assert len(c) > 20 and any('"k":"mod"' in t for _, t, _ in c) and any('"k":"bwd"' in t for _, t, _ in c)
+    assert c == py
+    assert all(closed for _, _, closed in c)

@@ -578,11 +578,191 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* -- module_call(module, orig_call, args, kwargs): modules._call's range without the interpreter -- */
+static PyObject *m_tls, *m_gen, *m_paths, *m_texts, *m_open, *m_close, *s_mods;
+static int modules_configured = 0;
+
+/* The weakref in a cache entry (a tuple (weakref, ...)) points at obj. */
+static int
+ref_is(PyObject *entry, PyObject *obj)
+{
+    PyObject *ref = PyTuple_GET_ITEM(entry, 0);
+    return PyWeakref_Check(ref) && PyWeakref_GET_OBJECT(ref) == obj;
+}
+
+/* modules._open's cache hit path: push the module's range and record it on this thread's stack.
+ * Returns 1 done, 0 not handled here (the caller runs the Python _open), -1 error. */
+static int
+open_cached(PyObject *module, PyObject *st)
+{
+    PyObject *gen = PyList_GET_ITEM(m_gen, 0);
+    Py_ssize_t depth = PyList_GET_SIZE(st);
+    PyObject *path;
+    if (depth) {
+        PyObject *top = PyList_GET_ITEM(st, depth - 1);
+        if (!PyTuple_Check(top) || PyTuple_GET_SIZE(top) != 4 || PyTuple_GET_ITEM(top, 3) != gen)
+            return 0; /* stale entries (or a foreign shape): the Python path closes them */
+        PyObject *bottom = PyList_GET_ITEM(st, 0);
+        if (!PyTuple_Check(bottom) || PyTuple_GET_SIZE(bottom) != 4)
+            return 0;
+        PyObject *root = PyTuple_GET_ITEM(bottom, 0);
+        PyObject *key = PyLong_FromVoidPtr(root);
+        if (key == NULL)
+            return -1;
+        PyObject *entry = PyDict_GetItemWithError(m_paths, key);
+        Py_DECREF(key);
+        if (entry == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || !ref_is(entry, root)
+                || !PyDict_Check(PyTuple_GET_ITEM(entry, 1)))
+            return 0;
+        key = PyLong_FromVoidPtr(module);
+        if (key == NULL)
+            return -1;
+        path = PyDict_GetItemWithError(PyTuple_GET_ITEM(entry, 1), key);
+        Py_DECREF(key);
+        if (path == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+    }
+    else {
+        path = empty_str;
+    }
+    PyObject *key = PyLong_FromVoidPtr(module);
+    if (key == NULL)
+        return -1;
+    PyObject *entry = PyDict_GetItemWithError(m_texts, key);
+    Py_DECREF(key);
+    if (entry == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3 || !ref_is(entry, module))
+        return 0;
+    int same = PyUnicode_Check(path) && PyUnicode_Check(PyTuple_GET_ITEM(entry, 1))
+               && PyUnicode_Compare(PyTuple_GET_ITEM(entry, 1), path) == 0;
+    if (!same)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *text = Py_NewRef(PyTuple_GET_ITEM(entry, 2));
+    Py_INCREF(path);
+    Py_INCREF(gen);
+    PyObject *tok = PyObject_CallFunctionObjArgs(f_push, text, Py_True, NULL);
+    Py_DECREF(text);
+    PyObject *item = tok ? PyTuple_Pack(4, module, tok, path, gen) : NULL;
+    Py_XDECREF(tok);
+    Py_DECREF(path);
+    Py_DECREF(gen);
+    if (item == NULL)
+        return -1;
+    int r = PyList_Append(st, item);
+    Py_DECREF(item);
+    return r < 0 ? -1 : 1;
+}
+
+static PyObject *
+module_call(PyObject *mod, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 4 || !PyTuple_Check(argv[2]) || !(argv[3] == Py_None || PyDict_Check(argv[3]))) {
+        PyErr_SetString(PyExc_TypeError, "module_call(module, orig_call, args: tuple, kwargs: dict)");
+        return NULL;
+    }
+    if (!modules_configured || o_state == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: configure_modules() first");
+        return NULL;
+    }
+    PyObject *module = argv[0], *orig = argv[1], *args = argv[2];
+    PyObject *kwargs = (argv[3] != Py_None && PyDict_GET_SIZE(argv[3])) ? argv[3] : NULL;
+    PyObject *st = PyObject_GetAttr(m_tls, s_mods);
+    if (st == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        st = PyList_New(0);
+        if (st == NULL || PyObject_SetAttr(m_tls, s_mods, st) < 0) {
+            Py_XDECREF(st);
+            return NULL;
+        }
+    }
+    if (!PyList_Check(st)) {
+        Py_DECREF(st);
+        PyErr_SetString(PyExc_TypeError, "pyprof: the module stack is not a list");
+        return NULL;
+    }
+    int opened = open_cached(module, st);
+    if (opened == 0) {
+        PyObject *r = PyObject_CallOneArg(m_open, module); /* the Python path: fills the caches */
+        opened = r ? 1 : -1;
+        Py_XDECREF(r);
+    }
+    if (opened < 0) {
+        Py_DECREF(st);
+        return NULL;
+    }
+    /* call: orig_call(module, *args, **kwargs) */
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *full = PyTuple_New(n + 1);
+    PyObject *out = NULL;
+    if (full != NULL) {
+        PyTuple_SET_ITEM(full, 0, Py_NewRef(module));
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+        out = PyObject_Call(orig, full, kwargs);
+        Py_DECREF(full);
+    }
+    /* finally: close this module's range, keeping the call's exception unless closing raises */
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyObject *r = NULL;
+    Py_ssize_t depth = PyList_GET_SIZE(st);
+    PyObject *top = depth ? PyList_GET_ITEM(st, depth - 1) : NULL;
+    if (top != NULL && PyTuple_Check(top) && PyTuple_GET_SIZE(top) == 4
+            && PyTuple_GET_ITEM(top, 0) == module) {
+        Py_INCREF(top);
+        if (PyList_SetSlice(st, depth - 1, depth, NULL) == 0)
+            r = PyObject_CallOneArg(f_pop, PyTuple_GET_ITEM(top, 1));
+        Py_DECREF(top);
+    }
+    else {
+        r = PyObject_CallOneArg(m_close, module);
+    }
+    Py_DECREF(st);
+    if (r == NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(etb);
+        Py_XDECREF(out);
+        return NULL;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(et, ev, etb);
+    return out;
+}
+
+static PyObject *
+configure_modules(PyObject *module, PyObject *args, PyObject *kw)
+{
+    if (kw == NULL || PyTuple_GET_SIZE(args)) {
+        PyErr_SetString(PyExc_TypeError, "configure_modules() takes keyword arguments only");
+        return NULL;
+    }
+    if (take(kw, "tls", &m_tls) || take(kw, "gen", &m_gen) || take(kw, "paths", &m_paths)
+            || take(kw, "texts", &m_texts) || take(kw, "open", &m_open) || take(kw, "close", &m_close))
+        return NULL;
+    if (!PyList_Check(m_gen) || PyList_GET_SIZE(m_gen) != 1 || !PyDict_Check(m_paths)
+            || !PyDict_Check(m_texts)) {
+        PyErr_SetString(PyExc_TypeError, "configure_modules(): gen must be a 1-list, paths/texts dicts");
+        return NULL;
+    }
+    modules_configured = 1;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
      "build(meta, args, kwargs, op_id, s0) -> the op payload text (see ops.build_payload)"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(**shared): hand over the Python caches and fallbacks (once, at import)"},
+    {"module_call", (PyCFunction)(void (*)(void))module_call, METH_FASTCALL,
+     "module_call(module, orig_call, args, kwargs) -> orig_call(module, *args, **kwargs) in its range"},
+    {"configure_modules", (PyCFunction)(void (*)(void))configure_modules, METH_VARARGS | METH_KEYWORDS,
+     "configure_modules(**shared): hand over modules.py's thread-local stack, caches and fallbacks"},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
      "call(meta, fn, args, kwargs) -> fn(*args, **kwargs) inside its op range (see ops.call_marked)"},
     {NULL, NULL, 0, NULL},
@@ -614,6 +794,7 @@ PyInit__fastpayload(void)
     INTERN(s_backward, "backward");
     INTERN(s_stack_depth, "stack_depth");
     INTERN(s_composite, "composite");
+    INTERN(s_mods, "mods");
     INTERN(empty_str, "");
     return PyModule_Create(&moduledef);
 }

@@ -40,6 +40,7 @@ from torch import nn
 
 from pyprof import markers
 from pyprof.annotate import emit
+from pyprof.annotate import ops as _ops
 from pyprof.annotate.state import LOCK, S
 
 _tls = threading.local()
@@ -157,6 +158,8 @@ def _call(self, *args, **kwargs):
     """``nn.Module.__call__`` while a consumer is present: the original inside a "mod" range."""
     if (S.idle and not _ap._is_profiler_enabled) or _mode[0] != "call" or _is_compiling():
         return _orig_call(self, *args, **kwargs)
+    if _fast_module_call is not None:  # the same steps in C (cache hits; misses call _open/_close)
+        return _fast_module_call(self, _orig_call, args, kwargs)
     _open(self)
     try:
         return _orig_call(self, *args, **kwargs)
@@ -273,3 +276,10 @@ def uninstall() -> None:
     if sync in S.listeners:
         S.listeners.remove(sync)
     _off()
+
+
+#: The C accelerator's version of :func:`_call`'s range (see :mod:`pyprof.annotate.fastpath`), or None.
+_fast_module_call = None
+if _ops._fast is not None:
+    _ops._fast.configure_modules(tls=_tls, gen=_gen, paths=_paths, texts=_texts, open=_open, close=_close)
+    _fast_module_call = _ops._fast.module_call
