@@ -587,7 +587,20 @@ static int
 ref_is(PyObject *entry, PyObject *obj)
 {
     PyObject *ref = PyTuple_GET_ITEM(entry, 0);
-    return PyWeakref_Check(ref) && PyWeakref_GET_OBJECT(ref) == obj;
+    if (!PyWeakref_Check(ref))
+        return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target = NULL;
+    if (PyWeakref_GetRef(ref, &target) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int same = target == obj;
+    Py_XDECREF(target);
+    return same;
+#else
+    return PyWeakref_GET_OBJECT(ref) == obj;
+#endif
 }
 
 /* modules._open's cache hit path: push the module's range and record it on this thread's stack.
