@@ -84,6 +84,11 @@ float_part(PyObject *v, PyObject *head)
             }
         }
     }
+    if (!PyUnicode_Check(txt) || !PyUnicode_Check(head)) { /* %U below needs str */
+        Py_DECREF(txt);
+        PyErr_SetString(PyExc_TypeError, "pyprof: float text is not a str");
+        return NULL;
+    }
     PyObject *r = PyUnicode_FromFormat("%U\"float\",\"value\":%U}", head, txt);
     Py_DECREF(txt);
     return r;
@@ -93,6 +98,10 @@ static PyObject *
 arg_part(PyObject *v, PyObject *head, PyObject *name)
 {
     PyTypeObject *t = Py_TYPE(v);
+    if (!PyUnicode_Check(head)) { /* the %U formats below need str heads */
+        PyErr_SetString(PyExc_TypeError, "pyprof: argument head is not a str");
+        return NULL;
+    }
     if ((PyObject *)t == T_tensor || (PyObject *)t == T_param)
         return tensor_part(v, head);
     if (v == Py_None)
@@ -117,7 +126,7 @@ arg_part(PyObject *v, PyObject *head, PyObject *name)
                 break;
         if (i == n) {
             PyObject *s = PyDict_GetItemWithError(d_ints, v); /* only in-range tuples are cached */
-            if (s != NULL)
+            if (s != NULL && PyUnicode_Check(s) && PyUnicode_Check(head))
                 return PyUnicode_FromFormat("%U\"tuple\",\"value\":[%U]}", head, s);
             if (PyErr_Occurred())
                 return NULL;
