@@ -237,8 +237,10 @@ def test_jit_script_and_trace_work(initialized):
 
 
 def test_torch_compile_runs_correctly():
+    lin = torch.nn.Linear(5, 5)  # a module too: its range (Python or C path) must not break the graph
+
     def fn(x):
-        return torch.sin(x) * 2 + x.cos()
+        return lin(torch.sin(x) * 2 + x.cos())
 
     x = torch.randn(5)
     try:  # can this machine compile at all (without pyprof)?
