@@ -18,7 +18,7 @@
 #include <frameobject.h>
 
 static PyObject *T_tensor, *T_param;                   /* torch.Tensor, torch.nn.Parameter */
-static PyObject *d_tensor, *d_ints, *d_names, *d_floats, *d_codes; /* caches shared with Python */
+static PyObject *d_tensor, *d_ints, *d_names, *d_floats; /* caches shared with Python */
 static PyObject *f_tensor_json, *f_arg_json, *f_name_head, *f_float_json, *f_entry, *f_one;
 static PyObject *f_cdtype_json, *f_any_autocast;
 static PyObject *no_name_head, *empty_str;
@@ -135,68 +135,141 @@ arg_part(PyObject *v, PyObject *head, PyObject *name)
     return PyObject_CallFunctionObjArgs(f_arg_json, v, head, name, NULL);
 }
 
-/* The JSON text of the first frame outside torch/pyprof: the cache entries of callsite.py. */
+/* -- the call site ------------------------------------------------------------------------------
+ * Two small open-addressing tables in front of callsite.py's dict cache, so that the walk up the
+ * stack touches one table slot per frame instead of an int key, a dict probe and a list:
+ * codes:  code object -> internal to torch/pyprof?   (as callsite._entry decides)
+ * sites:  (code object, f_lasti) -> the JSON text    (as callsite._one writes it)
+ * Like the Python cache they hold strong references to the code objects (so an address is never
+ * reused while its slot lives); a full probe run evicts the home slot. Misses ask the Python code. */
+#define TABLE_BITS 12
+#define TABLE_SIZE (1 << TABLE_BITS)
+#define PROBES 8
+typedef struct { PyObject *code; int internal; } code_slot;
+typedef struct { PyObject *code; int lasti; PyObject *text; } site_slot;
+static code_slot code_table[TABLE_SIZE];
+static site_slot site_table[TABLE_SIZE];
+
+static inline size_t
+ptr_hash(const void *p, size_t extra)
+{
+    size_t h = ((size_t)p >> 4) ^ (extra * 0x9E3779B97F4A7C15ull);
+    h ^= h >> 17;
+    return h & (TABLE_SIZE - 1);
+}
+
+static int
+code_internal(PyObject *code) /* 1/0, or -1 with an exception */
+{
+    size_t h = ptr_hash(code, 0);
+    for (int i = 0; i < PROBES; i++) {
+        code_slot *sl = &code_table[(h + i) & (TABLE_SIZE - 1)];
+        if (sl->code == code)
+            return sl->internal;
+        if (sl->code == NULL)
+            break;
+    }
+    PyObject *e = PyObject_CallOneArg(f_entry, code); /* callsite._entry: [code, internal, ...] */
+    if (e == NULL)
+        return -1;
+    int internal = -1;
+    if (PyList_Check(e) && PyList_GET_SIZE(e) == 4)
+        internal = PyObject_IsTrue(PyList_GET_ITEM(e, 1));
+    else
+        PyErr_SetString(PyExc_TypeError, "pyprof: unexpected call-site cache entry");
+    Py_DECREF(e);
+    if (internal < 0)
+        return -1;
+    code_slot *home = &code_table[h], *dst = home;
+    for (int i = 0; i < PROBES; i++) {
+        code_slot *sl = &code_table[(h + i) & (TABLE_SIZE - 1)];
+        if (sl->code == NULL) {
+            dst = sl;
+            break;
+        }
+    }
+    PyObject *old = dst->code;
+    dst->code = Py_NewRef(code);
+    dst->internal = internal;
+    Py_XDECREF(old);
+    return internal;
+}
+
+static PyObject *
+site_text(PyObject *code, PyFrameObject *f) /* new reference, or NULL with an exception */
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    int lasti = PyFrame_GetLasti(f);
+#else
+    PyObject *lo = PyObject_GetAttr((PyObject *)f, s_f_lasti);
+    if (lo == NULL)
+        return NULL;
+    int lasti = (int)PyLong_AsLong(lo);
+    Py_DECREF(lo);
+    if (lasti == -1 && PyErr_Occurred())
+        return NULL;
+#endif
+    size_t h = ptr_hash(code, (size_t)lasti + 1);
+    for (int i = 0; i < PROBES; i++) {
+        site_slot *sl = &site_table[(h + i) & (TABLE_SIZE - 1)];
+        if (sl->code == code && sl->lasti == lasti)
+            return Py_NewRef(sl->text);
+        if (sl->code == NULL)
+            break;
+    }
+    PyObject *e = PyObject_CallOneArg(f_entry, code);
+    if (e == NULL)
+        return NULL;
+    PyObject *r = PyObject_CallFunctionObjArgs(f_one, e, (PyObject *)f, NULL); /* callsite._one */
+    Py_DECREF(e);
+    if (r == NULL)
+        return NULL;
+    PyObject *text = NULL;
+    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2 && PyUnicode_Check(PyTuple_GET_ITEM(r, 0)))
+        text = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+    else
+        PyErr_SetString(PyExc_TypeError, "pyprof: unexpected call-site text entry");
+    Py_DECREF(r);
+    if (text == NULL)
+        return NULL;
+    site_slot *dst = &site_table[h];
+    for (int i = 0; i < PROBES; i++) {
+        site_slot *sl = &site_table[(h + i) & (TABLE_SIZE - 1)];
+        if (sl->code == NULL) {
+            dst = sl;
+            break;
+        }
+    }
+    PyObject *old_code = dst->code, *old_text = dst->text;
+    dst->code = Py_NewRef(code);
+    dst->lasti = lasti;
+    dst->text = Py_NewRef(text);
+    Py_XDECREF(old_code);
+    Py_XDECREF(old_text);
+    return text;
+}
+
+/* The JSON text of the first frame outside torch/pyprof (callsite.call_site_json, depth 1). */
 static PyObject *
 site_json(void)
 {
     PyFrameObject *f = PyEval_GetFrame(); /* borrowed; this call's Python caller (pyprof code) */
     Py_XINCREF(f);
     while (f != NULL) {
-        PyCodeObject *code = PyFrame_GetCode(f);
-        PyObject *key = PyLong_FromVoidPtr(code);
-        PyObject *e = key ? PyDict_GetItemWithError(d_codes, key) : NULL;
-        Py_XDECREF(key);
-        if (e != NULL && PyList_Check(e) && PyList_GET_SIZE(e) == 4
-                && PyList_GET_ITEM(e, 0) == (PyObject *)code) {
-            Py_INCREF(e);
-        }
-        else if (PyErr_Occurred()) {
-            e = NULL;
-        }
-        else {
-            e = PyObject_CallOneArg(f_entry, (PyObject *)code);
-            if (e != NULL && !(PyList_Check(e) && PyList_GET_SIZE(e) == 4)) {
-                Py_DECREF(e);
-                PyErr_SetString(PyExc_TypeError, "pyprof: unexpected call-site cache entry");
-                e = NULL;
-            }
-        }
-        Py_DECREF(code);
-        if (e == NULL) {
-            Py_DECREF(f);
-            return NULL;
-        }
-        int internal = PyObject_IsTrue(PyList_GET_ITEM(e, 1));
+        PyObject *code = (PyObject *)PyFrame_GetCode(f);
+        int internal = code_internal(code);
         if (internal < 0) {
-            Py_DECREF(e);
+            Py_DECREF(code);
             Py_DECREF(f);
             return NULL;
         }
         if (!internal) {
-            PyObject *res = NULL, *r;
-            PyObject *lasti = PyObject_GetAttr((PyObject *)f, s_f_lasti);
-            if (lasti != NULL) {
-                r = PyDict_GetItemWithError(PyList_GET_ITEM(e, 3), lasti);
-                if (r != NULL) {
-                    Py_INCREF(r);
-                }
-                else if (!PyErr_Occurred()) {
-                    r = PyObject_CallFunctionObjArgs(f_one, e, (PyObject *)f, NULL);
-                }
-                if (r != NULL) {
-                    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2)
-                        res = Py_NewRef(PyTuple_GET_ITEM(r, 0));
-                    else
-                        PyErr_SetString(PyExc_TypeError, "pyprof: unexpected call-site text entry");
-                    Py_DECREF(r);
-                }
-                Py_DECREF(lasti);
-            }
-            Py_DECREF(e);
+            PyObject *text = site_text(code, f);
+            Py_DECREF(code);
             Py_DECREF(f);
-            return res;
+            return text;
         }
-        Py_DECREF(e);
+        Py_DECREF(code);
         PyFrameObject *back = PyFrame_GetBack(f);
         Py_DECREF(f);
         f = back;
@@ -558,7 +631,7 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
     if (take(kw, "tensor_type", &T_tensor) || take(kw, "param_type", &T_param)
             || take(kw, "tensor_txt", &d_tensor) || take(kw, "ints_txt", &d_ints)
             || take(kw, "name_txt", &d_names) || take(kw, "float_txt", &d_floats)
-            || take(kw, "codes", &d_codes) || take(kw, "tensor_json", &f_tensor_json)
+            || take(kw, "tensor_json", &f_tensor_json)
             || take(kw, "arg_json", &f_arg_json) || take(kw, "name_head", &f_name_head)
             || take(kw, "float_json", &f_float_json) || take(kw, "entry", &f_entry)
             || take(kw, "one", &f_one) || take(kw, "cdtype_json", &f_cdtype_json)
@@ -579,7 +652,7 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
             return NULL;
     }
     if (!PyDict_Check(d_tensor) || !PyDict_Check(d_ints) || !PyDict_Check(d_names)
-            || !PyDict_Check(d_floats) || !PyDict_Check(d_codes)) {
+            || !PyDict_Check(d_floats)) {
         PyErr_SetString(PyExc_TypeError, "configure(): the caches must be dicts");
         return NULL;
     }

@@ -39,7 +39,7 @@ def load(**call_side):
     _fastpayload.configure(
         tensor_type=torch.Tensor, param_type=torch.nn.Parameter,
         tensor_txt=describe._tensor_txt, ints_txt=describe._ints_txt, name_txt=describe._name_txt,
-        float_txt=describe._float_txt, codes=callsite._codes,
+        float_txt=describe._float_txt,
         tensor_json=describe._tensor_json, arg_json=describe.arg_json, name_head=describe.name_head,
         float_json=describe.float_json, entry=callsite._entry, one=callsite._one,
         no_name_head=describe.name_head(""), max_cached=describe._MAX_CACHED, **call_side,
