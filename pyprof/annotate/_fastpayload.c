@@ -22,8 +22,9 @@ static PyObject *d_tensor, *d_ints, *d_names, *d_floats; /* caches shared with P
 static PyObject *f_tensor_json, *f_arg_json, *f_name_head, *f_float_json, *f_entry, *f_one;
 static PyObject *f_cdtype_json, *f_any_autocast;
 static PyObject *no_name_head, *empty_str;
+static PyObject *c_sep, *c_close, *c_end, *c_seq, *c_id, *c_trace; /* constant pieces of the text */
 static PyObject *s_shape, *s_dtype, *s_device, *s_is_contiguous, *s_requires_grad, *s_f_lasti;
-static PyObject *s_head, *s_heads, *s_names, *s_names_done, *s_lowp, *s_arg_names;
+static PyObject *s_packed, *s_arg_names;
 static Py_ssize_t max_cached = 8192;
 static int configured = 0;
 
@@ -287,6 +288,29 @@ append_steal(PyObject *list, PyObject *item)
     return r;
 }
 
+/* meta.packed, (head, heads, names, lowp, composite), after meta.arg_names() filled it; new ref. */
+static PyObject *
+packed_meta(PyObject *meta)
+{
+    PyObject *packed = PyObject_GetAttr(meta, s_packed);
+    if (packed == Py_None) {
+        Py_DECREF(packed);
+        PyObject *r = PyObject_CallMethodNoArgs(meta, s_arg_names);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+        packed = PyObject_GetAttr(meta, s_packed);
+    }
+    if (packed != NULL && !(PyTuple_Check(packed) && PyTuple_GET_SIZE(packed) == 5
+                            && PyTuple_Check(PyTuple_GET_ITEM(packed, 1))
+                            && PyTuple_Check(PyTuple_GET_ITEM(packed, 2)))) {
+        Py_DECREF(packed);
+        PyErr_SetString(PyExc_TypeError, "pyprof: meta.packed is not (head, heads, names, lowp, composite)");
+        return NULL;
+    }
+    return packed;
+}
+
 static PyObject *
 build_text(PyObject *meta, PyObject *args, PyObject *kwargs, PyObject *op_id, PyObject *s0)
 {
@@ -294,51 +318,28 @@ build_text(PyObject *meta, PyObject *args, PyObject *kwargs, PyObject *op_id, Py
         PyErr_SetString(PyExc_TypeError, "build: args must be a tuple and kwargs a dict");
         return NULL;
     }
-    PyObject *done = PyObject_GetAttr(meta, s_names_done);
-    if (done == NULL)
+    PyObject *packed = packed_meta(meta);
+    if (packed == NULL)
         return NULL;
-    int is_done = PyObject_IsTrue(done);
-    Py_DECREF(done);
-    if (is_done < 0)
-        return NULL;
-    if (!is_done) {
-        PyObject *r = PyObject_CallMethodNoArgs(meta, s_arg_names);
-        if (r == NULL)
-            return NULL;
-        Py_DECREF(r);
-    }
+    PyObject *heads = PyTuple_GET_ITEM(packed, 1), *names = PyTuple_GET_ITEM(packed, 2);
+    Py_ssize_t na = PyTuple_GET_SIZE(args), nk = kwargs == Py_None ? 0 : PyDict_GET_SIZE(kwargs);
     PyObject *parts = PyList_New(0);
-    if (parts == NULL)
-        return NULL;
-    PyObject *heads = NULL, *names = NULL, *sep = NULL;
-    if (append_steal(parts, PyObject_GetAttr(meta, s_head)) < 0)
+    if (parts == NULL || PyList_Append(parts, PyTuple_GET_ITEM(packed, 0)) < 0)
         goto fail;
-    heads = PyObject_GetAttr(meta, s_heads);
-    names = heads ? PyObject_GetAttr(meta, s_names) : NULL;
-    if (names == NULL)
-        goto fail;
-    if (!PyTuple_Check(heads) || !PyTuple_Check(names)) {
-        PyErr_SetString(PyExc_TypeError, "build: meta.heads/names must be tuples");
-        goto fail;
-    }
-    sep = PyUnicode_FromString(",");
-    if (sep == NULL)
-        goto fail;
-    Py_ssize_t nh = PyTuple_GET_SIZE(heads), nn = PyTuple_GET_SIZE(names);
-    Py_ssize_t na = PyTuple_GET_SIZE(args), k = 0;
+    Py_ssize_t nh = PyTuple_GET_SIZE(heads), nn = PyTuple_GET_SIZE(names), k = 0;
     for (Py_ssize_t i = 0; i < na; i++, k++) {
-        if (k && PyList_Append(parts, sep) < 0)
+        if (k && PyList_Append(parts, c_sep) < 0)
             goto fail;
         PyObject *head = i < nh ? PyTuple_GET_ITEM(heads, i) : no_name_head;
         PyObject *name = i < nn ? PyTuple_GET_ITEM(names, i) : empty_str;
         if (append_steal(parts, arg_part(PyTuple_GET_ITEM(args, i), head, name)) < 0)
             goto fail;
     }
-    if (kwargs != Py_None) {
+    if (nk) {
         Py_ssize_t pos = 0;
         PyObject *key, *value;
         while (PyDict_Next(kwargs, &pos, &key, &value)) {
-            if (k++ && PyList_Append(parts, sep) < 0)
+            if (k++ && PyList_Append(parts, c_sep) < 0)
                 goto fail;
             PyObject *head = PyDict_GetItemWithError(d_names, key);
             if (head != NULL)
@@ -357,13 +358,9 @@ build_text(PyObject *meta, PyObject *args, PyObject *kwargs, PyObject *op_id, Py
                 goto fail;
         }
     }
-    if (append_steal(parts, PyUnicode_FromString("]")) < 0)
+    if (PyList_Append(parts, c_close) < 0)
         goto fail;
-    PyObject *lowp = PyObject_GetAttr(meta, s_lowp);
-    if (lowp == NULL)
-        goto fail;
-    int is_lowp = PyObject_IsTrue(lowp);
-    Py_DECREF(lowp);
+    int is_lowp = PyObject_IsTrue(PyTuple_GET_ITEM(packed, 3));
     if (is_lowp < 0)
         goto fail;
     if (is_lowp) {
@@ -376,25 +373,20 @@ build_text(PyObject *meta, PyObject *args, PyObject *kwargs, PyObject *op_id, Py
                                                                       kwargs, NULL)) < 0)
             goto fail;
     }
-    if (s0 != Py_None && append_steal(parts, PyUnicode_FromFormat(",\"seq\":[%S]", s0)) < 0)
+    if (s0 != Py_None && (PyList_Append(parts, c_seq) < 0 || append_steal(parts, PyObject_Str(s0)) < 0
+                          || PyList_Append(parts, c_close) < 0))
         goto fail;
-    if (append_steal(parts, PyUnicode_FromFormat(",\"id\":%S,\"trace\":", op_id)) < 0)
-        goto fail;
-    if (append_steal(parts, site_json()) < 0)
-        goto fail;
-    if (append_steal(parts, PyUnicode_FromString("}")) < 0)
+    if (PyList_Append(parts, c_id) < 0 || append_steal(parts, PyObject_Str(op_id)) < 0
+            || PyList_Append(parts, c_trace) < 0 || append_steal(parts, site_json()) < 0
+            || PyList_Append(parts, c_end) < 0)
         goto fail;
     PyObject *text = PyUnicode_Join(empty_str, parts);
     Py_DECREF(parts);
-    Py_DECREF(heads);
-    Py_DECREF(names);
-    Py_DECREF(sep);
+    Py_DECREF(packed);
     return text;
 fail:
-    Py_DECREF(parts);
-    Py_XDECREF(heads);
-    Py_XDECREF(names);
-    Py_XDECREF(sep);
+    Py_XDECREF(parts);
+    Py_DECREF(packed);
     return NULL;
 }
 
@@ -879,12 +871,14 @@ PyInit__fastpayload(void)
     INTERN(s_is_contiguous, "is_contiguous");
     INTERN(s_requires_grad, "requires_grad");
     INTERN(s_f_lasti, "f_lasti");
-    INTERN(s_head, "head");
-    INTERN(s_heads, "heads");
-    INTERN(s_names, "names");
-    INTERN(s_names_done, "_names_done");
-    INTERN(s_lowp, "lowp");
+    INTERN(s_packed, "packed");
     INTERN(s_arg_names, "arg_names");
+    INTERN(c_sep, ",");
+    INTERN(c_close, "]");
+    INTERN(c_end, "}");
+    INTERN(c_seq, ",\"seq\":[");
+    INTERN(c_id, ",\"id\":");
+    INTERN(c_trace, ",\"trace\":");
     INTERN(s_nested, "nested");
     INTERN(s_backward, "backward");
     INTERN(s_stack_depth, "stack_depth");

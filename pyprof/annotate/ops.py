@@ -58,7 +58,7 @@ class OpMeta:
     """Per-callable facts computed once: namespace, name, argument names, flags, and the constant
     head of its payload text (``{"pyprof":1,"k":"op","ns":...,"op":...,"args":[``)."""
 
-    __slots__ = ("ns", "name", "names", "heads", "composite", "lowp", "_names_done", "fn", "head")
+    __slots__ = ("ns", "name", "names", "heads", "composite", "lowp", "_names_done", "fn", "head", "packed")
 
     def __init__(self, ns: str, name: str, fn, composite: bool | None = None):
         self.ns = ns
@@ -67,6 +67,7 @@ class OpMeta:
         self.names: tuple = ()
         self.heads: tuple = ()
         self._names_done = False
+        self.packed = None  # (head, heads, names, lowp, composite) once arg_names() ran: for the C path
         self.composite = (ns, name) in COMPOSITES if composite is None else composite
         self.lowp = name in LOWER_PRECISION_OPS
         self.head = _dumps({"pyprof": _VERSION, "k": "op", "ns": ns, "op": name})[:-1] + ',"args":['
@@ -79,6 +80,7 @@ class OpMeta:
                 names = _names_cache[key] = _arg_names(self.fn, self.ns, self.name)
             self.names = names
             self.heads = tuple(describe.name_head(n) for n in names)
+            self.packed = (self.head, self.heads, self.names, self.lowp, self.composite)
             self._names_done = True
         return self.names
 
