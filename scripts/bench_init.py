@@ -102,12 +102,13 @@ def resnet18():
     return run
 
 
-def count_ops(fn) -> int:
+def count_ranges(fn) -> tuple[int, int]:
+    """(op ranges, module ranges) one run of ``fn`` opens."""
     pyprof.init()
     try:
         with Recorder() as rec:
             fn()
-        return len(rec.payloads("op"))
+        return len(rec.payloads("op")), len(rec.payloads("mod"))
     finally:
         pyprof.deinit()
 
@@ -134,7 +135,7 @@ def bench(name: str, fn, repeats: int, grad: bool) -> dict:
     times: dict = {t: [] for t in tags}
     cpu: dict = {t: [] for t in tags}
     with ctx():
-        n_ops = count_ops(fn)
+        n_ops, n_mods = count_ranges(fn)
         for rep in range(repeats + 1):  # round 0 warms up
             for tag in tags:
                 setup, run, teardown = _state(tag, fn)
@@ -155,7 +156,8 @@ def bench(name: str, fn, repeats: int, grad: bool) -> dict:
     med = {t: statistics.median(v) for t, v in times.items()}
     cmed = {t: statistics.median(v) for t, v in cpu.items()}
     a, ca = med["A"], cmed["A"]
-    print(f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run)")
+    # added/op: all that init() adds (module ranges and backward hooks included) over the op count
+    print(f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run, plus {n_mods} module ranges)")
     labels = {"A": "no init                 ", "B": "init, no consumer       ",
               "C": "init, payloads (null)   ", "D": "init, Recorder          "}
     print("    state                     wall median  ratio  added/op  | CPU median  ratio  added/op")
