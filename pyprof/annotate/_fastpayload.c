@@ -410,10 +410,29 @@ static PyObject *f_push, *f_pop, *f_hook_op, *f_build_py;
 static PyObject *s_nested, *s_backward, *s_stack_depth, *s_composite;
 static _Thread_local int busy = 0; /* inside an op that hides the ops it calls (ops.call_marked's tls.busy) */
 
-static int
-state_flag(PyObject *name)
+/* The end of a try/finally around a call: ``out`` is what the call returned (NULL: its exception
+ * was fetched into et/ev/etb), ``closed`` what the closing call returned. Gives back out, or NULL
+ * with the call's exception restored, or NULL with the closing call's own exception if it raised. */
+static PyObject *
+after_close(PyObject *out, PyObject *closed, PyObject *et, PyObject *ev, PyObject *etb)
 {
-    PyObject *v = PyObject_GetAttr(o_state, name);
+    if (closed == NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(etb);
+        Py_XDECREF(out);
+        return NULL;
+    }
+    Py_DECREF(closed);
+    PyErr_Restore(et, ev, etb);
+    return out;
+}
+
+/* bool(getattr(obj, name)): 1/0, or -1 with an exception */
+static int
+attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
     if (v == NULL)
         return -1;
     int r = PyObject_IsTrue(v);
@@ -421,16 +440,8 @@ state_flag(PyObject *name)
     return r;
 }
 
-static int
-needs_grad(PyObject *v)
-{
-    PyObject *rg = PyObject_GetAttr(v, s_requires_grad);
-    if (rg == NULL)
-        return -1;
-    int r = PyObject_IsTrue(rg);
-    Py_DECREF(rg);
-    return r;
-}
+#define state_flag(name) attr_true(o_state, (name))
+#define needs_grad(t) attr_true((t), s_requires_grad)
 
 /* ops._wants_grad: does a tensor argument (or one in a list/tuple argument) require grad? */
 static int
@@ -477,19 +488,30 @@ wants_grad(PyObject *args, PyObject *kwargs)
     return 0;
 }
 
+/* The shared checks of call() and module_call(): (x, fn, args: tuple, kwargs: dict|None), set up.
+ * Returns the kwargs to pass on (NULL when empty) through *kwargs, or -1 with an exception. */
+static int
+call_args(PyObject *const *argv, Py_ssize_t argc, const char *usage, int ready, PyObject **kwargs)
+{
+    if (argc != 4 || !PyTuple_Check(argv[2]) || !(argv[3] == Py_None || PyDict_Check(argv[3]))) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    if (!ready || o_state == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: configure() first");
+        return -1;
+    }
+    *kwargs = (argv[3] != Py_None && PyDict_GET_SIZE(argv[3])) ? argv[3] : NULL;
+    return 0;
+}
+
 static PyObject *
 call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 4 || !PyTuple_Check(argv[2]) || !(argv[3] == Py_None || PyDict_Check(argv[3]))) {
-        PyErr_SetString(PyExc_TypeError, "call(meta, fn, args: tuple, kwargs: dict)");
+    PyObject *kwargs;
+    if (call_args(argv, argc, "call(meta, fn, args: tuple, kwargs: dict)", configured, &kwargs) < 0)
         return NULL;
-    }
-    if (!configured || o_state == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: configure() first");
-        return NULL;
-    }
     PyObject *meta = argv[0], *fn = argv[1], *args = argv[2];
-    PyObject *kwargs = (argv[3] != Py_None && PyDict_GET_SIZE(argv[3])) ? argv[3] : NULL;
     if (busy) {
         int nested = state_flag(s_nested);
         if (nested < 0)
@@ -546,30 +568,16 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     Py_CLEAR(text);
     if (tok == NULL)
         goto fail;
-    int composite = 0;
-    {
-        PyObject *c = PyObject_GetAttr(meta, s_composite);
-        composite = c ? PyObject_IsTrue(c) : -1;
-        Py_XDECREF(c);
-        if (composite < 0)
-            goto fail;
-    }
+    int composite = attr_true(meta, s_composite);
+    if (composite < 0)
+        goto fail;
     busy = !composite;
     out = PyObject_Call(fn, args, kwargs);
     busy = 0;
-    {   /* finally: pop, keeping the op's exception unless pop itself raises */
+    {   /* finally: pop */
         PyObject *et, *ev, *etb;
         PyErr_Fetch(&et, &ev, &etb);
-        PyObject *r = PyObject_CallOneArg(f_pop, tok);
-        if (r == NULL) {
-            Py_XDECREF(et);
-            Py_XDECREF(ev);
-            Py_XDECREF(etb);
-            Py_CLEAR(out);
-            goto fail;
-        }
-        Py_DECREF(r);
-        PyErr_Restore(et, ev, etb);
+        out = after_close(out, PyObject_CallOneArg(f_pop, tok), et, ev, etb);
     }
     if (out == NULL)
         goto fail;
@@ -746,16 +754,11 @@ open_cached(PyObject *module, PyObject *st)
 static PyObject *
 module_call(PyObject *mod, PyObject *const *argv, Py_ssize_t argc)
 {
-    if (argc != 4 || !PyTuple_Check(argv[2]) || !(argv[3] == Py_None || PyDict_Check(argv[3]))) {
-        PyErr_SetString(PyExc_TypeError, "module_call(module, orig_call, args: tuple, kwargs: dict)");
+    PyObject *kwargs;
+    if (call_args(argv, argc, "module_call(module, orig_call, args: tuple, kwargs: dict)",
+                  modules_configured, &kwargs) < 0)
         return NULL;
-    }
-    if (!modules_configured || o_state == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: configure_modules() first");
-        return NULL;
-    }
     PyObject *module = argv[0], *orig = argv[1], *args = argv[2];
-    PyObject *kwargs = (argv[3] != Py_None && PyDict_GET_SIZE(argv[3])) ? argv[3] : NULL;
     PyObject *st = PyObject_GetAttr(m_tls, s_mods);
     if (st == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError))
@@ -810,16 +813,7 @@ module_call(PyObject *mod, PyObject *const *argv, Py_ssize_t argc)
         r = PyObject_CallOneArg(m_close, module);
     }
     Py_DECREF(st);
-    if (r == NULL) {
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(etb);
-        Py_XDECREF(out);
-        return NULL;
-    }
-    Py_DECREF(r);
-    PyErr_Restore(et, ev, etb);
-    return out;
+    return after_close(out, r, et, ev, etb);
 }
 
 static PyObject *
