@@ -19,7 +19,10 @@ A module called with no module open on its thread is a root; paths come from the
 ``named_modules()`` (cached per root, refreshed once when a module is not found, e.g. added after the
 first call). The root's own path is ``""`` as in ``named_modules()``; a module that is not a
 descendant of the current root (called from inside it) gets ``<parent path>.<ClassName>``. The
-encoded text per (module, path) is cached, so steady-state cost is two dict lookups, a push and a pop.
+encoded text per (module, path) is cached, so steady-state cost is two dict lookups, a push and a pop
+(done in C by the optional extension's ``module_call`` where it was built, see
+:mod:`pyprof.annotate.fastpath`; cache misses and stale stacks still go through :func:`_open` and
+:func:`_close`).
 
 The instrumentation is installed only while a consumer is present (a Recorder, an NVTX tool,
 ``lazy=False``, or a torch.profiler session, noticed by wrapping torch's

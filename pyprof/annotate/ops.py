@@ -9,7 +9,10 @@ autograd nodes the call created (:mod:`pyprof.annotate.backward`). The payload i
 text directly (:func:`build_payload`: the constant head per callable is precomputed in
 :class:`OpMeta`, arguments by :func:`pyprof.annotate.describe.args_json`, the call site from
 :func:`pyprof.annotate.callsite.call_site_json`), byte-identical to ``markers.encode`` of the payload
-dict, because building that dict and serialising it was about half of the per-op cost.
+dict, because building that dict and serialising it was about half of the per-op cost. Where the
+optional C extension was built (:mod:`pyprof.annotate.fastpath`), the wrapper hands the marker path
+to its ``call`` instead of :func:`call_marked`: the same steps and the same text, without the
+interpreter (the wrapper checks ``is_compiling()`` first, so TorchDynamo never reaches the C call).
 
 Nesting: ops called from inside an instrumented op emit nothing by default (a thread-local flag),
 because the outer op already names the work — except inside :data:`COMPOSITES`, functions whose
