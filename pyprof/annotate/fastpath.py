@@ -6,12 +6,14 @@ it does not handle (see the comment at the top of ``_fastpayload.c``). It is com
 time where a C compiler is present; where it is not (or with ``PYPROF_PURE_PYTHON=1`` in the
 environment), :func:`load` returns None and the op wrapper runs the pure-Python path.
 
-Two entry points: ``build(meta, args, kwargs, op_id, s0)`` is :func:`~pyprof.annotate.ops.build_payload`
-and ``call(meta, fn, args, kwargs)`` is :func:`~pyprof.annotate.ops.call_marked` (nesting flag,
+Three entry points: ``build(meta, args, kwargs, op_id, s0)`` is :func:`~pyprof.annotate.ops.build_payload`;
+``call(meta, fn, args, kwargs)`` is :func:`~pyprof.annotate.ops.call_marked` (nesting flag,
 tracing check, op id, autograd ``seq``, payload, push, the call, pop, backward hooks), calling the
-same Python ``push``/``pop``/``hook_op``. The wrapper itself stays a Python function, and checks
+same Python ``push``/``pop``/``hook_op``; ``module_call(module, orig_call, args, kwargs)`` is the
+range of :func:`pyprof.annotate.modules._call` (configured by that module with
+``configure_modules``). The wrappers themselves stay Python functions, and check
 ``torch.compiler.is_compiling()`` before calling into C, so TorchDynamo still traces straight
-through it to the original op.
+through them to the original op.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pyprof.annotate import callsite, describe
 
 
 def load(**call_side):
-    """The configured extension module (``build`` and ``call``), or None (see module docstring).
+    """The configured extension module (``build``, ``call``, ``module_call``), or None (see module docstring).
 
     ``call_side``: what :mod:`pyprof.annotate.ops` hands over for ``call`` (``state``, ``ids``,
     ``tracing_state``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``hook_op``,
