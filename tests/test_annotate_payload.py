@@ -77,9 +77,9 @@ def _texts_through_wrapper(fast: bool, calls):
     """Payload texts of ``calls`` made through a real op wrapper, with the C accelerator on or off."""
     import re
 
-    saved = ann_ops._fast_build, ann_ops._fast_call
+    saved = ann_ops._fast_call
     if not fast:
-        ann_ops._fast_build = ann_ops._fast_call = None
+        ann_ops._fast_call = None
     try:
         meta = OpMeta("wrap", "probe", lambda *a, **k: None, composite=False)
         wrapper = ann_ops.make_wrapper(lambda *a, **k: None, meta)
@@ -88,10 +88,10 @@ def _texts_through_wrapper(fast: bool, calls):
                 wrapper(*args, **kwargs)  # one call site for all: the trace must match too
         return [re.sub(r',"id":\d+,', ',"id":0,', t) for t in rec.texts()]
     finally:
-        ann_ops._fast_build, ann_ops._fast_call = saved
+        ann_ops._fast_call = saved
 
 
-@pytest.mark.skipif(ann_ops._fast_build is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 def test_c_accelerator_writes_the_same_bytes_as_python(initialized):
     calls = [(a, k) for a in ARGS for k in KWARGS]
     calls += [((torch.ones(2, 3, requires_grad=True), 0.5), {}), ((torch.ones(1), 1e-5, 0.1, 1e-5), {}),
@@ -106,12 +106,12 @@ def test_c_accelerator_writes_the_same_bytes_as_python(initialized):
         assert all('"trace":["tests/test_annotate_payload.py:' in t for t in c_texts)
 
 
-@pytest.mark.skipif(ann_ops._fast_build is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 def test_c_accelerator_raises_like_python_on_values_orjson_rejects(initialized):
     meta = OpMeta("torch", "add", torch.add)
     for big in (1 << 64, [1, 1 << 64], (-(1 << 63) - 1,)):
         with pytest.raises(TypeError):
-            ann_ops._fast_build(meta, (torch.ones(1), big), {}, 1, None)
+            ann_ops._fast.build(meta, (torch.ones(1), big), {}, 1, None)
 
 
 def _model_ranges(fast: bool, make, fail_at: str | None = None):
@@ -121,9 +121,9 @@ def _model_ranges(fast: bool, make, fail_at: str | None = None):
 
     from pyprof.annotate import modules as ann_modules
 
-    saved = ann_ops._fast_build, ann_ops._fast_call, ann_modules._fast_module_call
+    saved = ann_ops._fast_call, ann_modules._fast_module_call
     if not fast:
-        ann_ops._fast_build = ann_ops._fast_call = ann_modules._fast_module_call = None
+        ann_ops._fast_call = ann_modules._fast_module_call = None
     try:
         torch.manual_seed(0)
         model, x = make()
@@ -139,10 +139,10 @@ def _model_ranges(fast: bool, make, fail_at: str | None = None):
         ids = re.compile(r'"(id|seq|nseq)":\[?\d+\]?')
         return [(r.depth, ids.sub("", r.text), r.end_ns >= 0) for r in rec.ranges]
     finally:
-        ann_ops._fast_build, ann_ops._fast_call, ann_modules._fast_module_call = saved
+        ann_ops._fast_call, ann_modules._fast_module_call = saved
 
 
-@pytest.mark.skipif(ann_ops._fast_call is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 @pytest.mark.parametrize("name,fail_at", [("lenet", None), ("resnet", "layer1.0"), ("transformer", "encoder.layers.0")])
 def test_c_accelerator_records_the_same_ranges_as_python(initialized, name, fail_at):
     from tests.small_models import MODELS

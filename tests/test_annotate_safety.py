@@ -177,7 +177,7 @@ def test_nested_option_emits_all_levels():
 def _count_payload_builds(monkeypatch) -> list:
     """Count payload builds, by the Python builder and by the C accelerator where it was built."""
     calls: list = []
-    for attr in ("build_payload", "_fast_build", "_fast_call"):
+    for attr in ("build_payload", "_fast_call"):
         real = getattr(ann_ops, attr)
         if real is not None:
             monkeypatch.setattr(ann_ops, attr, lambda *a, _real=real, **k: calls.append(1) or _real(*a, **k))

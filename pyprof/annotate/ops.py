@@ -200,10 +200,7 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
     op_id = next(_ids)
     s0 = _get_seq() if (S.backward and _grad_enabled() and _wants_grad(args, kwargs)) else None
     try:
-        if _fast_build is not None and S.stack_depth == 1:
-            text = _fast_build(meta, args, kwargs, op_id, s0)
-        else:
-            text = build_payload(meta, args, kwargs, op_id, s0)
+        text = build_payload(meta, args, kwargs, op_id, s0)
     except Exception:  # noqa: BLE001 - describing must never break the user's call
         return fn(*args, **kwargs)
     tok = push(text)
@@ -220,13 +217,12 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
     return out
 
 
-#: The C accelerator (:mod:`pyprof.annotate.fastpath`): ``_fast_call`` stands in for
-#: :func:`call_marked` and ``_fast_build`` for :func:`build_payload` (stack_depth 1); both None
-#: where it was not built or PYPROF_PURE_PYTHON=1.
+#: The C accelerator (:mod:`pyprof.annotate.fastpath`; None where it was not built or
+#: PYPROF_PURE_PYTHON=1): ``_fast_call`` stands in for :func:`call_marked`, and builds the text
+#: :func:`build_payload` would (``_fast.build`` on its own, for the tests).
 _fast = fastpath.load(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
                       tracing_state=_tracing_state, grad_enabled=_grad_enabled, get_seq=_get_seq,
                       push=push, pop=pop, hook_op=_hook_op, build_payload=build_payload)
-_fast_build = _fast.build if _fast is not None else None
 _fast_call = _fast.call if _fast is not None else None
 
 
