@@ -85,7 +85,7 @@ float_part(PyObject *v, PyObject *head)
             }
         }
     }
-    if (!PyUnicode_Check(txt) || !PyUnicode_Check(head)) { /* %U below needs str */
+    if (!PyUnicode_Check(txt)) { /* %U below needs str (arg_part checked head) */
         Py_DECREF(txt);
         PyErr_SetString(PyExc_TypeError, "pyprof: float text is not a str");
         return NULL;
@@ -127,7 +127,7 @@ arg_part(PyObject *v, PyObject *head, PyObject *name)
                 break;
         if (i == n) {
             PyObject *s = PyDict_GetItemWithError(d_ints, v); /* only in-range tuples are cached */
-            if (s != NULL && PyUnicode_Check(s) && PyUnicode_Check(head))
+            if (s != NULL && PyUnicode_Check(s))
                 return PyUnicode_FromFormat("%U\"tuple\",\"value\":[%U]}", head, s);
             if (PyErr_Occurred())
                 return NULL;
@@ -685,6 +685,18 @@ ref_is(PyObject *entry, PyObject *obj)
 #endif
 }
 
+/* table[id(obj)] (modules.py keys its caches by id), borrowed; NULL: missing, or an exception. */
+static PyObject *
+by_id(PyObject *table, PyObject *obj)
+{
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    if (key == NULL)
+        return NULL;
+    PyObject *v = PyDict_GetItemWithError(table, key);
+    Py_DECREF(key);
+    return v;
+}
+
 /* modules._open's cache hit path: push the module's range and record it on this thread's stack.
  * Returns 1 done, 0 not handled here (the caller runs the Python _open), -1 error. */
 static int
@@ -701,32 +713,20 @@ open_cached(PyObject *module, PyObject *st)
         if (!PyTuple_Check(bottom) || PyTuple_GET_SIZE(bottom) != 4)
             return 0;
         PyObject *root = PyTuple_GET_ITEM(bottom, 0);
-        PyObject *key = PyLong_FromVoidPtr(root);
-        if (key == NULL)
-            return -1;
-        PyObject *entry = PyDict_GetItemWithError(m_paths, key);
-        Py_DECREF(key);
+        PyObject *entry = by_id(m_paths, root);
         if (entry == NULL)
             return PyErr_Occurred() ? -1 : 0;
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 || !ref_is(entry, root)
                 || !PyDict_Check(PyTuple_GET_ITEM(entry, 1)))
             return 0;
-        key = PyLong_FromVoidPtr(module);
-        if (key == NULL)
-            return -1;
-        path = PyDict_GetItemWithError(PyTuple_GET_ITEM(entry, 1), key);
-        Py_DECREF(key);
+        path = by_id(PyTuple_GET_ITEM(entry, 1), module);
         if (path == NULL)
             return PyErr_Occurred() ? -1 : 0;
     }
     else {
         path = empty_str;
     }
-    PyObject *key = PyLong_FromVoidPtr(module);
-    if (key == NULL)
-        return -1;
-    PyObject *entry = PyDict_GetItemWithError(m_texts, key);
-    Py_DECREF(key);
+    PyObject *entry = by_id(m_texts, module);
     if (entry == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3 || !ref_is(entry, module))
