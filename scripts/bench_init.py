@@ -2,24 +2,31 @@
 
 Workloads: a stream of small tensor ops with no module, a tiny MLP (small ops inside modules; many
 iterations, without and with autograd recording, which adds the backward-node hooks), and a
-ResNet-18-like forward at batch 1 (defined below, no torchvision). States, each timed as the median over repeats:
+ResNet-18-like forward at batch 1 (defined below, no torchvision). States:
 
   A  no init()                                   (baseline)
-  B  init(), no NVTX consumer (lazy mode)        target <= 1.2x A
-  C  init(lazy=False): payloads built and pushed to a null consumer (what nsys would cost
-     pyprof, without nsys' own cost)              target <= 5 us added per op
+  B  init(), no consumer (lazy mode)             target <= 1.2x A
+  C  init(lazy=False): payloads built for every op and module, with nobody to hand them to
+                                                 target <= 5 us added per op
+  E  init() as under an NVTX tool: payloads built and pushed through the ``nvtx`` package into a
+     real nvtx Domain, whose calls are NVTX's no-op stubs here (what nsys costs on pyprof's side,
+     without nsys' own work)
   D  init() inside a Recorder (payloads built and stored in Python)
 
-Ops per iteration are counted with a Recorder (op ranges). Run: ``python scripts/bench_init.py``
-(``--quick`` for fewer repeats). Prints ratios to A and microseconds added per op, from the
-medians of wall time and of the thread's CPU time (``time.thread_time``; torch runs on one
-thread here), the latter being far less disturbed by other processes on a shared machine.
+Each round runs every state once, in a random order; a state's time is the thread's CPU time
+(``time.thread_time``; torch runs on one thread here), far less disturbed by other processes on a
+shared machine than wall time. Printed per state: the median time, its ratio to A, and the time
+added per op: the median over rounds of (state - A) of the same round, divided by the op count
+(op ranges a Recorder counts; module ranges and backward hooks are in the time but not in the
+count), with its interquartile range. Run: ``python scripts/bench_init.py`` (``--quick``: fewer
+rounds).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import random
 import statistics
 import time
 
@@ -91,12 +98,13 @@ def op_stream():
     return run
 
 
-def resnet18():
+def resnet18(iters: int = 3):
     torch.manual_seed(0)
     model = ResNet18().eval()
     x = torch.randn(1, 3, 64, 64)
+    per_run = iters
 
-    def run(iters=3):
+    def run(iters=per_run):
         for _ in range(iters):
             model(x)
     return run
@@ -113,6 +121,26 @@ def count_ranges(fn) -> tuple[int, int]:
         pyprof.deinit()
 
 
+def _nvtx_tool_init() -> None:
+    """init() as under an NVTX tool: ``nvtx.get_domain`` hands pyprof a real ``nvtx`` Domain, whose
+    C calls are NVTX's no-op stubs here (no tool library is loaded), so every range goes through the
+    nvtx package as under nsys, minus what nsys itself does with it."""
+    import nvtx
+    from nvtx._lib.lib import Domain, DomainHandle
+
+    from pyprof import markers
+
+    dom = object.__new__(Domain)
+    dom.handle = DomainHandle(markers.DOMAIN)
+    dom.__init__(markers.DOMAIN)
+    orig = nvtx.get_domain
+    nvtx.get_domain = lambda name=None: dom
+    try:
+        pyprof.init()
+    finally:
+        nvtx.get_domain = orig
+
+
 def _state(tag: str, fn):
     """(set up, timed callable, tear down) for one state."""
     if tag == "A":
@@ -121,6 +149,8 @@ def _state(tag: str, fn):
         return (lambda: pyprof.init()), fn, pyprof.deinit
     if tag == "C":
         return (lambda: pyprof.init(lazy=False)), fn, pyprof.deinit
+    if tag == "E":
+        return _nvtx_tool_init, fn, pyprof.deinit
 
     def with_recorder():
         with Recorder():
@@ -128,44 +158,49 @@ def _state(tag: str, fn):
     return (lambda: pyprof.init()), with_recorder, pyprof.deinit
 
 
-def bench(name: str, fn, repeats: int, grad: bool) -> dict:
-    """Time the four states interleaved (A B C D A B C D ...) so machine load hits all alike."""
+LABELS = {"A": "no init                 ", "B": "init, no consumer       ",
+          "C": "init, payloads built    ", "E": "init, NVTX tool path    ",
+          "D": "init, Recorder          "}
+
+
+def bench(name: str, fn, rounds: int, grad: bool) -> dict:
+    """Time the states in rounds (each round runs every state once, in a new random order, so that
+    machine load and what one state leaves behind, such as the heap after init/deinit, hit all states
+    alike). The time added per op is the median over rounds of (state - A) in the same round, over the
+    op count, so slow drifts of the machine cancel; its interquartile range is printed beside it."""
     ctx = torch.enable_grad if grad else torch.no_grad
-    tags = "ABCD"
-    times: dict = {t: [] for t in tags}
+    tags = "ABCED"
     cpu: dict = {t: [] for t in tags}
+    order = random.Random(0)
     with ctx():
         n_ops, n_mods = count_ranges(fn)
-        for rep in range(repeats + 1):  # round 0 warms up
-            for tag in tags:
+        for rnd in range(rounds + 1):  # round 0 warms up
+            for tag in order.sample(tags, len(tags)):
                 setup, run, teardown = _state(tag, fn)
                 setup()
                 try:
                     run()  # warm: per-process caches (call sites, argument names, module texts)
                     gc.collect()
                     c0 = time.thread_time()
-                    t0 = time.perf_counter()
                     run()
-                    dt = time.perf_counter() - t0
                     dc = time.thread_time() - c0
                 finally:
                     teardown()
-                if rep:  # the first round warms up
-                    times[tag].append(dt)
+                if rnd:
                     cpu[tag].append(dc)
-    med = {t: statistics.median(v) for t, v in times.items()}
-    cmed = {t: statistics.median(v) for t, v in cpu.items()}
-    a, ca = med["A"], cmed["A"]
-    # added/op: all that init() adds (module ranges and backward hooks included) over the op count
-    print(f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run, plus {n_mods} module ranges)")
-    labels = {"A": "no init                 ", "B": "init, no consumer       ",
-              "C": "init, payloads (null)   ", "D": "init, Recorder          "}
-    print("    state                     wall median  ratio  added/op  | CPU median  ratio  added/op")
+    a = statistics.median(cpu["A"])
+    print(f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run, plus {n_mods} module ranges; "
+          f"{rounds} rounds)")
+    print("    state                     CPU median  ratio  added/op (median of paired rounds) [IQR]")
+    out = {}
     for tag in tags:
-        t, c = med[tag], cmed[tag]
-        print(f"  {tag} {labels[tag]} {t * 1e3:8.2f} ms  {t / a:5.2f}x {(t - a) / n_ops * 1e6:6.2f} us"
-              f"  | {c * 1e3:7.2f} ms  {c / ca:5.2f}x {(c - ca) / n_ops * 1e6:6.2f} us")
-    return med
+        med = statistics.median(cpu[tag])
+        added = sorted((x - y) / n_ops * 1e6 for x, y in zip(cpu[tag], cpu["A"], strict=True))
+        q1, q2, q3 = statistics.quantiles(added, n=4) if len(added) > 1 else (added * 3)
+        out[tag] = q2
+        spread = "" if tag == "A" else f"  [{q1:6.2f}, {q3:6.2f}]"
+        print(f"  {tag} {LABELS[tag]} {med * 1e3:8.2f} ms  {med / a:5.2f}x  {q2:6.2f} us{spread}")
+    return out
 
 
 def main() -> None:
@@ -176,13 +211,13 @@ def main() -> None:
     reps = 5 if args.quick else 15
     from pyprof.annotate import ops
     accel = "on" if ops._fast_call is not None else "off (not built, or PYPROF_PURE_PYTHON=1)"
-    print(f"torch {torch.__version__}, CPU, 1 thread, median of {reps} repeats; C accelerator {accel}")
+    print(f"torch {torch.__version__}, CPU, 1 thread, thread CPU time; C accelerator {accel}")
     bench("op stream x500 (add, mul, relu)", op_stream(), reps, grad=False)
     bench("tiny MLP x200", tiny_mlp(), reps, grad=False)
     bench("tiny MLP x200", tiny_mlp(), reps, grad=True)
-    # three times the repeats: its per-op figure is a small difference of two large times (1 us/op is
-    # 0.8% of a run), and from run to run the plain forward alone moves by more than that
-    bench("ResNet-18-like b1 64x64 x3", resnet18(), 3 * reps, grad=False)
+    # ten times the rounds, one forward each: its per-op figure is a small difference of two large
+    # times (1 us/op is 0.3% of a forward), and from run to run the plain forward moves by 2-3%
+    bench("ResNet-18-like b1 64x64", resnet18(1), 10 * reps, grad=False)
 
 
 if __name__ == "__main__":

@@ -97,7 +97,12 @@ def test_c_accelerator_writes_the_same_bytes_as_python(initialized):
     calls += [((torch.ones(2, 3, requires_grad=True), 0.5), {}), ((torch.ones(1), 1e-5, 0.1, 1e-5), {}),
               ((torch.ones(1), float("nan"), -0.0, 0.0, math.inf, -math.inf, 1e16, 1e-7), {}),
               ((torch.ones(2, 2).t(), torch.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.long), [], (3,))), {}),
-              ((1 << 63, -(1 << 63) - 1 + 1, (1 << 63) - 1), {"x": (1, 2), "y": [1, 2], "z": (1, (1 << 64) - 1)})]
+              ((1 << 63, -(1 << 63) - 1 + 1, (1 << 63) - 1), {"x": (1, 2), "y": [1, 2], "z": (1, (1 << 64) - 1)}),
+              # the C writer's own dtype/device caches, a non-ASCII name, and a text longer than its
+              # first buffer (1536 bytes)
+              ((torch.ones(2, dtype=torch.bfloat16), torch.empty(3, 1, device="meta").t(),
+                torch.ones(1, dtype=torch.float16), torch.ones(1, dtype=torch.bool)), {"\u00e9t\u00e9": torch.ones(1)}),
+              (tuple(torch.ones(i + 1, 2) for i in range(40)), {"tail": (1, 2, 3)})]
     for _ in range(2):  # second round: every cache warm
         c_texts = _texts_through_wrapper(True, calls)
         py_texts = _texts_through_wrapper(False, calls)

@@ -18,23 +18,177 @@
 #include <frameobject.h>
 
 static PyObject *T_tensor, *T_param;                   /* torch.Tensor, torch.nn.Parameter */
-static PyObject *d_tensor, *d_ints, *d_names, *d_floats; /* caches shared with Python */
+static PyObject *d_names, *d_floats, *d_dtypes, *d_devices; /* caches shared with Python */
 static PyObject *f_tensor_json, *f_arg_json, *f_name_head, *f_float_json, *f_entry, *f_one;
+static PyObject *f_dtype_json, *f_device_json;
 static PyObject *f_cdtype_json, *f_any_autocast;
 static PyObject *no_name_head, *empty_str;
-static PyObject *c_sep, *c_close, *c_end, *c_seq, *c_id, *c_trace; /* constant pieces of the text */
 static PyObject *s_shape, *s_dtype, *s_device, *s_is_contiguous, *s_requires_grad, *s_f_lasti;
 static PyObject *s_packed, *s_arg_names;
 static Py_ssize_t max_cached = 8192;
 static int configured = 0;
 
+/* -- the text is written into one buffer -------------------------------------------------------
+ * (a list of part strings joined at the end allocated a str per argument, and a key tuple per
+ * tensor for the Python side's text cache: most of the time was allocation and hashing). */
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+    int ascii;         /* only ASCII written so far: the str is made by one copy */
+    char small[1536];  /* most payloads fit; longer ones move to the heap */
+} wbuf;
+
+static void
+wb_init(wbuf *b)
+{
+    b->p = b->small;
+    b->n = 0;
+    b->cap = (Py_ssize_t)sizeof b->small;
+    b->ascii = 1;
+}
+
+static void
+wb_free(wbuf *b)
+{
+    if (b->p != b->small)
+        PyMem_Free(b->p);
+    b->p = b->small;
+}
+
+static int
+wb_grow(wbuf *b, Py_ssize_t extra)
+{
+    Py_ssize_t cap = b->cap;
+    while (cap < b->n + extra)
+        cap *= 2;
+    char *p = b->p == b->small ? PyMem_Malloc(cap) : PyMem_Realloc(b->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (b->p == b->small)
+        memcpy(p, b->small, b->n);
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int
+wb_put(wbuf *b, const char *s, Py_ssize_t n)
+{
+    if (b->n + n > b->cap && wb_grow(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+#define WB_LIT(b, lit) wb_put((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+/* a str, as UTF-8 */
+static int
+wb_str(wbuf *b, PyObject *s)
+{
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "pyprof: a payload piece is not a str");
+        return -1;
+    }
+    if (PyUnicode_IS_ASCII(s))
+        return wb_put(b, (const char *)PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s));
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (u == NULL)
+        return -1;
+    b->ascii = 0;
+    return wb_put(b, u, n);
+}
+
+/* a str a Python fallback returned (stolen) */
+static int
+wb_str_steal(wbuf *b, PyObject *s)
+{
+    if (s == NULL)
+        return -1;
+    int r = wb_str(b, s);
+    Py_DECREF(s);
+    return r;
+}
+
+static int
+wb_ll(wbuf *b, long long v)
+{
+    char tmp[24];
+    int i = (int)sizeof tmp;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    return wb_put(b, tmp + i, (Py_ssize_t)sizeof tmp - i);
+}
+
+/* a Python int as str() writes it: in C for int64, else by str() */
+static int
+wb_int(wbuf *b, PyObject *v)
+{
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow)
+            return wb_ll(b, x);
+    }
+    return wb_str_steal(b, PyObject_Str(v));
+}
+
 static PyObject *
-tensor_part(PyObject *v, PyObject *head)
+wb_finish(wbuf *b)
+{
+    PyObject *r;
+    if (b->ascii) {
+        r = PyUnicode_New(b->n, 127);
+        if (r != NULL)
+            memcpy(PyUnicode_DATA(r), b->p, b->n);
+    }
+    else {
+        r = PyUnicode_DecodeUTF8(b->p, b->n, NULL);
+    }
+    wb_free(b);
+    return r;
+}
+
+/* cache[key] (a str filled by the Python function fill(key)), borrowed from the cache or new */
+static PyObject *
+cached_text(PyObject *cache, PyObject *key, PyObject *fill)
+{
+    PyObject *s = PyDict_GetItemWithError(cache, key);
+    if (s != NULL)
+        return Py_NewRef(s);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallOneArg(fill, key);
+}
+
+static int
+wb_bool(wbuf *b, PyObject *v)
+{
+    int t = PyObject_IsTrue(v);
+    if (t < 0)
+        return -1;
+    return t ? WB_LIT(b, "true") : WB_LIT(b, "false");
+}
+
+/* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}' */
+static int
+put_tensor(wbuf *b, PyObject *v, PyObject *head)
 {
     PyObject *contig = PyObject_CallMethodNoArgs(v, s_is_contiguous);
     if (contig == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
-            return NULL;
+            return -1;
         PyErr_Clear(); /* sparse and other layouts without strides: as the Python path */
         contig = Py_NewRef(Py_False);
     }
@@ -42,25 +196,54 @@ tensor_part(PyObject *v, PyObject *head)
     PyObject *dtype = shape ? PyObject_GetAttr(v, s_dtype) : NULL;
     PyObject *device = dtype ? PyObject_GetAttr(v, s_device) : NULL;
     PyObject *grad = device ? PyObject_GetAttr(v, s_requires_grad) : NULL;
-    PyObject *key = grad ? PyTuple_Pack(5, shape, dtype, device, contig, grad) : NULL;
+    PyObject *dts = grad ? cached_text(d_dtypes, dtype, f_dtype_json) : NULL;
+    PyObject *devs = dts ? cached_text(d_devices, device, f_device_json) : NULL;
+    int r = -1;
+    if (devs == NULL)
+        goto done;
+    if (!PyTuple_Check(shape)) /* torch.Size is a tuple; anything else: the Python path */
+        goto python;
+    Py_ssize_t n = PyTuple_GET_SIZE(shape);
+    for (Py_ssize_t i = 0; i < n; i++) /* plain ints only (not SymInts, say) */
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(shape, i)))
+            goto python;
+    Py_ssize_t mark = b->n;
+    if (wb_str(b, head) < 0 || WB_LIT(b, "\"tensor\",\"shape\":[") < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int overflow = 0;
+        long long d = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(shape, i), &overflow);
+        if (d == -1 && PyErr_Occurred())
+            goto done;
+        if (overflow) {
+            b->n = mark;
+            goto python;
+        }
+        if ((i && WB_LIT(b, ",") < 0) || wb_ll(b, d) < 0)
+            goto done;
+    }
+    if (WB_LIT(b, "],\"dtype\":") < 0 || wb_str(b, dts) < 0 || WB_LIT(b, ",\"device\":") < 0
+            || wb_str(b, devs) < 0 || WB_LIT(b, ",\"contig\":") < 0 || wb_bool(b, contig) < 0
+            || WB_LIT(b, ",\"grad\":") < 0 || wb_bool(b, grad) < 0 || WB_LIT(b, "}") < 0)
+        goto done;
+    r = 0;
+    goto done;
+python:
+    r = wb_str_steal(b, PyObject_CallFunctionObjArgs(f_tensor_json, v, head, NULL));
+done:
     Py_DECREF(contig);
     Py_XDECREF(shape);
     Py_XDECREF(dtype);
     Py_XDECREF(device);
     Py_XDECREF(grad);
-    if (key == NULL)
-        return NULL;
-    PyObject *s = PyDict_GetItemWithError(d_tensor, key); /* borrowed */
-    Py_DECREF(key);
-    if (s != NULL)
-        return PyUnicode_Concat(head, s);
-    if (PyErr_Occurred())
-        return NULL;
-    return PyObject_CallFunctionObjArgs(f_tensor_json, v, head, NULL); /* fills the cache */
+    Py_XDECREF(dts);
+    Py_XDECREF(devs);
+    return r;
 }
 
+/* the orjson text of a float (describe.float_json), cached in d_floats; new reference */
 static PyObject *
-float_part(PyObject *v, PyObject *head)
+float_text(PyObject *v)
 {
     double x = PyFloat_AS_DOUBLE(v);
     PyObject *txt = NULL;
@@ -68,72 +251,75 @@ float_part(PyObject *v, PyObject *head)
     if (cacheable) {
         txt = PyDict_GetItemWithError(d_floats, v);
         if (txt != NULL)
-            Py_INCREF(txt);
-        else if (PyErr_Occurred())
+            return Py_NewRef(txt);
+        if (PyErr_Occurred())
             return NULL;
     }
-    if (txt == NULL) {
-        txt = PyObject_CallOneArg(f_float_json, v);
-        if (txt == NULL)
-            return NULL;
-        if (cacheable) {
-            if (PyDict_GET_SIZE(d_floats) >= max_cached)
-                PyDict_Clear(d_floats);
-            if (PyDict_SetItem(d_floats, v, txt) < 0) {
-                Py_DECREF(txt);
-                return NULL;
-            }
-        }
+    txt = PyObject_CallOneArg(f_float_json, v);
+    if (txt != NULL && cacheable) {
+        if (PyDict_GET_SIZE(d_floats) >= max_cached)
+            PyDict_Clear(d_floats);
+        if (PyDict_SetItem(d_floats, v, txt) < 0)
+            Py_CLEAR(txt);
     }
-    if (!PyUnicode_Check(txt)) { /* %U below needs str (arg_part checked head) */
-        Py_DECREF(txt);
-        PyErr_SetString(PyExc_TypeError, "pyprof: float text is not a str");
-        return NULL;
-    }
-    PyObject *r = PyUnicode_FromFormat("%U\"float\",\"value\":%U}", head, txt);
-    Py_DECREF(txt);
-    return r;
+    return txt;
 }
 
-static PyObject *
-arg_part(PyObject *v, PyObject *head, PyObject *name)
+/* describe.arg_json: one argument; what is not written here is written by the Python function */
+static int
+put_arg(wbuf *b, PyObject *v, PyObject *head, PyObject *name)
 {
     PyTypeObject *t = Py_TYPE(v);
-    if (!PyUnicode_Check(head)) { /* the %U formats below need str heads */
-        PyErr_SetString(PyExc_TypeError, "pyprof: argument head is not a str");
-        return NULL;
-    }
     if ((PyObject *)t == T_tensor || (PyObject *)t == T_param)
-        return tensor_part(v, head);
+        return put_tensor(b, v, head);
     if (v == Py_None)
-        return PyUnicode_FromFormat("%U\"NoneType\",\"value\":null}", head);
+        return wb_str(b, head) < 0 ? -1 : WB_LIT(b, "\"NoneType\",\"value\":null}");
     if (t == &PyBool_Type)
-        return PyUnicode_FromFormat("%U\"bool\",\"value\":%s}", head, v == Py_True ? "true" : "false");
+        return wb_str(b, head) < 0 ? -1 : v == Py_True ? WB_LIT(b, "\"bool\",\"value\":true}")
+                                                       : WB_LIT(b, "\"bool\",\"value\":false}");
     if (t == &PyLong_Type) {
         int overflow = 0;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (x == -1 && PyErr_Occurred())
-            return NULL;
+            return -1;
         if (!overflow)
-            return PyUnicode_FromFormat("%U\"int\",\"value\":%lld}", head, x);
+            return (wb_str(b, head) < 0 || WB_LIT(b, "\"int\",\"value\":") < 0 || wb_ll(b, x) < 0)
+                   ? -1 : WB_LIT(b, "}");
     }
     else if (t == &PyFloat_Type) {
-        return float_part(v, head);
+        PyObject *txt = float_text(v);
+        if (txt == NULL)
+            return -1;
+        int r = (wb_str(b, head) < 0 || WB_LIT(b, "\"float\",\"value\":") < 0 || wb_str(b, txt) < 0)
+                ? -1 : WB_LIT(b, "}");
+        Py_DECREF(txt);
+        return r;
     }
-    else if (t == &PyTuple_Type) {
+    else if (t == &PyTuple_Type) { /* a tuple of int64 ints (stride=(1, 1)): written here */
         Py_ssize_t n = PyTuple_GET_SIZE(v), i;
         for (i = 0; i < n; i++)
             if (Py_TYPE(PyTuple_GET_ITEM(v, i)) != &PyLong_Type)
                 break;
         if (i == n) {
-            PyObject *s = PyDict_GetItemWithError(d_ints, v); /* only in-range tuples are cached */
-            if (s != NULL && PyUnicode_Check(s))
-                return PyUnicode_FromFormat("%U\"tuple\",\"value\":[%U]}", head, s);
-            if (PyErr_Occurred())
-                return NULL;
+            Py_ssize_t mark = b->n;
+            if (wb_str(b, head) < 0 || WB_LIT(b, "\"tuple\",\"value\":[") < 0)
+                return -1;
+            for (i = 0; i < n; i++) {
+                int overflow = 0;
+                long long x = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(v, i), &overflow);
+                if (x == -1 && PyErr_Occurred())
+                    return -1;
+                if (overflow)
+                    break;
+                if ((i && WB_LIT(b, ",") < 0) || wb_ll(b, x) < 0)
+                    return -1;
+            }
+            if (i == n)
+                return WB_LIT(b, "]}");
+            b->n = mark; /* beyond int64: the Python path decides */
         }
     }
-    return PyObject_CallFunctionObjArgs(f_arg_json, v, head, name, NULL);
+    return wb_str_steal(b, PyObject_CallFunctionObjArgs(f_arg_json, v, head, name, NULL));
 }
 
 /* -- the call site ------------------------------------------------------------------------------
@@ -278,16 +464,6 @@ site_json(void)
     return PyUnicode_FromString("[]");
 }
 
-static int
-append_steal(PyObject *list, PyObject *item)
-{
-    if (item == NULL)
-        return -1;
-    int r = PyList_Append(list, item);
-    Py_DECREF(item);
-    return r;
-}
-
 /* meta.packed, (head, heads, names, lowp, composite), after meta.arg_names() filled it; new ref. */
 static PyObject *
 packed_meta(PyObject *meta)
@@ -311,54 +487,49 @@ packed_meta(PyObject *meta)
     return packed;
 }
 
+/* The payload text (ops.build_payload at stack_depth 1) of meta's op called with args/kwargs;
+ * packed is meta.packed (see packed_meta). */
 static PyObject *
-build_text(PyObject *meta, PyObject *args, PyObject *kwargs, PyObject *op_id, PyObject *s0)
+build_text(PyObject *meta, PyObject *packed, PyObject *args, PyObject *kwargs, PyObject *op_id,
+           PyObject *s0)
 {
     if (!PyTuple_Check(args) || !(kwargs == Py_None || PyDict_Check(kwargs))) {
         PyErr_SetString(PyExc_TypeError, "build: args must be a tuple and kwargs a dict");
         return NULL;
     }
-    PyObject *packed = packed_meta(meta);
-    if (packed == NULL)
-        return NULL;
     PyObject *heads = PyTuple_GET_ITEM(packed, 1), *names = PyTuple_GET_ITEM(packed, 2);
     Py_ssize_t na = PyTuple_GET_SIZE(args), nk = kwargs == Py_None ? 0 : PyDict_GET_SIZE(kwargs);
-    PyObject *parts = PyList_New(0);
-    if (parts == NULL || PyList_Append(parts, PyTuple_GET_ITEM(packed, 0)) < 0)
-        goto fail;
     Py_ssize_t nh = PyTuple_GET_SIZE(heads), nn = PyTuple_GET_SIZE(names), k = 0;
+    wbuf b;
+    wb_init(&b);
+    if (wb_str(&b, PyTuple_GET_ITEM(packed, 0)) < 0)
+        goto fail;
     for (Py_ssize_t i = 0; i < na; i++, k++) {
-        if (k && PyList_Append(parts, c_sep) < 0)
-            goto fail;
         PyObject *head = i < nh ? PyTuple_GET_ITEM(heads, i) : no_name_head;
         PyObject *name = i < nn ? PyTuple_GET_ITEM(names, i) : empty_str;
-        if (append_steal(parts, arg_part(PyTuple_GET_ITEM(args, i), head, name)) < 0)
+        if ((k && WB_LIT(&b, ",") < 0) || put_arg(&b, PyTuple_GET_ITEM(args, i), head, name) < 0)
             goto fail;
     }
     if (nk) {
         Py_ssize_t pos = 0;
         PyObject *key, *value;
         while (PyDict_Next(kwargs, &pos, &key, &value)) {
-            if (k++ && PyList_Append(parts, c_sep) < 0)
+            if (k++ && WB_LIT(&b, ",") < 0)
                 goto fail;
-            PyObject *head = PyDict_GetItemWithError(d_names, key);
-            if (head != NULL)
-                Py_INCREF(head);
-            else if (PyErr_Occurred())
-                goto fail;
-            else if ((head = PyObject_CallOneArg(f_name_head, key)) == NULL)
+            PyObject *head = cached_text(d_names, key, f_name_head);
+            if (head == NULL)
                 goto fail;
             Py_INCREF(key); /* held while Python fallbacks run */
             Py_INCREF(value);
-            PyObject *part = arg_part(value, head, key);
+            int r = put_arg(&b, value, head, key);
             Py_DECREF(head);
             Py_DECREF(key);
             Py_DECREF(value);
-            if (append_steal(parts, part) < 0)
+            if (r < 0)
                 goto fail;
         }
     }
-    if (PyList_Append(parts, c_close) < 0)
+    if (WB_LIT(&b, "]") < 0)
         goto fail;
     int is_lowp = PyObject_IsTrue(PyTuple_GET_ITEM(packed, 3));
     if (is_lowp < 0)
@@ -369,24 +540,18 @@ build_text(PyObject *meta, PyObject *args, PyObject *kwargs, PyObject *op_id, Py
         Py_XDECREF(on);
         if (any < 0)
             goto fail;
-        if (any && append_steal(parts, PyObject_CallFunctionObjArgs(f_cdtype_json, meta, args,
-                                                                      kwargs, NULL)) < 0)
+        if (any && wb_str_steal(&b, PyObject_CallFunctionObjArgs(f_cdtype_json, meta, args, kwargs,
+                                                                 NULL)) < 0)
             goto fail;
     }
-    if (s0 != Py_None && (PyList_Append(parts, c_seq) < 0 || append_steal(parts, PyObject_Str(s0)) < 0
-                          || PyList_Append(parts, c_close) < 0))
+    if (s0 != Py_None && (WB_LIT(&b, ",\"seq\":[") < 0 || wb_int(&b, s0) < 0 || WB_LIT(&b, "]") < 0))
         goto fail;
-    if (PyList_Append(parts, c_id) < 0 || append_steal(parts, PyObject_Str(op_id)) < 0
-            || PyList_Append(parts, c_trace) < 0 || append_steal(parts, site_json()) < 0
-            || PyList_Append(parts, c_end) < 0)
+    if (WB_LIT(&b, ",\"id\":") < 0 || wb_int(&b, op_id) < 0 || WB_LIT(&b, ",\"trace\":") < 0
+            || wb_str_steal(&b, site_json()) < 0 || WB_LIT(&b, "}") < 0)
         goto fail;
-    PyObject *text = PyUnicode_Join(empty_str, parts);
-    Py_DECREF(parts);
-    Py_DECREF(packed);
-    return text;
+    return wb_finish(&b);
 fail:
-    Py_XDECREF(parts);
-    Py_DECREF(packed);
+    wb_free(&b);
     return NULL;
 }
 
@@ -401,13 +566,18 @@ build(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: configure() first");
         return NULL;
     }
-    return build_text(argv[0], argv[1], argv[2], argv[3], argv[4]);
+    PyObject *packed = packed_meta(argv[0]);
+    if (packed == NULL)
+        return NULL;
+    PyObject *text = build_text(argv[0], packed, argv[1], argv[2], argv[3], argv[4]);
+    Py_DECREF(packed);
+    return text;
 }
 
 /* -- call(meta, fn, args, kwargs): ops.call_marked without the interpreter ------------------------ */
 static PyObject *o_state, *o_ids, *f_tracing_state, *f_grad_enabled, *f_get_seq;
 static PyObject *f_push, *f_pop, *f_hook_op, *f_build_py;
-static PyObject *s_nested, *s_backward, *s_stack_depth, *s_composite;
+static PyObject *s_nested, *s_backward, *s_stack_depth;
 static _Thread_local int busy = 0; /* inside an op that hides the ops it calls (ops.call_marked's tls.busy) */
 
 /* The end of a try/finally around a call: ``out`` is what the call returned (NULL: its exception
@@ -426,6 +596,50 @@ after_close(PyObject *out, PyObject *closed, PyObject *et, PyObject *ev, PyObjec
     Py_DECREF(closed);
     PyErr_Restore(et, ev, etb);
     return out;
+}
+
+/* -- push/pop: emit.push/emit.pop, called only when a consumer is there --------------------------
+ * emit.push hands the text to an NVTX tool (S.nvtx), a torch.profiler session
+ * (torch.autograd.profiler._is_profiler_enabled) and the Recorders (S.recorders); with none of them
+ * it does nothing and returns emit.NOTHING. The same three checks are made here first, so that a
+ * range nobody consumes costs no Python call (the token is then emit.NOTHING, which emit.pop also
+ * takes, so the Python code may close such a range too). */
+static PyObject *o_profiler, *o_nothing, *s_nvtx, *s_recorders, *s_prof_enabled;
+
+static int
+attr_true(PyObject *obj, PyObject *name);
+
+/* 1 when some consumer may take a range now, 0 when none, -1 with an exception */
+static int
+consumer_present(void)
+{
+    int r = attr_true(o_state, s_nvtx);
+    if (r == 0)
+        r = attr_true(o_profiler, s_prof_enabled);
+    if (r == 0)
+        r = attr_true(o_state, s_recorders);
+    return r;
+}
+
+/* emit.push(text[, cache=True]): a new reference to the token, or NULL with an exception */
+static PyObject *
+push_range(PyObject *text, int cache)
+{
+    int present = consumer_present();
+    if (present < 0)
+        return NULL;
+    if (!present)
+        return Py_NewRef(o_nothing);
+    return cache ? PyObject_CallFunctionObjArgs(f_push, text, Py_True, NULL) : PyObject_CallOneArg(f_push, text);
+}
+
+/* emit.pop(token): a new reference to None, or NULL with an exception */
+static PyObject *
+pop_range(PyObject *tok)
+{
+    if (tok == o_nothing)
+        Py_RETURN_NONE;
+    return PyObject_CallOneArg(f_pop, tok);
 }
 
 /* bool(getattr(obj, name)): 1/0, or -1 with an exception */
@@ -533,7 +747,7 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
             PyErr_SetString(PyExc_RuntimeError, "pyprof: the op id counter ended");
         return NULL;
     }
-    PyObject *s0 = NULL, *text = NULL, *tok = NULL, *out = NULL;
+    PyObject *s0 = NULL, *packed = NULL, *text = NULL, *tok = NULL, *out = NULL;
     int want = state_flag(s_backward);
     if (want > 0) {
         PyObject *g = PyObject_CallNoArgs(f_grad_enabled);
@@ -553,8 +767,10 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         goto fail;
     int depth_one = PyLong_CheckExact(depth) && PyLong_AsLong(depth) == 1;
     Py_DECREF(depth);
-    text = depth_one ? build_text(meta, args, argv[3], op_id, s0)
-                     : PyObject_CallFunctionObjArgs(f_build_py, meta, args, argv[3], op_id, s0, NULL);
+    packed = packed_meta(meta);
+    if (packed != NULL)
+        text = depth_one ? build_text(meta, packed, args, argv[3], op_id, s0)
+                         : PyObject_CallFunctionObjArgs(f_build_py, meta, args, argv[3], op_id, s0, NULL);
     if (text == NULL) {
         /* describing must never break the user's call (ops.call_marked: except Exception) */
         if (!PyErr_ExceptionMatches(PyExc_Exception))
@@ -562,14 +778,15 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         PyErr_Clear();
         Py_DECREF(op_id);
         Py_DECREF(s0);
+        Py_XDECREF(packed);
         return PyObject_Call(fn, args, kwargs);
     }
-    tok = PyObject_CallOneArg(f_push, text);
+    int composite = PyObject_IsTrue(PyTuple_GET_ITEM(packed, 4)); /* meta.composite */
+    if (composite < 0)
+        goto fail;
+    tok = push_range(text, 0);
     Py_CLEAR(text);
     if (tok == NULL)
-        goto fail;
-    int composite = attr_true(meta, s_composite);
-    if (composite < 0)
         goto fail;
     busy = !composite;
     out = PyObject_Call(fn, args, kwargs);
@@ -577,7 +794,7 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     {   /* finally: pop */
         PyObject *et, *ev, *etb;
         PyErr_Fetch(&et, &ev, &etb);
-        out = after_close(out, PyObject_CallOneArg(f_pop, tok), et, ev, etb);
+        out = after_close(out, pop_range(tok), et, ev, etb);
     }
     if (out == NULL)
         goto fail;
@@ -598,12 +815,14 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     }
     Py_DECREF(op_id);
     Py_DECREF(s0);
+    Py_DECREF(packed);
     Py_DECREF(tok);
     return out;
 fail:
     Py_XDECREF(out);
     Py_XDECREF(op_id);
     Py_XDECREF(s0);
+    Py_XDECREF(packed);
     Py_XDECREF(text);
     Py_XDECREF(tok);
     return NULL;
@@ -629,8 +848,9 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
         return NULL;
     }
     if (take(kw, "tensor_type", &T_tensor) || take(kw, "param_type", &T_param)
-            || take(kw, "tensor_txt", &d_tensor) || take(kw, "ints_txt", &d_ints)
             || take(kw, "name_txt", &d_names) || take(kw, "float_txt", &d_floats)
+            || take(kw, "dtype_txt", &d_dtypes) || take(kw, "device_txt", &d_devices)
+            || take(kw, "dtype_json", &f_dtype_json) || take(kw, "device_json", &f_device_json)
             || take(kw, "tensor_json", &f_tensor_json)
             || take(kw, "arg_json", &f_arg_json) || take(kw, "name_head", &f_name_head)
             || take(kw, "float_json", &f_float_json) || take(kw, "entry", &f_entry)
@@ -639,6 +859,7 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
             || take(kw, "state", &o_state) || take(kw, "ids", &o_ids)
             || take(kw, "tracing_state", &f_tracing_state) || take(kw, "grad_enabled", &f_grad_enabled)
             || take(kw, "get_seq", &f_get_seq) || take(kw, "push", &f_push) || take(kw, "pop", &f_pop)
+            || take(kw, "profiler", &o_profiler) || take(kw, "nothing", &o_nothing)
             || take(kw, "hook_op", &f_hook_op) || take(kw, "build_payload", &f_build_py))
         return NULL;
     if (!PyIter_Check(o_ids)) {
@@ -651,8 +872,8 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
         if (max_cached == -1 && PyErr_Occurred())
             return NULL;
     }
-    if (!PyDict_Check(d_tensor) || !PyDict_Check(d_ints) || !PyDict_Check(d_names)
-            || !PyDict_Check(d_floats)) {
+    if (!PyDict_Check(d_names) || !PyDict_Check(d_floats) || !PyDict_Check(d_dtypes)
+            || !PyDict_Check(d_devices)) {
         PyErr_SetString(PyExc_TypeError, "configure(): the caches must be dicts");
         return NULL;
     }
@@ -738,7 +959,7 @@ open_cached(PyObject *module, PyObject *st)
     PyObject *text = Py_NewRef(PyTuple_GET_ITEM(entry, 2));
     Py_INCREF(path);
     Py_INCREF(gen);
-    PyObject *tok = PyObject_CallFunctionObjArgs(f_push, text, Py_True, NULL);
+    PyObject *tok = push_range(text, 1);
     Py_DECREF(text);
     PyObject *item = tok ? PyTuple_Pack(4, module, tok, path, gen) : NULL;
     Py_XDECREF(tok);
@@ -806,7 +1027,7 @@ module_call(PyObject *mod, PyObject *const *argv, Py_ssize_t argc)
             && PyTuple_GET_ITEM(top, 0) == module) {
         Py_INCREF(top);
         if (PyList_SetSlice(st, depth - 1, depth, NULL) == 0)
-            r = PyObject_CallOneArg(f_pop, PyTuple_GET_ITEM(top, 1));
+            r = pop_range(PyTuple_GET_ITEM(top, 1));
         Py_DECREF(top);
     }
     else {
@@ -867,16 +1088,12 @@ PyInit__fastpayload(void)
     INTERN(s_f_lasti, "f_lasti");
     INTERN(s_packed, "packed");
     INTERN(s_arg_names, "arg_names");
-    INTERN(c_sep, ",");
-    INTERN(c_close, "]");
-    INTERN(c_end, "}");
-    INTERN(c_seq, ",\"seq\":[");
-    INTERN(c_id, ",\"id\":");
-    INTERN(c_trace, ",\"trace\":");
     INTERN(s_nested, "nested");
+    INTERN(s_nvtx, "nvtx");
+    INTERN(s_recorders, "recorders");
+    INTERN(s_prof_enabled, "_is_profiler_enabled");
     INTERN(s_backward, "backward");
     INTERN(s_stack_depth, "stack_depth");
-    INTERN(s_composite, "composite");
     INTERN(s_mods, "mods");
     INTERN(empty_str, "");
     return PyModule_Create(&moduledef);

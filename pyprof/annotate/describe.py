@@ -135,6 +135,8 @@ _tensor_txt: dict = {}  # (shape, dtype, device, contig, grad) -> '"tensor","sha
 _ints_txt: dict = {}    # tuple of ints -> "1,1"
 _name_txt: dict = {}    # argument name -> '{"name":"input","type":'
 _float_txt: dict = {}   # float -> its orjson text (filled by the C accelerator, see fastpath.py)
+_dtype_json: dict = {}  # dtype -> '"float32"' (see dtype_json; the C accelerator reads it)
+_device_json: dict = {} # device -> '"cpu"' (see device_json; the C accelerator reads it)
 _MAX_CACHED = 8192      # entries per cache (cleared when full: shapes can vary without bound)
 _I64_MIN, _U64_MAX = -(1 << 63), (1 << 64) - 1  # orjson's integer range
 
@@ -158,11 +160,27 @@ def _tensor_json(t, head: str) -> str:
         if len(_tensor_txt) >= _MAX_CACHED:
             _tensor_txt.clear()
         shape = ",".join([str(int(d)) for d in key[0]])
-        dts = _dumps(dtype_name(key[1])).decode()
-        devs = _dumps(_device_name(key[2])).decode()
+        dts = dtype_json(key[1])
+        devs = device_json(key[2])
         s = _tensor_txt[key] = (f'"tensor","shape":[{shape}],"dtype":{dts},"device":{devs},'
                                 f'"contig":{"true" if contig else "false"},"grad":{"true" if key[4] else "false"}}}')
     return head + s
+
+
+def dtype_json(dt) -> str:
+    """A dtype's name as JSON text (``"float32"``), cached in :data:`_dtype_json` (read by the C path)."""
+    s = _dtype_json.get(dt)
+    if s is None:
+        s = _dtype_json[dt] = _dumps(dtype_name(dt)).decode()
+    return s
+
+
+def device_json(dev) -> str:
+    """A device as JSON text (``"cuda:0"``), cached in :data:`_device_json` (read by the C path)."""
+    s = _device_json.get(dev)
+    if s is None:
+        s = _device_json[dev] = _dumps(_device_name(dev)).decode()
+    return s
 
 
 def float_json(v: float) -> str:

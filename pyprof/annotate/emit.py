@@ -64,6 +64,10 @@ def consumer_active() -> bool:
     return not S.idle or (_ap._is_profiler_enabled and profiler_active())
 
 
+#: The token of a range nobody consumed (push had nowhere to send it); pop takes it and does nothing.
+NOTHING = (False, None, (), ())
+
+
 def push(text: str, cache: bool = False):
     """Open a range with message ``text`` on this thread in every present consumer; returns a token.
 
@@ -82,7 +86,7 @@ def push(text: str, cache: bool = False):
         if len(recs) == 1:
             return (nv, rf, recs, (recs[0]._push(text),))
         return (nv, rf, recs, tuple(r._push(text) for r in recs))
-    return (nv, rf, (), ())
+    return (nv, rf, (), ()) if nv or rf is not None else NOTHING
 
 
 def pop(token) -> None:

@@ -9,7 +9,8 @@ environment), :func:`load` returns None and the op wrapper runs the pure-Python 
 Three entry points: ``build(meta, args, kwargs, op_id, s0)`` is :func:`~pyprof.annotate.ops.build_payload`;
 ``call(meta, fn, args, kwargs)`` is :func:`~pyprof.annotate.ops.call_marked` (nesting flag,
 tracing check, op id, autograd ``seq``, payload, push, the call, pop, backward hooks), calling the
-same Python ``push``/``pop``/``hook_op``; ``module_call(module, orig_call, args, kwargs)`` is the
+same Python ``push``/``pop``/``hook_op`` (push and pop only while a consumer is there: an NVTX tool,
+a torch.profiler session or a Recorder; otherwise the range costs no Python call); ``module_call(module, orig_call, args, kwargs)`` is the
 range of :func:`pyprof.annotate.modules._call` (configured by that module with
 ``configure_modules``). The wrappers themselves stay Python functions, and check
 ``torch.compiler.is_compiling()`` before calling into C, so TorchDynamo still traces straight
@@ -29,7 +30,8 @@ def load(**call_side):
     """The configured extension module (``build``, ``call``, ``module_call``), or None (see module docstring).
 
     ``call_side``: what :mod:`pyprof.annotate.ops` hands over for ``call`` (``state``, ``ids``,
-    ``tracing_state``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``hook_op``,
+    ``tracing_state``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``nothing`` (emit.NOTHING),
+    ``profiler`` (torch.autograd.profiler), ``hook_op``,
     ``build_payload``) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``).
     """
     if os.environ.get("PYPROF_PURE_PYTHON", "") not in ("", "0"):
@@ -40,8 +42,9 @@ def load(**call_side):
         return None
     _fastpayload.configure(
         tensor_type=torch.Tensor, param_type=torch.nn.Parameter,
-        tensor_txt=describe._tensor_txt, ints_txt=describe._ints_txt, name_txt=describe._name_txt,
-        float_txt=describe._float_txt,
+        name_txt=describe._name_txt, float_txt=describe._float_txt,
+        dtype_txt=describe._dtype_json, device_txt=describe._device_json,
+        dtype_json=describe.dtype_json, device_json=describe.device_json,
         tensor_json=describe._tensor_json, arg_json=describe.arg_json, name_head=describe.name_head,
         float_json=describe.float_json, entry=callsite._entry, one=callsite._one,
         no_name_head=describe.name_head(""), max_cached=describe._MAX_CACHED, **call_side,
