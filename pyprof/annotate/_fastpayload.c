@@ -16,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include "nvtx3/nvToolsExt.h" /* NVTX v3, header-only, vendored in csrc/nvtx3 */
 
 static PyObject *T_tensor, *T_param;                   /* torch.Tensor, torch.nn.Parameter */
 static PyObject *d_names, *d_floats, *d_dtypes, *d_devices; /* caches shared with Python */
@@ -604,33 +605,52 @@ after_close(PyObject *out, PyObject *closed, PyObject *et, PyObject *ev, PyObjec
  * it does nothing and returns emit.NOTHING. The same three checks are made here first, so that a
  * range nobody consumes costs no Python call (the token is then emit.NOTHING, which emit.pop also
  * takes, so the Python code may close such a range too). */
-static PyObject *o_profiler, *o_nothing, *s_nvtx, *s_recorders, *s_prof_enabled;
+static PyObject *o_profiler, *o_nothing, *o_nvtx_only, *s_nvtx, *s_recorders, *s_prof_enabled;
+static nvtxDomainHandle_t nv_domain = NULL; /* pyprof's NVTX domain (NULL from NVTX without a tool) */
+static int nv_ready = 0;                    /* nvtx_domain() made it */
 
 static int
 attr_true(PyObject *obj, PyObject *name);
 
-/* 1 when some consumer may take a range now, 0 when none, -1 with an exception */
+/* Push text as a range in pyprof's NVTX domain (an ASCII-type message holding UTF-8: what NVTX
+ * tools read as text). Without a tool, NVTX's own stubs make this a no-op. */
 static int
-consumer_present(void)
+nv_push(PyObject *text)
 {
-    int r = attr_true(o_state, s_nvtx);
-    if (r == 0)
-        r = attr_true(o_profiler, s_prof_enabled);
-    if (r == 0)
-        r = attr_true(o_state, s_recorders);
-    return r;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    if (s == NULL)
+        return -1;
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = s;
+    nvtxDomainRangePushEx(nv_domain, &a);
+    return 0;
 }
 
-/* emit.push(text[, cache=True]): a new reference to the token, or NULL with an exception */
+/* emit.push(text[, cache=True]): a new reference to the token, or NULL with an exception.
+ * An NVTX tool alone is served here (token emit.NVTX_ONLY); nobody at all gives emit.NOTHING. */
 static PyObject *
 push_range(PyObject *text, int cache)
 {
-    int present = consumer_present();
-    if (present < 0)
+    int nv = attr_true(o_state, s_nvtx);
+    int others = nv < 0 ? -1 : attr_true(o_profiler, s_prof_enabled);
+    if (others == 0)
+        others = attr_true(o_state, s_recorders);
+    if (others < 0)
         return NULL;
-    if (!present)
-        return Py_NewRef(o_nothing);
-    return cache ? PyObject_CallFunctionObjArgs(f_push, text, Py_True, NULL) : PyObject_CallOneArg(f_push, text);
+    if (others || (nv && !nv_ready))
+        return cache ? PyObject_CallFunctionObjArgs(f_push, text, Py_True, NULL)
+                     : PyObject_CallOneArg(f_push, text);
+    if (nv) {
+        if (nv_push(text) < 0)
+            return NULL;
+        return Py_NewRef(o_nvtx_only);
+    }
+    return Py_NewRef(o_nothing);
 }
 
 /* emit.pop(token): a new reference to None, or NULL with an exception */
@@ -639,7 +659,46 @@ pop_range(PyObject *tok)
 {
     if (tok == o_nothing)
         Py_RETURN_NONE;
+    if (tok == o_nvtx_only && nv_ready) {
+        nvtxDomainRangePop(nv_domain);
+        Py_RETURN_NONE;
+    }
     return PyObject_CallOneArg(f_pop, tok);
+}
+
+/* nvtx_domain(name): create pyprof's NVTX domain (once; emit.nvtx_attached calls it when a tool is
+ * there). nvtx_push(text) / nvtx_pop(): a range in it (what emit.push/pop use for NVTX). */
+static PyObject *
+nvtx_domain(PyObject *module, PyObject *name)
+{
+    if (!nv_ready) {
+        const char *s = PyUnicode_AsUTF8(name);
+        if (s == NULL)
+            return NULL;
+        nv_domain = nvtxDomainCreateA(s);
+        nv_ready = 1;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+nvtx_push(PyObject *module, PyObject *text)
+{
+    if (!nv_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: nvtx_domain() first");
+        return NULL;
+    }
+    if (nv_push(text) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+nvtx_pop(PyObject *module, PyObject *unused)
+{
+    if (nv_ready)
+        nvtxDomainRangePop(nv_domain);
+    Py_RETURN_NONE;
 }
 
 /* bool(getattr(obj, name)): 1/0, or -1 with an exception */
@@ -860,6 +919,7 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
             || take(kw, "tracing_state", &f_tracing_state) || take(kw, "grad_enabled", &f_grad_enabled)
             || take(kw, "get_seq", &f_get_seq) || take(kw, "push", &f_push) || take(kw, "pop", &f_pop)
             || take(kw, "profiler", &o_profiler) || take(kw, "nothing", &o_nothing)
+            || take(kw, "nvtx_only", &o_nvtx_only)
             || take(kw, "hook_op", &f_hook_op) || take(kw, "build_payload", &f_build_py))
         return NULL;
     if (!PyIter_Check(o_ids)) {
@@ -1065,6 +1125,9 @@ static PyMethodDef methods[] = {
      "module_call(module, orig_call, args, kwargs) -> orig_call(module, *args, **kwargs) in its range"},
     {"configure_modules", (PyCFunction)(void (*)(void))configure_modules, METH_VARARGS | METH_KEYWORDS,
      "configure_modules(**shared): hand over modules.py's thread-local stack, caches and fallbacks"},
+    {"nvtx_domain", nvtx_domain, METH_O, "nvtx_domain(name): create pyprof's NVTX domain (once)"},
+    {"nvtx_push", nvtx_push, METH_O, "nvtx_push(text): push a range with this message in pyprof's NVTX domain"},
+    {"nvtx_pop", nvtx_pop, METH_NOARGS, "nvtx_pop(): pop the innermost range of pyprof's NVTX domain"},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
      "call(meta, fn, args, kwargs) -> fn(*args, **kwargs) inside its op range (see ops.call_marked)"},
     {NULL, NULL, 0, NULL},

@@ -27,6 +27,7 @@ import threading
 import torch
 
 from pyprof import markers
+from pyprof.annotate import fastpath
 from pyprof.annotate.state import S
 
 _prof_enabled = torch._C._autograd._profiler_enabled
@@ -37,11 +38,17 @@ _ap = torch.autograd.profiler
 _domain = None          # the real nvtx.Domain when a tool is attached, else None
 _EventAttributes = None
 _RegisteredString = None
+_native = None          # the C extension, pushing NVTX ranges itself (when built; see nvtx_attached)
 
 
 def nvtx_attached() -> bool:
-    """True when an NVTX tool (nsys) enabled pyprof's NVTX domain in this process."""
-    global _domain, _EventAttributes, _RegisteredString
+    """True when an NVTX tool (nsys) enabled pyprof's NVTX domain in this process.
+
+    The ``nvtx`` package answers (its domain is a ``DummyDomain`` unless a tool is loaded). Where the
+    C extension was built (:func:`pyprof.annotate.fastpath.extension`), it pushes the ranges itself
+    through its own copy of NVTX v3 (an ASCII-type message, no Python objects per range); else they
+    go through the ``nvtx`` package (a registered string per message)."""
+    global _domain, _EventAttributes, _RegisteredString, _native
     try:
         import nvtx
         from nvtx._lib.lib import DummyDomain, EventAttributes, RegisteredString
@@ -51,6 +58,10 @@ def nvtx_attached() -> bool:
     if isinstance(domain, DummyDomain) or not hasattr(domain, "handle"):
         return False
     _domain, _EventAttributes, _RegisteredString = domain, EventAttributes, RegisteredString
+    ext = fastpath.extension()
+    if ext is not None:
+        ext.nvtx_domain(markers.DOMAIN)
+    _native = ext
     return True
 
 
@@ -66,6 +77,8 @@ def consumer_active() -> bool:
 
 #: The token of a range nobody consumed (push had nowhere to send it); pop takes it and does nothing.
 NOTHING = (False, None, (), ())
+#: The token of a range that went to the NVTX tool alone (the C extension hands it out too).
+NVTX_ONLY = (True, None, (), ())
 
 
 def push(text: str, cache: bool = False):
@@ -75,8 +88,11 @@ def push(text: str, cache: bool = False):
     """
     nv = False
     if S.nvtx and _domain is not None:
-        rs = _domain.get_registered_string(text) if cache else _RegisteredString(_domain.handle, text)
-        _domain.push_range(_EventAttributes(_domain, rs, None, None, None))
+        if _native is not None:
+            _native.nvtx_push(text)
+        else:
+            rs = _domain.get_registered_string(text) if cache else _RegisteredString(_domain.handle, text)
+            _domain.push_range(_EventAttributes(_domain, rs, None, None, None))
         nv = True
     rf = None
     if _ap._is_profiler_enabled and _prof_enabled() and _prof_type() == _KINETO:
@@ -86,7 +102,9 @@ def push(text: str, cache: bool = False):
         if len(recs) == 1:
             return (nv, rf, recs, (recs[0]._push(text),))
         return (nv, rf, recs, tuple(r._push(text) for r in recs))
-    return (nv, rf, (), ()) if nv or rf is not None else NOTHING
+    if rf is not None:
+        return (nv, rf, (), ())
+    return NVTX_ONLY if nv else NOTHING
 
 
 def pop(token) -> None:
@@ -98,7 +116,10 @@ def pop(token) -> None:
     if rf is not None:
         torch.ops.profiler._record_function_exit._RecordFunction(rf)
     if nv and _domain is not None:
-        _domain.pop_range()
+        if _native is not None:
+            _native.nvtx_pop()
+        else:
+            _domain.pop_range()
 
 
 _tls = threading.local()

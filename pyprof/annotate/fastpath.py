@@ -26,6 +26,18 @@ import torch
 from pyprof.annotate import callsite, describe
 
 
+def extension():
+    """The extension module as imported (not configured), or None where it was not built or
+    ``PYPROF_PURE_PYTHON=1``."""
+    if os.environ.get("PYPROF_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from pyprof.annotate import _fastpayload
+    except ImportError:
+        return None
+    return _fastpayload
+
+
 def load(**call_side):
     """The configured extension module (``build``, ``call``, ``module_call``), or None (see module docstring).
 
@@ -34,11 +46,8 @@ def load(**call_side):
     ``profiler`` (torch.autograd.profiler), ``hook_op``,
     ``build_payload``) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``).
     """
-    if os.environ.get("PYPROF_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from pyprof.annotate import _fastpayload
-    except ImportError:
+    _fastpayload = extension()
+    if _fastpayload is None:
         return None
     _fastpayload.configure(
         tensor_type=torch.Tensor, param_type=torch.nn.Parameter,

@@ -32,7 +32,7 @@ import torch
 from pyprof import markers
 from pyprof.annotate import backward, callsite, describe, fastpath
 from pyprof.annotate.autocast import LOWER_PRECISION_OPS, compute_dtype
-from pyprof.annotate.emit import NOTHING, pop, push
+from pyprof.annotate.emit import NOTHING, NVTX_ONLY, pop, push
 from pyprof.annotate.state import S
 
 #: Functions whose inner instrumented calls emit their own op ranges, nested in theirs.
@@ -222,7 +222,7 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
 #: :func:`build_payload` would (``_fast.build`` on its own, for the tests).
 _fast = fastpath.load(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
                       tracing_state=_tracing_state, grad_enabled=_grad_enabled, get_seq=_get_seq,
-                      push=push, pop=pop, nothing=NOTHING, profiler=_ap, hook_op=_hook_op,
+                      push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_ap, hook_op=_hook_op,
                       build_payload=build_payload)
 _fast_call = _fast.call if _fast is not None else None
 
