@@ -182,21 +182,78 @@ wb_bool(wbuf *b, PyObject *v)
     return t ? WB_LIT(b, "true") : WB_LIT(b, "false");
 }
 
+/* -- a tensor's facts, read through torch's own getters ---------------------------------------
+ * torch.Tensor and nn.Parameter take shape, dtype, device and requires_grad from getset
+ * descriptors of torch._C.TensorBase, and is_contiguous from a method descriptor there, with the
+ * plain object.__getattribute__. Where configure() finds exactly that (the same descriptor for both
+ * types), the getter is called directly, skipping the attribute lookup; otherwise (a torch that
+ * differs, a patched attribute) the lookup runs as in Python. */
+typedef struct {
+    PyObject *name;
+    getter get;
+    void *closure;
+    PyObject *descr; /* keeps get alive */
+} tensor_attr;
+static tensor_attr a_shape, a_dtype, a_device, a_grad;
+static PyObject *m_is_contiguous; /* the method descriptor, or NULL: look it up per call */
+
+static void
+tensor_attr_init(tensor_attr *a, PyObject *name)
+{
+    a->name = name;
+    a->get = NULL;
+    Py_CLEAR(a->descr);
+    PyObject *d1 = PyObject_GetAttr(T_tensor, name), *d2 = d1 ? PyObject_GetAttr(T_param, name) : NULL;
+    if (d1 != NULL && d1 == d2 && Py_IS_TYPE(d1, &PyGetSetDescr_Type)
+            && ((PyGetSetDescrObject *)d1)->d_getset->get != NULL) {
+        a->get = ((PyGetSetDescrObject *)d1)->d_getset->get;
+        a->closure = ((PyGetSetDescrObject *)d1)->d_getset->closure;
+        a->descr = Py_NewRef(d1);
+    }
+    Py_XDECREF(d1);
+    Py_XDECREF(d2);
+    PyErr_Clear();
+}
+
+static inline PyObject *
+tensor_get(tensor_attr *a, PyObject *v)
+{
+    return a->get != NULL ? a->get(v, a->closure) : PyObject_GetAttr(v, a->name);
+}
+
+static void
+tensor_attrs_init(void)
+{
+    tensor_attr_init(&a_shape, s_shape);
+    tensor_attr_init(&a_dtype, s_dtype);
+    tensor_attr_init(&a_device, s_device);
+    tensor_attr_init(&a_grad, s_requires_grad);
+    Py_CLEAR(m_is_contiguous);
+    PyObject *m1 = PyObject_GetAttr(T_tensor, s_is_contiguous);
+    PyObject *m2 = m1 ? PyObject_GetAttr(T_param, s_is_contiguous) : NULL;
+    if (m1 != NULL && m1 == m2 && Py_IS_TYPE(m1, &PyMethodDescr_Type))
+        m_is_contiguous = Py_NewRef(m1);
+    Py_XDECREF(m1);
+    Py_XDECREF(m2);
+    PyErr_Clear();
+}
+
 /* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}' */
 static int
 put_tensor(wbuf *b, PyObject *v, PyObject *head)
 {
-    PyObject *contig = PyObject_CallMethodNoArgs(v, s_is_contiguous);
+    PyObject *contig = m_is_contiguous != NULL ? PyObject_Vectorcall(m_is_contiguous, &v, 1, NULL)
+                                               : PyObject_CallMethodNoArgs(v, s_is_contiguous);
     if (contig == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
             return -1;
         PyErr_Clear(); /* sparse and other layouts without strides: as the Python path */
         contig = Py_NewRef(Py_False);
     }
-    PyObject *shape = PyObject_GetAttr(v, s_shape);
-    PyObject *dtype = shape ? PyObject_GetAttr(v, s_dtype) : NULL;
-    PyObject *device = dtype ? PyObject_GetAttr(v, s_device) : NULL;
-    PyObject *grad = device ? PyObject_GetAttr(v, s_requires_grad) : NULL;
+    PyObject *shape = tensor_get(&a_shape, v);
+    PyObject *dtype = shape ? tensor_get(&a_dtype, v) : NULL;
+    PyObject *device = dtype ? tensor_get(&a_device, v) : NULL;
+    PyObject *grad = device ? tensor_get(&a_grad, v) : NULL;
     PyObject *dts = grad ? cached_text(d_dtypes, dtype, f_dtype_json) : NULL;
     PyObject *devs = dts ? cached_text(d_devices, device, f_device_json) : NULL;
     int r = -1;
@@ -611,6 +668,20 @@ static int nv_ready = 0;                    /* nvtx_domain() made it */
 
 static int
 attr_true(PyObject *obj, PyObject *name);
+static PyObject *d_state, *d_profiler; /* vars(S), vars(torch.autograd.profiler): read on every range */
+
+/* bool(obj.name), read from obj's __dict__ (d) where it is there (a dict probe instead of a full
+ * attribute lookup), else by getattr: 1/0, or -1 with an exception */
+static int
+flag(PyObject *d, PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyDict_GetItemWithError(d, name); /* borrowed */
+    if (v != NULL)
+        return PyObject_IsTrue(v);
+    if (PyErr_Occurred())
+        return -1;
+    return attr_true(obj, name);
+}
 
 /* Push text as a range in pyprof's NVTX domain (an ASCII-type message holding UTF-8: what NVTX
  * tools read as text). Without a tool, NVTX's own stubs make this a no-op. */
@@ -636,10 +707,10 @@ nv_push(PyObject *text)
 static PyObject *
 push_range(PyObject *text, int cache)
 {
-    int nv = attr_true(o_state, s_nvtx);
-    int others = nv < 0 ? -1 : attr_true(o_profiler, s_prof_enabled);
+    int nv = flag(d_state, o_state, s_nvtx);
+    int others = nv < 0 ? -1 : flag(d_profiler, o_profiler, s_prof_enabled);
     if (others == 0)
-        others = attr_true(o_state, s_recorders);
+        others = flag(d_state, o_state, s_recorders);
     if (others < 0)
         return NULL;
     if (others || (nv && !nv_ready))
@@ -713,7 +784,7 @@ attr_true(PyObject *obj, PyObject *name)
     return r;
 }
 
-#define state_flag(name) attr_true(o_state, (name))
+#define state_flag(name) flag(d_state, o_state, (name))
 #define needs_grad(t) attr_true((t), s_requires_grad)
 
 /* ops._wants_grad: does a tensor argument (or one in a list/tuple argument) require grad? */
@@ -821,7 +892,11 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     if (s0 == NULL)
         goto fail;
 
-    PyObject *depth = PyObject_GetAttr(o_state, s_stack_depth);
+    PyObject *depth = PyDict_GetItemWithError(d_state, s_stack_depth); /* borrowed */
+    if (depth != NULL)
+        Py_INCREF(depth);
+    else if (!PyErr_Occurred())
+        depth = PyObject_GetAttr(o_state, s_stack_depth);
     if (depth == NULL)
         goto fail;
     int depth_one = PyLong_CheckExact(depth) && PyLong_AsLong(depth) == 1;
@@ -922,6 +997,14 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
             || take(kw, "nvtx_only", &o_nvtx_only)
             || take(kw, "hook_op", &f_hook_op) || take(kw, "build_payload", &f_build_py))
         return NULL;
+    tensor_attrs_init();
+    Py_XSETREF(d_state, PyObject_GenericGetDict(o_state, NULL));
+    Py_XSETREF(d_profiler, PyObject_GenericGetDict(o_profiler, NULL));
+    if (d_state == NULL || d_profiler == NULL || !PyDict_Check(d_state) || !PyDict_Check(d_profiler)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "configure(): state and profiler need a __dict__");
+        return NULL;
+    }
     if (!PyIter_Check(o_ids)) {
         PyErr_SetString(PyExc_TypeError, "configure(): ids must be an iterator");
         return NULL;
