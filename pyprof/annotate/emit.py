@@ -6,8 +6,11 @@ Every range pyprof emits (op, module, backward node, optimizer step, user range)
 * an NVTX tool (Nsight Systems): a push/pop range in the NVTX domain :data:`pyprof.markers.DOMAIN`.
   Whether a tool is attached is what the ``nvtx`` package itself reports: ``nvtx.get_domain(name)``
   returns its ``DummyDomain`` unless the NVTX injection library (``NVTX_INJECTION64_PATH``, set by
-  nsys) was loaded and enabled the domain. Op messages are unique (they carry an instance id), so
-  they are registered per call without the ``nvtx`` package's unbounded message cache.
+  nsys) was loaded and enabled the domain. Where the C extension was built it pushes the range
+  itself (its own copy of NVTX v3; the message as plain text, no Python object per range; a range
+  that goes to the tool alone never enters this module). Without it the ``nvtx`` package pushes it;
+  op messages are unique (they carry an instance id), so they are registered per call there, without
+  the package's unbounded message cache.
 * an active torch.profiler (Kineto) session: the same text becomes a ``record_function`` range
   (``torch.ops.profiler._record_function_enter_new`` / ``_record_function_exit``), named
   ``markers.to_profiler_name(text)`` (Kineto writes names into the chrome trace unescaped, so the

@@ -9,9 +9,9 @@ environment), :func:`load` returns None and the op wrapper runs the pure-Python 
 Three entry points: ``build(meta, args, kwargs, op_id, s0)`` is :func:`~pyprof.annotate.ops.build_payload`;
 ``call(meta, fn, args, kwargs)`` is :func:`~pyprof.annotate.ops.call_marked` (nesting flag,
 tracing check, op id, autograd ``seq``, payload, push, the call, pop, backward hooks), calling the
-same Python ``push``/``pop``/``hook_op`` (push and pop only while a consumer is there: an NVTX tool,
-a torch.profiler session or a Recorder; otherwise the range costs no Python call); ``module_call(module, orig_call, args, kwargs)`` is the
-range of :func:`pyprof.annotate.modules._call` (configured by that module with
+same Python ``push``/``pop``/``hook_op`` where a torch.profiler session or a Recorder listens (an
+NVTX tool alone is served in C, through the extension's own copy of NVTX v3, and a range nobody
+listens to costs no Python call); ``module_call(module, orig_call, args, kwargs)`` is the range of :func:`pyprof.annotate.modules._call` (configured by that module with
 ``configure_modules``). The wrappers themselves stay Python functions, and check
 ``torch.compiler.is_compiling()`` before calling into C, so TorchDynamo still traces straight
 through them to the original op.
@@ -42,8 +42,8 @@ def load(**call_side):
     """The configured extension module (``build``, ``call``, ``module_call``), or None (see module docstring).
 
     ``call_side``: what :mod:`pyprof.annotate.ops` hands over for ``call`` (``state``, ``ids``,
-    ``tracing_state``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``nothing`` (emit.NOTHING),
-    ``profiler`` (torch.autograd.profiler), ``hook_op``,
+    ``tracing_state``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``nothing`` and ``nvtx_only``
+    (emit's tokens), ``profiler`` (torch.autograd.profiler), ``hook_op``,
     ``build_payload``) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``).
     """
     _fastpayload = extension()
