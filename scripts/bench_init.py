@@ -102,9 +102,8 @@ def resnet18(iters: int = 3):
     torch.manual_seed(0)
     model = ResNet18().eval()
     x = torch.randn(1, 3, 64, 64)
-    per_run = iters
 
-    def run(iters=per_run):
+    def run(iters=iters):
         for _ in range(iters):
             model(x)
     return run

@@ -145,6 +145,30 @@ wb_int(wbuf *b, PyObject *v)
     return wb_str_steal(b, PyObject_Str(v));
 }
 
+/* The items of a tuple, comma-separated, when all are exact ints within int64: 1 written, 0 not
+ * (nothing written: the caller hands the value to the Python path), -1 with an exception. */
+static int
+wb_int64s(wbuf *b, PyObject *t)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(t), mark = b->n;
+    for (Py_ssize_t i = 0; i < n; i++) /* first: a SymInt, a bool or a slice goes to Python whole */
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(t, i)))
+            return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(t, i), &overflow);
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow) {
+            b->n = mark;
+            return 0;
+        }
+        if ((i && WB_LIT(b, ",") < 0) || wb_ll(b, x) < 0)
+            return -1;
+    }
+    return 1;
+}
+
 static PyObject *
 wb_finish(wbuf *b)
 {
@@ -261,24 +285,15 @@ put_tensor(wbuf *b, PyObject *v, PyObject *head)
         goto done;
     if (!PyTuple_Check(shape)) /* torch.Size is a tuple; anything else: the Python path */
         goto python;
-    Py_ssize_t n = PyTuple_GET_SIZE(shape);
-    for (Py_ssize_t i = 0; i < n; i++) /* plain ints only (not SymInts, say) */
-        if (!PyLong_CheckExact(PyTuple_GET_ITEM(shape, i)))
-            goto python;
     Py_ssize_t mark = b->n;
     if (wb_str(b, head) < 0 || WB_LIT(b, "\"tensor\",\"shape\":[") < 0)
         goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int overflow = 0;
-        long long d = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(shape, i), &overflow);
-        if (d == -1 && PyErr_Occurred())
-            goto done;
-        if (overflow) {
-            b->n = mark;
-            goto python;
-        }
-        if ((i && WB_LIT(b, ",") < 0) || wb_ll(b, d) < 0)
-            goto done;
+    int dims = wb_int64s(b, shape); /* plain ints only (not SymInts, say) */
+    if (dims < 0)
+        goto done;
+    if (dims == 0) {
+        b->n = mark;
+        goto python;
     }
     if (WB_LIT(b, "],\"dtype\":") < 0 || wb_str(b, dts) < 0 || WB_LIT(b, ",\"device\":") < 0
             || wb_str(b, devs) < 0 || WB_LIT(b, ",\"contig\":") < 0 || wb_bool(b, contig) < 0
@@ -354,28 +369,15 @@ put_arg(wbuf *b, PyObject *v, PyObject *head, PyObject *name)
         return r;
     }
     else if (t == &PyTuple_Type) { /* a tuple of int64 ints (stride=(1, 1)): written here */
-        Py_ssize_t n = PyTuple_GET_SIZE(v), i;
-        for (i = 0; i < n; i++)
-            if (Py_TYPE(PyTuple_GET_ITEM(v, i)) != &PyLong_Type)
-                break;
-        if (i == n) {
-            Py_ssize_t mark = b->n;
-            if (wb_str(b, head) < 0 || WB_LIT(b, "\"tuple\",\"value\":[") < 0)
-                return -1;
-            for (i = 0; i < n; i++) {
-                int overflow = 0;
-                long long x = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(v, i), &overflow);
-                if (x == -1 && PyErr_Occurred())
-                    return -1;
-                if (overflow)
-                    break;
-                if ((i && WB_LIT(b, ",") < 0) || wb_ll(b, x) < 0)
-                    return -1;
-            }
-            if (i == n)
-                return WB_LIT(b, "]}");
-            b->n = mark; /* beyond int64: the Python path decides */
-        }
+        Py_ssize_t mark = b->n;
+        if (wb_str(b, head) < 0 || WB_LIT(b, "\"tuple\",\"value\":[") < 0)
+            return -1;
+        int ints = wb_int64s(b, v);
+        if (ints < 0)
+            return -1;
+        if (ints)
+            return WB_LIT(b, "]}");
+        b->n = mark; /* other items, or beyond int64: the Python path decides */
     }
     return wb_str_steal(b, PyObject_CallFunctionObjArgs(f_arg_json, v, head, name, NULL));
 }
