@@ -4,6 +4,7 @@ to ``markers.encode`` of the payload dict built from :func:`pyprof.annotate.desc
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
@@ -109,6 +110,13 @@ def test_c_accelerator_writes_the_same_bytes_as_python(initialized):
         assert len(c_texts) == len(calls)
         assert c_texts == py_texts
         assert all('"trace":["tests/test_annotate_payload.py:' in t for t in c_texts)
+    # with this torch the C writer takes its own shortcuts (torch's getters called directly, device
+    # texts keyed by the device's bytes; on CPython 3.11 and 3.12 the call site read from the
+    # interpreter's frames once seen), so the comparison above covered them
+    info = ann_ops._fast.info()
+    assert info["device_table"] and info["tensor_getters"]
+    assert info["frame_walk"] == ((3, 11) <= sys.version_info[:2] <= (3, 12))
+    assert (info["frame_walk_hits"] >= len(calls)) == info["frame_walk"]
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")

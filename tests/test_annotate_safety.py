@@ -3,6 +3,7 @@ TorchScript, torch.compile, DataLoader workers, lazy mode, nesting, torch.profil
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 
@@ -258,6 +259,68 @@ def test_torch_compile_runs_correctly():
     finally:
         pyprof.deinit()
     assert torch.equal(got, fn(x)) and torch.equal(got2, fn(x))
+
+
+def test_no_markers_while_a_compile_session_runs_ops_for_real(initialized, monkeypatch):
+    # torch.compile / torch.export may run torch.* and modules for real while they compile (on fake
+    # tensors): ``torch.compiler._is_compiling_flag`` is True then, and the wrappers emit nothing
+    if not hasattr(torch.compiler, "_is_compiling_flag"):
+        pytest.skip("this torch has no compile-session flag")
+    lin = torch.nn.Linear(3, 3)
+    x = torch.randn(2, 3)
+
+    def run():
+        return lin(torch.relu(x))
+
+    with Recorder() as plain:
+        run()
+    with Recorder() as rec:
+        monkeypatch.setattr(torch.compiler, "_is_compiling_flag", True)
+        run()
+        monkeypatch.setattr(torch.compiler, "_is_compiling_flag", False)
+        run()
+    def names(r):
+        return [(p["k"], p.get("op", p.get("path"))) for p in r.payloads()]
+
+    assert names(plain) == [("op", "relu"), ("mod", ""), ("op", "linear")]
+    assert names(rec) == names(plain)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_compile_neither_recompiles_nor_marks_the_compile(backend):
+    # the wrappers must not make Dynamo guard on a value that differs between compile time and run
+    # time (one graph for all calls), and the ops torch runs for real during the compile session
+    # (fake-tensor propagation, AOTAutograd) must emit no markers: the first call, which compiles,
+    # records exactly what each later call records
+    lin = torch.nn.Linear(5, 5)
+
+    def fn(x):
+        return lin(torch.sin(x) * 2 + x.cos())
+
+    x = torch.randn(5)
+    expected = fn(x)
+    try:
+        dynamo = importlib.import_module("torch._dynamo")
+        counters = importlib.import_module("torch._dynamo.utils").counters
+        torch.compile(lambda t: t + 1, backend=backend)(x)
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"torch.compile unavailable here: {type(exc).__name__}: {str(exc)[:100]}")
+    pyprof.init()
+    try:
+        dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(fn, backend=backend, fullgraph=True)
+        with Recorder() as first:
+            outs = [compiled(x)]
+        with Recorder() as later:
+            outs += [compiled(x) for _ in range(3)]
+    finally:
+        pyprof.deinit()
+        dynamo.reset()
+    assert all(torch.equal(o, expected) for o in outs)
+    assert counters["stats"]["unique_graphs"] == 1
+    assert [len(later.payloads(k)) for k in ("op", "mod")] == [3 * len(first.payloads(k)) for k in ("op", "mod")]
+    assert not first.open_ranges() and not later.open_ranges()
 
 
 class _Squares(torch.utils.data.Dataset):

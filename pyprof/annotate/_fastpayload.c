@@ -18,6 +18,23 @@
 #include <frameobject.h>
 #include "nvtx3/nvToolsExt.h" /* NVTX v3, header-only, vendored in csrc/nvtx3 */
 
+/* CPython 3.11 and 3.12: the call-site walk reads the interpreter's own frames (as Cython and
+ * greenlet do), instead of asking for a frame object per frame, which the interpreter then makes
+ * and frees on every op. The layout is fixed within a minor version, and an extension is built per
+ * minor version. Other versions use the public API only. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000 && !defined(PYPY_VERSION) \
+    && !defined(PYPROF_NO_FRAME_WALK)
+#  define PYPROF_FRAME_WALK 1
+#  ifndef Py_BUILD_CORE
+#    define Py_BUILD_CORE 1
+#    define PYPROF_UNDEF_BUILD_CORE 1
+#  endif
+#  include "internal/pycore_frame.h"
+#  ifdef PYPROF_UNDEF_BUILD_CORE
+#    undef Py_BUILD_CORE
+#  endif
+#endif
+
 static PyObject *T_tensor, *T_param;                   /* torch.Tensor, torch.nn.Parameter */
 static PyObject *d_names, *d_floats, *d_dtypes, *d_devices; /* caches shared with Python */
 static PyObject *f_tensor_json, *f_arg_json, *f_name_head, *f_float_json, *f_entry, *f_one;
@@ -154,6 +171,10 @@ wb_int64s(wbuf *b, PyObject *t)
     for (Py_ssize_t i = 0; i < n; i++) /* first: a SymInt, a bool or a slice goes to Python whole */
         if (!PyLong_CheckExact(PyTuple_GET_ITEM(t, i)))
             return 0;
+    /* room for every item at once (20 digits and a sign, and a comma): then write in place */
+    if (b->n + n * 22 > b->cap && wb_grow(b, n * 22) < 0)
+        return -1;
+    char *out = b->p + b->n;
     for (Py_ssize_t i = 0; i < n; i++) {
         int overflow = 0;
         long long x = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(t, i), &overflow);
@@ -163,9 +184,21 @@ wb_int64s(wbuf *b, PyObject *t)
             b->n = mark;
             return 0;
         }
-        if ((i && WB_LIT(b, ",") < 0) || wb_ll(b, x) < 0)
-            return -1;
+        if (i)
+            *out++ = ',';
+        char tmp[24];
+        int k = (int)sizeof tmp;
+        unsigned long long u = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+        do {
+            tmp[--k] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (x < 0)
+            tmp[--k] = '-';
+        memcpy(out, tmp + k, sizeof tmp - k);
+        out += sizeof tmp - k;
     }
+    b->n = out - b->p;
     return 1;
 }
 
@@ -262,6 +295,99 @@ tensor_attrs_init(void)
     PyErr_Clear();
 }
 
+/* -- the dtype and device texts, without a dict probe per tensor --------------------------------
+ * describe.dtype_json / device_json fill and keep these texts in dicts keyed by dtype and device.
+ * A dtype is a singleton, so a small table keyed by its address serves it. A device object is made
+ * anew by every ``tensor.device`` (hashing and comparing it calls into torch twice); its value is a
+ * c10::Device, a device type and an index of one byte each, stored right after the object header.
+ * configure() checks that this holds for sample devices (same bytes exactly for equal devices),
+ * and only then keys a small table by those two bytes; otherwise the dict is probed as before. */
+typedef struct {
+    const void *key; /* the dtype object (dtypes live as long as torch), or NULL */
+    PyObject *text;
+} dtype_slot;
+static dtype_slot dtype_table[32];
+
+typedef struct {
+    int key; /* (type byte << 8 | index byte) + 1, 0 when empty */
+    PyObject *text;
+} device_slot;
+static device_slot device_table[64];
+static PyTypeObject *device_type = NULL; /* torch.device, where the two bytes were found to hold */
+
+static inline int
+device_key(PyObject *dev)
+{
+    const unsigned char *p = (const unsigned char *)dev + sizeof(PyObject);
+    return ((p[0] << 8) | p[1]) + 1;
+}
+
+/* configure(device_samples=[...]): enable the device table if, over the samples, two devices have
+ * the same two bytes exactly when they are equal. */
+static int
+device_probe(PyObject *samples)
+{
+    device_type = NULL;
+    if (samples == NULL || !PyList_Check(samples) || PyList_GET_SIZE(samples) < 2)
+        return 0;
+    PyTypeObject *tp = Py_TYPE(PyList_GET_ITEM(samples, 0));
+    if (tp->tp_basicsize < (Py_ssize_t)(sizeof(PyObject) + 2))
+        return 0;
+    Py_ssize_t n = PyList_GET_SIZE(samples);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GET_ITEM(samples, i);
+        if (Py_TYPE(a) != tp)
+            return 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *b = PyList_GET_ITEM(samples, j);
+            int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+            if (eq < 0)
+                return -1;
+            if (eq != (device_key(a) == device_key(b)))
+                return 0;
+        }
+    }
+    device_type = tp;
+    for (size_t i = 0; i < sizeof device_table / sizeof device_table[0]; i++) {
+        device_table[i].key = 0;
+        Py_CLEAR(device_table[i].text);
+    }
+    return 0;
+}
+
+/* describe.dtype_json(dtype): new reference */
+static PyObject *
+dtype_text(PyObject *dtype)
+{
+    dtype_slot *slot = &dtype_table[((size_t)dtype >> 4) & 31];
+    if (slot->key == dtype)
+        return Py_NewRef(slot->text);
+    PyObject *t = cached_text(d_dtypes, dtype, f_dtype_json);
+    if (t != NULL && PyUnicode_Check(t)) {
+        slot->key = dtype;
+        Py_XSETREF(slot->text, Py_NewRef(t));
+    }
+    return t;
+}
+
+/* describe.device_json(device): new reference */
+static PyObject *
+device_text(PyObject *dev)
+{
+    if (Py_TYPE(dev) != device_type)
+        return cached_text(d_devices, dev, f_device_json);
+    int key = device_key(dev);
+    device_slot *slot = &device_table[(key ^ (key >> 8)) & 63];
+    if (slot->key == key)
+        return Py_NewRef(slot->text);
+    PyObject *t = cached_text(d_devices, dev, f_device_json);
+    if (t != NULL && PyUnicode_Check(t)) {
+        slot->key = key;
+        Py_XSETREF(slot->text, Py_NewRef(t));
+    }
+    return t;
+}
+
 /* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}' */
 static int
 put_tensor(wbuf *b, PyObject *v, PyObject *head)
@@ -278,8 +404,8 @@ put_tensor(wbuf *b, PyObject *v, PyObject *head)
     PyObject *dtype = shape ? tensor_get(&a_dtype, v) : NULL;
     PyObject *device = dtype ? tensor_get(&a_device, v) : NULL;
     PyObject *grad = device ? tensor_get(&a_grad, v) : NULL;
-    PyObject *dts = grad ? cached_text(d_dtypes, dtype, f_dtype_json) : NULL;
-    PyObject *devs = dts ? cached_text(d_devices, device, f_device_json) : NULL;
+    PyObject *dts = grad ? dtype_text(dtype) : NULL;
+    PyObject *devs = dts ? device_text(device) : NULL;
     int r = -1;
     if (devs == NULL)
         goto done;
@@ -442,6 +568,21 @@ code_internal(PyObject *code) /* 1/0, or -1 with an exception */
     return internal;
 }
 
+/* The call-site text cached for (code, lasti): a new reference, or NULL (no exception). */
+static PyObject *
+site_cached(PyObject *code, int lasti)
+{
+    size_t h = ptr_hash(code, (size_t)lasti + 1);
+    for (int i = 0; i < PROBES; i++) {
+        site_slot *sl = &site_table[(h + i) & (TABLE_SIZE - 1)];
+        if (sl->code == code && sl->lasti == lasti)
+            return Py_NewRef(sl->text);
+        if (sl->code == NULL)
+            break;
+    }
+    return NULL;
+}
+
 static PyObject *
 site_text(PyObject *code, PyFrameObject *f) /* new reference, or NULL with an exception */
 {
@@ -456,14 +597,10 @@ site_text(PyObject *code, PyFrameObject *f) /* new reference, or NULL with an ex
     if (lasti == -1 && PyErr_Occurred())
         return NULL;
 #endif
+    PyObject *hit = site_cached(code, lasti);
+    if (hit != NULL)
+        return hit;
     size_t h = ptr_hash(code, (size_t)lasti + 1);
-    for (int i = 0; i < PROBES; i++) {
-        site_slot *sl = &site_table[(h + i) & (TABLE_SIZE - 1)];
-        if (sl->code == code && sl->lasti == lasti)
-            return Py_NewRef(sl->text);
-        if (sl->code == NULL)
-            break;
-    }
     PyObject *e = PyObject_CallOneArg(f_entry, code);
     if (e == NULL)
         return NULL;
@@ -496,9 +633,10 @@ site_text(PyObject *code, PyFrameObject *f) /* new reference, or NULL with an ex
     return text;
 }
 
-/* The JSON text of the first frame outside torch/pyprof (callsite.call_site_json, depth 1). */
+/* The JSON text of the first frame outside torch/pyprof (callsite.call_site_json, depth 1), walked
+ * through frame objects. */
 static PyObject *
-site_json(void)
+site_json_objects(void)
 {
     PyFrameObject *f = PyEval_GetFrame(); /* borrowed; this call's Python caller (pyprof code) */
     Py_XINCREF(f);
@@ -522,6 +660,40 @@ site_json(void)
         f = back;
     }
     return PyUnicode_FromString("[]");
+}
+
+/* site_json_objects(), where the interpreter's frames can be read directly (PYPROF_FRAME_WALK): the
+ * same walk (PyFrame_GetBack skips incomplete frames too, and PyFrame_GetLasti is the code-unit
+ * index in bytes), served from the caches; a first sight of a call site takes the object walk,
+ * which fills them. */
+static unsigned long long walk_hits = 0; /* call sites served by the direct walk (see info()) */
+
+static PyObject *
+site_json(void)
+{
+#ifdef PYPROF_FRAME_WALK
+    _PyInterpreterFrame *f = PyThreadState_Get()->cframe->current_frame;
+    for (; f != NULL; f = f->previous) {
+        if (_PyFrame_IsIncomplete(f))
+            continue;
+        PyObject *code = (PyObject *)f->f_code;
+        int internal = code_internal(code);
+        if (internal < 0)
+            return NULL;
+        if (!internal) {
+            int lasti = _PyInterpreterFrame_LASTI(f);
+            PyObject *hit = site_cached(code, lasti < 0 ? -1 : lasti * (int)sizeof(_Py_CODEUNIT));
+            if (hit != NULL) {
+                walk_hits++;
+                return hit;
+            }
+            break;
+        }
+    }
+    if (f == NULL)
+        return PyUnicode_FromString("[]");
+#endif
+    return site_json_objects();
 }
 
 /* meta.packed, (head, heads, names, lowp, composite), after meta.arg_names() filled it; new ref. */
@@ -616,7 +788,7 @@ fail:
 }
 
 static PyObject *
-build(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+build(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
 {
     if (argc != 5) {
         PyErr_SetString(PyExc_TypeError, "build(meta, args, kwargs, op_id, s0)");
@@ -635,9 +807,15 @@ build(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
 }
 
 /* -- call(meta, fn, args, kwargs): ops.call_marked without the interpreter ------------------------ */
-static PyObject *o_state, *o_ids, *f_tracing_state, *f_grad_enabled, *f_get_seq;
+static PyObject *o_state, *o_ids, *f_tracing, *f_grad_enabled, *f_get_seq;
 static PyObject *f_push, *f_pop, *f_hook_op, *f_build_py;
-static PyObject *s_nested, *s_backward, *s_stack_depth;
+static PyObject *s_route;
+/* the bits of S.route (state.py: ROUTE_*), which S.refresh() recomputes whenever a field changes */
+#define ROUTE_NVTX 1
+#define ROUTE_RECORDERS 2
+#define ROUTE_NESTED 4
+#define ROUTE_BACKWARD 8
+#define ROUTE_DEPTH_ONE 16
 static _Thread_local int busy = 0; /* inside an op that hides the ops it calls (ops.call_marked's tls.busy) */
 
 /* The end of a try/finally around a call: ``out`` is what the call returned (NULL: its exception
@@ -661,10 +839,11 @@ after_close(PyObject *out, PyObject *closed, PyObject *et, PyObject *ev, PyObjec
 /* -- push/pop: emit.push/emit.pop, called only when a consumer is there --------------------------
  * emit.push hands the text to an NVTX tool (S.nvtx), a torch.profiler session
  * (torch.autograd.profiler._is_profiler_enabled) and the Recorders (S.recorders); with none of them
- * it does nothing and returns emit.NOTHING. The same three checks are made here first, so that a
+ * it does nothing and returns emit.NOTHING. The same three checks are made here first (S.nvtx and
+ * S.recorders through the bits of S.route, which the caller read), so that a
  * range nobody consumes costs no Python call (the token is then emit.NOTHING, which emit.pop also
  * takes, so the Python code may close such a range too). */
-static PyObject *o_profiler, *o_nothing, *o_nvtx_only, *s_nvtx, *s_recorders, *s_prof_enabled;
+static PyObject *o_profiler, *o_nothing, *o_nvtx_only, *s_prof_enabled;
 static nvtxDomainHandle_t nv_domain = NULL; /* pyprof's NVTX domain (NULL from NVTX without a tool) */
 static int nv_ready = 0;                    /* nvtx_domain() made it */
 
@@ -683,6 +862,21 @@ flag(PyObject *d, PyObject *obj, PyObject *name)
     if (PyErr_Occurred())
         return -1;
     return attr_true(obj, name);
+}
+
+/* torch.compiler's __dict__ and the name of its ``_is_compiling_flag`` (None/NULL on a torch without
+ * it): the flag is True for a whole torch.compile or torch.export session. The Python wrappers only
+ * ask ``torch.compiler.is_dynamo_compiling()`` (one frame; TorchDynamo folds it to True, so Dynamo
+ * never traces into these C calls), and the check of the session flag is made here, where Dynamo
+ * cannot see it: read from Python, Dynamo would guard on its value (True while compiling) and
+ * recompile on every call. It keeps the ops that run for real during a compile session (a Python
+ * decomposition or make_fx calling torch.* on fake tensors) from emitting markers. */
+static PyObject *d_compiler, *o_compiler, *s_compiling_flag;
+
+static inline int
+compiling(void)
+{
+    return d_compiler == NULL ? 0 : flag(d_compiler, o_compiler, s_compiling_flag);
 }
 
 /* Push text as a range in pyprof's NVTX domain (an ASCII-type message holding UTF-8: what NVTX
@@ -706,13 +900,25 @@ nv_push(PyObject *text)
 
 /* emit.push(text[, cache=True]): a new reference to the token, or NULL with an exception.
  * An NVTX tool alone is served here (token emit.NVTX_ONLY); nobody at all gives emit.NOTHING. */
-static PyObject *
-push_range(PyObject *text, int cache)
+static long
+state_route(void) /* S.route, or -1 with an exception */
 {
-    int nv = flag(d_state, o_state, s_nvtx);
-    int others = nv < 0 ? -1 : flag(d_profiler, o_profiler, s_prof_enabled);
+    PyObject *v = PyDict_GetItemWithError(d_state, s_route); /* borrowed */
+    if (v == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "pyprof: the state has no route (S.refresh() not run)");
+        return -1;
+    }
+    return PyLong_AsLong(v);
+}
+
+static PyObject *
+push_range(PyObject *text, int cache, long route)
+{
+    int nv = (route & ROUTE_NVTX) != 0;
+    int others = flag(d_profiler, o_profiler, s_prof_enabled);
     if (others == 0)
-        others = flag(d_state, o_state, s_recorders);
+        others = (route & ROUTE_RECORDERS) != 0;
     if (others < 0)
         return NULL;
     if (others || (nv && !nv_ready))
@@ -742,7 +948,7 @@ pop_range(PyObject *tok)
 /* nvtx_domain(name): create pyprof's NVTX domain (once; emit.nvtx_attached calls it when a tool is
  * there). nvtx_push(text) / nvtx_pop(): a range in it (what emit.push/pop use for NVTX). */
 static PyObject *
-nvtx_domain(PyObject *module, PyObject *name)
+nvtx_domain(PyObject *Py_UNUSED(module), PyObject *name)
 {
     if (!nv_ready) {
         const char *s = PyUnicode_AsUTF8(name);
@@ -755,7 +961,7 @@ nvtx_domain(PyObject *module, PyObject *name)
 }
 
 static PyObject *
-nvtx_push(PyObject *module, PyObject *text)
+nvtx_push(PyObject *Py_UNUSED(module), PyObject *text)
 {
     if (!nv_ready) {
         PyErr_SetString(PyExc_RuntimeError, "pyprof._fastpayload: nvtx_domain() first");
@@ -767,7 +973,7 @@ nvtx_push(PyObject *module, PyObject *text)
 }
 
 static PyObject *
-nvtx_pop(PyObject *module, PyObject *unused)
+nvtx_pop(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
 {
     if (nv_ready)
         nvtxDomainRangePop(nv_domain);
@@ -786,7 +992,6 @@ attr_true(PyObject *obj, PyObject *name)
     return r;
 }
 
-#define state_flag(name) flag(d_state, o_state, (name))
 #define needs_grad(t) attr_true((t), s_requires_grad)
 
 /* ops._wants_grad: does a tensor argument (or one in a list/tuple argument) require grad? */
@@ -852,24 +1057,27 @@ call_args(PyObject *const *argv, Py_ssize_t argc, const char *usage, int ready, 
 }
 
 static PyObject *
-call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+call(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
 {
     PyObject *kwargs;
     if (call_args(argv, argc, "call(meta, fn, args: tuple, kwargs: dict)", configured, &kwargs) < 0)
         return NULL;
     PyObject *meta = argv[0], *fn = argv[1], *args = argv[2];
-    if (busy) {
-        int nested = state_flag(s_nested);
-        if (nested < 0)
-            return NULL;
-        if (!nested)
-            return PyObject_Call(fn, args, kwargs);
-    }
-    PyObject *ts = PyObject_CallNoArgs(f_tracing_state);
+    int comp = compiling();
+    if (comp)
+        return comp < 0 ? NULL : PyObject_Call(fn, args, kwargs);
+    long route = state_route();
+    if (route < 0)
+        return NULL;
+    if (busy && !(route & ROUTE_NESTED))
+        return PyObject_Call(fn, args, kwargs);
+    PyObject *ts = PyObject_CallNoArgs(f_tracing); /* torch._C._is_tracing() */
     if (ts == NULL)
         return NULL;
-    int tracing = ts != Py_None;
+    int tracing = PyObject_IsTrue(ts);
     Py_DECREF(ts);
+    if (tracing < 0)
+        return NULL;
     if (tracing)
         return PyObject_Call(fn, args, kwargs);
 
@@ -880,7 +1088,7 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     PyObject *s0 = NULL, *packed = NULL, *text = NULL, *tok = NULL, *out = NULL;
-    int want = state_flag(s_backward);
+    int want = (route & ROUTE_BACKWARD) != 0;
     if (want > 0) {
         PyObject *g = PyObject_CallNoArgs(f_grad_enabled);
         want = g ? PyObject_IsTrue(g) : -1;
@@ -894,15 +1102,7 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     if (s0 == NULL)
         goto fail;
 
-    PyObject *depth = PyDict_GetItemWithError(d_state, s_stack_depth); /* borrowed */
-    if (depth != NULL)
-        Py_INCREF(depth);
-    else if (!PyErr_Occurred())
-        depth = PyObject_GetAttr(o_state, s_stack_depth);
-    if (depth == NULL)
-        goto fail;
-    int depth_one = PyLong_CheckExact(depth) && PyLong_AsLong(depth) == 1;
-    Py_DECREF(depth);
+    int depth_one = (route & ROUTE_DEPTH_ONE) != 0;
     packed = packed_meta(meta);
     if (packed != NULL)
         text = depth_one ? build_text(meta, packed, args, argv[3], op_id, s0)
@@ -920,7 +1120,7 @@ call(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
     int composite = PyObject_IsTrue(PyTuple_GET_ITEM(packed, 4)); /* meta.composite */
     if (composite < 0)
         goto fail;
-    tok = push_range(text, 0);
+    tok = push_range(text, 0, route);
     Py_CLEAR(text);
     if (tok == NULL)
         goto fail;
@@ -977,7 +1177,7 @@ take(PyObject *kw, const char *name, PyObject **slot)
 }
 
 static PyObject *
-configure(PyObject *module, PyObject *args, PyObject *kw)
+configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
 {
     if (kw == NULL || PyTuple_GET_SIZE(args)) {
         PyErr_SetString(PyExc_TypeError, "configure() takes keyword arguments only");
@@ -993,13 +1193,28 @@ configure(PyObject *module, PyObject *args, PyObject *kw)
             || take(kw, "one", &f_one) || take(kw, "cdtype_json", &f_cdtype_json)
             || take(kw, "any_autocast", &f_any_autocast) || take(kw, "no_name_head", &no_name_head)
             || take(kw, "state", &o_state) || take(kw, "ids", &o_ids)
-            || take(kw, "tracing_state", &f_tracing_state) || take(kw, "grad_enabled", &f_grad_enabled)
+            || take(kw, "tracing", &f_tracing) || take(kw, "grad_enabled", &f_grad_enabled)
             || take(kw, "get_seq", &f_get_seq) || take(kw, "push", &f_push) || take(kw, "pop", &f_pop)
             || take(kw, "profiler", &o_profiler) || take(kw, "nothing", &o_nothing)
             || take(kw, "nvtx_only", &o_nvtx_only)
             || take(kw, "hook_op", &f_hook_op) || take(kw, "build_payload", &f_build_py))
         return NULL;
+    PyObject *comp = PyDict_GetItemString(kw, "compiler"); /* borrowed; None: no such flag */
+    Py_CLEAR(d_compiler);
+    Py_CLEAR(o_compiler);
+    if (comp != NULL && comp != Py_None) {
+        d_compiler = PyObject_GenericGetDict(comp, NULL);
+        if (d_compiler == NULL || !PyDict_Check(d_compiler)) {
+            Py_CLEAR(d_compiler);
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "configure(): compiler needs a __dict__");
+            return NULL;
+        }
+        o_compiler = Py_NewRef(comp);
+    }
     tensor_attrs_init();
+    if (device_probe(PyDict_GetItemString(kw, "device_samples")) < 0)
+        return NULL;
     Py_XSETREF(d_state, PyObject_GenericGetDict(o_state, NULL));
     Py_XSETREF(d_profiler, PyObject_GenericGetDict(o_profiler, NULL));
     if (d_state == NULL || d_profiler == NULL || !PyDict_Check(d_state) || !PyDict_Check(d_profiler)) {
@@ -1063,6 +1278,60 @@ by_id(PyObject *table, PyObject *obj)
     return v;
 }
 
+/* Push module's range (text) and append (module, token, path, gen) to this thread's stack st.
+ * Returns 1, or -1 with an exception. */
+static int
+push_module(PyObject *module, PyObject *st, PyObject *path, PyObject *text, PyObject *gen)
+{
+    Py_INCREF(text);
+    Py_INCREF(path);
+    Py_INCREF(gen);
+    long route = state_route();
+    PyObject *tok = route < 0 ? NULL : push_range(text, 1, route);
+    Py_DECREF(text);
+    PyObject *item = tok ? PyTuple_Pack(4, module, tok, path, gen) : NULL;
+    Py_XDECREF(tok);
+    Py_DECREF(path);
+    Py_DECREF(gen);
+    if (item == NULL)
+        return -1;
+    int r = PyList_Append(st, item);
+    Py_DECREF(item);
+    return r < 0 ? -1 : 1;
+}
+
+/* What open_cached found in modules.py's caches for (module, root of the stack), kept so that the
+ * next call of the same module under the same root skips the three dict probes (each keyed by a new
+ * int from id()). Valid while mod_epoch is unchanged: modules.py calls modules_changed() whenever
+ * those caches change (an entry added or replaced, a path map rebuilt, a module or root collected:
+ * weakref callbacks run before the memory can be reused), so module and root are compared as
+ * pointers only. A direct-mapped table: a collision just replaces the slot. */
+typedef struct {
+    PyObject *module, *root; /* not references: valid while epoch == mod_epoch */
+    PyObject *path, *text;   /* references */
+    unsigned long epoch;
+} mod_slot;
+#define MOD_TABLE_SIZE 1024
+static mod_slot mod_table[MOD_TABLE_SIZE];
+static unsigned long mod_epoch = 1; /* slots start at epoch 0: empty */
+
+static PyObject *
+modules_changed(PyObject *Py_UNUSED(unused_module), PyObject *Py_UNUSED(unused))
+{
+    mod_epoch++;
+    Py_RETURN_NONE;
+}
+
+static inline mod_slot *
+mod_slot_for(PyObject *module, PyObject *root)
+{
+    unsigned long long h = (unsigned long long)(size_t)module ^ ((unsigned long long)(size_t)root * 0x9E3779B97F4A7C15ULL);
+    h ^= h >> 33; /* the finaliser of MurmurHash3: every address bit moves the slot */
+    h *= 0xFF51AFD7ED558CCDULL;
+    h ^= h >> 33;
+    return &mod_table[h & (MOD_TABLE_SIZE - 1)];
+}
+
 /* modules._open's cache hit path: push the module's range and record it on this thread's stack.
  * Returns 1 done, 0 not handled here (the caller runs the Python _open), -1 error. */
 static int
@@ -1070,15 +1339,22 @@ open_cached(PyObject *module, PyObject *st)
 {
     PyObject *gen = PyList_GET_ITEM(m_gen, 0);
     Py_ssize_t depth = PyList_GET_SIZE(st);
-    PyObject *path;
+    PyObject *path, *root = NULL;
     if (depth) {
         PyObject *top = PyList_GET_ITEM(st, depth - 1);
-        if (!PyTuple_Check(top) || PyTuple_GET_SIZE(top) != 4 || PyTuple_GET_ITEM(top, 3) != gen)
-            return 0; /* stale entries (or a foreign shape): the Python path closes them */
         PyObject *bottom = PyList_GET_ITEM(st, 0);
-        if (!PyTuple_Check(bottom) || PyTuple_GET_SIZE(bottom) != 4)
-            return 0;
-        PyObject *root = PyTuple_GET_ITEM(bottom, 0);
+        if (PyTuple_Check(top) && PyTuple_GET_SIZE(top) == 4 && PyTuple_GET_ITEM(top, 3) == gen
+                && PyTuple_Check(bottom) && PyTuple_GET_SIZE(bottom) == 4)
+            root = PyTuple_GET_ITEM(bottom, 0);
+    }
+    if (!depth || root != NULL) {
+        mod_slot *slot = mod_slot_for(module, root);
+        if (slot->epoch == mod_epoch && slot->module == module && slot->root == root)
+            return push_module(module, st, slot->path, slot->text, gen);
+    }
+    if (depth) {
+        if (root == NULL)
+            return 0; /* stale entries (or a foreign shape): the Python path closes them */
         PyObject *entry = by_id(m_paths, root);
         if (entry == NULL)
             return PyErr_Occurred() ? -1 : 0;
@@ -1101,30 +1377,32 @@ open_cached(PyObject *module, PyObject *st)
                && PyUnicode_Compare(PyTuple_GET_ITEM(entry, 1), path) == 0;
     if (!same)
         return PyErr_Occurred() ? -1 : 0;
-    PyObject *text = Py_NewRef(PyTuple_GET_ITEM(entry, 2));
-    Py_INCREF(path);
-    Py_INCREF(gen);
-    PyObject *tok = push_range(text, 1);
-    Py_DECREF(text);
-    PyObject *item = tok ? PyTuple_Pack(4, module, tok, path, gen) : NULL;
-    Py_XDECREF(tok);
-    Py_DECREF(path);
-    Py_DECREF(gen);
-    if (item == NULL)
-        return -1;
-    int r = PyList_Append(st, item);
-    Py_DECREF(item);
-    return r < 0 ? -1 : 1;
+    PyObject *text = PyTuple_GET_ITEM(entry, 2);
+    if (!PyUnicode_Check(text))
+        return 0;
+    mod_slot *slot = mod_slot_for(module, root);
+    Py_XSETREF(slot->path, Py_NewRef(path));
+    Py_XSETREF(slot->text, Py_NewRef(text));
+    slot->module = module;
+    slot->root = root;
+    slot->epoch = mod_epoch;
+    return push_module(module, st, path, text, gen);
 }
 
+/* This thread's module stack, modules._tls.mods (created if missing), as a new reference, or NULL
+ * with an exception. The list is kept per C thread too, with the id of the Python thread state it
+ * belongs to, so that a module call costs no threading.local lookup; a thread whose Python thread
+ * state was dropped and made anew (a C++ thread taking the GIL now and then) gets a new id, and
+ * then the list is looked up again (modules.py makes it once per thread state and never rebinds it). */
+static _Thread_local PyObject *tl_mods = NULL;      /* a reference */
+static _Thread_local unsigned long long tl_mods_tstate = 0;
+
 static PyObject *
-module_call(PyObject *mod, PyObject *const *argv, Py_ssize_t argc)
+module_stack(void)
 {
-    PyObject *kwargs;
-    if (call_args(argv, argc, "module_call(module, orig_call, args: tuple, kwargs: dict)",
-                  modules_configured, &kwargs) < 0)
-        return NULL;
-    PyObject *module = argv[0], *orig = argv[1], *args = argv[2];
+    unsigned long long tid = PyThreadState_GetID(PyThreadState_Get());
+    if (tl_mods != NULL && tl_mods_tstate == tid)
+        return Py_NewRef(tl_mods);
     PyObject *st = PyObject_GetAttr(m_tls, s_mods);
     if (st == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError))
@@ -1141,6 +1419,41 @@ module_call(PyObject *mod, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_TypeError, "pyprof: the module stack is not a list");
         return NULL;
     }
+    Py_XSETREF(tl_mods, Py_NewRef(st));
+    tl_mods_tstate = tid;
+    return st;
+}
+
+/* orig(module, *args, **kwargs) */
+static PyObject *
+call_prepended(PyObject *orig, PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *full = PyTuple_New(n + 1);
+    if (full == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(full, 0, Py_NewRef(module));
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    PyObject *out = PyObject_Call(orig, full, kwargs);
+    Py_DECREF(full);
+    return out;
+}
+
+static PyObject *
+module_call(PyObject *Py_UNUSED(mod), PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *kwargs;
+    if (call_args(argv, argc, "module_call(module, orig_call, args: tuple, kwargs: dict)",
+                  modules_configured, &kwargs) < 0)
+        return NULL;
+    PyObject *module = argv[0], *orig = argv[1], *args = argv[2];
+    int comp = compiling();
+    if (comp)
+        return comp < 0 ? NULL : call_prepended(orig, module, args, kwargs);
+    PyObject *st = module_stack();
+    if (st == NULL)
+        return NULL;
     int opened = open_cached(module, st);
     if (opened == 0) {
         PyObject *r = PyObject_CallOneArg(m_open, module); /* the Python path: fills the caches */
@@ -1151,17 +1464,7 @@ module_call(PyObject *mod, PyObject *const *argv, Py_ssize_t argc)
         Py_DECREF(st);
         return NULL;
     }
-    /* call: orig_call(module, *args, **kwargs) */
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *full = PyTuple_New(n + 1);
-    PyObject *out = NULL;
-    if (full != NULL) {
-        PyTuple_SET_ITEM(full, 0, Py_NewRef(module));
-        for (Py_ssize_t i = 0; i < n; i++)
-            PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
-        out = PyObject_Call(orig, full, kwargs);
-        Py_DECREF(full);
-    }
+    PyObject *out = call_prepended(orig, module, args, kwargs);
     /* finally: close this module's range, keeping the call's exception unless closing raises */
     PyObject *et, *ev, *etb;
     PyErr_Fetch(&et, &ev, &etb);
@@ -1183,7 +1486,7 @@ module_call(PyObject *mod, PyObject *const *argv, Py_ssize_t argc)
 }
 
 static PyObject *
-configure_modules(PyObject *module, PyObject *args, PyObject *kw)
+configure_modules(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
 {
     if (kw == NULL || PyTuple_GET_SIZE(args)) {
         PyErr_SetString(PyExc_TypeError, "configure_modules() takes keyword arguments only");
@@ -1201,7 +1504,22 @@ configure_modules(PyObject *module, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* info(): what configure() found, for the tests */
+static PyObject *
+info(PyObject *Py_UNUSED(unused_module), PyObject *Py_UNUSED(unused))
+{
+#ifdef PYPROF_FRAME_WALK
+    PyObject *walk = Py_True;
+#else
+    PyObject *walk = Py_False;
+#endif
+    return Py_BuildValue("{s:O,s:O,s:O,s:K}", "device_table", device_type != NULL ? Py_True : Py_False,
+                         "tensor_getters", a_shape.get != NULL ? Py_True : Py_False,
+                         "frame_walk", walk, "frame_walk_hits", walk_hits);
+}
+
 static PyMethodDef methods[] = {
+    {"info", info, METH_NOARGS, "info() -> {'device_table', 'tensor_getters', 'frame_walk': bool, 'frame_walk_hits': int}"},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
      "build(meta, args, kwargs, op_id, s0) -> the op payload text (see ops.build_payload)"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
@@ -1210,6 +1528,8 @@ static PyMethodDef methods[] = {
      "module_call(module, orig_call, args, kwargs) -> orig_call(module, *args, **kwargs) in its range"},
     {"configure_modules", (PyCFunction)(void (*)(void))configure_modules, METH_VARARGS | METH_KEYWORDS,
      "configure_modules(**shared): hand over modules.py's thread-local stack, caches and fallbacks"},
+    {"modules_changed", modules_changed, METH_NOARGS,
+     "modules_changed(): modules.py's path/text caches changed (forget what module_call kept of them)"},
     {"nvtx_domain", nvtx_domain, METH_O, "nvtx_domain(name): create pyprof's NVTX domain (once)"},
     {"nvtx_push", nvtx_push, METH_O, "nvtx_push(text): push a range with this message in pyprof's NVTX domain"},
     {"nvtx_pop", nvtx_pop, METH_NOARGS, "nvtx_pop(): pop the innermost range of pyprof's NVTX domain"},
@@ -1221,6 +1541,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "_fastpayload",
     "The op payload text built in C; see the comment at the top of _fastpayload.c.", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 #define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
@@ -1236,13 +1557,10 @@ PyInit__fastpayload(void)
     INTERN(s_f_lasti, "f_lasti");
     INTERN(s_packed, "packed");
     INTERN(s_arg_names, "arg_names");
-    INTERN(s_nested, "nested");
-    INTERN(s_nvtx, "nvtx");
-    INTERN(s_recorders, "recorders");
+    INTERN(s_route, "route");
     INTERN(s_prof_enabled, "_is_profiler_enabled");
-    INTERN(s_backward, "backward");
-    INTERN(s_stack_depth, "stack_depth");
     INTERN(s_mods, "mods");
+    INTERN(s_compiling_flag, "_is_compiling_flag");
     INTERN(empty_str, "");
     return PyModule_Create(&moduledef);
 }

@@ -22,7 +22,10 @@ descendant of the current root (called from inside it) gets ``<parent path>.<Cla
 encoded text per (module, path) is cached, so steady-state cost is two dict lookups, a push and a pop
 (done in C by the optional extension's ``module_call`` where it was built, see
 :mod:`pyprof.annotate.fastpath`; cache misses and stale stacks still go through :func:`_open` and
-:func:`_close`).
+:func:`_close`). The C path keeps what it found per (module, root) in a table of its own, valid until
+:func:`_changed` tells it that ``_paths`` or ``_texts`` changed (an entry added or replaced, a map
+rebuilt, a module or root collected). A module renamed after its root's map was built keeps its old
+path until the map is rebuilt (which happens when a module is not found in it).
 
 The instrumentation is installed only while a consumer is present (a Recorder, an NVTX tool,
 ``lazy=False``, or a torch.profiler session, noticed by wrapping torch's
@@ -71,7 +74,14 @@ def _stack() -> list:
 def _forget(table: dict, key: int):
     def cb(_ref):
         table.pop(key, None)
+        _changed()
     return cb
+
+
+def _changed() -> None:
+    """``_paths`` or ``_texts`` changed: the C path's copy of their entries is out of date."""
+    if _fast_modules_changed is not None:
+        _fast_modules_changed()
 
 
 def _path_map(root) -> dict:
@@ -79,6 +89,7 @@ def _path_map(root) -> dict:
     if entry is None or entry[0]() is not root:
         m = {id(mod): name for name, mod in root.named_modules(remove_duplicate=False)}
         _paths[id(root)] = (weakref.ref(root, _forget(_paths, id(root))), m)
+        _changed()
         return m
     return entry[1]
 
@@ -90,6 +101,7 @@ def module_path(module, stack: list) -> str:
     path = _path_map(root).get(id(module))
     if path is None:
         _paths.pop(id(root), None)  # the tree changed since the map was built: rebuild once
+        _changed()
         path = _path_map(root).get(id(module))
         if path is None:
             parent = stack[-1][2]
@@ -111,6 +123,7 @@ def _text(module, path: str) -> str:
         _texts[id(module)] = (weakref.ref(module, _forget(_texts, id(module))), path, text)
     except TypeError:  # not weak-referenceable: do not cache
         pass
+    _changed()
     return text
 
 
@@ -154,15 +167,20 @@ def _close(module) -> None:
             break
 
 
+_is_dynamo_compiling = _ops._is_dynamo_compiling
 _orig_call = nn.Module.__call__  # replaced by _on() with what Module.__call__ is then
 
 
 def _call(self, *args, **kwargs):
     """``nn.Module.__call__`` while a consumer is present: the original inside a "mod" range."""
-    if (S.idle and not _ap._is_profiler_enabled) or _mode[0] != "call" or _is_compiling():
+    if (S.idle and not _ap._is_profiler_enabled) or _mode[0] != "call":
         return _orig_call(self, *args, **kwargs)
-    if _fast_module_call is not None:  # the same steps in C (cache hits; misses call _open/_close)
+    if _fast_module_call is not None and not _is_dynamo_compiling():
+        # the same steps in C (cache hits; misses call _open/_close), which also checks the
+        # compile-session flag (see ops._is_dynamo_compiling)
         return _fast_module_call(self, _orig_call, args, kwargs)
+    if _is_compiling():
+        return _orig_call(self, *args, **kwargs)
     _open(self)
     try:
         return _orig_call(self, *args, **kwargs)
@@ -283,6 +301,8 @@ def uninstall() -> None:
 
 #: The C accelerator's version of :func:`_call`'s range (see :mod:`pyprof.annotate.fastpath`), or None.
 _fast_module_call = None
+_fast_modules_changed = None
 if _ops._fast is not None:
     _ops._fast.configure_modules(tls=_tls, gen=_gen, paths=_paths, texts=_texts, open=_open, close=_close)
     _fast_module_call = _ops._fast.module_call
+    _fast_modules_changed = _ops._fast.modules_changed

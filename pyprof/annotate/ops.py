@@ -12,7 +12,9 @@ text directly (:func:`build_payload`: the constant head per callable is precompu
 dict, because building that dict and serialising it was about half of the per-op cost. Where the
 optional C extension was built (:mod:`pyprof.annotate.fastpath`), the wrapper hands the marker path
 to its ``call`` instead of :func:`call_marked`: the same steps and the same text, without the
-interpreter (the wrapper checks ``is_compiling()`` first, so TorchDynamo never reaches the C call).
+interpreter (the wrapper asks ``torch.compiler.is_dynamo_compiling()`` first, so TorchDynamo never
+reaches the C call, and the C call checks torch's compile-session flag itself: see
+:data:`_is_dynamo_compiling`).
 
 Nesting: ops called from inside an instrumented op emit nothing by default (a thread-local flag),
 because the outer op already names the work — except inside :data:`COMPOSITES`, functions whose
@@ -43,7 +45,9 @@ COMPOSITES = frozenset({
 _ids = itertools.count(1)
 _tls = threading.local()
 _ap = torch.autograd.profiler  # ``_ap._is_profiler_enabled``: a plain bool torch.profiler sets
-_tracing_state = torch._C._get_tracing_state
+# is torch.jit.trace recording? (``torch._C._is_tracing``, what torch.jit.is_tracing() asks: half the
+# cost of ``_get_tracing_state() is not None``, which older torch has alone)
+_is_tracing = getattr(torch._C, "_is_tracing", None) or (lambda: torch._C._get_tracing_state() is not None)
 _grad_enabled = torch.is_grad_enabled
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 _Tensor = torch.Tensor
@@ -55,6 +59,15 @@ try:
 except ImportError:  # torch < 2.3
     def _is_compiling() -> bool:
         return False
+
+#: What the wrappers ask before calling into C (see :func:`make_wrapper`), and the owner of the
+#: compile-session flag that the C code reads instead (None where this torch has no such flag).
+_compiler = getattr(torch, "compiler", None)
+if hasattr(_compiler, "_is_compiling_flag") and hasattr(_compiler, "is_dynamo_compiling"):
+    _is_dynamo_compiling = _compiler.is_dynamo_compiling
+else:  # older torch: the full check in Python, and none in C
+    _is_dynamo_compiling = _is_compiling
+    _compiler = None
 
 
 class OpMeta:
@@ -195,7 +208,7 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
         busy = tls.busy
     except AttributeError:
         busy = tls.busy = False
-    if (busy and not S.nested) or _tracing_state() is not None:
+    if (busy and not S.nested) or _is_tracing():
         return fn(*args, **kwargs)
     op_id = next(_ids)
     s0 = _get_seq() if (S.backward and _grad_enabled() and _wants_grad(args, kwargs)) else None
@@ -221,9 +234,9 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
 #: PYPROF_PURE_PYTHON=1): ``_fast_call`` stands in for :func:`call_marked`, and builds the text
 #: :func:`build_payload` would (``_fast.build`` on its own, for the tests).
 _fast = fastpath.load(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
-                      tracing_state=_tracing_state, grad_enabled=_grad_enabled, get_seq=_get_seq,
+                      tracing=_is_tracing, grad_enabled=_grad_enabled, get_seq=_get_seq,
                       push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_ap, hook_op=_hook_op,
-                      build_payload=build_payload)
+                      build_payload=build_payload, compiler=_compiler)
 _fast_call = _fast.call if _fast is not None else None
 
 
@@ -234,7 +247,7 @@ def make_wrapper(fn, meta: OpMeta):
     def wrapper(*args, **kwargs):
         if St.idle and not _ap._is_profiler_enabled:
             return fn(*args, **kwargs)
-        if _fast_call is not None and not _is_compiling():
+        if _fast_call is not None and not _is_dynamo_compiling():
             return _fast_call(meta, fn, args, kwargs)
         return call_marked(meta, fn, args, kwargs)
 

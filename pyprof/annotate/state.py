@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import threading
 
+#: Bits of :attr:`_State.route`: the switches the C accelerator needs on every op and module range,
+#: read there as one int instead of five attributes (``_fastpayload.c`` has the same numbers).
+ROUTE_NVTX, ROUTE_RECORDERS, ROUTE_NESTED, ROUTE_BACKWARD, ROUTE_DEPTH_ONE = 1, 2, 4, 8, 16
+
 
 class _State:
     def __init__(self) -> None:
@@ -23,10 +27,15 @@ class _State:
         self.backward = True        # register per-node backward ranges
         self.recorders: tuple = ()  # active Recorders (a tuple, replaced on change: read without a lock)
         self.listeners: list = []   # called after every refresh (the module patch follows consumers)
+        self.route = 0              # the ROUTE_* bits of the fields above (see refresh)
 
     def refresh(self) -> None:
-        """Recompute :attr:`idle` after a consumer came or went, and tell the listeners."""
+        """Recompute :attr:`idle` and :attr:`route` after a consumer came or went or an option was
+        set (the fields above are only ever changed together with a refresh), and tell the listeners."""
         self.idle = not (self.nvtx or self.always or self.recorders)
+        self.route = ((ROUTE_NVTX if self.nvtx else 0) | (ROUTE_RECORDERS if self.recorders else 0)
+                      | (ROUTE_NESTED if self.nested else 0) | (ROUTE_BACKWARD if self.backward else 0)
+                      | (ROUTE_DEPTH_ONE if self.stack_depth == 1 else 0))
         for fn in tuple(self.listeners):
             fn()
 

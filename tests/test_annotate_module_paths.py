@@ -1,0 +1,53 @@
+"""Module ranges stay right when the model changes between calls: a child replaced or added,
+or called under another root, and modules freed and new ones made (often at the same address). The C
+path keeps its own copy of modules.py's path and text caches (see ``module_call`` in
+``_fastpayload.c``); these tests hold both paths to the model as it is at each call."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from pyprof.annotate.recorder import Recorder  # noqa: E402
+
+
+def _mods(fn, *args):
+    with Recorder() as rec:
+        fn(*args)
+    assert not rec.open_ranges()
+    return [(p["path"], p["cls"]) for p in rec.payloads("mod")]
+
+
+def test_paths_follow_replaced_added_and_re_rooted_children(initialized):
+    x = torch.randn(2, 3)
+    root = nn.Sequential()
+    root.add_module("a", nn.ReLU())
+    assert _mods(root, x) == [("", "Sequential"), ("a", "ReLU")]
+    assert _mods(root, x) == [("", "Sequential"), ("a", "ReLU")]  # cached
+    root.a = nn.Tanh()  # replaced by a new module
+    assert _mods(root, x) == [("", "Sequential"), ("a", "Tanh")]
+    root.add_module("b", nn.Sigmoid())  # added after the first call
+    assert _mods(root, x) == [("", "Sequential"), ("a", "Tanh"), ("b", "Sigmoid")]
+    child = root.a
+    assert _mods(child, x) == [("", "Tanh")]  # called on its own: a root
+    other = nn.Sequential(nn.Identity(), child)  # the same module under another root
+    assert _mods(other, x) == [("", "Sequential"), ("0", "Identity"), ("1", "Tanh")]
+    assert _mods(root, x) == [("", "Sequential"), ("a", "Tanh"), ("b", "Sigmoid")]
+
+
+def test_new_modules_at_reused_addresses_get_their_own_text(initialized):
+    x = torch.randn(2, 3)
+    kinds = (nn.ReLU, nn.Tanh, nn.Sigmoid)
+    for i in range(60):  # freed modules' memory is soon reused for new ones
+        kind = kinds[i % 3]
+        model = nn.Sequential(kind(), nn.Sequential(kinds[(i + 1) % 3]()))
+        assert _mods(model, x) == [("", "Sequential"), ("0", kind.__name__), ("1", "Sequential"),
+                                   ("1.0", kinds[(i + 1) % 3].__name__)]
+        del model
+    root = nn.Sequential()
+    for i in range(60):  # the same root, its child replaced (the old one freed) before each call
+        kind = kinds[i % 3]
+        root.a = kind()
+        assert _mods(root, x) == [("", "Sequential"), ("a", kind.__name__)]
