@@ -18,7 +18,10 @@ Each round runs every state once, in a random order; a state's time is the threa
 shared machine than wall time. Printed per state: the median time, its ratio to A, and the time
 added per op: the median over rounds of (state - A) of the same round, divided by the op count
 (op ranges a Recorder counts; module ranges and backward hooks are in the time but not in the
-count), with its interquartile range. Run: ``python scripts/bench_init.py`` (``--quick``: fewer
+count), with its interquartile range. Freed tensor buffers are kept in the process heap (glibc
+``mallopt``, see :func:`_steady_heap`) so that single forwards do not move by page faults. The
+ResNet runs 450 rounds of one forward each (a 1 us/op effect is 0.4% of a forward). Run:
+``python scripts/bench_init.py`` (about 5 minutes on a 2-core machine; ``--quick``: a third of the
 rounds).
 """
 
@@ -202,21 +205,39 @@ def bench(name: str, fn, rounds: int, grad: bool) -> dict:
     return out
 
 
+def _steady_heap() -> str:
+    """Keep freed tensor buffers in the process heap (glibc ``mallopt``): by default glibc hands big
+    buffers back to the OS and the next forward faults them in again, which alone moved single
+    ResNet forwards here by about 5% (interquartile range over 200 forwards; about 2.5% with this).
+    Both sides of every comparison run with it."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1 and libc.mallopt(m_trim_threshold, 1 << 30) == 1
+    except (OSError, AttributeError):
+        ok = False
+    return "heap kept (mallopt)" if ok else "default heap (no glibc mallopt)"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats")
     args = ap.parse_args()
+    heap = _steady_heap()
     torch.set_num_threads(1)
     reps = 5 if args.quick else 15
     from pyprof.annotate import ops
     accel = "on" if ops._fast_call is not None else "off (not built, or PYPROF_PURE_PYTHON=1)"
-    print(f"torch {torch.__version__}, CPU, 1 thread, thread CPU time; C accelerator {accel}")
+    print(f"torch {torch.__version__}, CPU, 1 thread, thread CPU time, {heap}; C accelerator {accel}")
     bench("op stream x500 (add, mul, relu)", op_stream(), reps, grad=False)
     bench("tiny MLP x200", tiny_mlp(), reps, grad=False)
     bench("tiny MLP x200", tiny_mlp(), reps, grad=True)
-    # ten times the rounds, one forward each: its per-op figure is a small difference of two large
-    # times (1 us/op is 0.3% of a forward), and from run to run the plain forward moves by 2-3%
-    bench("ResNet-18-like b1 64x64", resnet18(1), 10 * reps, grad=False)
+    # many more rounds, one forward each: its per-op figure is a small difference of two large
+    # times (1 us/op is 0.4% of a forward), and single forwards move by 2-3% (interquartile range)
+    bench("ResNet-18-like b1 64x64", resnet18(1), 30 * reps, grad=False)
 
 
 if __name__ == "__main__":
