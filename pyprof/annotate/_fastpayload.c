@@ -132,8 +132,9 @@ wb_str_steal(wbuf *b, PyObject *s)
     return r;
 }
 
-static int
-wb_ll(wbuf *b, long long v)
+/* v in decimal at dst (at most 20 characters); returns how many were written */
+static inline Py_ssize_t
+ll_digits(char *dst, long long v)
 {
     char tmp[24];
     int i = (int)sizeof tmp;
@@ -144,7 +145,17 @@ wb_ll(wbuf *b, long long v)
     } while (u);
     if (v < 0)
         tmp[--i] = '-';
-    return wb_put(b, tmp + i, (Py_ssize_t)sizeof tmp - i);
+    memcpy(dst, tmp + i, sizeof tmp - i);
+    return (Py_ssize_t)sizeof tmp - i;
+}
+
+static int
+wb_ll(wbuf *b, long long v)
+{
+    if (b->n + 21 > b->cap && wb_grow(b, 21) < 0)
+        return -1;
+    b->n += ll_digits(b->p + b->n, v);
+    return 0;
 }
 
 /* a Python int as str() writes it: in C for int64, else by str() */
@@ -186,17 +197,7 @@ wb_int64s(wbuf *b, PyObject *t)
         }
         if (i)
             *out++ = ',';
-        char tmp[24];
-        int k = (int)sizeof tmp;
-        unsigned long long u = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
-        do {
-            tmp[--k] = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
-        if (x < 0)
-            tmp[--k] = '-';
-        memcpy(out, tmp + k, sizeof tmp - k);
-        out += sizeof tmp - k;
+        out += ll_digits(out, x);
     }
     b->n = out - b->p;
     return 1;
@@ -303,23 +304,18 @@ tensor_attrs_init(void)
  * configure() checks that this holds for sample devices (same bytes exactly for equal devices),
  * and only then keys a small table by those two bytes; otherwise the dict is probed as before. */
 typedef struct {
-    const void *key; /* the dtype object (dtypes live as long as torch), or NULL */
+    uintptr_t key; /* dtypes: the dtype's address (dtypes live as long as torch); devices: see
+                    * device_key(); 0 when empty */
     PyObject *text;
-} dtype_slot;
-static dtype_slot dtype_table[32];
-
-typedef struct {
-    int key; /* (type byte << 8 | index byte) + 1, 0 when empty */
-    PyObject *text;
-} device_slot;
-static device_slot device_table[64];
+} text_slot;
+static text_slot dtype_table[32], device_table[64];
 static PyTypeObject *device_type = NULL; /* torch.device, where the two bytes were found to hold */
 
-static inline int
-device_key(PyObject *dev)
+static inline uintptr_t
+device_key(PyObject *dev) /* (type byte << 8 | index byte) + 1 */
 {
     const unsigned char *p = (const unsigned char *)dev + sizeof(PyObject);
-    return ((p[0] << 8) | p[1]) + 1;
+    return (uintptr_t)((p[0] << 8) | p[1]) + 1;
 }
 
 /* configure(device_samples=[...]): enable the device table if, over the samples, two devices have
@@ -355,37 +351,36 @@ device_probe(PyObject *samples)
     return 0;
 }
 
-/* describe.dtype_json(dtype): new reference */
+/* slot's text if it holds key, else cache[obj] (filled by fill(obj)), kept in slot: new reference */
 static PyObject *
-dtype_text(PyObject *dtype)
+slot_text(text_slot *slot, uintptr_t key, PyObject *obj, PyObject *cache, PyObject *fill)
 {
-    dtype_slot *slot = &dtype_table[((size_t)dtype >> 4) & 31];
-    if (slot->key == dtype)
-        return Py_NewRef(slot->text);
-    PyObject *t = cached_text(d_dtypes, dtype, f_dtype_json);
-    if (t != NULL && PyUnicode_Check(t)) {
-        slot->key = dtype;
-        Py_XSETREF(slot->text, Py_NewRef(t));
-    }
-    return t;
-}
-
-/* describe.device_json(device): new reference */
-static PyObject *
-device_text(PyObject *dev)
-{
-    if (Py_TYPE(dev) != device_type)
-        return cached_text(d_devices, dev, f_device_json);
-    int key = device_key(dev);
-    device_slot *slot = &device_table[(key ^ (key >> 8)) & 63];
     if (slot->key == key)
         return Py_NewRef(slot->text);
-    PyObject *t = cached_text(d_devices, dev, f_device_json);
+    PyObject *t = cached_text(cache, obj, fill);
     if (t != NULL && PyUnicode_Check(t)) {
         slot->key = key;
         Py_XSETREF(slot->text, Py_NewRef(t));
     }
     return t;
+}
+
+/* describe.dtype_json(dtype): new reference */
+static inline PyObject *
+dtype_text(PyObject *dtype)
+{
+    uintptr_t key = (uintptr_t)dtype;
+    return slot_text(&dtype_table[(key >> 4) & 31], key, dtype, d_dtypes, f_dtype_json);
+}
+
+/* describe.device_json(device): new reference */
+static inline PyObject *
+device_text(PyObject *dev)
+{
+    if (Py_TYPE(dev) != device_type)
+        return cached_text(d_devices, dev, f_device_json);
+    uintptr_t key = device_key(dev);
+    return slot_text(&device_table[(key ^ (key >> 8)) & 63], key, dev, d_devices, f_device_json);
 }
 
 /* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}' */
