@@ -3,6 +3,7 @@ to ``markers.encode`` of the payload dict built from :func:`pyprof.annotate.desc
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 
@@ -117,6 +118,57 @@ def test_c_accelerator_writes_the_same_bytes_as_python(initialized):
     assert info["device_table"] and info["tensor_getters"]
     assert info["frame_walk"] == ((3, 11) <= sys.version_info[:2] <= (3, 12))
     assert (info["frame_walk_hits"] >= len(calls)) == info["frame_walk"]
+
+
+def _sites_through_wrapper(fast: bool) -> list[str]:
+    """The call sites of one op called from a generator, a comprehension, a lambda, an except
+    block, a builtin (map) and another thread, twice each (the second time from the caches, which on
+    CPython 3.11/3.12 the C path serves by reading the interpreter's frames)."""
+    import threading
+
+    saved = ann_ops._fast_call
+    if not fast:
+        ann_ops._fast_call = None
+    try:
+        meta = OpMeta("wrap", "probe", lambda *a, **k: None, composite=False)
+        op = ann_ops.make_wrapper(lambda *a, **k: None, meta)
+        x = torch.ones(1)
+
+        def gen():
+            yield op(x)
+
+        def in_thread():
+            t = threading.Thread(target=lambda: op(x))
+            t.start()
+            t.join()
+
+        def in_except():
+            try:
+                raise KeyError("k")
+            except KeyError:
+                op(x)
+
+        with Recorder() as rec:
+            for _ in range(2):
+                list(gen())
+                [op(x) for _ in range(1)]  # noqa: B018
+                (lambda: op(x))()
+                in_except()
+                list(map(op, [x]))
+                in_thread()
+        return [json.loads(t)["trace"][0] for t in rec.texts()]
+    finally:
+        ann_ops._fast_call = saved
+
+
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_c_call_sites_match_python_in_generators_comprehensions_threads(initialized):
+    hits = ann_ops._fast.info()["frame_walk_hits"]
+    c_sites, py_sites = _sites_through_wrapper(True), _sites_through_wrapper(False)
+    assert len(c_sites) == 12 and c_sites == py_sites
+    assert len(set(c_sites)) == 6 and all(s.startswith("tests/test_annotate_payload.py:") for s in c_sites)
+    walked = ann_ops._fast.info()["frame_walk_hits"] - hits
+    assert (walked >= 6) == ann_ops._fast.info()["frame_walk"]
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
