@@ -3,6 +3,7 @@ to ``markers.encode`` of the payload dict built from :func:`pyprof.annotate.desc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -75,22 +76,27 @@ from pyprof.annotate import ops as ann_ops  # noqa: E402
 from pyprof.annotate.recorder import Recorder  # noqa: E402
 
 
-def _texts_through_wrapper(fast: bool, calls):
-    """Payload texts of ``calls`` made through a real op wrapper, with the C accelerator on or off."""
-    import re
-
+@contextlib.contextmanager
+def _probe_op(fast: bool):
+    """A real op wrapper (of a function that does nothing), with the C accelerator on or off."""
     saved = ann_ops._fast_call
     if not fast:
         ann_ops._fast_call = None
     try:
         meta = OpMeta("wrap", "probe", lambda *a, **k: None, composite=False)
-        wrapper = ann_ops.make_wrapper(lambda *a, **k: None, meta)
-        with Recorder() as rec:
-            for args, kwargs in calls:
-                wrapper(*args, **kwargs)  # one call site for all: the trace must match too
-        return [re.sub(r',"id":\d+,', ',"id":0,', t) for t in rec.texts()]
+        yield ann_ops.make_wrapper(lambda *a, **k: None, meta)
     finally:
         ann_ops._fast_call = saved
+
+
+def _texts_through_wrapper(fast: bool, calls):
+    """Payload texts of ``calls`` made through a real op wrapper, with the C accelerator on or off."""
+    import re
+
+    with _probe_op(fast) as wrapper, Recorder() as rec:
+        for args, kwargs in calls:
+            wrapper(*args, **kwargs)  # one call site for all: the trace must match too
+    return [re.sub(r',"id":\d+,', ',"id":0,', t) for t in rec.texts()]
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
@@ -126,12 +132,7 @@ def _sites_through_wrapper(fast: bool) -> list[str]:
     CPython 3.11/3.12 the C path serves by reading the interpreter's frames)."""
     import threading
 
-    saved = ann_ops._fast_call
-    if not fast:
-        ann_ops._fast_call = None
-    try:
-        meta = OpMeta("wrap", "probe", lambda *a, **k: None, composite=False)
-        op = ann_ops.make_wrapper(lambda *a, **k: None, meta)
+    with _probe_op(fast) as op:
         x = torch.ones(1)
 
         def gen():
@@ -156,9 +157,7 @@ def _sites_through_wrapper(fast: bool) -> list[str]:
                 in_except()
                 list(map(op, [x]))
                 in_thread()
-        return [json.loads(t)["trace"][0] for t in rec.texts()]
-    finally:
-        ann_ops._fast_call = saved
+    return [json.loads(t)["trace"][0] for t in rec.texts()]
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
