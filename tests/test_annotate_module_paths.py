@@ -35,6 +35,10 @@ def test_paths_follow_replaced_added_and_re_rooted_children(initialized):
     other = nn.Sequential(nn.Identity(), child)  # the same module under another root
     assert _mods(other, x) == [("", "Sequential"), ("0", "Identity"), ("1", "Tanh")]
     assert _mods(root, x) == [("", "Sequential"), ("a", "Tanh"), ("b", "Sigmoid")]
+    moved = root.a
+    root.a = nn.ReLU()  # a new module at "a" (not in the map: rebuilt) and the old one moved to "c"
+    root.add_module("c", moved)
+    assert _mods(root, x) == [("", "Sequential"), ("a", "ReLU"), ("b", "Sigmoid"), ("c", "Tanh")]
 
 
 def test_new_modules_at_reused_addresses_get_their_own_text(initialized):

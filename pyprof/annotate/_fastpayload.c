@@ -219,7 +219,7 @@ wb_finish(wbuf *b)
     return r;
 }
 
-/* cache[key] (a str filled by the Python function fill(key)), borrowed from the cache or new */
+/* cache[key] (a str the Python function fill(key) puts there when missing): a new reference */
 static PyObject *
 cached_text(PyObject *cache, PyObject *key, PyObject *fill)
 {
@@ -657,12 +657,12 @@ site_json_objects(void)
     return PyUnicode_FromString("[]");
 }
 
+static unsigned long long walk_hits = 0; /* call sites served by the direct walk (see info()) */
+
 /* site_json_objects(), where the interpreter's frames can be read directly (PYPROF_FRAME_WALK): the
  * same walk (PyFrame_GetBack skips incomplete frames too, and PyFrame_GetLasti is the code-unit
  * index in bytes), served from the caches; a first sight of a call site takes the object walk,
  * which fills them. */
-static unsigned long long walk_hits = 0; /* call sites served by the direct walk (see info()) */
-
 static PyObject *
 site_json(void)
 {
@@ -893,8 +893,6 @@ nv_push(PyObject *text)
     return 0;
 }
 
-/* emit.push(text[, cache=True]): a new reference to the token, or NULL with an exception.
- * An NVTX tool alone is served here (token emit.NVTX_ONLY); nobody at all gives emit.NOTHING. */
 static long
 state_route(void) /* S.route, or -1 with an exception */
 {
@@ -907,6 +905,8 @@ state_route(void) /* S.route, or -1 with an exception */
     return PyLong_AsLong(v);
 }
 
+/* emit.push(text[, cache=True]): a new reference to the token, or NULL with an exception.
+ * An NVTX tool alone is served here (token emit.NVTX_ONLY); nobody at all gives emit.NOTHING. */
 static PyObject *
 push_range(PyObject *text, int cache, long route)
 {

@@ -84,12 +84,14 @@ def _changed() -> None:
         _fast_modules_changed()
 
 
-def _path_map(root) -> dict:
+def _path_map(root, rebuild: bool = False) -> dict:
     entry = _paths.get(id(root))
-    if entry is None or entry[0]() is not root:
+    current = entry is not None and entry[0]() is root
+    if rebuild or not current:
         m = {id(mod): name for name, mod in root.named_modules(remove_duplicate=False)}
         _paths[id(root)] = (weakref.ref(root, _forget(_paths, id(root))), m)
-        _changed()
+        if not current or m != entry[1]:  # an unchanged tree keeps the C path's entries valid
+            _changed()
         return m
     return entry[1]
 
@@ -99,10 +101,8 @@ def module_path(module, stack: list) -> str:
         return ""
     root = stack[0][0]
     path = _path_map(root).get(id(module))
-    if path is None:
-        _paths.pop(id(root), None)  # the tree changed since the map was built: rebuild once
-        _changed()
-        path = _path_map(root).get(id(module))
+    if path is None:  # the tree may have changed since the map was built: rebuild once
+        path = _path_map(root, rebuild=True).get(id(module))
         if path is None:
             parent = stack[-1][2]
             name = type(module).__name__
@@ -123,7 +123,8 @@ def _text(module, path: str) -> str:
         _texts[id(module)] = (weakref.ref(module, _forget(_texts, id(module))), path, text)
     except TypeError:  # not weak-referenceable: do not cache
         pass
-    _changed()
+    else:
+        _changed()
     return text
 
 
