@@ -4,6 +4,7 @@ to ``markers.encode`` of the payload dict built from :func:`pyprof.annotate.desc
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import sys
@@ -121,9 +122,38 @@ def test_c_accelerator_writes_the_same_bytes_as_python(initialized):
     # texts keyed by the device's bytes; on CPython 3.11 and 3.12 the call site read from the
     # interpreter's frames once seen), so the comparison above covered them
     info = ann_ops._fast.info()
-    assert info["device_table"] and info["tensor_getters"]
+    assert info["device_table"] and info["tensor_getters"] and info["contiguous_direct"] and info["packed_slot"]
     assert info["frame_walk"] == ((3, 11) <= sys.version_info[:2] <= (3, 12))
     assert (info["frame_walk_hits"] >= len(calls)) == info["frame_walk"]
+
+
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_c_tensor_texts_from_its_table_differ_wherever_one_fact_differs(initialized):
+    """The C writer keeps whole tensor texts keyed by shape, dtype, device, contiguity and
+    requires_grad: tensors that differ in one of these only, described after each other (so that
+    one would be served the other's text if the key missed that fact), must read as in Python."""
+    base = torch.ones(4, 6)
+    variants = [base, torch.ones(6, 4), torch.ones(46), torch.ones(4, 6, 1), torch.ones(1, 4, 6),
+                base.to(torch.float64), base.to(torch.bfloat16), base.to(torch.int32),
+                torch.ones(4, 6, device="meta"), torch.ones(4, 12)[:, ::2],
+                torch.ones(4, 6, requires_grad=True), torch.ones(6, 4, requires_grad=True).t(),
+                torch.ones(1 << 40, 0), torch.ones(0, 1 << 40), torch.ones(*[1] * 8), torch.ones(*[1] * 9)]
+    calls = [((v,), {}) for v in variants] + [((v, w), {}) for v, w in itertools.pairwise(variants)]
+    hits = ann_ops._fast.info()["tensor_hits"]
+    for _ in range(2):
+        c_texts = _texts_through_wrapper(True, calls)
+        assert c_texts == _texts_through_wrapper(False, calls)
+    assert len(set(c_texts[:len(variants)])) == len(variants)
+    assert ann_ops._fast.info()["tensor_hits"] - hits >= 2 * len(variants)  # the table served them
+    # many keys that differ in one fact, each right after the other: with far more keys than table
+    # slots, some of these pairs share a slot, where only the full key comparison tells them apart
+    pairs = []
+    for i in range(1, 1500):
+        pairs += [((torch.ones(i, 3),), {}), ((torch.ones(i, 3, 1),), {}), ((torch.ones(i, 3),), {}),
+                  ((torch.ones(i, 3, requires_grad=True),), {}),
+                  ((torch.ones(3, i).t(),), {}),
+                  ((torch.ones(3, i),), {}), ((torch.ones(i, 3, dtype=torch.float64),), {})]
+    assert _texts_through_wrapper(True, pairs) == _texts_through_wrapper(False, pairs)
 
 
 def _sites_through_wrapper(fast: bool) -> list[str]:

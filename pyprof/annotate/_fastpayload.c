@@ -16,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include <structmember.h>
 #include "nvtx3/nvToolsExt.h" /* NVTX v3, header-only, vendored in csrc/nvtx3 */
 
 /* CPython 3.11 and 3.12: the call-site walk reads the interpreter's own frames (as Cython and
@@ -254,6 +255,10 @@ typedef struct {
 } tensor_attr;
 static tensor_attr a_shape, a_dtype, a_device, a_grad;
 static PyObject *m_is_contiguous; /* the method descriptor, or NULL: look it up per call */
+/* its C function, called straight with no arguments where it takes (args, kwargs) (skipping the
+ * descriptor's call, which makes an argument tuple per call); else NULL */
+static PyCFunctionWithKeywords is_contiguous_fn = NULL;
+static PyObject *no_args; /* () */
 
 static void
 tensor_attr_init(tensor_attr *a, PyObject *name)
@@ -289,8 +294,13 @@ tensor_attrs_init(void)
     Py_CLEAR(m_is_contiguous);
     PyObject *m1 = PyObject_GetAttr(T_tensor, s_is_contiguous);
     PyObject *m2 = m1 ? PyObject_GetAttr(T_param, s_is_contiguous) : NULL;
-    if (m1 != NULL && m1 == m2 && Py_IS_TYPE(m1, &PyMethodDescr_Type))
+    is_contiguous_fn = NULL;
+    if (m1 != NULL && m1 == m2 && Py_IS_TYPE(m1, &PyMethodDescr_Type)) {
         m_is_contiguous = Py_NewRef(m1);
+        PyMethodDef *md = ((PyMethodDescrObject *)m1)->d_method;
+        if ((md->ml_flags & ~METH_COEXIST) == (METH_VARARGS | METH_KEYWORDS))
+            is_contiguous_fn = (PyCFunctionWithKeywords)(void (*)(void))md->ml_meth;
+    }
     Py_XDECREF(m1);
     Py_XDECREF(m2);
     PyErr_Clear();
@@ -383,31 +393,170 @@ device_text(PyObject *dev)
     return slot_text(&device_table[(key ^ (key >> 8)) & 63], key, dev, d_devices, f_device_json);
 }
 
+/* -- whole tensor texts, keyed by what they are made of ---------------------------------------
+ * Most tensors an op sees were seen before with the same shape, dtype, device, contiguity and
+ * requires_grad (describe._tensor_txt keeps the Python side's texts the same way). A small
+ * direct-mapped table keeps the text written for such a key, so that a hit copies it whole instead
+ * of writing the shape digit by digit and the other fields piece by piece. The key holds every
+ * input of the text: the dims (up to TT_DIMS, all int64), the dtype's address (dtypes live as long
+ * as torch), the device's two bytes (only where configure()'s probe enabled device_key), and the
+ * two flags. */
+#define TT_SLOTS 256
+#define TT_DIMS 8
+#define TT_TEXT 176
+typedef struct {
+    uintptr_t dtype;          /* 0: empty */
+    uintptr_t device;         /* device_key() */
+    unsigned char contig, grad, ndim, len;
+    long long dims[TT_DIMS];
+    char text[TT_TEXT];       /* '"tensor","shape":[..],...}' (ASCII) */
+} tensor_slot;
+static tensor_slot tensor_table[TT_SLOTS];
+static unsigned long long tensor_hits = 0; /* texts served by the table (see info()) */
+
+typedef struct {
+    uintptr_t dtype, device;
+    int contig, grad, ndim;
+    long long dims[TT_DIMS];
+} tensor_key;
+
+/* fill k from the getters' results: 1, or 0 where the table does not apply (nothing raised) */
+static int
+tensor_key_make(tensor_key *k, PyObject *shape, PyObject *dtype, PyObject *device, PyObject *contig,
+                PyObject *grad)
+{
+    if (device_type == NULL || Py_TYPE(device) != device_type || !PyTuple_Check(shape)
+            || (contig != Py_True && contig != Py_False) || (grad != Py_True && grad != Py_False))
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(shape);
+    if (n < 1 || n > TT_DIMS)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PyTuple_GET_ITEM(shape, i);
+        if (!PyLong_CheckExact(d))
+            return 0;
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(d, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        k->dims[i] = x;
+    }
+    k->ndim = (int)n;
+    k->dtype = (uintptr_t)dtype;
+    k->device = device_key(device);
+    k->contig = contig == Py_True;
+    k->grad = grad == Py_True;
+    return 1;
+}
+
+static inline tensor_slot *
+tensor_slot_of(const tensor_key *k)
+{
+    uint64_t h = (uint64_t)k->dtype ^ ((uint64_t)k->device << 32) ^ (uint64_t)(k->contig | k->grad << 1 | k->ndim << 2);
+    for (int i = 0; i < k->ndim; i++)
+        h = (h ^ (uint64_t)k->dims[i]) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return &tensor_table[h & (TT_SLOTS - 1)];
+}
+
+static inline int
+tensor_slot_holds(const tensor_slot *s, const tensor_key *k)
+{
+    if (s->dtype != k->dtype || s->device != k->device || s->contig != k->contig || s->grad != k->grad
+            || s->ndim != k->ndim)
+        return 0;
+    for (int i = 0; i < k->ndim; i++)
+        if (s->dims[i] != k->dims[i])
+            return 0;
+    return 1;
+}
+
+/* keep the text just written (from, to) for k, where it is ASCII and fits */
+static void
+tensor_slot_store(tensor_slot *s, const tensor_key *k, const char *from, Py_ssize_t len)
+{
+    if (len > TT_TEXT)
+        return;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if ((unsigned char)from[i] > 127)
+            return;
+    s->dtype = k->dtype;
+    s->device = k->device;
+    s->contig = (unsigned char)k->contig;
+    s->grad = (unsigned char)k->grad;
+    s->ndim = (unsigned char)k->ndim;
+    memcpy(s->dims, k->dims, sizeof(long long) * (size_t)k->ndim);
+    memcpy(s->text, from, (size_t)len);
+    s->len = (unsigned char)len;
+}
+
+static void
+tensor_table_clear(void)
+{
+    memset(tensor_table, 0, sizeof tensor_table);
+}
+
+/* tensor.is_contiguous(), with RuntimeError (sparse and other layouts without strides) read as
+ * False as the Python path does: new reference, or NULL with an exception */
+static PyObject *
+tensor_contiguous(PyObject *v)
+{
+    PyObject *contig;
+    if (is_contiguous_fn != NULL)
+        contig = is_contiguous_fn(v, no_args, NULL);
+    else if (m_is_contiguous != NULL)
+        contig = PyObject_Vectorcall(m_is_contiguous, &v, 1, NULL);
+    else
+        contig = PyObject_CallMethodNoArgs(v, s_is_contiguous);
+    if (contig == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
+            return NULL;
+        PyErr_Clear();
+        contig = Py_NewRef(Py_False);
+    }
+    return contig;
+}
+
 /* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}' */
 static int
 put_tensor(wbuf *b, PyObject *v, PyObject *head)
 {
-    PyObject *contig = m_is_contiguous != NULL ? PyObject_Vectorcall(m_is_contiguous, &v, 1, NULL)
-                                               : PyObject_CallMethodNoArgs(v, s_is_contiguous);
-    if (contig == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
-            return -1;
-        PyErr_Clear(); /* sparse and other layouts without strides: as the Python path */
-        contig = Py_NewRef(Py_False);
-    }
+    PyObject *contig = tensor_contiguous(v);
+    if (contig == NULL)
+        return -1;
     PyObject *shape = tensor_get(&a_shape, v);
     PyObject *dtype = shape ? tensor_get(&a_dtype, v) : NULL;
     PyObject *device = dtype ? tensor_get(&a_device, v) : NULL;
     PyObject *grad = device ? tensor_get(&a_grad, v) : NULL;
-    PyObject *dts = grad ? dtype_text(dtype) : NULL;
-    PyObject *devs = dts ? device_text(device) : NULL;
+    PyObject *dts = NULL, *devs = NULL;
     int r = -1;
+    if (grad == NULL)
+        goto done;
+    tensor_key key;
+    tensor_slot *slot = NULL;
+    if (tensor_key_make(&key, shape, dtype, device, contig, grad)) {
+        slot = tensor_slot_of(&key);
+        if (tensor_slot_holds(slot, &key)) {
+            tensor_hits++;
+            r = wb_str(b, head) < 0 ? -1 : wb_put(b, slot->text, slot->len);
+            goto done;
+        }
+    }
+    dts = dtype_text(dtype);
+    devs = dts ? device_text(device) : NULL;
     if (devs == NULL)
         goto done;
     if (!PyTuple_Check(shape)) /* torch.Size is a tuple; anything else: the Python path */
         goto python;
     Py_ssize_t mark = b->n;
-    if (wb_str(b, head) < 0 || WB_LIT(b, "\"tensor\",\"shape\":[") < 0)
+    if (wb_str(b, head) < 0)
+        goto done;
+    Py_ssize_t start = b->n;
+    if (WB_LIT(b, "\"tensor\",\"shape\":[") < 0)
         goto done;
     int dims = wb_int64s(b, shape); /* plain ints only (not SymInts, say) */
     if (dims < 0)
@@ -420,6 +569,8 @@ put_tensor(wbuf *b, PyObject *v, PyObject *head)
             || wb_str(b, devs) < 0 || WB_LIT(b, ",\"contig\":") < 0 || wb_bool(b, contig) < 0
             || WB_LIT(b, ",\"grad\":") < 0 || wb_bool(b, grad) < 0 || WB_LIT(b, "}") < 0)
         goto done;
+    if (slot != NULL)
+        tensor_slot_store(slot, &key, b->p + start, b->n - start);
     r = 0;
     goto done;
 python:
@@ -691,11 +842,41 @@ site_json(void)
     return site_json_objects();
 }
 
+/* ops.OpMeta and where its ``packed`` slot lives in an instance (configure(meta_type=...), where
+ * ``packed`` is a plain __slots__ member): read there directly, instead of an attribute lookup per
+ * op. NULL / 0: look it up. */
+static PyTypeObject *meta_type = NULL;
+static Py_ssize_t packed_offset = 0;
+
+static void
+packed_slot_init(PyObject *type)
+{
+    meta_type = NULL;
+    packed_offset = 0;
+    if (type == NULL || !PyType_Check(type))
+        return;
+    PyObject *d = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, s_packed); /* borrowed */
+    if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if ((m->type == T_OBJECT_EX || m->type == T_OBJECT) && !(m->flags & READ_RESTRICTED) && m->offset > 0) {
+            meta_type = (PyTypeObject *)type;
+            packed_offset = m->offset;
+        }
+    }
+    PyErr_Clear();
+}
+
 /* meta.packed, (head, heads, names, lowp, composite), after meta.arg_names() filled it; new ref. */
 static PyObject *
 packed_meta(PyObject *meta)
 {
-    PyObject *packed = PyObject_GetAttr(meta, s_packed);
+    PyObject *packed = NULL;
+    if (Py_TYPE(meta) == meta_type)
+        packed = Py_XNewRef(*(PyObject **)((char *)meta + packed_offset));
+    if (packed == NULL || packed == Py_None) {
+        Py_XDECREF(packed);
+        packed = PyObject_GetAttr(meta, s_packed);
+    }
     if (packed == Py_None) {
         Py_DECREF(packed);
         PyObject *r = PyObject_CallMethodNoArgs(meta, s_arg_names);
@@ -1058,14 +1239,14 @@ call(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
     if (call_args(argv, argc, "call(meta, fn, args: tuple, kwargs: dict)", configured, &kwargs) < 0)
         return NULL;
     PyObject *meta = argv[0], *fn = argv[1], *args = argv[2];
-    int comp = compiling();
-    if (comp)
-        return comp < 0 ? NULL : PyObject_Call(fn, args, kwargs);
     long route = state_route();
     if (route < 0)
         return NULL;
-    if (busy && !(route & ROUTE_NESTED))
+    if (busy && !(route & ROUTE_NESTED)) /* inside an op: nothing to emit, compiling or not */
         return PyObject_Call(fn, args, kwargs);
+    int comp = compiling();
+    if (comp)
+        return comp < 0 ? NULL : PyObject_Call(fn, args, kwargs);
     PyObject *ts = PyObject_CallNoArgs(f_tracing); /* torch._C._is_tracing() */
     if (ts == NULL)
         return NULL;
@@ -1210,6 +1391,8 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
     tensor_attrs_init();
     if (device_probe(PyDict_GetItemString(kw, "device_samples")) < 0)
         return NULL;
+    tensor_table_clear(); /* its keys hold device_key() values and dtype addresses */
+    packed_slot_init(PyDict_GetItemString(kw, "meta_type"));
     Py_XSETREF(d_state, PyObject_GenericGetDict(o_state, NULL));
     Py_XSETREF(d_profiler, PyObject_GenericGetDict(o_profiler, NULL));
     if (d_state == NULL || d_profiler == NULL || !PyDict_Check(d_state) || !PyDict_Check(d_profiler)) {
@@ -1508,13 +1691,15 @@ info(PyObject *Py_UNUSED(unused_module), PyObject *Py_UNUSED(unused))
 #else
     PyObject *walk = Py_False;
 #endif
-    return Py_BuildValue("{s:O,s:O,s:O,s:K}", "device_table", device_type != NULL ? Py_True : Py_False,
+    return Py_BuildValue("{s:O,s:O,s:O,s:O,s:K,s:O,s:K}", "device_table", device_type != NULL ? Py_True : Py_False,
                          "tensor_getters", a_shape.get != NULL ? Py_True : Py_False,
+                         "contiguous_direct", is_contiguous_fn != NULL ? Py_True : Py_False,
+                         "packed_slot", meta_type != NULL ? Py_True : Py_False, "tensor_hits", tensor_hits,
                          "frame_walk", walk, "frame_walk_hits", walk_hits);
 }
 
 static PyMethodDef methods[] = {
-    {"info", info, METH_NOARGS, "info() -> {'device_table', 'tensor_getters', 'frame_walk': bool, 'frame_walk_hits': int}"},
+    {"info", info, METH_NOARGS, "info() -> {'device_table', 'tensor_getters', 'contiguous_direct', 'packed_slot', 'frame_walk': bool, 'tensor_hits', 'frame_walk_hits': int}"},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
      "build(meta, args, kwargs, op_id, s0) -> the op payload text (see ops.build_payload)"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
@@ -1557,5 +1742,7 @@ PyInit__fastpayload(void)
     INTERN(s_mods, "mods");
     INTERN(s_compiling_flag, "_is_compiling_flag");
     INTERN(empty_str, "");
+    if ((no_args = PyTuple_New(0)) == NULL)
+        return NULL;
     return PyModule_Create(&moduledef);
 }

@@ -59,7 +59,8 @@ def load(**call_side):
     ``call_side``: what :mod:`pyprof.annotate.ops` hands over for ``call`` (``state``, ``ids``, ``compiler``,
     ``tracing``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``nothing`` and ``nvtx_only``
     (emit's tokens), ``profiler`` (torch.autograd.profiler), ``hook_op``,
-    ``build_payload``) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``).
+    ``build_payload``, ``meta_type``: :class:`~pyprof.annotate.ops.OpMeta`, whose ``packed`` slot is then
+    read in place) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``).
     """
     _fastpayload = extension()
     if _fastpayload is None:

@@ -236,7 +236,7 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
 _fast = fastpath.load(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
                       tracing=_is_tracing, grad_enabled=_grad_enabled, get_seq=_get_seq,
                       push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_ap, hook_op=_hook_op,
-                      build_payload=build_payload, compiler=_compiler)
+                      build_payload=build_payload, compiler=_compiler, meta_type=OpMeta)
 _fast_call = _fast.call if _fast is not None else None
 
 
