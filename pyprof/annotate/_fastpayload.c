@@ -1602,19 +1602,24 @@ module_stack(void)
     return st;
 }
 
-/* orig(module, *args, **kwargs) */
+/* orig(module, *args, **kwargs), by vectorcall from a stack of borrowed references (argv holds
+ * module and args for the whole call), which spares a tuple per call */
 static PyObject *
 call_prepended(PyObject *orig, PyObject *module, PyObject *args, PyObject *kwargs)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *full = PyTuple_New(n + 1);
-    if (full == NULL)
-        return NULL;
-    PyTuple_SET_ITEM(full, 0, Py_NewRef(module));
+    PyObject *small[8], **stack = small;
+    if (n + 1 > (Py_ssize_t)(sizeof small / sizeof small[0])) {
+        stack = PyMem_Malloc((size_t)(n + 1) * sizeof(PyObject *));
+        if (stack == NULL)
+            return PyErr_NoMemory();
+    }
+    stack[0] = module;
     for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(full, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
-    PyObject *out = PyObject_Call(orig, full, kwargs);
-    Py_DECREF(full);
+        stack[i + 1] = PyTuple_GET_ITEM(args, i);
+    PyObject *out = PyObject_VectorcallDict(orig, stack, (size_t)(n + 1), kwargs);
+    if (stack != small)
+        PyMem_Free(stack);
     return out;
 }
 
