@@ -55,3 +55,22 @@ def test_new_modules_at_reused_addresses_get_their_own_text(initialized):
         kind = kinds[i % 3]
         root.a = kind()
         assert _mods(root, x) == [("", "Sequential"), ("a", kind.__name__)]
+
+
+class _ManyArgs(nn.Module):
+    def forward(self, *xs, scale=1.0, **extra):
+        return [x * scale for x in xs], sorted(extra)
+
+
+def test_module_calls_pass_every_argument_through(initialized):
+    """The C path calls the original ``__call__`` from a stack of the module and the arguments (a
+    fixed array up to 7 arguments, allocated beyond): the call must see them all, in order."""
+    mod = _ManyArgs()
+    for n in (0, 1, 7, 8, 9, 30):
+        xs = [torch.full((1,), float(i)) for i in range(n)]
+        with Recorder() as rec:
+            out, extra = mod(*xs, scale=2.0, b=1, a=2)
+            plain, _ = mod(*xs)
+        assert [float(t) for t in out] == [2.0 * i for i in range(n)] and extra == ["a", "b"]
+        assert [float(t) for t in plain] == [float(i) for i in range(n)]
+        assert [p["cls"] for p in rec.payloads("mod")] == ["_ManyArgs", "_ManyArgs"]
