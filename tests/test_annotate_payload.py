@@ -156,6 +156,107 @@ def test_c_tensor_texts_from_its_table_differ_wherever_one_fact_differs(initiali
     assert _texts_through_wrapper(True, pairs) == _texts_through_wrapper(False, pairs)
 
 
+def _special_tensors() -> list:
+    """Tensors of kinds whose facts are not plain TensorImpl fields (the C writer must not read them)."""
+    import warnings
+
+    x = torch.ones(2, 3)
+    makers = [lambda: torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)]),
+              lambda: x.to_sparse(), lambda: x.to_sparse_csr(), lambda: x.to_mkldnn(),
+              lambda: torch.quantize_per_tensor(x, 0.1, 0, torch.quint8),
+              lambda: torch._efficientzerotensor(2, 3), lambda: torch.ones(2, dtype=torch.complex64).conj(),
+              lambda: torch._neg_view(torch.ones(2, dtype=torch.complex64)),
+              lambda: torch.ones(*[2] * 6), lambda: torch.ones(*[2] * 6).transpose(0, 5), lambda: torch.tensor(1.5)]
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for make in makers:
+            try:
+                out.append(make())
+            except (RuntimeError, AttributeError):  # a kind this build of torch lacks
+                pass
+    return out
+
+
+def _script_texts(fast: bool, script) -> list[str]:
+    """Payload texts of script(op), which calls the op wrapper and changes tensors in between."""
+    import re
+
+    with _probe_op(fast) as op, Recorder() as rec:
+        script(op)
+    return [re.sub(r',"id":\d+,', ',"id":0,', t) for t in rec.texts()]
+
+
+def _mutations(op):
+    """A tensor described, changed in place in every way that keeps the Python object, described again."""
+    x = torch.ones(4, 6)
+    for change in (lambda: x.t_(), lambda: x.unsqueeze_(0), lambda: x.resize_(2, 3, 2),
+                   lambda: x.as_strided_((3, 2), (1, 3)), lambda: x.requires_grad_(),
+                   lambda: x.requires_grad_(False), lambda: x.set_(torch.ones(5, 2).t()),
+                   lambda: x.squeeze_(), lambda: setattr(x, "data", torch.ones(7, dtype=torch.float64)),
+                   lambda: x.resize_(0)):
+        op(x)
+        change()
+        op(x)
+    p = torch.nn.Parameter(torch.ones(3, 4))
+    m = torch.nn.Linear(4, 3)
+    for change in (lambda: m.half(), lambda: m.double(), lambda: m.to("meta"), lambda: m.float()):
+        op(p, m.weight, m.bias)
+        change()
+        op(m.weight, m.bias)
+    with torch.inference_mode():
+        op(torch.ones(3, 2), torch.ones(2, 3).t())
+    for t in _special_tensors():
+        op(t)
+        op(t)
+
+
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_c_reads_of_tensor_fields_match_torch_through_changes_and_special_kinds(initialized):
+    """Where configure() found the TensorImpl layout, the C writer reads plain dense tensors' facts
+    from it: the texts must equal the Python path's (torch's getters) after every in-place change
+    of a tensor's shape, strides, dtype, device or requires_grad, for Parameters of a module cast
+    and moved, and for kinds it must leave to the getters (nested, sparse, mkldnn, quantized,
+    zero, conjugate and negative views, more than five dims, 0-dim); vmap's batched and
+    functionalized tensors too. The reads must have served texts and stayed on (they turn off for
+    good when a read differs from the getters)."""
+    info = ann_ops._fast.info()
+    assert info["tensor_reads"], info  # this torch's layout was found
+    served = info["tensor_reads_served"]
+    for _ in range(3):  # later rounds: texts from the table, read from the fields
+        assert _script_texts(True, _mutations) == _script_texts(False, _mutations)
+    info = ann_ops._fast.info()
+    assert info["tensor_reads"] and info["tensor_reads_served"] > served
+
+    def transformed(op):
+        x = torch.ones(3, 4, 5)
+        torch.func.vmap(lambda t: (op(t, t.t()), t)[1])(x)
+        torch.func.functionalize(lambda t: (op(t.add(1), t), t)[1])(x)
+
+    assert _script_texts(True, transformed) == _script_texts(False, transformed)
+    assert ann_ops._fast.info()["tensor_reads"]
+
+
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_c_layout_search_finds_nothing_in_foreign_samples(initialized):
+    """The layout search turns reads off unless every field is found at exactly one offset: with
+    samples whose dims or dispatch keys are not the tensors' own, it must find nothing."""
+    from pyprof.annotate import fastpath
+
+    samples, keys = fastpath._layout_samples()
+    fast = ann_ops._fast
+    try:
+        for bad in ([s[:1] + (tuple(d + 1 for d in s[1]),) + s[2:] for s in samples],   # wrong dims
+                    [s[:5] + (s[5] ^ 1 << 40,) + s[6:] for s in samples],               # wrong keys
+                    [s[:4] + (not s[4],) + s[5:] for s in samples],                      # wrong contiguity
+                    samples[:4]):                                                         # too few
+            fastpath.load(**ann_ops.CALL_SIDE, layout_samples=bad, layout_keys=keys)
+            assert not fast.info()["tensor_reads"]
+    finally:
+        fastpath.load(**ann_ops.CALL_SIDE)
+    assert fast.info()["tensor_reads"]
+
+
 def _sites_through_wrapper(fast: bool) -> list[str]:
     """The call sites of one op called from a generator, a comprehension, a lambda, an except
     block, a builtin (map) and another thread, twice each (the second time from the caches, which on

@@ -404,7 +404,7 @@ device_text(PyObject *dev)
  * two flags. */
 #define TT_SLOTS 256
 #define TT_DIMS 8
-#define TT_TEXT 176
+#define TT_TEXT 168 /* a slot is then 256 bytes, four cache lines, the key in its first */
 typedef struct {
     uintptr_t dtype;          /* 0: empty */
     uintptr_t device;         /* device_key() */
@@ -412,7 +412,13 @@ typedef struct {
     long long dims[TT_DIMS];
     char text[TT_TEXT];       /* '"tensor","shape":[..],...}' (ASCII) */
 } tensor_slot;
-static tensor_slot tensor_table[TT_SLOTS];
+_Static_assert(sizeof(tensor_slot) == 256, "a tensor_slot is four cache lines");
+#if defined(__GNUC__) || defined(__clang__)
+#  define ALIGN_TO_LINE __attribute__((aligned(64)))
+#else
+#  define ALIGN_TO_LINE
+#endif
+static tensor_slot tensor_table[TT_SLOTS] ALIGN_TO_LINE;
 static unsigned long long tensor_hits = 0; /* texts served by the table (see info()) */
 
 typedef struct {
@@ -522,10 +528,256 @@ tensor_contiguous(PyObject *v)
     return contig;
 }
 
+/* -- a tensor's facts read from its TensorImpl, where configure() verified the layout ---------------
+ * torch's getters cost about 1.8k instructions for shape, dtype, device and is_contiguous (warning
+ * handler, __torch_function__ check, a torch.Size and a torch.device made per call), more than the
+ * rest of a tensor's text. The same facts sit in the tensor's c10::TensorImpl: the sizes (inline up
+ * to five dims, else behind a pointer), the dtype's TypeMeta index, the optional<Device>, the
+ * is_contiguous_ bit, and the DispatchKeySet. configure(layout_samples=...) finds where, on sample
+ * tensors of every dtype, cpu and meta, contiguous and not, with one to five dims, by
+ * comparing candidate offsets with what torch's getters and torch._C._dispatch_keys say; each field
+ * must be found at exactly one offset, or nothing is read. Only tensors whose DispatchKeySet is one
+ * of the plain dense sets (layout_keys: what plain samples had, and their CUDA twins) are read: every
+ * kind of tensor whose sizes, device or contiguity are not those fields (nested, sparse, mkldnn,
+ * quantized, conjugate/negative views, functionalized, vmapped, Python subclasses, other backends)
+ * carries a key of its own. requires_grad is still asked (it lives in autograd metadata). A read
+ * gives a key for the text table: a hit is served; a miss takes the getters, which store the text
+ * under the key they find. Every 64th hit is checked against the getters too; a difference turns
+ * the reads off for good (info()["tensor_reads"] then says so). */
+#define LAYOUT_SCAN 208     /* bytes of a TensorImpl searched: torch asserts sizeof(TensorImpl) <= 26 * 8 */
+#define INLINE_DIMS 5       /* c10::impl::SizesAndStrides keeps up to this many sizes inline (the
+                             * probe's 5-dim samples check it); more dims: the getters */
+static int reads_on = 0;
+static unsigned long long reads_checked = 0, reads_served = 0;
+static Py_ssize_t off_impl, off_keys, off_sizes, off_dtype, off_device, off_contig;
+static unsigned char bit_contig;
+#define MAX_PLAIN_KEYS 32
+static unsigned long long plain_keys[MAX_PLAIN_KEYS];
+static int n_plain_keys = 0;
+static PyObject *dtype_by_index[256]; /* TypeMeta index -> torch.dtype (borrowed from the samples' dtypes, kept) */
+
+static inline const unsigned char *
+impl_of(PyObject *v)
+{
+    return *(const unsigned char *const *)((const char *)v + off_impl);
+}
+
+/* the raw facts of v into k (not grad): 1, or 0 where v is not read (not plain, or beyond the table) */
+static int
+tensor_key_read(tensor_key *k, PyObject *v)
+{
+    const unsigned char *impl = impl_of(v);
+    if (impl == NULL)
+        return 0;
+    unsigned long long keys;
+    memcpy(&keys, impl + off_keys, sizeof keys);
+    int plain = 0;
+    for (int i = 0; i < n_plain_keys; i++)
+        if (plain_keys[i] == keys) {
+            plain = 1;
+            break;
+        }
+    if (!plain)
+        return 0;
+    size_t n;
+    memcpy(&n, impl + off_sizes, sizeof n);
+    if (n < 1 || n > INLINE_DIMS)
+        return 0;
+    memcpy(k->dims, impl + off_sizes + sizeof(size_t), n * sizeof(long long));
+    unsigned short ti;
+    memcpy(&ti, impl + off_dtype, sizeof ti);
+    PyObject *dt = ti < 256 ? dtype_by_index[ti] : NULL;
+    const unsigned char *dev = impl + off_device;
+    if (dt == NULL || dev[2] != 1)
+        return 0;
+    k->ndim = (int)n;
+    k->dtype = (uintptr_t)dt;
+    k->device = (uintptr_t)((dev[0] << 8) | dev[1]) + 1; /* as device_key() of the torch.device */
+    k->contig = (impl[off_contig] >> bit_contig) & 1;
+    return 1;
+}
+
+/* the offsets (step apart, below LAYOUT_SCAN) where ok(sample, offset) holds for every sample:
+ * the one offset, -1 where there is none, -2 where there are several */
+typedef int (*layout_test)(PyObject *sample, const unsigned char *impl, Py_ssize_t off);
+
+static Py_ssize_t
+layout_find(PyObject *samples, Py_ssize_t step, Py_ssize_t room, layout_test ok)
+{
+    Py_ssize_t found = -1;
+    for (Py_ssize_t off = 0; off + room <= LAYOUT_SCAN; off += step) {
+        int all = 1;
+        for (Py_ssize_t i = 0; all && i < PyList_GET_SIZE(samples); i++) {
+            PyObject *s = PyList_GET_ITEM(samples, i);
+            all = ok(s, impl_of(PyTuple_GET_ITEM(s, 0)), off);
+        }
+        if (all) {
+            if (found >= 0)
+                return -2;
+            found = off;
+        }
+    }
+    return found;
+}
+
+/* a sample is (tensor, dims: tuple of ints, dtype, device, contig: bool, keys: int) */
+static int
+test_keys(PyObject *s, const unsigned char *impl, Py_ssize_t off)
+{
+    unsigned long long keys, want = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(s, 5));
+    memcpy(&keys, impl + off, sizeof keys);
+    return keys == want;
+}
+
+static int
+test_sizes(PyObject *s, const unsigned char *impl, Py_ssize_t off)
+{
+    PyObject *dims = PyTuple_GET_ITEM(s, 1);
+    size_t n;
+    memcpy(&n, impl + off, sizeof n);
+    if (n != (size_t)PyTuple_GET_SIZE(dims) || n < 1 || n > INLINE_DIMS)
+        return 0;
+    const unsigned char *p = impl + off + sizeof(size_t);
+    for (size_t i = 0; i < n; i++) {
+        long long d;
+        memcpy(&d, p + i * sizeof d, sizeof d);
+        if (d != PyLong_AsLongLong(PyTuple_GET_ITEM(dims, (Py_ssize_t)i)))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *layout_samples_now; /* the samples test_dtype compares each sample with */
+
+static int
+test_dtype(PyObject *s, const unsigned char *impl, Py_ssize_t off)
+{
+    unsigned short a, b;
+    memcpy(&a, impl + off, sizeof a);
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(layout_samples_now); j++) {
+        PyObject *t = PyList_GET_ITEM(layout_samples_now, j);
+        memcpy(&b, impl_of(PyTuple_GET_ITEM(t, 0)) + off, sizeof b);
+        if ((a == b) != (PyTuple_GET_ITEM(s, 2) == PyTuple_GET_ITEM(t, 2)) || a >= 256)
+            return 0;
+    }
+    return 1;
+}
+
+static int
+test_device(PyObject *s, const unsigned char *impl, Py_ssize_t off)
+{
+    const unsigned char *want = (const unsigned char *)PyTuple_GET_ITEM(s, 3) + sizeof(PyObject);
+    return impl[off] == want[0] && impl[off + 1] == want[1] && impl[off + 2] == 1;
+}
+
+static int probe_bit;
+
+static int
+test_contig(PyObject *s, const unsigned char *impl, Py_ssize_t off)
+{
+    return ((impl[off] >> probe_bit) & 1) == (PyTuple_GET_ITEM(s, 4) == Py_True);
+}
+
+/* configure(layout_samples=[...], layout_keys=[...]): find the fields (see above); reads stay off
+ * unless every one is found exactly once. */
+static int
+layout_probe(PyObject *samples, PyObject *keys)
+{
+    reads_on = 0;
+    memset(dtype_by_index, 0, sizeof dtype_by_index);
+    if (samples == NULL || keys == NULL || !PyList_Check(samples) || !PyList_Check(keys)
+            || PyList_GET_SIZE(samples) < 8 || PyList_GET_SIZE(keys) < 1
+            || PyList_GET_SIZE(keys) > MAX_PLAIN_KEYS || device_type == NULL)
+        return 0;
+    off_impl = (Py_ssize_t)sizeof(PyObject); /* THPVariable: PyObject_HEAD, then at::Tensor (one pointer) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples); i++) {
+        PyObject *s = PyList_GET_ITEM(samples, i);
+        if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) != 7 || !PyCapsule_CheckExact(PyTuple_GET_ITEM(s, 6))
+                || (Py_TYPE(PyTuple_GET_ITEM(s, 0)) != (PyTypeObject *)T_tensor
+                    && Py_TYPE(PyTuple_GET_ITEM(s, 0)) != (PyTypeObject *)T_param)
+                || Py_TYPE(PyTuple_GET_ITEM(s, 3)) != device_type)
+            return 0;
+        PyObject *cap = PyTuple_GET_ITEM(s, 6);
+        void *impl = PyCapsule_GetPointer(cap, PyCapsule_GetName(cap));
+        if (impl == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (impl_of(PyTuple_GET_ITEM(s, 0)) != impl)
+            return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+        plain_keys[i] = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(keys, i));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    n_plain_keys = (int)PyList_GET_SIZE(keys);
+    layout_samples_now = samples;
+    off_keys = layout_find(samples, 8, 8, test_keys);
+    off_sizes = layout_find(samples, 8, 8 + 8 * INLINE_DIMS, test_sizes);
+    off_dtype = layout_find(samples, 2, 2, test_dtype);
+    off_device = layout_find(samples, 1, 3, test_device);
+    layout_samples_now = NULL;
+    off_contig = -1;
+    for (int bit = 0; bit < 8; bit++) {
+        probe_bit = bit;
+        Py_ssize_t o = layout_find(samples, 1, 1, test_contig);
+        if (o == -2 || (o >= 0 && off_contig >= 0)) {
+            off_contig = -2;
+            break;
+        }
+        if (o >= 0) {
+            off_contig = o;
+            bit_contig = (unsigned char)bit;
+        }
+    }
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (off_keys < 0 || off_sizes < 0 || off_dtype < 0 || off_device < 0 || off_contig < 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples); i++) {
+        PyObject *s = PyList_GET_ITEM(samples, i);
+        unsigned short ti;
+        memcpy(&ti, impl_of(PyTuple_GET_ITEM(s, 0)) + off_dtype, sizeof ti);
+        dtype_by_index[ti] = PyTuple_GET_ITEM(s, 2); /* dtypes live as long as torch */
+    }
+    reads_on = 1;
+    return 0;
+}
+
 /* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}' */
+static inline int
+tensor_keys_equal(const tensor_key *a, const tensor_key *b)
+{
+    return a->dtype == b->dtype && a->device == b->device && a->contig == b->contig && a->grad == b->grad
+           && a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(long long) * (size_t)a->ndim) == 0;
+}
+
 static int
 put_tensor(wbuf *b, PyObject *v, PyObject *head)
 {
+    tensor_key read;
+    int have_read = 0;
+    if (reads_on && tensor_key_read(&read, v)) {
+        PyObject *g = tensor_get(&a_grad, v);
+        if (g == NULL)
+            return -1;
+        have_read = g == Py_True || g == Py_False;
+        read.grad = g == Py_True;
+        Py_DECREF(g);
+        if (have_read) {
+            tensor_slot *hit = tensor_slot_of(&read);
+            if (tensor_slot_holds(hit, &read) && (++reads_checked & 63) != 0) {
+                tensor_hits++;
+                reads_served++;
+                return wb_str(b, head) < 0 ? -1 : wb_put(b, hit->text, hit->len);
+            }
+        }
+    }
     PyObject *contig = tensor_contiguous(v);
     if (contig == NULL)
         return -1;
@@ -540,6 +792,8 @@ put_tensor(wbuf *b, PyObject *v, PyObject *head)
     tensor_key key;
     tensor_slot *slot = NULL;
     if (tensor_key_make(&key, shape, dtype, device, contig, grad)) {
+        if (have_read && !tensor_keys_equal(&read, &key))
+            reads_on = 0; /* the fields read are not what torch says: never read again */
         slot = tensor_slot_of(&key);
         if (tensor_slot_holds(slot, &key)) {
             tensor_hits++;
@@ -1394,6 +1648,8 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
         return NULL;
     tensor_table_clear(); /* its keys hold device_key() values and dtype addresses */
     packed_slot_init(PyDict_GetItemString(kw, "meta_type"));
+    if (layout_probe(PyDict_GetItemString(kw, "layout_samples"), PyDict_GetItemString(kw, "layout_keys")) < 0)
+        return NULL;
     Py_XSETREF(d_state, PyObject_GenericGetDict(o_state, NULL));
     Py_XSETREF(d_profiler, PyObject_GenericGetDict(o_profiler, NULL));
     if (d_state == NULL || d_profiler == NULL || !PyDict_Check(d_state) || !PyDict_Check(d_profiler)) {
@@ -1697,15 +1953,23 @@ info(PyObject *Py_UNUSED(unused_module), PyObject *Py_UNUSED(unused))
 #else
     PyObject *walk = Py_False;
 #endif
-    return Py_BuildValue("{s:O,s:O,s:O,s:O,s:K,s:O,s:K}", "device_table", device_type != NULL ? Py_True : Py_False,
+    PyObject *layout = reads_on ? Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:i}", "keys", off_keys, "sizes", off_sizes,
+                                                "dtype", off_dtype, "device", off_device, "contig_byte", off_contig,
+                                                "contig_bit", (int)bit_contig)
+                                : Py_NewRef(Py_None);
+    if (layout == NULL)
+        return NULL;
+    return Py_BuildValue("{s:O,s:O,s:O,s:O,s:K,s:O,s:N,s:K,s:O,s:K}", "device_table", device_type != NULL ? Py_True : Py_False,
                          "tensor_getters", a_shape.get != NULL ? Py_True : Py_False,
                          "contiguous_direct", is_contiguous_fn != NULL ? Py_True : Py_False,
                          "packed_slot", meta_type != NULL ? Py_True : Py_False, "tensor_hits", tensor_hits,
+                         "tensor_reads", reads_on ? Py_True : Py_False, "tensor_layout", layout,
+                         "tensor_reads_served", reads_served,
                          "frame_walk", walk, "frame_walk_hits", walk_hits);
 }
 
 static PyMethodDef methods[] = {
-    {"info", info, METH_NOARGS, "info() -> {'device_table', 'tensor_getters', 'contiguous_direct', 'packed_slot', 'frame_walk': bool, 'tensor_hits', 'frame_walk_hits': int}"},
+    {"info", info, METH_NOARGS, "info() -> {'device_table', 'tensor_getters', 'contiguous_direct', 'packed_slot', 'tensor_reads', 'frame_walk': bool, 'tensor_layout': offsets or None, 'tensor_hits', 'tensor_reads_served', 'frame_walk_hits': int}"},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
      "build(meta, args, kwargs, op_id, s0) -> the op payload text (see ops.build_payload)"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,

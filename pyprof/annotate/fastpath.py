@@ -53,6 +53,47 @@ def _device_samples() -> list:
     return out
 
 
+def _layout_samples() -> tuple[list, list]:
+    """Sample tensors and what torch says of them, for the C code's search of the TensorImpl fields
+    (see ``tensor_key_read`` in ``_fastpayload.c``): ``(tensor, shape, dtype, device, is_contiguous,
+    dispatch keys, impl handle)`` for every dtype torch can make, on cpu and meta, one to five dims,
+    contiguous and not (transposed, sliced, expanded, channels-last, narrowed), as leaves needing
+    grad, as Parameters and from inference mode; and the plain dense dispatch-key sets: those the
+    samples had, and the same on CUDA (the CPU backend bit swapped for CUDA's, as torch composes
+    them; no CUDA device needed). Empty lists where this torch lacks what is needed (the C code then
+    keeps to the getters)."""
+    C = torch._C
+    if not all(hasattr(C, n) for n in ("_dispatch_keys", "_tensor_impl_raw_handle", "DispatchKeySet", "DispatchKey")):
+        return [], []
+    dtypes = [getattr(torch, n) for n in (
+        "float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
+        "complex64", "complex128", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2",
+        "float8_e4m3fnuz", "float8_e5m2fnuz") if isinstance(getattr(torch, n, None), torch.dtype)]
+    tensors = []
+    try:
+        for i, dt in enumerate(dtypes):
+            for dev in ("cpu", "meta"):
+                shape = [(3, 5, 7), (11,), (2, 13), (3, 1, 4, 9), (2, 3, 1, 5, 6)][i % 5]
+                t = torch.empty(shape, dtype=dt, device=dev)
+                tensors += [t, t.t() if t.dim() == 2 else t.transpose(0, -1), t[..., ::2]]
+        base = torch.empty(2, 3, 4, 5)
+        tensors += [base.contiguous(memory_format=torch.channels_last), base[:, 1:], base[:1].expand(4, 3, 4, 5),
+                    torch.empty(1, 5).t(), torch.empty(5, requires_grad=True),
+                    torch.nn.Parameter(torch.empty(4, 6)), torch.nn.Parameter(torch.empty(6, 4)).t().detach()]
+        with torch.inference_mode():
+            tensors += [torch.empty(3, 4), torch.empty(4, 3).t(), torch.empty(2, 2, dtype=torch.int64)]
+        samples, keys = [], set()
+        for t in tensors:
+            ks = C._dispatch_keys(t).raw_repr()
+            samples.append((t, tuple(t.shape), t.dtype, t.device, t.is_contiguous(), ks, C._tensor_impl_raw_handle(t)))
+            keys.add(ks)
+        cpu, cuda = (C.DispatchKeySet(k).raw_repr() for k in (C.DispatchKey.CPU, C.DispatchKey.CUDA))
+        keys |= {k ^ cpu ^ cuda for k in keys if k & cpu == cpu}  # the CUDA twins (same functionality bits)
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return [], []
+    return samples, sorted(keys)
+
+
 def load(**call_side):
     """The configured extension module (``build``, ``call``, ``module_call``), or None (see module docstring).
 
@@ -60,7 +101,8 @@ def load(**call_side):
     ``tracing``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``nothing`` and ``nvtx_only``
     (emit's tokens), ``profiler`` (torch.autograd.profiler), ``hook_op``,
     ``build_payload``, ``meta_type``: :class:`~pyprof.annotate.ops.OpMeta`, whose ``packed`` slot is then
-    read in place) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``).
+    read in place) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``);
+    ``layout_samples``/``layout_keys`` replace :func:`_layout_samples`' (for the tests).
     """
     _fastpayload = extension()
     if _fastpayload is None:
@@ -74,5 +116,7 @@ def load(**call_side):
         float_json=describe.float_json, entry=callsite._entry, one=callsite._one,
         no_name_head=describe.name_head(""), max_cached=describe._MAX_CACHED,
         device_samples=_device_samples(), **call_side,
+        **({} if "layout_samples" in call_side
+           else dict(zip(("layout_samples", "layout_keys"), _layout_samples(), strict=True))),
     )
     return _fastpayload

@@ -233,10 +233,11 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
 #: The C accelerator (:mod:`pyprof.annotate.fastpath`; None where it was not built or
 #: PYPROF_PURE_PYTHON=1): ``_fast_call`` stands in for :func:`call_marked`, and builds the text
 #: :func:`build_payload` would (``_fast.build`` on its own, for the tests).
-_fast = fastpath.load(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
-                      tracing=_is_tracing, grad_enabled=_grad_enabled, get_seq=_get_seq,
-                      push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_ap, hook_op=_hook_op,
-                      build_payload=build_payload, compiler=_compiler, meta_type=OpMeta)
+CALL_SIDE = dict(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
+                 tracing=_is_tracing, grad_enabled=_grad_enabled, get_seq=_get_seq,
+                 push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_ap, hook_op=_hook_op,
+                 build_payload=build_payload, compiler=_compiler, meta_type=OpMeta)
+_fast = fastpath.load(**CALL_SIDE)
 _fast_call = _fast.call if _fast is not None else None
 
 
