@@ -6,7 +6,8 @@
  * interpreter runs with cold caches, and the same Python work costs 3-4x its hot timing (measured
  * on a ResNet-18 forward, see scripts/bench_init.py). Here the common cases (plain tensors, ints,
  * bools, None, floats, tuples of ints; the call-site walk) are done without the interpreter, and a
- * tensor's text, once written, is kept in a table keyed by every fact it holds.
+ * tensor's text, once written, is kept in a table keyed by every fact it holds (for plain dense
+ * tensors read from their TensorImpl, at offsets verified at configure(): see tensor_key_read).
  *
  * It shares every cache with the Python code (handed over once by configure()), and for anything
  * it does not handle itself (a cache miss, a list, a string, a dtype, an int outside int64, ...)
