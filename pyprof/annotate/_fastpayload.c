@@ -405,7 +405,7 @@ device_text(PyObject *dev)
  * two flags. */
 #define TT_SLOTS 256
 #define TT_DIMS 8
-#define TT_TEXT 168 /* a slot is then 256 bytes, four cache lines, the key in its first */
+#define TT_TEXT 168 /* a slot is then 256 bytes on 64-bit platforms: four cache lines, the key in the first */
 typedef struct {
     uintptr_t dtype;          /* 0: empty */
     uintptr_t device;         /* device_key() */
@@ -413,7 +413,6 @@ typedef struct {
     long long dims[TT_DIMS];
     char text[TT_TEXT];       /* '"tensor","shape":[..],...}' (ASCII) */
 } tensor_slot;
-_Static_assert(sizeof(tensor_slot) == 256, "a tensor_slot is four cache lines");
 #if defined(__GNUC__) || defined(__clang__)
 #  define ALIGN_TO_LINE __attribute__((aligned(64)))
 #else
@@ -750,7 +749,6 @@ layout_probe(PyObject *samples, PyObject *keys)
     return 0;
 }
 
-/* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}' */
 static inline int
 tensor_keys_equal(const tensor_key *a, const tensor_key *b)
 {
@@ -758,6 +756,8 @@ tensor_keys_equal(const tensor_key *a, const tensor_key *b)
            && a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(long long) * (size_t)a->ndim) == 0;
 }
 
+/* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}',
+ * from the text table where the fields read (or, on a miss, torch's getters) find the tensor's key */
 static int
 put_tensor(wbuf *b, PyObject *v, PyObject *head)
 {
