@@ -22,13 +22,15 @@ count), with its interquartile range. Freed tensor buffers are kept in the proce
 ``mallopt``, see :func:`_steady_heap`) so that single forwards do not move by page faults. The
 ResNet runs 450 rounds of one forward each (a 1 us/op effect is 0.4% of a forward). Run:
 ``python scripts/bench_init.py`` (about 5 minutes on a 2-core machine; ``--quick``: a third of the
-rounds).
+rounds; ``--resnet-only``: the ResNet alone, about 3 minutes, for before/after comparisons in one
+sitting, since a sitting moves every state by up to 1-2 us/op).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import statistics
 import time
@@ -225,16 +227,22 @@ def _steady_heap() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    ap.add_argument("--resnet-only", action="store_true",
+                    help="the ResNet forward alone (to compare two checkouts in one sitting: run this script "
+                         "alternately with PYTHONPATH=<other checkout> and without)")
     args = ap.parse_args()
     heap = _steady_heap()
     torch.set_num_threads(1)
     reps = 5 if args.quick else 15
     from pyprof.annotate import ops
     accel = "on" if ops._fast_call is not None else "off (not built, or PYPROF_PURE_PYTHON=1)"
-    print(f"torch {torch.__version__}, CPU, 1 thread, thread CPU time, {heap}; C accelerator {accel}")
-    bench("op stream x500 (add, mul, relu)", op_stream(), reps, grad=False)
-    bench("tiny MLP x200", tiny_mlp(), reps, grad=False)
-    bench("tiny MLP x200", tiny_mlp(), reps, grad=True)
+    where = os.path.dirname(os.path.dirname(os.path.abspath(pyprof.__file__)))
+    print(f"torch {torch.__version__}, CPU, 1 thread, thread CPU time, {heap}; pyprof from {where}, "
+          f"C accelerator {accel}")
+    if not args.resnet_only:
+        bench("op stream x500 (add, mul, relu)", op_stream(), reps, grad=False)
+        bench("tiny MLP x200", tiny_mlp(), reps, grad=False)
+        bench("tiny MLP x200", tiny_mlp(), reps, grad=True)
     # many more rounds, one forward each: its per-op figure is a small difference of two large
     # times (1 us/op is 0.4% of a forward), and single forwards move by 2-3% (interquartile range)
     bench("ResNet-18-like b1 64x64", resnet18(1), 30 * reps, grad=False)
