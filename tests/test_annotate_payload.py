@@ -211,6 +211,12 @@ def _mutations(op):
         op(t)
 
 
+_reads_switched_off = pytest.mark.skipif(
+    __import__("os").environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0"),
+    reason="PYPROF_NO_TENSOR_READS=1: the C path keeps to torch's getters")
+
+
+@_reads_switched_off
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 def test_c_reads_of_tensor_fields_match_torch_through_changes_and_special_kinds(initialized):
     """Where configure() found the TensorImpl layout, the C writer reads plain dense tensors' facts
@@ -237,6 +243,7 @@ def test_c_reads_of_tensor_fields_match_torch_through_changes_and_special_kinds(
     assert ann_ops._fast.info()["tensor_reads"]
 
 
+@_reads_switched_off
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 def test_c_layout_search_finds_nothing_in_foreign_samples(initialized):
     """The layout search turns reads off unless every field is found at exactly one offset: with
@@ -255,6 +262,19 @@ def test_c_layout_search_finds_nothing_in_foreign_samples(initialized):
     finally:
         fastpath.load(**ann_ops.CALL_SIDE)
     assert fast.info()["tensor_reads"]
+
+
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_tensor_reads_can_be_switched_off_from_the_environment():
+    import os
+    import subprocess
+
+    code = ("import torch, pyprof.annotate.ops as o; i = o._fast.info(); "
+            "print(i['tensor_reads'], i['tensor_layout'], i['tensor_getters'])")
+    env = {**os.environ, "PYPROF_NO_TENSOR_READS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "None", "True"]  # the getters still serve the C path
 
 
 def _sites_through_wrapper(fast: bool) -> list[str]:

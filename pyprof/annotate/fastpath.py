@@ -60,8 +60,10 @@ def _layout_samples() -> tuple[list, list]:
     contiguous and not (transposed, sliced, expanded, channels-last, narrowed), as leaves needing
     grad, as Parameters and from inference mode; and the plain dense dispatch-key sets: those the
     samples had, and the same on CUDA (the CPU backend bit swapped for CUDA's, as torch composes
-    them; no CUDA device needed). Empty lists where this torch lacks what is needed (the C code then
-    keeps to the getters)."""
+    them; no CUDA device needed). Empty lists where this torch lacks what is needed, or with
+    ``PYPROF_NO_TENSOR_READS=1`` in the environment (the C code then keeps to torch's getters)."""
+    if os.environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0"):
+        return [], []
     C = torch._C
     if not all(hasattr(C, n) for n in ("_dispatch_keys", "_tensor_impl_raw_handle", "DispatchKeySet", "DispatchKey")):
         return [], []
