@@ -405,12 +405,16 @@ device_text(PyObject *dev)
  * two flags. */
 #define TT_SLOTS 256
 #define TT_DIMS 8
-#define TT_TEXT 168 /* a slot is then 256 bytes on 64-bit platforms: four cache lines, the key in the first */
+#define TT_TEXT 167 /* a slot is then 256 bytes on 64-bit platforms: four cache lines */
 typedef struct {
-    uintptr_t dtype;          /* 0: empty */
+    uintptr_t dtype;          /* 0: an empty slot */
     uintptr_t device;         /* device_key() */
-    unsigned char contig, grad, ndim, len;
-    long long dims[TT_DIMS];
+    unsigned char contig, grad, ndim;
+    long long dims[TT_DIMS];  /* the first ndim */
+} tensor_key;
+typedef struct {
+    tensor_key key;
+    unsigned char len;
     char text[TT_TEXT];       /* '"tensor","shape":[..],...}' (ASCII) */
 } tensor_slot;
 #if defined(__GNUC__) || defined(__clang__)
@@ -420,12 +424,6 @@ typedef struct {
 #endif
 static tensor_slot tensor_table[TT_SLOTS] ALIGN_TO_LINE;
 static unsigned long long tensor_hits = 0; /* texts served by the table (see info()) */
-
-typedef struct {
-    uintptr_t dtype, device;
-    int contig, grad, ndim;
-    long long dims[TT_DIMS];
-} tensor_key;
 
 /* fill k from the getters' results: 1, or 0 where the table does not apply (nothing raised) */
 static int
@@ -450,7 +448,7 @@ tensor_key_make(tensor_key *k, PyObject *shape, PyObject *dtype, PyObject *devic
         }
         k->dims[i] = x;
     }
-    k->ndim = (int)n;
+    k->ndim = (unsigned char)n;
     k->dtype = (uintptr_t)dtype;
     k->device = device_key(device);
     k->contig = contig == Py_True;
@@ -471,15 +469,18 @@ tensor_slot_of(const tensor_key *k)
 }
 
 static inline int
-tensor_slot_holds(const tensor_slot *s, const tensor_key *k)
+tensor_keys_equal(const tensor_key *a, const tensor_key *b)
 {
-    if (s->dtype != k->dtype || s->device != k->device || s->contig != k->contig || s->grad != k->grad
-            || s->ndim != k->ndim)
-        return 0;
-    for (int i = 0; i < k->ndim; i++)
-        if (s->dims[i] != k->dims[i])
-            return 0;
-    return 1;
+    return a->dtype == b->dtype && a->device == b->device && a->contig == b->contig && a->grad == b->grad
+           && a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(long long) * (size_t)a->ndim) == 0;
+}
+
+/* head, then the text the slot keeps (a table hit) */
+static inline int
+put_slot_text(wbuf *b, PyObject *head, const tensor_slot *slot)
+{
+    tensor_hits++;
+    return wb_str(b, head) < 0 ? -1 : wb_put(b, slot->text, slot->len);
 }
 
 /* keep the text just written (from, to) for k, where it is ASCII and fits */
@@ -491,12 +492,7 @@ tensor_slot_store(tensor_slot *s, const tensor_key *k, const char *from, Py_ssiz
     for (Py_ssize_t i = 0; i < len; i++)
         if ((unsigned char)from[i] > 127)
             return;
-    s->dtype = k->dtype;
-    s->device = k->device;
-    s->contig = (unsigned char)k->contig;
-    s->grad = (unsigned char)k->grad;
-    s->ndim = (unsigned char)k->ndim;
-    memcpy(s->dims, k->dims, sizeof(long long) * (size_t)k->ndim);
+    s->key = *k;
     memcpy(s->text, from, (size_t)len);
     s->len = (unsigned char)len;
 }
@@ -590,7 +586,7 @@ tensor_key_read(tensor_key *k, PyObject *v)
     const unsigned char *dev = impl + off_device;
     if (dt == NULL || dev[2] != 1)
         return 0;
-    k->ndim = (int)n;
+    k->ndim = (unsigned char)n;
     k->dtype = (uintptr_t)dt;
     k->device = (uintptr_t)((dev[0] << 8) | dev[1]) + 1; /* as device_key() of the torch.device */
     k->contig = (impl[off_contig] >> bit_contig) & 1;
@@ -749,13 +745,6 @@ layout_probe(PyObject *samples, PyObject *keys)
     return 0;
 }
 
-static inline int
-tensor_keys_equal(const tensor_key *a, const tensor_key *b)
-{
-    return a->dtype == b->dtype && a->device == b->device && a->contig == b->contig && a->grad == b->grad
-           && a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(long long) * (size_t)a->ndim) == 0;
-}
-
 /* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}',
  * from the text table where the fields read (or, on a miss, torch's getters) find the tensor's key */
 static int
@@ -772,10 +761,9 @@ put_tensor(wbuf *b, PyObject *v, PyObject *head)
         Py_DECREF(g);
         if (have_read) {
             tensor_slot *hit = tensor_slot_of(&read);
-            if (tensor_slot_holds(hit, &read) && (++reads_checked & 63) != 0) {
-                tensor_hits++;
+            if (tensor_keys_equal(&hit->key, &read) && (++reads_checked & 63) != 0) {
                 reads_served++;
-                return wb_str(b, head) < 0 ? -1 : wb_put(b, hit->text, hit->len);
+                return put_slot_text(b, head, hit);
             }
         }
     }
@@ -796,9 +784,8 @@ put_tensor(wbuf *b, PyObject *v, PyObject *head)
         if (have_read && !tensor_keys_equal(&read, &key))
             reads_on = 0; /* the fields read are not what torch says: never read again */
         slot = tensor_slot_of(&key);
-        if (tensor_slot_holds(slot, &key)) {
-            tensor_hits++;
-            r = wb_str(b, head) < 0 ? -1 : wb_put(b, slot->text, slot->len);
+        if (tensor_keys_equal(&slot->key, &key)) {
+            r = put_slot_text(b, head, slot);
             goto done;
         }
     }
