@@ -184,7 +184,8 @@ def _script_texts(fast: bool, script) -> list[str]:
 
     with _probe_op(fast) as op, Recorder() as rec:
         script(op)
-    return [re.sub(r',"id":\d+,', ',"id":0,', t) for t in rec.texts()]
+    # ids and autograd sequence numbers count on from run to run
+    return [re.sub(r',"seq":\[\d+\],', ',"seq":[0],', re.sub(r',"id":\d+,', ',"id":0,', t)) for t in rec.texts()]
 
 
 def _mutations(op):
@@ -211,6 +212,24 @@ def _mutations(op):
         op(t)
 
 
+def _grad_kinds(op):
+    """Tensors with and without autograd metadata, requiring grad or not (leaves, results, views,
+    detached, Parameters, cleared after being set), under grad, no_grad and inference mode: the C
+    writer asks c10::TensorImpl::requires_grad() instead of the getter."""
+    for ctx in (torch.enable_grad, torch.no_grad):
+        with ctx():
+            leaf = torch.ones(2, 3, requires_grad=True)
+            plain = torch.ones(2, 3)
+            cleared = torch.ones(2, 3).requires_grad_().requires_grad_(False)  # metadata kept
+            lin = torch.nn.Linear(3, 2)
+            op(leaf, plain, cleared, leaf * 2, plain * 2, leaf.t(), plain.t(), leaf.detach(), leaf[0])
+            op(lin.weight, lin.bias, lin(plain), lin.weight.detach(), torch.nn.Parameter(plain, requires_grad=False))
+            plain.requires_grad_()
+            op(plain, plain.t())
+    with torch.inference_mode():
+        op(torch.ones(2, 3), torch.ones(3).t())
+
+
 _reads_switched_off = pytest.mark.skipif(
     __import__("os").environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0"),
     reason="PYPROF_NO_TENSOR_READS=1: the C path keeps to torch's getters")
@@ -228,11 +247,14 @@ def test_c_reads_of_tensor_fields_match_torch_through_changes_and_special_kinds(
     good when a read differs from the getters)."""
     info = ann_ops._fast.info()
     assert info["tensor_reads"], info  # this torch's layout was found
-    served = info["tensor_reads_served"]
+    assert info["grad_direct"], info  # and c10::TensorImpl::requires_grad() agreed with the getter
+    served, direct = info["tensor_reads_served"], info["grad_direct_served"]
     for _ in range(3):  # later rounds: texts from the table, read from the fields
         assert _script_texts(True, _mutations) == _script_texts(False, _mutations)
+        assert _script_texts(True, _grad_kinds) == _script_texts(False, _grad_kinds)
     info = ann_ops._fast.info()
     assert info["tensor_reads"] and info["tensor_reads_served"] > served
+    assert info["grad_direct_served"] > direct  # requires_grad answered by libc10's function
 
     def transformed(op):
         x = torch.ones(3, 4, 5)
@@ -262,6 +284,112 @@ def test_c_layout_search_finds_nothing_in_foreign_samples(initialized):
     finally:
         fastpath.load(**ann_ops.CALL_SIDE)
     assert fast.info()["tensor_reads"]
+
+
+@_reads_switched_off
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_c_requires_grad_function_is_used_only_where_it_agrees(initialized):
+    """c10::TensorImpl::requires_grad() is called instead of the getter only if it agrees with the
+    getter on every sample: with grad samples whose tensors were swapped for others (so that one
+    answer is missing) or too few, it is not used, and the texts are still right."""
+    from pyprof.annotate import fastpath
+
+    good = fastpath._grad_samples()
+    fast = ann_ops._fast
+    only_no = [(t, m) for t, m in good if not t.requires_grad]
+    try:
+        for bad in (only_no * 2, good[:2]):
+            fastpath.load(**ann_ops.CALL_SIDE, grad_samples=bad,
+                          layout_samples=[s for s in fastpath._layout_samples()[0] if not s[0].requires_grad],
+                          layout_keys=fastpath._layout_samples()[1])
+            info = fast.info()
+            assert info["tensor_reads"] and not info["grad_direct"]
+            served = info["grad_direct_served"]
+            assert _script_texts(True, _grad_kinds) == _script_texts(False, _grad_kinds)
+            assert fast.info()["grad_direct_served"] == served
+    finally:
+        fastpath.load(**ann_ops.CALL_SIDE)
+    assert fast.info()["grad_direct"]
+
+
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_grad_mode_read_directly_matches_torch():
+    """The C path asks c10::GradMode::is_enabled() (checked at load) for what torch.is_grad_enabled()
+    says, in every mode and on other threads (grad mode is per thread)."""
+    import threading
+
+    fast = ann_ops._fast
+    assert fast.info()["grad_mode_direct"]
+    seen = []
+
+    def look():
+        for ctx in (torch.enable_grad(), torch.no_grad(), torch.inference_mode(), torch.set_grad_enabled(False)):
+            with ctx:
+                seen.append((fast.probe("grad_mode"), torch.is_grad_enabled()))
+
+    look()
+    t = threading.Thread(target=look)
+    t.start()
+    t.join()
+    assert len(seen) == 8 and all(a is b for a, b in seen)
+    with pytest.raises(ValueError, match="unknown name"):
+        fast.probe("nope")
+
+
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+@pytest.mark.parametrize("direct", [True, False])
+def test_no_op_ranges_while_jit_trace_records(initialized, direct):
+    """Ops run while torch.jit.trace records emit no op range (as in the Python path), whether the C
+    path reads the tracing state from libtorch directly (checked against torch._C._is_tracing() at
+    load) or asks torch._C._is_tracing(); ops after the trace emit theirs again."""
+    fast = ann_ops._fast
+    assert fast.info()["tracing_direct"]  # this torch's tracer state was found and agreed
+    inside = []
+
+    def f(t):
+        inside.append(fast.probe("tracing"))
+        return torch.relu(t) * 2
+
+    try:
+        assert fast.use_direct("tracing", direct) is direct
+        with Recorder() as rec:
+            with pytest.warns(Warning) if hasattr(torch.jit, "trace") else contextlib.nullcontext():
+                traced = torch.jit.trace(f, torch.randn(3), check_trace=False)  # no eager re-run
+            torch.relu(torch.ones(1))
+    finally:
+        fast.use_direct("tracing", True)
+    assert inside == [True] and fast.probe("tracing") is False
+    assert [p["op"] for p in rec.payloads("op") if p["op"] in ("relu", "mul", "__mul__")] == ["relu"]
+    assert "aten::relu" in str(traced.graph)
+
+
+@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
+def test_route_reaches_the_c_path_on_every_refresh():
+    """S.refresh() hands the C path its route bits (route_sink): options set by init() take effect
+    there (nested ranges appear with nested=True and not without), and a set_route for another
+    state object is ignored."""
+    import pyprof
+    from pyprof.annotate.state import S
+
+    fast = ann_ops._fast
+
+    x = torch.ones(2)
+
+    def ranges():
+        with Recorder() as rec:
+            torch.nn.functional.relu(x)  # calls torch.relu inside
+        return [p["op"] for p in rec.payloads("op")]
+
+    for nested, want in ((True, ["relu", "relu"]), (False, ["relu"])):
+        pyprof.init(nested=nested)
+        try:
+            assert fast.info()["route_kept"]
+            assert ranges() == want
+            fast.set_route(object(), 0 if nested else 4)  # not S: no effect
+            assert ranges() == want
+        finally:
+            pyprof.deinit()
+    assert S.route_sink is not None
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")

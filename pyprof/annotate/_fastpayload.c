@@ -20,6 +20,9 @@
 #include <frameobject.h>
 #include <structmember.h>
 #include "nvtx3/nvToolsExt.h" /* NVTX v3, header-only, vendored in csrc/nvtx3 */
+#ifndef _WIN32
+#  include <dlfcn.h>
+#endif
 
 /* CPython 3.11 and 3.12: the call-site walk reads the interpreter's own frames (as Cython and
  * greenlet do), instead of asking for a frame object per frame, which the interpreter then makes
@@ -745,6 +748,112 @@ layout_probe(PyObject *samples, PyObject *keys)
     return 0;
 }
 
+/* -- answers read from libtorch's own C++ functions instead of through Python ---------------------
+ * Three questions are asked on every op, and torch's Python bindings answer each through a warning
+ * handler, a __torch_function__ check or pybind11's dispatcher, all thread-local lookups and cold
+ * code between an op's kernels (per ResNet-18 forward: about 90k instructions and 5k
+ * instruction-cache misses, a tenth of what pyprof added):
+ *   requires_grad of a tensor: c10::TensorImpl::requires_grad() const (false without autograd
+ *     metadata, else the metadata's answer), a non-virtual member function of libc10;
+ *   torch.is_grad_enabled(): c10::GradMode::is_enabled(), libc10;
+ *   torch._C._is_tracing(): torch::jit::tracer::getTracingState(), libtorch_cpu, which returns a
+ *     reference to this thread's std::shared_ptr<TracingState>: tracing when its stored pointer (the
+ *     first word) is not null.
+ * configure(torch_lib=torch._C.__file__) looks them up by their exported (Itanium-mangled) names
+ * through the library torch already loaded and its dependencies. None is used until checked
+ * against the Python answer: requires_grad in configure(), on every layout sample and every grad
+ * sample (tensors with and without autograd metadata, requiring grad or not; and again, with the
+ * rest of a tensor's key, on every table miss and every 64th hit); the grad mode and the tracing
+ * state by fastpath.load, which compares probe(name) with torch under enable_grad, no_grad and
+ * inference_mode, and outside and inside a torch.jit.trace, and then calls use_direct(name, True).
+ * Where a function is missing (other platforms, another torch) or disagrees, the Python call is
+ * made as before. */
+typedef const void *const *(*tracing_state_fn)(void);
+typedef unsigned char (*grad_mode_fn)(void);   /* C++ bool: returned in the low byte */
+typedef unsigned char (*impl_flag_fn)(const void *impl); /* a const member function: `this` comes first */
+static tracing_state_fn tracing_state = NULL;
+static grad_mode_fn grad_mode = NULL;
+static impl_flag_fn impl_requires_grad = NULL;
+static int tracing_direct_on = 0, grad_mode_direct_on = 0, grad_direct_on = 0;
+static unsigned long long grad_direct_served = 0; /* requires_grad answered by the function (info()) */
+
+static void
+torch_lookup(PyObject *lib)
+{
+    tracing_state = NULL;
+    grad_mode = NULL;
+    impl_requires_grad = NULL;
+    tracing_direct_on = grad_mode_direct_on = grad_direct_on = 0;
+#ifndef _WIN32
+    const char *path = lib != NULL && PyUnicode_Check(lib) ? PyUnicode_AsUTF8(lib) : NULL;
+    if (path == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD); /* torch loaded it: no new load, no side effect */
+    if (h == NULL)
+        return;
+    /* dlsym through a handle searches that library and its dependencies (libtorch_cpu, libc10) */
+    tracing_state = (tracing_state_fn)dlsym(h, "_ZN5torch3jit6tracer15getTracingStateEv");
+    grad_mode = (grad_mode_fn)dlsym(h, "_ZN3c108GradMode10is_enabledEv");
+    impl_requires_grad = (impl_flag_fn)dlsym(h, "_ZNK3c1010TensorImpl13requires_gradEv");
+    dlclose(h); /* drops the count dlopen added; torch keeps the libraries loaded */
+#else
+    (void)lib;
+#endif
+}
+
+/* the function agrees with torch's getter on every tensor of the layout samples and grad samples */
+static int
+grad_probe(PyObject *samples, PyObject *grad_samples)
+{
+    grad_direct_on = 0;
+    if (!reads_on || impl_requires_grad == NULL || grad_samples == NULL || !PyList_Check(grad_samples)
+            || PyList_GET_SIZE(grad_samples) < 4)
+        return 0;
+    int yes = 0, no = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        PyObject *list = pass ? grad_samples : samples;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+            PyObject *item = PyList_GET_ITEM(list, i);
+            if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1)
+                return 0;
+            PyObject *t = PyTuple_GET_ITEM(item, 0);
+            if ((Py_TYPE(t) != (PyTypeObject *)T_tensor && Py_TYPE(t) != (PyTypeObject *)T_param) || impl_of(t) == NULL)
+                return 0;
+            PyObject *g = tensor_get(&a_grad, t);
+            if (g == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            int same = (g == Py_True || g == Py_False) && (impl_requires_grad(impl_of(t)) != 0) == (g == Py_True);
+            yes += g == Py_True;
+            no += g == Py_False;
+            Py_DECREF(g);
+            if (!same)
+                return 0;
+        }
+    }
+    grad_direct_on = yes > 0 && no > 0; /* both answers seen */
+    return 0;
+}
+
+/* requires_grad of a tensor tensor_key_read read: 1/0, -2 where the getter gave no bool, -1 error */
+static int
+read_grad(PyObject *v)
+{
+    if (grad_direct_on) {
+        grad_direct_served++;
+        return impl_requires_grad(impl_of(v)) != 0;
+    }
+    PyObject *g = tensor_get(&a_grad, v);
+    if (g == NULL)
+        return -1;
+    int r = g == Py_True ? 1 : g == Py_False ? 0 : -2;
+    Py_DECREF(g);
+    return r;
+}
+
 /* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}',
  * from the text table where the fields read (or, on a miss, torch's getters) find the tensor's key */
 static int
@@ -753,12 +862,11 @@ put_tensor(wbuf *b, PyObject *v, PyObject *head)
     tensor_key read;
     int have_read = 0;
     if (reads_on && tensor_key_read(&read, v)) {
-        PyObject *g = tensor_get(&a_grad, v);
-        if (g == NULL)
+        int g = read_grad(v);
+        if (g == -1)
             return -1;
-        have_read = g == Py_True || g == Py_False;
-        read.grad = g == Py_True;
-        Py_DECREF(g);
+        have_read = g >= 0;
+        read.grad = g == 1;
         if (have_read) {
             tensor_slot *hit = tensor_slot_of(&read);
             if (tensor_keys_equal(&hit->key, &read) && (++reads_checked & 63) != 0) {
@@ -1268,7 +1376,7 @@ static int nv_ready = 0;                    /* nvtx_domain() made it */
 
 static int
 attr_true(PyObject *obj, PyObject *name);
-static PyObject *d_state, *d_profiler; /* vars(S), vars(torch.autograd.profiler): read on every range */
+static PyObject *d_profiler; /* vars(torch.autograd.profiler): read on every range */
 
 /* bool(obj.name), read from obj's __dict__ (d) where it is there (a dict probe instead of a full
  * attribute lookup), else by getattr: 1/0, or -1 with an exception */
@@ -1298,6 +1406,100 @@ compiling(void)
     return d_compiler == NULL ? 0 : flag(d_compiler, o_compiler, s_compiling_flag);
 }
 
+/* torch._C._is_tracing() (see "answers read from libtorch"): 1/0, or -1 with an exception */
+static inline int
+tracing_now(void)
+{
+    if (tracing_direct_on)
+        return *tracing_state() != NULL;
+    PyObject *ts = PyObject_CallNoArgs(f_tracing);
+    if (ts == NULL)
+        return -1;
+    int r = PyObject_IsTrue(ts);
+    Py_DECREF(ts);
+    return r;
+}
+
+/* torch.is_grad_enabled(): 1/0, or -1 with an exception */
+static inline int
+grad_enabled_now(void)
+{
+    if (grad_mode_direct_on)
+        return grad_mode() != 0;
+    PyObject *g = PyObject_CallNoArgs(f_grad_enabled);
+    if (g == NULL)
+        return -1;
+    int r = PyObject_IsTrue(g);
+    Py_DECREF(g);
+    return r;
+}
+
+/* probe(name): what the direct read of "tracing" or "grad_mode" says now (True/False), or None
+ * where the function was not found */
+static PyObject *
+probe(PyObject *Py_UNUSED(module), PyObject *name)
+{
+    const char *n = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (n == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "probe(name: str)");
+        return NULL;
+    }
+    if (strcmp(n, "tracing") == 0) {
+        if (tracing_state == NULL)
+            Py_RETURN_NONE;
+        return PyBool_FromLong(*tracing_state() != NULL);
+    }
+    if (strcmp(n, "grad_mode") == 0) {
+        if (grad_mode == NULL)
+            Py_RETURN_NONE;
+        return PyBool_FromLong(grad_mode() != 0);
+    }
+    PyErr_Format(PyExc_ValueError, "probe(): unknown name %R (tracing, grad_mode)", name);
+    return NULL;
+}
+
+/* use_direct(name, on): call() reads "tracing" or "grad_mode" directly from now on (fastpath.load,
+ * after its check); returns whether it does (False where the function was not found) */
+static PyObject *
+use_direct(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
+{
+    const char *n = argc == 2 && PyUnicode_Check(argv[0]) ? PyUnicode_AsUTF8(argv[0]) : NULL;
+    int on = n != NULL ? PyObject_IsTrue(argv[1]) : -1;
+    if (n == NULL || on < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "use_direct(name: str, on: bool)");
+        return NULL;
+    }
+    if (strcmp(n, "tracing") == 0)
+        return PyBool_FromLong(tracing_direct_on = on && tracing_state != NULL);
+    if (strcmp(n, "grad_mode") == 0)
+        return PyBool_FromLong(grad_mode_direct_on = on && grad_mode != NULL);
+    PyErr_Format(PyExc_ValueError, "use_direct(): unknown name %R (tracing, grad_mode)", argv[0]);
+    return NULL;
+}
+
+/* S.route as S.refresh() last handed it over (set_route; state.py's route_sink), or -1 before
+ * that: then it is read from S on every call. */
+static long route_now = -1;
+
+/* set_route(state, route): S.refresh() hands over the new bits (ignored for any other state object) */
+static PyObject *
+set_route(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 2 || !PyLong_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_route(state, route: int)");
+        return NULL;
+    }
+    if (argv[0] == o_state) {
+        long r = PyLong_AsLong(argv[1]);
+        if (r == -1 && PyErr_Occurred())
+            return NULL;
+        route_now = r < 0 ? -1 : r;
+    }
+    Py_RETURN_NONE;
+}
+
 /* Push text as a range in pyprof's NVTX domain (an ASCII-type message holding UTF-8: what NVTX
  * tools read as text). Without a tool, NVTX's own stubs make this a no-op. */
 static int
@@ -1320,13 +1522,14 @@ nv_push(PyObject *text)
 static long
 state_route(void) /* S.route, or -1 with an exception */
 {
-    PyObject *v = PyDict_GetItemWithError(d_state, s_route); /* borrowed */
-    if (v == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_RuntimeError, "pyprof: the state has no route (S.refresh() not run)");
+    if (route_now >= 0)
+        return route_now;
+    PyObject *v = PyObject_GetAttr(o_state, s_route);
+    if (v == NULL)
         return -1;
-    }
-    return PyLong_AsLong(v);
+    long r = PyLong_AsLong(v);
+    Py_DECREF(v);
+    return r;
 }
 
 /* emit.push(text[, cache=True]): a new reference to the token, or NULL with an exception.
@@ -1490,11 +1693,7 @@ call(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
     int comp = compiling();
     if (comp)
         return comp < 0 ? NULL : PyObject_Call(fn, args, kwargs);
-    PyObject *ts = PyObject_CallNoArgs(f_tracing); /* torch._C._is_tracing() */
-    if (ts == NULL)
-        return NULL;
-    int tracing = PyObject_IsTrue(ts);
-    Py_DECREF(ts);
+    int tracing = tracing_now();
     if (tracing < 0)
         return NULL;
     if (tracing)
@@ -1508,11 +1707,8 @@ call(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
     }
     PyObject *s0 = NULL, *packed = NULL, *text = NULL, *tok = NULL, *out = NULL;
     int want = (route & ROUTE_BACKWARD) != 0;
-    if (want > 0) {
-        PyObject *g = PyObject_CallNoArgs(f_grad_enabled);
-        want = g ? PyObject_IsTrue(g) : -1;
-        Py_XDECREF(g);
-    }
+    if (want > 0)
+        want = grad_enabled_now();
     if (want > 0)
         want = wants_grad(args, kwargs);
     if (want < 0)
@@ -1638,11 +1834,17 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
     packed_slot_init(PyDict_GetItemString(kw, "meta_type"));
     if (layout_probe(PyDict_GetItemString(kw, "layout_samples"), PyDict_GetItemString(kw, "layout_keys")) < 0)
         return NULL;
-    Py_XSETREF(d_state, PyObject_GenericGetDict(o_state, NULL));
+    torch_lookup(PyDict_GetItemString(kw, "torch_lib"));
+    if (grad_probe(PyDict_GetItemString(kw, "layout_samples"), PyDict_GetItemString(kw, "grad_samples")) < 0)
+        return NULL;
+    route_now = -1;
+    /* not vars(S): S has __slots__ (on CPython 3.11 a __dict__ made from an object's inline values
+     * is a split dict, and the interpreter's LOAD_ATTR_WITH_HINT then falls back to a full
+     * attribute lookup of S.idle on every wrapper call) */
     Py_XSETREF(d_profiler, PyObject_GenericGetDict(o_profiler, NULL));
-    if (d_state == NULL || d_profiler == NULL || !PyDict_Check(d_state) || !PyDict_Check(d_profiler)) {
+    if (d_profiler == NULL || !PyDict_Check(d_profiler)) {
         PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "configure(): state and profiler need a __dict__");
+        PyErr_SetString(PyExc_TypeError, "configure(): profiler needs a __dict__");
         return NULL;
     }
     if (!PyIter_Check(o_ids)) {
@@ -1901,9 +2103,11 @@ module_call(PyObject *Py_UNUSED(mod), PyObject *const *argv, Py_ssize_t argc)
     PyObject *top = depth ? PyList_GET_ITEM(st, depth - 1) : NULL;
     if (top != NULL && PyTuple_Check(top) && PyTuple_GET_SIZE(top) == 4
             && PyTuple_GET_ITEM(top, 0) == module) {
-        Py_INCREF(top);
-        if (PyList_SetSlice(st, depth - 1, depth, NULL) == 0)
-            r = pop_range(PyTuple_GET_ITEM(top, 1));
+        /* st.pop(): the list gives up its last item (its reference passes to us) by shrinking its
+         * length, as list.pop does for the last item before it resizes (Cython's fast pop does the
+         * same); PyList_SetSlice's general slice code costs about a hundred instructions more */
+        Py_SET_SIZE(st, depth - 1);
+        r = pop_range(PyTuple_GET_ITEM(top, 1));
         Py_DECREF(top);
     }
     else {
@@ -1947,17 +2151,21 @@ info(PyObject *Py_UNUSED(unused_module), PyObject *Py_UNUSED(unused))
                                 : Py_NewRef(Py_None);
     if (layout == NULL)
         return NULL;
-    return Py_BuildValue("{s:O,s:O,s:O,s:O,s:K,s:O,s:N,s:K,s:O,s:K}", "device_table", device_type != NULL ? Py_True : Py_False,
+    return Py_BuildValue("{s:O,s:O,s:O,s:O,s:K,s:O,s:N,s:K,s:O,s:K,s:O,s:O,s:O,s:O,s:K}", "device_table", device_type != NULL ? Py_True : Py_False,
                          "tensor_getters", a_shape.get != NULL ? Py_True : Py_False,
                          "contiguous_direct", is_contiguous_fn != NULL ? Py_True : Py_False,
                          "packed_slot", meta_type != NULL ? Py_True : Py_False, "tensor_hits", tensor_hits,
                          "tensor_reads", reads_on ? Py_True : Py_False, "tensor_layout", layout,
                          "tensor_reads_served", reads_served,
+                         "grad_direct", grad_direct_on ? Py_True : Py_False, "grad_direct_served", grad_direct_served,
+                         "tracing_direct", tracing_direct_on ? Py_True : Py_False,
+                         "grad_mode_direct", grad_mode_direct_on ? Py_True : Py_False,
+                         "route_kept", route_now >= 0 ? Py_True : Py_False,
                          "frame_walk", walk, "frame_walk_hits", walk_hits);
 }
 
 static PyMethodDef methods[] = {
-    {"info", info, METH_NOARGS, "info() -> {'device_table', 'tensor_getters', 'contiguous_direct', 'packed_slot', 'tensor_reads', 'frame_walk': bool, 'tensor_layout': offsets or None, 'tensor_hits', 'tensor_reads_served', 'frame_walk_hits': int}"},
+    {"info", info, METH_NOARGS, "info() -> {'device_table', 'tensor_getters', 'contiguous_direct', 'packed_slot', 'tensor_reads', 'grad_direct', 'tracing_direct', 'grad_mode_direct', 'route_kept', 'frame_walk': bool, 'tensor_layout': offsets or None, 'tensor_hits', 'tensor_reads_served', 'grad_direct_served', 'frame_walk_hits': int}"},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
      "build(meta, args, kwargs, op_id, s0) -> the op payload text (see ops.build_payload)"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
@@ -1971,6 +2179,12 @@ static PyMethodDef methods[] = {
     {"nvtx_domain", nvtx_domain, METH_O, "nvtx_domain(name): create pyprof's NVTX domain (once)"},
     {"nvtx_push", nvtx_push, METH_O, "nvtx_push(text): push a range with this message in pyprof's NVTX domain"},
     {"nvtx_pop", nvtx_pop, METH_NOARGS, "nvtx_pop(): pop the innermost range of pyprof's NVTX domain"},
+    {"set_route", (PyCFunction)(void (*)(void))set_route, METH_FASTCALL,
+     "set_route(state, route): the ROUTE_* bits S.refresh() computed (kept here, read on every range)"},
+    {"probe", probe, METH_O,
+     "probe(name) -> 'tracing' or 'grad_mode' as libtorch's own function says it now (None: not found)"},
+    {"use_direct", (PyCFunction)(void (*)(void))use_direct, METH_FASTCALL,
+     "use_direct(name, on) -> whether call() now asks libtorch's function for 'tracing' or 'grad_mode'"},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
      "call(meta, fn, args, kwargs) -> fn(*args, **kwargs) inside its op range (see ops.call_marked)"},
     {NULL, NULL, 0, NULL},

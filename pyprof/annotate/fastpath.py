@@ -21,7 +21,9 @@ a torch without that flag, where the wrappers ask ``is_compiling()`` instead).
 
 from __future__ import annotations
 
+import functools
 import os
+import warnings
 
 import torch
 
@@ -96,6 +98,62 @@ def _layout_samples() -> tuple[list, list]:
     return samples, sorted(keys)
 
 
+def _grad_samples() -> list:
+    """``(tensor, has autograd metadata)`` pairs on which the C code checks its direct call of
+    ``c10::TensorImpl::requires_grad()`` against torch's getter (see "answers read from libtorch" in
+    ``_fastpayload.c``): fresh tensors made outside autograd and inference tensors (no metadata);
+    leaves and results that require grad, a Parameter, and a tensor whose requires_grad was set and
+    then cleared (metadata kept, requires_grad False). Empty where this torch cannot make them, or
+    with ``PYPROF_NO_TENSOR_READS=1``."""
+    if os.environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0"):
+        return []
+    try:
+        with torch.enable_grad():
+            leaf = torch.empty(3, requires_grad=True)
+            out = [(torch.empty(3), False), (torch.empty(2, 2, dtype=torch.int64), False),
+                   (leaf, True), (leaf * 2, True), (torch.nn.Parameter(torch.empty(2, 2)), True),
+                   (torch.empty(3).requires_grad_().requires_grad_(False), True)]
+        with torch.inference_mode():
+            out.append((torch.empty(3), False))
+    except (AttributeError, RuntimeError, TypeError):
+        return []
+    return out
+
+
+def _tracing_read_agrees(ext, is_tracing) -> bool:
+    """Does the extension's direct read of torch.jit's tracing state (``probe("tracing")``) say what
+    ``torch._C._is_tracing()`` says, outside a trace and inside one (``torch.jit.trace`` of a probe)?"""
+    if ext.probe("tracing") is not False or is_tracing():
+        return False
+    seen = []
+
+    def traced(x):
+        seen.append((ext.probe("tracing"), bool(is_tracing())))
+        return x + 1
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.jit.trace is deprecated; its warning is not the user's
+            torch.jit.trace(traced, torch.zeros(1), check_trace=False)
+    except Exception:  # noqa: BLE001 - no tracer here: keep torch's own call
+        return False
+    return seen == [(True, True)] and ext.probe("tracing") is False
+
+
+def _grad_mode_read_agrees(ext, grad_enabled) -> bool:
+    """Does the extension's direct read of the grad mode (``probe("grad_mode")``) say what
+    ``torch.is_grad_enabled()`` says under enable_grad, no_grad, inference_mode and set_grad_enabled?"""
+    seen = []
+    try:
+        for ctx in (torch.enable_grad(), torch.no_grad(), torch.inference_mode(), torch.set_grad_enabled(True),
+                    torch.set_grad_enabled(False)):
+            with ctx:
+                seen.append((ext.probe("grad_mode"), bool(grad_enabled())))
+    except (AttributeError, RuntimeError, TypeError):
+        return False
+    return all(a is b for a, b in seen) and {b for _, b in seen} == {True, False}
+
+
 def load(**call_side):
     """The configured extension module (``build``, ``call``, ``module_call``), or None (see module docstring).
 
@@ -104,7 +162,12 @@ def load(**call_side):
     (emit's tokens), ``profiler`` (torch.autograd.profiler), ``hook_op``,
     ``build_payload``, ``meta_type``: :class:`~pyprof.annotate.ops.OpMeta`, whose ``packed`` slot is then
     read in place) and for the autocast part of ``build`` (``cdtype_json``, ``any_autocast``);
-    ``layout_samples``/``layout_keys`` replace :func:`_layout_samples`' (for the tests).
+    ``layout_samples``/``layout_keys`` replace :func:`_layout_samples`', ``grad_samples``
+    :func:`_grad_samples`' (for the tests). Then the extension asks libtorch directly for the tracing
+    state and the grad mode where :func:`_tracing_read_agrees` and :func:`_grad_mode_read_agrees`,
+    and the state object gets a ``route_sink`` through
+    which every ``S.refresh()`` hands the extension its new route bits (so a range reads a C int,
+    not ``S.route``).
     """
     _fastpayload = extension()
     if _fastpayload is None:
@@ -120,5 +183,12 @@ def load(**call_side):
         device_samples=_device_samples(), **call_side,
         **({} if "layout_samples" in call_side
            else dict(zip(("layout_samples", "layout_keys"), _layout_samples(), strict=True))),
+        **({} if "grad_samples" in call_side else {"grad_samples": _grad_samples()}),
+        torch_lib=getattr(torch._C, "__file__", None),
     )
+    _fastpayload.use_direct("tracing", _tracing_read_agrees(_fastpayload, call_side["tracing"]))
+    _fastpayload.use_direct("grad_mode", _grad_mode_read_agrees(_fastpayload, call_side["grad_enabled"]))
+    state = call_side["state"]
+    if hasattr(state, "route_sink"):
+        state.route_sink = functools.partial(_fastpayload.set_route, state)
     return _fastpayload

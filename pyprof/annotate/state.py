@@ -17,6 +17,11 @@ ROUTE_NVTX, ROUTE_RECORDERS, ROUTE_NESTED, ROUTE_BACKWARD, ROUTE_DEPTH_ONE = 1, 
 
 
 class _State:
+    # slots: the wrappers read S.idle on every call, and a slot read is the interpreter's fastest
+    # attribute load (no instance dict that C code could turn into a slower split dict)
+    __slots__ = ("initialized", "idle", "nvtx", "always", "nested", "stack_depth", "backward", "recorders",
+                 "listeners", "route", "route_sink")
+
     def __init__(self) -> None:
         self.initialized = False
         self.idle = True            # no consumer: wrappers take the plain path (unless torch.profiler runs)
@@ -28,6 +33,7 @@ class _State:
         self.recorders: tuple = ()  # active Recorders (a tuple, replaced on change: read without a lock)
         self.listeners: list = []   # called after every refresh (the module patch follows consumers)
         self.route = 0              # the ROUTE_* bits of the fields above (see refresh)
+        self.route_sink = None      # called with the new route on every refresh (the C accelerator keeps it)
 
     def refresh(self) -> None:
         """Recompute :attr:`idle` and :attr:`route` after a consumer came or went or an option was
@@ -36,6 +42,8 @@ class _State:
         self.route = ((ROUTE_NVTX if self.nvtx else 0) | (ROUTE_RECORDERS if self.recorders else 0)
                       | (ROUTE_NESTED if self.nested else 0) | (ROUTE_BACKWARD if self.backward else 0)
                       | (ROUTE_DEPTH_ONE if self.stack_depth == 1 else 0))
+        if self.route_sink is not None:
+            self.route_sink(self.route)
         for fn in tuple(self.listeners):
             fn()
 
