@@ -43,6 +43,13 @@ assert S.nvtx, "pyprof did not see the NVTX tool"
 torch.manual_seed(0)
 model, x = MODELS["resnet"]()
 model(x).sum().backward()
+
+
+def été(t):  # a call site that is not ASCII: its payload reaches the tool as UTF-8
+    return torch.relu(t)
+
+
+été(x)
 handle = model.layer1[0].register_forward_hook(lambda *a: 1 / 0)
 try:
     model(x)
@@ -114,6 +121,7 @@ def test_an_nvtx_tool_receives_every_range_once_balanced_and_the_same_on_both_pa
     c_texts, py_texts = _check_balanced(c_lines), _check_balanced(py_lines)
     kinds = collections.Counter(markers.decode(t)["k"] for t in c_texts)
     assert kinds["op"] > 50 and kinds["mod"] > 20 and kinds["bwd"] > 20, kinds
+    assert any(":\u00e9t\u00e9" in t for t in c_texts)
     assert [(x[0], x[2]) for x in c_lines] == [(x[0], x[2]) for x in py_lines]
     assert [_no_ids(t) for t in c_texts] == [_no_ids(t) for t in py_texts]
     # inside the Recorder: the tool got exactly what the Recorder holds, as the last pushes

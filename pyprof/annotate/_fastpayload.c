@@ -1246,21 +1246,21 @@ packed_meta(PyObject *meta)
     return packed;
 }
 
-/* The payload text (ops.build_payload at stack_depth 1) of meta's op called with args/kwargs;
- * packed is meta.packed (see packed_meta). */
-static PyObject *
-build_text(PyObject *meta, PyObject *packed, PyObject *args, PyObject *kwargs, PyObject *op_id,
+/* Write the payload text (ops.build_payload at stack_depth 1) of meta's op called with args/kwargs
+ * into *bp (initialised by the caller, who frees it); packed is meta.packed (see packed_meta).
+ * 0, or -1 with an exception. */
+static int
+build_into(wbuf *bp, PyObject *meta, PyObject *packed, PyObject *args, PyObject *kwargs, PyObject *op_id,
            PyObject *s0)
 {
     if (!PyTuple_Check(args) || !(kwargs == Py_None || PyDict_Check(kwargs))) {
         PyErr_SetString(PyExc_TypeError, "build: args must be a tuple and kwargs a dict");
-        return NULL;
+        return -1;
     }
     PyObject *heads = PyTuple_GET_ITEM(packed, 1), *names = PyTuple_GET_ITEM(packed, 2);
     Py_ssize_t na = PyTuple_GET_SIZE(args), nk = kwargs == Py_None ? 0 : PyDict_GET_SIZE(kwargs);
     Py_ssize_t nh = PyTuple_GET_SIZE(heads), nn = PyTuple_GET_SIZE(names), k = 0;
-    wbuf b;
-    wb_init(&b);
+#define b (*bp)
     if (wb_str(&b, PyTuple_GET_ITEM(packed, 0)) < 0)
         goto fail;
     for (Py_ssize_t i = 0; i < na; i++, k++) {
@@ -1308,10 +1308,24 @@ build_text(PyObject *meta, PyObject *packed, PyObject *args, PyObject *kwargs, P
     if (WB_LIT(&b, ",\"id\":") < 0 || wb_int(&b, op_id) < 0 || WB_LIT(&b, ",\"trace\":") < 0
             || wb_str_steal(&b, site_json()) < 0 || WB_LIT(&b, "}") < 0)
         goto fail;
-    return wb_finish(&b);
+#undef b
+    return 0;
 fail:
-    wb_free(&b);
-    return NULL;
+    return -1;
+}
+
+/* build_into as a str (ops.build_payload's text): new reference, or NULL with an exception */
+static PyObject *
+build_text(PyObject *meta, PyObject *packed, PyObject *args, PyObject *kwargs, PyObject *op_id,
+           PyObject *s0)
+{
+    wbuf b;
+    wb_init(&b);
+    if (build_into(&b, meta, packed, args, kwargs, op_id, s0) < 0) {
+        wb_free(&b);
+        return NULL;
+    }
+    return wb_finish(&b);
 }
 
 static PyObject *
@@ -1502,13 +1516,9 @@ set_route(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
 
 /* Push text as a range in pyprof's NVTX domain (an ASCII-type message holding UTF-8: what NVTX
  * tools read as text). Without a tool, NVTX's own stubs make this a no-op. */
-static int
-nv_push(PyObject *text)
+static void
+nv_push_utf8(const char *s) /* NUL-terminated */
 {
-    Py_ssize_t n;
-    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
-    if (s == NULL)
-        return -1;
     nvtxEventAttributes_t a;
     memset(&a, 0, sizeof a);
     a.version = NVTX_VERSION;
@@ -1516,6 +1526,15 @@ nv_push(PyObject *text)
     a.messageType = NVTX_MESSAGE_TYPE_ASCII;
     a.message.ascii = s;
     nvtxDomainRangePushEx(nv_domain, &a);
+}
+
+static int
+nv_push(PyObject *text)
+{
+    const char *s = PyUnicode_AsUTF8(text);
+    if (s == NULL)
+        return -1;
+    nv_push_utf8(s);
     return 0;
 }
 
@@ -1552,6 +1571,38 @@ push_range(PyObject *text, int cache, long route)
         return Py_NewRef(o_nvtx_only);
     }
     return Py_NewRef(o_nothing);
+}
+
+/* push_range for an op's text still in its buffer b (freed here): where nobody consumes it, or an
+ * NVTX tool alone (which gets the buffer's UTF-8 bytes, as nv_push would hand it the str's), no str
+ * is made at all. A new reference to the token, or NULL with an exception. */
+static PyObject *
+push_built(wbuf *b, long route)
+{
+    int nv = (route & ROUTE_NVTX) != 0;
+    int others = flag(d_profiler, o_profiler, s_prof_enabled);
+    if (others == 0)
+        others = (route & ROUTE_RECORDERS) != 0;
+    if (others < 0) {
+        wb_free(b);
+        return NULL;
+    }
+    if (others || (nv && !nv_ready)) {
+        PyObject *text = wb_finish(b), *tok = NULL;
+        if (text != NULL)
+            tok = PyObject_CallOneArg(f_push, text);
+        Py_XDECREF(text);
+        return tok;
+    }
+    if (nv) {
+        if (wb_put(b, "", 1) < 0) { /* the terminating NUL */
+            wb_free(b);
+            return NULL;
+        }
+        nv_push_utf8(b->p);
+    }
+    wb_free(b);
+    return Py_NewRef(nv ? o_nvtx_only : o_nothing);
 }
 
 /* emit.pop(token): a new reference to None, or NULL with an exception */
@@ -1717,12 +1768,18 @@ call(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
     if (s0 == NULL)
         goto fail;
 
-    int depth_one = (route & ROUTE_DEPTH_ONE) != 0;
+    int depth_one = (route & ROUTE_DEPTH_ONE) != 0, built = -1;
+    wbuf b; /* the text, where written here (depth one); else text holds the Python path's */
+    wb_init(&b);
     packed = packed_meta(meta);
-    if (packed != NULL)
-        text = depth_one ? build_text(meta, packed, args, argv[3], op_id, s0)
-                         : PyObject_CallFunctionObjArgs(f_build_py, meta, args, argv[3], op_id, s0, NULL);
-    if (text == NULL) {
+    if (packed != NULL) {
+        if (depth_one)
+            built = build_into(&b, meta, packed, args, argv[3], op_id, s0);
+        else
+            built = (text = PyObject_CallFunctionObjArgs(f_build_py, meta, args, argv[3], op_id, s0, NULL)) ? 0 : -1;
+    }
+    if (built < 0) {
+        wb_free(&b);
         /* describing must never break the user's call (ops.call_marked: except Exception) */
         if (!PyErr_ExceptionMatches(PyExc_Exception))
             goto fail;
@@ -1733,9 +1790,11 @@ call(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
         return PyObject_Call(fn, args, kwargs);
     }
     int composite = PyObject_IsTrue(PyTuple_GET_ITEM(packed, 4)); /* meta.composite */
-    if (composite < 0)
+    if (composite < 0) {
+        wb_free(&b);
         goto fail;
-    tok = push_range(text, 0, route);
+    }
+    tok = text != NULL ? push_range(text, 0, route) : push_built(&b, route); /* push_built frees b */
     Py_CLEAR(text);
     if (tok == NULL)
         goto fail;
