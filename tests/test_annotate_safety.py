@@ -208,6 +208,8 @@ def test_lazy_false_builds_payloads_without_consumer(monkeypatch):
 
 def test_torch_profiler_trace_holds_the_markers(initialized, tmp_path):
     lin = torch.nn.Linear(4, 2)
+    with Recorder():  # ranges before the session: the C path has read "no profiler" (and keeps it
+        lin(torch.ones(3, 4)).sum()  # until torch.autograd.profiler's module dict changes)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         lin(torch.ones(3, 4)).sum()
     path = tmp_path / "trace.json"

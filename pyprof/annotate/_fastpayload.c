@@ -1405,6 +1405,60 @@ flag(PyObject *d, PyObject *obj, PyObject *name)
     return attr_true(obj, name);
 }
 
+/* bool(obj.name) as flag() reads it, kept while the dict d is unchanged: the two module flags read
+ * on every range (torch.autograd.profiler._is_profiler_enabled, torch.compiler._is_compiling_flag)
+ * change only when a profiler or compile session starts or ends. "Unchanged" is the dict's version
+ * tag (PEP 509: every change of a dict gives it a new tag, never reused), on CPython before 3.12;
+ * 3.12 deprecates the tag (its replacement, dict watchers, is not used yet), so there, and for a
+ * name found by getattr rather than in d, every call reads d. */
+typedef struct {
+    PyObject *d; /* borrowed from the configure()d reference; NULL: not kept */
+    int value, known;
+    uint64_t tag;
+} flag_cache;
+static flag_cache fc_profiler, fc_compiler;
+
+static void
+flag_cache_init(flag_cache *fc, PyObject *d)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    fc->d = d;
+#else
+    (void)d;
+    fc->d = NULL;
+#endif
+    fc->known = 0;
+}
+
+static int
+flag(PyObject *d, PyObject *obj, PyObject *name);
+
+/* bool(obj.name), read from d (obj's __dict__) as flag() does: 1/0, or -1 with an exception */
+static inline int
+flag_of(flag_cache *fc, PyObject *d, PyObject *obj, PyObject *name)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (fc->d == d && d != NULL) {
+        uint64_t tag = ((PyDictObject *)d)->ma_version_tag;
+        if (fc->known && fc->tag == tag)
+            return fc->value;
+        PyObject *v = PyDict_GetItemWithError(d, name); /* borrowed */
+        if (v == NULL)
+            return PyErr_Occurred() ? -1 : flag(d, obj, name);
+        int r = PyObject_IsTrue(v);
+        if (v == Py_True || v == Py_False) { /* a bool's truth cannot change behind the dict */
+            fc->value = r;
+            fc->known = 1;
+            fc->tag = tag;
+        }
+        return r;
+    }
+#else
+    (void)fc;
+#endif
+    return flag(d, obj, name);
+}
+
 /* torch.compiler's __dict__ and the name of its ``_is_compiling_flag`` (None/NULL on a torch without
  * it): the flag is True for a whole torch.compile or torch.export session. The Python wrappers only
  * ask ``torch.compiler.is_dynamo_compiling()`` (one frame; TorchDynamo folds it to True, so Dynamo
@@ -1417,7 +1471,7 @@ static PyObject *d_compiler, *o_compiler, *s_compiling_flag;
 static inline int
 compiling(void)
 {
-    return d_compiler == NULL ? 0 : flag(d_compiler, o_compiler, s_compiling_flag);
+    return d_compiler == NULL ? 0 : flag_of(&fc_compiler, d_compiler, o_compiler, s_compiling_flag);
 }
 
 /* torch._C._is_tracing() (see "answers read from libtorch"): 1/0, or -1 with an exception */
@@ -1557,7 +1611,7 @@ static PyObject *
 push_range(PyObject *text, int cache, long route)
 {
     int nv = (route & ROUTE_NVTX) != 0;
-    int others = flag(d_profiler, o_profiler, s_prof_enabled);
+    int others = flag_of(&fc_profiler, d_profiler, o_profiler, s_prof_enabled);
     if (others == 0)
         others = (route & ROUTE_RECORDERS) != 0;
     if (others < 0)
@@ -1580,7 +1634,7 @@ static PyObject *
 push_built(wbuf *b, long route)
 {
     int nv = (route & ROUTE_NVTX) != 0;
-    int others = flag(d_profiler, o_profiler, s_prof_enabled);
+    int others = flag_of(&fc_profiler, d_profiler, o_profiler, s_prof_enabled);
     if (others == 0)
         others = (route & ROUTE_RECORDERS) != 0;
     if (others < 0) {
@@ -1906,6 +1960,8 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "configure(): profiler needs a __dict__");
         return NULL;
     }
+    flag_cache_init(&fc_profiler, d_profiler);
+    flag_cache_init(&fc_compiler, d_compiler);
     if (!PyIter_Check(o_ids)) {
         PyErr_SetString(PyExc_TypeError, "configure(): ids must be an iterator");
         return NULL;
