@@ -1474,32 +1474,30 @@ compiling(void)
     return d_compiler == NULL ? 0 : flag_of(&fc_compiler, d_compiler, o_compiler, s_compiling_flag);
 }
 
+/* bool(f()): 1/0, or -1 with an exception */
+static int
+call_true(PyObject *f)
+{
+    PyObject *v = PyObject_CallNoArgs(f);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
 /* torch._C._is_tracing() (see "answers read from libtorch"): 1/0, or -1 with an exception */
 static inline int
 tracing_now(void)
 {
-    if (tracing_direct_on)
-        return *tracing_state() != NULL;
-    PyObject *ts = PyObject_CallNoArgs(f_tracing);
-    if (ts == NULL)
-        return -1;
-    int r = PyObject_IsTrue(ts);
-    Py_DECREF(ts);
-    return r;
+    return tracing_direct_on ? *tracing_state() != NULL : call_true(f_tracing);
 }
 
 /* torch.is_grad_enabled(): 1/0, or -1 with an exception */
 static inline int
 grad_enabled_now(void)
 {
-    if (grad_mode_direct_on)
-        return grad_mode() != 0;
-    PyObject *g = PyObject_CallNoArgs(f_grad_enabled);
-    if (g == NULL)
-        return -1;
-    int r = PyObject_IsTrue(g);
-    Py_DECREF(g);
-    return r;
+    return grad_mode_direct_on ? grad_mode() != 0 : call_true(f_grad_enabled);
 }
 
 /* probe(name): what the direct read of "tracing" or "grad_mode" says now (True/False), or None
