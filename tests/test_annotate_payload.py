@@ -323,8 +323,8 @@ def test_grad_mode_read_directly_matches_torch():
     seen = []
 
     def look():
-        for ctx in (torch.enable_grad(), torch.no_grad(), torch.inference_mode(), torch.set_grad_enabled(False)):
-            with ctx:
+        for make in (torch.enable_grad, torch.no_grad, torch.inference_mode, lambda: torch.set_grad_enabled(False)):
+            with make():
                 seen.append((fast.probe("grad_mode"), torch.is_grad_enabled()))
 
     look()
@@ -332,6 +332,14 @@ def test_grad_mode_read_directly_matches_torch():
     t.start()
     t.join()
     assert len(seen) == 8 and all(a is b for a, b in seen)
+    # the check at load leaves the caller's grad mode as it was
+    from pyprof.annotate import fastpath
+
+    for mode in (False, True):
+        with torch.set_grad_enabled(mode):
+            fastpath.load(**ann_ops.CALL_SIDE)
+            assert torch.is_grad_enabled() is mode
+    assert fast.info()["grad_mode_direct"]
     with pytest.raises(ValueError, match="unknown name"):
         fast.probe("nope")
 

@@ -144,10 +144,10 @@ def _grad_mode_read_agrees(ext, grad_enabled) -> bool:
     """Does the extension's direct read of the grad mode (``probe("grad_mode")``) say what
     ``torch.is_grad_enabled()`` says under enable_grad, no_grad, inference_mode and set_grad_enabled?"""
     seen = []
-    try:
-        for ctx in (torch.enable_grad(), torch.no_grad(), torch.inference_mode(), torch.set_grad_enabled(True),
-                    torch.set_grad_enabled(False)):
-            with ctx:
+    try:  # each context made only when entered: set_grad_enabled switches the mode when it is made
+        for make in (torch.enable_grad, torch.no_grad, torch.inference_mode, lambda: torch.set_grad_enabled(True),
+                     lambda: torch.set_grad_enabled(False)):
+            with make():
                 seen.append((ext.probe("grad_mode"), bool(grad_enabled())))
     except (AttributeError, RuntimeError, TypeError):
         return False
