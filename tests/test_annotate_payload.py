@@ -297,11 +297,11 @@ def test_c_requires_grad_function_is_used_only_where_it_agrees(initialized):
     good = fastpath._grad_samples()
     fast = ann_ops._fast
     only_no = [(t, m) for t, m in good if not t.requires_grad]
+    samples, keys = fastpath._layout_samples()
     try:
         for bad in (only_no * 2, good[:2]):
             fastpath.load(**ann_ops.CALL_SIDE, grad_samples=bad,
-                          layout_samples=[s for s in fastpath._layout_samples()[0] if not s[0].requires_grad],
-                          layout_keys=fastpath._layout_samples()[1])
+                          layout_samples=[s for s in samples if not s[0].requires_grad], layout_keys=keys)
             info = fast.info()
             assert info["tensor_reads"] and not info["grad_direct"]
             served = info["grad_direct_served"]

@@ -539,7 +539,8 @@ tensor_contiguous(PyObject *v)
  * of the plain dense sets (layout_keys: what plain samples had, and their CUDA twins) are read: every
  * kind of tensor whose sizes, device or contiguity are not those fields (nested, sparse, mkldnn,
  * quantized, conjugate/negative views, functionalized, vmapped, Python subclasses, other backends)
- * carries a key of its own. requires_grad is still asked (it lives in autograd metadata). A read
+ * carries a key of its own. requires_grad lives in autograd metadata: it is asked of torch (see
+ * "answers read from libtorch" below). A read
  * gives a key for the text table: a hit is served; a miss takes the getters, which store the text
  * under the key they find. Every 64th hit is checked against the getters too; a difference turns
  * the reads off for good (info()["tensor_reads"] then says so). */
@@ -1412,51 +1413,40 @@ flag(PyObject *d, PyObject *obj, PyObject *name)
  * 3.12 deprecates the tag (its replacement, dict watchers, is not used yet), so there, and for a
  * name found by getattr rather than in d, every call reads d. */
 typedef struct {
-    PyObject *d; /* borrowed from the configure()d reference; NULL: not kept */
+    PyObject *d, *obj, *name; /* borrowed from configure()'s references */
     int value, known;
     uint64_t tag;
 } flag_cache;
 static flag_cache fc_profiler, fc_compiler;
 
 static void
-flag_cache_init(flag_cache *fc, PyObject *d)
+flag_cache_init(flag_cache *fc, PyObject *d, PyObject *obj, PyObject *name)
 {
-#if PY_VERSION_HEX < 0x030C0000
     fc->d = d;
-#else
-    (void)d;
-    fc->d = NULL;
-#endif
+    fc->obj = obj;
+    fc->name = name;
     fc->known = 0;
 }
 
-static int
-flag(PyObject *d, PyObject *obj, PyObject *name);
-
-/* bool(obj.name), read from d (obj's __dict__) as flag() does: 1/0, or -1 with an exception */
+/* bool(fc->obj.fc->name), read as flag() reads it: 1/0, or -1 with an exception */
 static inline int
-flag_of(flag_cache *fc, PyObject *d, PyObject *obj, PyObject *name)
+flag_of(flag_cache *fc)
 {
 #if PY_VERSION_HEX < 0x030C0000
-    if (fc->d == d && d != NULL) {
-        uint64_t tag = ((PyDictObject *)d)->ma_version_tag;
-        if (fc->known && fc->tag == tag)
-            return fc->value;
-        PyObject *v = PyDict_GetItemWithError(d, name); /* borrowed */
-        if (v == NULL)
-            return PyErr_Occurred() ? -1 : flag(d, obj, name);
-        int r = PyObject_IsTrue(v);
-        if (v == Py_True || v == Py_False) { /* a bool's truth cannot change behind the dict */
-            fc->value = r;
-            fc->known = 1;
-            fc->tag = tag;
-        }
-        return r;
+    uint64_t tag = ((PyDictObject *)fc->d)->ma_version_tag;
+    if (fc->known && fc->tag == tag)
+        return fc->value;
+    PyObject *v = PyDict_GetItemWithError(fc->d, fc->name); /* borrowed */
+    if (v == NULL && PyErr_Occurred())
+        return -1;
+    if (v == Py_True || v == Py_False) { /* a bool's truth cannot change behind the dict */
+        fc->value = v == Py_True;
+        fc->known = 1;
+        fc->tag = tag;
+        return fc->value;
     }
-#else
-    (void)fc;
 #endif
-    return flag(d, obj, name);
+    return flag(fc->d, fc->obj, fc->name);
 }
 
 /* torch.compiler's __dict__ and the name of its ``_is_compiling_flag`` (None/NULL on a torch without
@@ -1471,7 +1461,7 @@ static PyObject *d_compiler, *o_compiler, *s_compiling_flag;
 static inline int
 compiling(void)
 {
-    return d_compiler == NULL ? 0 : flag_of(&fc_compiler, d_compiler, o_compiler, s_compiling_flag);
+    return d_compiler == NULL ? 0 : flag_of(&fc_compiler);
 }
 
 /* bool(f()): 1/0, or -1 with an exception */
@@ -1605,24 +1595,40 @@ state_route(void) /* S.route, or -1 with an exception */
 
 /* emit.push(text[, cache=True]): a new reference to the token, or NULL with an exception.
  * An NVTX tool alone is served here (token emit.NVTX_ONLY); nobody at all gives emit.NOTHING. */
-static PyObject *
-push_range(PyObject *text, int cache, long route)
+enum { TO_NOBODY, TO_NVTX, TO_PYTHON }; /* who takes a range: see consumers() */
+
+/* Who takes a range now: nobody, an NVTX tool alone (served here), or emit.push (a torch.profiler
+ * session or Recorders, or a tool whose domain is not made yet); -1 with an exception. */
+static int
+consumers(long route)
 {
     int nv = (route & ROUTE_NVTX) != 0;
-    int others = flag_of(&fc_profiler, d_profiler, o_profiler, s_prof_enabled);
+    int others = flag_of(&fc_profiler);
     if (others == 0)
         others = (route & ROUTE_RECORDERS) != 0;
     if (others < 0)
-        return NULL;
+        return -1;
     if (others || (nv && !nv_ready))
+        return TO_PYTHON;
+    return nv ? TO_NVTX : TO_NOBODY;
+}
+
+static PyObject *
+push_range(PyObject *text, int cache, long route)
+{
+    switch (consumers(route)) {
+    case TO_PYTHON:
         return cache ? PyObject_CallFunctionObjArgs(f_push, text, Py_True, NULL)
                      : PyObject_CallOneArg(f_push, text);
-    if (nv) {
+    case TO_NVTX:
         if (nv_push(text) < 0)
             return NULL;
         return Py_NewRef(o_nvtx_only);
+    case TO_NOBODY:
+        return Py_NewRef(o_nothing);
+    default:
+        return NULL;
     }
-    return Py_NewRef(o_nothing);
 }
 
 /* push_range for an op's text still in its buffer b (freed here): where nobody consumes it, or an
@@ -1631,30 +1637,21 @@ push_range(PyObject *text, int cache, long route)
 static PyObject *
 push_built(wbuf *b, long route)
 {
-    int nv = (route & ROUTE_NVTX) != 0;
-    int others = flag_of(&fc_profiler, d_profiler, o_profiler, s_prof_enabled);
-    if (others == 0)
-        others = (route & ROUTE_RECORDERS) != 0;
-    if (others < 0) {
-        wb_free(b);
-        return NULL;
-    }
-    if (others || (nv && !nv_ready)) {
+    int to = consumers(route);
+    if (to == TO_PYTHON) {
         PyObject *text = wb_finish(b), *tok = NULL;
         if (text != NULL)
             tok = PyObject_CallOneArg(f_push, text);
         Py_XDECREF(text);
         return tok;
     }
-    if (nv) {
-        if (wb_put(b, "", 1) < 0) { /* the terminating NUL */
-            wb_free(b);
-            return NULL;
-        }
+    int ok = to >= 0 && (to != TO_NVTX || wb_put(b, "", 1) == 0); /* the terminating NUL */
+    if (ok && to == TO_NVTX)
         nv_push_utf8(b->p);
-    }
     wb_free(b);
-    return Py_NewRef(nv ? o_nvtx_only : o_nothing);
+    if (!ok)
+        return NULL;
+    return Py_NewRef(to == TO_NVTX ? o_nvtx_only : o_nothing);
 }
 
 /* emit.pop(token): a new reference to None, or NULL with an exception */
@@ -1958,8 +1955,8 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "configure(): profiler needs a __dict__");
         return NULL;
     }
-    flag_cache_init(&fc_profiler, d_profiler);
-    flag_cache_init(&fc_compiler, d_compiler);
+    flag_cache_init(&fc_profiler, d_profiler, o_profiler, s_prof_enabled);
+    flag_cache_init(&fc_compiler, d_compiler, o_compiler, s_compiling_flag);
     if (!PyIter_Check(o_ids)) {
         PyErr_SetString(PyExc_TypeError, "configure(): ids must be an iterator");
         return NULL;

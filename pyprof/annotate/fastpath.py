@@ -55,6 +55,11 @@ def _device_samples() -> list:
     return out
 
 
+def _tensor_reads_off() -> bool:
+    """``PYPROF_NO_TENSOR_READS=1``: the C code keeps to torch's getters (no samples handed over)."""
+    return os.environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0")
+
+
 def _layout_samples() -> tuple[list, list]:
     """Sample tensors and what torch says of them, for the C code's search of the TensorImpl fields
     (see ``tensor_key_read`` in ``_fastpayload.c``): ``(tensor, shape, dtype, device, is_contiguous,
@@ -64,7 +69,7 @@ def _layout_samples() -> tuple[list, list]:
     samples had, and the same on CUDA (the CPU backend bit swapped for CUDA's, as torch composes
     them; no CUDA device needed). Empty lists where this torch lacks what is needed, or with
     ``PYPROF_NO_TENSOR_READS=1`` in the environment (the C code then keeps to torch's getters)."""
-    if os.environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0"):
+    if _tensor_reads_off():
         return [], []
     C = torch._C
     if not all(hasattr(C, n) for n in ("_dispatch_keys", "_tensor_impl_raw_handle", "DispatchKeySet", "DispatchKey")):
@@ -105,7 +110,7 @@ def _grad_samples() -> list:
     leaves and results that require grad, a Parameter, and a tensor whose requires_grad was set and
     then cleared (metadata kept, requires_grad False). Empty where this torch cannot make them, or
     with ``PYPROF_NO_TENSOR_READS=1``."""
-    if os.environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0"):
+    if _tensor_reads_off():
         return []
     try:
         with torch.enable_grad():
