@@ -14,39 +14,42 @@ ResNet-18-like forward at batch 1 (defined below, no torchvision). States:
   D  init() inside a Recorder (payloads built and stored in Python)
   L  no init(), but as many inert Python wrapper functions kept alive as init() installs (made anew
      each round, as init() makes its wrappers): instruments nothing and runs no pyprof code, and so
-     shows how far PyTorch's own kernels move with the process's memory alone (see the warm protocol below)
+     shows how far PyTorch's own kernels move with the process's memory alone (see the warm
+     protocol below)
 
 Each round runs every state once, in a random order; a state's time is the thread's CPU time
 (``time.thread_time``; torch runs on one thread here), far less disturbed by other processes on a
 shared machine than wall time. Printed per state: the median time, its ratio to A, and the time
-added per op: the median over rounds of (state - A) of the same round, divided by the op count
-(op ranges a Recorder counts; module ranges and backward hooks are in the time but not in the
-count), with its interquartile range, and for C, E and D also the same over B (the payloads' cost
-with the same wrappers installed, so with the same memory). Freed tensor buffers are kept in the process heap (glibc
-``mallopt``, see :func:`_steady_heap`) so that single forwards do not move by page faults. The
-ResNet runs 45 rounds of 60 forwards (450 rounds of one forward with the cold and warm protocols;
-a 1 us/op effect is 0.4% of a forward). Run: ``python scripts/bench_init.py`` (about 5 minutes on
-a 2-core machine; ``--quick``: a third of the rounds; ``--resnet-only``: the ResNet alone, about 3 minutes, for before/after comparisons in one
-sitting, since a sitting moves every state by up to 1-2 us/op; ``--hot``: the cost per op and per
-module range in a tight loop, everything in cache, in seconds).
+added per op: the median over rounds of (state - A) of the same round, divided by the op count (op
+ranges a Recorder counts; module ranges and backward hooks are in the time but not in the count),
+with its interquartile range, and for C, E and D also the same over B (the payloads' cost with the
+same wrappers installed, so with the same memory). Freed tensor buffers are kept in the process heap
+(glibc ``mallopt``, see :func:`_steady_heap`) so that single forwards do not move by page faults.
+The ResNet runs 45 rounds of 60 forwards (450 rounds of one forward with the cold and warm
+protocols; a 1 us/op effect is 0.4% of a forward). Run: ``python scripts/bench_init.py`` (about 5
+minutes on a 2-core machine; ``--quick``: a third of the rounds; ``--resnet-only``: the ResNet
+alone, about 3 minutes, for before/after comparisons in one sitting, since a sitting moves every
+state by up to 1-2 us/op; ``--hot``: the cost per op and per module range in a tight loop,
+everything in cache, in seconds).
 
 Three protocols (the states, their order and the paired differences are the same in all three):
 
-* ``--protocol cold`` (the default until 2026-11-25): each round sets a state up, runs once untimed, calls ``gc.collect()`` and times
-  one run. The collection walks the whole Python heap and leaves the caches cold for every state
-  alike, which hides part of what pyprof adds (its code and data are cold too, but so is PyTorch's).
-* ``--protocol warm``: the same, but the timed run follows the untimed one directly, the cyclic GC paused.
-  This shows a transient that is not pyprof's work per op: right after init() (or after merely
-  making and keeping a few MB of Python objects, state L), PyTorch's own convolutions run several
-  percent slower for a while. Measured 2026-11-25 on the ResNet (``--protocol warm --conv-time``): no
-  consumer +8.2 us/op, 7.2 of them inside conv2d; payloads built +11.3, 7.9 inside conv2d;
-  elsewhere, with no pyprof at all, 2,500 inert closures made anew each round slowed the forward by
-  0.26 ms, 10,000 by 1.2 ms, a 3 MB bytearray by 0.16 ms, 85-95% of it inside conv2d. The mechanism
-  (the memory system, page or heap placement) was not pinned down.
-* ``--protocol held`` (the default): each round keeps the state set up for a stretch, 20 runs untimed and then 40 timed
-  one by one (the GC paused), and takes their median: what a training script that calls init()
-  once sees. The transient above is gone by then (inside conv2d: within +-1.5 us/op of A). This
-  is the protocol the targets are judged by.
+* ``--protocol cold`` (the default until 2026-11-25): each round sets a state up, runs once untimed,
+  calls ``gc.collect()`` and times one run. The collection walks the whole Python heap and leaves
+  the caches cold for every state alike, which hides part of what pyprof adds (its code and data are
+  cold too, but so is PyTorch's).
+* ``--protocol warm``: the same, but the timed run follows the untimed one directly, the cyclic GC
+  paused. This shows a transient that is not pyprof's work per op: right after init() (or after
+  merely making and keeping a few MB of Python objects, state L), PyTorch's own convolutions run
+  several percent slower for a while. Measured 2026-11-25 on the ResNet (``--protocol warm
+  --conv-time``): no consumer +8.2 us/op, 7.2 of them inside conv2d; payloads built +11.3, 7.9 inside
+  conv2d; elsewhere, with no pyprof at all, 2,500 inert closures made anew each round slowed the
+  forward by 0.26 ms, 10,000 by 1.2 ms, a 3 MB bytearray by 0.16 ms, 85-95% of it inside conv2d. The
+  mechanism (the memory system, page or heap placement) was not pinned down.
+* ``--protocol held`` (the default): each round keeps the state set up for a stretch, 20 runs
+  untimed and then 40 timed one by one (the GC paused), and takes their median: what a training
+  script that calls init() once sees. The transient above is gone by then (inside conv2d: within
+  +-1.5 us/op of A). This is the protocol the targets are judged by.
 
 ``--conv-time`` prints, for every state, how much of the time added per op is spent inside
 PyTorch's conv2d (timed in every state alike, A included): kernels pyprof never touches.
@@ -279,37 +282,52 @@ LABELS = {"A": "no init                 ", "B": "init, no consumer       ",
           "D": "init, Recorder          ", "L": "no init, inert memory   "}
 
 
-SETTLE = 20  # held protocol: runs after the state is set up and before any is timed
+SETTLE, TIMED = 20, 40  # held protocol: untimed runs after the state is set up, then timed runs
+PROTOCOLS = {"held": f"held: {SETTLE} runs settle, median of {TIMED} timed", "cold": "cold", "warm": "warm"}
 
 
-def _held_stretch(run, n: int) -> tuple[float, float]:
-    """The held protocol: the state stays set up while ``SETTLE`` runs go untimed and then ``n`` are timed
-    one by one (the cyclic GC paused); returns the median run's thread CPU time and the median time
-    inside conv2d (``--conv-time``), in seconds."""
-    gc.collect()
-    for _ in range(SETTLE):
-        run()
-    times, convs = [], []
-    gc.disable()
+def _timed(run) -> tuple[float, float]:
+    """One run of ``run``: its thread CPU time and the time spent inside conv2d (``--conv-time``), in seconds."""
+    _CONV_NS[0] = 0
+    c0 = time.thread_time()
     try:
-        for _ in range(n):
-            _CONV_NS[0] = 0
-            c0 = time.thread_time()
+        run()
+    finally:
+        dc = time.thread_time() - c0
+    return dc, _CONV_NS[0] * 1e-9
+
+
+def _measure(run, protocol: str) -> tuple[float, float]:
+    """One state's figures for one round (the state is set up): :func:`_timed` of one run after an
+    untimed one (cold: after a ``gc.collect()``; warm: with the cyclic GC paused), or, held, the
+    medians of ``TIMED`` runs after ``SETTLE`` untimed ones (the GC paused while timing)."""
+    if protocol == "held":
+        gc.collect()
+        for _ in range(SETTLE):
             run()
-            times.append(time.thread_time() - c0)
-            convs.append(_CONV_NS[0] * 1e-9)
+        gc.disable()
+        try:
+            times, convs = zip(*(_timed(run) for _ in range(TIMED)), strict=True)
+        finally:
+            gc.enable()
+        return statistics.median(times), statistics.median(convs)
+    run()  # warm: per-process caches (call sites, argument names, module texts)
+    if protocol == "cold":
+        gc.collect()
+        return _timed(run)
+    gc.disable()  # no collection of init()/deinit()'s garbage inside the timed run
+    try:
+        return _timed(run)
     finally:
         gc.enable()
-    return statistics.median(times), statistics.median(convs)
 
 
-def _protocol(warm: bool, held: int) -> str:
-    if held:
-        return f"held: {SETTLE} runs settle, median of {held} timed"
-    return "warm" if warm else "cold"
+def _paired_per_op(xs: list, ys: list, n_ops: int) -> list:
+    """Per-round differences ``x - y`` (seconds) as microseconds per op, sorted."""
+    return sorted((x - y) / n_ops * 1e6 for x, y in zip(xs, ys, strict=True))
 
 
-def bench(name: str, fn, rounds: int, grad: bool, warm: bool = False, held: int = 0) -> dict:
+def bench(name: str, fn, rounds: int, grad: bool, protocol: str = "cold") -> dict:
     """Time the states in rounds (each round runs every state once, in a new random order, so that
     machine load and what one state leaves behind, such as the heap after init/deinit, hit all states
     alike). The time added per op is the median over rounds of (state - A) in the same round, over the
@@ -325,48 +343,28 @@ def bench(name: str, fn, rounds: int, grad: bool, warm: bool = False, held: int 
             for tag in order.sample(tags, len(tags)):
                 setup, run, teardown = _state(tag, fn)
                 setup()
-                if held:
-                    try:
-                        dc, dconv = _held_stretch(run, held)
-                    finally:
-                        teardown()
-                    if rnd:
-                        cpu[tag].append(dc)
-                        conv[tag].append(dconv)
-                    continue
                 try:
-                    run()  # warm: per-process caches (call sites, argument names, module texts)
-                    if warm:
-                        gc.disable()  # no collection of init()/deinit()'s garbage inside the timed run
-                    else:
-                        gc.collect()
-                    _CONV_NS[0] = 0
-                    c0 = time.thread_time()
-                    try:
-                        run()
-                    finally:
-                        dc = time.thread_time() - c0
-                        gc.enable()
+                    dc, dconv = _measure(run, protocol)
                 finally:
                     teardown()
                 if rnd:
                     cpu[tag].append(dc)
-                    conv[tag].append(_CONV_NS[0] * 1e-9)
+                    conv[tag].append(dconv)
     a = statistics.median(cpu["A"])
     print(f"{name} ({'grad' if grad else 'no_grad'}, {n_ops} ops/run, plus {n_mods} module ranges; "
-          f"{rounds} rounds, {_protocol(warm, held)} protocol)")
+          f"{rounds} rounds, {PROTOCOLS[protocol]} protocol)")
     print("    state                     CPU median  ratio  added/op (median of paired rounds) [IQR]  over B")
     out = {}
     for tag in tags:
         med = statistics.median(cpu[tag])
-        added = sorted((x - y) / n_ops * 1e6 for x, y in zip(cpu[tag], cpu["A"], strict=True))
+        added = _paired_per_op(cpu[tag], cpu["A"], n_ops)
         q1, q2, q3 = statistics.quantiles(added, n=4) if len(added) > 1 else (added * 3)
         out[tag] = q2
         spread = "" if tag == "A" else f"  [{q1:6.2f}, {q3:6.2f}]"
         if tag in "CED":
-            spread += f"  {statistics.median((x - y) / n_ops * 1e6 for x, y in zip(cpu[tag], cpu['B'], strict=True)):6.2f} us"
+            spread += f"  {statistics.median(_paired_per_op(cpu[tag], cpu['B'], n_ops)):6.2f} us"
         if tag != "A" and any(conv["A"]):
-            spread += (f"  (inside conv2d: {statistics.median((x - y) / n_ops * 1e6 for x, y in zip(conv[tag], conv['A'], strict=True)):6.2f} us)")
+            spread += f"  (inside conv2d: {statistics.median(_paired_per_op(conv[tag], conv['A'], n_ops)):6.2f} us)"
         print(f"  {tag} {LABELS[tag]} {med * 1e3:8.2f} ms  {med / a:5.2f}x  {q2:6.2f} us{spread}")
     return out
 
@@ -395,7 +393,7 @@ def main() -> None:
                     help="the ResNet forward alone (to compare two checkouts in one sitting: run this script "
                          "alternately with PYTHONPATH=<other checkout> and without)")
     ap.add_argument("--protocol", choices=("held", "cold", "warm"), default="held",
-                    help="held (default): each state kept set up for 20 untimed and 40 timed runs, as in a "
+                    help=f"held (default): each state kept set up for {SETTLE} untimed and {TIMED} timed runs, as in a "
                          "training script; cold: one run per state and round after a gc.collect(); warm: one "
                          "run right after the untimed one (see the module docstring)")
     ap.add_argument("--conv-time", action="store_true",
@@ -419,16 +417,14 @@ def main() -> None:
     print(f"torch {torch.__version__}, CPU, 1 thread, thread CPU time, {heap}; pyprof from {where}, "
           f"C accelerator {accel}")
     if not args.resnet_only:
-        kw = dict(warm=args.protocol == "warm", held=40 if args.protocol == "held" else 0)
-        bench("op stream x500 (add, mul, relu)", op_stream(), reps, grad=False, **kw)
-        bench("tiny MLP x200", tiny_mlp(), reps, grad=False, **kw)
-        bench("tiny MLP x200", tiny_mlp(), reps, grad=True, **kw)
-    # many more rounds, one forward each: its per-op figure is a small difference of two large
-    # times (1 us/op is 0.4% of a forward), and single forwards move by 2-3% (interquartile range)
-    if args.protocol == "held":  # a stretch of 60 forwards per state and round already averages single forwards
-        bench("ResNet-18-like b1 64x64", resnet18(1), 3 * reps, grad=False, held=40)
-    else:
-        bench("ResNet-18-like b1 64x64", resnet18(1), 30 * reps, grad=False, warm=args.protocol == "warm")
+        bench("op stream x500 (add, mul, relu)", op_stream(), reps, grad=False, protocol=args.protocol)
+        bench("tiny MLP x200", tiny_mlp(), reps, grad=False, protocol=args.protocol)
+        bench("tiny MLP x200", tiny_mlp(), reps, grad=True, protocol=args.protocol)
+    # more rounds: its per-op figure is a small difference of two large times (1 us/op is 0.4% of a
+    # forward), and single forwards move by 2-3% (interquartile range); a held stretch already
+    # takes the median of 40 forwards, one-run protocols need ten times the rounds
+    rounds = 3 * reps if args.protocol == "held" else 30 * reps
+    bench("ResNet-18-like b1 64x64", resnet18(1), rounds, grad=False, protocol=args.protocol)
 
 
 if __name__ == "__main__":
