@@ -59,7 +59,9 @@ def test_backward_kernels_on_the_autograd_thread_link_to_the_forward_op(recs):
         assert r["bwdNode"] == "AddmmBackward0" and r["altSeqId"] == [6]
         assert (r["op"], r["mod"], r["layer"]) == ("linear", "torch.nn.functional", ["fc"])
         assert r["trace"] == ["train.py:12:forward"]
-    assert a["opId"] == b["opId"] != recs["void cutlass::Kernel2"]["opId"]
+    # one backward instance per forward op instance: it shares the forward op's id, in another direction
+    fwd = recs["void cutlass::Kernel2"]
+    assert a["opId"] == b["opId"] == fwd["opId"] and fwd["dir"] == "fprop"
     assert (a["subSeqId"], b["subSeqId"]) == (0, 1)
     assert a["atenSizes"] == [[32, 128], [128, 64]]
 

@@ -48,6 +48,22 @@ class Stats:
     warnings: list[str] = field(default_factory=list)
 
 
+def _sub_seq(op_id: np.ndarray, linked: np.ndarray, is_kernel: np.ndarray, corr: np.ndarray,
+             api_start: np.ndarray) -> np.ndarray:
+    """``subSeqId``: each row's index among its op instance's kernels (or copies) in launch order. An
+    instance is (opId, linked): a backward instance shares its forward op's id and is counted apart."""
+    sub_seq = np.full(len(op_id), -1, dtype=np.int64)
+    has_op = np.flatnonzero(op_id >= 0)
+    if len(has_op):
+        kern = is_kernel.astype(np.int64)
+        order = has_op[np.lexsort((corr[has_op], api_start[has_op], kern[has_op], linked[has_op], op_id[has_op]))]
+        ids, lk, kd = op_id[order], linked[order], kern[order]
+        first = np.r_[True, (ids[1:] != ids[:-1]) | (lk[1:] != lk[:-1]) | (kd[1:] != kd[:-1])]
+        starts = np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))
+        sub_seq[order] = np.arange(len(ids)) - starts
+    return sub_seq
+
+
 def pylist(values) -> list:
     """A column as a list of plain Python values, nulls (None, NaN, -1 in int columns) as None."""
     if isinstance(values, pd.Series):
@@ -148,31 +164,21 @@ class Prepared:
         sel = np.flatnonzero(q_pos >= 0)
         if len(sel):
             op_id[q_rows[sel]] = st.q_chain(sel, q_pos[sel])
-        sub_seq = np.full(n, -1, dtype=np.int64)
-        has_op = np.flatnonzero(op_id >= 0)
-        if len(has_op):
-            corr = _ints(acts["correlationId"])
-            kern = is_kernel.astype(np.int64)
-            order = has_op[np.lexsort((corr[has_op], api_start[has_op], kern[has_op], op_id[has_op]))]
-            ids = op_id[order]
-            first = np.r_[True, (ids[1:] != ids[:-1]) | (kern[order][1:] != kern[order][:-1])]
-            starts = np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))
-            sub_seq[order] = np.arange(len(ids)) - starts
-
-        # backward kernels -> forward op: per row, a variant key into self.fields
+        self.op_id = op_id
+        # backward kernels -> forward op: per row, a variant key into self.fields; a linked backward
+        # kernel takes its forward op's instance id (``linked``), so all nodes of one op are one instance
         self.fields: dict[Any, dict] = {sid: d.fields for sid, d in decoded.items()}
         self.row_key: list = row_sid.tolist()
-        self._link(acts, row_sid, decoded, st, ranges, lab_of_range, labels, bare_names, api_start)
+        linked = np.zeros(n, dtype=np.int64)
+        self._link(acts, row_sid, decoded, st, ranges, lab_of_range, labels, bare_names, api_start, linked)
         self.empty = dec.decode([], bare_names).fields
         self.fields[-1] = self.empty
         self.ranges_of[-1] = []
-
+        self.sub_seq = _sub_seq(op_id, linked, is_kernel, _ints(acts["correlationId"]), api_start)
         self.acts = acts
         self._parts = None
-        self.op_id = op_id
-        self.sub_seq = sub_seq
 
-    def _link(self, acts, row_sid, decoded, st, ranges, lab_of_range, labels, bare_names, api_start):
+    def _link(self, acts, row_sid, decoded, st, ranges, lab_of_range, labels, bare_names, api_start, linked):
         link_of_sid = {sid: d.link_seq for sid, d in decoded.items() if d.link_seq is not None}
         if not link_of_sid or not len(ranges):
             return
@@ -203,18 +209,36 @@ class Prepared:
             if f is None:
                 f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare_names)
             for seq in own:
-                linker.add(r_pid[r], seq, r_start[r], f)
+                linker.add(r_pid[r], seq, r_start[r], f, self._op_range(r, sid, decoded, st))
         linker.freeze()
         for i in want_rows.tolist():
             sid = self.row_key[i]
-            f = linker.find(pid_col[i], link_of_sid[sid], int(api_start[i]))
-            if f is None:
+            found = linker.find_op(pid_col[i], link_of_sid[sid], int(api_start[i]))
+            if found is None:
                 continue
+            f, fwd_op = found
+            if fwd_op is not None and self.fields[sid].get("dir") == "bprop":
+                self.op_id[i] = fwd_op
+                linked[i] = 1
             key = (sid, id(f))
             if key not in self.fields:
                 self.fields[key] = dec.link(decoded[sid].fields, f)
                 self.ranges_of[key] = self.ranges_of[sid]
             self.row_key[i] = key
+
+    @staticmethod
+    def _op_range(r: int, sid: int, decoded: dict, st) -> int | None:
+        """The op instance id of the forward range ``r``: the range at its stack's decoded op position
+        (``r`` itself, or the enclosing op range that owns it), as the forward kernels' ``opId``."""
+        d = decoded.get(sid)
+        pos = d.op_pos if d is not None else None
+        if pos is None:
+            return None
+        up = len(st.stack_labels[sid]) - 1 - pos
+        while up > 0 and r >= 0:
+            r = int(st.r_parent[r])
+            up -= 1
+        return r if r >= 0 else None
 
     def _columns(self, lo: int = 0, hi: int | None = None):
         a = self.acts.iloc[lo:hi]

@@ -330,15 +330,17 @@ def forward_seqs(text: str | None, bare_names: bool = False) -> tuple[int, ...]:
 
 
 def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
-    """A backward kernel's fields completed from its forward op's (op, args and, when its own stack has
-    none, layer and trace). Returns a new dict; neither input is changed."""
+    """A backward kernel's fields completed from its forward op's: op, args, dtype and layers (the
+    backward of a layer's op belongs to that layer; ranges open on the backward thread, such as a
+    ``layer:`` range around the whole training step, stay in ``ranges`` and do not replace it), and the
+    call site when its own stack has none. Returns a new dict; neither input is changed."""
     if not fwd:
         return own
     out = dict(own)
     for k in ("mod", "op", "args", "cdtype"):
         if fwd.get(k) is not None:
             out[k] = fwd[k]
-    if not own.get("layer") and fwd.get("layer"):
+    if fwd.get("layer"):
         out["layer"] = fwd["layer"]
     if not own.get("trace") and fwd.get("trace"):
         out["trace"] = fwd["trace"]
@@ -348,8 +350,11 @@ def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
 class BackwardLinker:
     """Forward op registry keyed by (pid, seq): the latest forward registered at or before a time wins.
 
-    ``add(pid, seq, time, fields)`` for every forward range carrying a seq (any order; call
-    :meth:`freeze` before lookups); ``find(pid, seq, time)`` returns the fields or None.
+    ``add(pid, seq, time, fields, op_id)`` for every forward range carrying a seq (any order; call
+    :meth:`freeze` before lookups); ``find(pid, seq, time)`` returns the fields or None, and
+    :meth:`find_op` the fields with the forward op instance's id. That id becomes the backward
+    instance's ``opId``: every node an op created runs under it, so the op's backward is one instance
+    and is priced once, however many autograd nodes (``AddmmBackward0``, ``TBackward0``...) it has.
     """
 
     def __init__(self) -> None:
@@ -357,8 +362,8 @@ class BackwardLinker:
         self._by_key: dict[tuple, tuple[list, list]] = {}
         self._frozen = False
 
-    def add(self, pid, seq: int, time: int, fields: dict[str, Any]) -> None:
-        self._raw.setdefault((pid, seq), []).append((time, len(self._raw), fields))
+    def add(self, pid, seq: int, time: int, fields: dict[str, Any], op_id: int | None = None) -> None:
+        self._raw.setdefault((pid, seq), []).append((time, len(self._raw), (fields, op_id)))
         self._frozen = False
 
     def freeze(self) -> None:
@@ -369,6 +374,11 @@ class BackwardLinker:
         self._frozen = True
 
     def find(self, pid, seq: int | None, time: int | None = None) -> dict[str, Any] | None:
+        found = self.find_op(pid, seq, time)
+        return None if found is None else found[0]
+
+    def find_op(self, pid, seq: int | None, time: int | None = None) -> tuple[dict[str, Any], int | None] | None:
+        """(fields, op instance id) of the forward op with ``seq`` latest at or before ``time``, or None."""
         if seq is None:
             return None
         if not self._frozen:

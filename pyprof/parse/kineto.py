@@ -162,10 +162,13 @@ class KinetoSource:
         if ctx is None:
             f, op_id, link = self._instance(key)
             if link is not None and linker is not None:
-                fwd = linker.find(link[0], link[1], ix.start[key])
-                if fwd is None:
+                found = linker.find_op(link[0], link[1], ix.start[key])
+                if found is None:
                     self._unlinked += 1
-                f = dec.link(f, fwd)
+                else:  # one backward instance per forward op instance, whatever node runs it
+                    f = dec.link(f, found[0])
+                    if found[1] is not None:
+                        op_id = found[1]
             if not f["trace"] and key >= 0 and ix.frames[key]:
                 # no marker call site (own or forward's): the with_stack Python frames
                 f = dict(f, trace=list(ix.frames[key][:3]))
@@ -231,11 +234,11 @@ class KinetoSource:
             p = ix.parent[r]
             if p >= 0 and ix.seq[p] == seq:
                 continue
-            f, _, key = self._context(r, None)
+            f, op_id, key = self._context(r, None)
             if f["dir"] == "bprop":
                 self._cache.pop(key, None)  # cached without its backward link: recompute later
                 continue
-            linker.add(ix.pid[r], seq, ix.start[r], {k: f[k] for k in _FWD_KEYS})
+            linker.add(ix.pid[r], seq, ix.start[r], {k: f[k] for k in _FWD_KEYS}, op_id)
         linker.freeze()
         return linker
 
@@ -295,9 +298,9 @@ class KinetoSource:
             numbered = []
             for k in kernels:
                 ctx = context(k[1], linker)
-                op_id = ctx[1]
-                n = sub.get(op_id, 0)
-                sub[op_id] = n + 1
+                inst = (ctx[1], ctx[0]["dir"])
+                n = sub.get(inst, 0)
+                sub[inst] = n + 1
                 numbered.append((k[2], (k[1], ctx, n, k[3])))
             del kernels
             numbered.sort(key=lambda k: k[0])
@@ -339,9 +342,9 @@ class KinetoSource:
         append = entries.append
         for r in nodes:
             ctx = context(r, linker)
-            op_id = ctx[1]
-            n = get(op_id, 0)
-            sub[op_id] = n + 1
+            inst = (ctx[1], ctx[0]["dir"])
+            n = get(inst, 0)
+            sub[inst] = n + 1
             append((r, ctx, n, None))
         return entries
 
