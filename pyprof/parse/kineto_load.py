@@ -14,6 +14,7 @@ a file that is still not JSON is reported as such.
 from __future__ import annotations
 
 import gzip
+import json
 import mmap
 import os
 import re
@@ -146,22 +147,75 @@ def _not_json(path: str, exc: Exception) -> InputError:
 
 
 def _layout(data: bytes) -> tuple[dict, int, int] | None:
-    """(metadata, start, end) of the ``traceEvents`` array's inside, or None if not found."""
+    """(metadata, start, end) of the ``traceEvents`` array's inside, or None if not found.
+
+    The array's ``]`` is found from the end of the file: the last one after which a valid trailer
+    follows (the metadata then parses) *and* before which the array ends in an event
+    (:func:`_ends_in_event`). The second test matters when a list-valued key follows the events
+    (``"ERROR": ["x"]``, a ``deviceProperties`` list): its ``]`` is later and its trailer parses too.
+    """
     m = _EVENTS_KEY.search(data)
     if m is None:
         return None
     head = data[: m.start()]
     pos = len(data)
-    for _ in range(64):  # the array's "]" is the last one after which a valid trailer follows
+    unchecked = None  # the last "]" with a valid trailer, if none passes the event test
+    for _ in range(64):
         pos = data.rfind(b"]", m.end(), pos)
         if pos < 0:
-            return None
+            break
         try:
             meta = orjson.loads(head + b'"traceEvents":[]' + data[pos + 1:])
         except orjson.JSONDecodeError:
             continue
-        return (meta, m.end(), pos) if isinstance(meta, dict) else None
-    return None
+        if not isinstance(meta, dict):
+            return None
+        if _ends_in_event(data, m.end(), pos):
+            return meta, m.end(), pos
+        if unchecked is None:
+            unchecked = (meta, m.end(), pos)
+    return unchecked
+
+
+#: how far back from a candidate end of the events array :func:`_ends_in_event` looks for the last event
+TAIL_BYTES = 64 << 10
+
+
+def _loads_or_repaired(piece: bytes) -> Any:
+    """``piece`` parsed as JSON (re-escaping Kineto's unescaped names if needed), or None if it is not."""
+    try:
+        return orjson.loads(piece)
+    except orjson.JSONDecodeError:
+        pass
+    fixed, n = repair_unescaped_names(piece)
+    if not n:
+        return None
+    try:
+        return orjson.loads(fixed)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _ends_in_event(data, start: int, pos: int) -> bool:
+    """Whether the events array can close at ``pos``: nothing but space inside it, or its last element
+    (parsed from one of the last ``}, {`` boundaries) is an event, an object with a ``"ph"`` key.
+
+    A ``]`` closing a later top-level list fails: its last element is no object (``["x"]``), or an object
+    without ``"ph"`` (a device's properties), or no boundary's piece parses up to it at all."""
+    lo = max(start, pos - TAIL_BYTES)
+    tail = bytes(data[lo:pos])
+    if not tail.strip():
+        return lo == start
+    if not tail.rstrip().endswith(b"}"):
+        return False
+    starts = [b.end() - 1 for b in _BOUNDARY.finditer(tail)][-16:]
+    if lo == start:
+        starts.insert(0, _NONSPACE.search(tail).start())
+    for s in reversed(starts):
+        last = _loads_or_repaired(tail[s:])
+        if last is not None:
+            return isinstance(last, dict) and "ph" in last
+    return False
 
 
 class _NotJson(Exception):
@@ -253,54 +307,129 @@ def _cut(data: bytes, start: int, end: int) -> tuple[int, int] | None:
 def load_trace(path: str | os.PathLike, raw: bool = False) -> Trace:
     """Open a chrome trace; raise :class:`InputError` with one line if it is none.
 
-    Kineto's layout (``{..., "traceEvents": [ ... ], ...}``) is parsed in chunks, lazily; any other
-    layout (the Trace Event Format's bare array, a document the chunker cannot cut) in one piece.
-    A chunk that is not JSON raises :class:`InputError` while it is read. ``raw``: events as dicts.
+    Two paths read the same events. The fast one parses Kineto's layout (``{..., "traceEvents":
+    [ ... ], ...}``) in chunks, lazily (:func:`_load_chunked`). The reference one parses the whole
+    document at once (:func:`_parse_whole`: orjson, then Python's json), and reads any other layout
+    (the Trace Event Format's bare array). Any failure of the fast path, found when the file is
+    opened or later while its chunks are read, hands over to the reference path; only a file the
+    reference path cannot read either is an :class:`InputError`. ``raw``: events as dicts.
     """
     path = os.fspath(path)
     data = read_bytes(path)
     first = _NONSPACE.search(data)  # (no .strip(): that would copy hundreds of MB)
     if first is None:
         raise InputError(f"{path}: empty file", "export the trace with prof.export_chrome_trace(path)")
-    layout = _layout(data) if data[first.start():first.start() + 1] == b"{" else None
-    if layout is not None:
-        meta, start, end = layout
-        if _NONSPACE.search(data, start, end) is None:
-            raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
-        trace = Trace(chunks=iter(()), meta=meta, raw=raw)
-        trace.chunks = _chunks(path, data, start, end, trace)
-        cut = _cut(data, start, end) if end - start >= SPLIT_BYTES else None
-        if cut is not None:
-            trace.halves = (lambda: _chunks(path, data, start, cut[0], trace),
-                            lambda: _chunks(path, data, cut[1], end, trace))
-        return trace
+    if data[first.start():first.start() + 1] == b"{":
+        try:
+            trace = _load_chunked(path, data, raw)
+        except Exception:  # noqa: BLE001 - the reference path reads the file again, and reports what is wrong
+            trace = None
+        if trace is not None:
+            return trace
     return _load_whole(path, data, raw)
 
 
+def _load_chunked(path: str, data, raw: bool) -> Trace | None:
+    """The fast path: Kineto's layout, parsed chunk by chunk as the caller iterates (and in two halves
+    on big files); None where that layout is not found. The chunk iterators fall back to the
+    reference path themselves (:func:`_or_reference`), since they fail only once the caller reads them."""
+    layout = _layout(data)
+    if layout is None:
+        return None
+    meta, start, end = layout
+    if _NONSPACE.search(data, start, end) is None:
+        raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
+    trace = Trace(chunks=iter(()), meta=meta, raw=raw)
+    trace.chunks = _or_reference(path, data, trace, _chunks(path, data, start, end, trace), lambda: 0)
+    cut = _cut(data, start, end) if end - start >= SPLIT_BYTES else None
+    if cut is not None:
+        def first_half() -> Iterator[list]:
+            return _strict(path, _chunks(path, data, start, cut[0], trace))
+
+        def second_half() -> Iterator[list]:
+            def before() -> int:  # how many events the first half holds
+                return sum(map(len, _chunks(path, data, start, cut[0], trace)))
+
+            return _or_reference(path, data, trace, _chunks(path, data, cut[1], end, trace), before)
+
+        trace.halves = (first_half, second_half)
+    return trace
+
+
+def _strict(path: str, chunks: Iterator[list]) -> Iterator[list]:
+    """``chunks``, any failure raised as :class:`InputError`: the first half's reader
+    (:mod:`pyprof.parse.kineto_split`) reads the whole array in one pass instead when it meets one."""
+    try:
+        yield from chunks
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported as the file's, read again in one pass
+        raise _not_json(path, exc) from None
+
+
+def _or_reference(path: str, data, trace: Trace, chunks: Iterator[list], before: Callable[[], int]) -> Iterator[list]:
+    """``chunks`` (the fast path's, over one part of the events array) as long as they parse; after a
+    failure, the rest of that part from the reference parse of the whole file: its events after the
+    ``before()`` that precede the part and the ones ``chunks`` already gave. The reference parse's
+    metadata replaces the fast path's (in place: the caller may hold the dict already)."""
+    given = 0
+    while True:
+        try:
+            events = next(chunks)
+        except StopIteration:
+            return
+        except Exception:  # noqa: BLE001 - the reference path reads the file again, and reports what is wrong
+            break
+        given += len(events)
+        yield events
+    events, meta, repaired = _parse_whole(path, data)
+    trace.meta.clear()
+    trace.meta.update(meta)
+    trace.repaired = max(trace.repaired, repaired)
+    rest = events[before() + given:]
+    del events
+    if rest:
+        yield trace.typed(rest)
+
+
 def _load_whole(path: str, data, raw: bool) -> Trace:
-    """The whole document with orjson (repairing Kineto's unescaped names once if needed)."""
+    """The reference path: the whole document parsed at once (:func:`_parse_whole`)."""
+    events, meta, repaired = _parse_whole(path, data)
+    trace = Trace(chunks=iter(()), meta=meta, repaired=repaired, raw=raw)
+    trace.chunks = iter([trace.typed(events)])
+    return trace
+
+
+def _parse_doc(path: str, data: bytes) -> tuple[Any, int]:
+    """(the JSON document, event names repaired): orjson; then orjson after re-escaping Kineto's
+    unescaped names; then Python's json, which also reads what orjson refuses (``NaN``, ``Infinity``,
+    integers beyond 64 bits). Raises the one-line "not JSON" :class:`InputError` when none can."""
+    try:
+        return orjson.loads(data), 0
+    except orjson.JSONDecodeError as exc:
+        first_error: Exception = exc
+    first = _NONSPACE.search(data)
+    if first is not None and data[first.start():first.start() + 1] in (b"{", b"["):
+        fixed, repaired = repair_unescaped_names(data)
+        if repaired:
+            try:
+                return orjson.loads(fixed), repaired
+            except orjson.JSONDecodeError:
+                pass
+        del fixed
+        try:
+            return json.loads(data), 0
+        except (ValueError, RecursionError):
+            pass
+    raise _not_json(path, first_error)
+
+
+def _parse_whole(path: str, data) -> tuple[list, dict, int]:
+    """(events, metadata, event names repaired) of the whole document, or a one-line InputError."""
     if not isinstance(data, bytes):  # a mapped file (orjson takes bytes)
         data = bytes(data)
-    repaired = 0
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        first_error = exc
-        doc = None
-        first = _NONSPACE.search(data)
-        if first is not None and data[first.start():first.start() + 1] in (b"{", b"["):
-            fixed, repaired = repair_unescaped_names(data)
-            if repaired:
-                del data
-                try:
-                    doc = orjson.loads(fixed)
-                except orjson.JSONDecodeError as exc2:
-                    first_error = exc2
-                del fixed
-        if doc is None:
-            raise _not_json(path, first_error) from None
-    else:
-        del data
+    doc, repaired = _parse_doc(path, data)
+    del data
     if isinstance(doc, list):  # the Trace Event Format's "JSON Array Format"
         events, meta = doc, {}
     elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
@@ -315,6 +444,4 @@ def _load_whole(path: str, data, raw: bool) -> Trace:
         raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
     if not isinstance(events[0], dict):
         raise InputError(f"{path}: 'traceEvents' is not a list of events", "give a torch.profiler chrome trace")
-    trace = Trace(chunks=iter(()), meta=meta, repaired=repaired, raw=raw)
-    trace.chunks = iter([trace.typed(events)])
-    return trace
+    return events, meta, repaired
