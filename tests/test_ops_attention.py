@@ -33,10 +33,13 @@ def test_sdpa_backward_by_hand():
     assert c.bytes == (131_072 + 262_144 + 131_072 + 65_536 * 2 + 131_072 + 262_144 + 131_072) * 2
 
 
-def test_causal_is_counted_dense_with_a_note():
-    dense = cost("scaled_dot_product_attention", [Q, K, V])
-    causal = cost("scaled_dot_product_attention", [Q, K, V, S(None), S(0.0), S(True)])
-    assert causal.flops == dense.flops and "causal" in causal.note
+def test_causal_counts_the_causal_half_with_a_note():
+    """Fused kernels skip the tiles above the diagonal: a causal call does half the dense work."""
+    for direction in ("fprop", "bprop"):
+        dense = cost("scaled_dot_product_attention", [Q, K, V], direction)
+        causal = cost("scaled_dot_product_attention", [Q, K, V, S(None), S(0.0), S(True)], direction)
+        assert causal.flops == dense.flops / 2 and "causal" in causal.note
+        assert causal.bytes == dense.bytes  # the tensors are read and written whole either way
 
 
 def test_mask_bytes_use_the_mask_dtype():

@@ -8,10 +8,12 @@ and values ``[..., S, Ev]``:
 * backward FLOPs = ``2·B·L·S·(3·E + 2·Ev)``: the scores are recomputed (``Q·Kᵀ``), then ``dP = dO·Vᵀ``,
   ``dV = Pᵀ·dO``, ``dQ = dS·K``, ``dK = dSᵀ·Q``.
 
-These are FlopCounterMode's formulas. Softmax, scaling and masking are O(B·L·S) and not counted. A
-causal mask is *not* discounted (fused kernels skip about half the tiles; the note says so), again as
-FlopCounterMode does, so the two agree. Grouped-query attention (fewer key/value heads) prices the
-products per query head, as the kernels broadcast K/V.
+These are FlopCounterMode's formulas for a dense mask. Softmax, scaling and masking are O(B·L·S) and
+not counted. A causal call (``is_causal=True``, or the memory-efficient kernel's causal mask types)
+counts **half** of that: fused kernels skip the tiles above the diagonal, so half is the work they
+execute (FlopCounterMode counts causal attention dense; halve its attention figure to compare). An
+explicit ``attn_mask`` is priced dense: its pattern is not known from shapes. Grouped-query attention
+(fewer key/value heads) prices the products per query head, as the kernels broadcast K/V.
 
 Bytes are the ideal (flash) traffic: Q, K, V (and a mask) read once, O written once; backward reads
 Q, K, V, O, dO and writes dQ, dK, dV. The ``[L, S]`` score matrix is never counted (the math fallback
@@ -86,10 +88,11 @@ def _sdpa(call: OpCall) -> Cost | None:
     mask = b.get("attn_mask") or b.get("attn_bias") or b.get("bias")
     mask_bytes = A.nbytes(mask) if A.is_tensor(mask) else 0  # a bool mask is 1 byte per element
     causal = A.value(b.get("is_causal"), False) is True or A.value(b.get("custom_mask_type"), 0) in (1, 2)
-    note = "causal: FLOPs counted dense; fused kernels skip about half" if causal else ""
+    share = 0.5 if causal else 1.0  # the causal half: the work a fused kernel executes
+    note = "causal: half the dense FLOPs" if causal else ""
     if call.direction == "bprop":
-        flops = 2.0 * bh * sl * ss * (3 * e + 2 * ev)
+        flops = share * 2.0 * bh * sl * ss * (3 * e + 2 * ev)
         byts = A.total(A.sized(nq + nk + nv + no + no + nq + nk + nv, dt), mask_bytes)
         return Cost(flops, byts, dt, tensor_op=True, note=note)
-    flops = 2.0 * bh * sl * ss * (e + ev)
+    flops = share * 2.0 * bh * sl * ss * (e + ev)
     return Cost(flops, A.total(A.sized(nq + nk + nv + no, dt), mask_bytes), dt, tensor_op=True, note=note)
