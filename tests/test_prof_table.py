@@ -48,12 +48,35 @@ BYTES = 4.0 * (64 * 512 + 256 * 512 + 64 * 256)
 
 
 def test_split_in_proportion_to_duration_and_exact_totals(model):
-    recs = [rec(0, dur=1000, subSeqId=0), rec(1, dur=3000, kernel="splitKreduce_kernel", subSeqId=1)]
+    recs = [rec(0, dur=1000, subSeqId=0), rec(1, dur=3000, kernel="ampere_sgemm_64x64_nn", subSeqId=1)]
     df = table.build(recs)
     assert df["flops"].tolist() == pytest.approx([FLOPS / 4, FLOPS * 3 / 4])
     assert df["bytes"].tolist() == pytest.approx([BYTES / 4, BYTES * 3 / 4])
     assert df["flops"].sum() == pytest.approx(FLOPS)
     assert len(model) == 1  # cost computed once per instance
+
+
+def test_cost_goes_to_the_kernels_that_do_the_work(model):
+    """A GEMM's FLOPs and bytes land on its GEMM kernel, not on the split-K reduction or the copy beside
+    it, however long those run; the instance's total is unchanged."""
+    recs = [rec(0, dur=1000, subSeqId=0), rec(1, dur=3000, kernel="splitKreduce_kernel", subSeqId=1),
+            rec(2, dur=500, kernel="elementwise_kernel", subSeqId=2)]
+    df = table.build(recs)
+    assert df["flops"].tolist() == pytest.approx([FLOPS, 0, 0])
+    assert df["bytes"].tolist() == pytest.approx([BYTES, 0, 0])
+
+
+def test_cpu_records_cost_goes_to_the_computing_aten_op(model):
+    """On a CPU trace an instance's rows are aten ops: the GEMM gets the cost, the dispatch wrapper, the
+    views and the allocation get none; an op without a computing row splits over its working rows."""
+    cpu = dict(device=None, gpu=None)
+    recs = [rec(0, kernel="aten::linear", **cpu), rec(1, kernel="aten::t", **cpu),
+            rec(2, kernel="aten::addmm", dur=50, **cpu), rec(3, kernel="aten::empty", **cpu),
+            rec(4, kernel="aten::copy_", **cpu),
+            rec(5, kernel="aten::relu", opid=2, dur=100, **cpu), rec(6, kernel="aten::clamp_min", opid=2, dur=300, **cpu),
+            rec(7, kernel="aten::as_strided", opid=2, **cpu)]
+    df = table.build(recs)
+    assert df["flops"].tolist() == pytest.approx([0, 0, FLOPS, 0, 0, FLOPS / 4, FLOPS * 3 / 4, 0])
 
 
 def test_split_equally_when_durations_are_zero(model):
@@ -192,8 +215,9 @@ def test_pyprof_dict_lines(model):
     assert df["op"].tolist() == ["ptestgemm"] * 3  # bprop took the fprop op through seqId 7
     assert df["mod"][0] == "torch.nn.functional"
     assert df["params"][0] == "T=(64,512),float32;T=(256,512),float32"
-    # no opId: kernels 1-2 (sub 0, 1) are one instance, split by duration; the bprop kernel is another
-    assert df["flops"].tolist() == pytest.approx([FLOPS / 2, FLOPS / 2, FLOPS])
+    # no opId: kernels 1-2 (sub 0, 1) are one instance, whose cost goes to its GEMM kernel and not to
+    # its reduction; the bprop kernel is another instance
+    assert df["flops"].tolist() == pytest.approx([FLOPS, 0, FLOPS])
     assert df["grid"][0] == [1, 1, 1]
     assert np.isnan(df["start"][0]) if isinstance(df["start"][0], float) else df["start"][0] is None
 

@@ -8,12 +8,13 @@ yields one record per kernel (:mod:`pyprof.records`):
   ``cuda_runtime``/``cuda_driver`` launch on the correlation id; the ranges open on the launching
   thread at the launch (``cpu_op`` ATen ops and ``user_annotation`` record_function ranges, where
   pyprof markers land) are decoded by the shared :func:`pyprof.parse.decode.decode`.
-* **CPU-only trace**: the kernels are the CPU ops themselves. Every ``cpu_op`` with a positive *self
-  time* (its duration minus that of the ops directly under it) is one record whose ``kDuration`` is
-  that self time, so the records add up to the time spent in ops, with nothing counted twice. (Only
-  taking ops without a child op would lose real work: ``aten::mkldnn_convolution`` calls
-  ``aten::empty``/``aten::resize_`` and its convolution time would vanish.) Dispatch wrappers such
-  as ``aten::conv2d`` -> ``aten::convolution`` appear with their small self time.
+* **CPU-only trace**: the kernels are the CPU ops that do work of their own. Every ``cpu_op``'s *self
+  time* (its duration minus that of the ops directly under it) is counted once: an op with work
+  (``aten::addmm``, ``aten::mkldnn_convolution``, ``aten::copy_``) is one record whose ``kDuration`` is
+  its self time plus that of the no-work ops it called (views, allocation, dispatch wrappers such as
+  ``aten::linear`` -> ``aten::t``; :mod:`pyprof.kernel_roles`), so the records add up to the time
+  spent in ops, and a ``linear`` is an ``aten::addmm`` record, not ten. (Only taking ops without a child
+  op would lose real work: ``aten::mkldnn_convolution`` calls ``aten::empty``/``aten::resize_``.)
 
 Kineto gives structure that emit_nvtx text has to spell out: the autograd ``Sequence number`` of
 forward ops and of backward nodes (``autograd::engine::evaluate_function: AddmmBackward0``) is read
@@ -55,7 +56,7 @@ from pyprof.parse import decode as dec
 from pyprof.parse import kineto_schema as ks
 from pyprof.parse.demangle import short_name
 from pyprof.parse.kineto_args import kineto_args
-from pyprof.parse.kineto_index import ROLE_OP, build_index, cpu_nodes, self_times
+from pyprof.parse.kineto_index import ROLE_OP, build_index, cpu_nodes, fold_no_work, self_times
 from pyprof.parse.kineto_load import load_trace
 
 if TYPE_CHECKING:
@@ -306,7 +307,7 @@ class KinetoSource:
             numbered.sort(key=lambda k: k[0])
             entries = [e for _, e in numbered]
         else:
-            self_t = self_times(ix)
+            self_t = fold_no_work(ix, self_times(ix))
             nodes = cpu_nodes(ix, self_t)
             if split:
                 from pyprof.parse.kineto_split_lines import plan_in_two

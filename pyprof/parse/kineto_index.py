@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from pyprof.kernel_roles import NO_WORK, cpu_role
 from pyprof.markers import from_profiler_name
 from pyprof.parse import kineto_schema as ks
 from pyprof.parse.decode import classify
@@ -339,6 +340,46 @@ def self_times(ix: Index) -> list[int]:
     inner = np.zeros(n, dtype=np.int64)
     np.add.at(inner, up[child], dur[child])
     return np.maximum(dur - inner, 0).tolist()
+
+
+def fold_no_work(ix: Index, self_t: list[int]) -> list[int]:
+    """Self times with each no-work op's (:func:`pyprof.kernel_roles.cpu_role`: views, allocation,
+    dispatch wrappers, autograd records) added to the nearest op that called it, so that a CPU trace's
+    kernels are the ops with work of their own and every microsecond is still counted once. A no-work op
+    with no op above it keeps its time (it is then its own record)."""
+    n = len(self_t)
+    if not n:
+        return self_t
+    parent = np.fromiter(ix.parent, dtype=np.int64, count=n)
+    is_op = np.fromiter(ix.role, dtype=np.int8, count=n) == ROLE_OP
+    # the nearest op ancestor of every range (through annotations and Python frames)
+    up = parent.copy()
+    climb = up >= 0
+    climb[climb] = ~is_op[up[climb]]
+    while climb.any():
+        idx = np.flatnonzero(climb)
+        up[idx] = parent[up[idx]]
+        still = up[idx] >= 0
+        still[still] = ~is_op[up[idx][still]]
+        climb[idx] = still
+    roles: dict[str, bool] = {}
+    names = ix.name
+    no_work = np.zeros(n, dtype=bool)
+    for r in np.flatnonzero(is_op & (up >= 0)).tolist():
+        name = names[r]
+        v = roles.get(name)
+        if v is None:
+            v = roles[name] = cpu_role(name) == NO_WORK
+        no_work[r] = v
+    st = np.asarray(self_t, dtype=np.int64)
+    while True:  # one level up per round: a no-work op handed time passes it on in the next round
+        move = np.flatnonzero(no_work & (st > 0))
+        if not len(move):
+            break
+        amount = st[move]  # (a copy) taken before handing on: a mover may also receive this round
+        st[move] = 0
+        np.add.at(st, up[move], amount)
+    return st.tolist()
 
 
 def cpu_nodes(ix: Index, self_t: list[int]) -> list[int]:

@@ -9,8 +9,10 @@ kernel, because real traces repeat the same op shapes and kernel names thousands
 2. **Cost.** Each instance's :class:`~pyprof.prof.ops.registry.Cost` comes from
    :func:`pyprof.prof.ops.estimate`, computed once per distinct ``(op, mod, dir, cdtype, args)``.
    ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0.
-3. **The split rule.** An instance's FLOPs and bytes are split over its kernels in proportion to their
-   durations (equally if all durations are 0), so the per-kernel figures add up exactly to the
+3. **The split rule.** An instance's FLOPs and bytes go to the kernels that do its work
+   (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels where it has any, else its
+   other working kernels (never a view, allocation or dispatch record), split among them in proportion
+   to their durations (equally if all are 0), so the per-kernel figures add up exactly to the
    instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
    copy: read and written), 0 FLOPs, and take no share of the op's cost.
 4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`), once per distinct name.
@@ -34,6 +36,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from pyprof import kernel_roles
 from pyprof.errors import InputError
 from pyprof.prof import tensorcores
 from pyprof.prof.devices import DeviceResolver
@@ -303,8 +306,8 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["kind"] = kind
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
-    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"])
     is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)
+    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw["kShortName"], is_cpu))
     codes = _tensor_cores(out, inst, raw, is_kernel, is_cpu, resolver)
     warnings = _coverage_warning(out, inst, sil, is_kernel)
     warnings += _roofline(out, raw, is_kernel, is_cpu, inst, codes, resolver)
@@ -424,16 +427,32 @@ def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
     }
 
 
+def _roles(kname: np.ndarray, is_cpu: np.ndarray) -> np.ndarray:
+    """Each row's :mod:`pyprof.kernel_roles` role, from its kernel name (once per distinct name)."""
+    if not len(kname):
+        return np.zeros(0, np.int8)
+    cpu = _per_distinct(kname, lambda k: kernel_roles.cpu_role(str(k)), np.int8)
+    gpu = _per_distinct(kname, lambda k: kernel_roles.COMPUTE if tensorcores.kernel_class(str(k))[1]
+                        else kernel_roles.WORK, np.int8)
+    return np.where(is_cpu, cpu, gpu)
+
+
 def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_kernel: np.ndarray,
-           kname: np.ndarray) -> None:
-    """Per-kernel FLOPs and bytes by the split rule (see the module docstring)."""
+           kname: np.ndarray, role: np.ndarray) -> None:
+    """Per-kernel FLOPs and bytes by the split rule (see the module docstring): each instance's cost
+    goes to its rows of the highest role present, by duration."""
     m, inst_of, row_key = inst["m"], inst["of"], inst["row_key"]
     dur = np.maximum(np.nan_to_num(sil, nan=0.0), 0.0)
+    best = np.zeros(m, np.int8)
+    if len(inst_of):
+        np.maximum.at(best, inst_of, role)
+    takes = role == best[inst_of]  # the rows that do the instance's work
+    dur = np.where(takes, dur, 0.0)
     total = np.bincount(inst_of, weights=dur, minlength=m)
-    count = np.bincount(inst_of, minlength=m).astype(np.float64)
+    count = np.bincount(inst_of, weights=takes, minlength=m)
     t = total[inst_of]
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(t > 0, dur / np.where(t > 0, t, 1.0), 1.0 / count[inst_of])
+        share = np.where(t > 0, dur / np.where(t > 0, t, 1.0), np.where(takes, 1.0, 0.0) / count[inst_of])
     flops = inst["flops"][row_key] * share
     nbytes = inst["bytes"][row_key] * share
     copy = ~is_kernel
