@@ -1,4 +1,4 @@
-"""Reference models for the FLOP agreement test (torchvision does not import beside this torch).
+"""The models of the validation harness (:mod:`pyprof.validate.harness`), and one training loop.
 
 * :func:`resnet50`: torchvision's ResNet-50 (Bottleneck blocks [3, 4, 6, 3], stride on the 3x3 conv,
   1x1 downsample + BatchNorm, 1000 classes), same module names (``layer1.0.conv1``, ``fc``).
@@ -6,8 +6,17 @@
   token, learned position embedding, ``nn.MultiheadAttention(batch_first=True)`` called with
   ``need_weights=False``), same module names (``conv_proj``, ``encoder.layers.encoder_layer_0.self_attention``,
   ``heads.head``).
-* :func:`gpt`: a 6-layer GPT-style decoder (pre-LayerNorm blocks, fused QKV linear, causal
+* :func:`gpt`: a GPT-style decoder (pre-LayerNorm blocks, fused QKV linear, causal
   ``F.scaled_dot_product_attention``, GELU MLP, untied LM head).
+* :func:`lstm`: a two-layer ``nn.LSTM`` with a linear head.
+* :func:`convnet`: a small conv net (conv, BatchNorm, ReLU, pooling, linear), trained under bf16 autocast.
+* :func:`mlp`: a three-layer MLP (the ``torch.compile`` case).
+* :func:`custom_linear`: a linear layer written as a custom ``torch.autograd.Function`` whose forward and
+  backward are instrumented with :func:`pyprof.wrap`.
+
+torchvision is not needed: the two torchvision models are written out here with its module names.
+:data:`CASES` names each model with its input, precision and the op families it must exercise;
+:func:`train` runs a few training steps of a case (what ``pyprof run`` profiles).
 """
 
 from __future__ import annotations
@@ -201,3 +210,132 @@ class GPT(nn.Module):
 
 def gpt() -> GPT:
     return GPT()
+
+
+# ----------------------------------------------------------------------------- small models
+class LSTMModel(nn.Module):
+    def __init__(self, vocab: int = 256, dim: int = 64, hidden: int = 128, layers: int = 2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.rnn = nn.LSTM(dim, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, idx):
+        y, _ = self.rnn(self.embed(idx))
+        return self.head(y)
+
+
+def lstm() -> LSTMModel:
+    return LSTMModel()
+
+
+class ConvNet(nn.Module):
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1, stride=2)
+        self.bn2 = nn.BatchNorm2d(64)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+def convnet() -> ConvNet:
+    return ConvNet()
+
+
+def mlp() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+class LinearFunction(torch.autograd.Function):
+    """``x @ w.T`` with a hand-written backward (two GEMMs)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x.matmul(w.t())
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad.matmul(w), grad.t().matmul(x)
+
+
+class CustomLinear(nn.Module):
+    def __init__(self, n_in: int, n_out: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n_out, n_in) / n_in**0.5)
+
+    def forward(self, x):
+        return LinearFunction.apply(x, self.weight)
+
+
+def custom_linear() -> nn.Sequential:
+    return nn.Sequential(CustomLinear(64, 128), nn.ReLU(), CustomLinear(128, 32))
+
+
+# ----------------------------------------------------------------------------- the cases
+class Case:
+    """One model of the harness: how to build it and its input, the autocast dtype (None: fp32),
+    whether it runs under ``torch.compile``, and the op families its steps must exercise."""
+
+    def __init__(self, make, make_input, families, autocast=None, compiled=False, wrap=()):
+        self.make, self.make_input, self.families = make, make_input, frozenset(families)
+        self.autocast, self.compiled, self.wrap = autocast, compiled, wrap
+
+
+CASES: dict[str, Case] = {
+    "resnet50": Case(resnet50, lambda: torch.randn(2, 3, 64, 64), {"conv", "gemm"}),
+    "vit_b_16": Case(lambda: vit_b_16(image_size=64), lambda: torch.randn(2, 3, 64, 64),
+                     {"conv", "gemm", "attention"}),
+    "gpt": Case(lambda: GPT(vocab=512, block=64, layers=2, dim=128, heads=4),
+                lambda: torch.randint(0, 512, (2, 64)), {"gemm", "attention"}),
+    "lstm": Case(lstm, lambda: torch.randint(0, 256, (4, 16)), {"gemm"}),
+    "convnet_bf16": Case(convnet, lambda: torch.randn(8, 3, 32, 32), {"conv", "gemm"}, autocast=torch.bfloat16),
+    "mlp_compiled": Case(mlp, lambda: torch.randn(32, 128), {"gemm"}, compiled=True),
+    "custom_function": Case(custom_linear, lambda: torch.randn(16, 64), {"gemm"},
+                            wrap=((LinearFunction, "forward"), (LinearFunction, "backward"))),
+}
+
+
+def build(name: str, seed: int = 0):
+    """(model, input) of case ``name``, seeded: the harness and its reference build the same ones."""
+    case = CASES[name]
+    torch.manual_seed(seed)
+    return case.make(), case.make_input()
+
+
+def step(case: Case, model, x) -> torch.Tensor:
+    """One forward and backward; returns the loss."""
+    if case.autocast is not None:
+        with torch.autocast("cpu", dtype=case.autocast):
+            out = model(x)
+    else:
+        out = model(x)
+    loss = out.float().sum()
+    loss.backward()
+    return loss
+
+
+def train(name: str, steps: int) -> None:
+    """``steps`` training steps of case ``name`` (SGD), each ended by ``pyprof.step()``: the script
+    the harness runs under ``pyprof run``."""
+    import pyprof
+
+    case = CASES[name]
+    for obj, attr in case.wrap:
+        pyprof.wrap(obj, attr)
+    model, x = build(name)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    run = torch.compile(model) if case.compiled else model
+    for _ in range(steps):
+        opt.zero_grad()
+        step(case, run, x)
+        opt.step()
+        pyprof.step()

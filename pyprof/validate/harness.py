@@ -1,0 +1,156 @@
+"""The end-to-end FLOP check: each model of the zoo through the path a user runs, against torch's count.
+
+For a case of :data:`pyprof.validate.zoo.CASES`, :func:`validate`:
+
+1. writes a two-line script that trains the model (:func:`pyprof.validate.zoo.train`) and runs it as
+   ``pyprof run`` does (:func:`pyprof.runner.run_script`: torch.profiler, ``pyprof.init()``, the
+   step schedule), then parses the trace (:class:`pyprof.parse.kineto.KinetoSource`), writes the records
+   file and prices it with :func:`pyprof.prof.build_file`, as ``pyprof prof`` does;
+2. sums the per-kernel FLOPs of the GEMM, convolution and attention ops (the families FlopCounterMode
+   counts) per direction and per module, inclusive of submodules;
+3. compares them with :func:`pyprof.validate.reference.count_step` of the same model and input, times the
+   number of recorded steps.
+
+The result lists every (direction, module, family) total of both sides; :func:`table` prints the
+one-table summary ``scripts/validate.py`` shows.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyprof.validate.reference import FAMILIES, prefixes
+
+TOLERANCE = 0.01  # relative
+
+
+@dataclass
+class Outcome:
+    """One case's comparison: ``pyprof`` and ``torch`` map (direction, module, family) to FLOPs."""
+
+    name: str
+    steps: int
+    pyprof: dict = field(default_factory=dict)
+    torch: dict = field(default_factory=dict)
+    error: str = ""
+    uncovered: float = 0.0  # share of kernel time whose op has no model
+
+    def total(self, side: str, direction: str, fam: str | None = None) -> float:
+        got = getattr(self, side)
+        return sum(v for (d, m, f), v in got.items() if d == direction and m == "" and fam in (None, f))
+
+    def mismatches(self, tol: float = TOLERANCE) -> list[tuple]:
+        """(direction, module, family, pyprof, torch) for every total off by more than ``tol``."""
+        keys = {k for k, v in self.torch.items() if v} | {k for k, v in self.pyprof.items() if v}
+        out = []
+        for k in sorted(keys):
+            a, b = self.pyprof.get(k, 0.0), self.torch.get(k, 0.0)
+            if not math.isclose(a, b, rel_tol=tol, abs_tol=0.0):
+                out.append((*k, a, b))
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and not self.mismatches()
+
+
+_SCRIPT = """\
+from pyprof.validate.zoo import train
+train({name!r}, {steps})
+"""
+
+
+def pyprof_flops(df, root: str) -> dict[tuple[str, str, str], float]:
+    """{(direction, module path, family): FLOPs} of a prof table, inclusive of submodules. ``root`` is the
+    model's class name, the first entry of every record's ``layer`` (module paths follow)."""
+    from pyprof.prof.ops import family
+
+    out: dict[tuple[str, str, str], float] = {}
+    fam_of: dict = {}
+    for d, op, mod, lay, flops in zip(df["dir"], df["op"], df["mod"], df["layer"], df["flops"], strict=True):
+        if op is None or d not in ("fprop", "bprop") or not flops == flops:  # NaN: no model
+            continue
+        fam = fam_of.get((op, mod))
+        if fam is None:
+            fam = fam_of[op, mod] = family(op, mod) or ""
+        if fam not in FAMILIES:
+            continue
+        mods = [x for x in (lay or []) if not x.startswith("layer:")]
+        path = mods[-1] if mods and mods[-1] != root else ""
+        for pre in prefixes(path):
+            out[d, pre, fam] = out.get((d, pre, fam), 0.0) + float(flops)
+    return out
+
+
+def validate(name: str, steps: int = 2, workdir: str | Path | None = None) -> Outcome:
+    """Run case ``name`` through ``pyprof run`` -> records -> ``prof`` and compare with torch's count."""
+    import torch
+
+    from pyprof.errors import PyprofError
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.prof import build_file
+    from pyprof.records import write_records
+    from pyprof.runner import RunOptions, run_script
+    from pyprof.validate import reference, zoo
+
+    outcome = Outcome(name, steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(workdir or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        script = folder / f"train_{name}.py"
+        script.write_text(_SCRIPT.format(name=name, steps=steps + 2))
+        try:
+            result = run_script(script, [], folder / "out", RunOptions(wait=1, warmup=1, active=steps, cuda=False))
+            records = folder / "records.dict"
+            with open(records, "wb") as fh:
+                write_records(KinetoSource(result.trace).records(), fh)
+            df = build_file(records, peak_flops=1e12, peak_bw=1e11, workers=1)
+        except (PyprofError, Exception) as exc:  # the row says what failed; the other cases still run
+            outcome.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+            return outcome
+    case = zoo.CASES[name]
+    model, x = zoo.build(name)
+    outcome.pyprof = pyprof_flops(df, type(model).__name__)
+    ref = reference.count_step(case, model, x)
+    outcome.torch = {k: v * steps for k, v in ref.items()}
+    kern = df[df["kind"] == "kernel"]
+    total = float(kern["sil"].sum())
+    if total > 0:
+        outcome.uncovered = float(kern.loc[kern["flops"].isna(), "sil"].sum()) / total
+    del torch
+    return outcome
+
+
+def _ratio(a: float, b: float) -> str:
+    if b == 0:
+        return "-" if a == 0 else "inf"
+    return f"{a / b:.4f}"
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """One line per case and direction: GEMM/conv/attention FLOPs of pyprof and torch, their ratio, how
+    many module totals agree within 1%, and the worst module."""
+    head = (f"{'model':<16} {'dir':<6} {'pyprof GFLOP':>13} {'torch GFLOP':>12} {'ratio':>7} "
+            f"{'modules ok':>11}  worst module (ratio)")
+    lines = [head, "-" * len(head)]
+    for o in outcomes:
+        if o.error:
+            lines.append(f"{o.name:<16} {'-':<6} FAILED: {o.error}")
+            continue
+        for d in ("fprop", "bprop"):
+            a, b = o.total("pyprof", d), o.total("torch", d)
+            keys = {(m, f) for (dd, m, f), v in {**o.torch, **o.pyprof}.items() if dd == d and v}
+            worst, worst_err, ok = "", 0.0, 0
+            for m, f in sorted(keys):
+                pa, tb = o.pyprof.get((d, m, f), 0.0), o.torch.get((d, m, f), 0.0)
+                err = abs(pa - tb) / tb if tb else (math.inf if pa else 0.0)
+                if err <= TOLERANCE:
+                    ok += 1
+                if err > worst_err:
+                    worst, worst_err = f"{m or '<root>'}/{f} ({_ratio(pa, tb)})", err
+            lines.append(f"{o.name:<16} {d:<6} {a / 1e9:>13.4f} {b / 1e9:>12.4f} {_ratio(a, b):>7} "
+                         f"{ok:>5}/{len(keys):<5}  {worst or '-'}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,148 @@
+"""torch's own FLOP count of one training step, per direction, module and op family: the reference the
+harness compares pyprof's figures with.
+
+The formulas are FlopCounterMode's (``torch.utils.flop_counter.flop_registry``), applied by a dispatch
+mode that sees every aten op the step runs, so pyprof's markers play no part in the reference:
+
+* **forward** ops are charged to the innermost module whose forward is running (global forward hooks);
+* **backward** ops to the module that created the autograd node running them
+  (``torch._C._current_autograd_node()``; nodes are assigned to the innermost module by walking the
+  autograd graph from each module's outputs back to its inputs, children first). FlopCounterMode's own
+  module tracker is not used for backward: it keeps a module's backward open until its input gradient
+  is complete, so with parallel branches (ResNet's ``downsample``) it credits one module's backward to
+  another.
+
+Conventions shared with pyprof (docs/prof.md): causal attention counts the causal half (FlopCounterMode
+counts it dense, so its attention formulas are halved for ``is_causal`` calls); on CPU, SDPA runs
+``_scaled_dot_product_flash_attention_for_cpu``, which FlopCounterMode does not list, so its flash
+formulas are applied to it. Totals are inclusive: a module's figure includes its submodules', and
+the root's (path ``""``) is the whole step's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import flop_registry
+
+aten = torch.ops.aten
+FAMILIES = ("gemm", "conv", "attention")
+
+#: The aten ops FlopCounterMode counts, by pyprof family.
+FAMILY_OF = {
+    aten.mm: "gemm", aten.addmm: "gemm", aten.bmm: "gemm", aten.baddbmm: "gemm",
+    aten.convolution: "conv", aten._convolution: "conv", aten.convolution_backward: "conv",
+    aten._scaled_dot_product_flash_attention: "attention",
+    aten._scaled_dot_product_flash_attention_backward: "attention",
+    aten._scaled_dot_product_efficient_attention: "attention",
+    aten._scaled_dot_product_efficient_attention_backward: "attention",
+    aten._scaled_dot_product_cudnn_attention: "attention",
+    aten._scaled_dot_product_cudnn_attention_backward: "attention",
+    aten._scaled_dot_product_flash_attention_for_cpu: "attention",
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: "attention",
+}
+_CPU_SDPA = {
+    aten._scaled_dot_product_flash_attention_for_cpu: aten._scaled_dot_product_flash_attention,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: aten._scaled_dot_product_flash_attention_backward,
+}
+
+
+def _formula(packet):
+    return flop_registry.get(_CPU_SDPA.get(packet, packet))
+
+
+def _is_causal(func, args, kwargs) -> bool:
+    """The call's ``is_causal`` argument, by name from the op's schema."""
+    for i, a in enumerate(func._schema.arguments):
+        if a.name == "is_causal":
+            value = kwargs.get("is_causal", args[i] if i < len(args) else a.default_value)
+            return bool(value)
+    return False
+
+
+def prefixes(path: str) -> list[str]:
+    """A module path and its ancestors, root (``""``) first: where an inclusive total is added."""
+    parts = path.split(".") if path else []
+    return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+class _Owners:
+    """Forward: the stack of running modules. Backward: autograd node -> innermost module that made it."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.names = {m: n for n, m in model.named_modules()}
+        self.stack: list[str] = []
+        self.owner: dict[int, str] = {}
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+        self.handles = [register_module_forward_pre_hook(self._pre),
+                        register_module_forward_hook(self._post, with_kwargs=True)]
+
+    def _pre(self, mod, args):
+        path = self.names.get(mod)
+        if path is not None:
+            self.stack.append(path)
+
+    def _post(self, mod, args, kwargs, out):
+        path = self.names.get(mod)
+        if path is None:
+            return
+        if self.stack and self.stack[-1] == path:
+            self.stack.pop()
+        stop = {t.grad_fn for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        todo = [t.grad_fn for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        seen = set()
+        while todo:
+            node = todo.pop()
+            if node is None or node in seen or node in stop:
+                continue
+            seen.add(node)
+            self.owner.setdefault(node._sequence_nr(), path)
+            todo.extend(f for f, _ in node.next_functions)
+
+    def close(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+class _Counter(TorchDispatchMode):
+    def __init__(self, owners: _Owners):
+        super().__init__()
+        self.owners = owners
+        self.counts: dict[tuple[str, str, str], float] = defaultdict(float)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func._overloadpacket
+        formula = _formula(packet)
+        if formula is None or packet not in FAMILY_OF:
+            return out
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            direction, path = "bprop", self.owners.owner.get(node._sequence_nr(), "")
+        else:
+            direction, path = "fprop", self.owners.stack[-1] if self.owners.stack else ""
+        flops = float(formula(*args, **kwargs, out_val=out))
+        if FAMILY_OF[packet] == "attention" and _is_causal(func, args, kwargs):
+            flops /= 2
+        for pre in prefixes(path):
+            self.counts[direction, pre, FAMILY_OF[packet]] += flops
+        return out
+
+
+def count_step(case, model, x) -> dict[tuple[str, str, str], float]:
+    """torch's FLOPs of one training step (forward and backward) of ``model`` on ``x``:
+    ``{(direction, module path, family): flops}``, inclusive of submodules."""
+    from pyprof.validate.zoo import step
+
+    owners = _Owners(model)
+    try:
+        with _Counter(owners) as counter:
+            step(case, model, x)
+    finally:
+        owners.close()
+    return dict(counter.counts)
