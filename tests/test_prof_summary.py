@@ -38,10 +38,23 @@ def test_summary_by_op():
     assert a["tflops"] == pytest.approx(4e6 / 400 / 1e3)
     assert a["gbps"] == pytest.approx(4e3 / 400)
     assert a["ideal"] == 150 and a["excess"] == 250
-    assert a["gap"] == pytest.approx((100 * 2 + 300 * 3) / 400)  # time-weighted
+    assert a["gap"] == pytest.approx(400 / 150)  # time / ideal: agrees with excess by construction
     b = s.loc["b"]
     assert math.isnan(b["flops"]) and math.isnan(b["gap"]) and math.isnan(b["excess"])  # n/a, not 0
     assert s["share"].sum() == pytest.approx(100.0)
+
+
+def test_kernels_faster_than_the_roofline_are_not_findings():
+    """A kernel with gap < 1 (a model or peak error) is left out of ideal, excess and gap, so no group
+    shows a negative excess, and gap > 1 exactly where excess > 0."""
+    df = frame()
+    df["gap"] = [2.0, 0.5, np.nan, 10.0, np.nan]
+    df["ideal"] = [50.0, 600.0, np.nan, 40.0, np.nan]
+    df["beyond"] = [False, True, False, False, False]
+    a = summarize(df, "op").set_index("key").loc["a"]
+    assert a["ideal"] == 50 and a["excess"] == 50 and a["gap"] == pytest.approx(2.0)
+    s = summarize(df, "op").dropna(subset=["excess"])
+    assert (s["excess"] >= 0).all() and ((s["gap"] > 1) == (s["excess"] > 0)).all()
 
 
 def test_fix_first_orders_by_excess():

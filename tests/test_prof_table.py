@@ -345,3 +345,11 @@ def test_instances_match_a_loop_over_instances(model):
     assert inst["dtype"][key].tolist() == [e[2] for e in expected]
     flops = [e[0].flops if e[0] is not None and e[0].flops is not None else math.nan for e in expected]
     assert np.array_equal(inst["flops"][key], np.array(flops, dtype=float), equal_nan=True)
+
+
+def test_a_kernel_faster_than_the_roofline_is_flagged(model):
+    """Achieved FLOP/s above the peak is impossible: the kernel gets a note and the build one warning."""
+    df = table.build([rec(0, dur=1000), rec(1, opid=2, dur=10**9)], peak_flops=1e9, peak_bw=1e15)
+    assert df["gap"][0] < 1 and table.BEYOND_NOTE in df["note"][0] and bool(df["beyond"][0])
+    assert df["gap"][1] > 1 and table.BEYOND_NOTE not in (df["note"][1] or "")
+    assert sum("faster than the roofline" in w for w in df.attrs["warnings"]) == 1

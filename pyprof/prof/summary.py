@@ -6,8 +6,10 @@ time: the time that would be saved at the roofline, which orders the "fix this f
 (``summarize(...).sort_values("excess", ascending=False)``, or :func:`fix_first`).
 
 FLOPs, bytes and ideal sum only the kernels where they are known; a group where none is known shows
-``n/a`` (NaN), never 0. ``gap`` is the time-weighted mean of the kernels' gaps (sum(sil * gap) / sum(sil)
-over kernels with a gap).
+``n/a`` (NaN), never 0. ``gap`` is time / ideal over the same kernels as ``excess``, so the two agree by
+construction (gap > 1 exactly when excess > 0). Kernels that ran faster than their roofline (``beyond``:
+a model or peak error, flagged in their note) are left out of ideal, excess and gap, so no summary
+shows a negative excess as a finding.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ SUMMARY_COLUMNS = (
     ("gbps", "GB/s", "float", "Achieved: bytes / time of the kernels with bytes."),
     ("ideal", "Ideal(ns)", "sci", "Roofline time of the kernels with a known ideal."),
     ("excess", "Excess(ns)", "sci", "time - ideal over the kernels with a known ideal: what the roofline would save."),
-    ("gap", "Gap", "float", "Time-weighted mean roofline gap (sil / ideal)."),
+    ("gap", "Gap", "float", "time / ideal over the kernels with a known ideal (> 1 exactly when excess > 0)."),
 )
 SUMMARY_NAMES = tuple(c[0] for c in SUMMARY_COLUMNS)
 HEADERS = {c[0]: c[1] for c in SUMMARY_COLUMNS}
@@ -55,6 +57,8 @@ def summarize(df: pd.DataFrame, by: str = "op") -> pd.DataFrame:
     ideal = df["ideal"].to_numpy(dtype=float)
     gap = df["gap"].to_numpy(dtype=float)
     has_f, has_b, has_i = ~np.isnan(flops), ~np.isnan(nbytes), ~np.isnan(ideal) & ~np.isnan(gap)
+    if "beyond" in df:  # faster than the roofline: a model or peak error, not a finding
+        has_i &= ~df["beyond"].to_numpy(dtype=bool)
     work = pd.DataFrame({
         "key": key.to_numpy(),
         "time": sil,
@@ -65,7 +69,6 @@ def summarize(df: pd.DataFrame, by: str = "op") -> pd.DataFrame:
         "t_b": np.where(has_b, sil, 0.0),
         "ideal": np.where(has_i, ideal, 0.0), "n_i": has_i,
         "t_i": np.where(has_i, sil, 0.0),
-        "sg": np.where(has_i, sil * np.where(has_i, gap, 0.0), 0.0),
     })
     g = work.groupby("key", sort=False).sum()
     total = sil.sum()
@@ -80,7 +83,7 @@ def summarize(df: pd.DataFrame, by: str = "op") -> pd.DataFrame:
         out["gbps"] = (g["bytes"] / g["t_b"]).where((g["n_b"] > 0) & (g["t_b"] > 0))
         out["ideal"] = g["ideal"].where(g["n_i"] > 0)
         out["excess"] = (g["t_i"] - g["ideal"]).where(g["n_i"] > 0)
-        out["gap"] = (g["sg"] / g["t_i"]).where((g["n_i"] > 0) & (g["t_i"] > 0))
+        out["gap"] = (g["t_i"] / g["ideal"]).where((g["n_i"] > 0) & (g["ideal"] > 0))
     out = out.sort_values("time", ascending=False, kind="stable").reset_index().rename(columns={"index": "key"})
     return out[list(SUMMARY_NAMES)]
 

@@ -578,11 +578,32 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
     known = ~np.isnan(ideal)
     bound = _obj([None, "compute", "memory"])[np.where(known, np.where(compute, 1, 2), 0)]
     out.update(ideal=ideal, gap=gap, bound=bound, ai=ai, tflops=tflops, gbps=gbps)
+    warnings = _beyond_roofline(out, known & (gap < 1.0), sil)
     if not missing:
-        return []
+        return warnings
     parts = ", ".join(f"{k} ({v} kernels)" for k, v in sorted(missing.items(), key=lambda kv: -kv[1]))
     return [f"no peak FLOP/s or bandwidth known for {parts}: ideal and gap show n/a; "
-            "pass --gpu NAME or --peak-flops/--peak-bw, or run `pyprof calibrate`"]
+            "pass --gpu NAME or --peak-flops/--peak-bw, or run `pyprof calibrate`", *warnings]
+
+
+BEYOND_NOTE = "faster than the roofline: FLOP/byte model or peak wrong"
+
+
+def _beyond_roofline(out: dict, beyond: np.ndarray, sil: np.ndarray) -> list[str]:
+    """Kernels that ran faster than their ideal time (gap < 1): achieved FLOP/s or bandwidth above the
+    peak, which no kernel can do, so the FLOP/byte model or the peak is wrong. Each gets a note and
+    ``beyond`` (summaries leave them out of ideal, excess and gap); one warning counts them."""
+    out["beyond"] = beyond
+    if not beyond.any():
+        return []
+    note = out["note"]
+    rows = np.flatnonzero(beyond)
+    note[rows] = _obj([f"{t}; {BEYOND_NOTE}" if t else BEYOND_NOTE for t in note[rows].tolist()])
+    total = float(np.nansum(sil))
+    share = float(np.nansum(sil[rows])) / total * 100 if total > 0 else 0.0
+    return [f"{len(rows)} kernel(s), {share:.1f}% of the time, ran faster than the roofline allows (achieved "
+            "FLOP/s or bandwidth above the peak): their FLOP/byte model or the peak is wrong; summaries leave "
+            "them out of ideal, excess and gap (check --peak-flops/--peak-bw or `pyprof calibrate`)"]
 
 
 def _is_host_copy(kname) -> bool:
