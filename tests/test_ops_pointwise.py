@@ -97,3 +97,13 @@ def test_outer_and_triangular_masks():
     assert c.flops == 35 and c.bytes == (5 + 7 + 35) * 4
     assert cost("outer", [T([5]), T([7])], "bprop").flops == 2 * 35 * 2  # da and db: multiply-add each
     assert cost("tril", [T([8, 8]), S(0)]).flops == 64
+
+
+def test_a_0dim_tensor_does_not_promote_a_dimensioned_one():
+    """bf16 activations times a 0-dim float64 tensor compute (and are priced) in bf16, as torch promotes."""
+    from pyprof.prof.ops import OpCall, estimate, tensor_arg
+
+    x = tensor_arg([1024, 1024], "bfloat16", name="input")
+    s = tensor_arg([], "float64", name="other")
+    c = estimate(OpCall("mul", [x, s]))
+    assert c.dtype == "bfloat16" and c.bytes == 1024 * 1024 * 2 * 2 + 8

@@ -127,3 +127,12 @@ def test_every_architecture_from_volta_to_blackwell_has_patterns():
     arch = tensorcores.patterns()["architectures"]
     for a in ("volta", "turing", "ampere", "hopper", "blackwell"):
         assert arch[a]["tensor_cores"] and arch[a]["tensor"], a
+
+
+def test_attention_eligibility_looks_at_the_head_dimension_not_the_sequence():
+    """A bf16 flash kernel with sequence length 559 and head dim 64 is eligible: no 'dims' note."""
+    q = {"name": "query", "type": "tensor", "shape": [2, 8, 559, 64], "dtype": "bfloat16"}
+    note = tensorcores.eligibility_note("0", "bfloat16", "scaled_dot_product_attention", [q, q, q], "hopper")
+    assert "multiple of 8" not in note
+    odd = dict(q, shape=[2, 8, 559, 60])
+    assert "60" in tensorcores.eligibility_note("0", "bfloat16", "scaled_dot_product_attention", [odd] * 3, "hopper")

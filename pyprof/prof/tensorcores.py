@@ -70,6 +70,8 @@ def _dims(args, op: str) -> list[int]:
     """The GEMM/conv dimensions that tensor cores want aligned: last two dims of matrices, channels of convs."""
     out: list[int] = []
     tensors = [a for a in args or () if isinstance(a, dict) and a.get("type") == "tensor" and a.get("shape")]
+    if "attention" in op:  # the head dimension: the sequence length need not be aligned
+        return [t["shape"][-1] for t in tensors[:3]]
     if op.startswith(CONV_PREFIX):
         for t in tensors[:2]:
             if len(t["shape"]) >= 3:

@@ -256,16 +256,18 @@ def from_sizes(sizes: Sequence[Any], dtypes: Sequence[str | None] | None = None)
 
 def compute_dtype(cdtype: str | None, *args: Arg | None) -> str | None:
     """The dtype the math runs in: the autocast dtype if given, else the promoted dtype of the floating
-    tensor arguments (integer index tensors do not count), else of all tensor arguments."""
+    tensor arguments (integer index tensors do not count), else of all tensor arguments. As in torch's
+    type promotion, a 0-dim tensor does not promote a dimensioned one of the same kind: a bfloat16
+    activation times a 0-dim float64 tensor computes in bfloat16."""
     if cdtype:
         return norm_dtype(cdtype)
     ts = [a for a in args if is_tensor(a)]
     if not ts:
         return None
-    fl = [dtype(a) for a in ts if dtype(a) in FLOATING]
-    if fl:
-        return promote(fl)
-    return promote(dtype(a) for a in ts)
+    fl = [a for a in ts if dtype(a) in FLOATING]
+    pool = fl or ts
+    dimensioned = [a for a in pool if shape(a)]  # shape [] (0-dim) or unknown: left out when others exist
+    return promote(dtype(a) for a in (dimensioned or pool))
 
 
 def out_dtype(b: dict[str, Arg], default: str | None) -> str | None:
