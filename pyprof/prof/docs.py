@@ -45,17 +45,45 @@ record file of 64 MiB or more on N processes (it helps only where CPUs are idle)
 is costed once, and repeated kernel names, GPU names, call sites and argument lists are stored once.
 """
 
-SPLIT = """## How an op's cost is split over its kernels
+SPLIT = """## Op instances, and which kernels carry an op's cost
 
 Kernels sharing an `opId` and `dir` form one op instance (records without `opId`, such as NVIDIA
-PyProf's, start a new instance at `subSeqId` 0 or when thread, op, module or direction change). The
-op's FLOPs and bytes are computed once per instance (once per distinct `(op, mod, dir, cdtype, args)`,
-from shapes and dtypes by the models in `pyprof.prof.ops`) and split over the instance's kernels **in
-proportion to their durations** (equally when all durations are 0). So the per-kernel figures add up
-exactly to the instance's cost, and every kernel of an instance shows the instance's achieved rates.
-memcpy/memset records keep their own byte count (twice it for a device-to-device copy, which reads and
-writes every byte; FLOPs 0) and take no share of the op's cost. An op
-without a model shows `n/a`, and one warning on stderr lists such ops with their share of kernel time.
+PyProf's, start a new instance at `subSeqId` 0 or when thread, op, module or direction change). A
+backward kernel linked to its forward op carries that op's `opId` with `dir` bprop: however many
+autograd nodes the op created (`linear` -> `AddmmBackward0`, `TBackward0`), its backward is **one**
+instance, priced once. The op's FLOPs and bytes are computed once per instance (once per distinct
+`(op, mod, dir, cdtype, args)`, from shapes and dtypes by the models in `pyprof.prof.ops`).
+
+They go to the kernels that do the work (`pyprof/kernel_roles.py`): the instance's GEMM, convolution
+or attention kernels where it has any (by kernel name on a GPU; on a CPU the aten op that computes,
+such as `aten::addmm` or `aten::mkldnn_convolution`), else its other working kernels. Views,
+allocations, dispatch wrappers and autograd engine records never carry FLOPs or bytes, and neither do
+the copies, reductions and layout transforms beside a GEMM. Among the kernels that take it, the cost
+is split **in proportion to their durations** (equally when all durations are 0): only there, where
+kernels cannot be told apart, is duration the rule. The per-kernel figures add up exactly to the
+instance's cost. memcpy/memset records keep their own byte count (twice it for a device-to-device copy,
+which reads and writes every byte; FLOPs 0) and take no share of the op's cost. An op without a model
+shows `n/a`, and one warning on stderr lists such ops with their share of kernel time.
+
+## What a CPU kernel is
+
+On a CPU trace (torch.profiler without CUDA, as `pyprof run` records on a CPU) the kernels are the
+aten ops that do work of their own. Each op's self time (its duration minus that of the ops it calls)
+is counted once: the self time of the no-work ops (views such as `aten::t`, allocations such as
+`aten::empty`, dispatch wrappers such as `aten::linear` -> `aten::addmm`) is added to the op that called
+them. So a `linear` shows its `aten::addmm` and bias `aten::copy_` (and the wrapper's own record when
+nothing calls it), and the records add up to the time spent in ops.
+
+## Conventions
+
+- FLOPs are the work the kernel executes; a multiply-add is 2 FLOPs.
+- Causal attention (`is_causal=True`) counts the causal half of the dense figure, the work a fused
+  kernel executes. torch's FlopCounterMode counts it dense: halve its attention figure to compare.
+- An op's dtype follows torch's type promotion: a 0-dim tensor does not promote a dimensioned one.
+- Tensor-core eligibility looks at the GEMM's reduction and output dimensions (for attention, the head
+  dimension), not the sequence length.
+- `python scripts/validate.py` checks the GEMM, convolution and attention FLOPs of a model zoo through
+  `pyprof run` -> records -> `prof`, per direction and module, against FlopCounterMode's formulas.
 """
 
 TC = """## Tensor cores
