@@ -190,3 +190,14 @@ def test_backward_range_links_by_forward_op_id_where_ops_share_a_seq():
     lk2.add(1, 5, 120, {"op": "dropout"})  # made no node, same seq: seq alone picks the wrong op
     lk2.add(1, id_key(11), 100, {"op": "linear"})
     assert lk2.find(1, 5, 500) == {"op": "dropout"} and lk2.find(1, d.link_seq, 500) == {"op": "linear"}
+
+
+def test_pyprof_range_names_a_layer():
+    """``pyprof.range("attn")`` names a layer, like a ``layer:attn`` NVTX range; its kernels' op stays."""
+    from pyprof import markers
+
+    rng = markers.encode(markers.make("range", name="attn"))
+    op = markers.encode(markers.make("op", ns="torch", op="mm", args=[]))
+    d = decode([rng, op])
+    assert d.fields["layer"] == ["attn"] and d.fields["op"] == "mm"
+    assert decode([markers.encode(markers.make("range", name="layer:blk"))]).fields["layer"] == ["blk"]

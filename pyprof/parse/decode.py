@@ -134,6 +134,9 @@ def _pyprof(text: str) -> TextInfo:
                         link_key=id_key(op_id) if isinstance(op_id, int) else None)
     if k == "optim":
         return TextInfo("optim", name=p.get("cls"))
+    if k == "range":  # pyprof.range("attn") names a layer, as a `layer:attn` range does
+        name = str(p.get("name") or "").strip()
+        return TextInfo("layer", layer=markers.layer_name(name) or name) if name else TextInfo("plain")
     return _plain(str(p.get("name") or ""))
 
 
