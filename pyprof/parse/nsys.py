@@ -6,6 +6,11 @@ registered string, any domain) by column name -- integer columns straight into n
 (:mod:`pyprof.parse.fetch`), split over worker processes on big exports -- and hands them to
 :mod:`pyprof.parse.assemble`. Facts about the layouts live in :mod:`pyprof.parse.schema`; GPU names
 in :mod:`pyprof.parse.gpus`.
+
+Tables and columns are those the export has (:mod:`pyprof.parse.db` reflects them): an absent optional
+column reads as nulls (one warning names those that every nsys version writes), an absent kernel or
+copy ``start``/``end`` is a one-line error, and NVTX_EVENTS without its times or thread gives no ranges
+(a warning).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import pandas as pd
 from pyprof.errors import NoKernelsError
 from pyprof.parse import fetch, schema
 from pyprof.parse.assemble import Prepared, PreparedSource, Stats, join_first, take
-from pyprof.parse.db import Database
+from pyprof.parse.db import Database, LayoutError, absent_optional, absent_warning, as_text
 from pyprof.parse.demangle import demangle
 from pyprof.parse.gpus import nsys_gpu_names
 
@@ -29,8 +34,8 @@ ID_MASK = 0xFFFFFF
 def nsys_version(db: Database) -> str:
     """Exporter version: the metadata table (2022.1+), else install path heuristics (see schema doc §1)."""
     for table in schema.NSYS_META_TABLES:
-        if db.has(table):
-            meta = dict(db.execute(f'SELECT name, value FROM "{table}"'))
+        if {"name", "value"} <= set(db.columns(table)):
+            meta = {as_text(k): as_text(v) for k, v in db.execute(f'SELECT name, value FROM "{table}"')}
             ver = meta.get("EXPORT_PRODUCT_VERSION")
             if ver:
                 extra = [f"schema {meta['EXPORT_SCHEMA_VERSION']}"] if meta.get("EXPORT_SCHEMA_VERSION") else []
@@ -38,12 +43,12 @@ def nsys_version(db: Database) -> str:
                     extra.append(meta["EXPORT_PLATFORM"])
                 return f"{ver} ({', '.join(extra)})" if extra else str(ver)
     pattern = re.compile(r"nsight-systems/(\d{4}\.\d+(?:\.\d+)*)")
-    if db.has("TARGET_INFO_SYSTEM_ENV") and "name" in db.columns("TARGET_INFO_SYSTEM_ENV"):
+    if {"name", "value"} <= set(db.columns("TARGET_INFO_SYSTEM_ENV")):
         for (value,) in db.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'TargetInstallDir'"):
             m = pattern.search(str(value or ""))
             if m:
                 return f"{m.group(1)} (from install path)"
-    if db.has("StringIds"):
+    if "value" in db.columns("StringIds"):
         for (value,) in db.execute("SELECT value FROM StringIds WHERE value LIKE '%nsight-systems/%' LIMIT 20"):
             m = pattern.search(str(value or ""))
             if m:
@@ -93,6 +98,19 @@ KERNEL_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalP
 COPY_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind"]
 API_COLS = ["start", "end", "globalTid", "correlationId", "nameId"]
 NVTX_COLS = ["globalTid", "start", "end", "textId", "domainId", "eventType"]
+
+
+def _optional_columns() -> dict[str, list[str]]:
+    """Per table, the columns read that every nsys version writes but an export may still lack (they
+    read as null, with a warning); ``mangledName`` (absent before 2022.1, where ``demangledName``
+    serves) and NVTX_EVENTS' columns (which differ by version, and are each handled) are not listed."""
+    essential = schema.NSYS_ESSENTIAL
+    return {
+        schema.NSYS_KERNEL: [c for c in KERNEL_COLS if c not in essential[schema.NSYS_KERNEL] and c != "mangledName"],
+        schema.NSYS_MEMCPY: [c for c in COPY_COLS if c not in essential[schema.NSYS_MEMCPY]],
+        schema.NSYS_MEMSET: [c for c in COPY_COLS if c not in essential[schema.NSYS_MEMSET] and c != "copyKind"],
+        schema.NSYS_RUNTIME: list(API_COLS),
+    }
 
 
 def _duplicated(thread: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -205,6 +223,20 @@ class NsysSource(PreparedSource):
         self._unpacked: dict[str, list] = {}
 
     # -- reading ---------------------------------------------------------------------------------
+    def _check_layout(self, has_nvtx_rows: bool) -> None:
+        """Fail on an absent essential column (one line naming it); warn once about absent optional
+        ones, and when NVTX_EVENTS lacks what every range needs."""
+        db = self.db
+        for table, cols in schema.NSYS_ESSENTIAL.items():
+            db.require(table, cols, "every kernel and copy needs its start and end")
+        absent = absent_optional(db, _optional_columns())
+        if absent:
+            self.warnings.append(absent_warning(absent))
+        lacking = [c for c in schema.NSYS_NVTX_NEEDS if c not in db.columns(schema.NSYS_NVTX)]
+        if has_nvtx_rows and lacking:
+            self.warnings.append(f"table {schema.NSYS_NVTX} has no column {lacking[0]!r}: its NVTX ranges cannot "
+                                 "be rebuilt")
+
     def _tasks(self) -> tuple[list, dict]:
         db = self.db
         # the big tables' sizes from their rowid ranges (only ever compared with 0 and with the
@@ -216,6 +248,7 @@ class NsysSource(PreparedSource):
                 f"{self.path}: this Nsight Systems export holds no CUDA kernels (no CUDA trace in the capture)",
                 "profile with `nsys profile --trace=cuda,nvtx` and run some GPU work",
             )
+        self._check_layout(bool(counts[schema.NSYS_NVTX]))
         parallel = sum(counts.values()) >= fetch.PARALLEL_MIN_ROWS
         split = 2 if parallel else 1
         columnar = fetch.arrow_available() and sum(counts.values()) >= fetch.ARROW_MIN_ROWS
@@ -226,7 +259,7 @@ class NsysSource(PreparedSource):
             tasks.append(task)
 
         ncols = db.columns(schema.NSYS_NVTX)
-        has_nvtx = counts[schema.NSYS_NVTX] and {"start", "end", "globalTid"} <= set(ncols)
+        has_nvtx = counts[schema.NSYS_NVTX] and set(schema.NSYS_NVTX_NEEDS) <= set(ncols)
         if has_nvtx:
             types = ",".join(str(t) for t in schema.NVTX_RANGE_TYPES)
             rng = (f"eventType IN ({types}) AND " if "eventType" in ncols else "") + \
@@ -258,13 +291,15 @@ class NsysSource(PreparedSource):
             if counts[table]:
                 add(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS),
                                      counts[table]))
-        if counts[schema.NSYS_RUNTIME]:
-            rcols = db.columns(schema.NSYS_RUNTIME)
+        rcols = db.columns(schema.NSYS_RUNTIME)
+        # the API calls some activity correlates to (none where either side lacks correlationId)
+        sources = [f'SELECT correlationId FROM "{t}"' for t in (schema.NSYS_KERNEL, schema.NSYS_MEMCPY,
+                                                                 schema.NSYS_MEMSET)
+                   if counts[t] and "correlationId" in db.columns(t)]
+        if counts[schema.NSYS_RUNTIME] and "correlationId" in rcols and sources:
             conds = []
             if "eventClass" in rcols:
                 conds.append(f"(eventClass IN {schema.API_EVENT_CLASSES} OR eventClass IS NULL)")
-            sources = [f'SELECT correlationId FROM "{t}"' for t in (schema.NSYS_KERNEL, schema.NSYS_MEMCPY,
-                                                                     schema.NSYS_MEMSET) if counts[t]]
             conds.append(f"correlationId IN ({' UNION ALL '.join(sources)})")
             for cond in fetch.slices(db, schema.NSYS_RUNTIME, split):
                 add("api", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM '
@@ -392,7 +427,7 @@ class NsysSource(PreparedSource):
         acts["apiEnd"] = take(ac["end"], idx)
         acts["apiName"] = take(names(ac["nameId"]) if len(a) else np.zeros(0, dtype=object), idx)
         acts["_api"] = take(ac["nameId"], idx) if len(a) else np.full(len(acts), -1, dtype=np.int64)
-        acts["gpu"] = nsys_gpu_names(db, acts)
+        acts["gpu"] = self._gpu_names(acts)
 
         nv = _nvtx_columns([res[i] for i in where.get("nvtx", [])], self._packed_nvtx)
         if nv is None:  # a textId/domainId too big to pack
@@ -403,6 +438,15 @@ class NsysSource(PreparedSource):
             self.warnings.append("the export has no NVTX ranges: records carry no ranges, layer or op "
                                  "(profile with --trace=cuda,nvtx and annotate with pyprof.init())")
         return Prepared(acts, ranges, self.kind, self.stats, labels=labels)
+
+    def _gpu_names(self, acts: pd.DataFrame) -> list:
+        """GPU name per activity (:func:`nsys_gpu_names`); nulls, with a warning, where the device tables
+        lack a column it reads: the names are optional, the records are not."""
+        try:
+            return nsys_gpu_names(self.db, acts)
+        except LayoutError as exc:
+            self.warnings.append(f"GPU names left out: {exc.problem.split(': ', 1)[-1]}")
+            return [None] * len(acts)
 
     def _ranges(self, cols: dict, where: dict, res: list, strings: dict[int, str]):
         # never-popped push ranges out first (most rows of some exports), then the rest on what is left
@@ -415,7 +459,7 @@ class NsysSource(PreparedSource):
         extra: list = []
         if text_rows:
             t_rowid = np.fromiter((r[0] for r in text_rows), dtype=np.int64, count=len(text_rows))
-            t_codes, extra = pd.factorize(pd.Series([r[1] for r in text_rows], dtype=object))
+            t_codes, extra = pd.factorize(pd.Series([as_text(r[1]) for r in text_rows], dtype=object))
             order = np.argsort(cols["rowid"], kind="stable")
             pos = np.searchsorted(cols["rowid"], t_rowid, sorter=order)
             pos = np.minimum(pos, max(n - 1, 0))
@@ -427,7 +471,7 @@ class NsysSource(PreparedSource):
         dnames: dict[int, str] = {}
         for i in where.get("domains", []):
             for _gt, did, text, tid in res[i]:
-                name = text if text is not None else strings.get(tid)
+                name = as_text(text) if text is not None else strings.get(tid)
                 if did is not None and name is not None:
                     dnames.setdefault(int(did), name)
         dom = np.maximum(cols["domainId"], 0)

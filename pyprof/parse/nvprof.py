@@ -4,6 +4,10 @@ Kernels from ``CONCURRENT_KERNEL`` (and ``KERNEL`` in serialized runs), mangled 
 calls from ``RUNTIME`` and ``DRIVER`` (names from CUPTI callback ids, :mod:`pyprof.parse.schema`);
 NVTX ranges rebuilt from ``MARKER`` start (flags 2) / end (flags 4) rows paired by ``id``, on the thread
 packed in ``objectId`` (uint32 pid, int32 tid). Timestamps are absolute CUPTI ns.
+
+Tables and columns are those the database has (:mod:`pyprof.parse.db` reflects them): an absent optional
+column reads as nulls (one warning names them all), an absent kernel or copy ``start``/``end`` is a
+one-line error, and a MARKER table that cannot be paired leaves the records without ranges (a warning).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import pandas as pd
 from pyprof.errors import NoKernelsError
 from pyprof.parse import schema
 from pyprof.parse.assemble import Prepared, PreparedSource, Stats, _ints, join_first, pylist, take
-from pyprof.parse.db import Database
+from pyprof.parse.db import Database, absent_optional, absent_warning, as_text
 from pyprof.parse.demangle import demangle, short_name
 from pyprof.parse.gpus import nvprof_gpu_names
 
@@ -37,29 +41,64 @@ def _object_ids(blobs: list) -> tuple[np.ndarray, np.ndarray]:
     return pid, tid
 
 
+KERNEL_WANT = {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId",
+               "correlationId": "correlationId", "nameId": "name", "gridX": "gridX", "gridY": "gridY",
+               "gridZ": "gridZ", "blockX": "blockX", "blockY": "blockY", "blockZ": "blockZ"}
+COPY_WANT = {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId",
+             "correlationId": "correlationId", "bytes": "bytes"}
+API_WANT = {"cbid": "cbid", "apiStart": "start", "apiEnd": "end", "pid": "processId", "tid": "threadId",
+            "correlationId": "correlationId"}
+MARKER_OPTIONAL = ("objectId", "name", "domain")
+#: activity columns that are integers (-1 for null) once read
+_INT_ACT = ("start", "end", "correlationId", "device", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY",
+            "blockZ", "bytes")
+
+
+def _optional_columns() -> dict[str, list[str]]:
+    """Per table, the columns read that an export may lack (they read as null)."""
+    out: dict[str, list[str]] = {}
+    for t in schema.NVPROF_KERNEL_TABLES:
+        out[t] = [c for c in KERNEL_WANT.values() if c not in schema.NVPROF_ESSENTIAL[t]]
+    out[schema.NVPROF_MEMCPY] = [c for c in (*COPY_WANT.values(), "copyKind") if c not in ("start", "end")]
+    out[schema.NVPROF_MEMSET] = [c for c in COPY_WANT.values() if c not in ("start", "end")]
+    for t in schema.NVPROF_API_TABLES:
+        out[t] = list(API_WANT.values())
+    out[schema.NVPROF_MARKER] = list(MARKER_OPTIONAL)
+    return out
+
+
+def _texts(ids, strings: dict) -> list:
+    """String-table ids (None, NaN or -1 for null) -> their text, None where unknown."""
+    return [None if v is None else strings.get(v) for v in pylist(ids)]
+
+
 class NvprofSource(PreparedSource):
     kind = "nvprof"
 
     def __init__(self, path: str, db: Database | None = None):
         self.path = path
         self.db = db or Database(path)
-        rows = self.db.execute("SELECT * FROM Version")
-        self.version = f"v{rows[0][0]}" if rows else "unknown"
+        rows = self.db.execute("SELECT * FROM Version") if self.db.has_rows("Version") else []
+        self.version = f"v{as_text(rows[0][0])}" if rows and rows[0] else "unknown"
         self.warnings: list[str] = []
         self.stats = Stats(warnings=self.warnings)
 
+    def _check_layout(self) -> None:
+        """Fail on an absent essential column (one line naming it); warn once about absent optional ones."""
+        for table, cols in schema.NVPROF_ESSENTIAL.items():
+            self.db.require(table, cols, "every kernel and copy needs its start and end")
+        absent = absent_optional(self.db, _optional_columns())
+        if absent:
+            self.warnings.append(absent_warning(absent))
+
     def _kernels(self, strings: dict[int, str]) -> pd.DataFrame:
-        want = {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId",
-                "correlationId": "correlationId", "nameId": "name", "gridX": "gridX", "gridY": "gridY",
-                "gridZ": "gridZ", "blockX": "blockX", "blockY": "blockY", "blockZ": "blockZ"}
-        frames = [self.db.select(t, want) for t in schema.NVPROF_KERNEL_TABLES]
+        frames = [self.db.select(t, KERNEL_WANT) for t in schema.NVPROF_KERNEL_TABLES]
         k = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
         k = k.drop_duplicates(["correlationId", "start", "end"])
         if not len(k):
             raise NoKernelsError(f"{self.path}: this nvprof database holds no CUDA kernels",
                                  "profile a run that launches GPU kernels (nvprof -o FILE ...)")
-        raw = k["nameId"].map(strings)
-        longs = [demangle(v) for v in raw.tolist()]
+        longs = [demangle(v) for v in _texts(k["nameId"], strings)]
         k["kLongName"] = longs
         k["kShortName"] = [short_name(v) for v in longs]
         k["kind"] = "kernel"
@@ -67,15 +106,13 @@ class NvprofSource(PreparedSource):
 
     def _copies(self) -> list[pd.DataFrame]:
         out = []
-        base = {"start": "start", "end": "end", "device": "deviceId", "stream": "streamId",
-                "correlationId": "correlationId", "bytes": "bytes"}
-        m = self.db.select(schema.NVPROF_MEMCPY, {**base, "copyKindRaw": "copyKind"})
+        m = self.db.select(schema.NVPROF_MEMCPY, {**COPY_WANT, "copyKindRaw": "copyKind"})
         if len(m):
             m["kind"] = "memcpy"
-            m["copyKind"] = [schema.copy_kind_name(v) for v in m["copyKindRaw"].tolist()]
+            m["copyKind"] = [schema.copy_kind_name(v) for v in pylist(m["copyKindRaw"])]
             m["kShortName"] = m["kLongName"] = ["memcpy " + c for c in m["copyKind"].tolist()]
-            out.append(m)
-        s = self.db.select(schema.NVPROF_MEMSET, base)
+            out.append(m.drop(columns="copyKindRaw"))
+        s = self.db.select(schema.NVPROF_MEMSET, COPY_WANT)
         if len(s):
             s["kind"] = "memset"
             s["copyKind"] = "memset"
@@ -86,51 +123,68 @@ class NvprofSource(PreparedSource):
     def _api(self) -> pd.DataFrame:
         frames = []
         for table, names in zip(schema.NVPROF_API_TABLES, (schema.RUNTIME_CBID, schema.DRIVER_CBID), strict=False):
-            a = self.db.select(table, {"cbid": "cbid", "apiStart": "start", "apiEnd": "end", "pid": "processId",
-                                       "tid": "threadId", "correlationId": "correlationId"})
+            a = self.db.select(table, API_WANT)
             if not len(a):
                 continue
             label = "runtime" if "RUNTIME" in table else "driver"
-            a["apiName"] = [names.get(c, f"{label} cbid {c}") for c in a["cbid"].tolist()]
+            a["apiName"] = [None if c is None else names.get(c, f"{label} cbid {c}") for c in pylist(a["cbid"])]
+            # the launching thread: unknown where the pid or the tid is null (a tid may be negative: int32)
+            known = (a["pid"].notna() & a["tid"].notna()).to_numpy()
+            for col in ("correlationId", "pid", "tid", "apiStart", "apiEnd"):
+                a[col] = _ints(a[col]) if col != "tid" else a["tid"].fillna(-1).to_numpy(np.int64)
+            a["thread"] = np.where(known, thread_key(a["pid"].to_numpy(np.int64), a["tid"].to_numpy(np.int64)), -1)
             frames.append(a)
         if not frames:
-            return pd.DataFrame(columns=["correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd"])
+            return pd.DataFrame({c: np.zeros(0, dtype=object if c == "apiName" else np.int64)
+                                 for c in ("correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd")})
         api = pd.concat(frames, ignore_index=True)
-        api = api[api["correlationId"].notna() & (api["correlationId"] != 0)]
+        api = api[api["correlationId"] > 0]
         api = api.drop_duplicates("correlationId", keep="first")
-        api["thread"] = thread_key(api["pid"].to_numpy(np.int64), api["tid"].to_numpy(np.int64))
         return api[["correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd"]]
 
     def _ranges(self, strings: dict[int, str]) -> pd.DataFrame:
-        cols = self.db.columns(schema.NVPROF_MARKER)
         empty = pd.DataFrame({c: [] for c in ("thread", "pid", "start", "end", "text", "domain")})
-        if not cols:
+        table = schema.NVPROF_MARKER
+        if not self.db.has_rows(table):
             return empty
+        absent = self.db.missing(table, schema.NVPROF_MARKER_NEEDS)
+        if absent:
+            self.warnings.append(f"table {table} has no column {absent[0]!r}: its NVTX ranges cannot be rebuilt")
+            return empty
+        cols = set(self.db.columns(table))
+        obj, name, domain = (f"s.{c}" if c in cols else "NULL" for c in MARKER_OPTIONAL)
         rows = self.db.execute(
-            f"SELECT s.timestamp, s.objectId, s.name, s.domain, e.timestamp FROM {schema.NVPROF_MARKER} s "
-            f"JOIN {schema.NVPROF_MARKER} e ON e.id = s.id AND (e.flags & {schema.NVPROF_MARKER_END}) "
+            f'SELECT s.timestamp, {obj}, {name}, {domain}, e.timestamp FROM "{table}" s '
+            f'JOIN "{table}" e ON e.id = s.id AND (e.flags & {schema.NVPROF_MARKER_END}) '
             f"WHERE (s.flags & {schema.NVPROF_MARKER_START})"
         )
         if not rows:
             return empty
         start, obj, name, domain, end = zip(*rows, strict=False)
         pid, tid = _object_ids(list(obj))
-        r = pd.DataFrame({"start": np.asarray(start, dtype=np.int64), "end": np.asarray(end, dtype=np.int64)})
+        r = pd.DataFrame({"start": _ints(pd.Series(start, dtype=object)), "end": _ints(pd.Series(end, dtype=object))})
         r["pid"] = pid
         r["thread"] = thread_key(pid, tid)
-        r["text"] = [strings.get(n) for n in name]
-        r["domain"] = [strings.get(d) if d else None for d in domain]
+        r["text"] = _texts(pd.Series(name, dtype=object), strings)
+        r["domain"] = [strings.get(d) if d else None for d in pylist(pd.Series(domain, dtype=object))]
         return r[["thread", "pid", "start", "end", "text", "domain"]]
 
     def _load(self) -> Prepared:
+        self._check_layout()
         strings = self.db.strings(schema.NVPROF_STRINGS, "_id_", "value")
         acts = pd.concat([self._kernels(strings), *self._copies()], ignore_index=True, sort=False)
+        # every record column present (a database without copies gives kernels only: no bytes or copy
+        # kind), integers with -1 for null
+        for col in _INT_ACT:
+            acts[col] = _ints(acts[col]) if col in acts else np.full(len(acts), -1, dtype=np.int64)
+        if "copyKind" not in acts:
+            acts["copyKind"] = None
         api = self._api()
-        corr = _ints(acts["correlationId"])
-        idx = join_first(corr, _ints(api["correlationId"]))
+        corr = acts["correlationId"].to_numpy()
+        idx = join_first(corr, api["correlationId"].to_numpy(np.int64))
         idx = np.where(corr > 0, idx, -1)
         for col in ("pid", "tid", "thread", "apiStart", "apiEnd"):
-            acts[col] = take(_ints(api[col]), idx)
+            acts[col] = take(api[col].to_numpy(np.int64), idx)
         acts["tid"] = np.where(acts["tid"].to_numpy() != -1, acts["tid"].to_numpy() & 0xFFFFFFFF, -1)
         acts["apiName"] = take(api["apiName"].to_numpy(dtype=object), idx)
         acts["gpu"] = nvprof_gpu_names(self.db, pylist(acts["device"]), strings)
@@ -139,4 +193,3 @@ class NvprofSource(PreparedSource):
         if not len(ranges):
             self.warnings.append("the database has no NVTX ranges: records carry no ranges, layer or op")
         return Prepared(acts, ranges, self.kind, self.stats)
-

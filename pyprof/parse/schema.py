@@ -28,6 +28,12 @@ NVTX_RANGE_TYPES = (NVTX_PUSH_POP, NVTX_START_END)
 #: RUNTIME.eventClass: 0 CUDA runtime, 1 CUDA driver; 67 is the CUDA-backtrace duplicate row.
 API_EVENT_CLASSES = (0, 1)
 
+#: Columns the nsys reader cannot do without, per table that holds rows (an export lacking one is a
+#: one-line error naming it); every other column it reads is optional and reads as null when absent.
+NSYS_ESSENTIAL = {NSYS_KERNEL: ("start", "end"), NSYS_MEMCPY: ("start", "end"), NSYS_MEMSET: ("start", "end")}
+#: NVTX_EVENTS columns without which no range can be rebuilt (the records then carry none, with a warning)
+NSYS_NVTX_NEEDS = ("start", "end", "globalTid")
+
 # -- nvprof ---------------------------------------------------------------------------------------
 NVPROF_KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL")
 NVPROF_API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
@@ -38,6 +44,11 @@ NVPROF_DEVICE = "CUPTI_ACTIVITY_KIND_DEVICE"
 NVPROF_STRINGS = "StringTable"
 NVPROF_MARKER_START = 2
 NVPROF_MARKER_END = 4
+
+#: Columns the nvprof reader cannot do without, per table that holds rows (see :data:`NSYS_ESSENTIAL`).
+NVPROF_ESSENTIAL = {t: ("start", "end") for t in (*NVPROF_KERNEL_TABLES, NVPROF_MEMCPY, NVPROF_MEMSET)}
+#: MARKER columns without which no range can be rebuilt (start/end rows are paired by ``id``)
+NVPROF_MARKER_NEEDS = ("timestamp", "id", "flags")
 
 #: CUPTI callback ids (cupti_runtime_cbid.h / cupti_driver_cbid.h) of the calls that launch work.
 #: nvprof stores only the id; names outside this table are written as ``runtime cbid N``.
@@ -69,7 +80,12 @@ COPY_KIND = {
 
 
 def copy_kind_name(value) -> str:
-    """``copyKind`` integer -> ``HtoD`` etc.; unknown values keep their number visible."""
-    if value is None:
+    """``copyKind`` integer -> ``HtoD`` etc.; unknown values keep their number visible; a null (None,
+    NaN, -1) or a value that is no number is ``unknown``."""
+    try:
+        kind = int(value)
+    except (TypeError, ValueError, OverflowError):
         return "unknown"
-    return COPY_KIND.get(int(value), f"kind {int(value)}")
+    if kind < 0:
+        return "unknown"
+    return COPY_KIND.get(kind, f"kind {kind}")

@@ -5,9 +5,9 @@ A *source* has ``kind`` (``nsys``, ``nvprof``, ``kineto``), ``version`` (exporte
 finished) and ``records()`` yielding record dicts (fields documented in :mod:`pyprof.records`).
 Sources may also carry ``stats`` (:class:`pyprof.parse.assemble.Stats`) for the summary line.
 
-Sniffing: SQLite header -> Nsight Systems (``StringIds`` / ``TARGET_INFO_*`` / ``CUPTI_*`` tables) or
-nvprof (``StringTable`` + ``Version``); ``.json``/``.json.gz`` or JSON content -> the torch.profiler
-(Kineto) reader, imported lazily. Anything else is an :class:`~pyprof.errors.InputError`.
+Sniffing: SQLite header -> nvprof (``StringTable``, with ``Version`` or without nsys's ``StringIds``) or
+Nsight Systems (``StringIds`` / ``TARGET_INFO_*`` / ``CUPTI_*`` tables); ``.json``/``.json.gz`` or JSON
+content -> the torch.profiler (Kineto) reader, imported lazily. Anything else is an :class:`~pyprof.errors.InputError`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def open_source(path: str | os.PathLike) -> Source:
     if is_sqlite(path):
         db = Database(path)
         try:
-            if db.has("StringTable") and db.has("Version"):
+            # nvprof: StringTable (nsys names its string table StringIds); Version may be absent
+            if db.has("StringTable") and (db.has("Version") or not db.has("StringIds")):
                 from pyprof.parse.nvprof import NvprofSource
 
                 return NvprofSource(path, db)
