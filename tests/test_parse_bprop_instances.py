@@ -298,11 +298,6 @@ def _cross_entropy_emit_nvtx(main: Track, grad: Track) -> dict[str, int]:
     return k
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Prepared._op_range looks the forward range's op position up in `decoded`, which only holds the "
-    "open-range stacks some kernel was launched under directly; aten::cross_entropy_loss (and "
-    "aten::nll_loss_nd) launch nothing themselves, so find_op returns op id None and each node's kernels "
-    "keep their own node range as opId"))
 def test_emit_nvtx_two_nodes_of_one_op_share_one_opid(tmp_path):
     """emit_nvtx text only: the kernels of both nodes of one cross_entropy call share one opId, the
     forward kernels' (the outermost aten range, aten::cross_entropy_loss)."""
@@ -317,10 +312,6 @@ def test_emit_nvtx_two_nodes_of_one_op_share_one_opid(tmp_path):
     assert [r["subSeqId"] for r in b] == [0, 1]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "same cause as test_emit_nvtx_two_nodes_of_one_op_share_one_opid: the pyprof op range's kernels run "
-    "inside emit_nvtx aten ranges, so its own stack is not in `decoded` and _op_range returns None; each "
-    "node is then its own bprop instance and prof prices cross_entropy's backward twice"))
 def test_pyprof_markers_under_emit_nvtx_price_the_backward_once(tmp_path):
     """pyprof.init() inside torch.autograd.profiler.emit_nvtx(): the op range (seq [10], id 7) encloses
     the aten ranges that launch the kernels; each node runs inside the engine's evaluate_function range,

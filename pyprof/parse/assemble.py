@@ -190,6 +190,22 @@ class Prepared:
         rows = np.flatnonzero(reg_labels[lab_of_range])
         linker = dec.BackwardLinker()
         fwd_cache: dict[int, dict] = {}
+
+        def op_range(r: int, sid: int) -> int | None:
+            """The forward range ``r``'s op instance id: the range at its stack's op position (``r`` or
+            an enclosing op range), as its kernels' ``opId``; the stack is decoded here when no kernel
+            was launched directly under it (emit_nvtx's ``aten::linear`` around ``aten::addmm``)."""
+            d = decoded.get(sid)
+            if d is None:
+                d = decoded[sid] = dec.decode([labels[x][0] for x in st.stack_labels[sid]], bare_names)
+            if d.op_pos is None:
+                return None
+            up = len(st.stack_labels[sid]) - 1 - d.op_pos
+            while up > 0 and r >= 0:
+                r = int(st.r_parent[r])
+                up -= 1
+            return r if r >= 0 else None
+
         r_pid = ranges["pid"].to_numpy(np.int64).tolist()
         r_start = ranges["start"].to_numpy(np.int64).tolist()
         parents = st.r_parent.tolist()
@@ -209,7 +225,7 @@ class Prepared:
             if f is None:
                 f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare_names)
             for seq in own:
-                linker.add(r_pid[r], seq, r_start[r], f, self._op_range(r, sid, decoded, st))
+                linker.add(r_pid[r], seq, r_start[r], f, op_range(r, sid))
         linker.freeze()
         for i in want_rows.tolist():
             sid = self.row_key[i]
@@ -225,20 +241,6 @@ class Prepared:
                 self.fields[key] = dec.link(decoded[sid].fields, f)
                 self.ranges_of[key] = self.ranges_of[sid]
             self.row_key[i] = key
-
-    @staticmethod
-    def _op_range(r: int, sid: int, decoded: dict, st) -> int | None:
-        """The op instance id of the forward range ``r``: the range at its stack's decoded op position
-        (``r`` itself, or the enclosing op range that owns it), as the forward kernels' ``opId``."""
-        d = decoded.get(sid)
-        pos = d.op_pos if d is not None else None
-        if pos is None:
-            return None
-        up = len(st.stack_labels[sid]) - 1 - pos
-        while up > 0 and r >= 0:
-            r = int(st.r_parent[r])
-            up -= 1
-        return r if r >= 0 else None
 
     def _columns(self, lo: int = 0, hi: int | None = None):
         a = self.acts.iloc[lo:hi]
