@@ -10,8 +10,12 @@ and the Python call sites of the hottest ops. ``pyprof run`` prints them after t
   ``aten::contiguous``, ``aten::clone``, ``aten::copy_``, ``aten::_to_copy``; a kernel counts when
   it or any op open around it is one of them, so ``contiguous -> clone -> copy_`` is counted once,
   under the outermost (``aten::contiguous``).
-* **Hottest ops**: the ops with the most kernel time, each with its share and the call site
-  (``trace``) and layer where most of its time was spent.
+* **Hottest ops**: the ops with the most kernel time (instances summed per op and direction), each
+  with its share of all kernel time and, under it, every distinct call site that op was called from,
+  with the site's share of the op's time, largest first (the top three, then ``+N more``). A call site
+  is the record's ``trace`` (innermost frame shown) together with its innermost layer: one line
+  calling three layers of an ``nn.Sequential`` is three call sites, so an op summed over all of them is
+  never shown as if it came from one.
 
 No torch import: works on a record file from any machine (:func:`findings` takes the environment
 as a dict; :func:`machine_env` reads this machine's).
@@ -156,7 +160,56 @@ def reorder_finding(records: list[dict[str, Any]]) -> Finding:
     return f
 
 
+SITES_SHOWN = 3
+"""Call sites listed under each hot op; the rest are summed on one ``+N more`` line."""
+
+
+def _dur(ns: float) -> str:
+    """A duration in the unit a person reads at a glance: ``850 ns``, ``12.4 us``, ``3.07 ms``, ``1.52 s``."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            v = ns / scale
+            return f"{v:.0f} {unit}" if v >= 100 else f"{v:.1f} {unit}" if v >= 10 else f"{v:.2f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole else "n/a"
+
+
+def _site_labels(keys: list[tuple[tuple[str, ...], str | None]]) -> dict:
+    """Display text per call site key ``(trace, layer)``: the innermost frame and ``[layer]``; where two
+    sites would read the same (same line and layer, reached through different callers), outer frames
+    are added (``inner < caller``) until they differ."""
+    def label(key, depth):
+        trace, layer = key
+        text = " < ".join(trace[:depth]) if trace else "(no call site)"
+        return f"{text} [{layer}]" if layer else text
+
+    out = {}
+    groups: dict[str, list] = defaultdict(list)
+    for key in keys:
+        groups[label(key, 1)].append(key)
+    for base, group in groups.items():
+        if len(group) == 1:
+            out[group[0]] = base
+            continue
+        deepest = max(len(k[0]) for k in group)
+        depth = 2
+        while depth < deepest and len({label(k, depth) for k in group}) < len(group):
+            depth += 1
+        for k in group:
+            out[k] = label(k, depth)
+    return out
+
+
 def hot_ops_finding(records: list[dict[str, Any]], top: int = 5) -> Finding:
+    """The ``top`` ops by kernel time (records grouped by ``op`` and ``dir``), each followed by the
+    distinct call sites its time was spent at, with each site's share of the op's time.
+
+    ``numbers["ops"]``: per op ``op``, ``ns``, ``share`` (of all kernel time; None when that is 0),
+    ``site`` (the site with most time) and ``sites`` (every site, largest first: ``site``, ``ns``,
+    ``share`` of the op's time, None when the op's time is 0)."""
     total = sum(r.get("kDuration") or 0 for r in records)
     time: Counter = Counter()
     sites: dict[str, Counter] = defaultdict(Counter)
@@ -166,18 +219,23 @@ def hot_ops_finding(records: list[dict[str, Any]], top: int = 5) -> Finding:
             key = f"{key} ({rec['dir']})"
         d = rec.get("kDuration") or 0
         time[key] += d
-        trace = rec.get("trace") or []
         layer = rec.get("layer") or []
-        site = trace[0] if trace else "(no call site)"
-        if layer:
-            site += f" [{layer[-1]}]"
-        sites[key][site] += d
+        sites[key][(tuple(rec.get("trace") or ()), layer[-1] if layer else None)] += d
     f = Finding("hot_ops", "Hottest ops and their call sites", numbers={"total_ns": total})
     for key, ns in time.most_common(top):
-        site, _ = sites[key].most_common(1)[0]
-        share = ns / total if total else 0.0
-        f.lines.append(f"{key:<32} {_ms(ns):>12} {share:>6.1%}  {site}")
-        f.numbers.setdefault("ops", []).append({"op": key, "ns": ns, "share": share, "site": site})
+        ranked = sites[key].most_common()
+        labels = _site_labels([k for k, _ in ranked])
+        n = len(ranked)
+        f.lines.append(f"{key:<32} {_dur(ns):>9}  {_pct(ns, total):>6} of kernel time, "
+                       f"{n} call site{'s' if n != 1 else ''}")
+        for site, site_ns in ranked[:SITES_SHOWN]:
+            f.lines.append(f"  {_pct(site_ns, ns):>6} {_dur(site_ns):>9}  {labels[site]}")
+        if n > SITES_SHOWN:
+            rest = sum(site_ns for _, site_ns in ranked[SITES_SHOWN:])
+            f.lines.append(f"  {_pct(rest, ns):>6} {_dur(rest):>9}  +{n - SITES_SHOWN} more call sites")
+        f.numbers.setdefault("ops", []).append({
+            "op": key, "ns": ns, "share": ns / total if total else None, "site": labels[ranked[0][0]],
+            "sites": [{"site": labels[k], "ns": v, "share": v / ns if ns else None} for k, v in ranked]})
     return f
 
 
