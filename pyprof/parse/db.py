@@ -77,6 +77,9 @@ def damaged(path: str, reason: str) -> InputError:
 
 def _reason(exc: BaseException) -> str:
     """What SQLite said, for :func:`damaged`."""
+    if isinstance(exc, UnicodeDecodeError):
+        # SQLite's message quoted bytes of a damaged schema that are not UTF-8: sqlite3 cannot decode it
+        return "SQLite's error message is not text: the schema is damaged"
     orig = getattr(exc, "orig", None) or exc
     return str(orig) or type(orig).__name__
 
@@ -90,12 +93,36 @@ def translate_errors(path: str) -> Iterator[None]:
     reader does not know rather than as damage."""
     try:
         yield
-    except (sqlite3.DatabaseError, sqlalchemy.exc.DBAPIError, sqlalchemy.exc.NoSuchTableError) as exc:
+    except (sqlite3.DatabaseError, sqlalchemy.exc.DBAPIError, sqlalchemy.exc.NoSuchTableError,
+            UnicodeDecodeError) as exc:
         reason = _reason(exc)
         if reason.startswith(("no such column", "no such table")):
             raise LayoutError(f"{path}: the export lacks a table or column pyprof reads ({_one_line(reason)})",
                               REEXPORT) from None
         raise damaged(path, reason) from None
+
+
+def integrity_problem(path: str | os.PathLike) -> str | None:
+    """SQLite's own verdict on ``path`` (``PRAGMA quick_check``: every page and record it can reach):
+    the first problem it reports, or None for a sound database or a file that is no SQLite database."""
+    path = os.fspath(path)
+    if not is_sqlite(path):
+        return None
+    try:
+        con = sqlite3.connect(sqlite_uri(path), uri=True)
+        try:
+            con.text_factory = _lenient
+            rows = con.execute("PRAGMA quick_check(1)").fetchall()
+        finally:
+            con.close()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        return _reason(exc)
+    verdict = str(rows[0][0]) if rows and rows[0] else "no verdict"
+    if verdict == "ok":
+        return None
+    # "*** in database main ***\nPage 80: btreeInitPage() returns error code 11": the finding, on one line
+    return ", ".join(ln.strip() for ln in verdict.splitlines() if ln.strip() and not ln.startswith("***")) \
+        or verdict
 
 
 def sqlite_uri(path: str) -> str:
@@ -208,10 +235,12 @@ class Database:
 
     def strings(self, table: str, key: str = "id", value: str = "value") -> dict[int, str]:
         """A string table as a dict (StringIds / StringTable); {} where the table or either column is
-        absent (names then read as nulls). Values are text whatever a damaged record holds."""
+        absent (names then read as nulls). Values are text whatever a damaged record holds; rows whose
+        id is no integer are left out."""
         if not {key, value} <= set(self.columns(table)):
             return {}
-        return {k: as_text(v) for k, v in self.execute(f'SELECT "{key}", "{value}" FROM "{table}"')}
+        rows = self.execute(f'SELECT "{key}", "{value}" FROM "{table}"')
+        return {k: as_text(v) for k, v in rows if type(k) is int}  # (a damaged row's id may be no integer)
 
 
 def absent_optional(db: Database, wanted: dict[str, Iterable[str]]) -> dict[str, list[str]]:

@@ -24,19 +24,28 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from pyprof.parse.db import Database, sqlite_uri, translate_errors
+from pyprof.parse.db import Database, damaged, sqlite_uri, translate_errors
 
 #: below this many rows in total, read in-process
 PARALLEL_MIN_ROWS = 400_000
 
 
+class NotIntegers(ValueError):
+    """An integer column held a value that is no number (text or a blob): no exporter writes that, a
+    damaged record does."""
+
+
 def to_ints(rows: list[tuple], ncols: int) -> np.ndarray:
     """Rows of ints -> an int64 array of shape (len(rows), ncols) (``np.fromiter`` over the flattened
-    rows: faster than ``np.array`` on a list of tuples; the latter where a value is not a plain int)."""
+    rows: faster than ``np.array`` on a list of tuples; the latter where a value is not a plain int,
+    e.g. a REAL). Raises :class:`NotIntegers` where a value converts to no integer."""
     try:
         out = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * ncols)
     except (TypeError, ValueError, OverflowError):
-        out = np.array(rows, dtype=np.int64)
+        try:
+            out = np.array(rows, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise NotIntegers(str(exc)) from None
     return out.reshape(len(rows), ncols)
 
 
@@ -99,7 +108,10 @@ def read_ints(db: Database, sql: str, ncols: int) -> np.ndarray:
             rows = cur.fetchmany(BATCH)
             if not rows:
                 break
-            parts.append(to_ints(rows, ncols))
+            try:
+                parts.append(to_ints(rows, ncols))
+            except NotIntegers:
+                raise damaged(db.path, "an integer column holds text or a blob") from None
     if not parts:
         return np.zeros((0, ncols), dtype=np.int64)
     # column-major: the reader takes whole columns (contiguous then), and this runs in the workers

@@ -472,7 +472,7 @@ class NsysSource(PreparedSource):
         for i in where.get("domains", []):
             for _gt, did, text, tid in res[i]:
                 name = as_text(text) if text is not None else strings.get(tid)
-                if did is not None and name is not None:
+                if type(did) is int and name is not None:  # (a damaged row may hold no integer)
                     dnames.setdefault(int(did), name)
         dom = np.maximum(cols["domainId"], 0)
         thread, start, end = cols["globalTid"], cols["start"], cols["end"]

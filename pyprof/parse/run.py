@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from pyprof.atomic import atomic_output
 from pyprof.errors import PyprofError
+from pyprof.parse.db import damaged, integrity_problem
 from pyprof.parse.source import open_source
 from pyprof.records import write_records
 
@@ -42,7 +43,25 @@ class Result:
 
 def parse_file(path: str, out: str | None) -> Result:
     """Read ``path``, write its records to ``out`` (None or "-": stdout). Raises PyprofError on bad input;
-    a file output is never left partial."""
+    a file output is never left partial.
+
+    The readers turn what SQLite reports into one-line errors, but a damaged record can also hold values
+    no exporter writes and fail later, anywhere. So any other failure is checked against SQLite's own
+    verdict on the file (:func:`~pyprof.parse.db.integrity_problem`): a damaged export is the one-line
+    "truncated or corrupt" error; a sound one (or a JSON trace) re-raises the failure, a pyprof bug."""
+    try:
+        return _parse_file(path, out)
+    except (PyprofError, OSError):  # (OSError: the output, e.g. a closed pipe; SQLite raises its own errors)
+        raise
+    except Exception as exc:
+        problem = integrity_problem(path)
+        if problem is None:
+            raise
+        raise damaged(path, problem) from exc
+
+
+def _parse_file(path: str, out: str | None) -> Result:
+    """:func:`parse_file`'s work."""
     source = open_source(path)
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
     if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
