@@ -1,7 +1,8 @@
 """Measure the achievable peaks of the machine at hand: GEMM FLOP/s per dtype and copy bandwidth.
 
 On the GPU when one is present (``torch.cuda``), else on the CPU with all of torch's intra-op
-threads. Each figure is the best of timed repetitions after a warm-up, within a time budget:
+threads. Each figure is the best of timed repetitions after a warm-up, repeated until the best
+:data:`AGREE` runs agree within :data:`STABLE_WITHIN` or the time budget is spent (:func:`time_stable`):
 
 * **FLOP/s**: ``torch.mm`` of two ``n x n`` matrices, ``2 n^3`` FLOPs each, for float32, bfloat16 and
   float16 where the device runs them (a dtype that raises, or runs below 1% of float32 as CPU
@@ -10,16 +11,40 @@ threads. Each figure is the best of timed repetitions after a warm-up, within a 
 
 The results go to :func:`pyprof.prof.devices.save_calibration` under the GPU's name or
 :data:`pyprof.prof.devices.CPU_DEVICE`; ``pyprof prof`` uses them for CPU ops and unlisted GPUs.
-torch is imported lazily, here only.
+
+A peak taken while other work held the CPUs can be a fraction of the real one, and a saved peak is
+reused by every later run. So each calibration records how it was taken (:meth:`Calibration.conditions`:
+torch version and thread count, CPUs, load average, the share of the CPUs other processes used during
+the measurement, the spread of each figure's best runs), and :func:`problems` / :func:`saved_warning`
+judge a saved one against the run at hand: older than :data:`MAX_AGE_DAYS`, taken under load or
+unstable, or taken with another thread count. torch is imported lazily, here only.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 DTYPES = ("float32", "bfloat16", "float16")
+
+AGREE = 3
+"""How many of the fastest runs must agree before a timing counts as stable."""
+STABLE_WITHIN = 0.05
+"""Largest spread (slowest of the :data:`AGREE` best over the best, minus 1) of a stable timing."""
+BUSY_SHARE = 0.25
+"""Share of the usable CPUs' time other processes may take during a measurement before it counts as
+taken under load: a GEMM on all threads waits for its slowest thread, so one busy core of two
+already costs it about half its speed."""
+BUSY_LOAD_PER_CPU = 0.5
+"""1-minute load average per CPU above which a measurement counts as taken under load, where the
+other processes' share cannot be read (no ``/proc/stat``)."""
+MAX_AGE_DAYS = 30
+"""A saved calibration older than this is reported as old (drivers, BIOS, torch change under it)."""
 
 
 @dataclass
@@ -30,6 +55,19 @@ class Calibration:
     bw: float | None = None           # bytes/s
     skipped: dict[str, str] = field(default_factory=dict)    # dtype -> why
     seconds: float = 0.0
+    spread: dict[str, float] = field(default_factory=dict)   # dtype or "bw" -> spread of its best runs
+    torch: str | None = None          # torch.__version__ it was measured with
+    threads: int | None = None        # torch intra-op threads (CPU only)
+    load: dict[str, Any] = field(default_factory=dict)       # see LoadProbe.result
+
+    def conditions(self) -> dict[str, Any]:
+        """How the figures were taken, saved beside them (``measured``) and judged by :func:`problems`:
+        ``torch``, ``threads`` (CPU), ``cpus``, ``loadavg`` (1/5/15 min, at the start), ``busy_others``
+        (share of the usable CPUs' time other processes took during the measurement; None where
+        unreadable), ``spread`` per figure and ``seconds``."""
+        return {"torch": self.torch, "threads": self.threads, **self.load,
+                "spread": {k: round(v, 4) for k, v in self.spread.items() if math.isfinite(v)},
+                "seconds": round(self.seconds, 3)}
 
 
 def _timer(cuda: bool) -> Callable[[], float]:
@@ -44,22 +82,127 @@ def _timer(cuda: bool) -> Callable[[], float]:
     return time.perf_counter
 
 
-def best_rate(fn: Callable[[], None], work: float, budget: float, cuda: bool, min_reps: int = 3) -> float:
-    """``work / best time`` of calls to ``fn`` (after one warm-up call) within ``budget`` seconds."""
-    now = _timer(cuda)
+@dataclass
+class Timing:
+    """One timed figure: ``rate`` = work / best time; ``spread`` over the :data:`AGREE` best runs."""
+
+    rate: float
+    best: float       # seconds
+    spread: float     # (slowest of the best runs - best) / best; inf where the best run took no time
+    reps: int         # timed runs (after the warm-up)
+    tol: float = STABLE_WITHIN
+
+    @property
+    def stable(self) -> bool:
+        return self.spread <= self.tol
+
+
+def _spread(times: list[float], agree: int) -> float:
+    best = sorted(times)[:agree]
+    return (best[-1] - best[0]) / best[0] if best[0] > 0 else math.inf
+
+
+def time_stable(fn: Callable[[], None], work: float, budget: float, cuda: bool = False, *, min_reps: int = 3,
+                agree: int = AGREE, tol: float = STABLE_WITHIN, max_reps: int = 1000,
+                clock: Callable[[], float] | None = None) -> Timing:
+    """Time ``fn`` (after one warm-up call) until its ``agree`` fastest runs agree within ``tol``, or
+    ``budget`` seconds have passed (at least ``min_reps`` runs, at most ``max_reps``).
+
+    Stopping at agreement keeps a quiet machine's calibration short; running on while the best runs
+    disagree gives a busy machine's moments of quiet a chance to show, and a figure that never settles
+    is reported by its ``spread``. ``clock`` (seconds; default ``time.perf_counter``, after a CUDA
+    synchronize on the GPU) also measures the budget, so a test can drive the loop with a fake one."""
+    now = clock or _timer(cuda)
     fn()  # warm-up: allocation, library initialisation, frequency ramp
-    best = float("inf")
-    deadline = time.perf_counter() + budget
-    reps = 0
-    while reps < min_reps or time.perf_counter() < deadline:
+    times: list[float] = []
+    deadline = now() + budget
+    while True:
         t0 = now()
         fn()
-        dt = now() - t0
-        best = min(best, dt)
-        reps += 1
-        if reps >= 1000:
+        times.append(now() - t0)
+        n = len(times)
+        if n >= max_reps:
             break
-    return work / best if best > 0 else 0.0
+        if n >= max(min_reps, agree) and _spread(times, agree) <= tol:
+            break
+        if n >= min_reps and now() >= deadline:
+            break
+    best = min(times)
+    return Timing(work / best if best > 0 else 0.0, best, _spread(times, agree), len(times), tol)
+
+
+def best_rate(fn: Callable[[], None], work: float, budget: float, cuda: bool, min_reps: int = 3) -> float:
+    """``work / best time`` of calls to ``fn`` (:func:`time_stable`'s rate)."""
+    return time_stable(fn, work, budget, cuda, min_reps=min_reps).rate
+
+
+def _usable_cpus() -> list[int] | None:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _cpu_jiffies(cpus: list[int] | None, stat: str = "/proc/stat") -> tuple[int, int] | None:
+    """(busy, total) clock ticks since boot summed over ``cpus`` (all CPUs when None), from ``stat``
+    (``/proc/stat``); None where that cannot be read."""
+    try:
+        with open(stat) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    wanted = {f"cpu{i}" for i in cpus} if cpus is not None else {"cpu"}
+    busy = total = 0
+    found = False
+    for line in lines:
+        parts = line.split()
+        if not parts or parts[0] not in wanted:
+            continue
+        try:
+            v = [int(x) for x in parts[1:9]]
+        except ValueError:
+            return None
+        v += [0] * (8 - len(v))
+        user, nice, system, idle, iowait, irq, softirq, steal = v
+        b = user + nice + system + irq + softirq + steal
+        busy += b
+        total += b + idle + iowait
+        found = True
+    return (busy, total) if found else None
+
+
+def _own_cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+class LoadProbe:
+    """How busy the machine was around a measurement: the load average and CPU count at the start,
+    and the share of the usable CPUs' time that processes other than this one took until
+    :meth:`result` (from /proc/stat, this process's own CPU time taken out). The load average alone
+    cannot tell: it counts this process too, and ``pyprof run`` calibrates right after the script it
+    profiled kept the CPUs busy."""
+
+    def __init__(self) -> None:
+        try:
+            self.loadavg: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+        except (AttributeError, OSError):
+            self.loadavg = None
+        self.cpu_ids = _usable_cpus()
+        self.cpus = len(self.cpu_ids) if self.cpu_ids else os.cpu_count()
+        self._jiffies = _cpu_jiffies(self.cpu_ids)
+        self._own = _own_cpu_seconds()
+
+    def result(self) -> dict[str, Any]:
+        """``cpus``, ``loadavg`` and ``busy_others`` (None where /proc/stat is unreadable or no tick passed)."""
+        busy_others = None
+        end = _cpu_jiffies(self.cpu_ids)
+        if self._jiffies and end:
+            d_busy, d_total = end[0] - self._jiffies[0], end[1] - self._jiffies[1]
+            own = (_own_cpu_seconds() - self._own) * os.sysconf("SC_CLK_TCK")
+            if d_total > 0:
+                busy_others = round(min(max((d_busy - own) / d_total, 0.0), 1.0), 3)
+        return {"cpus": self.cpus, "loadavg": self.loadavg, "busy_others": busy_others}
 
 
 def cpu_name() -> str:
@@ -77,7 +220,8 @@ def cpu_name() -> str:
 
 def measure(device: str | None = None, n: int | None = None, copy_mb: int | None = None,
             budget: float = 1.0, dtypes: tuple[str, ...] = DTYPES) -> Calibration:
-    """Measure peaks on ``device`` (``"cuda"``/``"cpu"``; None: the GPU when present)."""
+    """Measure peaks on ``device`` (``"cuda"``/``"cpu"``; None: the GPU when present), each figure by
+    :func:`time_stable` within ``budget`` seconds, with the conditions it was taken under."""
     import torch
 
     from pyprof.errors import UsageError
@@ -91,6 +235,7 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
     if cuda and not torch.cuda.is_available():
         raise UsageError("--device cuda but torch sees no GPU", "run on a GPU machine or use --device cpu")
     t_start = time.perf_counter()
+    probe_load = LoadProbe()
     if cuda:
         name = torch.cuda.get_device_name()
         cal = Calibration(name, name)
@@ -98,6 +243,7 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
         copy_mb = copy_mb or 1024
     else:
         cal = Calibration(CPU_DEVICE, f"{cpu_name()}, {torch.get_num_threads()} threads")
+        cal.threads = torch.get_num_threads()
         n = n or 2048
         copy_mb = copy_mb or 256
     for name in dtypes:
@@ -116,21 +262,27 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
             if f32 and probe < 0.01 * f32:
                 cal.skipped[name] = f"emulated ({probe / 1e9:.1f} GFLOP/s at 256x256, under 1% of float32)"
                 continue
-            rate = best_rate(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), 2.0 * n**3, budget, cuda)
+            timing = time_stable(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), 2.0 * n**3, budget, cuda)
         except (RuntimeError, TypeError) as exc:
             cal.skipped[name] = f"unsupported ({str(exc).splitlines()[0][:80]})"
             continue
         finally:
             a = b = c = None
-        if rate > 0:
-            cal.flops[name] = rate
+        if timing.rate > 0:
+            cal.flops[name] = timing.rate
+            cal.spread[name] = timing.spread
         else:
             cal.skipped[name] = "no measurable time"
     elems = copy_mb * (1 << 20) // 4
     src = torch.ones(elems, device=device, dtype=torch.float32)
     dst = torch.empty_like(src)
-    cal.bw = best_rate(lambda s=src, d=dst: d.copy_(s), 2.0 * elems * 4, budget, cuda)
+    timing = time_stable(lambda s=src, d=dst: d.copy_(s), 2.0 * elems * 4, budget, cuda)
+    cal.bw = timing.rate
+    if timing.rate > 0:
+        cal.spread["bw"] = timing.spread
     del src, dst
+    cal.torch = str(torch.__version__)
+    cal.load = probe_load.result()
     cal.seconds = time.perf_counter() - t_start
     return cal
 
@@ -142,4 +294,87 @@ def save(cal: Calibration, path=None):
 
     if not cal.flops or not cal.bw:
         raise PyprofError(f"calibration of {cal.description} measured no peak", "nothing was saved")
-    return save_calibration(cal.device, cal.flops, cal.bw, path)
+    return save_calibration(cal.device, cal.flops, cal.bw, path, conditions=cal.conditions())
+
+
+# -- how far to trust a calibration ------------------------------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) else None
+
+
+def condition_problems(conditions: Any, threads: int | None = None) -> list[str]:
+    """Why peaks taken under ``conditions`` (a saved ``measured`` block) may be wrong for a run with
+    ``threads`` intra-op threads (None: not checked), one short phrase each; [] when none.
+
+    Under load: other processes took more than :data:`BUSY_SHARE` of the CPUs during the measurement,
+    or, where that was not readable, the load average exceeded :data:`BUSY_LOAD_PER_CPU` per CPU.
+    Unstable: a figure's best runs spread more than :data:`STABLE_WITHIN`. A field that is absent or
+    not a number is not judged; a block that is absent altogether is reported as unknown."""
+    if not isinstance(conditions, dict):
+        return ["taken under unknown load and thread count (none recorded)"]
+    out = []
+    cpus = _number(conditions.get("cpus"))
+    busy = _number(conditions.get("busy_others"))
+    load = conditions.get("loadavg")
+    load1 = _number(load[0]) if isinstance(load, list) and load else None
+    where = f" of {cpus:.0f} CPUs" if cpus else " of the CPUs"
+    if busy is not None:
+        if busy > BUSY_SHARE:
+            out.append(f"taken under load (other processes used {busy:.0%}{where})")
+    elif load1 is not None and cpus and load1 / cpus > BUSY_LOAD_PER_CPU:
+        out.append(f"taken under load (load average {load1:.1f} on {cpus:.0f} CPUs)")
+    spreads = conditions.get("spread")
+    if isinstance(spreads, dict):
+        judged = {k: v for k, v in ((k, _number(v)) for k, v in spreads.items()) if v is not None}
+        if judged:
+            key = max(judged, key=judged.get)
+            if judged[key] > STABLE_WITHIN:
+                what = "copy" if key == "bw" else f"{key} GEMM"
+                out.append(f"unstable (best {what} runs {judged[key]:.0%} apart)")
+    saved_threads = _number(conditions.get("threads"))
+    if threads and saved_threads and int(saved_threads) != threads:
+        out.append(f"taken with {int(saved_threads)} threads (this run uses {threads})")
+    return out
+
+
+def _parse_time(saved: Any) -> _dt.datetime | None:
+    if not isinstance(saved, str):
+        return None
+    try:
+        when = _dt.datetime.fromisoformat(saved)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+
+
+def problems(conditions: Any, saved: Any, threads: int | None = None, now: _dt.datetime | None = None) -> list[str]:
+    """:func:`condition_problems`, preceded by the age: ``saved`` (ISO time) older than
+    :data:`MAX_AGE_DAYS` days at ``now`` (default: the current time), or absent (unknown age)."""
+    when = _parse_time(saved)
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    out = []
+    if when is None:
+        out.append("of unknown age")
+    elif (now - when).days > MAX_AGE_DAYS:
+        out.append(f"{(now - when).days} days old")
+    return out + condition_problems(conditions, threads)
+
+
+def saved_warning(threads: int | None = None, path=None, now: _dt.datetime | None = None) -> str | None:
+    """One line on why the saved CPU peaks (``path``, else the default calibration file) may not fit a
+    run with ``threads`` intra-op threads, naming the fix; None when they fit or none are saved."""
+    from pyprof.prof.devices import CPU_DEVICE, calibration_entry, calibration_path
+
+    entry = calibration_entry(CPU_DEVICE, path)
+    if entry is None:
+        return None
+    found = problems(entry.get("measured"), entry.get("saved"), threads, now)
+    if not found:
+        return None
+    when = _parse_time(entry.get("saved"))
+    where = f"{calibration_path(path)}" + (f", saved {when.date().isoformat()}" if when else "")
+    return (f"saved CPU peaks ({where}) may not fit this run: {'; '.join(found)}; "
+            "run `pyprof calibrate` on a quiet machine to replace them")

@@ -11,7 +11,11 @@ On the GPU when torch sees one, else on the CPU (all intra-op threads). float32,
 float16 GEMMs where the device runs them natively; bandwidth from a large copy (read + write).
 Saved to --output, else $PYPROF_CALIBRATION, else ~/.cache/pyprof/calibration.json, under the
 GPU's name or 'cpu'; prof uses them for CPU ops and for GPUs its peak table does not list.
---budget is the time per measurement (default 1 s: the whole run takes a few seconds).
+--budget is the most time per measurement (default 1 s): each stops sooner once its best
+3 runs agree within 5%. The file also records when and how the peaks were taken (torch version,
+threads, load on the machine, spread of the runs); `pyprof run` warns when saved peaks are over
+30 days old, were taken under load or unstable, or used another thread count. Calibrate on a
+quiet machine, with the thread count your runs use.
 
 \b
 Examples:
@@ -28,7 +32,7 @@ Examples:
 @click.option("--copy-mb", type=click.IntRange(min=1, max=65536), default=None, metavar="MB",
               help="Copy buffer size in MiB (default 256 on CPU, 1024 on GPU).")
 @click.option("--budget", type=click.FloatRange(min=0.01, max=10.0), default=1.0, show_default=True, metavar="S",
-              help="Seconds of timed repetitions per measurement.")
+              help="Most seconds of timed repetitions per measurement.")
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["float32", "bfloat16", "float16"]),
               help="Dtypes to measure (repeatable; default all three).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Calibration file to update.")
@@ -46,7 +50,27 @@ def calibrate(device, size, copy_mb, budget, dtypes, output, no_save):
     for name, why in cal.skipped.items():
         click.echo(f"  GEMM {name:<9}        n/a  ({why})")
     click.echo(f"  copy bandwidth {cal.bw / 1e9:10.2f} GB/s" if cal.bw else "  copy bandwidth n/a")
+    click.echo(f"  taken with {_conditions(cal)}")
+    found = cal_mod.condition_problems(cal.conditions())
+    if found:
+        click.echo(f"pyprof: warning: these peaks may be low: {'; '.join(found)}; close other work and run "
+                   "`pyprof calibrate` again", err=True)
     if no_save:
         return
     path = cal_mod.save(cal, output)
     click.echo(f"saved to {path} as {cal.device!r}")
+
+
+def _conditions(cal) -> str:
+    """``torch 2.13.0, 8 threads; other processes used 2% of 8 CPUs (load average 0.31); best runs spread up to 1.2%``."""
+    load = cal.load
+    parts = [f"torch {cal.torch}" + (f", {cal.threads} threads" if cal.threads else "")]
+    busy, cpus, avg = load.get("busy_others"), load.get("cpus"), load.get("loadavg")
+    avg_text = f"load average {avg[0]:.2f}" if avg else "load average n/a"
+    if busy is not None:
+        parts.append(f"other processes used {busy:.0%} of {cpus} CPUs ({avg_text})")
+    else:
+        parts.append(f"{avg_text} on {cpus} CPUs")
+    if cal.spread:
+        parts.append(f"best runs spread up to {max(cal.spread.values()):.1%}")
+    return "; ".join(parts)

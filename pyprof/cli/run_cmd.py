@@ -94,16 +94,25 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
 
 
 def _calibrate_cpu_once() -> None:
-    """Measure and save this CPU's peaks when no calibration holds them, so the roofline is never blank.
+    """Measure and save this CPU's peaks when no calibration holds them, so the roofline is never blank;
+    when one does, say in one line on stderr if it may not fit this run (old, of unknown age, taken
+    under load or unstable, or with another thread count: :func:`pyprof.calibrate.saved_warning`).
 
-    A quick measurement (about a second: a 1024x1024 GEMM per dtype and a 64 MiB copy) is saved
-    like ``pyprof calibrate`` would; run that command for a longer, steadier one."""
-    from pyprof.calibrate import measure, save
+    The thread count is torch's now, after the script ran in this process (it may have set it). A
+    quick measurement (about a second: a 1024x1024 GEMM per dtype and a 64 MiB copy, each stopping
+    once its best runs agree) is saved like ``pyprof calibrate`` would, with the conditions it was
+    taken under; a warning follows when those make it unreliable."""
+    import torch
+
+    from pyprof.calibrate import condition_problems, measure, save, saved_warning
     from pyprof.errors import PyprofError
     from pyprof.prof.devices import CPU_DEVICE, load_calibration
 
     try:
         if CPU_DEVICE in load_calibration():
+            line = saved_warning(threads=torch.get_num_threads())
+            if line:
+                click.echo(f"pyprof: warning: {line}", err=True)
             return
         cal = measure("cpu", n=1024, copy_mb=64, budget=0.2)
         path = save(cal)
@@ -113,6 +122,10 @@ def _calibrate_cpu_once() -> None:
     rates = ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in cal.flops.items())
     click.echo(f"pyprof: no saved CPU peaks: measured {rates}, copy {cal.bw / 1e9:.1f} GB/s in "
                f"{cal.seconds:.1f} s, saved to {path} (`pyprof calibrate` measures longer)", err=True)
+    found = condition_problems(cal.conditions())
+    if found:
+        click.echo(f"pyprof: warning: the CPU peaks just saved may be off: {'; '.join(found)}; "
+                   "run `pyprof calibrate` on a quiet machine to replace them", err=True)
 
 
 def _summary(records, by, top, peak_flops, peak_bw, err) -> None:

@@ -146,14 +146,20 @@ def calibration_path(path: str | os.PathLike | None = None) -> Path:
     return Path.home() / ".cache" / "pyprof" / "calibration.json"
 
 
-def save_calibration(device_name: str, flops_by_dtype: dict, bw: float, path=None) -> Path:
+def save_calibration(device_name: str, flops_by_dtype: dict, bw: float, path=None,
+                     conditions: dict | None = None) -> Path:
     """Record measured peaks of one device (FLOP/s per dtype name, e.g. ``{"float32": 1.2e12}``; bytes/s).
 
     Other devices already in the file are kept; this device's entry is replaced. The file is JSON::
 
-        {"version": 1, "devices": {"NVIDIA A100-SXM4-40GB": {"flops": {"float32": ...}, "bw": ..., "saved": "..."}}}
+        {"version": 1, "devices": {"NVIDIA A100-SXM4-40GB": {"flops": {"float32": ...}, "bw": ...,
+                                   "saved": "2026-05-01T12:00:00+00:00", "measured": {...}}}}
 
-    Use :data:`CPU_DEVICE` as ``device_name`` for the CPU. Returns the path written.
+    ``saved`` is when the entry was written (UTC, just after the measurement); ``conditions``, stored as
+    ``measured``, says how the peaks were taken (torch version and threads, load, spread of the runs:
+    see :meth:`pyprof.calibrate.Calibration.conditions`) so a later run can tell a figure taken on a
+    busy machine or with other settings from a trustworthy one. Use :data:`CPU_DEVICE` as
+    ``device_name`` for the CPU. Returns the path written.
     """
     if not device_name:
         raise UsageError("save_calibration needs a device name", "pass the GPU name or 'cpu'")
@@ -172,12 +178,26 @@ def save_calibration(device_name: str, flops_by_dtype: dict, bw: float, path=Non
         "bw": float(bw),
         "saved": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    if conditions is not None:
+        data["devices"][device_name]["measured"] = dict(conditions)
     target.parent.mkdir(parents=True, exist_ok=True)
     from pyprof.atomic import atomic_output
 
     with atomic_output(target, "wb") as fh:
         fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     return target
+
+
+def calibration_entry(device_name: str, path=None) -> dict | None:
+    """The saved entry of one device as written by :func:`save_calibration` (``flops``, ``bw``, and where
+    present ``saved`` and ``measured``), for judging how far to trust it; None when there is no
+    calibration file or it holds no such device. Entries from files written without ``saved`` or
+    ``measured`` come back without them."""
+    target = calibration_path(path)
+    if not target.exists():
+        return None
+    entry = _read_calibration(target)["devices"].get(device_name)
+    return entry if isinstance(entry, dict) else None
 
 
 def load_calibration(path=None) -> dict[str, Device]:
