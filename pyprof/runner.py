@@ -127,14 +127,19 @@ class _Stepper:
         self.wrapped.clear()
 
     def on_module_call(self, *_args: Any) -> None:
-        if self.pending:
+        # a global module hook runs inside compiled regions too, where TorchDynamo would trace it (and
+        # fail on the state it changes): a pending step waits for the next eager module call
+        if self.pending and not _compiling():
             self.pending = False
             if not self.pyprof_seen:
                 self._step("optimizer")
 
     def flush(self) -> None:
         """At the end of the script: take a pending optimizer step (outside every range)."""
-        self.on_module_call()
+        if self.pending:
+            self.pending = False
+            if not self.pyprof_seen:
+                self._step("optimizer")
 
     @property
     def source(self) -> str:
@@ -143,6 +148,14 @@ class _Stepper:
         if self.pyprof_seen:
             return "pyprof.step()"
         return "optimizer.step()" if self.steps else "none"
+
+
+def _compiling() -> bool:
+    """Whether TorchDynamo is tracing the caller (``torch.compiler.is_compiling``; False without it)."""
+    import torch
+
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(fn()) if fn is not None else False
 
 
 def _check(opts: RunOptions) -> None:

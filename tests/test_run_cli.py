@@ -174,3 +174,36 @@ def test_no_calibrate_leaves_the_roofline_unknown_not_zero(tmp_path, capsys, mon
     assert not cal.exists() and "no peak FLOP/s or bandwidth known" in stderr
     linear = next(line for line in stdout.splitlines() if line.startswith("linear "))
     assert linear.split()[-1] == "n/a"
+
+
+COMPILED = """
+import torch
+import pyprof
+from torch import nn
+
+net = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 8))
+run = torch.compile(net)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+x = torch.randn(16, 32)
+eager = net(x).detach()
+for i in range(4):
+    opt.zero_grad()
+    y = run(x)
+    y.pow(2).mean().backward()
+    opt.step()
+    pyprof.step()
+print("compiled ok", float((run(x) - net(x)).abs().max()))
+"""
+
+
+def test_a_script_using_torch_compile_runs(tmp_path, capsys):
+    """A compiled module under ``pyprof run`` (whose own global module hook made TorchDynamo trace
+    pyprof's module stack and fail) trains, gives the eager results, and its GEMMs are priced."""
+    script = _script(tmp_path, body=COMPILED)
+    out = tmp_path / "out"
+    code, stdout, stderr = _run(["run", "-o", str(out), "--no-calibrate", str(script)], capsys)
+    assert code == 0, stderr
+    assert "compiled ok 0.0" in stdout
+    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    assert any(r["kShortName"].startswith("Torch-Compiled Region") for r in recs)
+    assert {r["op"] for r in recs if r["dir"] == "fprop"} & {"addmm", "mm", "linear"}

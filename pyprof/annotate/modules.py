@@ -202,7 +202,10 @@ def _pre(module, inputs):
 
 
 def _post(module, inputs, output):
-    """Global forward hook, ``always_call=True`` (hooks mode)."""
+    """Global forward hook, ``always_call=True`` (hooks mode). Inside a compiled region it does nothing,
+    as :func:`_pre` opened nothing there (TorchDynamo would otherwise trace the module stack)."""
+    if _is_compiling():
+        return None
     _close(module)
     return None
 
