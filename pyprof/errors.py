@@ -30,3 +30,14 @@ class NoKernelsError(InputError):
 
 class UsageError(PyprofError):
     """The command line or an API call asked for something that cannot be done."""
+
+
+class RecordError(InputError):
+    """A record whose field has the wrong type or an impossible value (``"layer": 5``, a negative or NaN
+    duration): ``name``, ``line`` and ``field`` say where, so a caller can report or skip it."""
+
+    def __init__(self, problem: str, hint: str | None = None, *, name: str = "", line: int = 0, field: str = ""):
+        super().__init__(problem, hint)
+        self.name = name
+        self.line = line
+        self.field = field

@@ -8,24 +8,48 @@ documented; ``docs/records.md`` is generated from it (``python -m pyprof.records
 that the two agree and that parse writes no undocumented field.
 
 Missing values are ``null`` (never 0 standing in for "unknown").
+
+:data:`CHECKS` turns each field's documented type (and its ``low``/``high`` bounds or its ``values``) into
+the test ``pyprof prof`` applies to the records it reads (:mod:`pyprof.prof.load`): the type column of
+:data:`FIELDS` is the only statement of a field's type, so the checks and the documentation cannot drift.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import IO, Any
 
 import orjson
 
+# Durations (ns) and byte counts above this are impossible (2**62 ns is 146 years); the bound keeps them,
+# and sums of a few of them, inside int64.
+MAX_COUNT = 2**62
+
 
 @dataclass(frozen=True)
 class Field:
+    """One record field: its name, JSON type (``null`` is always allowed: an unknown value), meaning, and
+    for a number its valid range (``low``..``high``, inclusive) or for a text its only valid values."""
+
     name: str
     type: str
     meaning: str
+    low: int | None = None
+    high: int | None = None
+    values: tuple[str, ...] | None = None
+
+    def doc_type(self) -> str:
+        """The type column of ``docs/records.md``: the type with its range or its values."""
+        if self.low is not None or self.high is not None:
+            return f"{self.type}, {_bound(self.low)} to {_bound(self.high)}"
+        if self.values is not None:
+            return f"{self.type}, one of " + ", ".join(f"`{v}`" if v else "empty" for v in self.values)
+        return self.type
 
 
 FIELDS: tuple[Field, ...] = (
@@ -34,18 +58,19 @@ FIELDS: tuple[Field, ...] = (
     Field("source", "str", "Where the record came from: `nsys`, `nvprof` or `kineto`."),
     Field("kShortName", "str", "Kernel base name (`unrolled_elementwise_kernel`); for memcpy/memset `memcpy HtoD` etc."),
     Field("kLongName", "str", "Demangled full kernel name (nvprof's mangled names are demangled)."),
-    Field("kDuration", "int", "Kernel (silicon) time in ns: `end - start`; for CPU ops of a CPU trace, their self time."),
+    Field("kDuration", "int", "Kernel (silicon) time in ns: `end - start`; for CPU ops of a CPU trace, their self time.",
+          low=0, high=MAX_COUNT),
     Field("start", "int", "Kernel start, ns, in the source's own clock (nsys: since session start; nvprof: absolute)."),
     Field("end", "int", "Kernel end, ns, same clock as `start`."),
     Field("correlationId", "int|null", "CUPTI correlation id joining the kernel to its API call (unique per process)."),
     Field("pid", "int|null", "Process id of the launching process (nsys: `(globalPid >> 24) & 0xFFFFFF`; nvprof: the API call's processId); null when the launch has no API call in the export."),
-    Field("tid", "int|null", "Thread id of the launching thread (the API call's thread; nvprof: its 32-bit thread id, unsigned); null when the launch has no API call in the export."),
+    Field("tid", "int|str|null", "Thread id of the launching thread (the API call's thread; nvprof: its 32-bit thread id, unsigned; kineto: as the trace gives it, often a string); null when the launch has no API call in the export."),
     Field("device", "int|null", "CUDA device ordinal as the process saw it (after CUDA_VISIBLE_DEVICES); null on CPU."),
     Field("gpu", "str|null", "GPU name from the export's device tables (`NVIDIA H100 80GB HBM3`); null when unknown or CPU."),
     Field("stream", "int|null", "CUDA stream id."),
     Field("grid", "list[int]|null", "Grid dimensions `[x, y, z]`."),
     Field("block", "list[int]|null", "Block dimensions `[x, y, z]`."),
-    Field("bytes", "int|null", "memcpy/memset only: bytes moved or set."),
+    Field("bytes", "int|null", "memcpy/memset only: bytes moved or set.", low=0, high=MAX_COUNT),
     Field("copyKind", "str|null", "memcpy only: `HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP`, ... ; memset: `memset`."),
     # the API call
     Field("apiName", "str|null", "CUDA runtime/driver API that launched it (`cudaLaunchKernel_v7000`, `cuLaunchKernelEx`)."),
@@ -58,7 +83,7 @@ FIELDS: tuple[Field, ...] = (
     Field("trace", "list[str]", "Python call site of the op, innermost first (`train.py:42:forward`); from pyprof or PyProf markers."),
     Field("mod", "str|null", "Namespace of the op the user called: `torch`, `torch.Tensor`, `torch.nn.functional`, ... ; `aten` when known only from emit_nvtx/kineto."),
     Field("op", "str|null", "Operator name (`conv2d`, `__matmul__`, `linear`; `addmm` for an aten-only source). For backward kernels, the forward op."),
-    Field("args", "list[dict]|null", "The op's arguments in PyProf's format (see `pyprof.markers`): tensors with shape/dtype, scalars with value."),
+    Field("args", "list[arg]|null", "The op's arguments in PyProf's format (see `pyprof.markers`): tensors with shape/dtype, scalars with value; each an argument object (below)."),
     Field("cdtype", "str|null", "Dtype the op computed in (the autocast dtype when autocast was on), else null: use the tensor args' dtype."),
     Field("opId", "int|null", "Identifier of the op instance that launched the kernel (unique within a record file); kernels of one op instance share it."),
     Field("aten", "str|null", "Innermost aten op open at launch (`aten::cudnn_convolution`), from emit_nvtx or kineto, without seq suffixes."),
@@ -66,11 +91,175 @@ FIELDS: tuple[Field, ...] = (
     Field("seqId", "list[int]", "Autograd sequence numbers of the forward op(s) open at launch (emit_nvtx `seq = N`, pyprof `seq`)."),
     Field("altSeqId", "list[int]", "Sequence numbers seen in backward ranges (`stashed seq = N`, pyprof `bwd` seq) tying a backward kernel to its forward op."),
     Field("bwdNode", "str|null", "Autograd node for a backward kernel (`ConvolutionBackward0`)."),
-    Field("dir", "str", "`fprop`, `bprop` or `optim` (optimizer step); `` when it cannot be told."),
+    Field("dir", "str", "`fprop`, `bprop` or `optim` (optimizer step); `` when it cannot be told.",
+          values=("fprop", "bprop", "optim", "")),
     Field("subSeqId", "int|null", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order; a memcpy/memset: among that op's copies); null when no op instance is known."),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+
+# The fields of an argument object (an item of `args`), those with a fixed type; others (`value`, the
+# scalar itself, of any type) are not checked.
+ARG_FIELDS: tuple[Field, ...] = (
+    Field("name", "str|null", "Parameter name (`input`, `stride`); empty when unknown."),
+    Field("type", "str|null", "`tensor`, `tensorlist`, `int`, `float`, `bool`, `str`, `dtype`, `list`, `tuple`, `NoneType`, `other`, ..."),
+    Field("shape", "list[int]|null", "Tensor shape."),
+    Field("dtype", "str|null", "Tensor dtype (`float32`)."),
+    Field("items", "list[arg]|null", "`tensorlist` only: its tensors, each an argument object."),
+)
+
+
+def _bound(n: int | None) -> str:
+    if n is None:
+        return "any"
+    return "2^62" if n == MAX_COUNT else str(n)
+
+
+_NONE = type(None)
+_NUM = frozenset((int, float))  # not bool: JSON true is not a number
+# a base type of the FIELDS table -> (kind, element kind, what a user is told it should be)
+_KINDS = {
+    "str": ("str", None, "a string"),
+    "int": ("num", None, "an integer"),
+    "list": ("list", None, "a list"),
+    "list[int]": ("list", "num", "a list of integers"),
+    "list[str]": ("list", "str", "a list of strings"),
+    "list[dict]": ("list", "dict", "a list of objects"),
+    "list[{text, domain}]": ("list", "dict", "a list of objects"),
+    "list[arg]": ("list", "arg", "a list of argument objects"),
+}
+_ELEMENT_TYPES = {"num": _NUM, "str": frozenset((str,)), "dict": frozenset((dict,)), "arg": frozenset((dict,))}
+
+
+def _arg_ok(arg: dict) -> bool:
+    """An argument object whose fields of :data:`ARG_FIELDS` hold values of their types (``items`` nested
+    too deep to check is not one)."""
+    get = arg.get
+    try:
+        return all(c.ok(get(c.name)) for c in ARG_CHECKS)
+    except RecursionError:
+        return False
+
+
+def _finite(v: int | float) -> bool:
+    return v.__class__ is not float or math.isfinite(v)
+
+
+class Check:
+    """The test of one field, built from its :class:`Field`: its values must be null or of the field's
+    type (a number: int or finite float; a list: of the documented element type; ``int|str``: either),
+    within ``low``..``high``, among ``values``. :meth:`ok` tests one value; :meth:`column_ok` tests a whole
+    column at C speed (type sets, ``min``/``max``), which is how prof checks millions of records cheaply;
+    both give the same answer."""
+
+    __slots__ = ("name", "kind", "element", "low", "high", "allowed", "expected", "alternatives")
+
+    def __init__(self, field: Field, base: str | None = None):
+        self.name = field.name
+        self.low, self.high = field.low, field.high
+        self.allowed = None if field.values is None else frozenset(field.values) | {None}
+        self.alternatives: tuple[Check, ...] = ()
+        bases = [b for b in field.type.split("|") if b != "null"] if base is None else [base]
+        if len(bases) > 1:  # a union: one check per alternative
+            self.alternatives = tuple(Check(field, b) for b in bases)
+            self.kind, self.element = "union", None
+            self.expected = " or ".join(a.expected.split(" from ")[0] for a in self.alternatives)
+            return
+        if not bases or bases[0] not in _KINDS:
+            raise ValueError(f"record field {field.name}: no check for type {field.type!r}")
+        self.kind, self.element, what = _KINDS[bases[0]]
+        if self.low is not None or self.high is not None:
+            what += f" from {_bound(self.low)} to {_bound(self.high)}"
+        if field.values is not None:
+            what = "one of " + ", ".join(f'"{v}"' for v in field.values)
+        self.expected = what
+
+    def ok(self, v: Any) -> bool:
+        """True when ``v`` is a valid value of the field (null always is)."""
+        if v is None:
+            return True
+        cls = v.__class__
+        if self.kind == "str":
+            return cls is str and (self.allowed is None or v in self.allowed)
+        if self.kind == "num":
+            if cls is not int and (cls is not float or not math.isfinite(v)):
+                return False
+            return (self.low is None or v >= self.low) and (self.high is None or v <= self.high)
+        if self.kind == "union":
+            return any(a.ok(v) for a in self.alternatives)
+        if cls is not list:
+            return False
+        if self.element is None:
+            return True
+        allowed = _ELEMENT_TYPES[self.element]
+        if not all(e.__class__ in allowed for e in v):
+            return False
+        if self.element == "arg":
+            return all(map(_arg_ok, v))
+        return self.element != "num" or all(map(_finite, v))
+
+    def column_ok(self, col: list) -> bool:
+        """True when every value of ``col`` is valid: the same answer as ``all(map(self.ok, col))``,
+        per column rather than per value (a type set, one ``min``/``max``) where it can be."""
+        types = set(map(type, col))
+        nulls = _NONE in types
+        types.discard(_NONE)
+        if not types:
+            return True
+        if self.kind == "str":
+            return types == {str} and (self.allowed is None or set(col) <= self.allowed)
+        if self.kind == "num":
+            if not types <= _NUM:
+                return False
+            if float not in types and self.low is None and self.high is None:
+                return True
+            values = [v for v in col if v is not None] if nulls else col
+            if float in types and not all(map(_finite, values)):  # NaN, inf (min/max cannot order NaN)
+                return False
+            return (self.low is None or min(values) >= self.low) and (self.high is None or max(values) <= self.high)
+        if self.kind == "union":  # one alternative's types: its own column test; a mix: value by value
+            for a in self.alternatives:
+                if types <= _KIND_TYPES[a.kind]:
+                    return a.column_ok(col)
+            return all(map(self.ok, col))
+        if types != {list}:
+            return False
+        if self.element is None:
+            return True
+        elements = set(map(type, chain.from_iterable(filter(None, col))))
+        if not elements <= _ELEMENT_TYPES[self.element]:
+            return False
+        if self.element == "arg":
+            return all(map(_arg_ok, chain.from_iterable(filter(None, col))))
+        if self.element == "num" and float in elements:
+            return all(map(self.ok, col))  # floats in a list of integers: rare, checked one by one
+        return True
+
+    def problem(self, v: Any) -> str:
+        """The one-line description of a bad value: ``field "layer" is 5, expected a list of strings``
+        (the value as JSON, NaN and infinities as Python's json module writes them, cut at 60 characters)."""
+        import json
+
+        shown = json.dumps(v, ensure_ascii=False, default=repr)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        return f'field "{self.name}" is {shown}, expected {self.expected}'
+
+
+_KIND_TYPES = {"str": frozenset((str,)), "num": _NUM, "list": frozenset((list,))}
+
+
+CHECKS: dict[str, Check] = {f.name: Check(f) for f in FIELDS}
+ARG_CHECKS: tuple[Check, ...] = tuple(Check(f) for f in ARG_FIELDS)
+
+
+def bad_field(rec: dict[str, Any], checks: Iterable[Check]) -> Check | None:
+    """The first of ``checks`` whose field holds an invalid value in ``rec`` (a missing field is null)."""
+    get = rec.get
+    for check in checks:
+        if not check.ok(get(check.name)):
+            return check
+    return None
 
 
 def dumps(record: dict[str, Any]) -> bytes:
@@ -133,10 +322,20 @@ def markdown() -> str:
         "Generated from `pyprof/records.py` (`python -m pyprof.records > docs/records.md`). "
         "One JSON object per line; `parse` writes them, `prof` reads them.",
         "",
+        "`null` means unknown, in any field. `pyprof prof` checks every field it reads against the type "
+        "below (a number: an integer or a finite float; a range or a list of values where given) and stops "
+        "at the first record that breaks it, naming the file, line and field (`--skip-bad`: skips such "
+        "records and prints how many). Fields it does not read, and fields not listed here, are not checked.",
+        "",
         "| field | type | meaning |",
         "|---|---|---|",
     ]
-    lines += [f"| `{f.name}` | {f.type} | {f.meaning} |" for f in FIELDS]
+    lines += [f"| `{f.name}` | {f.doc_type()} | {f.meaning} |" for f in FIELDS]
+    lines += ["", "## Argument objects", "",
+              "Each item of `args` is an object; these of its fields have a fixed type (checked as above), "
+              "the others (`value`: the scalar itself; `device`, `contig`, `grad`) are not checked.", "",
+              "| field | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{f.name}` | {f.doc_type()} | {f.meaning} |" for f in ARG_FIELDS]
     return "\n".join(lines) + "\n"
 
 

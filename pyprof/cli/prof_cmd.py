@@ -81,12 +81,17 @@ Summary columns (--summary op|layer|kernel|dir):
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes decoding a large (64 MiB+) record file and formatting a long table. "
                    "Default: the CPUs (up to 8); -j 1 on a busy machine.")
+@click.option("--skip-bad", is_flag=True,
+              help="Skip records with a wrong-typed or impossible field (\"layer\": 5, a negative or NaN duration) "
+                   "and print how many, instead of stopping at the first. Broken lines still stop.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr.")
-def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, quiet):
+def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, skip_bad,
+         quiet):
     from pyprof.atomic import atomic_output
     from pyprof.cli.memory import tune_for_batch
     from pyprof.errors import UsageError
     from pyprof.prof import render
+    from pyprof.prof.load import skipping_bad
     from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
     from pyprof.prof.table import build_file, default_workers
 
@@ -102,26 +107,65 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
 
     jobs = jobs or default_workers()
     tune_for_batch()
-    df = build_file(file, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs)
+    with skipping_bad(skip_bad) as bad:
+        df = build_file(file, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs)
     if not quiet:
+        if bad.count:
+            click.echo(f"pyprof: warning: skipped {bad.count} record(s) with a wrong-typed or impossible field "
+                       f"(--skip-bad), the first: {bad.first_text()}", err=True)
         for line in df.attrs.get("warnings", []):
             click.echo(f"pyprof: warning: {line}", err=True)
 
     with atomic_output(output) as fh:
         if not summary:
-            render.write(df, names, fh, style, width, workers=jobs)
+            shown, fmts = _wide_numbers(df, names, style)
+            render.write(shown, names, fh, style, width, fmts=fmts, workers=jobs)
         else:
             s = summarize(df, summary)
             if sort == "excess":  # groups without a known ideal time go last
                 s = s.sort_values("excess", ascending=False, na_position="last", kind="stable")
             shown = s.head(top) if top else s
             headers = dict(HEADERS, key=summary.capitalize())
-            render.write(shown, SUMMARY_NAMES, fh, style, width, headers, FORMATS)
+            shown, fmts = _wide_numbers(shown, SUMMARY_NAMES, style, FORMATS)
+            render.write(shown, SUMMARY_NAMES, fh, style, width, headers, fmts)
             if style in ("space", "aligned") and sort == "time":
                 first = fix_first(s, top or 10)
                 if len(first):
                     fh.write(f"\n# fix this first: top {len(first)} {summary}s by time above the roofline\n")
-                    render.write(first, SUMMARY_NAMES, fh, style, width, headers, FORMATS)
+                    first, fmts = _wide_numbers(first, SUMMARY_NAMES, style, FORMATS)
+                    render.write(first, SUMMARY_NAMES, fh, style, width, headers, fmts)
         if fh is sys.stdout:
             fh.flush()
 
+
+def _wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):
+    """``(df, fmts)`` for ``render.write``, with every ratio column (format ``float``) that holds a
+    value of 9e18 or more formatted here, as text. render prints such columns through int64, where a
+    huge ratio (a long duration over a tiny ideal time: gap, or a rate over a 1 ns kernel) would wrap to
+    -9223372036854775808; here it prints whole, as render prints large numbers. JSON output keeps raw
+    values. Checking costs one pass over each ratio column; tables without such values are unchanged."""
+    import numpy as np
+    import pandas as pd
+
+    from pyprof.prof import render
+
+    fmts = dict(fmts or {})
+    if style == "json":
+        return df, fmts
+    replaced = {}
+    for name in names:
+        fmt = fmts.get(name) or (columns.BY_NAME[name].fmt if name in columns.BY_NAME else "str")
+        if name == "sil" or fmt != "float":  # render prints sil, and "sci" columns, without int64
+            continue
+        values = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64)
+        wide = np.abs(values) >= 9e18  # inf too; NaN is not
+        if not wide.any():
+            continue
+        text = render.format_column(pd.Series(np.where(wide, np.nan, values)), "float")
+        for i in np.flatnonzero(wide).tolist():
+            text[i] = f"{values[i]:.0f}"
+        replaced[name] = pd.Series(text, index=df.index, dtype=object)
+        fmts[name] = "str"
+    if replaced:
+        df = df.assign(**replaced)
+    return df, fmts

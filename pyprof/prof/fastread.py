@@ -15,17 +15,27 @@ Any line that does not cut this way (another field order, a PyProf dict line, a 
 goes through :mod:`pyprof.prof.load`'s line reader, with the same errors and the same line numbers; a
 block whose varying parts do not decode is read again line by line. So the columns are always those of
 ``table._columns(load.iter_records(path))``.
+
+Fields are checked as the line reader checks them (:data:`pyprof.records.CHECKS`), at no cost per record:
+a static part once, when it is first seen (a bad one sends its lines to the line reader, which names the
+line and field); the varying fields of a block column by column (a type set, one ``min``/``max``), and a
+block that fails is read again line by line, which finds the record. Under ``load.skipping_bad`` the line
+reader skips such records; :attr:`Columns.skipped` counts them, and :meth:`Columns.arrays` reports the
+count to the setting (in the process that builds the table, whatever process decoded the lines).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 import os
 from typing import Any
 
 import numpy as np
 import orjson
+
+from pyprof.errors import InputError
 
 STATIC = ("kind", "kShortName", "kLongName", "tid", "device", "gpu", "stream", "grid", "block", "bytes", "layer",
           "trace", "mod", "op", "args", "cdtype")
@@ -41,8 +51,19 @@ KD, PID, AS, RG, LY, SQ = (b',"kDuration":', b',"pid":', b',"apiStart":', b',"ra
 BLOCK = 8 << 20
 
 
+@functools.cache
+def _checks() -> tuple[tuple, tuple]:
+    """``(position, check)`` of each static and each varying field with a documented type
+    (:data:`pyprof.records.CHECKS`), by position in :data:`STATIC` / :data:`VARYING`."""
+    from pyprof.records import CHECKS
+
+    return tuple((i, CHECKS[k]) for i, k in enumerate(STATIC) if k in CHECKS), \
+        tuple((i, CHECKS[k]) for i, k in enumerate(VARYING) if k in CHECKS)
+
+
 class Columns:
-    """Distinct static parts, one code per record, and the varying fields as lists."""
+    """Distinct static parts, one code per record, and the varying fields as lists; ``skipped``: records
+    dropped for a bad field (under ``load.skipping_bad``), ``first_bad`` the first of them."""
 
     def __init__(self):
         self.statics: list[tuple] = []
@@ -50,6 +71,8 @@ class Columns:
         self.codes: list[int] = []
         self.var: dict[str, list] = {k: [] for k in VARYING}
         self.pools: dict[str, dict] = {k: {} for k in STATIC}
+        self.skipped = 0
+        self.first_bad: tuple[str, int, int, str] | None = None
 
     def static_code(self, values: tuple, key: Any) -> int:
         code = self.index.get(key)
@@ -92,7 +115,8 @@ class Columns:
         for k in VARYING:
             self.var[k].append(rec.get(k))
 
-    def add_var(self, dicts: list) -> None:
+    def add_var(self, dicts: list) -> bool:
+        """Append the varying fields of ``dicts``; False (nothing appended) when a value fails its check."""
         var = self.var
         try:
             from operator import itemgetter
@@ -101,8 +125,13 @@ class Columns:
         except KeyError:
             rows = [tuple(map(d.get, VARYING)) for d in dicts]
         if rows:
-            for k, col in zip(VARYING, zip(*rows, strict=True), strict=True):
+            cols = list(zip(*rows, strict=True))
+            for i, check in _checks()[1]:
+                if not check.column_ok(cols[i]):
+                    return False
+            for k, col in zip(VARYING, cols, strict=True):
                 var[k].extend(col)
+        return True
 
     def pack(self) -> Columns:
         """Made compact for sending to another process (a worker's columns, pickled): the codes and each
@@ -119,6 +148,8 @@ class Columns:
         return self
 
     def extend(self, other: Columns) -> None:
+        self.skipped += other.skipped
+        self.first_bad = self.first_bad or other.first_bad
         remap = np.asarray([self.static_code(values, key) for key, values in _keyed(other)], dtype=np.int64)
         mapped = remap[np.asarray(other.codes, dtype=np.int64)] if len(other.codes) else np.zeros(0, np.int64)
         self.codes = np.concatenate([np.asarray(self.codes, dtype=np.int64), mapped])
@@ -130,7 +161,13 @@ class Columns:
                 self.var[k] = _as_list(mine) + _as_list(theirs)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every field of ``table.KEYS`` as an object array, one entry per record."""
+        """Every field of ``table.KEYS`` as an object array, one entry per record. The records skipped
+        for a bad field are counted now (here: the columns of every decoding process are in)."""
+        from pyprof.prof.load import policy
+
+        if self.skipped:
+            policy().add(self.skipped, self.first_bad)
+            self.skipped, self.first_bad = 0, None
         codes = np.asarray(self.codes, dtype=np.int64)
         out: dict[str, np.ndarray] = {}
         for j, k in enumerate(STATIC):
@@ -173,7 +210,7 @@ def read_columns(path: str | os.PathLike, start: int = 0, end: int | None = None
         end = os.path.getsize(path)
     name = name or path
     cols = Columns()
-    reader = _LineReader(name)
+    reader = _LineReader(name, path=path, offset=start)
     with open(path, "rb") as fh:
         try:
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if end > start else None
@@ -185,6 +222,7 @@ def read_columns(path: str | os.PathLike, start: int = 0, end: int | None = None
             with mm:
                 _map_blocks(mm, start, end, cols, reader)
     reader.finish(allow_empty)
+    cols.skipped, cols.first_bad = reader.skipped, reader.first_bad
     return cols
 
 
@@ -244,6 +282,7 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
     known_pos, known_no = start, lines_before
     pos = start
     nslow = 0  # lines read the slow way (records or not)
+    before = reader.state()
     while pos < size:
         nl = find(b"\n", pos)
         if buf[pos:pos + 2] == b'{"':
@@ -271,7 +310,13 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
         known_no += buf[known_pos:pos].count(b"\n")
         known_pos = pos
         nslow += 1
-        rec = reader.record(buf[pos:nl + 1], known_no + 1)
+        try:
+            rec = reader.record(buf[pos:nl + 1], known_no + 1)
+        except InputError:
+            if nrec > len(slow) and not reader.skip:  # a bad field on an earlier line is the first error
+                reader.restore(before)
+                _block_slow(buf[start:pos], Columns(), reader, lines_before)
+            raise
         if rec is not None:
             slow.append((nrec, rec))
             append(b",0")
@@ -282,16 +327,17 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
         dicts = orjson.loads(b"".join(pieces) + b"]")
     except orjson.JSONDecodeError:
         dicts = None
-    if dicts is None or len(dicts) != nrec + 1:
-        # a varying part that does not decode: read the block's fast lines again, one by one
-        del codes[len(codes) - nrec:]
-        return _block_slow(buf[start:size], cols, reader, lines_before)
-    del dicts[0]
-    for i, rec in slow:
-        dicts[i] = rec
-    reader.count += nrec - len(slow)
-    cols.add_var(dicts)
-    return lines_before + nslow + nrec - len(slow)
+    if dicts is not None and len(dicts) == nrec + 1:
+        del dicts[0]
+        for i, rec in slow:
+            dicts[i] = rec
+        if cols.add_var(dicts):
+            reader.count += nrec - len(slow)
+            return lines_before + nslow + nrec - len(slow)
+    # a varying part that does not decode, or a bad value in one: read the block again, line by line
+    del codes[len(codes) - nrec:]
+    reader.restore(before)
+    return _block_slow(buf[start:size], cols, reader, lines_before)
 
 
 def _block_slow(buf: bytes, cols: Columns, reader, lines_before: int) -> int:
@@ -313,4 +359,8 @@ def _new_static(key: bytes, cols: Columns) -> int | None:
     if rec.__class__ is not dict or not _STATIC_SET <= rec.keys() or not _VARYING_SET.isdisjoint(rec):
         cols.index[key] = -1  # not parse's layout: lines with this part go the slow way
         return None
-    return cols.static_code(tuple(map(rec.get, STATIC)), key)
+    values = tuple(map(rec.get, STATIC))
+    if not all(check.ok(values[i]) for i, check in _checks()[0]):
+        cols.index[key] = -1  # a bad field: the line reader names (or skips) each line with this part
+        return None
+    return cols.static_code(values, key)

@@ -2,24 +2,140 @@
 
 Every way the input can be wrong ends in one :class:`~pyprof.errors.InputError` line naming the file,
 the line and what to do: a missing file, an SQLite export given by mistake, an empty file, a line that
-is not a record. PyProf lines are normalised to the record fields prof uses (``op``/``mod`` lists to
+is not a record, a record whose field has the wrong type or an impossible value (a
+:class:`~pyprof.errors.RecordError`: ``"layer": 5``, a negative, NaN or over 2**62 ns duration,
+``"dir": "sideways"``). Under :func:`skipping_bad` (``pyprof prof --skip-bad``) such records are skipped
+and counted instead.
+
+Fields are checked against :data:`pyprof.records.CHECKS` (the documented types), those prof reads. The
+check costs little next to decoding: a repeated heavy value (call sites, arguments) is checked once, the
+rest of a parse record once per digit mask (:class:`_LineReader`); other records a chunk at a time,
+column by column. PyProf lines are normalised to the record fields prof uses (``op``/``mod`` lists to
 names, ``args`` from the first argument marker, backward kernels given their forward op's arguments
 through ``seqId``, as PyProf's own prof did).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import math
 import os
 import sys
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import IO, Any
 
 import orjson
 
-from pyprof.errors import InputError
+from pyprof.errors import InputError, RecordError
 from pyprof.markers import MarkerError, decode_legacy_pyprof
+from pyprof.records import CHECKS, Check, bad_field
 
 HINT = "give the output of `pyprof parse FILE.sqlite -o FILE.dict`"
+FIX_HINT = "correct or delete the records with a bad field"
+BAD_HINT = "correct or delete that record, or run `pyprof prof --skip-bad` to skip such records"
+CHUNK = 512  # records checked together by the record-by-record reader (few enough to stay in the CPU cache)
+
+
+class BadRecords:
+    """What the readers do with a record whose field has the wrong type or an impossible value: stop with
+    a :class:`~pyprof.errors.RecordError` (the default), or with ``skip`` drop it, counting it in ``count``
+    and keeping the first one's place and problem in ``first`` (``(file, byte offset of the part read,
+    line within it, problem)``)."""
+
+    def __init__(self, skip: bool = False):
+        self.skip = skip
+        self.count = 0
+        self.first: tuple[str, int, int, str] | None = None
+
+    def add(self, count: int, first: tuple[str, int, int, str] | None) -> None:
+        self.count += count
+        if self.first is None:
+            self.first = first
+
+    def first_text(self) -> str:
+        """``net.dict line 12: field "layer" is 5, expected a list of strings`` for the first skipped record
+        (a line counted from the part's start is turned into the file's own line number)."""
+        if self.first is None:
+            return ""
+        name, start, line, problem = self.first
+        if start:
+            line += _lines_before(name, start)
+        return f"{name} line {line}: {problem}"
+
+
+_policy = BadRecords()
+
+
+@contextlib.contextmanager
+def skipping_bad(skip: bool = True) -> Iterator[BadRecords]:
+    """Within the block, records with a bad field are skipped (``skip``) or stop the read (not ``skip``);
+    the :class:`BadRecords` yielded counts the skipped ones once the records are read. A module setting,
+    not an argument, because it must reach the decoding processes :func:`pyprof.prof.table.build_file`
+    forks, and those inherit it."""
+    global _policy
+    old, _policy = _policy, BadRecords(skip)
+    try:
+        yield _policy
+    finally:
+        _policy = old
+
+
+def policy() -> BadRecords:
+    """The :class:`BadRecords` in force (see :func:`skipping_bad`)."""
+    return _policy
+
+
+def _lines_before(path: str, offset: int) -> int:
+    """Newlines in the first ``offset`` bytes of ``path``."""
+    n = 0
+    with open(path, "rb") as fh:
+        while offset > 0:
+            data = fh.read(min(offset, 16 << 20))
+            if not data:
+                break
+            n += data.count(b"\n")
+            offset -= len(data)
+    return n
+
+
+@functools.cache
+def prof_checks() -> tuple[Check, ...]:
+    """The checks of the fields prof reads (those of :mod:`pyprof.prof.fastread`'s layout, the same as
+    ``table.KEYS``) that have a documented type: a field prof never reads cannot break its table, and is
+    not checked."""
+    from pyprof.prof.fastread import STATIC, VARYING
+
+    return tuple(CHECKS[k] for k in STATIC + VARYING if k in CHECKS)
+
+
+def columns_ok(recs: list[dict[str, Any]], checks: tuple[Check, ...]) -> bool:
+    """True when every record of ``recs`` passes ``checks``, tested column by column (a missing field is
+    null): the same answer as ``bad_field`` record by record, at C speed."""
+    if not recs or not checks:
+        return True
+    names = tuple(c.name for c in checks)
+    get = itemgetter(*names)
+    try:
+        rows = list(map(get, recs))
+    except KeyError:  # records without some field
+        rows = [tuple(map(r.get, names)) for r in recs]
+    if len(names) == 1:
+        rows = [(v,) for v in rows]
+    return all(check.column_ok(col) for check, col in zip(checks, zip(*rows, strict=True), strict=True))
+
+
+def _lenient(line: bytes) -> Any:
+    """A line orjson refuses that Python's json module reads (``NaN``, ``Infinity``, ``1e400``: what
+    ``json.dumps`` writes for non-finite floats), so that such a value is reported as the field it is
+    in, not as a broken line; None when that does not read it either."""
+    import json
+
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
 
 
 def read_records(source: str | os.PathLike | IO | None) -> list[dict[str, Any]]:
@@ -59,6 +175,14 @@ def iter_records(source: str | os.PathLike | IO | None) -> Iterator[dict[str, An
 _HEAVY = ((b"kLongName", b"kDuration"), (b"ranges", b"layer"), (b"layer", b"trace"), (b"trace", b"mod"),
           (b"args", b"cdtype"))
 _SKIP = b"ranges"
+HEAVY_FIELDS = frozenset(k.decode() for k, _ in _HEAVY if k != _SKIP)
+# A record's JSON less its heavy fields, digits masked: two records with the same mask have fields of the
+# same types, texts that differ at most in their digits and lists of the same element types; only numbers
+# and digits differ, so every check but a bound (low/high) or a list of values holding a digit gives both
+# the same answer (those are checked on each record).
+_MASK = bytes.maketrans(b"123456789", b"000000000")
+_MISSING = object()
+_MAX_MASKS = 16384  # masks remembered (each a few hundred bytes); then the table starts again
 
 
 class _Decoder:
@@ -67,76 +191,215 @@ class _Decoder:
     A heavy field's value is the bytes between ``,"FIELD":`` and ``,"NEXT":``. Both markers hold an
     unescaped quote, which cannot occur inside a JSON string, so they can only be keys; nested objects
     (arguments, ranges) have no such keys. Where a line does not have parse's field order, it is decoded
-    whole, so the result is always what ``orjson.loads`` gives (less ``ranges``)."""
+    whole, so the result is always what ``orjson.loads`` gives (less ``ranges``).
 
-    def __init__(self):
-        self.cache: dict[bytes, Any] = {}
+    With ``checks`` (field -> :class:`~pyprof.records.Check`), each distinct heavy value is checked once,
+    when first decoded; after each call ``heavy_ok`` says whether all of the record's passed, and
+    ``light`` holds the rest of the record's JSON (None when the line was decoded whole), which
+    :class:`_LineReader` checks per distinct mask."""
+
+    def __init__(self, checks: dict[str, Check] | None = None):
+        self.cache: dict[bytes, Any] = {}  # ',"FIELD":' + value bytes -> the value (passed its check)
+        self.invalid: dict[bytes, Any] = {}  # the same, for values that failed their check
+        self.checks = checks or {}
         self.marks = [(b',"' + k + b'":', b',"' + n + b'":', k.decode()) for k, n in _HEAVY]
+        self.light: bytes | None = None
+        self.heavy_ok = True
+
+    def _whole(self, line: bytes) -> Any:
+        self.light = None
+        return orjson.loads(line)
+
+    def _new(self, cut: bytes, key: str, skip: int) -> Any:
+        """A heavy value not in the cache: decoded, checked, remembered."""
+        if cut in self.invalid:
+            self.heavy_ok = False
+            return self.invalid[cut]
+        value = orjson.loads(cut[skip:])
+        check = self.checks.get(key)
+        if check is not None and not check.ok(value):
+            self.heavy_ok = False
+            self.invalid[cut] = value
+        else:
+            self.cache[cut] = value
+        return value
 
     def __call__(self, line: bytes) -> dict[str, Any]:
         pieces = []
         heavy = []
         pos = 0
         find = line.find
+        self.heavy_ok = True
         for start_mark, end_mark, key in self.marks:
             a = find(start_mark, pos)
             if a < 0:
-                return orjson.loads(line)
+                return self._whole(line)
             b = find(end_mark, a + len(start_mark))
             if b < 0:
-                return orjson.loads(line)
+                return self._whole(line)
             pieces.append(line[pos:a])
             if key != "ranges":
-                heavy.append((key, line[a + len(start_mark):b]))
+                heavy.append((key, line[a:b], len(start_mark)))
             pos = b
         pieces.append(line[pos:])
         try:
-            rec = orjson.loads(b"".join(pieces))
+            light = b"".join(pieces)
+            rec = orjson.loads(light)
             cache = self.cache
-            for key, raw in heavy:
-                value = cache.get(raw)
-                if value is None:
-                    value = cache[raw] = orjson.loads(raw)
+            for key, cut, skip in heavy:
+                value = cache.get(cut, _MISSING)
+                if value is _MISSING:
+                    value = self._new(cut, key, skip)
                 rec[key] = value
         except orjson.JSONDecodeError:  # not cut where expected (another field between): decode it whole
-            return orjson.loads(line)
+            return self._whole(line)
         if rec.__class__ is not dict:
-            return orjson.loads(line)
+            return self._whole(line)
+        self.light = light
         return rec
 
 
-def _read(fh: IO, name: str, allow_empty: bool = False) -> Iterator[dict[str, Any]]:
-    reader = _LineReader(name)
+def _read(fh: IO, name: str, allow_empty: bool = False, path: str | None = None,
+          offset: int = 0) -> Iterator[dict[str, Any]]:
+    """The records of ``fh``, checked: one known good as it is read is passed on at once; from one that is
+    not, records wait to be checked :data:`CHUNK` at a time, column by column (:meth:`_LineReader.checked`).
+    ``path`` and ``offset``: the file and byte where ``fh`` starts, when it is part of a file."""
+    reader = _LineReader(name, check=False, path=path, offset=offset)
     record = reader.record
-    lineno = 0
-    for lineno, line in enumerate(fh, 1):  # noqa: B007  (lineno is reported after the loop)
-        rec = record(line, lineno)
-        if rec is not None:
+    recs: list[dict[str, Any]] = []  # records waiting to be checked (and those read after them)
+    lines: list[int] = []
+    for lineno, line in enumerate(fh, 1):
+        try:
+            rec = record(line, lineno)
+        except InputError:
+            reader.checked(recs, lines)  # a bad field on an earlier line is the first error
+            raise
+        if rec is None:
+            continue
+        if reader.known and not recs:
             yield rec
+            continue
+        recs.append(rec)
+        lines.append(lineno)
+        if len(recs) >= CHUNK:
+            yield from reader.checked(recs, lines)
+            recs, lines = [], []
+    yield from reader.checked(recs, lines)
     reader.finish(allow_empty)
+    _policy.add(reader.skipped, reader.first_bad)
 
 
 class _LineReader:
-    """One line at a time: the record it holds (None for a blank line), or an :class:`InputError`."""
+    """One line at a time: the record it holds (None for a blank line or a skipped record), or an
+    :class:`InputError`. ``count`` counts the records read, ``skipped`` those of them dropped for a bad
+    field (under :func:`skipping_bad`), ``first_bad`` the first of those.
 
-    def __init__(self, name: str):
+    With ``check``, each record's fields are checked as it is read (:mod:`pyprof.prof.fastread` reads
+    only odd lines this way). Without, ``known`` says after each record whether it is known good: its
+    heavy values passed when the decoder first met them, the rest of its JSON has the digit mask of a
+    record whose other fields passed (see :data:`_MASK`), and its bounded fields are integers within
+    their bounds. A parse record costs one ``bytes.translate``, one lookup and a comparison or two;
+    the caller checks the others a chunk at a time, per column, with :meth:`checked`."""
+
+    def __init__(self, name: str, check: bool = True, path: str | None = None, offset: int = 0):
         self.name = name
-        self.decode = _Decoder()
+        self.checks = prof_checks()
+        self.decode = _Decoder({c.name: c for c in self.checks if c.name in HEAVY_FIELDS})
         self.legacy: dict | None = None
         self.count = 0
+        self.check = check
+        self.bounded = tuple(c for c in self.checks if c.low is not None or c.high is not None)
+        self.digits = tuple(c for c in self.checks if any(ch.isdigit() for v in c.allowed or () if v for ch in v))
+        self.light_checks = tuple(c for c in self.checks
+                                  if c.name not in HEAVY_FIELDS and c not in self.bounded and c not in self.digits)
+        self.bounds = tuple((c.name, -math.inf if c.low is None else c.low, math.inf if c.high is None else c.high)
+                            for c in self.bounded)
+        self.masks: dict[bytes, bool] = {}  # digit mask of a record's light JSON -> its light fields pass
+        self.known = False
+        self.skip = _policy.skip
+        self.skipped = 0
+        self.first_bad: tuple[str, int, int, str] | None = None
+        self.where = (path or name, offset)  # how a skipped record's place is told (see BadRecords.first)
+
+    def state(self) -> tuple:
+        return self.count, self.skipped, self.first_bad
+
+    def restore(self, state: tuple) -> None:
+        self.count, self.skipped, self.first_bad = state
+
+    def reject(self, lineno: int, check: Check, rec: dict[str, Any]) -> None:
+        """A record with a bad field: a :class:`RecordError`, or (skipping) counted."""
+        problem = check.problem(rec.get(check.name))
+        if not self.skip:
+            raise RecordError(f"{self.name} line {lineno}: {problem}", BAD_HINT, name=self.name, line=lineno,
+                              field=check.name)
+        self.skipped += 1
+        if self.first_bad is None:
+            self.first_bad = (*self.where, lineno, problem)
+
+    def checked(self, recs: list[dict[str, Any]], lines: list[int]) -> list[dict[str, Any]]:
+        """``recs`` (read from ``lines``) less those with a bad field: all of them when every column
+        passes (at C speed), else record by record, in order, so that the first bad record is the one
+        reported."""
+        if columns_ok(recs, self.checks):
+            return recs
+        keep = []
+        for rec, lineno in zip(recs, lines, strict=True):
+            bad = bad_field(rec, self.checks)
+            if bad is None:
+                keep.append(rec)
+            else:
+                self.reject(lineno, bad, rec)
+        return keep
+
+    def _accept(self, rec: dict[str, Any], lineno: int) -> dict[str, Any] | None:
+        """A record read but not known good: checked now (``check``), or left to :meth:`checked`."""
+        self.count += 1
+        self.known = False
+        if self.check:
+            bad = bad_field(rec, self.checks)
+            if bad is not None:
+                self.reject(lineno, bad, rec)
+                return None
+        return rec
+
+    def _known(self, light: bytes, rec: dict[str, Any]) -> bool:
+        """Whether ``rec``, whose JSON less its heavy fields is ``light``, is known good."""
+        get = rec.get
+        for name, low, high in self.bounds:
+            v = get(name)
+            if v is not None and (v.__class__ is not int or v < low or v > high):
+                return False
+        if self.digits and bad_field(rec, self.digits) is not None:
+            return False
+        mask = light.translate(_MASK)
+        known = self.masks.get(mask)
+        if known is None:
+            known = bad_field(rec, self.light_checks) is None
+            if len(self.masks) >= _MAX_MASKS:
+                self.masks.clear()
+            self.masks[mask] = known
+        return known
 
     def record(self, line: bytes | str, lineno: int) -> dict[str, Any] | None:
         name = self.name
         if line.__class__ is str:
             line = line.encode()
         if line[:2] == b'{"':  # the fast path: parse's JSON lines
+            decode = self.decode
             try:
-                rec = self.decode(line)
+                rec = decode(line)
             except orjson.JSONDecodeError as exc:
-                raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
-            if "kDuration" in rec and "kShortName" in rec:
-                self.count += 1
-                return rec
+                rec = _lenient(line)
+                if rec is None:
+                    raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
+                decode.light = None
+            if rec.__class__ is dict and "kDuration" in rec and "kShortName" in rec:
+                if not self.check and decode.light is not None and decode.heavy_ok and self._known(decode.light, rec):
+                    self.count += 1
+                    self.known = True
+                    return rec
+                return self._accept(rec, lineno)
         else:
             rec = _slow_line(line, lineno, name)
             if rec is None:
@@ -149,12 +412,43 @@ class _LineReader:
             raise InputError(f"{name} line {lineno}: not a record (a JSON {type(rec).__name__})", HINT)
         if "kShortName" not in rec or "kDuration" not in rec:
             raise InputError(f"{name} line {lineno}: record without kShortName/kDuration", HINT)
-        self.count += 1
-        return rec
+        return self._accept(rec, lineno)
 
     def finish(self, allow_empty: bool = False) -> None:
-        if not self.count and not allow_empty:
-            raise InputError(f"{self.name} holds no records (empty file)", HINT)
+        if self.count > self.skipped or allow_empty:
+            return
+        if self.skipped:
+            raise InputError(f"{self.name}: all {self.skipped} records have a bad field, the first: line "
+                             f"{self.first_bad[2]}: {self.first_bad[3]}", FIX_HINT)
+        raise InputError(f"{self.name} holds no records (empty file)", HINT)
+
+
+def _lenient_legacy(text: str) -> Any:
+    """A PyProf ``str(dict)`` line holding ``nan``, ``inf`` or ``-inf`` (how ``str`` writes non-finite
+    floats, which ``ast.literal_eval`` refuses), read with those names as floats, so that such a value is
+    reported as the field it is in; None when the line does not read that way either."""
+    import ast
+
+    class _Floats(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in ("nan", "inf"):
+                return ast.copy_location(ast.Constant(float(node.id)), node)
+            return node
+
+    try:
+        value = ast.literal_eval(_Floats().visit(ast.parse(text, mode="eval")))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return _lists(value) if isinstance(value, dict) else None
+
+
+def _lists(value: Any) -> Any:
+    """Tuples as lists, all the way down (as :func:`pyprof.markers.decode_legacy_pyprof` gives them)."""
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value
 
 
 def _slow_line(line: bytes, lineno: int, name: str) -> Any:
@@ -166,14 +460,21 @@ def _slow_line(line: bytes, lineno: int, name: str) -> Any:
     if not stripped:
         return None
     if stripped[:2] == b"{'":
+        text = stripped.decode("utf-8", "replace")
         try:
-            return decode_legacy_pyprof(stripped.decode("utf-8", "replace"))
+            return decode_legacy_pyprof(text)
         except MarkerError:
-            raise InputError(f"{name} line {lineno}: malformed PyProf dict line", HINT) from None
+            rec = _lenient_legacy(text)
+            if rec is None:
+                raise InputError(f"{name} line {lineno}: malformed PyProf dict line", HINT) from None
+            return rec
     if stripped[:1] in (b"{", b"["):
         try:
             return orjson.loads(stripped)
         except orjson.JSONDecodeError as exc:
+            rec = _lenient(stripped)
+            if rec is not None:
+                return rec
             raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
     what = "binary data" if b"\0" in line[:200] or b"\xff" in line[:200] else repr(line[:20])
     raise InputError(f"{name} line {lineno}: not a record (starts {what})", HINT)
@@ -250,4 +551,5 @@ def iter_range(path: str | os.PathLike, start: int, end: int) -> Iterator[dict[s
 
     with open(path, "rb") as fh:
         fh.seek(start)
-        yield from _read(lines(fh), f"{path} (bytes {start}-{end})", allow_empty=True)
+        yield from _read(lines(fh), f"{path} (bytes {start}-{end})", allow_empty=True, path=os.fspath(path),
+                         offset=start)
