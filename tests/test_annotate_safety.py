@@ -382,7 +382,9 @@ def test_global_hook_registered_first_runs_before_the_module_range_opens(initial
         handle.remove()
     assert depth_seen == [0, 1]  # Sequential: no range open yet; Linear: only Sequential's
     assert [p["path"] for p in rec.payloads("mod")] == ["", "0"] and not rec.open_ranges()
-    assert _pyprof_module_instrumentation() == ([], False)
+    # hooks mode stays while init() is on (a hook set changing at profiler start would recompile
+    # compiled regions), passing through while idle
+    assert _pyprof_module_instrumentation()[1] is False
     with Recorder() as rec2:  # no foreign global hook now: the patch again
         assert _pyprof_module_instrumentation() == ([], True)
         model(torch.ones(1, 2))

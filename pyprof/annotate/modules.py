@@ -174,9 +174,9 @@ _orig_call = nn.Module.__call__  # replaced by _on() with what Module.__call__ i
 
 def _call(self, *args, **kwargs):
     """``nn.Module.__call__`` while a consumer is present: the original inside a "mod" range."""
-    if (S.idle and not _ap._is_profiler_enabled) or _mode[0] != "call":
-        return _orig_call(self, *args, **kwargs)
-    if _fast_module_call is not None and not _is_dynamo_compiling():
+    if _is_dynamo_compiling() or (S.idle and not _ap._is_profiler_enabled) or _mode[0] != "call":
+        return _orig_call(self, *args, **kwargs)  # compile check first: see ops.make_wrapper
+    if _fast_module_call is not None:
         # the same steps in C (cache hits; misses call _open/_close), which also checks the
         # compile-session flag (see ops._is_dynamo_compiling)
         return _fast_module_call(self, _orig_call, args, kwargs)
@@ -194,8 +194,10 @@ def _call(self, *args, **kwargs):
 
 
 def _pre(module, inputs):
-    """Global forward pre-hook (hooks mode, see module docstring)."""
-    if (S.idle and not _ap._is_profiler_enabled) or _is_compiling():
+    """Global forward pre-hook (hooks mode, see module docstring). The compile check comes first:
+    TorchDynamo folds it, so a compiled region reads no pyprof state and guards on none (reading the
+    idle flag there made every profiler start or stop recompile the region)."""
+    if _is_compiling() or (S.idle and not _ap._is_profiler_enabled):
         return None
     _open(module)
     return None
@@ -213,7 +215,9 @@ def _post(module, inputs, output):
 def _on() -> None:
     global _orig_call
     if _installed[0]:
-        return
+        if _mode[0] != "hooks" or _global_hooks():
+            return
+        _off()  # the hooks that called for hooks mode are gone: the patch again
     from torch.nn.modules import module as mm
 
     if mm._global_forward_pre_hooks or mm._global_forward_hooks:  # keep their order: hooks mode
@@ -253,12 +257,23 @@ def _off() -> None:
 
 
 def sync() -> None:
-    """Patch ``nn.Module.__call__`` when a consumer is present, restore it when none is."""
+    """Patch ``nn.Module.__call__`` when a consumer is present, restore it when none is. In hooks mode
+    (global module hooks already registered, as under ``pyprof run``) the hooks stay registered while
+    :func:`pyprof.init` is on: every module call takes torch's hook path anyway, and a hook set that
+    changed when a profiler starts would make TorchDynamo recompile compiled regions in the profile."""
     with LOCK:
-        if _enabled[0] and (not S.idle or _ap._is_profiler_enabled):
+        if _enabled[0] and (not S.idle or _ap._is_profiler_enabled or _global_hooks()):
             _on()
         else:
             _off()
+
+
+def _global_hooks() -> bool:
+    """Whether someone else's global module forward hooks are registered (pyprof's own not counted)."""
+    from torch.nn.modules import module as mm
+
+    return (any(h is not _pre for h in mm._global_forward_pre_hooks.values())
+            or any(h is not _post for h in mm._global_forward_hooks.values()))
 
 
 _enabled = [False]

@@ -246,9 +246,12 @@ def make_wrapper(fn, meta: OpMeta):
     St = S
 
     def wrapper(*args, **kwargs):
-        if St.idle and not _ap._is_profiler_enabled:
+        # the compile check first: TorchDynamo folds it to True and traces straight to the original,
+        # reading no pyprof state (it would guard on the idle flag, and recompile the region when a
+        # profiler starts or stops, inside the profiled steps)
+        if _is_dynamo_compiling() or (St.idle and not _ap._is_profiler_enabled):
             return fn(*args, **kwargs)
-        if _fast_call is not None and not _is_dynamo_compiling():
+        if _fast_call is not None:
             return _fast_call(meta, fn, args, kwargs)
         return call_marked(meta, fn, args, kwargs)
 
