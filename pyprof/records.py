@@ -93,6 +93,10 @@ FIELDS: tuple[Field, ...] = (
     Field("bwdNode", "str|null", "Autograd node for a backward kernel (`ConvolutionBackward0`)."),
     Field("dir", "str", "`fprop`, `bprop` or `optim` (optimizer step); `` when it cannot be told.",
           values=("fprop", "bprop", "optim", "")),
+    Field("opDir", "str|null", "Which computation of `op` the kernel ran when it is not `dir`'s: `fprop` for an op run "
+          "as itself in the backward pass (an aten op under an autograd node that links to no forward op, an op "
+          "called inside a custom autograd Function's backward), priced by the op's own model; null: as `dir`.",
+          values=("fprop",)),
     Field("subSeqId", "int|null", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order; a memcpy/memset: among that op's copies); null when no op instance is known."),
 )
 

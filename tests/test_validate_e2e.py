@@ -19,12 +19,7 @@ from pyprof.validate.zoo import CASES  # noqa: E402
 pytestmark = pytest.mark.torch
 
 
-@pytest.mark.parametrize("name", [
-    "gpt", "convnet_bf16",
-    pytest.param("custom_function", marks=pytest.mark.xfail(strict=True, reason=(
-        "ops inside a custom autograd Function's forward sit under its cpu_op record, which ends the "
-        "torch.profiler op instance, and ops called inside a backward are not priced: n/a FLOPs"))),
-])
+@pytest.mark.parametrize("name", ["gpt", "convnet_bf16", "custom_function"])
 def test_flops_per_direction_and_module_equal_torchs(name, tmp_path):
     o = harness.validate(name, steps=2, workdir=tmp_path)
     assert not o.error, o.error

@@ -279,7 +279,7 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
     fields: dict[str, Any] = {
         "layer": layer, "trace": trace or [], "mod": None, "op": None, "args": None, "cdtype": None,
         "aten": None, "atenSizes": None, "seqId": _unique(seq_ids), "altSeqId": _unique(alt),
-        "bwdNode": bwd_node, "dir": "",
+        "bwdNode": bwd_node, "dir": "", "opDir": None,
     }
     if aten_i is not None:
         fields["aten"] = infos[aten_i].name
@@ -292,11 +292,19 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
         fields.update(mod=info.mod, op=info.op, args=info.args, cdtype=info.cdtype)
     elif top_aten_i is not None and (op_pos is None or top_aten_i > op_pos):
         name = infos[top_aten_i].name or ""
-        fields.update(mod="aten", op=name[6:] if name.startswith("aten::") else name)
+        # aten::addmm -> addmm; another namespace keeps its own (torch::autograd::AccumulateGrad -> autograd)
+        ns, _, bare = name.rpartition("::")
+        fields.update(mod="aten" if ns in ("", "aten") else ns.rsplit("::", 1)[-1], op=bare or name)
         if op_pos is None:
             op_pos = top_aten_i
     if in_bwd:
         fields["dir"] = "bprop"
+        # an op run as itself in the backward pass (called inside a custom Function's backward, or an
+        # aten op under an autograd node): priced as that op, unless linked to the forward op it serves
+        if fields["op"] is not None and bwd_i is not None and op_pos is not None and op_pos > bwd_i:
+            fields["opDir"] = "fprop"
+        elif fields["op"] is not None and bwd_i is not None and top_aten_i is not None and top_aten_i > bwd_i:
+            fields["opDir"] = "fprop"
     elif optim_i is not None:
         fields["dir"] = "optim"
     elif hint:
@@ -334,12 +342,22 @@ def forward_seqs(text: str | None, bare_names: bool = False) -> tuple[int, ...]:
 
 def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
     """A backward kernel's fields completed from its forward op's: op, args, dtype and layers (the
-    backward of a layer's op belongs to that layer; ranges open on the backward thread, such as a
+    backward of a layer's op belongs to that layer; an op marker called inside the backward keeps its
+    own op, see ``opDir``; ranges open on the backward thread, such as a
     ``layer:`` range around the whole training step, stay in ``ranges`` and do not replace it), and the
     call site when its own stack has none. Returns a new dict; neither input is changed."""
     if not fwd:
         return own
     out = dict(own)
+    if own.get("opDir") == "fprop" and own.get("mod") != "aten":
+        # an instrumented op called inside the backward (a custom Function's backward): it keeps its
+        # own op and arguments, and takes the forward op's layers
+        if fwd.get("layer"):
+            out["layer"] = fwd["layer"]
+        if not own.get("trace") and fwd.get("trace"):
+            out["trace"] = fwd["trace"]
+        return out
+    out["opDir"] = None  # the node's work: the forward op's backward
     for k in ("mod", "op", "args", "cdtype"):
         if fwd.get(k) is not None:
             out[k] = fwd[k]

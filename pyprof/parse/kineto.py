@@ -129,8 +129,13 @@ class KinetoSource:
         op_node = None if d.op_pos is None else kept[d.op_pos]
         op_id = None
         if op_node is not None:
-            # one backward op instance: the engine's evaluate_function range, not the node inside it
-            if f["dir"] == "bprop":
+            if f["dir"] == "bprop" and f["opDir"] == "fprop" and f["mod"] == "aten" and d.op_pos is not None:
+                # an aten op under an autograd node: the instance is that op (the outermost one), unless
+                # the node links to its forward op (then the forward op's id, see _context)
+                op_node = next((r for r in kept[d.op_pos + 1:] if ix.role[r] == ROLE_OP and not ix.bwd[r]),
+                               op_node)
+            elif f["dir"] == "bprop" and f["opDir"] is None:
+                # one backward op instance: the engine's evaluate_function range, not the node inside it
                 op_node = next((r for r in reversed(chain) if ix.name[r].startswith(ks.BACKWARD_PREFIX)), op_node)
             ext = ix.args[op_node][0]
             op_id = ext if type(ext) is int else -1 - op_node
@@ -151,7 +156,8 @@ class KinetoSource:
             if seqs:
                 f["seqId"] = dec._unique([*f["seqId"], *seqs])
             link = None
-        if f["mod"] == "aten" and f["args"] is None and op_node is not None and f["dir"] != "bprop":
+        if f["mod"] == "aten" and f["args"] is None and op_node is not None and (
+                f["dir"] != "bprop" or f["opDir"] == "fprop"):
             f["args"] = kineto_args(*map(ix.value, ix.args[op_node][1:]))
         return f, op_id, link
 
@@ -168,7 +174,7 @@ class KinetoSource:
                     self._unlinked += 1
                 else:  # one backward instance per forward op instance, whatever node runs it
                     f = dec.link(f, found[0])
-                    if found[1] is not None:
+                    if found[1] is not None and f["opDir"] is None:
                         op_id = found[1]
             if not f["trace"] and key >= 0 and ix.frames[key]:
                 # no marker call site (own or forward's): the with_stack Python frames
@@ -324,7 +330,28 @@ class KinetoSource:
                                  "number (the forward ran before the profiled steps?)")
         if self._malformed:
             self.warnings.append(f"{self._malformed} malformed pyprof markers were ignored")
+        missing = self._missing_shapes()
+        if missing:
+            self.warnings.append(missing)
         return entries, self_t, tail
+
+    def _missing_shapes(self) -> str:
+        """One line when the trace lacks what the cost models need for ops without pyprof markers:
+        shapes (``record_shapes=False``), or types and scalar arguments (PyTorch 1.8-1.9 traces)."""
+        ix = self._ix
+        dims = types = False
+        for r, a in enumerate(ix.args):
+            if ix.role[r] != ROLE_OP or a is None or len(a) < 3:
+                continue
+            dims = dims or bool(ix.value(a[1]))
+            types = types or bool(ix.value(a[2]))
+            if dims and types:
+                return ""
+        if not dims:
+            return ("the trace has no input shapes (recorded without record_shapes=True): ops and times only, "
+                    "FLOPs and bytes of ops without pyprof markers are n/a")
+        return ("the trace has input shapes but no input types or scalar arguments (PyTorch 1.8-1.9): "
+                "bytes, and the FLOPs of ops that need their arguments (convolutions), are n/a")
 
     def plan_part(self, nodes: list[int]) -> list[tuple]:
         """:meth:`plan_nodes` for a part of a CPU trace's records (see kineto_split_lines), registering
@@ -437,7 +464,7 @@ def _no_gc():
 
 
 _EMPTY = {"layer": [], "trace": [], "mod": None, "op": None, "args": None, "cdtype": None, "aten": None,
-          "atenSizes": None, "seqId": [], "altSeqId": [], "bwdNode": None, "dir": ""}
+          "atenSizes": None, "seqId": [], "altSeqId": [], "bwdNode": None, "dir": "", "opDir": None}
 
 
 def _base(kind, short, long, start, end, duration, pid, tid) -> dict[str, Any]:

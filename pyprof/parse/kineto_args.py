@@ -49,7 +49,12 @@ def kineto_args(dims, types, concrete) -> list[dict[str, Any]] | None:
         typ = types[i] if i < len(types) else ""
         value = concrete[i] if i < len(concrete) else ""
         dtype = ks.DTYPES.get(typ)
-        if dtype is not None:
+        if not types and isinstance(shape, list) and shape and all(isinstance(x, int) for x in shape):
+            # PyTorch 1.8-1.9 traces record shapes without types: a tensor of unknown dtype
+            out.append({"name": None, "type": "tensor", "shape": shape, "dtype": None})
+        elif not types:  # no shape and no type: a scalar, list or None whose value was not recorded
+            out.append({"name": None, "type": "unknown"})
+        elif dtype is not None:
             out.append({"name": None, "type": "tensor", "shape": shape, "dtype": dtype})
         elif typ in ks.TENSORLIST_TYPES:
             items = shape if isinstance(shape, list) and all(isinstance(s, list) for s in shape) else []

@@ -234,14 +234,13 @@ def finish(ix: Index) -> None:
     ix.cut = [-1] * n
     ix.frames = [()] * n
     ix.launch_node = [-1] * len(ix.launches)
-    anchor = [-1] * n  # innermost backward node open at a range (-1: none)
     starts = np.frombuffer(ix.start, dtype=np.int64)
     ends = np.frombuffer(ix.end, dtype=np.int64)
     for key, rids in ix.threads.items():
         # start order, the longer first at equal starts (a stable sort: ties keep scan order)
         r = np.fromiter(rids, dtype=np.int64, count=len(rids))
         rids[:] = r[np.lexsort((-ends[r], starts[r]))].tolist()
-        _nest(ix, rids, ix.launch_threads.get(key, ()), anchor)
+        _nest(ix, rids, ix.launch_threads.get(key, ()))
     _backward_seqs(ix)
 
 
@@ -259,7 +258,14 @@ def _backward_seqs(ix: Index) -> None:
             seq[p] = seq[r]
 
 
-def _nest(ix: Index, rids: list[int], lids, anchor: list[int]) -> None:
+def _is_op_instance(name: str) -> bool:
+    """Whether an op range can be an op instance: a namespaced op (``aten::addmm``, ``torchvision::nms``).
+    ``ProfilerStep#N`` (an op range in PyTorch 1.8-1.9 traces), ``Optimizer.step#SGD.step`` and a custom
+    autograd Function's record (``LinearFunction``) are not: the ops they run are the instances."""
+    return "::" in name and not name.startswith("autograd::")
+
+
+def _nest(ix: Index, rids: list[int], lids) -> None:
     """Parents, ancestor chains and user frames of one thread's ranges (``rids``, in start order);
     innermost range of its launches."""
     start, end, role, name, bwd = ix.start, ix.end, ix.role, ix.name, ix.bwd
@@ -286,11 +292,9 @@ def _nest(ix: Index, rids: list[int], lids, anchor: list[int]) -> None:
             p = stack[-1]
             parent[r] = p
             c = cut[p]
-            if c < 0 and ro == ROLE_OP and not b:
-                # the op instance: the outermost plain op, or in the backward pass the autograd node
-                c = anchor[p] if anchor[p] >= 0 else r
+            if c < 0 and ro == ROLE_OP and not b and _is_op_instance(name[r]):
+                c = r  # the op instance: the outermost plain op (under an autograd node too)
             cut[r] = c
-            anchor[r] = r if b else anchor[p]
             if ro == ROLE_PY:
                 chain[r] = chain[p]
                 f = user_frame(name[r])
@@ -300,8 +304,7 @@ def _nest(ix: Index, rids: list[int], lids, anchor: list[int]) -> None:
                 chain[r] = chain[p] + (r,)
                 frames[r] = frames[p]
         else:
-            cut[r] = r if ro == ROLE_OP and not b else -1
-            anchor[r] = r if b else -1
+            cut[r] = r if ro == ROLE_OP and not b and _is_op_instance(name[r]) else -1
             if ro == ROLE_PY:
                 f = user_frame(name[r])
                 frames[r] = (f,) if f else ()

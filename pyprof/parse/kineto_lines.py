@@ -24,7 +24,7 @@ from pyprof.parse.kineto_index import ROLE_OP
 
 # the decoded fields, in the order decode (and _EMPTY) writes them; aten/atenSizes/seqId are per kernel
 _F_ORDER = ("layer", "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes", "seqId", "altSeqId",
-            "bwdNode", "dir")
+            "bwdNode", "dir", "opDir")
 _HEAD = _F_ORDER[:6]
 _TAIL = _F_ORDER[9:]
 _CPU_API = ("device", "gpu", "stream", "grid", "block", "bytes", "copyKind", "apiName", "apiStart", "apiEnd")

@@ -39,7 +39,7 @@ from pyprof.errors import InputError
 
 STATIC = ("kind", "kShortName", "kLongName", "tid", "device", "gpu", "stream", "grid", "block", "bytes", "layer",
           "trace", "mod", "op", "args", "cdtype")
-VARYING = ("kDuration", "start", "opId", "seqId", "altSeqId", "dir", "subSeqId")
+VARYING = ("kDuration", "start", "opId", "seqId", "altSeqId", "dir", "opDir", "subSeqId")
 _STATIC_SET = frozenset(STATIC)
 _VARYING_SET = frozenset(VARYING)
 _INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype"))

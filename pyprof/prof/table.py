@@ -46,7 +46,7 @@ NAN = float("nan")
 
 KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "tid", "device", "gpu", "stream", "grid",
         "block", "bytes", "layer", "trace", "mod", "op", "args", "cdtype", "opId", "seqId", "altSeqId",
-        "dir", "subSeqId")
+        "dir", "opDir", "subSeqId")
 
 # output column <- record field, for the columns copied as they are
 COPIED = {"seq": "seqId", "altseq": "altSeqId", "tid": "tid", "layer": "layer", "trace": "trace",
@@ -367,6 +367,18 @@ def _not_none(values: np.ndarray) -> np.ndarray:
     return np.not_equal(values, None) if len(values) else np.zeros(0, bool)
 
 
+def _model_dir(raw: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """The computation a model prices for ``rows``: ``opDir`` where a record gives it (an op run as itself
+    in the backward pass: ``fprop``), else the record's direction."""
+    d = raw["dir"][rows]
+    op_dir = raw.get("opDir")
+    if op_dir is None:
+        return d
+    o = op_dir[rows]
+    has = _not_none(o)
+    return np.where(has, o, d) if has.any() else d
+
+
 def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndarray) -> tuple[np.ndarray, dict]:
     """Each instance's call key (op, mod, dir, cdtype, args object, is a kernel), from its first row, and
     the per-key arrays of :func:`_key_arrays`. Keys are numbered in order of first appearance, so models
@@ -375,13 +387,14 @@ def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndar
     # _columns and fastread gave equal argument lists one object, alive until the table is built
     aid = np.fromiter(map(id, fargs.tolist()), dtype=np.int64, count=len(fargs))
     if len(first):
-        key_of, k = _codes(raw["op"][first], raw["mod"][first], raw["dir"][first], raw["cdtype"][first], aid,
+        key_of, k = _codes(raw["op"][first], raw["mod"][first], _model_dir(raw, first), raw["cdtype"][first], aid,
                            is_kernel[first])
     else:
         key_of, k = np.zeros(0, np.int64), 0
     kfirst = first[_first_index(key_of, k)].tolist()
     calls = (raw["op"][kfirst].tolist(), raw["args"][kfirst].tolist(), raw["cdtype"][kfirst].tolist(),
-             raw["mod"][kfirst].tolist(), raw["dir"][kfirst].tolist(), is_kernel[kfirst].tolist())
+             raw["mod"][kfirst].tolist(), _model_dir(raw, np.asarray(kfirst, dtype=np.int64)).tolist(),
+             is_kernel[kfirst].tolist())
     return key_of, _key_arrays(calls)
 
 
