@@ -202,3 +202,11 @@ def test_pyprof_range_names_a_layer():
     d = decode([rng, op])
     assert d.fields["layer"] == ["attn"] and d.fields["op"] == "mm"
     assert decode([markers.encode(markers.make("range", name="layer:blk"))]).fields["layer"] == ["blk"]
+
+
+def test_a_compiled_region_names_the_op_of_its_own_work():
+    """torch.compile's generated kernels run under ``Torch-Compiled Region: F/N`` with no aten op: the
+    region names their op; an aten op inside the region (an extern GEMM) stays the op."""
+    d = decode(["ProfilerStep#2", "Torch-Compiled Region: 0/0"])
+    assert (d.fields["op"], d.fields["mod"], d.fields["dir"]) == ("Torch-Compiled Region: 0/0", "torch.compile", "fprop")
+    assert decode(["Torch-Compiled Region: 0/0", "aten::mm"]).fields["op"] == "mm"

@@ -205,5 +205,7 @@ def test_a_script_using_torch_compile_runs(tmp_path, capsys):
     assert code == 0, stderr
     assert "compiled ok 0.0" in stdout
     recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
-    assert any(r["kShortName"].startswith("Torch-Compiled Region") for r in recs)
+    region = [r for r in recs if r["kShortName"].startswith("Torch-Compiled Region")]
+    assert region and all(r["op"] == r["kShortName"] and r["mod"] == "torch.compile" for r in region)
     assert {r["op"] for r in recs if r["dir"] == "fprop"} & {"addmm", "mm", "linear"}
+    assert "Torch-Compiled Region: 0/0" in stdout  # the summary names the compiled region (no recompile)

@@ -51,7 +51,7 @@ _HINT_FWD = re.compile(r"\b(forward|fwd)\b", re.I)
 class TextInfo:
     """What one range text means. ``kind`` is one of: ``op`` (a marker naming the op the user called),
     ``mod`` (module path), ``bwd``, ``optim``, ``trace``, ``layer``, ``aten`` (emit_nvtx op or autograd
-    node), ``hint`` (user range hinting a direction), ``plain``."""
+    node), ``hint`` (user range hinting a direction), ``region`` (a torch.compile region), ``plain``."""
 
     kind: str
     malformed: bool = False
@@ -151,10 +151,16 @@ def _legacy(text: str) -> TextInfo:
     return TextInfo("op", mod=d.get("mod"), op=d.get("op"), args=d.get("args"))
 
 
+#: torch.compile's range around a compiled frame (torch.profiler): ``Torch-Compiled Region: 0/1``
+COMPILED_REGION = "Torch-Compiled Region"
+
+
 def _plain(text: str) -> TextInfo:
     layer = markers.layer_name(text)
     if layer:
         return TextInfo("layer", layer=layer)
+    if text.startswith(COMPILED_REGION):
+        return TextInfo("region", name=text)
     if _HINT_BWD.search(text):
         return TextInfo("hint", hint="bprop")
     if _HINT_OPTIM.search(text):
@@ -222,6 +228,7 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
     op_i = bwd_i = optim_i = None
     trace = None
     aten_i = None
+    region_i = None
     seq_ids: list[int] = []
     alt: list[int] = []
     hint = None
@@ -257,6 +264,8 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
             optim_i = i
         elif kind == "hint":
             hint = info.hint
+        elif kind == "region":
+            region_i = i
         elif kind == "aten":
             if info.is_bwd_node:
                 bwd_i = i
@@ -297,6 +306,10 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
         fields.update(mod="aten" if ns in ("", "aten") else ns.rsplit("::", 1)[-1], op=bare or name)
         if op_pos is None:
             op_pos = top_aten_i
+    if fields["op"] is None and region_i is not None and (op_pos is None or region_i > op_pos):
+        # work a compiled region does itself (its generated kernels): the region names the op
+        fields.update(mod="torch.compile", op=infos[region_i].name)
+        op_pos = region_i
     if in_bwd:
         fields["dir"] = "bprop"
         # an op run as itself in the backward pass (called inside a custom Function's backward, or an
@@ -309,7 +322,7 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
         fields["dir"] = "optim"
     elif hint:
         fields["dir"] = hint
-    elif op_i is not None or seq_ids or aten_i is not None:
+    elif op_i is not None or seq_ids or aten_i is not None or region_i is not None:
         fields["dir"] = "fprop"
     return Decoded(fields, op_pos=op_pos, link_seq=link_seq, malformed=malformed)
 
