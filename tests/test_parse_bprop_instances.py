@@ -347,10 +347,6 @@ def test_pyprof_markers_under_emit_nvtx_price_the_backward_once(tmp_path):
     assert [r["opId"] for r in b] == [by[k["fwd"]]["opId"]] * 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "decode ignores `stashed seq` on an autograd node range (only `seq` sets link_seq for is_bwd_node), "
-    "so PyTorch 1.0/1.1 backward kernels are never linked: op comes from the inner op range, altSeqId is "
-    "[], opId is the node's range"))
 def test_torch_1_0_stashed_seq_links_the_backward(tmp_path):
     """PyTorch 1.0/1.1 emit_nvtx wrote forward ops as ``addmm, seq=5`` and each backward node as
     ``AddmmBackward, stashed seq=5`` (profiler.cpp ``RecordFunction(Function*)``; the emit_nvtx docs still

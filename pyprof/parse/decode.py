@@ -271,9 +271,11 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
                 bwd_i = i
                 bwd_node = info.name
                 top_aten_i = None
-                if info.seq is not None and info.name not in _NO_LINK_NODES:
-                    alt.append(info.seq)
-                    link_seq = info.seq
+                # PyTorch 1.0-1.1 wrote a node's number as ``stashed seq``, later ones as ``seq``
+                node_seq = info.seq if info.seq is not None else info.stashed
+                if node_seq is not None and info.name not in _NO_LINK_NODES:
+                    alt.append(node_seq)
+                    link_seq = node_seq
                 continue
             aten_i = i
             if top_aten_i is None or (op_i is not None and op_i > top_aten_i):
