@@ -319,15 +319,10 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
         li += 1
 
 
-def self_times(ix: Index) -> list[int]:
-    """Self time of every op range: its duration minus that of the op ranges directly under it
-    (through annotations and Python frames). Clamped at 0 (rounding of float timestamps).
-    Vectorised: each op range's nearest op ancestor by climbing all ranges a level at a time."""
+def _op_ancestors(ix: Index) -> tuple[np.ndarray, np.ndarray]:
+    """(is_op, up): whether each range is an op range, and its nearest op ancestor (-1: none), found
+    through annotations and Python frames by climbing all ranges a level at a time."""
     n = len(ix.start)
-    if not n:
-        return []
-    start = np.frombuffer(ix.start, dtype=np.int64)
-    dur = np.frombuffer(ix.end, dtype=np.int64) - start
     parent = np.fromiter(ix.parent, dtype=np.int64, count=n)
     is_op = np.fromiter(ix.role, dtype=np.int8, count=n) == ROLE_OP
     up = parent.copy()
@@ -339,6 +334,19 @@ def self_times(ix: Index) -> list[int]:
         still = up[idx] >= 0
         still[still] = ~is_op[up[idx][still]]
         climb[idx] = still
+    return is_op, up
+
+
+def self_times(ix: Index) -> list[int]:
+    """Self time of every op range: its duration minus that of the op ranges directly under it
+    (through annotations and Python frames; :func:`_op_ancestors`). Clamped at 0 (rounding of float
+    timestamps)."""
+    n = len(ix.start)
+    if not n:
+        return []
+    start = np.frombuffer(ix.start, dtype=np.int64)
+    dur = np.frombuffer(ix.end, dtype=np.int64) - start
+    is_op, up = _op_ancestors(ix)
     child = np.flatnonzero(is_op & (up >= 0))
     inner = np.zeros(n, dtype=np.int64)
     np.add.at(inner, up[child], dur[child])
@@ -353,18 +361,7 @@ def fold_no_work(ix: Index, self_t: list[int]) -> list[int]:
     n = len(self_t)
     if not n:
         return self_t
-    parent = np.fromiter(ix.parent, dtype=np.int64, count=n)
-    is_op = np.fromiter(ix.role, dtype=np.int8, count=n) == ROLE_OP
-    # the nearest op ancestor of every range (through annotations and Python frames)
-    up = parent.copy()
-    climb = up >= 0
-    climb[climb] = ~is_op[up[climb]]
-    while climb.any():
-        idx = np.flatnonzero(climb)
-        up[idx] = parent[up[idx]]
-        still = up[idx] >= 0
-        still[still] = ~is_op[up[idx][still]]
-        climb[idx] = still
+    is_op, up = _op_ancestors(ix)
     roles: dict[str, bool] = {}
     names = ix.name
     no_work = np.zeros(n, dtype=bool)
