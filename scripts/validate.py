@@ -5,7 +5,8 @@
 
 Each model trains for a few steps through the path a user runs (``pyprof run`` -> records -> ``prof``);
 its GEMM, convolution and attention FLOPs per direction (fprop, bprop) and per module are compared with
-FlopCounterMode's formulas applied by a dispatch mode (causal attention halved: see docs/prof.md).
+FlopCounterMode's formulas applied by a dispatch mode (causal attention halved: see docs/prof.md), and
+the forward bytes of every nn.Linear / nn.Conv* layer with a hand count from the shapes torch saw.
 Exit status 1 when any total is off by more than 1% or a model fails. See pyprof/validate/.
 """
 

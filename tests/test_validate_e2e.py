@@ -30,11 +30,19 @@ def test_flops_per_direction_and_module_equal_torchs(name, tmp_path):
             assert o.total("pyprof", d, fam) > 0, (d, fam)
     assert not o.mismatches(), harness.table([o])
     assert len({m for (_, m, _) in o.torch}) > 2  # per-module totals really compared, not only the root
+    # forward bytes of every nn.Linear / nn.Conv* layer equal a hand count from the shapes torch saw
+    # (the custom Function's layers are not nn.Linear: nothing to count there)
+    assert o.bytes_hand or name == "custom_function"
+    assert not o.bytes_mismatches(), o.bytes_mismatches()
 
 
-def test_a_wrong_backward_count_is_caught(tmp_path):
-    """The comparison fails when the backward is charged twice (the bug this harness exists for)."""
+def test_a_wrong_backward_count_or_byte_count_is_caught(tmp_path):
+    """The comparison fails when the backward is charged twice (the bug this harness exists for), and
+    when one layer's bytes are off by 2%."""
     o = harness.validate("gpt", steps=1, workdir=tmp_path)
-    assert not o.mismatches()
+    assert not o.mismatches() and not o.bytes_mismatches() and o.ok
     o.pyprof = {k: v * (2 if k[0] == "bprop" else 1) for k, v in o.pyprof.items()}
     assert {m[0] for m in o.mismatches()} == {"bprop"}
+    layer = next(iter(o.bytes_pyprof))
+    o.bytes_pyprof[layer] *= 1.02
+    assert [m[0] for m in o.bytes_mismatches()] == [layer] and not o.ok

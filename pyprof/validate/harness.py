@@ -9,7 +9,8 @@ For a case of :data:`pyprof.validate.zoo.CASES`, :func:`validate`:
 2. sums the per-kernel FLOPs of the GEMM, convolution and attention ops (the families FlopCounterMode
    counts) per direction and per module, inclusive of submodules;
 3. compares them with :func:`pyprof.validate.reference.count_step` of the same model and input, times the
-   number of recorded steps.
+   number of recorded steps, and the forward bytes of each one-op layer with
+   :func:`pyprof.validate.reference.hand_bytes`.
 
 The result lists every (direction, module, family) total of both sides; :func:`table` prints the
 one-table summary ``scripts/validate.py`` shows.
@@ -37,6 +38,13 @@ class Outcome:
     torch: dict = field(default_factory=dict)
     error: str = ""
     uncovered: float = 0.0  # share of kernel time whose op has no model
+    bytes_pyprof: dict = field(default_factory=dict)  # module path -> fprop bytes (one-op layers)
+    bytes_hand: dict = field(default_factory=dict)
+
+    def bytes_mismatches(self, tol: float = TOLERANCE) -> list[tuple]:
+        """(module, pyprof, hand) for every one-op layer whose forward bytes differ by more than ``tol``."""
+        return [(m, self.bytes_pyprof.get(m, 0.0), b) for m, b in sorted(self.bytes_hand.items())
+                if not math.isclose(self.bytes_pyprof.get(m, 0.0), b, rel_tol=tol)]
 
     def total(self, side: str, direction: str, fam: str | None = None) -> float:
         got = getattr(self, side)
@@ -54,7 +62,7 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return not self.error and not self.mismatches()
+        return not self.error and not self.mismatches() and not self.bytes_mismatches()
 
 
 _SCRIPT = """\
@@ -82,6 +90,17 @@ def pyprof_flops(df, root: str) -> dict[tuple[str, str, str], float]:
         path = mods[-1] if mods and mods[-1] != root else ""
         for pre in prefixes(path):
             out[d, pre, fam] = out.get((d, pre, fam), 0.0) + float(flops)
+    return out
+
+
+def fprop_bytes(df, modules: set[str]) -> dict[str, float]:
+    """{module path: forward bytes} of the kernels whose innermost layer is one of ``modules``."""
+    out: dict[str, float] = {}
+    for d, lay, nbytes in zip(df["dir"], df["layer"], df["bytes"], strict=True):
+        if d != "fprop" or not lay or not nbytes == nbytes:
+            continue
+        if lay[-1] in modules:
+            out[lay[-1]] = out.get(lay[-1], 0.0) + float(nbytes)
     return out
 
 
@@ -118,6 +137,9 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None) -> Ou
     outcome.pyprof = pyprof_flops(df, "OptimizedModule" if case.compiled else type(model).__name__)
     ref = reference.count_step(case, model, x)
     outcome.torch = {k: v * steps for k, v in ref.items() if not case.compiled or k[1] == ""}
+    if not case.compiled:  # (no module ranges inside compiled regions)
+        outcome.bytes_hand = {m: v * steps for m, v in reference.hand_bytes(case, *zoo.build(name)).items()}
+        outcome.bytes_pyprof = fprop_bytes(df, set(outcome.bytes_hand))
     kern = df[df["kind"] == "kernel"]
     total = float(kern["sil"].sum())
     if total > 0:
@@ -137,6 +159,14 @@ def table(outcomes: list[Outcome]) -> str:
     many module totals agree within 1%, and the worst module."""
     head = (f"{'model':<16} {'dir':<6} {'pyprof GFLOP':>13} {'torch GFLOP':>12} {'ratio':>7} "
             f"{'modules ok':>11}  worst module (ratio)")
+    bytes_lines = []
+    for o in outcomes:
+        if o.bytes_hand:
+            bad = o.bytes_mismatches()
+            worst = max(o.bytes_hand, key=lambda m: abs(o.bytes_pyprof.get(m, 0.0) / o.bytes_hand[m] - 1))
+            bytes_lines.append(f"{o.name:<16} {len(o.bytes_hand) - len(bad):>4}/{len(o.bytes_hand):<4} layers' "
+                               f"forward bytes equal the hand count; worst {worst} "
+                               f"({_ratio(o.bytes_pyprof.get(worst, 0.0), o.bytes_hand[worst])})")
     lines = [head, "-" * len(head)]
     for o in outcomes:
         if o.error:
@@ -155,4 +185,6 @@ def table(outcomes: list[Outcome]) -> str:
                     worst, worst_err = f"{m or '<root>'}/{f} ({_ratio(pa, tb)})", err
             lines.append(f"{o.name:<16} {d:<6} {a / 1e9:>13.4f} {b / 1e9:>12.4f} {_ratio(a, b):>7} "
                          f"{ok:>5}/{len(keys):<5}  {worst or '-'}")
+    if bytes_lines:
+        lines += ["", "Bytes of one-op layers (nn.Linear, nn.Conv*) against a hand count:", *bytes_lines]
     return "\n".join(lines) + "\n"

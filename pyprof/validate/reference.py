@@ -17,6 +17,10 @@ counts it dense, so its attention formulas are halved for ``is_causal`` calls); 
 ``_scaled_dot_product_flash_attention_for_cpu``, which FlopCounterMode does not list, so its flash
 formulas are applied to it. Totals are inclusive: a module's figure includes its submodules', and
 the root's (path ``""``) is the whole step's.
+
+Bytes are checked by hand for the layers whose forward is one op (``nn.Linear``, ``nn.Conv*``):
+:func:`hand_bytes` counts each input, parameter and output tensor once, at the element size the
+kernel reads (the autocast dtype under autocast), from the shapes a forward hook sees.
 """
 
 from __future__ import annotations
@@ -146,3 +150,32 @@ def count_step(case, model, x) -> dict[tuple[str, str, str], float]:
     finally:
         owners.close()
     return dict(counter.counts)
+
+
+HAND_LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+
+
+def hand_bytes(case, model, x) -> dict[str, float]:
+    """``{module path: bytes}`` of one forward of every ``nn.Linear``/``nn.Conv*`` layer of ``model`` on
+    ``x``: input, weight, bias and output, each read or written once, at the compute element size."""
+    from pyprof.validate.zoo import step
+
+    names = {m: n for n, m in model.named_modules()}
+    out: dict[str, float] = {}
+
+    def hook(mod, args, result):
+        if not isinstance(mod, HAND_LAYERS) or mod not in names:
+            return
+        size = (torch.finfo(case.autocast).bits // 8) if case.autocast is not None else None
+        tensors = [args[0], mod.weight, *([mod.bias] if mod.bias is not None else []), result]
+        total = sum(t.numel() * (size or t.element_size()) for t in tensors)
+        out[names[mod]] = out.get(names[mod], 0.0) + float(total)
+
+    from torch.nn.modules.module import register_module_forward_hook
+
+    handle = register_module_forward_hook(hook)
+    try:
+        step(case, model, x)
+    finally:
+        handle.remove()
+    return out
