@@ -54,6 +54,15 @@ autograd nodes the op created (`linear` -> `AddmmBackward0`, `TBackward0`), its 
 instance, priced once. The op's FLOPs and bytes are computed once per instance (once per distinct
 `(op, mod, dir, cdtype, args)`, from shapes and dtypes by the models in `pyprof.prof.ops`).
 
+What an instance is, by marker kind: a pyprof op marker is one instance (its backward ranges carry its
+`id`). With emit_nvtx text or a torch.profiler trace and no pyprof markers, the instance is the
+outermost namespaced op open at the launch (`aten::linear` around `aten::addmm`; `ProfilerStep#N`,
+optimizer and custom Function records are not ops), and a backward node (`AddmmBackward0, seq = N`, or
+`stashed seq = N` in PyTorch 1.0-1.1; a torch.profiler node's `Sequence number`) joins the forward op
+with that number on the same process, the latest before the node. An aten op under a node that joins
+no forward op is its own instance, priced as the op it ran (record field `opDir`). NVIDIA PyProf's
+dict markers carry no id: see the rule for records without `opId` above.
+
 They go to the kernels that do the work (`pyprof/kernel_roles.py`): the instance's GEMM, convolution
 or attention kernels where it has any (by kernel name on a GPU; on a CPU the aten op that computes,
 such as `aten::addmm` or `aten::mkldnn_convolution`), else its other working kernels. Views,
