@@ -40,8 +40,24 @@ so a marker is recognised by its prefix ``{"pyprof":`` (constant :data:`PREFIX`)
 * ``"optim"``: an optimizer step: ``{"pyprof":1,"k":"optim","cls":"AdamW"}``.
 * ``"range"``: a user range from ``pyprof.range(name)``: ``{"pyprof":1,"k":"range","name":"attention"}``.
 
-Tensor arguments are ``{"name","type":"tensor","shape","dtype","device","contig","grad"}``; scalars are
-``{"name","type":<int|float|bool|str|complex>,"value"}``; ``None`` is ``{"name","type":"NoneType","value":null}``;
+Tensor arguments are ``{"name","type":"tensor","shape","dtype","device","contig","grad"}``. A tensor that is
+not a plain strided ``torch.Tensor``/``nn.Parameter`` adds ``"kind"``, and ``"cls"`` for a Python subclass::
+
+    {"name":"input","type":"tensor","shape":null,"dtype":"float32","device":"cpu","contig":true,
+     "grad":false,"kind":"nested"}
+    {"name":"input","type":"tensor","shape":[3,4],"dtype":"float32","device":"cpu","contig":true,
+     "grad":false,"kind":"subclass","cls":"DTensor"}
+
+  ``kind`` is ``nested``; a layout's name (``sparse_coo``, ``sparse_csr``, ``sparse_csc``, ``sparse_bsr``,
+  ``sparse_bsc``, ``mkldnn``); ``quantized`` (``dtype`` is then ``quint8``, ``qint8``, ...); else ``subclass``
+  (``strided`` for a plain tensor whose shape could not be read). ``cls`` is the subclass's class name
+  (``NestedTensor`` for a jagged nested tensor, ``DTensor``, ``FakeTensor``). ``shape`` is null where it
+  has no fixed size per dim (a nested tensor's ragged dims, symbolic sizes) or cannot be read; ``dtype``,
+  ``device``, ``contig`` and ``grad`` are null where torch (or a subclass) refuses to say. The shape
+  of a sparse tensor is its dense shape, of a quantized one its elements'. A meta tensor is a plain
+  tensor whose ``device`` is ``"meta"`` (no ``kind``).
+
+Scalars are ``{"name","type":<int|float|bool|str|complex>,"value"}``; ``None`` is ``{"name","type":"NoneType","value":null}``;
 dtypes/devices/layouts/memory formats are ``{"type":"dtype"|"device"|...,"value":"float16"}``; lists and
 tuples of scalars ``{"type":"list"|"tuple","value":[...]}``; lists of tensors
 ``{"type":"tensorlist","items":[<tensor arg>...]}``; anything else ``{"type":"other","value":<type name>}``.

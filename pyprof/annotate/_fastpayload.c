@@ -47,7 +47,8 @@ static PyObject *f_tensor_json, *f_arg_json, *f_name_head, *f_float_json, *f_ent
 static PyObject *f_dtype_json, *f_device_json;
 static PyObject *f_cdtype_json, *f_any_autocast;
 static PyObject *no_name_head, *empty_str;
-static PyObject *s_shape, *s_dtype, *s_device, *s_is_contiguous, *s_requires_grad, *s_f_lasti;
+static PyObject *s_shape, *s_dtype, *s_device, *s_is_contiguous, *s_requires_grad, *s_layout, *s_f_lasti;
+static PyObject *o_strided, *o_qdtypes; /* torch.strided; describe.QUANTIZED_DTYPES (see put_tensor) */
 static PyObject *s_packed, *s_arg_names;
 static Py_ssize_t max_cached = 8192;
 static int configured = 0;
@@ -258,7 +259,7 @@ typedef struct {
     void *closure;
     PyObject *descr; /* keeps get alive */
 } tensor_attr;
-static tensor_attr a_shape, a_dtype, a_device, a_grad;
+static tensor_attr a_shape, a_dtype, a_device, a_grad, a_layout;
 static PyObject *m_is_contiguous; /* the method descriptor, or NULL: look it up per call */
 /* its C function, called straight with no arguments where it takes (args, kwargs) (skipping the
  * descriptor's call, which makes an argument tuple per call); else NULL */
@@ -296,6 +297,7 @@ tensor_attrs_init(void)
     tensor_attr_init(&a_dtype, s_dtype);
     tensor_attr_init(&a_device, s_device);
     tensor_attr_init(&a_grad, s_requires_grad);
+    tensor_attr_init(&a_layout, s_layout);
     Py_CLEAR(m_is_contiguous);
     PyObject *m1 = PyObject_GetAttr(T_tensor, s_is_contiguous);
     PyObject *m2 = m1 ? PyObject_GetAttr(T_param, s_is_contiguous) : NULL;
@@ -855,8 +857,33 @@ read_grad(PyObject *v)
     return r;
 }
 
+/* Is v of a kind describe._tensor_json writes with a "kind" field (describe._odd_tensor): another
+ * layout than torch.strided (sparse, mkldnn), or a quantized dtype? 1/0, -1 with an exception. Asked
+ * of the tensors the TensorImpl reads did not vouch for (their dispatch keys are plain dense ones,
+ * which none of these kinds has); a nested tensor is told by its shape getter raising (see
+ * put_tensor). Without the two objects from configure() every such tensor is handed over. */
+static int
+tensor_is_odd(PyObject *v, PyObject *dtype)
+{
+    if (o_strided == NULL || o_qdtypes == NULL)
+        return 1;
+    PyObject *layout = tensor_get(&a_layout, v);
+    if (layout == NULL)
+        return -1;
+    int odd = layout != o_strided;
+    Py_DECREF(layout);
+    if (!odd) {
+        odd = PySet_Contains(o_qdtypes, dtype);
+        if (odd < 0)
+            return -1;
+    }
+    return odd;
+}
+
 /* describe._tensor_json: head + '"tensor","shape":[..],"dtype":..,"device":..,"contig":..,"grad":..}',
- * from the text table where the fields read (or, on a miss, torch's getters) find the tensor's key */
+ * from the text table where the fields read (or, on a miss, torch's getters) find the tensor's key.
+ * Other kinds of tensor (nested, sparse, mkldnn, quantized: see tensor_is_odd) are written by the
+ * Python function, with their "kind", and never enter the table (its key holds no layout). */
 static int
 put_tensor(wbuf *b, PyObject *v, PyObject *head)
 {
@@ -885,8 +912,19 @@ put_tensor(wbuf *b, PyObject *v, PyObject *head)
     PyObject *grad = device ? tensor_get(&a_grad, v) : NULL;
     PyObject *dts = NULL, *devs = NULL;
     int r = -1;
+    if (shape == NULL && !have_read && PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+        PyErr_Clear(); /* a nested tensor has no sizes: the Python path describes it */
+        goto python;
+    }
     if (grad == NULL)
         goto done;
+    if (!have_read) {
+        int odd = tensor_is_odd(v, dtype);
+        if (odd < 0)
+            goto done;
+        if (odd)
+            goto python;
+    }
     tensor_key key;
     tensor_slot *slot = NULL;
     if (tensor_key_make(&key, shape, dtype, device, contig, grad)) {
@@ -1935,6 +1973,14 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
         }
         o_compiler = Py_NewRef(comp);
     }
+    /* optional (an older caller lacks them: every tensor not read is then handed to Python) */
+    PyObject *strided = PyDict_GetItemString(kw, "strided"), *qdtypes = PyDict_GetItemString(kw, "quantized_dtypes");
+    Py_CLEAR(o_strided);
+    Py_CLEAR(o_qdtypes);
+    if (strided != NULL && qdtypes != NULL && PyAnySet_Check(qdtypes)) {
+        o_strided = Py_NewRef(strided);
+        o_qdtypes = Py_NewRef(qdtypes);
+    }
     tensor_attrs_init();
     if (device_probe(PyDict_GetItemString(kw, "device_samples")) < 0)
         return NULL;
@@ -2316,6 +2362,7 @@ PyInit__fastpayload(void)
     INTERN(s_device, "device");
     INTERN(s_is_contiguous, "is_contiguous");
     INTERN(s_requires_grad, "requires_grad");
+    INTERN(s_layout, "layout");
     INTERN(s_f_lasti, "f_lasti");
     INTERN(s_packed, "packed");
     INTERN(s_arg_names, "arg_names");

@@ -8,6 +8,15 @@ dicts and serialising them was most of the per-op cost. The text path covers pla
 orjson, so every value is written exactly as before (and what orjson rejects still raises).
 Nothing here reads tensor *values* (no ``.item()``, no printing), so describing an argument never
 synchronises a GPU.
+
+Tensors of other kinds (nested, sparse, mkldnn, quantized, and Python subclasses such as DTensor,
+FakeTensor or a jagged nested tensor) are described by :func:`_odd_tensor`, with a ``"kind"`` field
+(and ``"cls"`` for a subclass) after the usual ones: a nested tensor has no readable shape (asking for
+it raises), a sparse or quantized tensor's dtype and shape say nothing of its storage, and a subclass
+answers through its own ``__torch_function__``. Every fact is read through torch's public getters,
+each on its own, so that one that cannot be read is written ``null`` instead of losing the marker
+(see :mod:`pyprof.markers`). Plain strided tensors, meta ones included (their device says ``meta``),
+keep the text they always had, so the fast paths (and the C accelerator's table) are unchanged.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import orjson
 import torch
 
 _Tensor = torch.Tensor
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)  # exact types: subclasses are other kinds
 _dtype_names: dict = {}
 _device_names: dict = {}
 _SCALARS = {int: "int", float: "float", bool: "bool", str: "str", complex: "complex"}
@@ -37,12 +47,30 @@ def _device_name(dev) -> str:
     return s
 
 
+_STRIDED = torch.strided
+#: The quantized dtypes: a tensor of one of these is quantized (and only such a tensor has one), so
+#: the dtype the text caches are keyed by already tells a quantized tensor apart. The C accelerator
+#: hands tensors of these dtypes to :func:`_tensor_json` (see fastpath.py).
+QUANTIZED_DTYPES = frozenset(d for d in (getattr(torch, n, None) for n in (
+    "quint8", "qint8", "qint32", "quint4x2", "quint2x4")) if isinstance(d, torch.dtype))
+
+
 def tensor(t, name: str = "") -> dict:
+    """A tensor argument's dict (see :mod:`pyprof.markers`); other kinds than plain strided
+    ``torch.Tensor``/``nn.Parameter`` go to :func:`_odd_tensor`."""
+    if type(t) not in _PLAIN_TENSORS:
+        return _odd_tensor(t, name)
+    try:
+        shape = [*t.shape]
+    except RuntimeError:  # a nested tensor has no sizes
+        return _odd_tensor(t, name)
+    dt = t.dtype
+    if t.layout is not _STRIDED or dt in QUANTIZED_DTYPES:
+        return _odd_tensor(t, name)
     try:
         contig = t.is_contiguous()
-    except RuntimeError:  # sparse and other layouts without strides
+    except RuntimeError:  # layouts without strides
         contig = False
-    dt = t.dtype
     dts = _dtype_names.get(dt)
     if dts is None:
         dts = dtype_name(dt)
@@ -50,8 +78,71 @@ def tensor(t, name: str = "") -> dict:
     devs = _device_names.get(dev)
     if devs is None:
         devs = _device_name(dev)
-    return {"name": name, "type": "tensor", "shape": [*t.shape], "dtype": dts,
+    return {"name": name, "type": "tensor", "shape": shape, "dtype": dts,
             "device": devs, "contig": contig, "grad": t.requires_grad}
+
+
+def tensor_kind(t) -> str:
+    """What kind of tensor ``t`` is, for the ``"kind"`` field of :func:`_odd_tensor`: ``nested``,
+    the layout's name for other layouts (``sparse_coo``, ``sparse_csr``, ``sparse_csc``,
+    ``sparse_bsr``, ``sparse_bsc``; ``mkldnn``), ``quantized``, else ``subclass`` for a Python subclass
+    and ``strided`` for a plain tensor (one whose shape could not be read). Reads flags only."""
+    try:
+        if t.is_nested:
+            return "nested"
+        layout = t.layout
+        if layout is not _STRIDED:
+            return "mkldnn" if t.is_mkldnn else str(layout).replace("torch.", "")
+        if t.is_quantized:
+            return "quantized"
+    except Exception:  # noqa: BLE001 - a subclass's __torch_function__ may refuse: keep the marker
+        pass
+    return "strided" if type(t) in _PLAIN_TENSORS else "subclass"
+
+
+def _read(t, fact: str):
+    """``getattr(t, fact)``, or None where reading it raises (a subclass's ``__torch_function__``,
+    an uninitialized parameter): one unreadable fact must not cost the whole marker."""
+    try:
+        return getattr(t, fact)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _odd_tensor(t, name: str) -> dict:
+    """The dict of a tensor that is not a plain strided ``torch.Tensor``/``nn.Parameter``: the usual
+    fields, each read on its own and ``null`` where it cannot be read, then ``"kind"`` (see
+    :func:`tensor_kind`) and, for a Python subclass, ``"cls"`` (its class name). ``shape`` is null
+    where a dim is not a plain int: a nested tensor's ragged dims (a strided nested tensor has no
+    sizes at all; a jagged one has a symbolic "nested int"), or symbolic sizes. No value is read."""
+    kind = tensor_kind(t)
+    shape = None
+    if kind != "nested" or type(t) not in _PLAIN_TENSORS:  # a strided nested tensor's shape raises
+        dims = _read(t, "shape")
+        if dims is not None:
+            try:
+                shape = [*dims]
+            except Exception:  # noqa: BLE001 - not a sequence
+                shape = None
+            if shape is not None and any(type(d) is not int for d in shape):
+                shape = None
+    dt = _read(t, "dtype")
+    dev = _read(t, "device")
+    try:
+        contig = t.is_contiguous()
+    except RuntimeError:  # sparse and other layouts without strides (as for plain tensors)
+        contig = False
+    except Exception:  # noqa: BLE001
+        contig = None
+    grad = _read(t, "requires_grad")
+    d = {"name": name, "type": "tensor", "shape": shape,
+         "dtype": dtype_name(dt) if isinstance(dt, torch.dtype) else None,
+         "device": _device_name(dev) if isinstance(dev, torch.device) else None,
+         "contig": contig if type(contig) is bool else None,
+         "grad": grad if type(grad) is bool else None, "kind": kind}
+    if type(t) not in _PLAIN_TENSORS:
+        d["cls"] = type(t).__name__
+    return d
 
 
 def _plain(v):
@@ -130,7 +221,6 @@ def args(a: tuple, kw: dict, names: tuple) -> list[dict]:
 
 # -- JSON text form (see module docstring) -------------------------------------------------------
 _dumps = orjson.dumps
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _tensor_txt: dict = {}  # (shape, dtype, device, contig, grad) -> '"tensor","shape":[4,16],...}'
 _ints_txt: dict = {}    # tuple of ints -> "1,1"
 _name_txt: dict = {}    # argument name -> '{"name":"input","type":'
@@ -150,11 +240,22 @@ def name_head(name: str) -> str:
 
 
 def _tensor_json(t, head: str) -> str:
+    """:func:`tensor` of a ``torch.Tensor``/``nn.Parameter`` as JSON text after ``head``. Plain
+    strided tensors' texts are cached; other kinds (a nested tensor's shape raises, other layouts,
+    quantized dtypes) are written from :func:`_odd_tensor`, uncached (the C accelerator hands these
+    same kinds over, see ``put_tensor`` in ``_fastpayload.c``)."""
+    try:
+        shape = t.shape
+    except RuntimeError:  # a nested tensor has no sizes
+        return _odd_json(t, head)
+    dt = t.dtype
+    if t.layout is not _STRIDED or dt in QUANTIZED_DTYPES:
+        return _odd_json(t, head)
     try:
         contig = t.is_contiguous()
-    except RuntimeError:  # sparse and other layouts without strides
+    except RuntimeError:  # layouts without strides
         contig = False
-    key = (t.shape, t.dtype, t.device, contig, t.requires_grad)
+    key = (shape, dt, t.device, contig, t.requires_grad)
     s = _tensor_txt.get(key)
     if s is None:
         if len(_tensor_txt) >= _MAX_CACHED:
@@ -165,6 +266,11 @@ def _tensor_json(t, head: str) -> str:
         s = _tensor_txt[key] = (f'"tensor","shape":[{shape}],"dtype":{dts},"device":{devs},'
                                 f'"contig":{"true" if contig else "false"},"grad":{"true" if key[4] else "false"}}}')
     return head + s
+
+
+def _odd_json(t, head: str) -> str:
+    """:func:`_odd_tensor` as JSON text after ``head`` (orjson's text, the name's part replaced)."""
+    return head + _dumps(_odd_tensor(t, "")).decode()[len(_NO_NAME):]
 
 
 def dtype_json(dt) -> str:

@@ -162,6 +162,10 @@ def _grad_mode_read_agrees(ext, grad_enabled) -> bool:
 def load(**call_side):
     """The configured extension module (``build``, ``call``, ``module_call``), or None (see module docstring).
 
+    Tensors of other kinds than plain strided ones (another layout than ``strided``, a dtype of
+    ``describe.QUANTIZED_DTYPES``, a nested tensor) are handed to ``describe._tensor_json``, which writes
+    their ``"kind"`` (see :func:`pyprof.annotate.describe.tensor_kind`).
+
     ``call_side``: what :mod:`pyprof.annotate.ops` hands over for ``call`` (``state``, ``ids``, ``compiler``,
     ``tracing``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``nothing`` and ``nvtx_only``
     (emit's tokens), ``profiler`` (torch.autograd.profiler), ``hook_op``,
@@ -184,6 +188,7 @@ def load(**call_side):
         dtype_json=describe.dtype_json, device_json=describe.device_json,
         tensor_json=describe._tensor_json, arg_json=describe.arg_json, name_head=describe.name_head,
         float_json=describe.float_json, entry=callsite._entry, one=callsite._one,
+        strided=torch.strided, quantized_dtypes=describe.QUANTIZED_DTYPES,
         no_name_head=describe.name_head(""), max_cached=describe._MAX_CACHED,
         device_samples=_device_samples(), **call_side,
         **({} if "layout_samples" in call_side
