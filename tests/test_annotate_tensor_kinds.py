@@ -329,3 +329,60 @@ def test_c_accelerator_with_its_tensor_reads_off_writes_the_same_bytes(initializ
             assert _run_kind_calls(True) == _run_kind_calls(False)
     finally:
         fastpath.load(**ann_ops.CALL_SIDE)
+
+
+# -- torch 2.1 to 2.3: no torch.get_autocast_dtype ---------------------------------------------------
+@pytest.mark.filterwarnings(r"ignore:torch\.\w+\(\) is deprecated")  # the older API, on this torch
+def test_autocast_is_read_through_the_pre_2_4_api(monkeypatch):
+    """torch 2.1 to 2.3 (the README promises torch >= 2.1) have no ``torch.get_autocast_dtype`` and
+    only the argument-less ``torch.is_autocast_enabled()`` (CUDA's): pyprof's autocast module must
+    import there, and an op under autocast must still record its compute dtype. (torch.autocast of
+    this torch asks with the device-type form itself, so it is entered and left with torch as it is.)"""
+    import contextlib
+    import importlib
+
+    import pyprof
+    from pyprof.annotate import autocast
+
+    current = torch.is_autocast_enabled
+
+    def is_autocast_enabled():  # the torch 2.1 to 2.3 form: CUDA's state, no device-type argument
+        return current("cuda")
+
+    @contextlib.contextmanager
+    def older_torch():
+        monkeypatch.delattr(torch, "get_autocast_dtype")
+        monkeypatch.setattr(torch, "is_autocast_enabled", is_autocast_enabled)
+        try:
+            yield
+        finally:
+            monkeypatch.undo()
+
+    def ask():
+        return [autocast.compute_dtype(op, dev) for op, dev in
+                (("linear", "cpu"), ("linear", "cuda"), ("relu", "cpu"), ("linear", "meta"))]
+
+    x, w = torch.ones(2, 3), torch.ones(4, 3)
+    try:
+        with older_torch():
+            importlib.reload(autocast)  # what importing it does on such a torch
+        assert autocast._get_dtype is not torch.get_autocast_dtype
+        pyprof.init()
+        try:
+            with Recorder() as rec:
+                with older_torch():
+                    outside = ask()
+                    F.linear(x, w)
+                with torch.autocast("cpu", dtype=torch.bfloat16), older_torch():
+                    inside = ask()
+                    F.linear(x, w)
+        finally:
+            pyprof.deinit()
+    finally:
+        importlib.reload(autocast)  # this torch's own functions again
+    assert autocast._get_dtype is torch.get_autocast_dtype
+    assert outside == [None, None, None, None]
+    assert inside == [torch.bfloat16, None, None, None]  # relu: not lower precision; meta: no autocast
+    plain, cast = rec.payloads("op")
+    assert plain["op"] == "linear" and "cdtype" not in plain
+    assert cast["op"] == "linear" and cast["cdtype"] == "bfloat16"
