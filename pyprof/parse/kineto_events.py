@@ -16,12 +16,18 @@ always in the first piece, are kept under every spelling (:meth:`EventTypes.gpu_
 Events that do not fit the types (``args`` that is not an object, an event that is no object) make
 their piece fall back to dicts, converted field by field (:meth:`EventTypes.from_dicts`): the same
 structs, the same parse, only slower.
+
+The types admit only what the parser can use (:data:`EVENT_TYPES`, :func:`_arg_type`): text where
+it reads text (a category is looked up, a name is searched), a hashable ``pid``/``tid``, integers
+that fit int64, and times whose nanoseconds fit int64 (:data:`MAX_TS`, :data:`MAX_DUR`: no NaN, no
+infinity, no negative duration). A value of another type, in a damaged trace, is read as missing
+(None), on both ways, so that it cannot crash the scan or reach a record.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import orjson
@@ -37,6 +43,72 @@ RAW_ARGS = frozenset({"dims", "types", "conc"})
 #: logical arguments of GPU activities and launches, kept under every spelling
 GPU_ARGS = ("correlation", "device", "stream", "grid", "block", "bytes")
 
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+#: the largest ``ts`` (microseconds) read: its nanoseconds fit int64 with a duration added
+MAX_TS = 2**62 // 1000
+#: the largest ``dur`` (microseconds) read (73 years)
+MAX_DUR = 2**61 // 1000
+_Int = Annotated[int, msgspec.Meta(ge=I64_MIN, le=I64_MAX)]
+
+
+def _time(low: int, high: int) -> Any:
+    return Annotated[int, msgspec.Meta(ge=low, le=high)] | Annotated[float, msgspec.Meta(ge=low, le=high)] | None
+
+
+#: event field -> its type (what else a trace holds there is read as None)
+EVENT_TYPES = {"ph": Any, "cat": str | None, "name": str | None, "pid": _Int | str | None, "tid": _Int | str | None,
+               "ts": _time(-MAX_TS, MAX_TS), "dur": _time(0, MAX_DUR)}
+
+
+def _as_any(v):
+    return v
+
+
+def _unicode(v: str) -> bool:
+    """Whether text can be written as UTF-8: Python's json, unlike orjson and msgspec, reads a lone
+    surrogate (``"\\ud800"``), which no output could then hold."""
+    try:
+        v.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _as_str(v):
+    return v if v.__class__ is str and (v.isascii() or _unicode(v)) else None
+
+
+def _as_int(v):
+    return v if v.__class__ is int and I64_MIN <= v <= I64_MAX else None
+
+
+def _as_id(v):
+    if v.__class__ is str:
+        return v if v.isascii() or _unicode(v) else None
+    return v if v.__class__ is int and I64_MIN <= v <= I64_MAX else None
+
+
+def _as_ts(v):
+    c = v.__class__  # (NaN fails the comparisons; bool is no number)
+    return v if (c is int or c is float) and -MAX_TS <= v <= MAX_TS else None
+
+
+def _as_dur(v):
+    c = v.__class__
+    return v if (c is int or c is float) and 0 <= v <= MAX_DUR else None
+
+
+def _as_ints(v):
+    if v.__class__ is not list:
+        return None
+    for x in v:
+        if x.__class__ is not int or not I64_MIN <= x <= I64_MAX:
+            return None
+    return v
+
+
+assert tuple(EVENT_TYPES) == EVENT_FIELDS  # (EventTypes.from_dicts checks them in this order)
+
 
 @dataclass(frozen=True)
 class EventTypes:
@@ -47,6 +119,7 @@ class EventTypes:
     decoder: msgspec.json.Decoder
     arg_keys: tuple[tuple[str, str], ...]  # (field, JSON key) of the args struct
     gpu_fields: dict[str, tuple[str, ...]]  # logical GPU argument -> its fields, one per spelling
+    arg_checks: tuple = ()  # (field, JSON key, check) of the args struct (see from_dicts)
 
     def decode(self, array: bytes) -> list:
         """The events of ``array`` (JSON bytes ``[...]``); raises msgspec's errors."""
@@ -54,17 +127,24 @@ class EventTypes:
 
     def from_dicts(self, events: list) -> list:
         """Events parsed as dicts (or anything else) as structs: what is not an object becomes an event
-        with no fields (the scan skips it), ``args`` that is not an object becomes None."""
-        make, make_args, keys = self.event, self.args, self.arg_keys
+        with no fields (the scan skips it), ``args`` that is not an object becomes None, and a field
+        whose value is not of its type (see the module's docstring) None."""
+        make, make_args, checks = self.event, self.args, self.arg_checks
+        as_str, as_id, as_ts, as_dur = _as_str, _as_id, _as_ts, _as_dur
         out = []
         for d in events:
             if type(d) is not dict:
                 out.append(make())
                 continue
-            a = d.get("args")
-            args = make_args(**{f: _raw(a.get(k)) if f in RAW_ARGS else a.get(k) for f, k in keys}) \
-                if type(a) is dict else None
-            out.append(make(*(d.get(f) for f in EVENT_FIELDS), args))
+            get = d.get
+            a = get("args")
+            if type(a) is dict:
+                get_arg = a.get
+                args = make_args(**{f: check(v) for f, k, check in checks if (v := get_arg(k)) is not None})
+            else:
+                args = None
+            out.append(make(get("ph"), as_str(get("cat")), as_str(get("name")), as_id(get("pid")), as_id(get("tid")),
+                            as_ts(get("ts")), as_dur(get("dur")), args))
         return out
 
     def gpu_arg(self, args, name: str):
@@ -79,7 +159,14 @@ class EventTypes:
 
 
 def _raw(value) -> bytes | None:
-    return None if value is None else orjson.dumps(value)
+    """``value`` as JSON text; None for null, and for what orjson cannot write (an integer beyond 64 bits,
+    which only Python's json reads: the text would not parse again)."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return None
 
 
 def event_types(sample: list) -> EventTypes:
@@ -96,8 +183,23 @@ def event_types(sample: list) -> EventTypes:
                 fields.append(f"{logical}{i}")
                 keys.append((fields[-1], key))
         gpu_fields[logical] = tuple(fields)
-    args = msgspec.defstruct("KinetoArgs", [(f, msgspec.Raw if f in RAW_ARGS else Any,
-                                              msgspec.field(default=None, name=k)) for f, k in keys], gc=False)
-    event = msgspec.defstruct("KinetoEvent", [*((f, Any, None) for f in EVENT_FIELDS), ("args", args | None, None)],
-                              gc=False)
-    return EventTypes(event, args, msgspec.json.Decoder(list[event]), tuple(keys), gpu_fields)
+    types = {f: _arg_type(f) for f, _ in keys}
+    args = msgspec.defstruct("KinetoArgs", [(f, types[f][0], msgspec.field(default=None, name=k)) for f, k in keys],
+                             gc=False)
+    event = msgspec.defstruct("KinetoEvent", [*((f, EVENT_TYPES[f], None) for f in EVENT_FIELDS),
+                                              ("args", args | None, None)], gc=False)
+    checks = tuple((f, k, types[f][1]) for f, k in keys)
+    return EventTypes(event, args, msgspec.json.Decoder(list[event]), tuple(keys), gpu_fields, checks)
+
+
+def _arg_type(f: str) -> tuple[Any, Any]:
+    """(type, :meth:`EventTypes.from_dicts`'s check) of args field ``f``: JSON text for :data:`RAW_ARGS`,
+    integer lists for grid and block, an integer for the ids, the rest as it is."""
+    if f in RAW_ARGS:
+        return msgspec.Raw, _raw
+    logical = f.rstrip("0123456789")
+    if logical in ("grid", "block"):
+        return list[_Int] | None, _as_ints
+    if logical in ("ext", "seq", "correlation", "device", "stream", "bytes"):
+        return _Int | None, _as_int
+    return Any, _as_any

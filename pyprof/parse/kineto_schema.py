@@ -109,6 +109,6 @@ def spellings(sample) -> dict[str, str]:
     dicts (the first spelling seen; the newest spelling when none is seen)."""
     seen: set[str] = set()
     for a in sample:
-        if a:
+        if type(a) is dict:  # (a damaged trace's args may be anything)
             seen.update(a)
     return {name: next((k for k in keys if k in seen), keys[0]) for name, keys in ARG_KEYS.items()}
