@@ -112,6 +112,15 @@ def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
     return TextInfo("aten", name=name, seq=seq, stashed=stashed, sizes=sizes, is_bwd_node=node)
 
 
+def _text(v: Any) -> str | None:
+    """A marker field that should be text: itself if it is, else None (a damaged marker)."""
+    return v if isinstance(v, str) else None
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _pyprof(text: str) -> TextInfo:
     try:
         p = markers.decode(text)
@@ -120,20 +129,25 @@ def _pyprof(text: str) -> TextInfo:
     k = p["k"]
     if k == "op":
         seqs = p.get("seq") or ()
-        seqs = tuple(s for s in (seqs if isinstance(seqs, list) else [seqs]) if isinstance(s, int))
+        seqs = tuple(s for s in (seqs if isinstance(seqs, list) else [seqs]) if _is_int(s))
         trace = p.get("trace")
         op_id = p.get("id")
-        keys = (*seqs, id_key(op_id)) if isinstance(op_id, int) else seqs
-        return TextInfo("op", mod=p.get("ns"), op=p.get("op"), args=p.get("args"), cdtype=p.get("cdtype"),
-                        trace=tuple(trace) if isinstance(trace, list) else None, fwd_seqs=seqs, fwd_keys=keys)
+        keys = (*seqs, id_key(op_id)) if _is_int(op_id) else seqs
+        args = p.get("args")
+        ok_args = isinstance(args, list) and all(isinstance(a, dict) for a in args)
+        if not _text(p.get("op")) or not (ok_args or args is None):
+            return TextInfo("plain", malformed=True)  # a damaged marker: never a record field of a wrong type
+        return TextInfo("op", mod=_text(p.get("ns")), op=p["op"], args=args, cdtype=_text(p.get("cdtype")),
+                        trace=tuple(t for t in trace if isinstance(t, str)) if isinstance(trace, list) else None,
+                        fwd_seqs=seqs, fwd_keys=keys)
     if k == "mod":
-        return TextInfo("mod", layer=p.get("path") or p.get("cls"))
+        return TextInfo("mod", layer=_text(p.get("path")) or _text(p.get("cls")))
     if k == "bwd":
         seq, op_id = p.get("seq"), p.get("id")
-        return TextInfo("bwd", name=p.get("node"), seq=seq if isinstance(seq, int) else None,
-                        link_key=id_key(op_id) if isinstance(op_id, int) else None)
+        return TextInfo("bwd", name=_text(p.get("node")), seq=seq if _is_int(seq) else None,
+                        link_key=id_key(op_id) if _is_int(op_id) else None)
     if k == "optim":
-        return TextInfo("optim", name=p.get("cls"))
+        return TextInfo("optim", name=_text(p.get("cls")))
     if k == "range":  # pyprof.range("attn") names a layer, as a `layer:attn` range does
         name = str(p.get("name") or "").strip()
         return TextInfo("layer", layer=markers.layer_name(name) or name) if name else TextInfo("plain")

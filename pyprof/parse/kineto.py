@@ -55,7 +55,7 @@ from pyprof.errors import InputError, NoKernelsError
 from pyprof.parse import decode as dec
 from pyprof.parse import kineto_schema as ks
 from pyprof.parse.demangle import short_name
-from pyprof.parse.kineto_args import kineto_args
+from pyprof.parse.kineto_args import kineto_args, sizes_value
 from pyprof.parse.kineto_index import ROLE_OP, build_index, cpu_nodes, fold_no_work, self_times
 from pyprof.parse.kineto_load import load_trace
 
@@ -198,7 +198,7 @@ class KinetoSource:
         for r in reversed(chain):
             if role[r] == ROLE_OP and not bwd[r]:
                 rec["aten"] = ix.name[r]
-                rec["atenSizes"] = ix.value(ix.args[r][1])
+                rec["atenSizes"] = sizes_value(ix.value(ix.args[r][1]))
                 break
         if key >= 0 and f["dir"] != "bprop" and len(chain) > len(ix.chain[key]):
             seq = ix.seq
@@ -408,7 +408,7 @@ class KinetoSource:
             else:
                 kind_name, copy_kind = _copy_kind(role, name)
                 rec = _base(role, kind_name, name, start, end, end - start, None, None)
-                rec["bytes"] = nbytes if isinstance(nbytes, int) else None
+                rec["bytes"] = nbytes if isinstance(nbytes, int) and nbytes >= 0 else None
                 rec["copyKind"] = copy_kind
             if not isinstance(device, int):
                 device = ev_pid if isinstance(ev_pid, int) else None
@@ -493,8 +493,11 @@ def _copy_kind(role: str, name: str) -> tuple[str, str]:
 
 def _device_names(meta: dict) -> dict[int, str]:
     out = {}
-    for i, prop in enumerate(meta.get("deviceProperties") or []):
-        if isinstance(prop, dict) and prop.get("name"):
+    props = meta.get("deviceProperties")
+    for i, prop in enumerate(props if isinstance(props, list) else []):
+        name = prop.get("name") if isinstance(prop, dict) else None
+        if isinstance(name, str) and name:
             dev = prop.get("id", i)
-            out[dev if isinstance(dev, int) else i] = prop["name"]
+            # (a lone surrogate, which Python's json reads, cannot be written as UTF-8: replaced)
+            out[dev if isinstance(dev, int) else i] = name.encode("utf-8", "replace").decode("utf-8")
     return out

@@ -37,6 +37,16 @@ def _list(text: str) -> dict[str, Any]:
     return {"name": None, "type": "list", "value": value}
 
 
+def _shape(v) -> bool:
+    """Whether ``v`` is a tensor shape: a list of non-negative ints."""
+    return isinstance(v, list) and all(type(x) is int and x >= 0 for x in v)
+
+
+def sizes_value(dims):
+    """``Input Dims`` as the ``atenSizes`` field: the list, or None when the trace holds something else."""
+    return dims if isinstance(dims, list) else None
+
+
 def kineto_args(dims, types, concrete) -> list[dict[str, Any]] | None:
     """The op's inputs (its ``Input Dims``, ``Input type`` and ``Concrete Inputs`` values) as pyprof
     argument dicts, or None when the trace has no shapes for it."""
@@ -47,9 +57,12 @@ def kineto_args(dims, types, concrete) -> list[dict[str, Any]] | None:
     out: list[dict[str, Any]] = []
     for i, shape in enumerate(dims):
         typ = types[i] if i < len(types) else ""
+        typ = typ if isinstance(typ, str) else "?"  # (a damaged trace: not a type name)
         value = concrete[i] if i < len(concrete) else ""
         dtype = ks.DTYPES.get(typ)
-        if not types and isinstance(shape, list) and shape and all(isinstance(x, int) for x in shape):
+        if not _shape(shape) and not (typ in ks.TENSORLIST_TYPES and isinstance(shape, list)):
+            out.append({"name": None, "type": "unknown"})  # no shape where one must be: a damaged trace
+        elif not types and shape:
             # PyTorch 1.8-1.9 traces record shapes without types: a tensor of unknown dtype
             out.append({"name": None, "type": "tensor", "shape": shape, "dtype": None})
         elif not types:  # no shape and no type: a scalar, list or None whose value was not recorded
@@ -57,7 +70,7 @@ def kineto_args(dims, types, concrete) -> list[dict[str, Any]] | None:
         elif dtype is not None:
             out.append({"name": None, "type": "tensor", "shape": shape, "dtype": dtype})
         elif typ in ks.TENSORLIST_TYPES:
-            items = shape if isinstance(shape, list) and all(isinstance(s, list) for s in shape) else []
+            items = [s for s in shape if _shape(s)]
             out.append({"name": None, "type": "tensorlist",
                         "items": [{"name": None, "type": "tensor", "shape": s, "dtype": None} for s in items]})
         elif typ in ks.SCALAR_TYPES and isinstance(value, str) and value:

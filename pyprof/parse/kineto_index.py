@@ -152,8 +152,11 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
             start = ts * 1000 if type(ts) is int else round(ts * 1000.0)
             dur = ev.dur or 0
             end = start + (dur * 1000 if type(dur) is int else round(dur * 1000.0))
+            pid = ev.pid
+            if pid.__class__ is not int:
+                pid = _pid(pid)
             if type(code) is int:
-                key = (ev.pid, ev.tid)
+                key = (pid, ev.tid)
                 key = keys.setdefault(key, key)
                 rid = len(name_l)
                 name = ev.name or ""
@@ -213,7 +216,7 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                     lst.append(rid)
             elif code == "launch":
                 a = ev.args
-                key = (ev.pid, ev.tid)
+                key = (pid, ev.tid)
                 lid = len(ix.launches)
                 ix.launches.append((key[0], key[1], start, end, ev.name, trace.types.gpu_arg(a, "correlation"),
                                     a.ext if a is not None else None))
@@ -317,6 +320,14 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
             pop()
         launch_node[lids[li]] = stack[-1] if stack else -1
         li += 1
+
+
+def _pid(v) -> int | None:
+    """A process id the trace wrote as text (``"7"``) as an int; None for anything else (the record
+    field is an int)."""
+    if isinstance(v, str) and v.isdigit():
+        return int(v)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _op_ancestors(ix: Index) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,7 @@ import orjson
 
 from pyprof.parse import decode as dec
 from pyprof.parse.kineto import KinetoSource, KinetoStats, _no_gc
+from pyprof.parse.kineto_args import sizes_value
 from pyprof.parse.kineto_index import ROLE_OP
 
 # the decoded fields, in the order decode (and _EMPTY) writes them; aten/atenSizes/seqId are per kernel
@@ -228,7 +229,7 @@ class _Writer:
         """An ``Input Dims`` JSON text as ``atenSizes`` (orjson's spelling of its value), cached."""
         got = self.size_json.get(text)
         if got is None:
-            got = self.size_json[text] = orjson.dumps(self.ix.value(text))
+            got = self.size_json[text] = orjson.dumps(sizes_value(self.ix.value(text)))
         return got
 
     def _aten(self, name: str) -> bytes:
