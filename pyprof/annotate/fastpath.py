@@ -181,6 +181,23 @@ def load(**call_side):
     _fastpayload = extension()
     if _fastpayload is None:
         return None
+    try:
+        return _configure(_fastpayload, call_side)
+    except Exception as exc:  # the accelerator is optional: any failure to set it up takes the Python path
+        global LOAD_ERROR
+        LOAD_ERROR = f"{type(exc).__name__}: {exc}"
+        state = call_side.get("state")
+        if state is not None and hasattr(state, "route_sink"):
+            state.route_sink = None
+        return None
+
+
+#: why :func:`load` fell back to the Python path, if it did (None: it did not)
+LOAD_ERROR: str | None = None
+
+
+def _configure(_fastpayload, call_side: dict):
+    """:func:`load`'s setup of the imported extension (raises if anything in it fails)."""
     _fastpayload.configure(
         tensor_type=torch.Tensor, param_type=torch.nn.Parameter,
         name_txt=describe._name_txt, float_txt=describe._float_txt,
