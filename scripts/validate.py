@@ -30,7 +30,7 @@ def main() -> int:
         outcomes.append(o)
         status = "ok" if o.ok else ("FAILED" if o.error else f"{len(o.mismatches())} totals off by > 1%")
         print(f"{name}: {status} ({time.perf_counter() - t0:.1f} s; "
-              f"{o.uncovered:.1%} of kernel time without a FLOP model)", file=sys.stderr)
+              f"{o.uncovered:.1%} of kernel time in ops without a FLOP model)", file=sys.stderr)
     sys.stdout.write(harness.table(outcomes))
     return 0 if all(o.ok for o in outcomes) else 1
 

@@ -19,7 +19,7 @@ from pyprof.validate.zoo import CASES  # noqa: E402
 pytestmark = pytest.mark.torch
 
 
-@pytest.mark.parametrize("name", ["gpt", "convnet_bf16", "custom_function"])
+@pytest.mark.parametrize("name", ["gpt", "convnet_bf16", "custom_function", "lstm"])
 def test_flops_per_direction_and_module_equal_torchs(name, tmp_path):
     o = harness.validate(name, steps=2, workdir=tmp_path)
     assert not o.error, o.error

@@ -25,6 +25,7 @@ kernel reads (the autocast dtype under autocast), from the shapes a forward hook
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
 
 import torch
@@ -82,8 +83,11 @@ class _Owners:
         self.owner: dict[int, str] = {}
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-        self.handles = [register_module_forward_pre_hook(self._pre),
-                        register_module_forward_hook(self._post, with_kwargs=True)]
+        if "with_kwargs" in inspect.signature(register_module_forward_hook).parameters:
+            posts = [register_module_forward_hook(self._post, with_kwargs=True)]
+        else:  # older torch (2.4): no kwargs for the global forward hook, but the per-module one has them
+            posts = [m.register_forward_hook(self._post, with_kwargs=True) for m in self.names]
+        self.handles = [register_module_forward_pre_hook(self._pre), *posts]
 
     def _pre(self, mod, args):
         path = self.names.get(mod)
@@ -144,8 +148,11 @@ def count_step(case, model, x) -> dict[tuple[str, str, str], float]:
     from pyprof.validate.zoo import step
 
     owners = _Owners(model)
+    # on a CPU, torch runs RNNs as one oneDNN kernel that FlopCounterMode does not count; without oneDNN
+    # they run as their GEMMs (same FLOPs), which it does
+    rnn = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
     try:
-        with _Counter(owners) as counter:
+        with torch.backends.mkldnn.flags(enabled=not rnn), _Counter(owners) as counter:
             step(case, model, x)
     finally:
         owners.close()

@@ -26,6 +26,7 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     registry,  # noqa: F401  (the families import it)
     resample,
     rng,
+    rnn,
     softmax,
     views,
 )

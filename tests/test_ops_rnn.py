@@ -1,0 +1,46 @@
+"""The recurrent family's model (pyprof/prof/ops/rnn.py), by hand on aten's argument layout."""
+
+from __future__ import annotations
+
+from pyprof.prof.ops import OpCall, estimate, family, scalar_arg, tensor_arg, tensorlist_arg
+
+
+def _lstm_args(bidir: bool = False, layers: int = 2, i: int = 64, h: int = 128, b: int = 4, t: int = 16,
+               h0_grad: bool | None = None):
+    d = 2 if bidir else 1
+    params = []
+    for layer in range(layers):
+        for _ in range(d):
+            inp = i if layer == 0 else h * d
+            params += [tensor_arg([4 * h, inp]), tensor_arg([4 * h, h]), tensor_arg([4 * h]), tensor_arg([4 * h])]
+    hx = tensorlist_arg([tensor_arg([layers * d, b, h], grad=h0_grad), tensor_arg([layers * d, b, h], grad=h0_grad)])
+    return [tensor_arg([b, t, i], grad=True), hx, tensorlist_arg(params), scalar_arg(True), scalar_arg(layers),
+            scalar_arg(0.0), scalar_arg(True), scalar_arg(bidir), scalar_arg(True)]
+
+
+def test_lstm_forward_and_backward_by_hand():
+    n = 4 * 16
+    w_ih1, w_hh, w_ih2 = 512 * 64, 512 * 128, 512 * 128
+    fwd = estimate(OpCall("lstm", _lstm_args(), "fprop", None, "aten"))
+    assert fwd.flops == 2 * n * (w_ih1 + w_hh + w_ih2 + w_hh)
+    # output [4, 16, 128] written; input, parameters (with biases) and the two states read, float32
+    params = w_ih1 + w_hh + w_ih2 + w_hh + 4 * 512
+    assert fwd.bytes == 4 * (n * 64 + params + 2 * 2 * 4 * 128 + n * 128)
+    bwd = estimate(OpCall("lstm", _lstm_args(), "bprop", None, "aten"))
+    # weight gradients + input gradients through w_ih + recurrent gradients for every step but the first
+    assert bwd.flops == fwd.flops + 2 * n * (w_ih1 + w_ih2) + 2 * (n - 4) * (2 * w_hh)
+    with_h0 = estimate(OpCall("lstm", _lstm_args(h0_grad=True), "bprop", None, "aten"))
+    assert with_h0.flops == bwd.flops + 2 * 4 * (2 * w_hh)
+    assert family("lstm", "aten") == "rnn" and fwd.tensor_op
+
+
+def test_bidirectional_lstm_doubles_the_weights_and_the_output():
+    one = estimate(OpCall("lstm", _lstm_args(layers=1), "fprop", None, "aten"))
+    two = estimate(OpCall("lstm", _lstm_args(layers=1, bidir=True), "fprop", None, "aten"))
+    assert two.flops == 2 * one.flops
+
+
+def test_without_the_parameter_list_there_is_no_model():
+    args = _lstm_args()
+    del args[2]
+    assert estimate(OpCall("lstm", args, "fprop", None, "aten")) is None
