@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import sys
+import warnings
 
 import pytest
 
@@ -233,9 +234,13 @@ def _grad_kinds(op):
 _reads_switched_off = pytest.mark.skipif(
     __import__("os").environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0"),
     reason="PYPROF_NO_TENSOR_READS=1: the C path keeps to torch's getters")
+_keys_unreadable = pytest.mark.skipif(
+    not hasattr(torch._C.DispatchKeySet, "raw_repr"),
+    reason="this torch's DispatchKeySet has no raw_repr (torch 2.4): no layout search, the C path keeps to the getters")
 
 
 @_reads_switched_off
+@_keys_unreadable
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 def test_c_reads_of_tensor_fields_match_torch_through_changes_and_special_kinds(initialized):
     """Where configure() found the TensorImpl layout, the C writer reads plain dense tensors' facts
@@ -266,6 +271,7 @@ def test_c_reads_of_tensor_fields_match_torch_through_changes_and_special_kinds(
 
 
 @_reads_switched_off
+@_keys_unreadable
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 def test_c_layout_search_finds_nothing_in_foreign_samples(initialized):
     """The layout search turns reads off unless every field is found at exactly one offset: with
@@ -287,6 +293,7 @@ def test_c_layout_search_finds_nothing_in_foreign_samples(initialized):
 
 
 @_reads_switched_off
+@_keys_unreadable
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 def test_c_requires_grad_function_is_used_only_where_it_agrees(initialized):
     """c10::TensorImpl::requires_grad() is called instead of the getter only if it agrees with the
@@ -361,7 +368,8 @@ def test_no_op_ranges_while_jit_trace_records(initialized, direct):
     try:
         assert fast.use_direct("tracing", direct) is direct
         with Recorder() as rec:
-            with pytest.warns(Warning) if hasattr(torch.jit, "trace") else contextlib.nullcontext():
+            with warnings.catch_warnings():  # newer torch warns that torch.jit.trace is deprecated
+                warnings.simplefilter("ignore")
                 traced = torch.jit.trace(f, torch.randn(3), check_trace=False)  # no eager re-run
             torch.relu(torch.ones(1))
     finally:

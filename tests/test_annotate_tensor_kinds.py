@@ -134,8 +134,8 @@ def _plain(x):
         x = x.local
     if type(x) is not torch.Tensor and isinstance(x, torch.Tensor):
         x = x.as_subclass(torch.Tensor) if not x.is_nested else x
-    if x.is_nested:
-        return torch.nested.to_padded_tensor(x, 0.0)
+    if x.is_nested:  # its components (torch 2.4 has no to_padded_tensor for the jagged layout)
+        return (*x.unbind(), x.dtype)
     if x.is_meta:
         return (tuple(x.shape), x.dtype, x.stride())
     if x.is_quantized:
