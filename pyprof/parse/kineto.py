@@ -127,6 +127,12 @@ class KinetoSource:
             self._malformed += d.malformed
         f = dict(d.fields)
         op_node = None if d.op_pos is None else kept[d.op_pos]
+        comm = next((i for i in range(len(kept) - 1, -1, -1) if kept[i] in ix.comms), None)
+        if comm is not None and (d.op_pos is None or comm > d.op_pos):
+            # a collective (its kernels: NCCL's): the op torch.distributed recorded, with its message sizes
+            op_node = kept[comm]
+            f.update(_comm_fields(ix.comms[op_node]), opDir="fprop" if f["dir"] == "bprop" else None)
+            f["dir"] = f["dir"] or "fprop"
         op_id = None
         if op_node is not None:
             if f["dir"] == "bprop" and f["opDir"] == "fprop" and f["mod"] == "aten" and d.op_pos is not None:
@@ -489,6 +495,19 @@ def _copy_kind(role: str, name: str) -> tuple[str, str]:
         if kind in name:
             return f"memcpy {kind}", kind
     return "memcpy", None
+
+
+def _comm_fields(comm: tuple) -> dict[str, Any]:
+    """A collective's op fields from its ``record_param_comms`` arguments: the collective's name (namespace
+    ``c10d``), its input and output messages as 1-D tensors and the group size."""
+    name, n_in, n_out, dtype, group = comm
+    dt = ks.SCALAR_TYPE_NAMES.get(dtype) if isinstance(dtype, str) else None
+    args = [{"name": "input", "type": "tensor", "shape": [n_in] if isinstance(n_in, int) and n_in >= 0 else None,
+             "dtype": dt},
+            {"name": "output", "type": "tensor", "shape": [n_out] if isinstance(n_out, int) and n_out >= 0 else None,
+             "dtype": dt},
+            {"name": "group_size", "type": "int", "value": group if isinstance(group, int) else None}]
+    return {"mod": "c10d", "op": name, "args": args, "cdtype": None}
 
 
 def _device_names(meta: dict) -> dict[int, str]:

@@ -58,6 +58,8 @@ class Index:
     n_events: int = 0
     steps: set = field(default_factory=set)     # ProfilerStep#N annotation ranges (mean nothing to decode)
     texts: dict = field(default_factory=dict)   # interned JSON texts of op arguments (args[1:])
+    # record_param_comms ranges: range id -> (collective, in nelems, out nelems, dtype, group size)
+    comms: dict = field(default_factory=dict)
     values: dict = field(default_factory=dict)  # JSON text -> its value
 
     def __len__(self) -> int:
@@ -196,6 +198,8 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                             c = bytes(c)
                             c = texts.setdefault(c, c)
                         args_l.append((a.ext, d, t, c))
+                        if a.coll is not None:
+                            ix.comms[rid] = (a.coll, a.inn, a.outn, a.cdt, a.gsz)
                     elif code == ROLE_OP:
                         seq = None
                         args_l.append((None, None, None, None))
@@ -262,10 +266,11 @@ def _backward_seqs(ix: Index) -> None:
 
 
 def _is_op_instance(name: str) -> bool:
-    """Whether an op range can be an op instance: a namespaced op (``aten::addmm``, ``torchvision::nms``).
+    """Whether an op range can be an op instance: a namespaced op (``aten::addmm``, ``torchvision::nms``)
+    or a collective's ``record_param_comms``.
     ``ProfilerStep#N`` (an op range in PyTorch 1.8-1.9 traces), ``Optimizer.step#SGD.step`` and a custom
     autograd Function's record (``LinearFunction``) are not: the ops they run are the instances."""
-    return "::" in name and not name.startswith("autograd::")
+    return ("::" in name and not name.startswith("autograd::")) or name == ks.COMMS_OP
 
 
 def _nest(ix: Index, rids: list[int], lids) -> None:

@@ -53,6 +53,12 @@ ARG_KEYS: dict[str, tuple[str, ...]] = {
     "input_dims": ("Input Dims", "Input dims", "input dims"),
     "input_types": ("Input type", "Input types", "input type"),
     "concrete": ("Concrete Inputs", "Concrete inputs"),
+    # record_param_comms (a c10d collective): its kind, message sizes, element type and group
+    "collective": ("Collective name",),
+    "in_nelems": ("In msg nelems",),
+    "out_nelems": ("Out msg nelems",),
+    "comm_dtype": ("dtype",),
+    "group_size": ("Group size",),
     "ev_idx": ("Ev Idx", "Profiler Event Index"),
     "device": ("device", "Device"),
     "stream": ("stream", "Stream"),
@@ -89,6 +95,15 @@ DTYPES: dict[str, str] = {
     "c10::complex<double>": "complex128",
     "c10::complex<c10::Half>": "complex32",
 }
+#: c10 ScalarType names, as record_param_comms' ``dtype`` gives them -> pyprof dtype names
+SCALAR_TYPE_NAMES: dict[str, str] = {
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64",
+    "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
+    "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2", "ComplexFloat": "complex64",
+    "ComplexDouble": "complex128",
+}
+#: the cpu_op torch.distributed records around each collective (its args: see ARG_KEYS)
+COMMS_OP = "record_param_comms"
 SCALAR_TYPES = frozenset({"Scalar"})
 LIST_TYPES = frozenset({"ScalarList", "GenericList"})
 TENSORLIST_TYPES = frozenset({"TensorList"})

@@ -9,6 +9,7 @@ No torch import anywhere here: the models are pure functions of shapes, dtypes a
 
 from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its models)
     attention,
+    comm,
     concat,
     conv,
     copy,
