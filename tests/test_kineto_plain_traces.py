@@ -67,3 +67,15 @@ def test_training_trace_without_types_gets_directions_and_says_what_is_missing(p
     conv = [i for i, r in enumerate(recs) if r["op"] == "conv2d"]
     assert conv and all(df["flops"][i] != df["flops"][i] for i in conv)  # n/a
     assert sum("no input types or scalar arguments" in w for w in src.warnings) == 1
+
+
+@pytest.mark.parametrize("path", WITH_TYPES, ids=lambda p: p.name[:40])
+def test_layers_come_from_torch_profilers_module_ranges(path):
+    """Without pyprof's module ranges, the ``nn.Module: Name_N`` ranges torch.profiler records name the
+    layers, outermost (the model) first."""
+    _, recs, _ = _kernels(path)
+    inside = [i for i, r in enumerate(recs) if r.get("ranges")]
+    with_layer = [i for i in inside if recs[i]["layer"]]
+    assert _share(recs, with_layer) >= 0.95 * _share(recs, inside)
+    roots = {recs[i]["layer"][0] for i in with_layer}
+    assert len(roots) == 1 and next(iter(roots)).endswith("_0")  # one model: its class, instance 0

@@ -21,9 +21,11 @@ forward ops and of backward nodes (``autograd::engine::evaluate_function: AddmmB
 from the event's args, and backward kernels are tied to the forward op with that number on the same
 process through :class:`pyprof.parse.decode.BackwardLinker`. Without pyprof markers the op is the
 outermost ATen op (``aten::linear`` -> ``linear``, ``mod`` ``aten``) with its arguments from
-``Input Dims``/``Input type``/``Concrete Inputs`` (:mod:`pyprof.parse.kineto_args`), and the call
-site comes from ``with_stack`` Python frames when the trace has them (the innermost user frames;
-their line is where the function was entered, less exact than a marker's call site).
+``Input Dims``/``Input type``/``Concrete Inputs`` (:mod:`pyprof.parse.kineto_args`), the call site
+comes from ``with_stack`` Python frames when the trace has them (the innermost user frames; their line
+is where the function was entered, less exact than a marker's call site), and the layers from its
+``nn.Module: Name_N`` ranges (``with_modules``/``with_stack``). A collective is its
+``record_param_comms`` range, priced from the message sizes recorded there.
 
 Op instances: the ranges down to the outermost plain ATen op open at a kernel (in the backward pass,
 down to the autograd node) are decoded once per instance and shared by its kernels; ``opId`` is the
@@ -185,6 +187,9 @@ class KinetoSource:
             if not f["trace"] and key >= 0 and ix.frames[key]:
                 # no marker call site (own or forward's): the with_stack Python frames
                 f = dict(f, trace=list(ix.frames[key][:3]))
+            if not f["layer"] and key >= 0 and ix.modules[key]:
+                # no pyprof module range (own or forward's): torch.profiler's nn.Module ranges
+                f = dict(f, layer=list(ix.modules[key]))
             ctx = (f, op_id, key)
             if len(self._cache) > 262144:  # instances are met in time order: old ones are done
                 self._cache.clear()

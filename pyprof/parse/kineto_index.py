@@ -48,6 +48,7 @@ class Index:
     #                                             included), in backward the autograd node; or -1
     chain: list = field(default_factory=list)   # tuple of open op/ann range ids, outermost first, self last
     frames: list = field(default_factory=list)  # tuple of user Python frames, innermost first
+    modules: list = field(default_factory=list)  # tuple of open ``nn.Module: Name_N`` ranges, outermost first
     # launches: (pid, tid, start, end, name, correlation, external id) and their innermost open range
     launches: list = field(default_factory=list)
     launch_node: list = field(default_factory=list)
@@ -81,6 +82,11 @@ class Index:
 # relative to their sys.path entry (``torch/nn/modules/conv.py``) or absolute.
 _LIB_PREFIXES = ("torch/", "pyprof/", "site-packages/", "runpy.py", "threading.py")
 _LIB_MARKERS = ("/torch/", "/site-packages/", "/dist-packages/", "/pyprof/", "<frozen ", "runpy.py")
+
+
+#: torch.profiler's python_function range around a module's forward (``with_modules=True``, or with
+#: ``with_stack``): ``nn.Module: Linear_0`` (class and the instance's index)
+MODULE_PREFIX = "nn.Module: "
 
 
 def user_frame(name: str) -> str | None:
@@ -240,6 +246,7 @@ def finish(ix: Index) -> None:
     ix.chain = [()] * n
     ix.cut = [-1] * n
     ix.frames = [()] * n
+    ix.modules = [()] * n
     ix.launch_node = [-1] * len(ix.launches)
     starts = np.frombuffer(ix.start, dtype=np.int64)
     ends = np.frombuffer(ix.end, dtype=np.int64)
@@ -277,7 +284,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
     """Parents, ancestor chains and user frames of one thread's ranges (``rids``, in start order);
     innermost range of its launches."""
     start, end, role, name, bwd = ix.start, ix.end, ix.role, ix.name, ix.bwd
-    parent, chain, frames, cut = ix.parent, ix.chain, ix.frames, ix.cut
+    parent, chain, frames, cut, modules = ix.parent, ix.chain, ix.frames, ix.cut, ix.modules
     lids = sorted(lids, key=lambda i: ix.launches[i][2])
     launches, launch_node = ix.launches, ix.launch_node
     nl = len(lids)
@@ -308,14 +315,20 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
                 f = user_frame(name[r])
                 pf = frames[p]
                 frames[r] = ((f,) + pf[:7]) if f else pf
+                nm = name[r]
+                modules[r] = modules[p] + (nm[len(MODULE_PREFIX):],) if nm.startswith(MODULE_PREFIX) else modules[p]
             else:
                 chain[r] = chain[p] + (r,)
                 frames[r] = frames[p]
+                modules[r] = modules[p]
         else:
             cut[r] = r if ro == ROLE_OP and not b and _is_op_instance(name[r]) else -1
             if ro == ROLE_PY:
                 f = user_frame(name[r])
                 frames[r] = (f,) if f else ()
+                nm = name[r]
+                if nm.startswith(MODULE_PREFIX):
+                    modules[r] = (nm[len(MODULE_PREFIX):],)
             else:
                 chain[r] = (r,)
         push(r)
