@@ -140,14 +140,15 @@ def decode_legacy_pyprof(text: str) -> dict[str, Any]:
         raise MarkerError(f"malformed PyProf dict marker: {text[:80]!r}") from None
     if not isinstance(value, dict):
         raise MarkerError(f"malformed PyProf dict marker (not a dict): {text[:80]!r}")
-    return _lists(value)
+    return as_lists(value)
 
 
-def _lists(value: Any) -> Any:
+def as_lists(value: Any) -> Any:
+    """Tuples as lists, all the way down: a ``literal_eval``'d PyProf dict in the JSON shapes pyprof uses."""
     if isinstance(value, dict):
-        return {k: _lists(v) for k, v in value.items()}
+        return {k: as_lists(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_lists(v) for v in value]
+        return [as_lists(v) for v in value]
     return value
 
 

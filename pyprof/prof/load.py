@@ -29,7 +29,7 @@ from typing import IO, Any
 import orjson
 
 from pyprof.errors import InputError, RecordError
-from pyprof.markers import MarkerError, decode_legacy_pyprof
+from pyprof.markers import MarkerError, as_lists, decode_legacy_pyprof
 from pyprof.records import CHECKS, Check, bad_field
 
 HINT = "give the output of `pyprof parse FILE.sqlite -o FILE.dict`"
@@ -439,16 +439,7 @@ def _lenient_legacy(text: str) -> Any:
         value = ast.literal_eval(_Floats().visit(ast.parse(text, mode="eval")))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
-    return _lists(value) if isinstance(value, dict) else None
-
-
-def _lists(value: Any) -> Any:
-    """Tuples as lists, all the way down (as :func:`pyprof.markers.decode_legacy_pyprof` gives them)."""
-    if isinstance(value, dict):
-        return {k: _lists(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_lists(v) for v in value]
-    return value
+    return as_lists(value) if isinstance(value, dict) else None
 
 
 def _slow_line(line: bytes, lineno: int, name: str) -> Any:
