@@ -62,6 +62,16 @@ def corpus_file(name: str) -> Path:
     return matches[0]
 
 
+def corpus_copy(tmp_path: Path, name: str) -> Path:
+    """A writable copy in ``tmp_path`` of the corpus file ``name`` (the corpus is read-only), for tests
+    that damage or rebuild it; skips where the corpus is absent."""
+    src = corpus_file(name)
+    dst = tmp_path / src.name
+    shutil.copyfile(src, dst)
+    dst.chmod(0o644)
+    return dst
+
+
 @pytest.fixture
 def initialized():
     """pyprof.init() for the test, deinit() after (imports torch only for the tests that use it)."""

@@ -4,14 +4,13 @@ never a traceback. Corpus files are copied to tmp_path before being mutated."""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO, corpus_file, run_main
+from tests.conftest import REPO, corpus_copy, corpus_file, run_main
 
 DLPROF = "MohanadOdema__DLProf"
 
@@ -19,13 +18,6 @@ DLPROF = "MohanadOdema__DLProf"
 def run_cli(capsys, *args):
     return run_main(capsys, ["parse", *args])
 
-
-def _copy(tmp_path, name):
-    src = corpus_file(name)
-    dst = tmp_path / src.name
-    shutil.copyfile(src, dst)
-    dst.chmod(0o644)
-    return dst
 
 
 def _assert_user_error(code, err, *words):
@@ -81,7 +73,7 @@ def test_export_without_kernels(tmp_path, capsys):
 @pytest.mark.corpus
 @pytest.mark.parametrize("keep", [0.3, 0.6, 0.9])
 def test_truncated_database(tmp_path, capsys, keep):
-    f = _copy(tmp_path, "jsun-012__assignment2-systems")
+    f = corpus_copy(tmp_path, "jsun-012__assignment2-systems")
     data = f.read_bytes()
     f.write_bytes(data[: int(len(data) * keep)])
     out = tmp_path / "o.dict"
@@ -93,7 +85,7 @@ def test_truncated_database(tmp_path, capsys, keep):
 
 @pytest.mark.corpus
 def test_corrupt_schema_page(tmp_path, capsys):
-    f = _copy(tmp_path, DLPROF)
+    f = corpus_copy(tmp_path, DLPROF)
     data = bytearray(f.read_bytes())
     data[100:4096] = b"\xde\xad\xbe\xef" * ((4096 - 100) // 4)
     f.write_bytes(bytes(data))
@@ -105,7 +97,7 @@ def test_corrupt_schema_page(tmp_path, capsys):
 @pytest.mark.corpus
 def test_no_traceback_from_the_script(tmp_path):
     """`python parse/parse.py` on a truncated file: one line, status 2, nothing on stdout."""
-    f = _copy(tmp_path, DLPROF)
+    f = corpus_copy(tmp_path, DLPROF)
     f.write_bytes(f.read_bytes()[:20000])
     p = subprocess.run([sys.executable, str(REPO / "parse" / "parse.py"), str(f)], capture_output=True, text=True)
     assert p.returncode == 2
@@ -115,7 +107,7 @@ def test_no_traceback_from_the_script(tmp_path):
 
 @pytest.mark.corpus
 def test_export_without_nvtx_warns(tmp_path, capsys):
-    f = _copy(tmp_path, DLPROF)
+    f = corpus_copy(tmp_path, DLPROF)
     with sqlite3.connect(f) as c:
         c.execute("DROP TABLE NVTX_EVENTS")
     out = tmp_path / "o.dict"
@@ -129,7 +121,7 @@ def test_export_without_nvtx_warns(tmp_path, capsys):
 
 @pytest.mark.corpus
 def test_null_columns_and_dropped_tables(tmp_path, capsys):
-    f = _copy(tmp_path, DLPROF)
+    f = corpus_copy(tmp_path, DLPROF)
     with sqlite3.connect(f) as c:
         for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):  # drop NOT NULL constraints
             c.execute(f"CREATE TABLE tmp AS SELECT * FROM {t}")
@@ -155,7 +147,7 @@ def test_null_columns_and_dropped_tables(tmp_path, capsys):
 
 @pytest.mark.corpus
 def test_garbage_marker_text(tmp_path, capsys):
-    f = _copy(tmp_path, DLPROF)
+    f = corpus_copy(tmp_path, DLPROF)
     with sqlite3.connect(f) as c:
         n_bad_new = c.execute("UPDATE NVTX_EVENTS SET text = '{\"pyprof\":1,\"k\":\"op\",\"ns\":' WHERE text LIKE "
                               "'aten::relu%'").rowcount

@@ -5,13 +5,12 @@ and the column, exit status 2. Corpus files are copied to tmp_path and rebuilt w
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 
 import pytest
 
 from pyprof.parse.db import Database
-from tests.conftest import corpus_file, corpus_files, run_main
+from tests.conftest import corpus_copy, corpus_file, corpus_files, run_main
 
 pytestmark = pytest.mark.corpus
 
@@ -22,13 +21,6 @@ MEMCPY, MEMSET, RUNTIME = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEM
 MARKER = "CUPTI_ACTIVITY_KIND_MARKER"
 NS_KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 
-
-def _copy(tmp_path, name: str):
-    src = corpus_file(name)
-    dst = tmp_path / src.name
-    shutil.copyfile(src, dst)
-    dst.chmod(0o644)
-    return dst
 
 
 def _drop(path, table: str, *columns: str) -> None:
@@ -68,7 +60,7 @@ def _one_line_error(code: int, err: str, *words: str) -> None:
 
 def test_nvprof_copies_without_bytes(tmp_path, capsys):
     want = _reference(capsys, NVPROF, tmp_path)
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     _drop(f, MEMCPY, "bytes")
     _drop(f, MEMSET, "bytes")
     code, recs, err = _parse(capsys, f, tmp_path)
@@ -82,7 +74,7 @@ def test_nvprof_copies_without_bytes(tmp_path, capsys):
 
 def test_nvprof_without_any_copy(tmp_path, capsys):
     """No copy rows at all: the records still have every field (this was KeyError: 'bytes')."""
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     with sqlite3.connect(f) as c:
         c.execute(f"DELETE FROM {MEMCPY}")
         c.execute(f"DROP TABLE {MEMSET}")
@@ -94,7 +86,7 @@ def test_nvprof_without_any_copy(tmp_path, capsys):
 
 def test_nvprof_kernels_without_grid_block_or_name(tmp_path, capsys):
     want = [r for r in _reference(capsys, NVPROF, tmp_path) if r["kind"] == "kernel"]
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     _drop(f, NV_KERNEL, "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "name")
     code, recs, err = _parse(capsys, f, tmp_path)
     assert code == 0, err
@@ -107,7 +99,7 @@ def test_nvprof_kernels_without_grid_block_or_name(tmp_path, capsys):
 
 @pytest.mark.parametrize("column", ["threadId", "processId", "cbid", "start"])
 def test_nvprof_runtime_without_a_column(tmp_path, capsys, column):
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     _drop(f, RUNTIME, column)
     code, recs, err = _parse(capsys, f, tmp_path)
     assert code == 0, err
@@ -121,7 +113,7 @@ def test_nvprof_runtime_without_a_column(tmp_path, capsys, column):
 
 
 def test_nvprof_markers_without_name_and_domain(tmp_path, capsys):
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     _drop(f, MARKER, "name", "domain")
     code, recs, err = _parse(capsys, f, tmp_path)
     assert code == 0, err
@@ -130,7 +122,7 @@ def test_nvprof_markers_without_name_and_domain(tmp_path, capsys):
 
 
 def test_nvprof_markers_that_cannot_be_paired(tmp_path, capsys):
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     _drop(f, MARKER, "flags")
     code, recs, err = _parse(capsys, f, tmp_path)
     assert code == 0, err
@@ -139,7 +131,7 @@ def test_nvprof_markers_that_cannot_be_paired(tmp_path, capsys):
 
 
 def test_nvprof_without_its_version_table(tmp_path, capsys):
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     with sqlite3.connect(f) as c:
         c.execute("DROP TABLE Version")
     code, recs, err = _parse(capsys, f, tmp_path)
@@ -149,7 +141,7 @@ def test_nvprof_without_its_version_table(tmp_path, capsys):
 
 @pytest.mark.parametrize("table,column", [(NV_KERNEL, "start"), (NV_KERNEL, "end"), (MEMCPY, "end")])
 def test_nvprof_without_an_essential_column(tmp_path, capsys, table, column):
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     _drop(f, table, column)
     code, recs, err = _parse(capsys, f, tmp_path)
     _one_line_error(code, err, f"table {table} has no column '{column}'", "re-export")
@@ -160,7 +152,7 @@ def test_nvprof_without_an_essential_column(tmp_path, capsys, table, column):
 
 def test_nsys_optional_columns_read_as_null(tmp_path, capsys):
     want = _reference(capsys, NSYS, tmp_path)
-    f = _copy(tmp_path, NSYS)
+    f = corpus_copy(tmp_path, NSYS)
     _drop(f, NS_KERNEL, "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
     _drop(f, MEMCPY, "bytes")
     code, recs, err = _parse(capsys, f, tmp_path)
@@ -174,7 +166,7 @@ def test_nsys_optional_columns_read_as_null(tmp_path, capsys):
 
 def test_nsys_runtime_without_correlation_ids(tmp_path, capsys):
     """Was: 'cannot read the SQLite database (no such column: correlationId): truncated or corrupt'."""
-    f = _copy(tmp_path, NSYS)
+    f = corpus_copy(tmp_path, NSYS)
     _drop(f, RUNTIME, "correlationId")
     code, recs, err = _parse(capsys, f, tmp_path)
     assert code == 0, err
@@ -183,7 +175,7 @@ def test_nsys_runtime_without_correlation_ids(tmp_path, capsys):
 
 
 def test_nsys_gpu_table_without_names(tmp_path, capsys):
-    f = _copy(tmp_path, NSYS)
+    f = corpus_copy(tmp_path, NSYS)
     _drop(f, "TARGET_INFO_GPU", "name")
     code, recs, err = _parse(capsys, f, tmp_path)
     assert code == 0, err
@@ -191,7 +183,7 @@ def test_nsys_gpu_table_without_names(tmp_path, capsys):
 
 
 def test_nsys_nvtx_without_its_thread(tmp_path, capsys):
-    f = _copy(tmp_path, NSYS)
+    f = corpus_copy(tmp_path, NSYS)
     _drop(f, "NVTX_EVENTS", "globalTid")
     code, recs, err = _parse(capsys, f, tmp_path)
     assert code == 0, err
@@ -202,7 +194,7 @@ def test_nsys_nvtx_without_its_thread(tmp_path, capsys):
 @pytest.mark.parametrize("table,column", [(NS_KERNEL, "start"), (NS_KERNEL, "end"), (MEMSET, "start")])
 def test_nsys_without_an_essential_column(tmp_path, capsys, table, column):
     """Was: exit 0 with every kernel's start (or end) written as null."""
-    f = _copy(tmp_path, NSYS)
+    f = corpus_copy(tmp_path, NSYS)
     _drop(f, table, column)
     code, recs, err = _parse(capsys, f, tmp_path)
     _one_line_error(code, err, f"table {table} has no column '{column}'", "re-export")
@@ -211,7 +203,7 @@ def test_nsys_without_an_essential_column(tmp_path, capsys, table, column):
 
 def test_an_empty_table_may_lack_anything(tmp_path, capsys):
     """Only tables with rows are checked: an empty KERNEL table of a serialized layout is no error."""
-    f = _copy(tmp_path, NVPROF)
+    f = corpus_copy(tmp_path, NVPROF)
     with sqlite3.connect(f) as c:
         c.execute('CREATE TABLE "CUPTI_ACTIVITY_KIND_KERNEL_new" (_id_ INTEGER)')
         c.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")

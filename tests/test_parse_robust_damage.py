@@ -4,14 +4,13 @@ do; never a traceback, never an output file left behind. Corpus files are copied
 from __future__ import annotations
 
 import random
-import shutil
 import sqlite3
 import traceback
 
 import pytest
 
 from pyprof.parse import nsys
-from tests.conftest import corpus_file, corpus_files, run_main
+from tests.conftest import corpus_copy, corpus_file, corpus_files, run_main
 
 pytestmark = pytest.mark.corpus
 
@@ -102,13 +101,6 @@ def test_seeded_mutations_of_each_layout(tmp_path, capsys):
     assert 2 in codes  # the mutations do reach what SQLite refuses
 
 
-def _copy(tmp_path, name: str):
-    src = corpus_file(name)
-    dst = tmp_path / src.name
-    shutil.copyfile(src, dst)
-    dst.chmod(0o644)
-    return dst
-
 
 NSYS = "MohanadOdema__DLProf"  # 2022.1: kernels, copies, NVTX text
 NVPROF = "josiahdavis__profiling-lm"
@@ -118,7 +110,7 @@ NVPROF = "josiahdavis__profiling-lm"
 def test_schema_entry_that_is_not_utf8(tmp_path, capsys, name):
     """SQLite's 'malformed database schema' message quotes the damaged entry's name; bytes that are no
     UTF-8 there made sqlite3 raise UnicodeDecodeError (a traceback) instead of an error."""
-    f = _copy(tmp_path, name)
+    f = corpus_copy(tmp_path, name)
     with sqlite3.connect(f) as c:
         c.execute("CREATE TABLE victim (a INTEGER)")
         c.execute("PRAGMA writable_schema=ON")
@@ -131,7 +123,7 @@ def test_schema_entry_that_is_not_utf8(tmp_path, capsys, name):
 
 def test_text_in_an_integer_column(tmp_path, capsys):
     """A record whose integer field became text (was: ValueError from numpy)."""
-    f = _copy(tmp_path, NSYS)
+    f = corpus_copy(tmp_path, NSYS)
     with sqlite3.connect(f) as c:
         c.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 'x\u00ff' WHERE rowid IN "
                   "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)")
@@ -143,7 +135,7 @@ def test_text_in_an_integer_column(tmp_path, capsys):
 
 def test_blobs_where_text_belongs(tmp_path, capsys):
     """Text fields that became blobs (NVTX messages, the string table) are read as text."""
-    f = _copy(tmp_path, NSYS)
+    f = corpus_copy(tmp_path, NSYS)
     with sqlite3.connect(f) as c:
         assert c.execute("UPDATE NVTX_EVENTS SET text = CAST(text AS BLOB) WHERE text IS NOT NULL").rowcount
         c.execute("UPDATE StringIds SET value = CAST(value AS BLOB) WHERE rowid % 2 = 0")
@@ -166,7 +158,7 @@ def _damage_unread_table(path) -> None:
 def test_a_failure_after_the_reads_is_blamed_on_damage_only(tmp_path, capsys, monkeypatch):
     """A failure no reader foresaw: one line where SQLite finds the file damaged, else the exception
     itself (a pyprof bug must not pass for bad input)."""
-    f = _copy(tmp_path, NSYS)
+    f = corpus_copy(tmp_path, NSYS)
     _damage_unread_table(f)
     out = tmp_path / "o.dict"
     assert _parse_checked(capsys, f, out) == 0  # the damage is in nothing the parse reads
