@@ -99,8 +99,8 @@ def test_backward_linker_dict_then_time():
     lk.add(1, 5, 100, a)
     lk.add(1, 5, 300, b)   # seq numbers restart (a second iteration): the latest earlier forward wins
     lk.add(2, 5, 50, {"op": "other"})
-    assert lk.find(1, 5, 200) is a and lk.find(1, 5, 400) is b and lk.find(1, 5, 10) is None
-    assert lk.find(1, 6, 200) is None and lk.find(1, None, 200) is None
+    assert lk.find_op(1, 5, 200)[0] is a and lk.find_op(1, 5, 400)[0] is b and lk.find_op(1, 5, 10) is None
+    assert lk.find_op(1, 6, 200) is None and lk.find_op(1, None, 200) is None
     bwd = decode(['{"pyprof":1,"k":"bwd","node":"MmBackward0","seq":5}']).fields
     merged = link(bwd, {"op": "mm", "mod": "torch", "args": [1], "cdtype": None, "layer": ["fc"], "trace": ["t.py:1"]})
     assert (merged["op"], merged["layer"], merged["dir"], merged["bwdNode"]) == ("mm", ["fc"], "bprop", "MmBackward0")
@@ -182,15 +182,15 @@ def test_backward_range_links_by_forward_op_id_where_ops_share_a_seq():
     for t, text in ((100, outer), (110, inner)):
         for key in forward_seqs(text):
             lk.add(1, key, t, {"op": decode([text]).fields["op"]})
-    assert lk.find(1, d.link_seq, 500) == {"op": "linear"}
+    assert lk.find_op(1, d.link_seq, 500)[0] == {"op": "linear"}
     # a bwd range from an older pyprof without "id" falls back to the seq (latest forward op with seq 5)
     old = decode([markers.encode(markers.make("bwd", node="AddmmBackward0", seq=5))])
-    assert old.link_seq == 5 and lk.find(1, old.link_seq, 500) == {"op": "linear"}
+    assert old.link_seq == 5 and lk.find_op(1, old.link_seq, 500)[0] == {"op": "linear"}
     lk2 = BackwardLinker()
     lk2.add(1, 5, 100, {"op": "linear"})
     lk2.add(1, 5, 120, {"op": "dropout"})  # made no node, same seq: seq alone picks the wrong op
     lk2.add(1, id_key(11), 100, {"op": "linear"})
-    assert lk2.find(1, 5, 500) == {"op": "dropout"} and lk2.find(1, d.link_seq, 500) == {"op": "linear"}
+    assert lk2.find_op(1, 5, 500)[0] == {"op": "dropout"} and lk2.find_op(1, d.link_seq, 500)[0] == {"op": "linear"}
 
 
 def test_pyprof_range_names_a_layer():

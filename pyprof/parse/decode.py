@@ -330,9 +330,8 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
         fields["dir"] = "bprop"
         # an op run as itself in the backward pass (called inside a custom Function's backward, or an
         # aten op under an autograd node): priced as that op, unless linked to the forward op it serves
-        if fields["op"] is not None and bwd_i is not None and op_pos is not None and op_pos > bwd_i:
-            fields["opDir"] = "fprop"
-        elif fields["op"] is not None and bwd_i is not None and top_aten_i is not None and top_aten_i > bwd_i:
+        inner = [i for i in (op_pos, top_aten_i) if i is not None]
+        if fields["op"] is not None and bwd_i is not None and inner and max(inner) > bwd_i:
             fields["opDir"] = "fprop"
     elif optim_i is not None:
         fields["dir"] = "optim"
@@ -401,8 +400,8 @@ class BackwardLinker:
     """Forward op registry keyed by (pid, seq): the latest forward registered at or before a time wins.
 
     ``add(pid, seq, time, fields, op_id)`` for every forward range carrying a seq (any order; call
-    :meth:`freeze` before lookups); ``find(pid, seq, time)`` returns the fields or None, and
-    :meth:`find_op` the fields with the forward op instance's id. That id becomes the backward
+    :meth:`freeze` before lookups); :meth:`find_op` returns the fields with the forward op instance's id,
+    or None. That id becomes the backward
     instance's ``opId``: every node an op created runs under it, so the op's backward is one instance
     and is priced once, however many autograd nodes (``AddmmBackward0``, ``TBackward0``...) it has.
     """
@@ -422,10 +421,6 @@ class BackwardLinker:
             entries.sort(key=lambda e: (e[0], e[1]))
             self._by_key[key] = ([e[0] for e in entries], [e[2] for e in entries])
         self._frozen = True
-
-    def find(self, pid, seq: int | None, time: int | None = None) -> dict[str, Any] | None:
-        found = self.find_op(pid, seq, time)
-        return None if found is None else found[0]
 
     def find_op(self, pid, seq: int | None, time: int | None = None) -> tuple[dict[str, Any], int | None] | None:
         """(fields, op instance id) of the forward op with ``seq`` latest at or before ``time``, or None."""

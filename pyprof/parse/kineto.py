@@ -27,10 +27,11 @@ is where the function was entered, less exact than a marker's call site), and th
 ``nn.Module: Name_N`` ranges (``with_modules``/``with_stack``). A collective is its
 ``record_param_comms`` range, priced from the message sizes recorded there.
 
-Op instances: the ranges down to the outermost plain ATen op open at a kernel (in the backward pass,
-down to the autograd node) are decoded once per instance and shared by its kernels; ``opId`` is the
-``External id`` of the instance's range (the pyprof op marker's, the ATen op's, or the backward
-pass's ``evaluate_function`` range), unique within a trace. ``Fwd thread id`` is tolerated but not
+Op instances: the ranges down to the outermost namespaced op open at a kernel (``aten::addmm``, or a
+collective's ``record_param_comms``; under an autograd node too) are decoded once per instance and
+shared by its kernels; ``opId`` is the ``External id`` of the instance's range (the pyprof op
+marker's, the ATen op's, or the backward pass's ``evaluate_function`` range), unique within a trace,
+and a backward instance linked to its forward op takes that op's id. ``Fwd thread id`` is tolerated but not
 needed: a backward node's ``Sequence number`` is looked up by (pid, seq), the latest forward op
 with it before the node runs.
 

@@ -44,8 +44,8 @@ class Index:
     parent: list = field(default_factory=list)
     seq: list = field(default_factory=list)     # autograd sequence number (int >= 0) or None
     bwd: list = field(default_factory=list)     # an autograd backward node / evaluate_function range
-    cut: list = field(default_factory=list)     # op instance range: outermost plain ATen op open (self
-    #                                             included), in backward the autograd node; or -1
+    cut: list = field(default_factory=list)     # op instance range: outermost namespaced op open (self
+    #                                             included; see _is_op_instance), or -1
     chain: list = field(default_factory=list)   # tuple of open op/ann range ids, outermost first, self last
     frames: list = field(default_factory=list)  # tuple of user Python frames, innermost first
     modules: list = field(default_factory=list)  # tuple of open ``nn.Module: Name_N`` ranges, outermost first
@@ -87,6 +87,11 @@ _LIB_MARKERS = ("/torch/", "/site-packages/", "/dist-packages/", "/pyprof/", "<f
 #: torch.profiler's python_function range around a module's forward (``with_modules=True``, or with
 #: ``with_stack``): ``nn.Module: Linear_0`` (class and the instance's index)
 MODULE_PREFIX = "nn.Module: "
+
+
+def _module(name: str) -> tuple:
+    """``nn.Module: Linear_0`` -> ``("Linear_0",)``; ``()`` for any other Python range."""
+    return (name[len(MODULE_PREFIX):],) if name.startswith(MODULE_PREFIX) else ()
 
 
 def user_frame(name: str) -> str | None:
@@ -315,8 +320,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
                 f = user_frame(name[r])
                 pf = frames[p]
                 frames[r] = ((f,) + pf[:7]) if f else pf
-                nm = name[r]
-                modules[r] = modules[p] + (nm[len(MODULE_PREFIX):],) if nm.startswith(MODULE_PREFIX) else modules[p]
+                modules[r] = modules[p] + _module(name[r])
             else:
                 chain[r] = chain[p] + (r,)
                 frames[r] = frames[p]
@@ -326,9 +330,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
             if ro == ROLE_PY:
                 f = user_frame(name[r])
                 frames[r] = (f,) if f else ()
-                nm = name[r]
-                if nm.startswith(MODULE_PREFIX):
-                    modules[r] = (nm[len(MODULE_PREFIX):],)
+                modules[r] = _module(name[r])
             else:
                 chain[r] = (r,)
         push(r)

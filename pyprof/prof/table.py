@@ -386,15 +386,16 @@ def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndar
     fargs = raw["args"][first]
     # _columns and fastread gave equal argument lists one object, alive until the table is built
     aid = np.fromiter(map(id, fargs.tolist()), dtype=np.int64, count=len(fargs))
+    model_dir = _model_dir(raw, first)
     if len(first):
-        key_of, k = _codes(raw["op"][first], raw["mod"][first], _model_dir(raw, first), raw["cdtype"][first], aid,
+        key_of, k = _codes(raw["op"][first], raw["mod"][first], model_dir, raw["cdtype"][first], aid,
                            is_kernel[first])
     else:
         key_of, k = np.zeros(0, np.int64), 0
-    kfirst = first[_first_index(key_of, k)].tolist()
+    kpos = _first_index(key_of, k)  # each key's first instance, a position in ``first``
+    kfirst = first[kpos].tolist()
     calls = (raw["op"][kfirst].tolist(), raw["args"][kfirst].tolist(), raw["cdtype"][kfirst].tolist(),
-             raw["mod"][kfirst].tolist(), _model_dir(raw, np.asarray(kfirst, dtype=np.int64)).tolist(),
-             is_kernel[kfirst].tolist())
+             raw["mod"][kfirst].tolist(), model_dir[kpos].tolist(), is_kernel[kfirst].tolist())
     return key_of, _key_arrays(calls)
 
 
