@@ -334,7 +334,8 @@ def test_c_accelerator_with_its_tensor_reads_off_writes_the_same_bytes(initializ
 # -- torch 2.1 to 2.3: no torch.get_autocast_dtype ---------------------------------------------------
 @pytest.mark.filterwarnings(r"ignore:torch\.\w+\(\) is deprecated")  # the older API, on this torch
 def test_autocast_is_read_through_the_pre_2_4_api(monkeypatch):
-    """torch 2.1 to 2.3 (the README promises torch >= 2.1) have no ``torch.get_autocast_dtype`` and
+    """torch 2.1 to 2.3 (older than the declared 2.13 floor, but pyprof should not fail to import there)
+    have no ``torch.get_autocast_dtype`` and
     only the argument-less ``torch.is_autocast_enabled()`` (CUDA's): pyprof's autocast module must
     import there, and an op under autocast must still record its compute dtype. (torch.autocast of
     this torch asks with the device-type form itself, so it is entered and left with torch as it is.)"""
