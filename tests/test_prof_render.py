@@ -6,6 +6,7 @@ import io
 
 import pytest
 
+from pyprof import process
 from pyprof.prof import columns, render, table
 
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -35,7 +36,8 @@ def test_parallel_formatting_gives_the_same_text(monkeypatch, style, names):
     monkeypatch.setattr(render, "PARALLEL_MIN_ROWS", 10)
     monkeypatch.setattr(render, "CHUNK", 64)  # many chunks, more than the processes keep in flight
     two = io.StringIO()
-    render.write(df, names, two, style, workers=2)
+    with process.owning():  # forks only where pyprof owns the process (as `pyprof prof` does)
+        render.write(df, names, two, style, workers=2)
     assert two.getvalue() == one.getvalue()
     assert one.getvalue().count("\n") == 1000 + (style != "json")
 
@@ -46,7 +48,10 @@ def test_a_chunk_the_processes_cannot_give_is_formatted_here(monkeypatch):
     render.write(df, list(columns.DEFAULT), one, "csv")
     monkeypatch.setattr(render, "PARALLEL_MIN_ROWS", 10)
     monkeypatch.setattr(render, "CHUNK", 50)
-    monkeypatch.setattr(render, "_submit", lambda pool, span: None)  # as if the pool were broken
+    asked = []
+    monkeypatch.setattr(render, "_submit", lambda pool, span: asked.append(span))  # as if the pool were broken
     two = io.StringIO()
-    render.write(df, list(columns.DEFAULT), two, "csv", workers=2)
+    with process.owning():
+        render.write(df, list(columns.DEFAULT), two, "csv", workers=2)
+    assert asked  # the pool was asked for chunks
     assert two.getvalue() == one.getvalue()

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from pyprof import process
 from pyprof.prof import table
 from pyprof.prof.devices import Device, match_gpu
 from pyprof.prof.load import read_records
@@ -252,7 +253,8 @@ def test_build_file_in_parallel_equals_sequential(model, tmp_path, monkeypatch):
     used = []
     parallel = table._parallel_columns
     monkeypatch.setattr(table, "_parallel_columns", lambda *a: used.append(parallel(*a)) or used[-1])
-    par = table.build_file(path, workers=2)
+    with process.owning():  # forks only where pyprof owns the process (as `pyprof prof` does)
+        par = table.build_file(path, workers=2)
     assert used and used[0] is not None  # the file was decoded by the worker processes
     seq = table.build(recs)
     assert par.equals(seq)
@@ -269,7 +271,7 @@ def test_build_file_bad_line_reports_its_number(model, tmp_path, monkeypatch):
     path = tmp_path / "bad.dict"
     path.write_bytes(b"\n".join(lines) + b"\n")
     monkeypatch.setattr(table, "PARALLEL_MIN_BYTES", 0)
-    with pytest.raises(InputError, match="line 1501"):
+    with process.owning(), pytest.raises(InputError, match="line 1501"):
         table.build_file(path, workers=2)
 
 

@@ -158,12 +158,13 @@ def write(df: pd.DataFrame, names: Sequence[str], fh: IO[str], style: str = "spa
     """Write ``df[names]`` to ``fh`` in ``style``: ``space``, ``aligned`` (``width`` columns), ``csv``, ``json``.
 
     With ``workers`` > 1, a long table in a chunked style (csv, space, json) is formatted on that many
-    processes, chunk by chunk, and written in order: the same text. The cyclic garbage collector is
-    paused meanwhile: formatting creates millions of strings, and each full collection would walk every
-    object of the table (they hold no cycles)."""
-    from pyprof.prof.table import _gc_paused
+    forked processes, chunk by chunk, and written in order: the same text. Both that and pausing the
+    cyclic garbage collector meanwhile (formatting creates millions of strings, and each full collection
+    would walk every object of the table; they hold no cycles) happen only in a process pyprof owns
+    (:mod:`pyprof.process`: ``pyprof prof``); a library caller's process is formatted in, as it is."""
+    from pyprof.process import collector_paused
 
-    with _gc_paused():
+    with collector_paused():
         _write(df, names, fh, style, width, headers, fmts, workers)
 
 
@@ -213,7 +214,8 @@ _SHARED: dict = {}  # the table being written, inherited by forked formatting pr
 
 
 def _format_span(span: tuple[int, int]) -> str:
-    """Worker: one chunk of the table set in :data:`_SHARED` before the fork."""
+    """Worker: one chunk of the table set in :data:`_SHARED` before the fork (a forked child of an owned
+    process: its collector is pyprof's to turn off)."""
     import gc
 
     gc.disable()
@@ -227,14 +229,16 @@ def _span_text(span: tuple[int, int]) -> str:
 
 def _parallel_chunks(df, names, style, fmts, spans, workers):
     """Chunk texts formatted by forked processes (they inherit the table, nothing is sent to them), in
-    order; None where processes cannot be started (then the caller formats in this process)."""
+    order; None where processes cannot be started or this process is not pyprof's to fork
+    (:func:`pyprof.process.can_fork`; then the caller formats in this process)."""
     import concurrent.futures
     import multiprocessing
 
-    try:
-        ctx = multiprocessing.get_context("fork")
-    except ValueError:  # no fork on this platform
+    from pyprof import process
+
+    if not process.can_fork():
         return None
+    ctx = multiprocessing.get_context("fork")
     _SHARED["job"] = (df, names, style, fmts)
     try:
         pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx)

@@ -26,9 +26,8 @@ their share of kernel time, kernels without an op, GPUs without known peaks).
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
 
@@ -40,6 +39,7 @@ from pyprof import kernel_roles
 from pyprof.errors import InputError
 from pyprof.prof import tensorcores
 from pyprof.prof.devices import DeviceResolver
+from pyprof.prof.fastread import freeze
 from pyprof.prof.params import first_dtype, render
 
 NAN = float("nan")
@@ -107,7 +107,7 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
                 try:  # the fast path: lists of strings
                     col = list(map(pool.setdefault, map(tuple, col), col))
                 except TypeError:  # None, or a list holding lists
-                    col = [pool.setdefault(_freeze(v), v) for v in col]
+                    col = [pool.setdefault(freeze(v), v) for v in col]
             cols[k].extend(col)
         rows.clear()
 
@@ -122,40 +122,6 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
     if rows:
         flush()
     return cols
-
-
-def _freeze(value: Any) -> Any:
-    """A hashable stand-in for a list field (lists of str/int; anything odd keeps its own identity)."""
-    if value.__class__ is list:
-        frozen = tuple(value)
-        try:
-            hash(frozen)
-        except TypeError:
-            return id(value)
-        return frozen
-    return value if value is None else id(value)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic collector off while a table is built (millions of small containers: it would dominate
-    the run time), and back on afterwards, if it was on, through :func:`_gc_enable`."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            _gc_enable()
-
-
-def _gc_enable() -> None:
-    """Enable the cyclic collector again without a first collection walking every object made while it
-    was off (millions of acyclic cells): those go straight to the oldest generation."""
-    if not gc.get_freeze_count():
-        gc.freeze()
-        gc.unfreeze()
-    gc.enable()
 
 
 def _obj(values) -> np.ndarray:
@@ -212,7 +178,8 @@ def default_workers() -> int:
 
 
 def _range_columns(job: tuple[str, int, int]):
-    """Worker: the columns of one byte range of a record file."""
+    """Worker: the columns of one byte range of a record file (a forked child of an owned process: its
+    collector is pyprof's to turn off)."""
     from pyprof.prof.fastread import read_columns
 
     gc.disable()
@@ -221,13 +188,17 @@ def _range_columns(job: tuple[str, int, int]):
 
 
 def _parallel_columns(path: str, workers: int):
-    """Decode a large record file on ``workers`` processes (JSON decoding is most of prof's time).
-    None when it cannot (then the caller reads it in this process, which also reports any bad line)."""
+    """Decode a large record file on ``workers`` forked processes (JSON decoding is most of prof's time).
+    None when it cannot, or may not (a process pyprof does not own: :func:`pyprof.process.can_fork`); the
+    caller then reads it in this process, which also reports any bad line."""
     import concurrent.futures
     import multiprocessing
 
+    from pyprof import process
     from pyprof.prof.load import split_ranges
 
+    if not process.can_fork():
+        return None
     jobs = [(path, a, b) for a, b in split_ranges(path, workers * 2)]
     try:
         ctx = multiprocessing.get_context("fork")
@@ -245,10 +216,12 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
                calibration: dict | None = None, workers: int | None = None) -> pd.DataFrame:
     """:func:`build` of a record file (path, ``-`` or None for stdin). A JSON-lines file is read straight
     into columns (:mod:`pyprof.prof.fastread`); with ``workers`` > 1 a large file (64 MiB or more) is
-    decoded on that many processes (``None``: the CPUs, at most 8); PyProf dict files and stdin are read
-    record by record in this process. The result is the same either way."""
+    decoded on that many forked processes (``None``: the CPUs, at most 8) where the process is pyprof's to
+    fork (:mod:`pyprof.process`: ``pyprof prof``, not a library call); PyProf dict files and stdin are
+    read record by record in this process. The result is the same either way."""
     import os
 
+    from pyprof.process import collector_paused
     from pyprof.prof.fastread import read_columns
     from pyprof.prof.load import is_legacy, iter_records
 
@@ -256,7 +229,7 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
     if workers is None:
         workers = default_workers()
     path = None if source is None or str(source) == "-" or hasattr(source, "read") else os.fspath(source)
-    with _gc_paused():
+    with collector_paused():
         if path is not None and os.path.isfile(path) and not is_legacy(path):
             cols = None
             if workers > 1 and os.path.getsize(path) >= PARALLEL_MIN_BYTES:
@@ -274,8 +247,11 @@ def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops:
     plus ``kind``. ``records`` may be a generator (``pyprof.prof.load.iter_records``): it is consumed
     once. ``gpu`` overrides every record's GPU name; ``peak_flops`` (FLOP/s, all dtypes) and ``peak_bw``
     (bytes/s) override the peak table; ``calibration`` maps device names to
-    :class:`~pyprof.prof.devices.Device` (default: the calibration file, if any)."""
-    with _gc_paused():
+    :class:`~pyprof.prof.devices.Device` (default: the calibration file, if any). In a process pyprof owns
+    (:mod:`pyprof.process`) the cyclic collector is paused meanwhile; elsewhere it is left as it is."""
+    from pyprof.process import collector_paused
+
+    with collector_paused():
         return _build_records(records, DeviceResolver(gpu, peak_flops, peak_bw, calibration))
 
 
