@@ -61,6 +61,19 @@ def _checks() -> tuple[tuple, tuple]:
         tuple((i, CHECKS[k]) for i, k in enumerate(VARYING) if k in CHECKS)
 
 
+def freeze(value: Any) -> Any:
+    """A hashable stand-in for a list field (lists of str/int; anything odd keeps its own identity), to
+    pool equal ``layer``/``trace`` lists into one object (here and in ``table._columns``)."""
+    if value.__class__ is list:
+        frozen = tuple(value)
+        try:
+            hash(frozen)
+        except TypeError:
+            return id(value)
+        return frozen
+    return value if value is None else id(value)
+
+
 class Columns:
     """Distinct static parts, one code per record, and the varying fields as lists; ``skipped``: records
     dropped for a bad field (under ``load.skipping_bad``), ``first_bad`` the first of them."""
@@ -92,12 +105,10 @@ class Columns:
                 if v is not None:
                     v = pool.setdefault(orjson.dumps(v), v)
             elif k in _SHARE:
-                from pyprof.prof.table import _freeze
-
                 try:
                     v = pool.setdefault(tuple(v), v)
                 except TypeError:
-                    v = pool.setdefault(_freeze(v), v)
+                    v = pool.setdefault(freeze(v), v)
             out.append(v)
         return tuple(out)
 
