@@ -36,10 +36,8 @@ import numpy as np
 import orjson
 
 from pyprof.errors import InputError
+from pyprof.prof.fields import STATIC, VARYING
 
-STATIC = ("kind", "kShortName", "kLongName", "tid", "device", "gpu", "stream", "grid", "block", "bytes", "layer",
-          "trace", "mod", "op", "args", "cdtype")
-VARYING = ("kDuration", "start", "opId", "seqId", "altSeqId", "dir", "opDir", "subSeqId")
 _STATIC_SET = frozenset(STATIC)
 _VARYING_SET = frozenset(VARYING)
 _INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype"))

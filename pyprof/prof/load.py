@@ -30,6 +30,7 @@ import orjson
 
 from pyprof.errors import InputError, RecordError
 from pyprof.markers import MarkerError, as_lists, decode_legacy_pyprof
+from pyprof.prof.fields import STATIC, VARYING
 from pyprof.records import CHECKS, Check, bad_field
 
 HINT = "give the output of `pyprof parse FILE.sqlite -o FILE.dict`"
@@ -102,11 +103,8 @@ def _lines_before(path: str, offset: int) -> int:
 
 @functools.cache
 def prof_checks() -> tuple[Check, ...]:
-    """The checks of the fields prof reads (those of :mod:`pyprof.prof.fastread`'s layout, the same as
-    ``table.KEYS``) that have a documented type: a field prof never reads cannot break its table, and is
-    not checked."""
-    from pyprof.prof.fastread import STATIC, VARYING
-
+    """The checks of the fields prof reads (:mod:`pyprof.prof.fields`, the same as ``table.KEYS``) that
+    have a documented type: a field prof never reads cannot break its table, and is not checked."""
     return tuple(CHECKS[k] for k in STATIC + VARYING if k in CHECKS)
 
 
