@@ -5,6 +5,11 @@ direction, compute dtype) returning a :class:`Cost`. ``@register("mm", "matmul")
 registered twice, so there is never a second table beside the decorators. :func:`estimate` returns
 ``None`` for an op without a model: prof shows ``n/a`` for it and counts it in one warning; it is
 never a 0-FLOP measurement.
+
+The registry is full whenever it can be used: Python runs a package's ``__init__`` before any module
+in it, and that of :mod:`pyprof.prof.ops` imports every family module, so by the time an import of
+this module (or of any family) returns, every model is registered. (This module imports no family:
+they import it.)
 """
 
 from __future__ import annotations
@@ -117,30 +122,16 @@ def canonical(op: str, mod: str | None = None) -> str:
     return name
 
 
-_loaded = False
-
-
-def _load() -> None:
-    """Import every family module (they register themselves), whichever module the caller imported."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import pyprof.prof.ops  # noqa: F401
-
-
 def lookup(op: str, mod: str | None = None) -> Model | None:
-    _load()
     return _MODELS.get(canonical(op, mod))
 
 
 def family(op: str, mod: str | None = None) -> str | None:
     """The operator family (the model's module: ``gemm``, ``conv``, ``attention``, ...) or ``None``."""
-    _load()
     return _FAMILY.get(canonical(op, mod))
 
 
 def covered_ops() -> set[str]:
-    _load()
     return set(_MODELS)
 
 
@@ -152,7 +143,6 @@ def estimate(call: OpCall) -> Cost | None:
     ``aten::`` name without a namespace). Arguments a model cannot make sense of (a stride of 0, a
     string where a size belongs) give ``None``: unknown, never an exception that stops a report.
     """
-    _load()
     name = canonical(call.op, call.mod)
     model = _MODELS.get(name)
     if model is None:
