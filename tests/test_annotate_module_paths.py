@@ -1,7 +1,6 @@
 """Module ranges stay right when the model changes between calls: a child replaced or added,
-or called under another root, and modules freed and new ones made (often at the same address). The C
-path keeps its own copy of modules.py's path and text caches (see ``module_call`` in
-``_fastpayload.c``); these tests hold both paths to the model as it is at each call."""
+or called under another root, and modules freed and new ones made (often at the same address).
+modules.py caches paths and texts keyed by id(); these tests hold it to the model as it is at each call."""
 
 from __future__ import annotations
 

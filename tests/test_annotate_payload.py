@@ -7,7 +7,6 @@ import contextlib
 import itertools
 import json
 import math
-import sys
 import warnings
 
 import pytest
@@ -119,13 +118,7 @@ def test_c_accelerator_writes_the_same_bytes_as_python(initialized):
         assert len(c_texts) == len(calls)
         assert c_texts == py_texts
         assert all('"trace":["tests/test_annotate_payload.py:' in t for t in c_texts)
-    # with this torch the C writer takes its own shortcuts (torch's getters called directly, device
-    # texts keyed by the device's bytes; on CPython 3.11 and 3.12 the call site read from the
-    # interpreter's frames once seen), so the comparison above covered them
-    info = ann_ops._fast.info()
-    assert info["device_table"] and info["tensor_getters"] and info["contiguous_direct"] and info["packed_slot"]
-    assert info["frame_walk"] == ((3, 11) <= sys.version_info[:2] <= (3, 12))
-    assert (info["frame_walk_hits"] >= len(calls)) == info["frame_walk"]
+    assert ann_ops._fast.info()["tensor_hits"] > 0  # the second round took texts from the C table
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
@@ -158,7 +151,7 @@ def test_c_tensor_texts_from_its_table_differ_wherever_one_fact_differs(initiali
 
 
 def _special_tensors() -> list:
-    """Tensors of kinds whose facts are not plain TensorImpl fields (the C writer must not read them)."""
+    """Tensors of other kinds than plain strided ones, and shapes the C writer's table does not keep."""
     import warnings
 
     x = torch.ones(2, 3)
@@ -215,8 +208,7 @@ def _mutations(op):
 
 def _grad_kinds(op):
     """Tensors with and without autograd metadata, requiring grad or not (leaves, results, views,
-    detached, Parameters, cleared after being set), under grad, no_grad and inference mode: the C
-    writer asks c10::TensorImpl::requires_grad() instead of the getter."""
+    detached, Parameters, cleared after being set), under grad, no_grad and inference mode."""
     for ctx in (torch.enable_grad, torch.no_grad):
         with ctx():
             leaf = torch.ones(2, 3, requires_grad=True)
@@ -231,35 +223,16 @@ def _grad_kinds(op):
         op(torch.ones(2, 3), torch.ones(3).t())
 
 
-_reads_switched_off = pytest.mark.skipif(
-    __import__("os").environ.get("PYPROF_NO_TENSOR_READS", "") not in ("", "0"),
-    reason="PYPROF_NO_TENSOR_READS=1: the C path keeps to torch's getters")
-_keys_unreadable = pytest.mark.skipif(
-    not hasattr(torch._C.DispatchKeySet, "raw_repr"),
-    reason="this torch's DispatchKeySet has no raw_repr (torch 2.4): no layout search, the C path keeps to the getters")
-
-
-@_reads_switched_off
-@_keys_unreadable
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
-def test_c_reads_of_tensor_fields_match_torch_through_changes_and_special_kinds(initialized):
-    """Where configure() found the TensorImpl layout, the C writer reads plain dense tensors' facts
-    from it: the texts must equal the Python path's (torch's getters) after every in-place change
-    of a tensor's shape, strides, dtype, device or requires_grad, for Parameters of a module cast
-    and moved, and for kinds it must leave to the getters (nested, sparse, mkldnn, quantized,
-    zero, conjugate and negative views, more than five dims, 0-dim); vmap's batched and
-    functionalized tensors too. The reads must have served texts and stayed on (they turn off for
-    good when a read differs from the getters)."""
-    info = ann_ops._fast.info()
-    assert info["tensor_reads"], info  # this torch's layout was found
-    assert info["grad_direct"], info  # and c10::TensorImpl::requires_grad() agreed with the getter
-    served, direct = info["tensor_reads_served"], info["grad_direct_served"]
-    for _ in range(3):  # later rounds: texts from the table, read from the fields
+def test_c_texts_match_python_through_changes_and_special_kinds(initialized):
+    """The C writer's texts equal the Python path's after every in-place change of a tensor's shape,
+    strides, dtype, device or requires_grad (its table must never serve a stale text), for Parameters
+    of a module cast and moved, for the kinds it hands to Python (nested, sparse, mkldnn, quantized,
+    zero, conjugate and negative views, more than eight dims, 0-dim), and for vmap's batched and
+    functionalized tensors."""
+    for _ in range(3):  # later rounds: texts from the table
         assert _script_texts(True, _mutations) == _script_texts(False, _mutations)
         assert _script_texts(True, _grad_kinds) == _script_texts(False, _grad_kinds)
-    info = ann_ops._fast.info()
-    assert info["tensor_reads"] and info["tensor_reads_served"] > served
-    assert info["grad_direct_served"] > direct  # requires_grad answered by libc10's function
 
     def transformed(op):
         x = torch.ones(3, 4, 5)
@@ -267,114 +240,17 @@ def test_c_reads_of_tensor_fields_match_torch_through_changes_and_special_kinds(
         torch.func.functionalize(lambda t: (op(t.add(1), t), t)[1])(x)
 
     assert _script_texts(True, transformed) == _script_texts(False, transformed)
-    assert ann_ops._fast.info()["tensor_reads"]
-
-
-@_reads_switched_off
-@_keys_unreadable
-@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
-def test_c_layout_search_finds_nothing_in_foreign_samples(initialized):
-    """The layout search turns reads off unless every field is found at exactly one offset: with
-    samples whose dims or dispatch keys are not the tensors' own, it must find nothing."""
-    from pyprof.annotate import fastpath
-
-    samples, keys = fastpath._layout_samples()
-    fast = ann_ops._fast
-    try:
-        for bad in ([s[:1] + (tuple(d + 1 for d in s[1]),) + s[2:] for s in samples],   # wrong dims
-                    [s[:5] + (s[5] ^ 1 << 40,) + s[6:] for s in samples],               # wrong keys
-                    [s[:4] + (not s[4],) + s[5:] for s in samples],                      # wrong contiguity
-                    samples[:4]):                                                         # too few
-            fastpath.load(**ann_ops.CALL_SIDE, layout_samples=bad, layout_keys=keys)
-            assert not fast.info()["tensor_reads"]
-    finally:
-        fastpath.load(**ann_ops.CALL_SIDE)
-    assert fast.info()["tensor_reads"]
-
-
-@_reads_switched_off
-@_keys_unreadable
-@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
-def test_c_requires_grad_function_is_used_only_where_it_agrees(initialized):
-    """c10::TensorImpl::requires_grad() is called instead of the getter only if it agrees with the
-    getter on every sample: with grad samples whose tensors were swapped for others (so that one
-    answer is missing) or too few, it is not used, and the texts are still right."""
-    from pyprof.annotate import fastpath
-
-    good = fastpath._grad_samples()
-    fast = ann_ops._fast
-    only_no = [(t, m) for t, m in good if not t.requires_grad]
-    samples, keys = fastpath._layout_samples()
-    try:
-        for bad in (only_no * 2, good[:2]):
-            fastpath.load(**ann_ops.CALL_SIDE, grad_samples=bad,
-                          layout_samples=[s for s in samples if not s[0].requires_grad], layout_keys=keys)
-            info = fast.info()
-            assert info["tensor_reads"] and not info["grad_direct"]
-            served = info["grad_direct_served"]
-            assert _script_texts(True, _grad_kinds) == _script_texts(False, _grad_kinds)
-            assert fast.info()["grad_direct_served"] == served
-    finally:
-        fastpath.load(**ann_ops.CALL_SIDE)
-    assert fast.info()["grad_direct"]
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
-def test_grad_mode_read_directly_matches_torch():
-    """The C path asks c10::GradMode::is_enabled() (checked at load) for what torch.is_grad_enabled()
-    says, in every mode and on other threads (grad mode is per thread)."""
-    import threading
-
-    fast = ann_ops._fast
-    assert fast.info()["grad_mode_direct"]
-    seen = []
-
-    def look():
-        for make in (torch.enable_grad, torch.no_grad, torch.inference_mode, lambda: torch.set_grad_enabled(False)):
-            with make():
-                seen.append((fast.probe("grad_mode"), torch.is_grad_enabled()))
-
-    look()
-    t = threading.Thread(target=look)
-    t.start()
-    t.join()
-    assert len(seen) == 8 and all(a is b for a, b in seen)
-    # the check at load leaves the caller's grad mode as it was
-    from pyprof.annotate import fastpath
-
-    for mode in (False, True):
-        with torch.set_grad_enabled(mode):
-            fastpath.load(**ann_ops.CALL_SIDE)
-            assert torch.is_grad_enabled() is mode
-    assert fast.info()["grad_mode_direct"]
-    with pytest.raises(ValueError, match="unknown name"):
-        fast.probe("nope")
-
-
-@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
-@pytest.mark.parametrize("direct", [True, False])
-def test_no_op_ranges_while_jit_trace_records(initialized, direct):
-    """Ops run while torch.jit.trace records emit no op range (as in the Python path), whether the C
-    path reads the tracing state from libtorch directly (checked against torch._C._is_tracing() at
-    load) or asks torch._C._is_tracing(); ops after the trace emit theirs again."""
-    fast = ann_ops._fast
-    assert fast.info()["tracing_direct"]  # this torch's tracer state was found and agreed
-    inside = []
-
-    def f(t):
-        inside.append(fast.probe("tracing"))
-        return torch.relu(t) * 2
-
-    try:
-        assert fast.use_direct("tracing", direct) is direct
-        with Recorder() as rec:
-            with warnings.catch_warnings():  # newer torch warns that torch.jit.trace is deprecated
-                warnings.simplefilter("ignore")
-                traced = torch.jit.trace(f, torch.randn(3), check_trace=False)  # no eager re-run
-            torch.relu(torch.ones(1))
-    finally:
-        fast.use_direct("tracing", True)
-    assert inside == [True] and fast.probe("tracing") is False
+def test_no_op_ranges_while_jit_trace_records(initialized):
+    """Ops run while torch.jit.trace records emit no op range on the C path (as on the Python path);
+    ops after the trace emit theirs again."""
+    with Recorder() as rec:
+        with warnings.catch_warnings():  # newer torch warns that torch.jit.trace is deprecated
+            warnings.simplefilter("ignore")
+            traced = torch.jit.trace(lambda t: torch.relu(t) * 2, torch.randn(3), check_trace=False)
+        torch.relu(torch.ones(1))
     assert [p["op"] for p in rec.payloads("op") if p["op"] in ("relu", "mul", "__mul__")] == ["relu"]
     assert "aten::relu" in str(traced.graph)
 
@@ -408,23 +284,9 @@ def test_route_reaches_the_c_path_on_every_refresh():
     assert S.route_sink is not None
 
 
-@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
-def test_tensor_reads_can_be_switched_off_from_the_environment():
-    import os
-    import subprocess
-
-    code = ("import torch, pyprof.annotate.ops as o; i = o._fast.info(); "
-            "print(i['tensor_reads'], i['tensor_layout'], i['tensor_getters'])")
-    env = {**os.environ, "PYPROF_NO_TENSOR_READS": "1"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["False", "None", "True"]  # the getters still serve the C path
-
-
 def _sites_through_wrapper(fast: bool) -> list[str]:
     """The call sites of one op called from a generator, a comprehension, a lambda, an except
-    block, a builtin (map) and another thread, twice each (the second time from the caches, which on
-    CPython 3.11/3.12 the C path serves by reading the interpreter's frames)."""
+    block, a builtin (map) and another thread, twice each (the second time from the caches)."""
     import threading
 
     with _probe_op(fast) as op:
@@ -457,12 +319,9 @@ def _sites_through_wrapper(fast: bool) -> list[str]:
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
 def test_c_call_sites_match_python_in_generators_comprehensions_threads(initialized):
-    hits = ann_ops._fast.info()["frame_walk_hits"]
     c_sites, py_sites = _sites_through_wrapper(True), _sites_through_wrapper(False)
     assert len(c_sites) == 12 and c_sites == py_sites
     assert len(set(c_sites)) == 6 and all(s.startswith("tests/test_annotate_payload.py:") for s in c_sites)
-    walked = ann_ops._fast.info()["frame_walk_hits"] - hits
-    assert (walked >= 6) == ann_ops._fast.info()["frame_walk"]
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
@@ -478,11 +337,9 @@ def _model_ranges(fast: bool, make, fail_at: str | None = None):
     that raises inside the module named ``fail_at``), with the C accelerator on or off."""
     import re
 
-    from pyprof.annotate import modules as ann_modules
-
-    saved = ann_ops._fast_call, ann_modules._fast_module_call
+    saved = ann_ops._fast_call
     if not fast:
-        ann_ops._fast_call = ann_modules._fast_module_call = None
+        ann_ops._fast_call = None
     try:
         torch.manual_seed(0)
         model, x = make()
@@ -498,7 +355,7 @@ def _model_ranges(fast: bool, make, fail_at: str | None = None):
         ids = re.compile(r'"(id|seq|nseq)":\[?\d+\]?')
         return [(r.depth, ids.sub("", r.text), r.end_ns >= 0) for r in rec.ranges]
     finally:
-        ann_ops._fast_call, ann_modules._fast_module_call = saved
+        ann_ops._fast_call = saved
 
 
 @pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 from pyprof import markers  # noqa: E402
-from pyprof.annotate import describe, fastpath  # noqa: E402
+from pyprof.annotate import describe  # noqa: E402
 from pyprof.annotate import ops as ann_ops  # noqa: E402
 from pyprof.annotate.ops import OpMeta, build_payload  # noqa: E402
 from pyprof.annotate.recorder import Recorder  # noqa: E402
@@ -315,20 +315,6 @@ def test_c_accelerator_writes_the_same_bytes_for_every_kind(initialized):
         py_texts = _run_kind_calls(False)
         assert c_texts == py_texts
         assert sum('"kind":' in t for t in c_texts) >= 2 * (len(KINDS) - 1)  # meta has no kind
-
-
-@pytest.mark.skipif(ann_ops._fast is None, reason="the C accelerator is not built here (or PYPROF_PURE_PYTHON=1)")
-def test_c_accelerator_with_its_tensor_reads_off_writes_the_same_bytes(initialized):
-    """Without the TensorImpl reads (another torch, PYPROF_NO_TENSOR_READS=1) every tensor goes through
-    torch's getters, where the C writer itself must tell the other kinds from plain tensors."""
-    fast = ann_ops._fast
-    try:
-        fastpath.load(**ann_ops.CALL_SIDE, layout_samples=[], layout_keys=[])
-        assert not fast.info()["tensor_reads"]
-        for _ in range(2):
-            assert _run_kind_calls(True) == _run_kind_calls(False)
-    finally:
-        fastpath.load(**ann_ops.CALL_SIDE)
 
 
 # -- torch 2.1 to 2.3: no torch.get_autocast_dtype ---------------------------------------------------

@@ -19,13 +19,9 @@ A module called with no module open on its thread is a root; paths come from the
 ``named_modules()`` (cached per root, refreshed once when a module is not found, e.g. added after the
 first call). The root's own path is ``""`` as in ``named_modules()``; a module that is not a
 descendant of the current root (called from inside it) gets ``<parent path>.<ClassName>``. The
-encoded text per (module, path) is cached, so steady-state cost is two dict lookups, a push and a pop
-(done in C by the optional extension's ``module_call`` where it was built, see
-:mod:`pyprof.annotate.fastpath`; cache misses and stale stacks still go through :func:`_open` and
-:func:`_close`). The C path keeps what it found per (module, root) in a table of its own, valid until
-:func:`_changed` tells it that ``_paths`` or ``_texts`` changed (an entry added or replaced, a map
-rebuilt, a module or root collected). A module renamed after its root's map was built keeps its old
-path until the map is rebuilt (which happens when a module is not found in it).
+encoded text per (module, path) is cached, so steady-state cost is two dict lookups, a push and a pop.
+A module renamed after its root's map was built keeps its old path until the map is rebuilt (which
+happens when a module is not found in it).
 
 The instrumentation is installed only while a consumer is present (a Recorder, an NVTX tool,
 ``lazy=False``, or a torch.profiler session, noticed by wrapping torch's
@@ -74,14 +70,7 @@ def _stack() -> list:
 def _forget(table: dict, key: int):
     def cb(_ref):
         table.pop(key, None)
-        _changed()
     return cb
-
-
-def _changed() -> None:
-    """``_paths`` or ``_texts`` changed: the C path's copy of their entries is out of date."""
-    if _fast_modules_changed is not None:
-        _fast_modules_changed()
 
 
 def _path_map(root, rebuild: bool = False) -> dict:
@@ -90,8 +79,6 @@ def _path_map(root, rebuild: bool = False) -> dict:
     if rebuild or not current:
         m = {id(mod): name for name, mod in root.named_modules(remove_duplicate=False)}
         _paths[id(root)] = (weakref.ref(root, _forget(_paths, id(root))), m)
-        if not current or m != entry[1]:  # an unchanged tree keeps the C path's entries valid
-            _changed()
         return m
     return entry[1]
 
@@ -123,8 +110,6 @@ def _text(module, path: str) -> str:
         _texts[id(module)] = (weakref.ref(module, _forget(_texts, id(module))), path, text)
     except TypeError:  # not weak-referenceable: do not cache
         pass
-    else:
-        _changed()
     return text
 
 
@@ -176,10 +161,6 @@ def _call(self, *args, **kwargs):
     """``nn.Module.__call__`` while a consumer is present: the original inside a "mod" range."""
     if _is_dynamo_compiling() or (S.idle and not _ap._is_profiler_enabled) or _mode[0] != "call":
         return _orig_call(self, *args, **kwargs)  # compile check first: see ops.make_wrapper
-    if _fast_module_call is not None:
-        # the same steps in C (cache hits; misses call _open/_close), which also checks the
-        # compile-session flag (see ops._is_dynamo_compiling)
-        return _fast_module_call(self, _orig_call, args, kwargs)
     if _is_compiling():
         return _orig_call(self, *args, **kwargs)
     _open(self)
@@ -316,12 +297,3 @@ def uninstall() -> None:
     if sync in S.listeners:
         S.listeners.remove(sync)
     _off()
-
-
-#: The C accelerator's version of :func:`_call`'s range (see :mod:`pyprof.annotate.fastpath`), or None.
-_fast_module_call = None
-_fast_modules_changed = None
-if _ops._fast is not None:
-    _ops._fast.configure_modules(tls=_tls, gen=_gen, paths=_paths, texts=_texts, open=_open, close=_close)
-    _fast_module_call = _ops._fast.module_call
-    _fast_modules_changed = _ops._fast.modules_changed

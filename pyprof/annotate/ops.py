@@ -13,8 +13,7 @@ dict, because building that dict and serialising it was about half of the per-op
 optional C extension was built (:mod:`pyprof.annotate.fastpath`), the wrapper hands the marker path
 to its ``call`` instead of :func:`call_marked`: the same steps and the same text, without the
 interpreter (the wrapper asks ``torch.compiler.is_dynamo_compiling()`` first, so TorchDynamo never
-reaches the C call, and the C call checks torch's compile-session flag itself: see
-:data:`_is_dynamo_compiling`).
+reaches the C call, and the C call asks ``torch.compiler.is_compiling()`` as :func:`call_marked` does).
 
 Nesting: ops called from inside an instrumented op emit nothing by default (a thread-local flag),
 because the outer op already names the work — except inside :data:`COMPOSITES`, functions whose
@@ -60,14 +59,9 @@ except ImportError:  # torch < 2.3
     def _is_compiling() -> bool:
         return False
 
-#: What the wrappers ask before calling into C (see :func:`make_wrapper`), and the owner of the
-#: compile-session flag that the C code reads instead (None where this torch has no such flag).
-_compiler = getattr(torch, "compiler", None)
-if hasattr(_compiler, "_is_compiling_flag") and hasattr(_compiler, "is_dynamo_compiling"):
-    _is_dynamo_compiling = _compiler.is_dynamo_compiling
-else:  # older torch: the full check in Python, and none in C
-    _is_dynamo_compiling = _is_compiling
-    _compiler = None
+#: What the wrappers ask first (see :func:`make_wrapper`): torch's public check for TorchDynamo
+#: tracing where it has one, else the check for any compile session.
+_is_dynamo_compiling = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", _is_compiling)
 
 
 class OpMeta:
@@ -236,7 +230,7 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
 CALL_SIDE = dict(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
                  tracing=_is_tracing, grad_enabled=_grad_enabled, get_seq=_get_seq,
                  push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_ap, hook_op=_hook_op,
-                 build_payload=build_payload, compiler=_compiler, meta_type=OpMeta)
+                 build_payload=build_payload, compiling=_is_compiling)
 _fast = fastpath.load(**CALL_SIDE)
 _fast_call = _fast.call if _fast is not None else None
 
