@@ -4,12 +4,13 @@ Python's sqlite3 builds a tuple per row, which dominates parse time on million-r
 things help:
 
 * integer-only selects (``IFNULL(col, -1)``: -1 stands for NULL in columns that are never negative);
-* on big queries, the Apache Arrow ADBC SQLite driver (``adbc-driver-sqlite``), which steps SQLite in C
-  and fills Arrow column buffers that nanoarrow hands to numpy without a Python object per value: about
-  3x fewer CPU seconds than sqlite3's row tuples on NVTX_EVENTS (:func:`read_ints_arrow`). Where it is not
-  installed, cannot open the file, or gives anything but int64 columns (SQLite columns are untyped:
-  a REAL or TEXT value in an integer column makes it promote the whole column), the same query is
-  read again through sqlite3, so results never depend on which reader ran;
+* on big queries, the Apache Arrow ADBC SQLite driver (``adbc-driver-sqlite``, in the ``fast`` extra:
+  ``pip install pyprof-torch[fast]``), which steps SQLite in C and fills Arrow column buffers that
+  nanoarrow hands to numpy without a Python object per value: about 3x fewer CPU seconds than sqlite3's
+  row tuples on NVTX_EVENTS (:func:`read_ints_arrow`). Where it is not installed (or fails to import),
+  cannot open the file, fails in any other way, or gives anything but int64 columns (SQLite columns are
+  untyped: a REAL or TEXT value in an integer column makes it promote the whole column), the same query
+  is read again through sqlite3, so results never depend on which reader ran;
 * reading several rowid slices of the big tables at once in forked worker processes (each opens its
   own read-only connections). Small exports are read in-process: forking costs more than it saves.
 """
@@ -56,11 +57,12 @@ ARROW_BATCH = 1 << 16
 
 
 def arrow_available() -> bool:
-    """True when the ADBC SQLite driver and nanoarrow can be imported."""
+    """True when the ADBC SQLite driver and nanoarrow (the ``fast`` extra) can be imported."""
     try:
+        import adbc_driver_manager  # noqa: F401
         import adbc_driver_sqlite  # noqa: F401
         import nanoarrow  # noqa: F401
-    except ImportError:
+    except Exception:  # noqa: BLE001 - absent (ImportError) or a broken install: sqlite3 reads instead
         return False
     return True
 
@@ -68,23 +70,23 @@ def arrow_available() -> bool:
 def read_ints_arrow(path: str, sql: str, ncols: int, alloc=None) -> np.ndarray | None:
     """An integer query's rows as an int64 (n, ncols) Fortran array through ADBC, or None when that
     reader is unavailable or unsuitable (the caller then reads through sqlite3). ``alloc(shape)``, if
-    given, supplies the array to fill (see :func:`run`)."""
+    given, supplies the array to fill (see :func:`run`). Any failure on this path (the extra absent or
+    broken, the driver refusing the file or the query) is a None: sqlite3 then reads the query and
+    reports what is really wrong with the file."""
     try:
         import adbc_driver_manager
         import adbc_driver_sqlite
         import nanoarrow
-    except ImportError:
-        return None
-    try:
+
         with adbc_driver_sqlite.connect(sqlite_uri(path)) as adb, adbc_driver_manager.AdbcConnection(adb) as conn, \
                 adbc_driver_manager.AdbcStatement(conn) as stmt:
             stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(ARROW_BATCH)})
             stmt.set_sql_query(sql)
             handle, _ = stmt.execute_query()
             _, cols = nanoarrow.ArrayStream(handle).to_columns_pysequence(handle_nulls=nanoarrow.nulls_forbid())
-    except Exception:  # noqa: BLE001 - any driver failure: the sqlite3 reader reports real errors
+        arrays = [c if isinstance(c, list) else np.asarray(c) for c in cols]
+    except Exception:  # noqa: BLE001 - ImportError or any driver failure: the sqlite3 reader takes over
         return None
-    arrays = [c if isinstance(c, list) else np.asarray(c) for c in cols]
     if len(arrays) != ncols or any(isinstance(a, list) or a.dtype != np.int64 for a in arrays):
         return None
     shape = (len(arrays[0]) if arrays else 0, ncols)

@@ -160,8 +160,36 @@ def output_name(path: str, out_dir: str) -> str:
     return os.path.join(out_dir, base + ".dict")
 
 
+class _Lines:
+    """The progress of :func:`parse_many` where tqdm (the ``progress`` extra) is not installed: a line per
+    finished file on stderr."""
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        sys.stderr.write(f"pyprof parse: {self.done}/{self.total} files\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int):
+    """tqdm's bar over ``total`` files on stderr, else :class:`_Lines`."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is optional (the ``progress`` extra)
+        return _Lines(total)
+    return tqdm(total=total, unit="file", file=sys.stderr, desc="pyprof parse")
+
+
 def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress: bool | None = None):
-    """Parse each path to ``out_dir/<name>.dict`` in parallel processes; yields Results as they finish."""
+    """Parse each path to ``out_dir/<name>.dict`` in parallel processes; yields Results as they finish.
+
+    ``progress`` (default: when stderr is a terminal) shows tqdm's bar, or a line per finished file
+    without tqdm."""
     os.makedirs(out_dir, exist_ok=True)
     outs = [output_name(p, out_dir) for p in paths]
     if len(set(outs)) != len(outs):
@@ -172,19 +200,12 @@ def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     if progress is None:
         progress = sys.stderr.isatty()
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(paths), unit="file", file=sys.stderr, desc="pyprof parse")
-        except ImportError:  # tqdm is optional
-            bar = None
+    bar = _progress_bar(len(paths)) if progress else None
     try:
         if jobs == 1:
             for p, o in zip(paths, outs, strict=False):
                 r = _worker(p, o)
-                if bar:
+                if bar is not None:
                     bar.update(1)
                 yield r
             return
@@ -192,9 +213,9 @@ def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress
             futures = [pool.submit(_worker, p, o) for p, o in zip(paths, outs, strict=False)]
             for fut in as_completed(futures):
                 r = fut.result()
-                if bar:
+                if bar is not None:
                     bar.update(1)
                 yield r
     finally:
-        if bar:
+        if bar is not None:
             bar.close()
