@@ -66,7 +66,7 @@ def count_events(path: Path) -> int:
 
 
 def tile(src: Path, target_events: int, out: Path, use_gzip: bool) -> int:
-    from pyprof.parse.kineto_load import load_trace
+    from pyprof.parse.kineto.load import load_trace
 
     trace = load_trace(src, raw=True)
     every = trace.events

@@ -33,8 +33,9 @@ import msgspec
 import orjson
 import pytest
 
-from pyprof.parse import kineto_load, kineto_split_lines
-from pyprof.parse.kineto_events import event_types
+from pyprof.parse.kineto import load as kineto_load
+from pyprof.parse.kineto import split_lines as kineto_split_lines
+from pyprof.parse.kineto.events import event_types
 from pyprof.records import CHECKS, bad_field
 from tests.conftest import CORPUS, REPO, run_main
 
@@ -597,7 +598,7 @@ EVENT_VALUES = {"ph": ["X", "Z", None, 5, ["X"]], "cat": TEXTS + ["kernel", "cpu
 
 
 def test_typed_and_dict_events_agree():
-    """:mod:`pyprof.parse.kineto_events`: an event the typed decoder (msgspec) reads gives the struct
+    """:mod:`pyprof.parse.kineto.events`: an event the typed decoder (msgspec) reads gives the struct
     the dict way (orjson or Python's json, then ``from_dicts``) gives; the dict way gives only values
     the typed decoder accepts (its struct, written out, reads back as itself)."""
     rng = random.Random(SEED)
@@ -694,25 +695,25 @@ def _marker(doc: dict, payload: str) -> dict:
 
 FIELD_DAMAGE = [
     ("deviceProperties-not-a-list", lambda: _props(_gpu(), 5),
-     "pyprof/parse/kineto.py:496 _device_names iterates deviceProperties: TypeError 'int' object is not iterable"),
+     "pyprof/parse/kineto/source.py _device_names iterates deviceProperties: TypeError 'int' object is not iterable"),
     ("device-name-not-text", lambda: _props(_gpu(), [{"id": 0, "name": 5}]),
-     "pyprof/parse/kineto.py:499 _device_names takes any name: records get \"gpu\": 5"),
+     "pyprof/parse/kineto/source.py _device_names takes any name: records get \"gpu\": 5"),
     ("device-name-lone-surrogate", lambda: _props(_gpu(), [{"id": 0, "name": "A\ud800"}]),
-     "pyprof/parse/kineto.py:499 takes a name Python's json read with a lone surrogate: TypeError writing the "
-     "record (pyprof/parse/kineto_lines.py:327 orjson.dumps)"),
+     "pyprof/parse/kineto/source.py takes a name Python's json read with a lone surrogate: TypeError writing the "
+     "record (pyprof/parse/kineto/lines.py orjson.dumps)"),
     ("pid-text-cpu-op", lambda: _set(_cpu(), "cpu_op", "pid", "7"),
-     "pyprof/parse/kineto.py:385 _record writes the range's pid as it is: records get \"pid\": \"7\""),
+     "pyprof/parse/kineto/source.py _record writes the range's pid as it is: records get \"pid\": \"7\""),
     ("pid-text-launch", lambda: _set(_gpu(), "cuda_runtime", "pid", "7"),
-     "pyprof/parse/kineto.py:429 _gpu_kernels writes the launch's pid as it is: records get \"pid\": \"7\""),
+     "pyprof/parse/kineto/source.py _gpu_kernels writes the launch's pid as it is: records get \"pid\": \"7\""),
     ("input-dims-not-a-list", lambda: _set(_gpu(), "cpu_op", "Input Dims", 5, arg=True),
-     "pyprof/parse/kineto.py:201 _kernel_fields writes Input Dims as it is: records get \"atenSizes\": 5"),
+     "pyprof/parse/kineto/source.py _kernel_fields writes Input Dims as it is: records get \"atenSizes\": 5"),
     ("input-dims-not-shapes", lambda: _set(_gpu(), "cpu_op", "Input Dims", [["x", 1.5], [True]], arg=True),
-     "pyprof/parse/kineto_args.py:58 kineto_args makes any Input Dims item a tensor's shape: args fail their "
+     "pyprof/parse/kineto/args.py kineto_args makes any Input Dims item a tensor's shape: args fail their "
      "check (shape [\"x\", 1.5])"),
     ("input-type-holds-a-list", lambda: _set(_gpu(), "cpu_op", "Input type", [["float"]], arg=True),
-     "pyprof/parse/kineto_args.py:51 ks.DTYPES.get(typ) with a list: TypeError unhashable type 'list'"),
+     "pyprof/parse/kineto/args.py ks.DTYPES.get(typ) with a list: TypeError unhashable type 'list'"),
     ("memcpy-negative-bytes", lambda: _set(_gpu(), "gpu_memcpy", "bytes", -1, arg=True),
-     "pyprof/parse/kineto.py:411 _gpu_kernels keeps any int bytes: records get \"bytes\": -1"),
+     "pyprof/parse/kineto/source.py _gpu_kernels keeps any int bytes: records get \"bytes\": -1"),
     ("marker-op-not-text", lambda: _marker(_gpu(), '{"pyprof":1,"k":"op","op":5}'),
      "pyprof/parse/decode.py:123-126 _pyprof passes a marker's fields unchecked: records get \"op\": 5"),
     ("marker-args-not-a-list", lambda: _marker(_gpu(), '{"pyprof":1,"k":"op","op":"x","args":5}'),

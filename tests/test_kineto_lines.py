@@ -1,6 +1,6 @@
 """The fast Kineto paths give exactly what the plain ones give: JSON lines spliced from fragments
-(:mod:`pyprof.parse.kineto_lines`), a trace read by two processes (:mod:`pyprof.parse.kineto_split`)
-and its records planned and written by two (:mod:`pyprof.parse.kineto_split_lines`)."""
+(:mod:`pyprof.parse.kineto.lines`), a trace read by two processes (:mod:`pyprof.parse.kineto.split_scan`)
+and its records planned and written by two (:mod:`pyprof.parse.kineto.split_lines`)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-from pyprof.parse import kineto_load, kineto_split_lines
 from pyprof.parse.kineto import KinetoSource
-from pyprof.parse.kineto_index import ROLE_ANN, ROLE_OP, ROLE_PY, Index, cpu_nodes, self_times
-from pyprof.parse.kineto_lines import KinetoPrepared
+from pyprof.parse.kineto import load as kineto_load
+from pyprof.parse.kineto import split_lines as kineto_split_lines
+from pyprof.parse.kineto.index import ROLE_ANN, ROLE_OP, ROLE_PY, Index, cpu_nodes, self_times
+from pyprof.parse.kineto.lines import KinetoPrepared
 from pyprof.parse.run import parse_file
 from pyprof.records import write_records
 from tests.conftest import REPO
@@ -61,7 +62,7 @@ def test_a_cut_inside_a_string_falls_back_to_one_pass(tmp_path, monkeypatch):
     assert list(KinetoSource(p).records()) == want
 
 
-# -- a big CPU trace's records planned and written by two processes (kineto_split_lines) ---------------
+# -- a big CPU trace's records planned and written by two processes (kineto.split_lines) ---------------
 
 CPU = FIXTURES / "cpu_unescaped_markers.json.gz"
 

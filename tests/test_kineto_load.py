@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from pyprof.cli.main import cli
 from pyprof.errors import InputError
-from pyprof.parse import kineto_schema as ks
 from pyprof.parse.kineto import KinetoSource
-from pyprof.parse.kineto_load import load_trace, repair_unescaped_names
+from pyprof.parse.kineto import schema as ks
+from pyprof.parse.kineto.load import load_trace, repair_unescaped_names
 from tests.conftest import BLOCK_TORCH, REPO
 
 GPU = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"
@@ -141,7 +141,7 @@ def test_cli_parse_reads_a_kineto_trace(tmp_path):
 
 
 def test_chunked_parsing_gives_the_same_records(tmp_path, monkeypatch):
-    from pyprof.parse import kineto_load
+    from pyprof.parse.kineto import load as kineto_load
 
     whole = list(KinetoSource(GPU).records())
     monkeypatch.setattr(kineto_load, "CHUNK_BYTES", 64)  # cut after nearly every event

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from pyprof.errors import InputError
-from pyprof.parse import kineto_load
 from pyprof.parse.kineto import KinetoSource
+from pyprof.parse.kineto import load as kineto_load
 from tests.conftest import REPO, run_main
 
 GPU = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"

@@ -31,7 +31,7 @@ import orjson
 import pytest
 
 from pyprof.errors import PyprofError
-from pyprof.parse import kineto_load
+from pyprof.parse.kineto import load as kineto_load
 from pyprof.parse.source import open_source
 from tests.conftest import CORPUS, REPO
 

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 
 from pyprof.parse import decode as dec
-from pyprof.parse.kineto import KinetoSource, KinetoStats, _no_gc
-from pyprof.parse.kineto_args import sizes_value
-from pyprof.parse.kineto_index import ROLE_OP
+from pyprof.parse.kineto.args import sizes_value
+from pyprof.parse.kineto.index import ROLE_OP
+from pyprof.parse.kineto.source import KinetoSource, KinetoStats, _no_gc
 
 # the decoded fields, in the order decode (and _EMPTY) writes them; aten/atenSizes/seqId are per kernel
 _F_ORDER = ("layer", "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes", "seqId", "altSeqId",
@@ -42,7 +42,7 @@ _MEMO_MAX = 16384   # entries per fragment cache (ranges prefixes are up to a fe
 class KinetoPrepared:
     """A trace's kernels, decoded, in output order (``n`` of them); ``stats`` is complete.
 
-    ``tail`` (see :class:`pyprof.parse.kineto_split_lines.Tail`): the records after ``entries`` are
+    ``tail`` (see :class:`pyprof.parse.kineto.split_lines.Tail`): the records after ``entries`` are
     planned and written by a forked child; :meth:`lines` then gives them all, :meth:`records` none."""
 
     def __init__(self, src: KinetoSource, entries: list[tuple], self_t: list[int] | None, tail=None):

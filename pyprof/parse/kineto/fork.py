@@ -1,13 +1,13 @@
 """Work done by a forked child into a temporary file: JSON lines appended after the parent's own.
 
 For outputs whose lines cost much more to make than to copy: a big torch.profiler CPU trace's later
-records, planned in the child too (:mod:`pyprof.parse.kineto_split_lines`). (An Nsight export's
+records, planned in the child too (:mod:`pyprof.parse.kineto.split_lines`). (An Nsight export's
 lines are cheap to make, and the extra copy made this slower there: see
 :func:`pyprof.parse.run.write_lines`.) While the parent makes and writes its own lines, the child
 makes the rest into a temporary file; the parent then appends the file by ``sendfile`` (a copy inside
 the kernel, not through Python). If the child failed, ``redo`` makes its lines in the parent: the
 same bytes, on one core. The child is reaped and the file removed when the part is used, closed or
-dropped. (:mod:`pyprof.parse.kineto_split` uses the same fork and file for its child's scan.)
+dropped. (:mod:`pyprof.parse.kineto.split_scan` uses the same fork and file for its child's scan.)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def can_fork() -> bool:
 
 def start(child: Callable[[int], None], redo: Callable[[], Iterator[bytes]] | None = None) -> ForkedLines:
     """Fork; the child runs ``child(fd)``, which writes its output to file descriptor ``fd`` (and may
-    do more: see kineto_split_lines), and exits 0 if it returned, 1 if it raised. ``redo`` makes the
+    do more: see split_lines), and exits 0 if it returned, 1 if it raised. ``redo`` makes the
     child's lines here when it failed (None: the caller reads :attr:`ForkedLines.path` itself, after
     :meth:`ForkedLines.finished`)."""
     fd, path = tempfile.mkstemp(prefix="pyprof-part-", suffix=".part")

@@ -1,15 +1,15 @@
 """Read a big Kineto trace on two cores: a forked child parses and classifies the second half.
 
-Parsing the JSON and classifying the events (:func:`pyprof.parse.kineto_index.scan`) is about a
+Parsing the JSON and classifying the events (:func:`pyprof.parse.kineto.index.scan`) is about a
 third of a CPU trace's parse time, and the events are independent. :func:`scan_in_two` forks once
 the first piece is parsed (the first piece fixes the trace's event types and key spellings,
-:mod:`pyprof.parse.kineto_events`, so both processes read alike): the child scans the events after
+:mod:`pyprof.parse.kineto.events`, so both processes read alike): the child scans the events after
 the cut into its own index and hands its columns back through its temporary file
-(:mod:`pyprof.parse.forked_lines`; ``marshal``: the columns are plain lists, tuples and scalars);
+(:mod:`pyprof.parse.kineto.fork`; ``marshal``: the columns are plain lists, tuples and scalars);
 the parent scans the events before the cut meanwhile and appends the child's rows after its own,
 renumbered, so the index is the one a single pass builds.
 
-Nothing is trusted that was not checked: the cut (:meth:`pyprof.parse.kineto_load.Trace.halves`)
+Nothing is trusted that was not checked: the cut (:meth:`pyprof.parse.kineto.load.Trace.halves`)
 is an event boundary only if the first half parses up to it, so when the first half fails, or the
 child fails, the work is redone in this process in one pass (which then reports any real error).
 """
@@ -20,16 +20,16 @@ import marshal
 import os
 
 from pyprof.errors import InputError
-from pyprof.parse import forked_lines
-from pyprof.parse.kineto_index import Index, chain_first, scan
-from pyprof.parse.kineto_load import Trace
+from pyprof.parse.kineto import fork
+from pyprof.parse.kineto.index import Index, chain_first, scan
+from pyprof.parse.kineto.load import Trace
 
 _COLUMNS = ("name", "role", "start", "end", "pid", "tid", "args", "seq", "bwd", "launches", "gpu")
 
 
 def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
     """The scanned (not yet nested) index of ``trace``, or None to do it in one pass instead."""
-    if not forked_lines.can_fork():
+    if not fork.can_fork():
         return None
     first_half, second_half = halves
     try:
@@ -53,7 +53,7 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(marshal.dumps(payload))
 
-    proc = forked_lines.start(child)
+    proc = fork.start(child)
     try:
         ix = Index()
         try:

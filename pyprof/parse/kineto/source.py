@@ -1,7 +1,7 @@
 """torch.profiler (Kineto) chrome traces as a pyprof source: the same kernel records as from Nsight.
 
 ``KinetoSource(path)`` loads a ``export_chrome_trace`` file (``.json`` or ``.json.gz``;
-:mod:`pyprof.parse.kineto_load`), nests its ranges per thread (:mod:`pyprof.parse.kineto_index`) and
+:mod:`pyprof.parse.kineto.load`), nests its ranges per thread (:mod:`pyprof.parse.kineto.index`) and
 yields one record per kernel (:mod:`pyprof.records`):
 
 * **GPU trace** (it has ``kernel``/``gpu_memcpy``/``gpu_memset`` events): each GPU activity joins its
@@ -21,7 +21,7 @@ forward ops and of backward nodes (``autograd::engine::evaluate_function: AddmmB
 from the event's args, and backward kernels are tied to the forward op with that number on the same
 process through :class:`pyprof.parse.decode.BackwardLinker`. Without pyprof markers the op is the
 outermost ATen op (``aten::linear`` -> ``linear``, ``mod`` ``aten``) with its arguments from
-``Input Dims``/``Input type``/``Concrete Inputs`` (:mod:`pyprof.parse.kineto_args`), the call site
+``Input Dims``/``Input type``/``Concrete Inputs`` (:mod:`pyprof.parse.kineto.args`), the call site
 comes from ``with_stack`` Python frames when the trace has them (the innermost user frames; their line
 is where the function was entered, less exact than a marker's call site), and the layers from its
 ``nn.Module: Name_N`` ranges (``with_modules``/``with_stack``). A collective is its
@@ -35,14 +35,14 @@ and a backward instance linked to its forward op takes that op's id. ``Fwd threa
 needed: a backward node's ``Sequence number`` is looked up by (pid, seq), the latest forward op
 with it before the node runs.
 
-Speed and memory: the trace is memory-mapped and parsed in chunks (:mod:`pyprof.parse.kineto_load`)
-into typed structs holding only what is read (msgspec, :mod:`pyprof.parse.kineto_events`); each event
-is reduced to a few packed fields in one pass (big files: two processes, :mod:`pyprof.parse.kineto_split`),
+Speed and memory: the trace is memory-mapped and parsed in chunks (:mod:`pyprof.parse.kineto.load`)
+into typed structs holding only what is read (msgspec, :mod:`pyprof.parse.kineto.events`); each event
+is reduced to a few packed fields in one pass (big files: two processes, :mod:`pyprof.parse.kineto.split_scan`),
 and the cyclic garbage collector is paused while the millions of acyclic objects are made. Records
 are planned first (:meth:`KinetoSource.prepared`: every kernel's op instance decoded and linked),
-then written as JSON lines spliced from per-instance fragments (:mod:`pyprof.parse.kineto_lines`)
+then written as JSON lines spliced from per-instance fragments (:mod:`pyprof.parse.kineto.lines`)
 or built as dicts; a big CPU trace's later records are planned and written by a forked child
-(:mod:`pyprof.parse.kineto_split_lines`). See ``scripts/bench_kineto.py`` for the figures.
+(:mod:`pyprof.parse.kineto.split_lines`). See ``scripts/bench_kineto.py`` for the figures.
 """
 
 from __future__ import annotations
@@ -56,14 +56,14 @@ from typing import TYPE_CHECKING, Any
 
 from pyprof.errors import InputError, NoKernelsError
 from pyprof.parse import decode as dec
-from pyprof.parse import kineto_schema as ks
 from pyprof.parse.demangle import short_name
-from pyprof.parse.kineto_args import kineto_args, sizes_value
-from pyprof.parse.kineto_index import ROLE_OP, build_index, cpu_nodes, fold_no_work, self_times
-from pyprof.parse.kineto_load import load_trace
+from pyprof.parse.kineto import schema as ks
+from pyprof.parse.kineto.args import kineto_args, sizes_value
+from pyprof.parse.kineto.index import ROLE_OP, build_index, cpu_nodes, fold_no_work, self_times
+from pyprof.parse.kineto.load import load_trace
 
 if TYPE_CHECKING:
-    from pyprof.parse.kineto_lines import KinetoPrepared
+    from pyprof.parse.kineto.lines import KinetoPrepared
 
 _FWD_KEYS = ("mod", "op", "args", "cdtype", "layer", "trace")
 
@@ -278,10 +278,10 @@ class KinetoSource:
         into dicts (:meth:`KinetoPrepared.records`) or JSON lines (:meth:`KinetoPrepared.lines`);
         ``stats`` and ``warnings`` are complete on return. ``pyprof parse`` takes this path, with
         ``split``: a big CPU trace's later records are then planned and written by a forked child
-        (:mod:`pyprof.parse.kineto_split_lines`), and only :meth:`KinetoPrepared.lines` can give them."""
+        (:mod:`pyprof.parse.kineto.split_lines`), and only :meth:`KinetoPrepared.lines` can give them."""
         with _no_gc():
             entries, self_t, tail = self._plan(split)
-        from pyprof.parse.kineto_lines import KinetoPrepared
+        from pyprof.parse.kineto.lines import KinetoPrepared
 
         prep = KinetoPrepared(self, entries, self_t, tail)
         self.stats = prep.stats
@@ -291,7 +291,7 @@ class KinetoSource:
         """Kernel records in kernel start order; ``subSeqId`` counts each op instance's kernels in
         launch order. The iterator also has ``lines()`` (same records as JSON lines, see
         :func:`pyprof.records.write_records`)."""
-        from pyprof.parse.kineto_lines import LazyRecords
+        from pyprof.parse.kineto.lines import LazyRecords
 
         return LazyRecords(self)
 
@@ -300,7 +300,7 @@ class KinetoSource:
         the innermost range open at the kernel (-1: none), ``ctx`` its op instance's context, ``n`` its
         ``subSeqId`` count and ``pre`` the GPU record's own fields (None on CPU: built from ``node``).
         ``tail`` is None, or (``split``) the forked child planning and writing the records after
-        ``entries`` (:class:`pyprof.parse.kineto_split_lines.Tail`)."""
+        ``entries`` (:class:`pyprof.parse.kineto.split_lines.Tail`)."""
         self._cache: dict[int, tuple] = {}
         self._decodes: dict[tuple, dec.Decoded] = {}
         self._malformed = 0
@@ -328,7 +328,7 @@ class KinetoSource:
             self_t = fold_no_work(ix, self_times(ix))
             nodes = cpu_nodes(ix, self_t)
             if split:
-                from pyprof.parse.kineto_split_lines import plan_in_two
+                from pyprof.parse.kineto.split_lines import plan_in_two
 
                 nodes, tail = plan_in_two(self, nodes, self_t)
             # two processes: each decodes the forward ops its own backward instances link to
@@ -366,7 +366,7 @@ class KinetoSource:
                 "bytes, and the FLOPs of ops that need their arguments (convolutions), are n/a")
 
     def plan_part(self, nodes: list[int]) -> list[tuple]:
-        """:meth:`plan_nodes` for a part of a CPU trace's records (see kineto_split_lines), registering
+        """:meth:`plan_nodes` for a part of a CPU trace's records (see split_lines), registering
         only the forward ops their backward instances can link to (:meth:`needed_links`)."""
         if not nodes:
             return []
@@ -374,7 +374,7 @@ class KinetoSource:
 
     def plan_nodes(self, nodes: list[int], linker: dec.BackwardLinker) -> list[tuple]:
         """The plan entries of CPU op ranges ``nodes`` (in start order), numbering each op instance's
-        records from 0 (callers give whole instances: see :func:`kineto_split_lines.split_point`)."""
+        records from 0 (callers give whole instances: see :func:`split_lines.split_point`)."""
         sub: dict[Any, int] = {}
         get = sub.get
         context = self._context

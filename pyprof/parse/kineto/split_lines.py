@@ -3,13 +3,13 @@
 Once the index is nested, the rest of a CPU trace's parse is per op instance and per record:
 decoding the forward ops the backward pass links to and each record's op instance
 (:meth:`KinetoSource.plan_part`) and splicing its JSON line
-(:mod:`pyprof.parse.kineto_lines`), about two thirds of the time at 1M events. :func:`plan_in_two`
+(:mod:`pyprof.parse.kineto.lines`), about two thirds of the time at 1M events. :func:`plan_in_two`
 cuts the op ranges (in start order) where no range is open across the cut on any thread
 (:func:`split_point`), so that no op instance, whose ``subSeqId`` numbers its records, has records
 on both sides; then it forks. Each process registers the forward ops its own backward instances can
 link to and plans its ranges (:meth:`KinetoSource.plan_part`); the child sends its counts through
 a pipe (the summary line and the warnings need them before the first line is written) and writes
-its lines to a temporary file (:mod:`pyprof.parse.forked_lines`), which :meth:`Tail.copy_into`
+its lines to a temporary file (:mod:`pyprof.parse.kineto.fork`), which :meth:`Tail.copy_into`
 appends after the parent's own lines.
 
 Nothing is lost when the child fails: the parent then plans and writes the child's part itself
@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from pyprof.parse import forked_lines
-from pyprof.parse.kineto import KinetoStats
+from pyprof.parse.kineto import fork
+from pyprof.parse.kineto.source import KinetoStats
 
 if TYPE_CHECKING:
-    from pyprof.parse.kineto import KinetoSource
-    from pyprof.parse.kineto_index import Index
+    from pyprof.parse.kineto.index import Index
+    from pyprof.parse.kineto.source import KinetoSource
 
 #: CPU records from which the later part goes to a forked child (below, the fork costs more than it gains)
 FORK_MIN = 100_000
@@ -60,7 +60,7 @@ def split_point(ix: Index, nodes: list[int]) -> int | None:
 def plan_in_two(src: KinetoSource, nodes: list[int], self_t: list[int]) -> tuple[list[int], Tail | None]:
     """(the nodes this process plans, the child's :class:`Tail` or None). The caller plans its nodes,
     then calls :meth:`Tail.collect` before it reports counts or warnings."""
-    if len(nodes) < FORK_MIN or not forked_lines.can_fork():
+    if len(nodes) < FORK_MIN or not fork.can_fork():
         return nodes, None
     cut = split_point(src._ix, nodes)
     if cut is None:
@@ -73,13 +73,13 @@ def plan_in_two(src: KinetoSource, nodes: list[int], self_t: list[int]) -> tuple
         os.close(rfd)
         _child(src, later, self_t, wfd, fd)
 
-    tail.part = forked_lines.start(child, tail.redo)
+    tail.part = fork.start(child, tail.redo)
     os.close(wfd)
     return nodes[:cut], tail
 
 
 def _child(src: KinetoSource, nodes: list[int], self_t: list[int], wfd: int, fd: int) -> None:
-    from pyprof.parse.kineto_lines import KinetoPrepared
+    from pyprof.parse.kineto.lines import KinetoPrepared
 
     unlinked, malformed = src._unlinked, src._malformed
     entries = src.plan_part(nodes)
@@ -89,12 +89,12 @@ def _child(src: KinetoSource, nodes: list[int], self_t: list[int], wfd: int, fd:
                          src._malformed - malformed))
     with os.fdopen(wfd, "wb") as pipe:
         pipe.write(msg)
-    forked_lines.write_fd(fd, prep.lines())
+    fork.write_fd(fd, prep.lines())
 
 
 class Tail:
     """The forked child's part of the records: counts once :meth:`collect` returns, lines from
-    :meth:`chunks` or :meth:`copy_into` (:class:`pyprof.parse.forked_lines.ForkedLines`)."""
+    :meth:`chunks` or :meth:`copy_into` (:class:`pyprof.parse.fork.ForkedLines`)."""
 
     def __init__(self, src: KinetoSource, nodes: list[int], self_t: list[int], rfd: int):
         self.src, self.nodes, self.self_t = src, nodes, self_t
@@ -102,7 +102,7 @@ class Tail:
         self.n = 0
         self.stats = KinetoStats()
         self.entries: list[tuple] | None = None  # planned here (the child failed)
-        self.part: forked_lines.ForkedLines | None = None
+        self.part: fork.ForkedLines | None = None
 
     def collect(self) -> None:
         """Wait for the child's counts and add its warnings' counts to the source's; if it sent none,
@@ -112,7 +112,7 @@ class Tail:
         try:
             n, kernels, copies, attributed, unlinked, malformed = marshal.loads(data)
         except (EOFError, ValueError, TypeError):
-            from pyprof.parse.kineto_lines import entry_stats
+            from pyprof.parse.kineto.lines import entry_stats
 
             self.part.close()
             self.entries = self.src.plan_part(self.nodes)
@@ -127,7 +127,7 @@ class Tail:
     def redo(self) -> Iterator[bytes]:
         """The child's lines, made here (it failed; the caches were cleared, so its instances are
         decoded again; the counts it sent are already reported)."""
-        from pyprof.parse.kineto_lines import KinetoPrepared
+        from pyprof.parse.kineto.lines import KinetoPrepared
 
         if self.entries is None:
             self.entries = self.src.plan_part(self.nodes)

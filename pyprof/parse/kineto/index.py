@@ -20,9 +20,9 @@ import orjson
 
 from pyprof.kernel_roles import NO_WORK, cpu_role
 from pyprof.markers import from_profiler_name
-from pyprof.parse import kineto_schema as ks
 from pyprof.parse.decode import classify
-from pyprof.parse.kineto_load import Trace
+from pyprof.parse.kineto import schema as ks
+from pyprof.parse.kineto.load import Trace
 
 ROLE_OP, ROLE_ANN, ROLE_PY = 0, 1, 2
 _MISSING = object()
@@ -113,13 +113,13 @@ def build_index(chunks: Iterable[list], trace: Trace) -> Index:
     """Classify the events (one pass over the chunks), then nest each thread's ranges (one sort and
     one stack per thread). Only what the records need is kept of each event: op ranges keep
     ``(External id, Input Dims, Input type, Concrete Inputs)``, names are interned, times are packed.
-    Events are ``trace``'s structs (:mod:`pyprof.parse.kineto_events`).
+    Events are ``trace``'s structs (:mod:`pyprof.parse.kineto.events`).
 
     When ``trace`` can be cut in two (:attr:`Trace.halves`, big files), a forked child parses and
-    classifies the second half while this process does the first (:mod:`pyprof.parse.kineto_split`)."""
+    classifies the second half while this process does the first (:mod:`pyprof.parse.kineto.split_scan`)."""
     ix = None
     if trace.halves is not None:
-        from pyprof.parse.kineto_split import scan_in_two
+        from pyprof.parse.kineto.split_scan import scan_in_two
 
         ix = scan_in_two(trace, trace.halves)
     if ix is None:
@@ -138,7 +138,7 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
     """Append the ranges, launches and GPU activities of ``chunks``' events to ``ix`` (times as lists).
 
     GPU activities keep ``(role, name, start, end, pid, tid, correlation, device, stream, grid, block,
-    bytes)``: plain values, so that a forked scan can hand them back (:mod:`pyprof.parse.kineto_split`)."""
+    bytes)``: plain values, so that a forked scan can hand them back (:mod:`pyprof.parse.kineto.split_scan`)."""
     # category -> range role code (int), or the role name of launches and GPU activities
     codes = {cat: _ROLE_CODE.get(role, role) for cat, role in ks.CATEGORY_ROLE.items()}
     name_l, role_l, start_l, end_l, pid_l, tid_l, args_l, seq_l, bwd_l = (

@@ -27,7 +27,7 @@ import msgspec
 import orjson
 
 from pyprof.errors import InputError
-from pyprof.parse.kineto_events import EventTypes, event_types
+from pyprof.parse.kineto.events import EventTypes, event_types
 
 _GZIP_MAGIC = b"\x1f\x8b"
 # Kineto's layout: `    "name": "<raw text>",` alone on its line. Only lines whose text holds a quote
@@ -42,7 +42,7 @@ MMAP_BYTES = 1 << 20
 #: event arrays at least this big are offered in two halves (parsed by two processes)
 SPLIT_BYTES = 64 << 20
 #: the first half's share of the bytes: the process parsing the second half also serialises its
-#: index for the first (:mod:`pyprof.parse.kineto_split`), so it gets less
+#: index for the first (:mod:`pyprof.parse.kineto.split_scan`), so it gets less
 FIRST_SHARE = 0.55
 _NONSPACE = re.compile(rb"\S")
 _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
@@ -56,7 +56,7 @@ class Trace:
     chunk's Python objects alive next to the file's bytes (a 1M-event trace would need several GB
     as one document). ``repaired`` counts event names whose quotes had to be re-escaped.
 
-    Events are the structs of :attr:`types` (:mod:`pyprof.parse.kineto_events`: only the fields the
+    Events are the structs of :attr:`types` (:mod:`pyprof.parse.kineto.events`: only the fields the
     parser reads), made once the first piece has shown the trace's key spellings; ``raw`` traces
     (tools, tests) give every event as the dict the JSON holds.
     """
@@ -65,7 +65,7 @@ class Trace:
     meta: dict[str, Any] = field(default_factory=dict)
     repaired: int = 0
     #: big Kineto-layout files: two functions giving the chunks before and after a cut near the
-    #: middle (an event boundary if the first half parses; see :mod:`pyprof.parse.kineto_split`)
+    #: middle (an event boundary if the first half parses; see :mod:`pyprof.parse.kineto.split_scan`)
     halves: tuple[Callable[[], Iterator[list]], Callable[[], Iterator[list]]] | None = None
     raw: bool = False
     types: EventTypes | None = None
@@ -358,7 +358,7 @@ def _load_chunked(path: str, data, raw: bool) -> Trace | None:
 
 def _strict(path: str, chunks: Iterator[list]) -> Iterator[list]:
     """``chunks``, any failure raised as :class:`InputError`: the first half's reader
-    (:mod:`pyprof.parse.kineto_split`) reads the whole array in one pass instead when it meets one."""
+    (:mod:`pyprof.parse.kineto.split_scan`) reads the whole array in one pass instead when it meets one."""
     try:
         yield from chunks
     except InputError:

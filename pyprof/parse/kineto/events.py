@@ -7,7 +7,7 @@ objects for it: at 1M events that halves the JSON time (measured: 1.4-2.0 s agai
 the same 632 MB, ``scripts/bench_kineto.py``'s trace), and attribute reads in the scan are cheaper
 than ``dict.get``.
 
-Argument keys have had several spellings (:data:`pyprof.parse.kineto_schema.ARG_KEYS`). The types
+Argument keys have had several spellings (:data:`pyprof.parse.kineto.schema.ARG_KEYS`). The types
 are made per trace (:func:`event_types`), once the first piece of its events has been read as
 dicts and the spellings it uses are known: an op's ``ext``/``seq``/``dims``/``types``/``conc``
 fields are decoded from that trace's keys; ``dims``/``types``/``conc`` stay JSON text (:data:`RAW_ARGS`). The keys of GPU activities and launches, rarer and not
@@ -32,14 +32,14 @@ from typing import Annotated, Any
 import msgspec
 import orjson
 
-from pyprof.parse import kineto_schema as ks
+from pyprof.parse.kineto import schema as ks
 
 EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 #: op argument field -> logical argument (one spelling per trace)
 OP_ARGS = {"ext": "external_id", "seq": "seq", "dims": "input_dims", "types": "input_types", "conc": "concrete",
            "coll": "collective", "inn": "in_nelems", "outn": "out_nelems", "cdt": "comm_dtype", "gsz": "group_size"}
 #: op argument fields kept as their JSON text (interned by the scan: a few hundred distinct values among
-#: millions of ops; decoded once each, :meth:`pyprof.parse.kineto_index.Index.value`)
+#: millions of ops; decoded once each, :meth:`pyprof.parse.kineto.index.Index.value`)
 RAW_ARGS = frozenset({"dims", "types", "conc"})
 #: logical arguments of GPU activities and launches, kept under every spelling
 GPU_ARGS = ("correlation", "device", "stream", "grid", "block", "bytes")

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from pyprof.parse import kineto_schema as ks
+from pyprof.parse.kineto import schema as ks
 
 
 def _scalar(text: str) -> dict[str, Any]:
