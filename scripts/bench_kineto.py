@@ -6,9 +6,10 @@
    gets fresh ``External id``/``correlation``/``Sequence number`` values and fresh pyprof marker
    instance ids, so no two op instances are equal (the decoder's cache gets no free hits).
 3. Parse it in a child process (``pyprof.parse.run.parse_file``, what ``pyprof parse`` runs) and
-   report wall time, events/s and the child's peak RSS (``ru_maxrss``). The parser forks workers on
-   big traces (a second core): the CPU figures include theirs, and the peak RSS is the largest of
-   the child's and its workers'.
+   report wall time, events/s and the child's peak RSS (``ru_maxrss``). The child owns its process
+   (:func:`pyprof.process.own`, as the CLI does), so the parser forks workers on big traces (a second
+   core): the CPU figures include theirs, and the peak RSS is the largest of the child's and its
+   workers'.
 
 Target: >= 100k events/s with peak RSS <= 2 GB at 1M events (HTA loads about 45k events/s).
 Usage: ``python scripts/bench_kineto.py [--events 1000000] [--gzip] [--trace FILE] [--keep DIR] [--tiled FILE]``.
@@ -107,7 +108,9 @@ def tile(src: Path, target_events: int, out: Path, use_gzip: bool) -> int:
 
 CHILD = """
 import os, resource, sys, time
+from pyprof import process
 from pyprof.parse.run import parse_file
+process.own()  # as `pyprof parse` does: the child is pyprof's, so the reader may fork and pause the collector
 t0, c0 = time.perf_counter(), time.process_time()
 res = parse_file(sys.argv[1], sys.argv[2])  # what `pyprof parse trace.json -o out.dict` runs
 t2, c2 = time.perf_counter(), time.process_time()

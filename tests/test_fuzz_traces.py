@@ -21,6 +21,7 @@ also tested on its own, case by case (:data:`FIELD_DAMAGE`).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import random
@@ -33,6 +34,7 @@ import msgspec
 import orjson
 import pytest
 
+from pyprof import process
 from pyprof.parse.kineto import load as kineto_load
 from pyprof.parse.kineto import split_lines as kineto_split_lines
 from pyprof.parse.kineto.events import event_types
@@ -49,7 +51,8 @@ CORPUS_TRACES = 1
 #: how an input is read: name -> (kineto_load.CHUNK_BYTES, kineto_load.SPLIT_BYTES,
 #: kineto_split_lines.FORK_MIN). The defaults read a small trace in one piece; small chunks cut it
 #: into many (a damaged piece falls back to the whole-document parse); "forked" also scans the
-#: second half of the events, and plans and writes the later records, in forked children.
+#: second half of the events, and plans and writes the later records, in forked children (run as in
+#: a process pyprof owns, :func:`pyprof.process.owning`).
 CONFIGS = {
     "whole": (kineto_load.CHUNK_BYTES, kineto_load.SPLIT_BYTES, kineto_split_lines.FORK_MIN),
     "chunks-4k": (4096, kineto_load.SPLIT_BYTES, kineto_split_lines.FORK_MIN),
@@ -555,7 +558,8 @@ def run_inputs(capsys, monkeypatch, tmp_path: Path, cases) -> tuple[list[str], l
             path.write_bytes(data)
         out = tmp_path / f"out{i}.dict"
         _configure(monkeypatch, config)
-        code, problem = check_parse(capsys, path, out)
+        with process.owning() if config == "forked" else contextlib.nullcontext():
+            code, problem = check_parse(capsys, path, out)
         if problem is None and any(temp.iterdir()):
             problem = f"temporary files left: {sorted(p.name for p in temp.iterdir())}"
         if problem is not None:

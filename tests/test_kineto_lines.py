@@ -4,7 +4,7 @@ and its records planned and written by two (:mod:`pyprof.parse.kineto.split_line
 
 from __future__ import annotations
 
-import glob
+import gc
 import io
 import os
 import tempfile
@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
+from pyprof import process
 from pyprof.parse.kineto import KinetoSource
 from pyprof.parse.kineto import load as kineto_load
 from pyprof.parse.kineto import split_lines as kineto_split_lines
@@ -45,7 +46,8 @@ def test_two_process_parse_gives_the_same_index_records_and_warnings(path, monke
     monkeypatch.setattr(kineto_load, "SPLIT_BYTES", 1)
     monkeypatch.setattr(kineto_load, "CHUNK_BYTES", 2048)
     assert kineto_load.load_trace(path).halves is not None
-    two = KinetoSource(path)
+    with process.owning():  # (a library call forks only in a process pyprof owns)
+        two = KinetoSource(path)
     assert two.n_events == one.n_events
     assert two._ix.name == one._ix.name and two._ix.threads == one._ix.threads
     assert list(two.records()) == want
@@ -59,7 +61,8 @@ def test_a_cut_inside_a_string_falls_back_to_one_pass(tmp_path, monkeypatch):
     p.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     monkeypatch.setattr(kineto_load, "SPLIT_BYTES", 1)
     monkeypatch.setattr(kineto_load, "_cut", lambda data, start, end: (start + 7, start + 9))  # not a boundary
-    assert list(KinetoSource(p).records()) == want
+    with process.owning():
+        assert list(KinetoSource(p).records()) == want
 
 
 # -- a big CPU trace's records planned and written by two processes (kineto.split_lines) ---------------
@@ -67,15 +70,20 @@ def test_a_cut_inside_a_string_falls_back_to_one_pass(tmp_path, monkeypatch):
 CPU = FIXTURES / "cpu_unescaped_markers.json.gz"
 
 
-def _leftovers() -> set:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "pyprof-*")))
+def _own_temp(tmp_path, monkeypatch):
+    """A temporary folder of the test's own for forked children's files (other tests fork meanwhile)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp
 
 
 def _parse_pair(tmp_path, monkeypatch):
     """(one-process result and bytes, two-process result and bytes) of ``pyprof parse`` on CPU."""
     one = parse_file(str(CPU), str(tmp_path / "one.dict"))
     monkeypatch.setattr(kineto_split_lines, "FORK_MIN", 1)
-    two = parse_file(str(CPU), str(tmp_path / "two.dict"))
+    with process.owning():
+        two = parse_file(str(CPU), str(tmp_path / "two.dict"))
     return one, (tmp_path / "one.dict").read_bytes(), two, (tmp_path / "two.dict").read_bytes()
 
 
@@ -84,17 +92,18 @@ def _summary(res):
 
 
 def test_split_lines_give_the_same_bytes_counts_and_warnings(tmp_path, monkeypatch):
-    before = _leftovers()
+    temp = _own_temp(tmp_path, monkeypatch)
     want = b"".join(orjson.dumps(r) + b"\n" for r in KinetoSource(CPU).records())
     one, one_bytes, two, two_bytes = _parse_pair(tmp_path, monkeypatch)
     assert one_bytes == want and two_bytes == want
     assert _summary(two) == _summary(one) and one.warnings  # (the repaired names)
-    prep = KinetoSource(CPU).prepared(split=True)
-    assert prep.tail is not None and 0 < len(prep.entries) < prep.n == want.count(b"\n")
-    assert b"".join(prep.lines()) == want
+    with process.owning():
+        prep = KinetoSource(CPU).prepared(split=True)
+        assert prep.tail is not None and 0 < len(prep.entries) < prep.n == want.count(b"\n")
+        assert b"".join(prep.lines()) == want
     with pytest.raises(RuntimeError):
         next(prep.records())
-    assert _leftovers() == before  # the child's file is removed, the child reaped
+    assert not list(temp.iterdir())  # the child's file is removed, the child reaped
 
 
 def test_split_point_leaves_no_range_open_across_the_cut():
@@ -130,10 +139,41 @@ def test_a_child_that_fails_while_writing_is_replaced(tmp_path, monkeypatch):
         yield from real_lines(self, *a)
 
     monkeypatch.setattr(KinetoPrepared, "lines", lines)
-    before = _leftovers()
+    temp = _own_temp(tmp_path, monkeypatch)
     one, one_bytes, two, two_bytes = _parse_pair(tmp_path, monkeypatch)
     assert two_bytes == one_bytes and _summary(two) == _summary(one)
-    assert _leftovers() == before
+    assert not list(temp.iterdir())
+
+
+def test_a_library_call_neither_forks_nor_pauses_the_collector(monkeypatch):
+    """Outside a process pyprof owns (:mod:`pyprof.process`) the big-trace paths stay in this process
+    and the cyclic collector stays on; the records are the same. Under :func:`pyprof.process.owning`,
+    the control, the collector is paused while the records are planned."""
+    assert gc.isenabled() and not process.owned()
+    want = b"".join(orjson.dumps(r) + b"\n" for r in KinetoSource(CPU).records())
+    monkeypatch.setattr(kineto_load, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(kineto_load, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(kineto_split_lines, "FORK_MIN", 1)
+    real_fork, real_plan = os.fork, KinetoSource._plan
+    collector_on: list[bool] = []
+
+    def plan(self, *a, **kw):
+        collector_on.append(gc.isenabled())
+        return real_plan(self, *a, **kw)
+
+    def refuse():
+        raise AssertionError("os.fork called in a process pyprof does not own")
+
+    monkeypatch.setattr(KinetoSource, "_plan", plan)
+    monkeypatch.setattr(os, "fork", refuse)
+    prep = KinetoSource(CPU).prepared(split=True)
+    assert prep.tail is None and b"".join(prep.lines()) == want
+    assert collector_on == [True]
+    monkeypatch.setattr(os, "fork", real_fork)
+    with process.owning():
+        prep = KinetoSource(CPU).prepared(split=True)
+        assert prep.tail is not None and b"".join(prep.lines()) == want
+    assert collector_on == [True, False] and gc.isenabled()
 
 
 def test_self_times_subtract_the_nearest_op_below_through_annotations_and_frames():

@@ -12,7 +12,8 @@ caught. After the last pass, against the first:
   child is alive;
 * every pass gave the same records for every file (nothing of one parse leaks into the next).
 
-The big-trace paths are taken too: :data:`SPLIT_BYTES` makes every torch.profiler trace read its
+The big-trace paths are taken too: the passes run as in a process pyprof owns
+(:func:`pyprof.process.owning`), and :data:`SPLIT_BYTES` makes every torch.profiler trace read its
 events in two processes.
 """
 
@@ -30,6 +31,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pyprof import process
 from pyprof.errors import PyprofError
 from pyprof.parse.kineto import load as kineto_load
 from pyprof.parse.source import open_source
@@ -146,10 +148,11 @@ def test_many_parses_leave_nothing_behind(tmp_path, monkeypatch):
     tracemalloc.start()
     try:
         passes, memory = [], []
-        for _ in range(PASSES):
-            passes.append([_parse(p) for p in inputs])
-            gc.collect()
-            memory.append(tracemalloc.get_traced_memory()[0])
+        with process.owning():  # as pyprof parse: the two-process paths are taken
+            for _ in range(PASSES):
+                passes.append([_parse(p) for p in inputs])
+                gc.collect()
+                memory.append(tracemalloc.get_traced_memory()[0])
     finally:
         if not was_tracing:
             tracemalloc.stop()

@@ -19,13 +19,17 @@ import tempfile
 import weakref
 from collections.abc import Callable, Iterator
 
+from pyprof import process
+
 #: bytes per chunk when the file is read back (an output without a file descriptor)
 READ_BYTES = 16 << 20
 
 
 def can_fork() -> bool:
-    """A second core and ``fork`` (a child shares the parent's prepared records without copying)."""
-    return hasattr(os, "fork") and (os.cpu_count() or 1) >= 2
+    """May the reader fork a worker, and would it gain? Only in a process pyprof owns
+    (:func:`pyprof.process.can_fork`: ``fork`` there, and no caller's threads to deadlock a child) with a
+    second core (the child shares the parent's prepared records without copying)."""
+    return process.can_fork() and (os.cpu_count() or 1) >= 2
 
 
 def start(child: Callable[[int], None], redo: Callable[[], Iterator[bytes]] | None = None) -> ForkedLines:

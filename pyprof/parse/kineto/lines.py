@@ -21,7 +21,8 @@ import orjson
 from pyprof.parse import decode as dec
 from pyprof.parse.kineto.args import sizes_value
 from pyprof.parse.kineto.index import ROLE_OP
-from pyprof.parse.kineto.source import KinetoSource, KinetoStats, _no_gc
+from pyprof.parse.kineto.source import KinetoSource, KinetoStats
+from pyprof.process import collector_paused
 
 # the decoded fields, in the order decode (and _EMPTY) writes them; aten/atenSizes/seqId are per kernel
 _F_ORDER = ("layer", "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes", "seqId", "altSeqId",
@@ -62,7 +63,7 @@ class KinetoPrepared:
         if self.tail is not None:
             raise RuntimeError("a split plan gives JSON lines only (plan with split=False for dicts)")
         record, self_t = self.src._record, self.self_t
-        with _no_gc():
+        with collector_paused():
             for e in self.entries[lo:hi]:
                 yield record(e, self_t)
 
@@ -83,7 +84,7 @@ class KinetoPrepared:
         w = _Writer(self.src, self.self_t)
         entries = self.entries
         block = w.line_block if self.self_t is not None else w.lines_of
-        with _no_gc():  # the fragment caches are many acyclic objects, like the index's
+        with collector_paused():  # the fragment caches are many acyclic objects, like the index's
             for i in range(lo, hi, _CHUNK):
                 yield block(entries[i:min(i + _CHUNK, hi)])
 

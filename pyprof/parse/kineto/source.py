@@ -37,18 +37,17 @@ with it before the node runs.
 
 Speed and memory: the trace is memory-mapped and parsed in chunks (:mod:`pyprof.parse.kineto.load`)
 into typed structs holding only what is read (msgspec, :mod:`pyprof.parse.kineto.events`); each event
-is reduced to a few packed fields in one pass (big files: two processes, :mod:`pyprof.parse.kineto.split_scan`),
-and the cyclic garbage collector is paused while the millions of acyclic objects are made. Records
-are planned first (:meth:`KinetoSource.prepared`: every kernel's op instance decoded and linked),
-then written as JSON lines spliced from per-instance fragments (:mod:`pyprof.parse.kineto.lines`)
-or built as dicts; a big CPU trace's later records are planned and written by a forked child
-(:mod:`pyprof.parse.kineto.split_lines`). See ``scripts/bench_kineto.py`` for the figures.
+is reduced to a few packed fields in one pass. Records are planned first (:meth:`KinetoSource.prepared`:
+every kernel's op instance decoded and linked), then written as JSON lines spliced from per-instance
+fragments (:mod:`pyprof.parse.kineto.lines`) or built as dicts. In a process pyprof owns
+(:mod:`pyprof.process`: ``pyprof parse``), the cyclic garbage collector is paused while the millions of
+acyclic objects are made, and a big trace takes a second core: its second half scanned by a forked
+child (:mod:`pyprof.parse.kineto.split_scan`), and a big CPU trace's later records planned and written
+by one (:mod:`pyprof.parse.kineto.split_lines`). ``scripts/bench_kineto.py`` measures it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,6 +60,7 @@ from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.args import kineto_args, sizes_value
 from pyprof.parse.kineto.index import ROLE_OP, build_index, cpu_nodes, fold_no_work, self_times
 from pyprof.parse.kineto.load import load_trace
+from pyprof.process import collector_paused
 
 if TYPE_CHECKING:
     from pyprof.parse.kineto.lines import KinetoPrepared
@@ -75,7 +75,7 @@ class KinetoSource:
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        with _no_gc():
+        with collector_paused():
             self._load()
 
     def _load(self) -> None:
@@ -279,7 +279,7 @@ class KinetoSource:
         ``stats`` and ``warnings`` are complete on return. ``pyprof parse`` takes this path, with
         ``split``: a big CPU trace's later records are then planned and written by a forked child
         (:mod:`pyprof.parse.kineto.split_lines`), and only :meth:`KinetoPrepared.lines` can give them."""
-        with _no_gc():
+        with collector_paused():
             entries, self_t, tail = self._plan(split)
         from pyprof.parse.kineto.lines import KinetoPrepared
 
@@ -454,25 +454,6 @@ class KinetoStats:
     kernels: int = 0
     copies: int = 0
     attributed: int = 0
-
-
-@contextlib.contextmanager
-def _no_gc():
-    """Pause the cyclic garbage collector: parsing allocates millions of acyclic objects, and the
-    collections their count triggers made loading three times slower (measured: 2.4 s -> 0.8 s for
-    orjson on 200k events)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            if not gc.get_freeze_count():
-                # the objects made meanwhile go straight to the oldest generation: otherwise the first
-                # collection after enabling walks every one of them (seconds, for nothing: no cycles)
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
 
 
 _EMPTY = {"layer": [], "trace": [], "mod": None, "op": None, "args": None, "cdtype": None, "aten": None,

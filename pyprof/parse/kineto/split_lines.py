@@ -13,7 +13,8 @@ its lines to a temporary file (:mod:`pyprof.parse.kineto.fork`), which :meth:`Ta
 appends after the parent's own lines.
 
 Nothing is lost when the child fails: the parent then plans and writes the child's part itself
-(the same bytes, on one core). A trace without such a cut, or too small to gain, takes one process.
+(the same bytes, on one core). A trace without such a cut, or too small to gain, takes one process, as
+does any trace in a process pyprof does not own (:func:`pyprof.parse.kineto.fork.can_fork`).
 """
 
 from __future__ import annotations

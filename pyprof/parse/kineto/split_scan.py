@@ -9,6 +9,9 @@ the cut into its own index and hands its columns back through its temporary file
 the parent scans the events before the cut meanwhile and appends the child's rows after its own,
 renumbered, so the index is the one a single pass builds.
 
+Only in a process pyprof owns (:func:`pyprof.parse.kineto.fork.can_fork`); elsewhere the trace is
+scanned in one pass.
+
 Nothing is trusted that was not checked: the cut (:meth:`pyprof.parse.kineto.load.Trace.halves`)
 is an event boundary only if the first half parses up to it, so when the first half fails, or the
 child fails, the work is redone in this process in one pass (which then reports any real error).
