@@ -18,6 +18,10 @@ with no iteration.
 A failing script: its traceback is printed on stderr as Python would print it (pyprof's and
 runpy's frames dropped) and :class:`ScriptFailed` is raised (exit status 1, no trace is parsed);
 ``sys.exit(0)`` is a success, ``sys.exit(n)`` a failure. torch is imported here only, lazily.
+
+The process is not pyprof's afterwards (:mod:`pyprof.process`): the parse and prof that ``pyprof run``
+does next must neither fork nor change the garbage collector's settings
+(``tests/test_process_policy.py``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from pyprof import process
 from pyprof.parse import fetch
 from pyprof.parse.run import parse_file
 from tests.conftest import corpus_file
@@ -30,7 +31,8 @@ def _parse(path, out, monkeypatch, *, arrow: bool, parallel: bool) -> bytes:
         else:
             m.setattr(fetch, "ARROW_MIN_ROWS", 0)
         m.setattr(fetch, "PARALLEL_MIN_ROWS", 0 if parallel else 10**12)
-        parse_file(str(path), str(out))
+        with process.owning():  # workers are forked only where pyprof owns the process (`pyprof parse`)
+            parse_file(str(path), str(out))
     return out.read_bytes()
 
 
@@ -82,7 +84,8 @@ def test_workers_hand_back_results_in_shared_memory(tmp_path):
         tasks = [fetch.Task("ints", "SELECT a, b FROM t WHERE a < 30000", 2, 30_000),
                  fetch.Task("ints", "SELECT a, b FROM t", 2, 10),  # bound too small: pickled instead
                  fetch.Task("rows", "SELECT COUNT(*) FROM t")]
-        par = fetch.run(d, tasks, parallel=True)
+        with process.owning():
+            par = fetch.run(d, tasks, parallel=True)
         seq = fetch.run(d, tasks, parallel=False)
     assert np.array_equal(par[0], seq[0]) and par[0].shape == (30_000, 2)
     assert np.array_equal(par[1], seq[1]) and par[1].shape == (50_000, 2)

@@ -1,1 +1,22 @@
 """The ``pyprof`` command line: a click group, one module per subcommand (``*_cmd.py``)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+
+def owns_process(command: Callable[..., Any]) -> Callable[..., Any]:
+    """For a subcommand that owns its process (``parse``, ``prof``): while it runs, pyprof may fork
+    workers and pause the cyclic collector (:func:`pyprof.process.own`). Given back when the command
+    returns, so that a caller running the CLI in its own process (the tests) gets its process back as it
+    was. ``pyprof run`` does not own its process: the user's script has just run threads in it."""
+    from pyprof import process
+
+    @functools.wraps(command)
+    def owning(*args: Any, **kwargs: Any) -> Any:
+        with process.owning():
+            return command(*args, **kwargs)
+
+    return owning

@@ -13,8 +13,10 @@ Returning freed memory. glibc hands each freed block of over 128 KiB (up to 32 M
 to the kernel, so the next array is page-faulted in afresh: about half a second of system time for
 ``prof`` at a million kernels. :func:`keep_freed_memory` keeps such blocks for reuse.
 
-Only the CLI calls these: they change settings of the whole process, which a library must not do to
-its caller.
+Only the CLI calls these (``pyprof parse`` and ``pyprof prof``, never the library and never ``pyprof
+run``, whose process has just run the user's script): they change settings of the whole process, which a
+library must not do to its caller. Each does nothing unless the process is owned
+(:func:`pyprof.process.owned`, which those two commands declare).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ import importlib
 
 def no_hugepage_madvise() -> bool:
     """Turn numpy's huge-page madvise off for this process (and children forked later); False when this
-    numpy has no such switch (the setting is then left alone)."""
+    numpy has no such switch or the process is not owned (the setting is then left alone)."""
+    from pyprof import process
+
+    if not process.owned():
+        return False
     for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
         try:
             module = importlib.import_module(name)
@@ -39,9 +45,14 @@ def no_hugepage_madvise() -> bool:
 
 def keep_freed_memory() -> None:
     """Ask glibc to keep freed memory for reuse (blocks up to 32 MiB, its largest allowed setting, come
-    from the heap, and the heap is not trimmed below 1 GiB of free space). No glibc (macOS): nothing."""
+    from the heap, and the heap is not trimmed below 1 GiB of free space). No glibc (macOS), or a process
+    not owned: nothing."""
     import ctypes
 
+    from pyprof import process
+
+    if not process.owned():
+        return
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
     except (OSError, AttributeError):

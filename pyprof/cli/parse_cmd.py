@@ -6,6 +6,7 @@ import os
 
 import click
 
+from pyprof.cli import owns_process
 from pyprof.errors import PyprofError, UsageError
 
 HELP = """Attribute every GPU kernel in a profile to the NVTX ranges, layer and op that launched it.
@@ -36,6 +37,7 @@ Bad input exits with status 2 and one line saying what is wrong; no partial outp
               help="Output file (default: stdout). With several inputs: a folder, one .dict per input.")
 @click.option("-j", "--jobs", type=int, default=None, help="Parallel processes for several inputs (default: CPUs).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line or warnings on stderr.")
+@owns_process
 def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, quiet: bool) -> None:
     from pyprof.cli.memory import no_hugepage_madvise
     from pyprof.parse.run import parse_file, parse_many

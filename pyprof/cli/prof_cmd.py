@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from pyprof.cli import owns_process
 from pyprof.prof import columns
 from pyprof.prof.summary import SUMMARY_COLUMNS
 
@@ -85,6 +86,7 @@ Summary columns (--summary op|layer|kernel|dir):
               help="Skip records with a wrong-typed or impossible field (\"layer\": 5, a negative or NaN duration) "
                    "and print how many, instead of stopping at the first. Broken lines still stop.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr.")
+@owns_process
 def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, skip_bad,
          quiet):
     from pyprof.atomic import atomic_output

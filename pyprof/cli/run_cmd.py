@@ -3,6 +3,12 @@
 Thin: options in, :mod:`pyprof.runner` / :mod:`pyprof.parse.kineto` / :mod:`pyprof.prof` /
 :mod:`pyprof.cpu_findings` out. Writes ``DIR/trace.json`` (the chrome trace, viewable in Perfetto),
 ``DIR/records.dict`` (kernel records, for ``pyprof prof``) and ``DIR/env.json`` (thread settings).
+
+Unlike ``parse`` and ``prof``, ``run`` does not own its process (:mod:`pyprof.process`): the user's
+script has just run in it, with its threads (intra-op pools, CUDA, DataLoader workers), and a forked
+child could deadlock on a lock one of them held. So the trace is parsed and the table built and printed
+in this process, on one core, and must not fork or pause the garbage collector
+(``tests/test_process_policy.py``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ things help:
   untyped: a REAL or TEXT value in an integer column makes it promote the whole column), the same query
   is read again through sqlite3, so results never depend on which reader ran;
 * reading several rowid slices of the big tables at once in forked worker processes (each opens its
-  own read-only connections). Small exports are read in-process: forking costs more than it saves.
+  own read-only connections), only where :func:`pyprof.process.can_fork` allows it (``pyprof parse``;
+  not a library call in someone else's process). Small exports are read in-process: forking costs
+  more than it saves.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from pyprof import process
 from pyprof.parse.db import Database, damaged, sqlite_uri, translate_errors
 
 #: below this many rows in total, read in-process
@@ -198,15 +201,16 @@ def slices(db: Database, table: str, n: int) -> list[str]:
 
 
 def run(db: Database, tasks: list[Task], parallel: bool) -> list:
-    """Results of ``tasks`` in order; in worker processes when ``parallel``."""
+    """Results of ``tasks`` in order; in forked worker processes when ``parallel`` and the process is
+    pyprof's to fork (:func:`pyprof.process.can_fork`), else in this one: the same results."""
     workers = min(len(tasks), os.cpu_count() or 1)
-    if not parallel or workers < 2:
+    if not parallel or workers < 2 or not process.can_fork():
         return [run_task(db, t) for t in tasks]
-    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+    ctx = multiprocessing.get_context("fork")
     # Results travel back through anonymous shared mappings, made before the workers are forked so they
     # inherit them: pickling ~0.5 GB of columns through a pipe cost ~1.4 s of a 1M-kernel parse. A
     # mapping reserves address space only; pages exist once the worker writes them.
-    _SHARED[:] = [mmap.mmap(-1, t.rows * t.ncols * 8) if ctx is not None and t.kind == "ints" and t.rows else None
+    _SHARED[:] = [mmap.mmap(-1, t.rows * t.ncols * 8) if t.kind == "ints" and t.rows else None
                   for t in tasks]
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:

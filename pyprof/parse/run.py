@@ -5,6 +5,7 @@ Kept apart from the click command so that tests, benchmarks and other code call 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import queue
 import sys
@@ -12,6 +13,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
+from pyprof import process
 from pyprof.atomic import atomic_output
 from pyprof.errors import PyprofError
 from pyprof.parse.db import damaged, integrity_problem
@@ -65,7 +67,8 @@ def _parse_file(path: str, out: str | None) -> Result:
     source = open_source(path)
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
     if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
-        prep = source.prepared(split=True)  # a second process where it pays (a big CPU trace's records)
+        # a second process where it pays (a big CPU trace's records), if this process is pyprof's to fork
+        prep = source.prepared(split=process.can_fork())
         with atomic_output(out, "wb") as fh:
             write_lines(prep, fh)
             fh.flush()
@@ -185,11 +188,19 @@ def _progress_bar(total: int):
     return tqdm(total=total, unit="file", file=sys.stderr, desc="pyprof parse")
 
 
+def _pool_context():
+    """How :func:`parse_many` starts its workers: forked where pyprof owns this process (``pyprof
+    parse``: cheap, they inherit the imports), else spawned (fresh interpreters: a library caller's
+    process may hold threads that a forked child would deadlock on)."""
+    return multiprocessing.get_context("fork" if process.can_fork() else "spawn")
+
+
 def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress: bool | None = None):
     """Parse each path to ``out_dir/<name>.dict`` in parallel processes; yields Results as they finish.
 
-    ``progress`` (default: when stderr is a terminal) shows tqdm's bar, or a line per finished file
-    without tqdm."""
+    The workers are pyprof's own processes (forked or spawned: :func:`_pool_context`), so each owns
+    itself (:mod:`pyprof.process`). ``progress`` (default: when stderr is a terminal) shows tqdm's bar,
+    or a line per finished file without tqdm."""
     os.makedirs(out_dir, exist_ok=True)
     outs = [output_name(p, out_dir) for p in paths]
     if len(set(outs)) != len(outs):
@@ -209,7 +220,7 @@ def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress
                     bar.update(1)
                 yield r
             return
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=process.own) as pool:
             futures = [pool.submit(_worker, p, o) for p, o in zip(paths, outs, strict=False)]
             for fut in as_completed(futures):
                 r = fut.result()
