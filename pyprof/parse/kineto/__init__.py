@@ -14,6 +14,7 @@ The reader, from the file to the records:
   CPU trace's later records planned and written by one), both through :mod:`~pyprof.parse.kineto.fork`.
 """
 
-from pyprof.parse.kineto.source import KinetoSource, KinetoStats
+from pyprof.parse.kineto.lines import KinetoStats
+from pyprof.parse.kineto.source import KinetoSource
 
 __all__ = ["KinetoSource", "KinetoStats"]

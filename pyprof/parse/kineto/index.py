@@ -109,33 +109,16 @@ def user_frame(name: str) -> str | None:
     return f"{path.rsplit('/', 1)[-1]}:{line}:{func}"
 
 
-def build_index(chunks: Iterable[list], trace: Trace) -> Index:
-    """Classify the events (one pass over the chunks), then nest each thread's ranges (one sort and
-    one stack per thread). Only what the records need is kept of each event: op ranges keep
-    ``(External id, Input Dims, Input type, Concrete Inputs)``, names are interned, times are packed.
-    Events are ``trace``'s structs (:mod:`pyprof.parse.kineto.events`).
-
-    When ``trace`` can be cut in two (:attr:`Trace.halves`, big files), a forked child parses and
-    classifies the second half while this process does the first (:mod:`pyprof.parse.kineto.split_scan`)."""
-    ix = None
-    if trace.halves is not None:
-        from pyprof.parse.kineto.split_scan import scan_in_two
-
-        ix = scan_in_two(trace, trace.halves)
-    if ix is None:
-        ix = Index()
-        scan(ix, chunks, trace)
-    finish(ix)
-    return ix
-
-
 def chain_first(first: list, rest: Iterator[list]) -> Iterator[list]:
     yield first
     yield from rest
 
 
 def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
-    """Append the ranges, launches and GPU activities of ``chunks``' events to ``ix`` (times as lists).
+    """Append the ranges, launches and GPU activities of ``chunks``' events (``trace``'s structs,
+    :mod:`pyprof.parse.kineto.events`) to ``ix``, times as lists; :func:`finish` then nests them. Only
+    what the records need is kept of each event: op ranges keep ``(External id, Input Dims, Input type,
+    Concrete Inputs)``, names are interned.
 
     GPU activities keep ``(role, name, start, end, pid, tid, correlation, device, stream, grid, block,
     bytes)``: plain values, so that a forked scan can hand them back (:mod:`pyprof.parse.kineto.split_scan`)."""

@@ -14,15 +14,18 @@ are not in the usual order takes the dict path.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from pyprof.parse import decode as dec
 from pyprof.parse.kineto.args import sizes_value
 from pyprof.parse.kineto.index import ROLE_OP
-from pyprof.parse.kineto.source import KinetoSource, KinetoStats
 from pyprof.process import collector_paused
+
+if TYPE_CHECKING:
+    from pyprof.parse.kineto.source import KinetoSource
 
 # the decoded fields, in the order decode (and _EMPTY) writes them; aten/atenSizes/seqId are per kernel
 _F_ORDER = ("layer", "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes", "seqId", "altSeqId",
@@ -38,6 +41,16 @@ _GPU_LINE = b'%b' + _FIELDS + b',"opId":%d,"subSeqId":%d}\n'
 _GPU_LINE_NO_OP = b'%b' + _FIELDS + b',"opId":null,"subSeqId":%d}\n'
 _CHUNK = 2048      # lines per yielded chunk of bytes
 _MEMO_MAX = 16384   # entries per fragment cache (ranges prefixes are up to a few kB: pyprof markers are long)
+
+
+@dataclass
+class KinetoStats:
+    """Counts for ``pyprof parse``'s summary line, filled while :meth:`KinetoSource.records` runs:
+    ``attributed`` records have an op (or a backward node) from the ranges open at their launch."""
+
+    kernels: int = 0
+    copies: int = 0
+    attributed: int = 0
 
 
 class KinetoPrepared:

@@ -50,20 +50,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyprof.errors import InputError, NoKernelsError
 from pyprof.parse import decode as dec
 from pyprof.parse.demangle import short_name
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.args import kineto_args, sizes_value
-from pyprof.parse.kineto.index import ROLE_OP, build_index, cpu_nodes, fold_no_work, self_times
-from pyprof.parse.kineto.load import load_trace
+from pyprof.parse.kineto.index import ROLE_OP, Index, cpu_nodes, finish, fold_no_work, scan, self_times
+from pyprof.parse.kineto.lines import KinetoPrepared, KinetoStats, LazyRecords
+from pyprof.parse.kineto.load import Trace, load_trace
+from pyprof.parse.kineto.split_lines import plan_in_two
+from pyprof.parse.kineto.split_scan import scan_in_two
 from pyprof.process import collector_paused
-
-if TYPE_CHECKING:
-    from pyprof.parse.kineto.lines import KinetoPrepared
 
 _FWD_KEYS = ("mod", "op", "args", "cdtype", "layer", "trace")
 
@@ -84,7 +83,7 @@ class KinetoSource:
         self.version = f"chrome trace schemaVersion {trace.meta.get('schemaVersion', '?')}"
         self.warnings: list[str] = []
         self.stats: KinetoStats | None = None
-        self._ix = build_index(trace.chunks, trace)
+        self._ix = _build_index(trace)
         ix = self._ix
         self.n_events = ix.n_events
         if trace.repaired:
@@ -281,8 +280,6 @@ class KinetoSource:
         (:mod:`pyprof.parse.kineto.split_lines`), and only :meth:`KinetoPrepared.lines` can give them."""
         with collector_paused():
             entries, self_t, tail = self._plan(split)
-        from pyprof.parse.kineto.lines import KinetoPrepared
-
         prep = KinetoPrepared(self, entries, self_t, tail)
         self.stats = prep.stats
         return prep
@@ -291,8 +288,6 @@ class KinetoSource:
         """Kernel records in kernel start order; ``subSeqId`` counts each op instance's kernels in
         launch order. The iterator also has ``lines()`` (same records as JSON lines, see
         :func:`pyprof.records.write_records`)."""
-        from pyprof.parse.kineto.lines import LazyRecords
-
         return LazyRecords(self)
 
     def _plan(self, split: bool = False) -> tuple[list[tuple], list[int] | None, Any]:
@@ -328,8 +323,6 @@ class KinetoSource:
             self_t = fold_no_work(ix, self_times(ix))
             nodes = cpu_nodes(ix, self_t)
             if split:
-                from pyprof.parse.kineto.split_lines import plan_in_two
-
                 nodes, tail = plan_in_two(self, nodes, self_t)
             # two processes: each decodes the forward ops its own backward instances link to
             entries = self.plan_part(nodes) if tail is not None else self.plan_nodes(nodes, self._register_forward())
@@ -446,14 +439,16 @@ class KinetoSource:
         return kernels
 
 
-@dataclass
-class KinetoStats:
-    """Counts for ``pyprof parse``'s summary line, filled while :meth:`KinetoSource.records` runs:
-    ``attributed`` records have an op (or a backward node) from the ranges open at their launch."""
-
-    kernels: int = 0
-    copies: int = 0
-    attributed: int = 0
+def _build_index(trace: Trace) -> Index:
+    """The index of ``trace``: its events classified in one pass over the chunks (a big trace's second
+    half by a forked child, where :mod:`pyprof.parse.kineto.split_scan` may fork), then each thread's
+    ranges nested (one sort and one stack per thread)."""
+    ix = scan_in_two(trace, trace.halves) if trace.halves is not None else None
+    if ix is None:
+        ix = Index()
+        scan(ix, trace.chunks, trace)
+    finish(ix)
+    return ix
 
 
 _EMPTY = {"layer": [], "trace": [], "mod": None, "op": None, "args": None, "cdtype": None, "aten": None,

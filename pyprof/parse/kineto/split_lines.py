@@ -26,7 +26,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from pyprof.parse.kineto import fork
-from pyprof.parse.kineto.source import KinetoStats
+from pyprof.parse.kineto.lines import KinetoPrepared, KinetoStats, entry_stats
 
 if TYPE_CHECKING:
     from pyprof.parse.kineto.index import Index
@@ -80,8 +80,6 @@ def plan_in_two(src: KinetoSource, nodes: list[int], self_t: list[int]) -> tuple
 
 
 def _child(src: KinetoSource, nodes: list[int], self_t: list[int], wfd: int, fd: int) -> None:
-    from pyprof.parse.kineto.lines import KinetoPrepared
-
     unlinked, malformed = src._unlinked, src._malformed
     entries = src.plan_part(nodes)
     prep = KinetoPrepared(src, entries, self_t)
@@ -113,8 +111,6 @@ class Tail:
         try:
             n, kernels, copies, attributed, unlinked, malformed = marshal.loads(data)
         except (EOFError, ValueError, TypeError):
-            from pyprof.parse.kineto.lines import entry_stats
-
             self.part.close()
             self.entries = self.src.plan_part(self.nodes)
             self.n = len(self.entries)
@@ -128,8 +124,6 @@ class Tail:
     def redo(self) -> Iterator[bytes]:
         """The child's lines, made here (it failed; the caches were cleared, so its instances are
         decoded again; the counts it sent are already reported)."""
-        from pyprof.parse.kineto.lines import KinetoPrepared
-
         if self.entries is None:
             self.entries = self.src.plan_part(self.nodes)
         return KinetoPrepared(self.src, self.entries, self.self_t).lines()
