@@ -184,15 +184,17 @@ def timed_cli(path: Path, out: Path, n: int, runs: int, jobs: int | None) -> Non
 
 def stages(path: Path, n: int) -> None:
     """2. in this process, stage by stage: where the time goes."""
+    from pyprof import process
     from pyprof.prof import columns, render
     from pyprof.prof.load import iter_records
     from pyprof.prof.summary import summarize
     from pyprof.prof.table import build, build_file, default_workers
 
     def timed(fn):
-        t = time.perf_counter()
-        result = fn()
-        return result, time.perf_counter() - t
+        with process.owning():  # as `pyprof prof` runs: workers forked, the collector paused
+            t = time.perf_counter()
+            result = fn()
+            return result, time.perf_counter() - t
 
     def drain():
         for _ in iter_records(path):  # decode and check every line, keep nothing
