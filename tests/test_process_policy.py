@@ -195,3 +195,23 @@ def _pyprof_run(tmp_path, capsys, monkeypatch):
 def test_pyprof_run_does_not_fork_after_the_script(tmp_path, capsys, monkeypatch):
     _force_parallel(monkeypatch)
     _pyprof_run(tmp_path, capsys, monkeypatch)
+
+
+@pytest.mark.torch
+@needs_two_cpus
+def test_pyprof_run_does_not_fork_even_where_kineto_would_split(tmp_path, capsys, monkeypatch):
+    """A big trace is scanned and planned on two cores by ``pyprof parse``; not by ``pyprof run``."""
+    from pyprof.parse.kineto import load, source, split_lines
+
+    _force_parallel(monkeypatch)
+    plan = source.KinetoSource._plan
+
+    def planned(self, *args, **kwargs):  # the collector stays on while the trace's records are planned
+        assert gc.isenabled()
+        return plan(self, *args, **kwargs)
+
+    monkeypatch.setattr(source.KinetoSource, "_plan", planned)
+    monkeypatch.setattr(load, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(load, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(split_lines, "FORK_MIN", 1)
+    _pyprof_run(tmp_path, capsys, monkeypatch)
