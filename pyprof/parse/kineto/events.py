@@ -3,9 +3,8 @@
 orjson builds a dict for every event and for its ``args``, with every key and value in them
 (``Input Strides``, ``Record function id``, ``Ev Idx`` ...). msgspec decodes straight into small
 structs holding only the fields the parser reads, skipping the rest of each object without making
-objects for it: at 1M events that halves the JSON time (measured: 1.4-2.0 s against 2.5-4.8 s for
-the same 632 MB, ``scripts/bench_kineto.py``'s trace), and attribute reads in the scan are cheaper
-than ``dict.get``.
+objects for it, which is much of the JSON time of a big trace; and attribute reads in the scan are
+cheaper than ``dict.get``.
 
 Argument keys have had several spellings (:data:`pyprof.parse.kineto.schema.ARG_KEYS`). The types
 are made per trace (:func:`event_types`), once the first piece of its events has been read as

@@ -1,9 +1,8 @@
 """Work done by a forked child into a temporary file: JSON lines appended after the parent's own.
 
 For outputs whose lines cost much more to make than to copy: a big torch.profiler CPU trace's later
-records, planned in the child too (:mod:`pyprof.parse.kineto.split_lines`). (An Nsight export's
-lines are cheap to make, and the extra copy made this slower there: see
-:func:`pyprof.parse.run.write_lines`.) While the parent makes and writes its own lines, the child
+records, planned in the child too (:mod:`pyprof.parse.kineto.split_lines`); where lines are cheap to
+make, the extra copy costs more than the second core gains. While the parent makes and writes its own lines, the child
 makes the rest into a temporary file; the parent then appends the file by ``sendfile`` (a copy inside
 the kernel, not through Python). If the child failed, ``redo`` makes its lines in the parent: the
 same bytes, on one core. The child is reaped and the file removed when the part is used, closed or

@@ -2,13 +2,14 @@
 
 :meth:`pyprof.parse.kineto.KinetoSource.prepared` resolves every kernel's op instance first (the
 decoding); :class:`KinetoPrepared` then turns the kernels into records. Building a 33-field dict per
-kernel and serialising it again took more than half of a CPU trace's parse time, although most of
-each line repeats: the op instance's decoded fields (layer, call site, arguments: serialised once per
+kernel and serialising it again would be most of a CPU trace's parse time, although most of each
+line repeats: the op instance's decoded fields (layer, call site, arguments: serialised once per
 instance), the ``ranges`` list (built from the parent range's bytes, one ``,{...}`` per range) and the
 kernel name and thread (once per distinct value). :meth:`KinetoPrepared.lines` splices those
 fragments and %-formats only the per-kernel integers, giving the same bytes as ``orjson.dumps`` of
 the dict :meth:`KinetoPrepared.records` yields (a test compares them); a record whose decoded fields
-are not in the usual order takes the dict path.
+are not in the usual order takes the dict path. :class:`KinetoStats` counts the prepared records for
+``pyprof parse``'s summary line.
 """
 
 from __future__ import annotations
@@ -255,8 +256,8 @@ class _Writer:
         return b"".join([line(e) for e in entries])
 
     def line_block(self, entries: list[tuple]) -> bytes:
-        """The lines of CPU op records: :meth:`line` with its common path inlined (the per-call
-        overhead was a third of its time); anything unusual goes through :meth:`line`."""
+        """The lines of CPU op records: :meth:`line` with its common path inlined (a call per record
+        would cost much of its time); anything unusual goes through :meth:`line`."""
         ix = self.ix
         names, chains, bwd, role, args, seqs = ix.name, ix.chain, ix.bwd, ix.role, ix.args, ix.seq
         starts, ends, pids, tids, self_t = ix.start, ix.end, ix.pid, ix.tid, self.self_t

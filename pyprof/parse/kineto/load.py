@@ -1,14 +1,15 @@
-"""Read a torch.profiler chrome trace (``.json`` or ``.json.gz``) into memory, or fail with one line.
+"""Read a torch.profiler chrome trace (``.json`` or ``.json.gz``), or fail with one line.
 
-orjson parses the whole document at once (a 1M-event trace in about a second); the compressed
-and the decompressed bytes are released before the caller walks the events.
+The file is memory-mapped (or gunzipped) and its events array parsed chunk by chunk as the caller
+iterates (:class:`Trace`), so only one chunk's objects live beside the file's bytes; a layout the
+chunks do not fit is parsed as one document (:func:`load_trace` says when).
 
-Kineto wrote event names without escaping their double quotes until pytorch/kineto#1459 (2026):
-a ``record_function`` whose name contains ``"``, which is every pyprof marker (``{"pyprof":1,...}``)
-and any ``with_stack`` frame of generated code, makes the exported file invalid JSON
-(pytorch/pytorch#146900). When the first parse fails, :func:`repair_unescaped_names` re-escapes
-the ``"name": "..."`` lines of Kineto's one-field-per-line layout and the parse is retried once;
-a file that is still not JSON is reported as such.
+Kineto before pytorch/kineto#1459 writes event names without escaping their double quotes: a
+``record_function`` whose name contains ``"``, which is every pyprof marker (``{"pyprof":1,...}``),
+and any ``with_stack`` frame of generated code make the exported file invalid JSON
+(pytorch/pytorch#146900). When a parse fails, :func:`repair_unescaped_names` re-escapes the
+``"name": "..."`` lines of Kineto's one-field-per-line layout and the parse is retried once; a file
+that is still not JSON is reported as such.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ _BOUNDARY = re.compile(rb'\}\s*,\s*\{(?=\s*")')
 CHUNK_BYTES = 8 << 20
 #: plain files at least this big are memory-mapped instead of read
 MMAP_BYTES = 1 << 20
-#: event arrays at least this big are offered in two halves (parsed by two processes)
+#: event arrays at least this big are offered in two halves (parsed by two processes where allowed)
 SPLIT_BYTES = 64 << 20
 #: the first half's share of the bytes: the process parsing the second half also serialises its
 #: index for the first (:mod:`pyprof.parse.kineto.split_scan`), so it gets less

@@ -3,7 +3,7 @@
 Once the index is nested, the rest of a CPU trace's parse is per op instance and per record:
 decoding the forward ops the backward pass links to and each record's op instance
 (:meth:`KinetoSource.plan_part`) and splicing its JSON line
-(:mod:`pyprof.parse.kineto.lines`), about two thirds of the time at 1M events. :func:`plan_in_two`
+(:mod:`pyprof.parse.kineto.lines`), most of the time of a big trace. :func:`plan_in_two`
 cuts the op ranges (in start order) where no range is open across the cut on any thread
 (:func:`split_point`), so that no op instance, whose ``subSeqId`` numbers its records, has records
 on both sides; then it forks. Each process registers the forward ops its own backward instances can

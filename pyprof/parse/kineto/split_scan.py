@@ -1,7 +1,7 @@
 """Read a big Kineto trace on two cores: a forked child parses and classifies the second half.
 
-Parsing the JSON and classifying the events (:func:`pyprof.parse.kineto.index.scan`) is about a
-third of a CPU trace's parse time, and the events are independent. :func:`scan_in_two` forks once
+Parsing the JSON and classifying the events (:func:`pyprof.parse.kineto.index.scan`) is a large
+share of a CPU trace's parse time, and the events are independent. :func:`scan_in_two` forks once
 the first piece is parsed (the first piece fixes the trace's event types and key spellings,
 :mod:`pyprof.parse.kineto.events`, so both processes read alike): the child scans the events after
 the cut into its own index and hands its columns back through its temporary file
