@@ -105,10 +105,10 @@ def write_lines(prep, fh) -> None:
     processes (a temporary file appended afterwards, or both ``pwrite``-ing blocks of one file) were
     measured too, and were slower: copy-on-write faults on the shared heap and the file system's
     per-file write lock ate the gain; so did a child making the later half into a file of its own,
-    appended by ``sendfile`` (:mod:`pyprof.parse.forked_lines`): median 3.17 s against 2.66 s for
+    appended by ``sendfile`` (:mod:`pyprof.parse.kineto.fork`): median 3.17 s against 2.66 s for
     writing 1M kernels' records, the extra 0.8 GB copy costing more than the lines it shares. A big
     torch.profiler CPU trace, whose records cost three times as much to plan and make, is where
-    that pays: its ``tail`` (:mod:`pyprof.parse.kineto_split_lines`) is appended last."""
+    that pays: its ``tail`` (:mod:`pyprof.parse.kineto.split_lines`) is appended last."""
     tail = getattr(prep, "tail", None)
     chunks = prep.own_lines() if tail is not None else prep.lines()
     if prep.n < THREADED_MIN:
