@@ -1,20 +1,14 @@
 """Benchmark: instructions pyprof.init() adds per op, counted by Valgrind (callgrind).
 
-Time on a shared machine moves by more than the per-op cost being measured (see bench_init.py's
-interquartile ranges); the number of instructions executed hardly does: what pyprof adds moves by
-up to about 3% from run to run (three ResNet runs of the same code: 1,241k to 1,278k per forward),
-because Python's hash seed and the addresses its tables see change dict probes and cache-table hits.
-This script runs each workload of bench_init.py in a child process under
-``valgrind --tool=callgrind --instr-atstart=no`` and counts only the timed loop (instrumentation is
-switched on with ``callgrind_control -i on`` after the child has imported torch, built the model and
-warmed every cache, and off again after the loop). Instructions are not time: they leave out cache
-misses, which is where a ResNet's kernels make the same work slower (bench_init.py measures time).
+Time on a shared machine moves by more than the per-op cost being measured; the number of
+instructions executed hardly does (a few percent, with Python's hash seed). Each workload of
+bench_init.py runs in a child process under ``valgrind --tool=callgrind --instr-atstart=no``, and
+only the timed loop is counted (``callgrind_control -i on`` once imports and caches are warm, off
+after the loop). Instructions are not time: they leave out cache misses (bench_init.py measures time).
 
 States as in bench_init.py: A no init(); B init(), no consumer; C init(lazy=False), payloads built;
-E as under an NVTX tool (a real nvtx Domain with no tool behind it). Needs ``valgrind`` and
-``callgrind_control`` on PATH (exits with a one-line error otherwise). Run:
-``python scripts/bench_init_instructions.py`` (about 9 minutes on a 2-core machine: Valgrind runs
-the imports slowly too; ``--states C --workloads stream`` for a one-minute check).
+E as under an NVTX tool. Needs ``valgrind`` and ``callgrind_control`` on PATH (a one-line error
+otherwise). ``--states C --workloads stream`` is a one-minute check.
 """
 
 from __future__ import annotations
@@ -39,7 +33,7 @@ from pyprof.annotate.recorder import Recorder
 
 workload, state, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(1)
-fn = {{"stream": bi.op_stream, "mlp": bi.tiny_mlp, "resnet": lambda: bi.resnet18(1)}}[workload]()
+fn = {{"stream": bi.op_stream, "mlp": bi.tiny_mlp}}[workload]()
 with torch.no_grad():
     n_ops, n_mods = bi.count_ranges(lambda: fn(1))
     setup, run, teardown = bi._state(state, fn)
@@ -56,7 +50,6 @@ with torch.no_grad():
 WORKLOADS = {  # name: (label, loop iterations counted)
     "stream": ("op stream (add, mul, relu), 2000 iterations", 2000),
     "mlp": ("tiny MLP, no_grad, 500 iterations", 500),
-    "resnet": ("ResNet-18-like b1 64x64 forward, 3 forwards", 3),
 }
 
 
@@ -89,7 +82,7 @@ def count(workload: str, state: str, n: int) -> tuple[int, int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--states", default="ABCE", help="states to count (A is the baseline; default ABCE)")
-    ap.add_argument("--workloads", default="stream,resnet", help="of: stream, mlp, resnet")
+    ap.add_argument("--workloads", default="stream,mlp", help="of: stream, mlp")
     args = ap.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
