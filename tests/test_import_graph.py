@@ -18,10 +18,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent / "pyprof"
-ANNOTATE = "pyprof.annotate"
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -184,17 +181,6 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return [_cycle(graph, comp) for comp in _components(graph)]
 
 
-def _in_annotate(module: str) -> bool:
-    return module == ANNOTATE or module.startswith(ANNOTATE + ".")
-
-
-def _annotates(cycle: list[str]) -> bool:
-    """A circle of pyprof/annotate/'s own: through its modules and at most the top-level ``pyprof``,
-    whose public API (``pyprof.init``, ``wrap``, ``range``...) imports annotate by design, so such a
-    circle is closed, and can only be cut, inside annotate."""
-    return any(map(_in_annotate, cycle)) and all(m == "pyprof" or _in_annotate(m) for m in cycle)
-
-
 def _report(found: list[list[str]]) -> str:
     return "import circles:\n" + "\n".join("  " + " -> ".join(c) for c in found)
 
@@ -242,13 +228,6 @@ def test_cycle_finder_reports_a_circle():
     assert cycles(graph) == [["a", "b", "c", "a"]]  # one circle per component: the shortest from its first
 
 
-def test_no_import_circles_outside_annotate():
-    found = [c for c in cycles(import_graph()) if not _annotates(c)]
-    assert not found, _report(found)
-
-
-@pytest.mark.xfail(strict=False, reason="pyprof/annotate/ still closes import circles (issue #18): "
-                                        "callsite.py imports pyprof for its folder; annotate's owner cuts it")
-def test_no_import_circles_in_annotate():
-    found = [c for c in cycles(import_graph()) if _annotates(c)]
+def test_no_import_circles():
+    found = cycles(import_graph())
     assert not found, _report(found)

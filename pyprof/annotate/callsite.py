@@ -17,11 +17,9 @@ import sys
 import orjson
 import torch
 
-import pyprof
-
-_INTERNAL_DIRS = tuple(
-    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, pyprof)
-)
+# torch's folder and pyprof's (two levels above this file)
+_INTERNAL_DIRS = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
 _codes: dict = {}  # id(code) -> [code, internal?, {f_lasti: "file:line:func"}, {f_lasti: ('["..."]', (s,))}]
 _getframe = sys._getframe
 
