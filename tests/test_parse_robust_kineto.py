@@ -165,3 +165,16 @@ def test_both_paths_failing_is_one_line(tmp_path, capsys, monkeypatch):
     assert "Traceback" not in err
     with pytest.raises(InputError, match="not JSON"):
         kineto_load.load_trace(p)
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_byte_order_mark_is_dropped(tmp_path, monkeypatch, mapped, gz):
+    """A trace saved with a UTF-8 byte order mark (some Windows tools write one; Python's ``utf-8-sig``
+    reads it) gives the same records as without, plain, gzipped, and memory-mapped when big."""
+    data = b"\xef\xbb\xbf" + GPU.read_bytes()
+    p = tmp_path / ("bom.json.gz" if gz else "bom.json")
+    p.write_bytes(gzip.compress(data) if gz else data)
+    if mapped:
+        monkeypatch.setattr(kineto_load, "MMAP_BYTES", 1)
+    assert _records(p) == _records(GPU)

@@ -108,15 +108,19 @@ def repair_unescaped_names(data: bytes) -> tuple[bytes, int]:
     return _NAME_LINE.sub(fix, data), count
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def read_bytes(path: str | os.PathLike):
     """The file's bytes, gunzipped when it is gzip (by content, whatever its name). A plain file is
     memory-mapped rather than read (a bytes-like ``mmap``: slices are bytes), which saves copying
-    hundreds of MB before the first event is parsed."""
+    hundreds of MB before the first event is parsed. A UTF-8 byte order mark (written by some Windows
+    tools) is dropped, as Python's ``utf-8-sig`` codec drops it."""
     path = os.fspath(path)
     try:
         with open(path, "rb") as fh:
-            head = fh.read(2)
-            if head != _GZIP_MAGIC and not path.endswith(".gz"):
+            head = fh.read(3)
+            if head[:2] != _GZIP_MAGIC and head != _BOM and not path.endswith(".gz"):
                 size = os.fstat(fh.fileno()).st_size
                 if size >= MMAP_BYTES:
                     return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -137,7 +141,7 @@ def read_bytes(path: str | os.PathLike):
             ) from None
     elif path.endswith(".gz"):
         raise InputError(f"{path}: named .gz but not gzip-compressed", "rename it to .json or gzip it")
-    return data
+    return data[len(_BOM):] if data[:len(_BOM)] == _BOM else data
 
 
 def _not_json(path: str, exc: Exception) -> InputError:
