@@ -7,10 +7,7 @@ pyprof.x import y`` is an edge to ``pyprof.x.y`` when ``y`` is a submodule, else
 package's ``__init__`` importing its own submodules counts. Importing ``pyprof.a.b`` also runs
 ``pyprof/a/__init__.py``, but that implicit edge is not counted: it would make every package a circle
 with its children. (Not seen: ``importlib.import_module`` of a computed name, and imports a C extension
-makes.)
-
-Circles of pyprof/annotate/'s own are reported by a test of their own, expected to fail until that
-package's owner cuts them; every other circle fails the strict test.
+makes.) Any circle fails the test.
 """
 
 from __future__ import annotations
