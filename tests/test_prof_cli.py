@@ -89,12 +89,30 @@ def test_aligned_width(dictfile, capsys):
     assert all(len(line) <= 70 for line in lines)
     assert len({len(line) for line in lines}) == 1  # last column (FLOPs) right-aligned: one right edge
     assert "~" in lines[1]  # the widest text column (params) was truncated to fit
-    edge = lines[0].index("Sil(ns)") + len("Sil(ns)")
-    assert lines[1][:edge].endswith("1000")  # numbers right-aligned under their header
+    edge = lines[0].index("Sil") + len("Sil")
+    assert lines[1][:edge].endswith("1.00 \u00b5s")  # human units, right-aligned under their header
+    assert lines[1].endswith("1.00 MFLOP")
     code, wide, _ = run(["-w", "400", "-c", "idx,op,kernel,params,sil,flops", str(dictfile)], capsys)
     assert "input=(64,512),float32;weight=(256,512),float32" in wide  # nothing cut when it fits
 
 
+@pytest.mark.parametrize("width", [20, 40, 60, 80, 100, 200])
+def test_every_width_is_honoured(dictfile, capsys, width):
+    """Whatever -w says, no line is longer: text is cut, then columns are left out (and named)."""
+    for args in (["-c", "all"], [], ["--summary", "op"], ["--summary", "kernel", "--top", "2"]):
+        code, out, _ = run(["-w", str(width), *args, str(dictfile)], capsys)
+        assert code == 0
+        assert out and all(len(line) <= width for line in out.splitlines()), (args, out)
+    code, out, _ = run(["-w", "40", "-c", "all", str(dictfile)], capsys)
+    assert out.splitlines()[-1].startswith("(left out to fit -w 40: ")
+
+
+def test_summary_leaves_out_the_least_needed_columns_first(dictfile, capsys):
+    code, out, _ = run(["-w", "60", "--summary", "op", str(dictfile)], capsys)
+    head = out.splitlines()[0].split()
+    assert head[:2] == ["Op", "Time"] and head[-1] == "Gap"  # key, time and gap stay
+    assert "Ideal" not in head and "Bytes" not in head  # ideal (= time - excess) and bytes go first
+    assert any("Ideal" in line and "left out" in line for line in out.splitlines())
 def test_json_lines(dictfile, capsys):
     code, out, _ = run(["--json", "-c", "idx,flops,gap,tc", str(dictfile)], capsys)
     objs = [orjson.loads(line) for line in out.splitlines()]
@@ -102,12 +120,17 @@ def test_json_lines(dictfile, capsys):
 
 
 def test_summary_and_fix_first(dictfile, capsys):
-    code, out, _ = run(["--summary", "op", str(dictfile)], capsys)
+    code, out, _ = run(["--summary", "op", str(dictfile)], capsys)  # read by a person: human units, 80 wide
     assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["Op", "Time", "Share", "Count"]
+    assert lines[1].split()[:6] == ["ptestgemm", "4.00", "\u00b5s", "87.0%", "2", "2.00"]
+    assert all(len(line) <= 80 for line in lines)
+    assert any("fix this first" in line for line in lines)
+    code, out, _ = run(["--summary", "op", "-w", "0", str(dictfile)], capsys)  # -w 0: raw, space-separated
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["Op", "Time(ns)", "Share(%)", "Count"]
     assert lines[1].split()[:4] == ["ptestgemm", "4000", "86.96", "2"]
-    assert any("fix this first" in line for line in lines)
     code, out, _ = run(["--summary", "kernel", "--csv", "--top", "1", str(dictfile)], capsys)
     rows = list(csv.reader(io.StringIO(out)))
     assert len(rows) == 2 and rows[1][0] == "ampere_sgemm_128x64_tn"

@@ -8,7 +8,7 @@ import click
 
 from pyprof.cli import owns_process
 from pyprof.prof import columns
-from pyprof.prof.summary import SUMMARY_COLUMNS
+from pyprof.prof.summary import SUMMARY_COLUMNS, SUMMARY_DROP
 
 SPLIT_RULE = (
     "Kernels sharing an opId and dir form one op instance; the instance's FLOPs and bytes\n"
@@ -37,7 +37,7 @@ HELP = f"""Print one row per kernel: op, params, direction, FLOPs, bytes, tensor
 \b
 Examples:
   pyprof prof net.dict                      space-separated, default columns
-  pyprof prof -w 150 net.dict               aligned columns, 150 characters wide
+  pyprof prof -w 150 net.dict               aligned columns in human units, 150 characters wide
   pyprof prof --csv -c idx,op,kernel,sil,flops,bytes,gap net.dict > net.csv
   pyprof prof --json net.dict               JSON lines, raw values (null = unknown)
   pyprof prof --summary op --top 15 net.dict    per-op totals and the fix-this-first list
@@ -67,8 +67,10 @@ Summary columns (--summary op|layer|kernel|dir):
 @click.option("-c", "cols", metavar="COLS", help="Columns to print, in order (see the list above).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV output.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines output.")
-@click.option("-w", "width", type=click.IntRange(min=0), default=0, metavar="WIDTH",
-              help="Aligned columns fitted to WIDTH characters (0: space-separated).")
+@click.option("-w", "width", type=click.IntRange(min=0), default=None, metavar="WIDTH",
+              help="Aligned columns in human units (ms, MFLOP, MB), every line within WIDTH characters; "
+                   "0: space-separated raw numbers. Default: space-separated rows, and --summary "
+                   "aligned to the terminal's width (80 when not a terminal).")
 @click.option("--summary", type=click.Choice(["op", "layer", "kernel", "dir"]), help="Group totals instead of kernels.")
 @click.option("--top", "top", type=click.IntRange(min=1), metavar="N",
               help="With --summary: only the N largest groups, plus the N-row fix-this-first list.")
@@ -97,8 +99,12 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
     from pyprof.prof.table import build_file, default_workers
 
-    if as_csv + as_json + (width > 0) > 1:
+    if as_csv + as_json + bool(width) > 1:
         raise UsageError("--csv, --json and -w are exclusive", "choose one output style")
+    if width is None and summary and not (as_csv or as_json):  # a summary is read by a person
+        import shutil
+
+        width = shutil.get_terminal_size((80, 24)).columns
     if top is not None and not summary:
         raise UsageError("--top needs --summary", "e.g. --summary op --top 10")
     if file in (None, "-") and sys.stdin.isatty():
@@ -121,7 +127,8 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     with atomic_output(output) as fh:
         if not summary:
             shown, fmts = _wide_numbers(df, names, style)
-            render.write(shown, names, fh, style, width, fmts=fmts, workers=jobs)
+            drop = () if cols else ("mod", "sub", "tc", "bytes")  # the default columns least needed
+            render.write(shown, names, fh, style, width or 0, fmts=fmts, workers=jobs, drop=drop)
         else:
             s = summarize(df, summary)
             if sort == "excess":  # groups without a known ideal time go last
@@ -129,13 +136,14 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
             shown = s.head(top) if top else s
             headers = dict(HEADERS, key=summary.capitalize())
             shown, fmts = _wide_numbers(shown, SUMMARY_NAMES, style, FORMATS)
-            render.write(shown, SUMMARY_NAMES, fh, style, width, headers, fmts)
+            render.write(shown, SUMMARY_NAMES, fh, style, width or 0, headers, fmts, drop=SUMMARY_DROP)
             if style in ("space", "aligned") and sort == "time":
                 first = fix_first(s, top or 10)
                 if len(first):
-                    fh.write(f"\n# fix this first: top {len(first)} {summary}s by time above the roofline\n")
+                    title = f"# fix this first: top {len(first)} {summary}s by time above the roofline"
+                    fh.write("\n" + (render.fit_line(title, width) if style == "aligned" else title) + "\n")
                     first, fmts = _wide_numbers(first, SUMMARY_NAMES, style, FORMATS)
-                    render.write(first, SUMMARY_NAMES, fh, style, width, headers, fmts)
+                    render.write(first, SUMMARY_NAMES, fh, style, width or 0, headers, fmts, drop=SUMMARY_DROP)
         if fh is sys.stdout:
             fh.flush()
 
@@ -152,7 +160,7 @@ def _wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):
     from pyprof.prof import render
 
     fmts = dict(fmts or {})
-    if style == "json":
+    if style in ("json", "aligned"):  # raw values; the aligned form's units print any size
         return df, fmts
     replaced = {}
     for name in names:

@@ -3,6 +3,13 @@
 Formatting is per column kind (:class:`pyprof.prof.columns.Column.fmt`): unknown numbers print ``n/a``,
 unknown text ``-``; text never holds a space in the default space-separated form (spaces become ``_``,
 as PyProf did for kernel names), so ``awk``/``cut`` see one field per column.
+
+CSV, JSON lines and the space-separated form are for machines: raw ns, FLOPs and bytes. The aligned
+form is the one a person reads, so it prints human units (``4.47 ms``, ``183 MFLOP``, ``10.1 MB``,
+``41.0 GFLOP/s``: :mod:`pyprof.prof.units`, headers without the raw unit) and keeps every line within
+``width`` whatever it is: text columns are cut first (``~`` marks a cut), then the columns the caller
+named as least needed are left out, then columns from the right; a last line says which were left out
+and what width would show them all.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from pyprof.prof import units
 from pyprof.prof.columns import BY_NAME
 
 NA_NUM = "n/a"
@@ -141,11 +149,39 @@ def format_column(series: pd.Series, fmt: str) -> list[str]:
     return FORMATTERS[fmt](series)
 
 
-def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | None = None) -> list[list[str]]:
-    """Each selected column as a list of strings."""
+# Columns printed in human units in the aligned (human) form: name -> (units kind, scale to the base
+# unit, header). Per-kernel and summary columns share names where they mean the same quantity.
+HUMAN: dict[str, tuple[str, float, str]] = {
+    "sil": ("dur", 1.0, "Sil"), "time": ("dur", 1.0, "Time"), "ideal": ("dur", 1.0, "Ideal"),
+    "excess": ("dur", 1.0, "Excess"), "share": ("pct", 1.0, "Share"),
+    "flops": ("flop", 1.0, "FLOPs"), "bytes": ("byte", 1.0, "Bytes"),
+    "tflops": ("flops", 1e12, "FLOP/s"), "gbps": ("bps", 1e9, "B/s"),
+    "gap": ("num", 1.0, "Gap"), "ai": ("num", 1.0, "AI"),
+}
+HUMAN_KINDS = frozenset(units.FORMATS)
+
+
+def human_column(series: pd.Series, kind: str, scale: float = 1.0) -> list[str]:
+    """A numeric column as human-unit text (``kind``: a key of :data:`pyprof.prof.units.FORMATS`)."""
+    a = _floats(series)
+    return units.column((a * scale).tolist() if scale != 1.0 else a.tolist(), kind)
+
+
+def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | None = None,
+              human: bool = False) -> list[list[str]]:
+    """Each selected column as a list of strings; with ``human``, the columns of :data:`HUMAN` (and
+    those whose ``fmts`` entry is a units kind) in human units."""
     out = []
     for name in names:
-        fmt = (fmts or {}).get(name) or BY_NAME[name].fmt
+        fmt = (fmts or {}).get(name)
+        if human and fmt in HUMAN_KINDS:
+            out.append(human_column(df[name], fmt))
+            continue
+        if human and name in HUMAN and fmt != "str":  # "str": the caller formatted it already
+            kind, scale, _ = HUMAN[name]
+            out.append(human_column(df[name], kind, scale))
+            continue
+        fmt = fmt or BY_NAME[name].fmt
         out.append(format_column(df[name], "sci" if name == "sil" else fmt))
     return out
 
@@ -154,8 +190,11 @@ PARALLEL_MIN_ROWS = 200_000  # below this, starting processes costs more than fo
 
 
 def write(df: pd.DataFrame, names: Sequence[str], fh: IO[str], style: str = "space", width: int = 0,
-          headers: dict[str, str] | None = None, fmts: dict[str, str] | None = None, workers: int = 1) -> None:
-    """Write ``df[names]`` to ``fh`` in ``style``: ``space``, ``aligned`` (``width`` columns), ``csv``, ``json``.
+          headers: dict[str, str] | None = None, fmts: dict[str, str] | None = None, workers: int = 1,
+          drop: Sequence[str] = ()) -> None:
+    """Write ``df[names]`` to ``fh`` in ``style``: ``space``, ``aligned`` (human units, every line at most
+    ``width`` characters; 0: no limit), ``csv``, ``json``. ``drop``: in the aligned form, the columns to
+    leave out first (in this order) when the table cannot fit ``width`` otherwise.
 
     With ``workers`` > 1, a long table in a chunked style (csv, space, json) is formatted on that many
     forked processes, chunk by chunk, and written in order: the same text. Both that and pausing the
@@ -165,14 +204,23 @@ def write(df: pd.DataFrame, names: Sequence[str], fh: IO[str], style: str = "spa
     from pyprof.process import collector_paused
 
     with collector_paused():
-        _write(df, names, fh, style, width, headers, fmts, workers)
+        _write(df, names, fh, style, width, headers, fmts, workers, drop)
 
 
-def _write(df, names, fh, style, width, headers, fmts, workers=1) -> None:
-    heads = [(headers or {}).get(n) or BY_NAME[n].header for n in names]
+def _human_header(name: str, headers: dict[str, str] | None, fmts: dict[str, str] | None) -> str:
+    if name in HUMAN and (fmts or {}).get(name) != "str":
+        return HUMAN[name][2]
+    return (headers or {}).get(name) or BY_NAME[name].header
+
+
+def _write(df, names, fh, style, width, headers, fmts, workers=1, drop=()) -> None:
     if style not in ("csv", "space", "json"):  # aligned: widths need every row first
-        _write_aligned(formatted(df, names, fmts), heads, names, fh, width, fmts)
+        heads = [_human_header(n, headers, fmts) for n in names]
+        numeric = [_is_numeric(n, fmts) for n in names]
+        write_aligned(formatted(df, names, fmts, human=True), heads, numeric, fh, width,
+                      flex=[n in FLEX for n in names], drop=[names.index(n) for n in drop if n in names])
         return
+    heads = [(headers or {}).get(n) or BY_NAME[n].header for n in names]
     if style == "csv":
         csv.writer(fh, lineterminator="\n").writerow(heads)
     elif style == "space":
@@ -296,35 +344,108 @@ def _result(future) -> str | None:
         return None
 
 
-def _write_aligned(cols, heads, names, fh, width, fmts) -> None:
-    widths = [max([len(h)] + [len(s) for s in c]) for h, c in zip(heads, cols, strict=True)]
-    total = sum(widths) + len(widths) - 1
-    if width and total > width:
-        flex = sorted((i for i, n in enumerate(names) if n in FLEX), key=lambda i: -widths[i])
-        excess = total - width
-        while excess > 0 and flex:
-            i = max(flex, key=lambda k: widths[k])
-            floor = max(len(heads[i]), 8)
+def _is_numeric(name: str, fmts: dict[str, str] | None) -> bool:
+    """Right-aligned: numbers (and their human-unit text)."""
+    fmt = (fmts or {}).get(name)
+    if fmt == "str":
+        return False
+    if name in HUMAN or fmt in HUMAN_KINDS:
+        return True
+    return (fmt or (BY_NAME[name].fmt if name in BY_NAME else "str")) in ("int", "float", "sci")
+
+
+SOFT_FLOOR = 24  # text columns are cut to this before any column is left out
+HARD_FLOOR = 4  # and to this (headers cut too) before columns are left out from the right
+
+
+def fit_widths(natural: list[int], heads: list[str], flex: list[bool], width: int,
+               drop: Sequence[int | Sequence[int]] = ()) -> tuple[list[int], list[int]]:
+    """Column widths that keep a line of ``natural``-wide columns (one space between) within ``width``,
+    and the indices of the columns left out (width 0). In order, until it fits: cut the widest text
+    (``flex``) columns down to :data:`SOFT_FLOOR` (never below their header); leave out the ``drop``
+    columns, one at a time (an entry that is a tuple of indices: together); cut text columns to :data:`HARD_FLOOR`; leave out columns from the right
+    (never the first); cut the first. The columns left out are listed in the order they were."""
+    n = len(natural)
+    out: list[int] = []
+
+    def shrink(widths: list[int], kept: list[int], floor_of) -> int:
+        """Cut kept flex columns, widest first, toward their floor; the excess left."""
+        excess = sum(widths[i] for i in kept) + len(kept) - 1 - width
+        cand = [i for i in kept if flex[i]]
+        while excess > 0 and cand:
+            i = max(cand, key=lambda k: widths[k])
+            floor = floor_of(i)
             if widths[i] <= floor:
-                flex.remove(i)
+                cand.remove(i)
                 continue
             cut = min(excess, widths[i] - floor, max(1, widths[i] // 4))
             widths[i] -= cut
             excess -= cut
-    numeric = [((fmts or {}).get(n) or (BY_NAME[n].fmt if n in BY_NAME else "str")) in ("int", "float", "sci")
-               or n == "sil" for n in names]
+        return excess
+
+    def attempt(kept: list[int], floor_of) -> list[int] | None:
+        widths = list(natural)
+        return widths if shrink(widths, kept, floor_of) <= 0 else None
+
+    if not width or sum(natural) + n - 1 <= width:
+        return list(natural), out
+    soft = lambda i: max(len(heads[i]), min(natural[i], SOFT_FLOOR))  # noqa: E731
+    hard = lambda i: min(natural[i], HARD_FLOOR)  # noqa: E731
+    kept = list(range(n))
+    pending = [[i for i in (g if isinstance(g, (tuple, list)) else (g,)) if 0 < i < n] for g in drop]
+    pending = [g for g in pending if g]
+    while True:
+        widths = attempt(kept, soft)
+        if widths is not None or not pending:
+            break
+        for i in pending.pop(0):
+            if i in kept:
+                kept.remove(i)
+                out.append(i)
+    if widths is None:
+        widths = attempt(kept, hard)
+    while widths is None and len(kept) > 1:
+        i = kept.pop()
+        out.append(i)
+        widths = attempt(kept, hard)
+    if widths is None:  # one column, still too wide: cut it
+        widths = list(natural)
+        widths[kept[0]] = max(width, 1)
+    for i in out:
+        widths[i] = 0
+    return widths, out
+
+
+def fit_line(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters (``~`` marks the cut; 0: as it is): titles of human tables."""
+    return text if not width or len(text) <= width else text[: max(width - 1, 0)] + "~"
+
+
+def write_aligned(cols: list[list[str]], heads: list[str], numeric: list[bool], fh: IO[str], width: int = 0,
+                  flex: list[bool] | None = None, drop: Sequence[int | Sequence[int]] = ()) -> None:
+    """Columns of text as an aligned table: a header line, numbers right-aligned, every line at most
+    ``width`` characters (0: no limit; see :func:`fit_widths`), and a last line naming the columns left
+    out, if any. Also used by ``pyprof diff``."""
+    natural = [max([len(h)] + [len(s) for s in c]) for h, c in zip(heads, cols, strict=True)]
+    flex = flex if flex is not None else [not r for r in numeric]
+    widths, left_out = fit_widths(natural, heads, flex, width, drop)
+    shown = [i for i in range(len(cols)) if i not in left_out]
 
     def cell(s: str, w: int, right: bool) -> str:
         if len(s) > w:
             s = s[: max(w - 1, 0)] + "~"
         return s.rjust(w) if right else s.ljust(w)
 
-    fh.write(" ".join(cell(h, w, r) for h, w, r in zip(heads, widths, numeric, strict=True)).rstrip() + "\n")
+    fh.write(" ".join(cell(heads[i], widths[i], numeric[i]) for i in shown).rstrip() + "\n")
     n = len(cols[0]) if cols else 0
     for start in range(0, n, CHUNK):
-        rows = zip(*(c[start:start + CHUNK] for c in cols), strict=True)
-        fh.write("\n".join(" ".join(cell(s, w, r) for s, w, r in zip(row, widths, numeric, strict=True)).rstrip()
+        rows = zip(*(cols[i][start:start + CHUNK] for i in shown), strict=True)
+        fh.write("\n".join(" ".join(cell(s, widths[i], numeric[i]) for s, i in zip(row, shown, strict=True)).rstrip()
                            for row in rows) + "\n")
+    if left_out:
+        full = sum(natural) + len(natural) - 1
+        note = f"(left out to fit -w {width}: {', '.join(heads[i] for i in left_out)}; -w {full} shows all)"
+        fh.write(fit_line(note, width) + "\n")
 
 
 def _clean(v):

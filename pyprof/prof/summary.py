@@ -36,6 +36,9 @@ SUMMARY_COLUMNS = (
     ("gap", "Gap", "float", "time / ideal over the kernels with a known ideal (> 1 exactly when excess > 0)."),
 )
 SUMMARY_NAMES = tuple(c[0] for c in SUMMARY_COLUMNS)
+# the columns a narrow terminal leaves out first, in order (ideal = time - excess; bytes and bandwidth
+# before FLOPs and FLOP/s): key, time, gap and the fix-this-first excess stay longest
+SUMMARY_DROP = ("ideal", "bytes", "gbps", "flops", "count", "tflops", "share", "excess")
 HEADERS = {c[0]: c[1] for c in SUMMARY_COLUMNS}
 FORMATS = {c[0]: c[2] for c in SUMMARY_COLUMNS}
 
