@@ -1,0 +1,85 @@
+"""Op instances: the kernels one call of an op launched in one direction (prof's rule: kernels sharing
+``opId`` and ``dir``; a record without an op instance is one alone), with their summed time, FLOPs,
+bytes and ideal time, and what a reader needs to recognise the call (op, layer, shapes, call site,
+kernel names). The roofline chart plots them and the per-shape tables group them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+COLUMNS = ("op", "dir", "module", "params", "dtype", "site", "kernels", "device", "first", "n_kernels", "time",
+           "flops", "bytes", "ideal", "tc")
+
+
+def instance_ids(df: pd.DataFrame) -> np.ndarray:
+    """An instance number per row of prof's table: kernels by (opid, dir), every other row alone."""
+    n = len(df)
+    opid = df["opid"].to_numpy(dtype=object) if n else np.zeros(0, object)
+    has = np.not_equal(opid, None) & (df["kind"].to_numpy(dtype=object) == "kernel") if n else np.zeros(0, bool)
+    key = pd.Series([f"{o}\x00{d}" for o, d in zip(opid, df["dir"].tolist(), strict=True)], dtype=object)
+    ids = np.full(n, -1, dtype=np.int64)
+    if has.any():
+        codes, _ = pd.factorize(key[has])
+        ids[has] = codes
+    m = int(ids.max()) + 1 if n and has.any() else 0
+    alone = ids < 0
+    ids[alone] = m + np.arange(int(alone.sum()))
+    return ids
+
+
+def _site(trace) -> str:
+    if isinstance(trace, (list, tuple)) and trace:
+        return str(trace[0])
+    return "-"
+
+
+def _text(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and np.isnan(v)) or v == "" else str(v)
+
+
+def instances(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per op instance (columns :data:`COLUMNS`, ``first``: its first row of ``df``), in order
+    of first appearance. FLOPs, bytes and ideal are NaN where no kernel of the instance has them."""
+    if not len(df):
+        return pd.DataFrame(columns=list(COLUMNS))
+    ids = instance_ids(df)
+    sil = df["sil"].fillna(0.0).to_numpy(dtype=float)
+    work = pd.DataFrame({"id": ids, "time": sil, "flops": df["flops"].to_numpy(dtype=float),
+                         "bytes": df["bytes"].to_numpy(dtype=float), "ideal": df["ideal"].to_numpy(dtype=float),
+                         "tc": (df["tc"] == "1").to_numpy(), "row": np.arange(len(df))})
+    g = work.groupby("id", sort=True)
+    sums = g[["time"]].sum()
+    for col in ("flops", "bytes", "ideal"):
+        sums[col] = g[col].sum(min_count=1)
+    sums["tc"] = g["tc"].any()
+    sums["first"] = g["row"].min()
+    sums["n_kernels"] = g["row"].size()
+    kernels = df["kernel"].astype(object).tolist()
+    names: dict[int, list[str]] = {}
+    for i, k in zip(ids.tolist(), kernels, strict=True):
+        bucket = names.setdefault(i, [])
+        if k and k not in bucket:
+            bucket.append(str(k))
+    first = sums["first"].to_numpy()
+    gpu = df["gpu"].astype(object).to_numpy()
+    device = df["device"].astype(object).to_numpy()
+    out = pd.DataFrame({
+        "op": [_text(v) for v in df["op"].to_numpy(dtype=object)[first]],
+        "dir": [_text(v) for v in df["dir"].to_numpy(dtype=object)[first]],
+        "module": [_text(v) for v in df["module"].to_numpy(dtype=object)[first]],
+        "params": [_text(v) for v in df["params"].to_numpy(dtype=object)[first]],
+        "dtype": [_text(v) for v in df["dtype"].to_numpy(dtype=object)[first]],
+        "site": [_site(v) for v in df["trace"].to_numpy(dtype=object)[first]],
+        "kernels": [tuple(names.get(i, ())) for i in sums.index.tolist()],
+        "device": ["CPU" if d is None else (gp or "unknown GPU") for d, gp in zip(device[first], gpu[first], strict=True)],
+        "first": first,
+        "n_kernels": sums["n_kernels"].to_numpy(),
+        "time": sums["time"].to_numpy(),
+        "flops": sums["flops"].to_numpy(),
+        "bytes": sums["bytes"].to_numpy(),
+        "ideal": sums["ideal"].to_numpy(),
+        "tc": sums["tc"].to_numpy(),
+    })
+    return out.sort_values("first", kind="stable").reset_index(drop=True)

@@ -1,0 +1,314 @@
+"""The report page: one self-contained HTML file (plotly.js, styles and scripts inlined; nothing is
+fetched, so it opens offline and as a CI artifact), at most :data:`MAX_BYTES`.
+
+Sections, in order: the overview (devices, their peaks and where those came from, totals, prof's
+warnings), fix this first, the roofline, time by layer, one step's timeline and the GPU time
+breakdown, the per-op, per-layer and per-kernel tables (sortable: click a header; filterable: type in
+the box), the per-shape tables, the comparison with a baseline (``--baseline``), the CPU findings, and
+the pyprof version. Every chart's data comes from its module (:mod:`pyprof.report`); this module only
+lays it out.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from importlib import resources
+from typing import Any
+
+import orjson
+import pandas as pd
+
+from pyprof.prof import units
+from pyprof.report import breakdown as breakdown_mod
+from pyprof.report import diff as diff_mod
+from pyprof.report import figures, layers, roofline, shapes, tables, timeline
+from pyprof.report.profile import Profile
+
+MAX_BYTES = 8 * 1024 * 1024
+SHAPE_ROWS = 300
+
+
+def plotly_js() -> str:
+    """plotly.js as shipped inside the Plotly Python package (no network)."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def _asset(name: str) -> str:
+    return resources.files("pyprof.report").joinpath(name).read_text(encoding="utf-8")
+
+
+def _e(text: Any) -> str:
+    return html.escape("" if text is None else str(text))
+
+
+def _figures_json(figs: dict[str, Any]) -> str:
+    """The figures by element id as one JSON object (Plotly's own encoder: numpy arrays, NaN), safe inside
+    ``<script type="application/json">``: no ``</`` can close the element."""
+    body = ",".join(f"{orjson.dumps(k).decode()}:{f.to_json(validate=False)}" for k, f in figs.items())
+    return ("{" + body + "}").replace("</", "<\\/")
+
+
+# -- tables ------------------------------------------------------------------------------------------
+
+
+def _cells(values: list, kind: str, scale: float) -> tuple[list[str], list[str]]:
+    """(display text, raw value for sorting) of a column."""
+    if kind == "str":
+        text = ["-" if v is None or (isinstance(v, float) and math.isnan(v)) or v == "" else str(v) for v in values]
+        return text, text
+    if kind == "int":
+        text = ["-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(int(v)) for v in values]
+        return text, text
+    raw = [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) * scale for v in values]
+    return units.column(raw, kind), ["" if v is None else repr(v) for v in raw]
+
+
+def table_html(df: pd.DataFrame, columns, table_id: str, max_rows: int = tables.MAX_ROWS,
+               filterable: bool = True) -> str:
+    """``df`` as a sortable (and filterable) HTML table; ``columns``: (name, header, kind, scale)
+    where kind is ``str``, ``int`` or a :mod:`pyprof.prof.units` kind. Rows past ``max_rows`` are left
+    out, and a line says how many."""
+    shown = df.head(max_rows)
+    cols = [_cells(shown[name].tolist(), kind, scale) for name, _, kind, scale in columns]
+    numeric = [kind != "str" for _, _, kind, _ in columns]
+    parts = []
+    if filterable:
+        parts.append(f'<div><input class="filter" type="search" data-table="{table_id}" '
+                     f'placeholder="filter rows (op, layer, kernel, shape...)">'
+                     f'<span class="count" id="{table_id}-count">{len(shown)} rows</span></div>')
+    parts.append(f'<div class="scroll"><table class="sortable" id="{table_id}"><thead><tr>')
+    parts.extend(f'<th class="{"num" if n else "text"}">{_e(h)}</th>' for (_, h, _, _), n in zip(columns, numeric, strict=True))
+    parts.append("</tr></thead><tbody>")
+    for r in range(len(shown)):
+        parts.append("<tr>")
+        for (text, raw), n in zip(cols, numeric, strict=True):
+            if n:
+                parts.append(f'<td class="num" data-v="{_e(raw[r])}">{_e(text[r])}</td>')
+            else:
+                parts.append(f'<td class="text">{_e(text[r])}</td>')
+        parts.append("</tr>")
+    parts.append("</tbody></table></div>")
+    if len(df) > len(shown):
+        parts.append(f'<p class="note">{len(df) - len(shown)} more rows (the smallest) left out of this page.</p>')
+    return "".join(parts)
+
+
+def _summary_columns(key_header: str):
+    return [(n, key_header if n == "key" else h, k, s) for n, h, k, s in tables.SUMMARY]
+
+
+# -- sections ----------------------------------------------------------------------------------------
+
+
+def _section(sid: str, title: str, body: str, note: str = "") -> str:
+    note_html = f'<p class="note">{note}</p>' if note else ""
+    return f'<section id="{sid}"><h2>{_e(title)}</h2>{note_html}{body}</section>'
+
+
+def _card(value: str, key: str) -> str:
+    return f'<div class="card"><div class="v">{_e(value)}</div><div class="k">{_e(key)}</div></div>'
+
+
+def _overview(p: Profile, rfs: list[roofline.Roof], n_steps: int) -> str:
+    kernels = int((p.df["kind"] == "kernel").sum()) if len(p.df) else 0
+    cards = [_card(units.duration(p.total_ns), "kernel time (all records)"), _card(str(len(p.df)), "records"),
+             _card(str(kernels), "kernels")]
+    if n_steps:
+        cards.append(_card(str(n_steps), "profiled steps"))
+        cards.append(_card(units.duration(p.total_ns / n_steps), "kernel time per step"))
+    rows = []
+    for d in p.devices:
+        dev = d.device
+        peaks = "-"
+        if dev is not None:
+            mine = [r for r in rfs if r.device == d.label and r.peak]
+            peaks = "; ".join(f"{r.label} {units.flop_rate(r.peak)}" for r in mine) or "-"
+        bw = units.byte_rate(dev.bw) if dev is not None and dev.bw else "-"
+        name = dev.name if dev is not None else "-"
+        rows.append(f"<tr><td>{_e(d.label)}</td><td class='num'>{d.kernels}</td>"
+                    f"<td class='num'>{_e(units.duration(d.time_ns))}</td><td>{_e(name)}</td><td>{_e(peaks)}</td>"
+                    f"<td class='num'>{_e(bw)}</td><td>{_e(d.source)}</td></tr>")
+    devices = ("<h3>Devices and where their peaks came from</h3><table><thead><tr><th>device</th>"
+               "<th class='num'>records</th><th class='num'>time</th><th>peaks of</th><th>compute peaks</th>"
+               "<th class='num'>memory bandwidth</th><th>source</th></tr></thead><tbody>" + "".join(rows)
+               + "</tbody></table>")
+    warn = ""
+    if p.warnings:
+        warn = "<h3>prof's warnings</h3><ul class='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in p.warnings) + "</ul>"
+    return _section("overview", "Overview", f'<div class="cards">{"".join(cards)}</div>{devices}{warn}',
+                    f"Records: {_e(p.name)}")
+
+
+def _fix_first(p: Profile) -> str:
+    first = tables.fix_this_first(p.df)
+    if not len(first):
+        return _section("fix-first", "Fix this first", "<p>No op has a known ideal time (no peaks, or no FLOP/byte "
+                        "model): nothing to rank.</p>")
+    body = table_html(first, _summary_columns("Op"), "t-fix", filterable=False)
+    return _section("fix-first", "Fix this first", body,
+                    "The ops with the most time above the roofline (time - ideal time, summed over their kernels "
+                    "with a known ideal): what reaching the roofline would save, largest first.")
+
+
+def _chart(fid: str) -> str:
+    return f'<div class="chart" id="{fid}"></div>'
+
+
+def build(p: Profile, baseline: Profile | None = None) -> str:
+    """The page of ``p`` (with the comparison against ``baseline`` where given) as HTML text."""
+    import pyprof
+
+    figs: dict[str, Any] = {}
+    pts = roofline.points(p)
+    rfs = roofline.roofs(p, pts)
+    tl = timeline.one_step(p)
+    sections = [_overview(p, rfs, tl.steps), _fix_first(p)]
+
+    figs["fig-roofline"] = figures.roofline(pts, rfs)
+    merged = " Past a few thousand instances, equal calls are merged into one point (hover: xN)." \
+        if len(pts) and int(pts["count"].max()) > 1 else ""
+    sections.append(_section(
+        "roofline", "Roofline", _chart("fig-roofline"),
+        f"Each point is an op instance (its kernels together): FLOPs per byte moved against FLOP/s achieved, both "
+        f"from prof's cost models; size is time, colour the direction. Lines are the roofs of the devices: memory "
+        f"bandwidth up to each compute peak (solid: tensor cores, dashed: other units). {len(pts)} points; "
+        f"instances without FLOPs or bytes (copies, views) are not drawn.{merged}"))
+
+    tree = layers.tree(p.df)
+    figs["fig-layers"] = figures.layers(tree)
+    sections.append(_section(
+        "layers", "Time by layer", _chart("fig-layers"),
+        "The module tree (click a box to zoom in, the top bar to zoom out), split into forward, backward and "
+        "optimizer; a box's width is the kernel time of its layer and everything under it."))
+
+    tl_note = (f"Step {_e(tl.step)} (the median of {tl.steps} steps by kernel time)" if tl.step
+               else "The records from their first (no ProfilerStep ranges)")
+    tl_note += f", {len(tl.bars)} kernels over {units.duration(tl.span_ns)}, coloured by layer."
+    if tl.left_out:
+        tl_note += f" The {tl.left_out} shortest kernels are not drawn."
+    if p.is_cpu:
+        tl_note += " CPU ops are drawn at their start with their self time."
+    if len(tl.bars):
+        figs["fig-timeline"] = figures.timeline(tl)
+        body = _chart("fig-timeline")
+    else:
+        body = "<p>The records carry no start times.</p>"
+    items = breakdown_mod.breakdown(p.records)
+    if items:
+        figs["fig-breakdown"] = figures.breakdown(items)
+        body += "<h3>Where the time went</h3>" + _chart("fig-breakdown") + _breakdown_table(items)
+    sections.append(_section(
+        "timeline", "One step", body,
+        tl_note + " Below: each device's window (first start to last end) split into busy, exposed communication "
+        "(NCCL kernels while no compute kernel runs), exposed memcpy/memset (while nothing else runs) and idle."))
+
+    tabs = []
+    for by, title, header in (("op", "Per op", "Op"), ("layer", "Per layer", "Layer"), ("kernel", "Per kernel",
+                                                                                          "Kernel")):
+        tabs.append(f"<h3>{title}</h3>" + table_html(tables.summary(p.df, by), _summary_columns(header), f"t-{by}"))
+    sections.append(_section("tables", "Tables", "".join(tabs),
+                             "prof's summaries. Click a header to sort, type to filter. Gap: time / ideal time "
+                             "(1 = at the roofline)."))
+
+    sh = shapes.by_shape(p)
+    shape_cols = [("op", "Op", "str", 1.0), ("dir", "Dir", "str", 1.0), ("gemm", "GEMM", "str", 1.0),
+                  ("params", "Arguments", "str", 1.0), ("count", "Count", "int", 1.0),
+                  ("total", "Total", "dur", 1.0), ("mean", "Mean", "dur", 1.0), ("median", "Median", "dur", 1.0),
+                  ("std", "Std dev", "dur", 1.0), ("rate_mean", "FLOP/s mean", "flops", 1.0),
+                  ("rate_median", "FLOP/s median", "flops", 1.0), ("rate_std", "FLOP/s std dev", "flops", 1.0),
+                  ("flops", "FLOPs each", "flop", 1.0)]
+    sections.append(_section(
+        "shapes", "Per shape", table_html(sh, shape_cols, "t-shapes", max_rows=SHAPE_ROWS),
+        "Each op by its unique arguments (GEMMs with batch, M, N, K and dtype): how many instances ran, and the "
+        "mean, median and standard deviation of their time and achieved FLOP/s."))
+
+    if baseline is not None:
+        sections.append(_baseline(p, baseline, figs))
+
+    sections.append(_findings(p))
+    body = "".join(sections)
+    nav = "".join(f'<a href="#{sid}">{_e(t)}</a>' for sid, t in (
+        ("overview", "Overview"), ("fix-first", "Fix first"), ("roofline", "Roofline"), ("layers", "Layers"),
+        ("timeline", "Step"), ("tables", "Tables"), ("shapes", "Shapes"))
+        + ((("baseline", "Baseline"),) if baseline is not None else ()) + (("findings", "Findings"),))
+    fig_json = _figures_json(figs)
+    title = f"pyprof report: {p.name}"
+    page = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+        f'content="width=device-width, initial-scale=1"><meta name="generator" content="pyprof {pyprof.__version__}">'
+        f"<title>{_e(title)}</title><style>{_asset('page.css')}</style>"
+        f'<script>{plotly_js()}</script></head><body>'
+        f'<header><h1>pyprof report</h1><div class="sub">{_e(p.name)}'
+        + (f" compared with {_e(baseline.name)}" if baseline is not None else "")
+        + f" &middot; pyprof {_e(pyprof.__version__)}</div></header><nav>{nav}</nav><main>{body}</main>"
+        f'<footer>Written by pyprof {_e(pyprof.__version__)} (<code>pyprof report</code>); one self-contained '
+        f"file: plotly.js and every style and script are inlined, nothing is fetched.</footer>"
+        f'<script type="application/json" id="pyprof-figures">{fig_json}</script>'
+        f"<script>{_asset('page.js')}</script></body></html>")
+    return page
+
+
+def _breakdown_table(items: list[breakdown_mod.Breakdown]) -> str:
+    rows = "".join(
+        f"<tr><td>{_e(b.device)}</td><td class='num'>{_e(units.duration(b.window))}</td>"
+        + "".join(f"<td class='num'>{_e(units.duration(getattr(b, a)))} ({_e(units.percent(b.share(a)))})</td>"
+                  for a in ("busy", "comm_exposed", "memcpy_exposed", "idle"))
+        + f"<td class='num'>{_e(units.duration(b.comm))}</td><td class='num'>{_e(units.duration(b.memcpy))}</td></tr>"
+        for b in items)
+    return ("<table><thead><tr><th>device</th><th class='num'>window</th><th class='num'>busy</th>"
+            "<th class='num'>exposed communication</th><th class='num'>exposed memcpy</th><th class='num'>idle</th>"
+            "<th class='num'>communication (all)</th><th class='num'>memcpy (all)</th></tr></thead><tbody>"
+            + rows + "</tbody></table>")
+
+
+def _baseline(p: Profile, base: Profile, figs: dict) -> str:
+    scale = diff_mod.scale_for(base.records, p.records)
+    tot = diff_mod.total(base.df, p.df, scale)
+    per = " per step" if scale.per_step else ""
+    parts = [f'<div class="cards">{_card(units.duration(tot.time_a), "baseline (A) time" + per)}'
+             f'{_card(units.duration(tot.time_b), "this run (B) time" + per)}'
+             f'{_card(units.percent(tot.delta_pct), "change")}</div>']
+    cols = [("key", "", "str", 1.0), ("time_a", "Time A", "dur", 1.0), ("time_b", "Time B", "dur", 1.0),
+            ("delta", "B - A", "dur", 1.0), ("delta_pct", "Change", "pct", 1.0), ("flops_a", "FLOPs A", "flop", 1.0),
+            ("flops_b", "FLOPs B", "flop", 1.0), ("gap_a", "Gap A", "num", 1.0), ("gap_b", "Gap B", "num", 1.0),
+            ("status", "", "str", 1.0)]
+    for by in diff_mod.BY:
+        table = diff_mod.compare(base.df, p.df, by, scale)
+        fid = f"fig-delta-{by}"
+        if by == "op" and len(table):
+            figs[fid] = figures.deltas(table, by)
+            parts.append(_chart(fid))
+        header = by.capitalize()
+        parts.append(f"<h3>Per {by}</h3>" + table_html(table, [(n, header if n == "key" else h, k, s)
+                                                              for n, h, k, s in cols], f"t-diff-{by}"))
+    return _section("baseline", "Compared with the baseline", "".join(parts),
+                    f"A: {_e(base.name)}; B: {_e(p.name)}. Sorted by the size of the change in time"
+                    + (" (both divided by their step counts, which differ)" if scale.per_step else "") + ".")
+
+
+def _findings(p: Profile) -> str:
+    from pyprof.cpu_findings import findings, format_findings
+
+    cpu = [r for r in p.records if r.get("device") is None]
+    if not cpu:
+        return _section("findings", "CPU findings", "<p>No CPU records (a GPU trace): the CPU findings are about "
+                        "CPU ops.</p>")
+    text = format_findings(findings(cpu, p.env or {}))
+    note = "" if p.env else "No env.json beside the records: the thread settings of the profiled process are unknown."
+    return _section("findings", "CPU findings", f"<pre>{_e(text)}</pre>", note)
+
+
+def write(p: Profile, path, baseline: Profile | None = None) -> int:
+    """Write the page to ``path`` all or nothing; returns its size in bytes. A page over
+    :data:`MAX_BYTES` is a bug in the caps on rows and points, and raises."""
+    from pyprof.atomic import atomic_output
+
+    data = build(p, baseline).encode("utf-8")
+    if len(data) > MAX_BYTES:
+        raise RuntimeError(f"the report is {len(data)} bytes, over {MAX_BYTES}")
+    with atomic_output(path, "wb") as fh:
+        fh.write(data)
+    return len(data)

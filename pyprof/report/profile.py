@@ -1,0 +1,115 @@
+"""A profile to report on: the kernel records, prof's per-kernel table of them, the devices they ran on
+with the peaks prof used, and the profiled process's environment.
+
+Everything the charts show comes from prof (:func:`pyprof.prof.table.build`: FLOPs, bytes, tensor
+cores, ideal time, gap) and from the records themselves (times, streams, threads, arguments, NVTX
+ranges); the report computes no cost of its own. ``df`` row ``i`` is ``records[i]``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pyprof.prof.devices import Device, DeviceResolver
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device of the profile: ``label`` (the records' GPU name, ``unknown GPU``, or ``CPU``), its
+    peaks (None: unknown; ``--gpu`` and the peak options apply), where they came from, its records' count
+    and time."""
+
+    label: str
+    device: Device | None
+    is_cpu: bool
+    kernels: int
+    time_ns: float
+
+    @property
+    def source(self) -> str:
+        if self.device is None:
+            return "no peaks known (pass --gpu, --peak-flops/--peak-bw, or run `pyprof calibrate`)"
+        return self.device.source or "peak table"
+
+
+@dataclass
+class Profile:
+    """A records file and what prof makes of it (see the module docstring)."""
+
+    name: str
+    records: list[dict[str, Any]]
+    df: pd.DataFrame
+    devices: list[DeviceInfo] = field(default_factory=list)
+    env: dict[str, Any] | None = None
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.df.attrs.get("warnings", []))
+
+    @property
+    def total_ns(self) -> float:
+        return float(self.df["sil"].fillna(0).sum())
+
+    @property
+    def is_cpu(self) -> bool:
+        """Only CPU records (a CPU trace of ``pyprof run``)."""
+        return bool(self.devices) and all(d.is_cpu for d in self.devices)
+
+
+def from_records(records: list[dict[str, Any]], name: str = "records", gpu: str | None = None,
+                 peak_flops: float | None = None, peak_bw: float | None = None,
+                 env: dict[str, Any] | None = None, calibration: dict | None = None,
+                 df: pd.DataFrame | None = None) -> Profile:
+    """A :class:`Profile` of records already in memory (``pyprof run`` has them; ``df``: prof's table of
+    them where already built with the same peak options)."""
+    from pyprof.prof.table import build
+
+    resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration)
+    if df is None:
+        df = build(records, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, calibration=resolver.calibration)
+    return Profile(name, records, df, _devices(records, df, resolver), env)
+
+
+def load(path: str | os.PathLike, gpu: str | None = None, peak_flops: float | None = None,
+         peak_bw: float | None = None, env: dict[str, Any] | None = None) -> Profile:
+    """The profile of a records file (``pyprof parse`` or ``pyprof run`` output). ``env``: the profiled
+    process's settings; None reads ``env.json`` beside the file where ``pyprof run`` wrote one."""
+    from pyprof.prof.load import read_records
+
+    records = read_records(path)
+    if env is None:
+        env = read_env(Path(path).with_name("env.json"))
+    return from_records(records, os.fspath(path), gpu, peak_flops, peak_bw, env)
+
+
+def read_env(path: Path) -> dict[str, Any] | None:
+    """``pyprof run``'s ``env.json`` (threads, cores), or None where absent or unreadable."""
+    import orjson
+
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _devices(records: list[dict[str, Any]], df: pd.DataFrame, resolver: DeviceResolver) -> list[DeviceInfo]:
+    """Each distinct device of the records (GPU name, or the CPU), largest time first."""
+    seen: dict[tuple, list] = {}
+    sil = df["sil"].fillna(0).tolist() if len(df) else []
+    for rec, t in zip(records, sil, strict=True):
+        is_cpu = rec.get("device") is None  # as prof tells CPU records (pyprof.prof.table)
+        key = (None if is_cpu else rec.get("gpu") or "unknown GPU", is_cpu)
+        entry = seen.setdefault(key, [0, 0.0])
+        entry[0] += 1
+        entry[1] += t
+    out = []
+    for (gpu, is_cpu), (n, t) in seen.items():
+        dev = resolver.resolve(None if is_cpu else gpu, is_cpu)
+        out.append(DeviceInfo("CPU" if is_cpu else gpu, dev, is_cpu, n, t))
+    return sorted(out, key=lambda d: -d.time_ns)

@@ -1,0 +1,29 @@
+"""The report's tables of prof's summaries: fix-this-first (the ops with most time above the roofline),
+per op, per layer and per kernel (:func:`pyprof.prof.summary.summarize`), and how each column is shown
+(human units on the page, raw numbers kept for sorting)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from pyprof.prof.summary import fix_first, summarize
+
+# name, header, units kind (pyprof.prof.units; "int"/"str" as they are), scale to the base unit
+SUMMARY = (
+    ("key", "", "str", 1.0), ("time", "Time", "dur", 1.0), ("share", "Share", "pct", 1.0),
+    ("count", "Kernels", "int", 1.0), ("flops", "FLOPs", "flop", 1.0), ("bytes", "Bytes", "byte", 1.0),
+    ("tflops", "FLOP/s", "flops", 1e12), ("gbps", "Bandwidth", "bps", 1e9), ("ideal", "Ideal", "dur", 1.0),
+    ("excess", "Above roofline", "dur", 1.0), ("gap", "Gap", "num", 1.0),
+)
+FIX_FIRST_ROWS = 10
+MAX_ROWS = 500  # a table longer than this shows its largest rows and says how many are left out
+
+
+def summary(df: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Per op, layer, kernel or direction: prof's summary, largest time first."""
+    return summarize(df, by)
+
+
+def fix_this_first(df: pd.DataFrame, n: int = FIX_FIRST_ROWS) -> pd.DataFrame:
+    """The ``n`` ops with the most time above the roofline (``excess``), largest first."""
+    return fix_first(summarize(df, "op"), n)
