@@ -20,6 +20,8 @@ SUBCOMMANDS: dict[str, str] = {
     "prof": "pyprof.cli.prof_cmd:prof",
     "run": "pyprof.cli.run_cmd:run",
     "calibrate": "pyprof.cli.calibrate_cmd:calibrate",
+    "report": "pyprof.cli.report_cmd:report",
+    "diff": "pyprof.cli.diff_cmd:diff",
 }
 
 
@@ -57,7 +59,9 @@ def cli():
       2. profile:         nsys profile --trace=cuda,nvtx --export=sqlite -o net python train.py
       3. attribute:       pyprof parse net.sqlite -o net.dict
       4. report:          pyprof prof net.dict            (or --csv, --summary op)
-    Without a GPU or Nsight:  pyprof run examples/lenet.py   (torch.profiler, CPU)
+                          pyprof report net.dict -o report.html   (one HTML page, offline)
+    Without a GPU or Nsight:  pyprof run examples/lenet.py --report   (torch.profiler, CPU)
+    Compare two runs:         pyprof diff old.dict new.dict  (--fail-above 5 for CI)
     """
 
 
