@@ -24,6 +24,7 @@ Examples:
   pyprof run examples/lenet.py                 CPU or GPU, results in ./pyprof-out/
   pyprof run -o out --active 5 train.py --epochs 1
   pyprof run --steps-from all script.py        no iteration loop: profile everything
+  pyprof run examples/lenet.py --report        also write pyprof-out/report.html
 
 \b
 The script runs in this process (runpy) as __main__ with sys.argv = [SCRIPT, *ARGS].
@@ -42,7 +43,7 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
 
 @click.command("run", help=HELP, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False,
                                                    "max_content_width": 110})
-@click.argument("script", type=click.Path(dir_okay=False))
+@click.argument("script", type=click.Path(dir_okay=False), required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("-o", "--output", "out_dir", default="pyprof-out", show_default=True, metavar="DIR",
               help="Folder for trace.json, records.dict and env.json.")
@@ -61,8 +62,13 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak bandwidth for the roofline.")
 @click.option("--no-calibrate", is_flag=True,
               help="Do not measure the CPU's peaks when none are saved (ideal time and gap then show n/a).")
+@click.option("-w", "width", type=click.IntRange(min=0), default=None, metavar="WIDTH",
+              help="Summary lines within WIDTH characters (default: the terminal's width, 80 when not a terminal).")
+@click.option("--report", is_flag=False, flag_value="", default=None, metavar="[PATH.html]",
+              help="Also write the HTML report (`pyprof report`; default DIR/report.html). May also come last, "
+                   "after the script's arguments: pyprof run train.py --report.")
 def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stack, no_shapes, by, top,
-        peak_flops, peak_bw, no_calibrate):
+        peak_flops, peak_bw, no_calibrate, width, report):
     from pathlib import Path
 
     import orjson
@@ -73,6 +79,11 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     from pyprof.records import write_records
     from pyprof.runner import RunOptions, run_script
 
+    script, args, report = _report_option(script, args, report)
+    if report is not None:  # before the script runs: a missing extra fails fast
+        from pyprof.report import require_plotly
+
+        require_plotly()
     opts = RunOptions(wait=wait, warmup=warmup, active=active, step_on=step_on, init=not no_init,
                       record_shapes=not no_shapes, with_stack=with_stack)
     result = run_script(script, list(args), out_dir, opts)
@@ -92,11 +103,49 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
                f"{len(records)} {mode}; wrote {out / 'trace.json'}, {out / 'records.dict'}")
     if not (no_calibrate or peak_flops or peak_bw) and any(r.get("device") is None for r in records):
         _calibrate_cpu_once()
-    _summary(records, by, top, peak_flops, peak_bw, err)
+    df = _summary(records, by, top, peak_flops, peak_bw, err, width)
     if not source.gpu_mode or any(r.get("device") is None for r in records):
         cpu = [r for r in records if r.get("device") is None]
         sys.stdout.write("\n" + format_findings(findings(cpu, result.env)))
     sys.stdout.flush()
+    if report is not None:
+        _write_report(records, df, report or str(out / "report.html"), str(out / "records.dict"), result.env,
+                      peak_flops, peak_bw)
+
+
+def _report_option(script, args, report):
+    """``(script, args, report)`` with ``--report`` read where a user puts it: before SCRIPT (``--report
+    PATH.html``, ``--report=PATH``, or bare, where click took SCRIPT for its value: a value not ending in
+    .html is the script) or last, after the script's arguments (``--report``, ``--report=PATH``,
+    ``--report PATH.html``). ``report``: None (no report), "" (the default path) or a path."""
+    from pyprof.errors import UsageError
+
+    html = (".html", ".htm")
+    args = list(args)
+    if report and not report.lower().endswith(html):
+        args = ([script] if script is not None else []) + args
+        script, report = report, ""
+    if args and args[-1] == "--report":
+        args.pop()
+        report = report or ""
+    elif args and args[-1].startswith("--report="):
+        report = args.pop().split("=", 1)[1]
+    elif len(args) >= 2 and args[-2] == "--report" and args[-1].lower().endswith(html):
+        report = args.pop()
+        args.pop()
+    if script is None:
+        raise UsageError("no SCRIPT given", "pyprof run [OPTIONS] SCRIPT [ARGS]..., e.g. pyprof run train.py")
+    return script, tuple(args), report
+
+
+def _write_report(records, df, path, name, env, peak_flops, peak_bw) -> None:
+    """The HTML report of this run (:mod:`pyprof.report`), from the table the summary was built from."""
+    from pyprof.prof.units import nbytes
+    from pyprof.report import page, profile
+
+    p = profile.from_records(records, name=name, peak_flops=peak_flops, peak_bw=peak_bw, env=env, df=df)
+    size = page.write(p, path)
+    click.echo(f"pyprof: wrote {path} ({nbytes(size)})", err=True)
 
 
 def _calibrate_cpu_once() -> None:
@@ -134,20 +183,26 @@ def _calibrate_cpu_once() -> None:
                    "run `pyprof calibrate` on a quiet machine to replace them", err=True)
 
 
-def _summary(records, by, top, peak_flops, peak_bw, err) -> None:
-    """The prof summary (per ``by``, ``top`` rows and the fix-this-first list) on stdout."""
+def _summary(records, by, top, peak_flops, peak_bw, err, width=None):
+    """The prof summary (per ``by``, ``top`` rows and the fix-this-first list) on stdout, in human units
+    within ``width`` characters (None: the terminal's); returns prof's table."""
+    import shutil
+
     from pyprof.prof import render
-    from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
+    from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_DROP, SUMMARY_NAMES, fix_first, summarize
     from pyprof.prof.table import build
 
+    if width is None:
+        width = shutil.get_terminal_size((80, 24)).columns
     df = build(records, peak_flops=peak_flops, peak_bw=peak_bw)
     for line in df.attrs.get("warnings", []):
         click.echo(f"pyprof: warning: {line}", err=True)
     s = summarize(df, by)
     headers = dict(HEADERS, key=by.capitalize())
-    sys.stdout.write(f"\nSummary by {by} (top {min(top, len(s))} of {len(s)})\n")
-    render.write(s.head(top), SUMMARY_NAMES, sys.stdout, "aligned", 120, headers, FORMATS)
+    sys.stdout.write("\n" + render.fit_line(f"Summary by {by} (top {min(top, len(s))} of {len(s)})", width) + "\n")
+    render.write(s.head(top), SUMMARY_NAMES, sys.stdout, "aligned", width, headers, FORMATS, drop=SUMMARY_DROP)
     first = fix_first(s, min(top, 5))
     if len(first):
-        sys.stdout.write("\n# fix this first: time above the roofline\n")
-        render.write(first, SUMMARY_NAMES, sys.stdout, "aligned", 120, headers, FORMATS)
+        sys.stdout.write("\n" + render.fit_line("# fix this first: time above the roofline", width) + "\n")
+        render.write(first, SUMMARY_NAMES, sys.stdout, "aligned", width, headers, FORMATS, drop=SUMMARY_DROP)
+    return df
