@@ -32,6 +32,11 @@ def test_si_units(fn, value, text):
     assert fn(value) == text
 
 
+def test_signed_changes():
+    assert units.column([2e5, -2e5, 0, None], "+dur") == [f"+200 {MU}s", f"-200 {MU}s", "0 ns", "n/a"]
+    assert units.column([38.46, -3.2, 0.001], "+pct") == ["+38.5%", "-3.2%", "<0.01%"]
+
+
 def test_column_of_mixed_values():
     assert units.column([1e6, None, "x", float("nan")], "dur") == ["1.00 ms", "n/a", "n/a", "n/a"]
 

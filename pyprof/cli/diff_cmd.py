@@ -27,8 +27,8 @@ numbers (ns, FLOPs).
 """
 
 DROP = (("flops_a", "flops_b"), ("gap_a", "gap_b"), ("time_a",), ("delta_pct",))  # left out first, in pairs
-HUMAN = (("key", "", "str"), ("time_a", "Time A", "dur"), ("time_b", "Time B", "dur"), ("delta", "B - A", "dur"),
-         ("delta_pct", "Change", "pct"), ("flops_a", "FLOPs A", "flop"), ("flops_b", "FLOPs B", "flop"),
+HUMAN = (("key", "", "str"), ("time_a", "Time A", "dur"), ("time_b", "Time B", "dur"), ("delta", "B - A", "+dur"),
+         ("delta_pct", "Change", "+pct"), ("flops_a", "FLOPs A", "flop"), ("flops_b", "FLOPs B", "flop"),
          ("gap_a", "Gap A", "num"), ("gap_b", "Gap B", "num"), ("status", "", "str"))
 
 
@@ -85,10 +85,11 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak
             width = shutil.get_terminal_size((80, 24)).columns
         per = " per step" if scale.per_step else ""
         out.write(f"A: {a}\nB: {b}\ntotal time{per}: {units.duration(tot.time_a)} -> {units.duration(tot.time_b)} "
-                  f"({units.percent(tot.delta_pct)})\n")
+                  f"({units.FORMATS['+pct'](tot.delta_pct)})\n")
         for g, table in tables.items():
             shown = table.head(top)
-            out.write(f"\nBy {g} (top {len(shown)} of {len(table)}, largest change first)\n")
+            out.write("\n" + render.fit_line(f"By {g} (top {len(shown)} of {len(table)}, largest change first)",
+                                              width) + "\n")
             cols = [units.column(shown[n].tolist(), k) if k != "str" else [str(v) if v else "" for v in shown[n]]
                     for n, _, k in HUMAN]
             heads = [g.capitalize() if n == "key" else h for n, h, _ in HUMAN]

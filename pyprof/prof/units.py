@@ -5,8 +5,9 @@ Human tables (``pyprof prof -w``, the summaries ``pyprof prof --summary`` and ``
 keep raw numbers (ns, FLOPs, bytes) for machines. Three significant figures, SI prefixes (decimal: a
 MB is 10^6 bytes, as GB/s is 10^9 bytes per second), ``n/a`` for an unknown (NaN) number.
 
-:data:`FORMATS` maps a kind (``dur``, ``flop``, ``byte``, ``flops``, ``bps``, ``pct``, ``num``) to a
-function of one number; :func:`column` formats a whole column of one kind.
+:data:`FORMATS` maps a kind (``dur``, ``flop``, ``byte``, ``flops``, ``bps``, ``pct``, ``num``, and the
+signed ``+dur`` and ``+pct`` of a change) to a function of one number; :func:`column` formats a whole
+column of one kind.
 """
 
 from __future__ import annotations
@@ -103,8 +104,17 @@ def number(v) -> str:
     return f"{v:.3g}"
 
 
+def signed(fn):
+    """``fn`` with a ``+`` on positive values: a change reads as one (``+200 µs``, ``+38.5%``)."""
+    def fmt(v) -> str:
+        text = fn(v)
+        return "+" + text if _known(v) and v > 0 and text[0] not in "+<" else text
+
+    return fmt
+
+
 FORMATS = {"dur": duration, "flop": flop, "byte": nbytes, "flops": flop_rate, "bps": byte_rate, "pct": percent,
-           "num": number}
+           "num": number, "+dur": signed(duration), "+pct": signed(percent)}
 
 
 def column(values: Iterable, kind: str) -> list[str]:

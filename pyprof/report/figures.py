@@ -155,7 +155,7 @@ def deltas(table: pd.DataFrame, what: str, n: int = 20) -> go.Figure:
     fig = go.Figure(go.Bar(
         y=[_esc(k, 50) for k in top["key"].tolist()], x=d, orientation="h",
         marker={"color": ["#d62728" if v > 0 else "#2ca02c" for v in d]},
-        text=[f"{_esc(k)}: {units.duration(a)} -> {units.duration(b)} ({units.percent(p)})"
+        text=[f"{_esc(k)}: {units.duration(a)} -> {units.duration(b)} ({units.FORMATS['+pct'](p)})"
               for k, a, b, p in zip(top["key"], top["time_a"], top["time_b"], top["delta_pct"], strict=True)],
         textposition="none", hovertemplate="%{text}<extra></extra>", name="change"))
     fig.update_layout(**_layout(height=140 + 22 * max(len(top), 1), xaxis={"title": f"change in time per {what}, ms "

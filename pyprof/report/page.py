@@ -270,9 +270,9 @@ def _baseline(p: Profile, base: Profile, figs: dict) -> str:
     per = " per step" if scale.per_step else ""
     parts = [f'<div class="cards">{_card(units.duration(tot.time_a), "baseline (A) time" + per)}'
              f'{_card(units.duration(tot.time_b), "this run (B) time" + per)}'
-             f'{_card(units.percent(tot.delta_pct), "change")}</div>']
+             f'{_card(units.FORMATS["+pct"](tot.delta_pct), "change")}</div>']
     cols = [("key", "", "str", 1.0), ("time_a", "Time A", "dur", 1.0), ("time_b", "Time B", "dur", 1.0),
-            ("delta", "B - A", "dur", 1.0), ("delta_pct", "Change", "pct", 1.0), ("flops_a", "FLOPs A", "flop", 1.0),
+            ("delta", "B - A", "+dur", 1.0), ("delta_pct", "Change", "+pct", 1.0), ("flops_a", "FLOPs A", "flop", 1.0),
             ("flops_b", "FLOPs B", "flop", 1.0), ("gap_a", "Gap A", "num", 1.0), ("gap_b", "Gap B", "num", 1.0),
             ("status", "", "str", 1.0)]
     for by in diff_mod.BY:

@@ -1,0 +1,153 @@
+"""``pyprof report``, ``pyprof diff`` and ``pyprof run --report`` through the CLI entry point."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+
+import orjson
+import pytest
+
+try:
+    from conftest import REPO, run_main
+except ImportError:  # tests/ collected as a package
+    from tests.conftest import REPO, run_main
+
+from test_report_data import gpu_records
+
+
+def _write(path, records):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+@pytest.fixture
+def pair(tmp_path):
+    a = _write(tmp_path / "a.dict", gpu_records())
+    b = _write(tmp_path / "b.dict", gpu_records(slow=2.0, extra_op=True))
+    return a, b
+
+
+def test_report_writes_the_page(tmp_path, capsys, pair):
+    pytest.importorskip("plotly")
+    a, b = pair
+    out = tmp_path / "r.html"
+    code, stdout, stderr = run_main(capsys, ["report", b, "-o", out, "--baseline", a])
+    assert code == 0, stderr
+    assert stdout == "" and f"wrote {out}" in stderr
+    text = out.read_text()
+    assert '<section id="baseline">' in text and "linear" in text
+
+
+def test_report_without_plotly_says_how_to_install(tmp_path, capsys, pair, monkeypatch):
+    monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly -> ImportError
+    monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
+    out = tmp_path / "r.html"
+    code, stdout, stderr = run_main(capsys, ["report", pair[0], "-o", out])
+    assert code == 2 and not out.exists() and stdout == ""
+    assert stderr.count("\n") == 1 and "pip install 'pyprof-torch[report]'" in stderr
+
+
+def test_report_bad_input_is_one_line(tmp_path, capsys):
+    pytest.importorskip("plotly")
+    code, _, stderr = run_main(capsys, ["report", tmp_path / "nope.dict", "-o", tmp_path / "r.html"])
+    assert code == 2 and stderr.startswith("pyprof: error: ") and stderr.count("\n") == 1
+
+
+def test_diff_names_the_ops_that_changed(capsys, pair):
+    a, b = pair
+    code, out, _ = run_main(capsys, ["diff", a, b, "-w", "100"])
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[2] == "total time: 940 \u00b5s -> 1.24 ms (+31.9%)"
+    by_op = lines.index(next(x for x in lines if x.startswith("By op")))
+    assert lines[by_op + 1].split()[:4] == ["Op", "Time", "A", "Time"]
+    assert lines[by_op + 2].startswith("linear ") and "+" not in lines[by_op + 2].split()[0]
+    assert lines[by_op + 2].split()[1:8] == ["520", "\u00b5s", "720", "\u00b5s", "+200", "\u00b5s", "+38.5%"]
+    assert lines[by_op + 3].startswith("softmax ") and lines[by_op + 3].rstrip().endswith("new")
+    assert any(x.startswith("By layer") for x in lines) and any(x.startswith("By kernel") for x in lines)
+
+
+@pytest.mark.parametrize("width", [30, 50, 80, 120])
+def test_diff_honours_any_width(capsys, pair, width):
+    code, out, _ = run_main(capsys, ["diff", *pair, "-w", str(width)])
+    assert code == 0 and all(len(line) <= width for line in out.splitlines()[3:]), out
+
+
+def test_diff_fail_above(capsys, pair):
+    a, b = pair
+    code, _, err = run_main(capsys, ["diff", a, b, "--fail-above", "5", "--by", "op"])
+    assert code == 1
+    assert "regression beyond 5%: total time +31.9%" in err and "op linear: time +38.5%" in err
+    assert "op softmax: new" in err
+    code, _, err = run_main(capsys, ["diff", a, b, "--fail-above", "50", "--by", "op"])
+    assert code == 1 and err.count("\n") == 1 and "softmax: new" in err
+    code, _, err = run_main(capsys, ["diff", b, a, "--fail-above", "0"])  # faster everywhere
+    assert code == 0 and err == ""
+    code, _, err = run_main(capsys, ["diff", a, a, "--fail-above", "0"])
+    assert code == 0 and err == ""
+
+
+def test_diff_csv_and_json_are_raw(capsys, pair):
+    a, b = pair
+    code, out, _ = run_main(capsys, ["diff", a, b, "--csv", "--by", "op"])
+    rows = list(csv.DictReader(io.StringIO(out)))
+    lin = next(r for r in rows if r["key"] == "linear")
+    assert lin["by"] == "op" and float(lin["time_a"]) == 520_000 and float(lin["time_b"]) == 720_000
+    soft = next(r for r in rows if r["key"] == "softmax")
+    assert soft["time_a"] == "" and soft["status"] == "new"
+    code, out, _ = run_main(capsys, ["diff", a, b, "--json"])
+    objs = [orjson.loads(x) for x in out.splitlines()]
+    assert {o["by"] for o in objs} == {"op", "layer", "kernel"}
+    assert next(o for o in objs if o["key"] == "softmax")["time_a"] is None
+
+
+def test_diff_bad_options(capsys, pair):
+    code, _, err = run_main(capsys, ["diff", *pair, "--by", "bogus"])
+    assert code == 2 and "bogus" in err
+    code, _, err = run_main(capsys, ["diff", *pair, "--csv", "--json"])
+    assert code == 2
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (("train.py", ("--report",), None), ("train.py", (), "")),
+    (("train.py", ("--epochs", "1", "--report"), None), ("train.py", ("--epochs", "1"), "")),
+    (("train.py", ("--report=out/r.html",), None), ("train.py", (), "out/r.html")),
+    (("train.py", ("--report", "r.html"), None), ("train.py", (), "r.html")),
+    (("train.py", ("--report", "data.txt"), None), ("train.py", ("--report", "data.txt"), None)),
+    (("train.py", ("--report", "x", "1"), None), ("train.py", ("--report", "x", "1"), None)),
+    ((None, (), "train.py"), ("train.py", (), "")),  # `pyprof run --report train.py`: click took the script
+    (("--epochs", ("1",), "train.py"), ("train.py", ("--epochs", "1"), "")),
+    (("train.py", (), "r.html"), ("train.py", (), "r.html")),
+    (("train.py", (), None), ("train.py", (), None)),
+])
+def test_run_reads_report_before_the_script_or_last(argv, expect):
+    from pyprof.cli.run_cmd import _report_option
+
+    assert _report_option(*argv) == expect
+
+
+def test_run_without_a_script_is_one_line(capsys):
+    code, _, err = run_main(capsys, ["run"])
+    assert code == 2 and "no SCRIPT given" in err
+
+
+@pytest.mark.torch
+def test_run_lenet_with_report(tmp_path, capsys, monkeypatch):
+    """The issue's command: `pyprof run examples/lenet.py --report` writes a page with every chart."""
+    pytest.importorskip("torch")
+    pytest.importorskip("plotly")
+    monkeypatch.setenv("PYPROF_CALIBRATION", str(tmp_path / "cal.json"))
+    out = tmp_path / "out"
+    code, stdout, stderr = run_main(capsys, ["run", "-o", out, "--no-calibrate", "-w", "80",
+                                             REPO / "examples" / "lenet.py", "--steps", "4", "--report"])
+    assert code == 0, stderr
+    summary = stdout.split("\nSummary by op", 1)[1].split("CPU findings")[0]
+    assert all(len(line) <= 80 for line in summary.splitlines())  # -w 80: the summary fits
+    page = out / "report.html"
+    assert f"wrote {page}" in stderr
+    text = page.read_text()
+    for fid in ("fig-roofline", "fig-layers", "fig-timeline", "fig-breakdown"):
+        assert f'id="{fid}"' in text
+    assert "conv2d" in text and "CPU findings" in text
