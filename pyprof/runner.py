@@ -30,6 +30,7 @@ import functools
 import os
 import runpy
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,9 @@ class RunResult:
     steps: int
     step_source: str
     env: dict[str, Any] = field(default_factory=dict)
+    #: wall seconds: ``script`` (the whole script, under the profiler), ``profiled`` (its recorded
+    #: steps, from the first active step's start to the last one's end) and ``export`` (writing the trace)
+    times: dict[str, float] = field(default_factory=dict)
 
 
 class _Stepper:
@@ -77,10 +81,12 @@ class _Stepper:
         self.last = None
         self.pending = False
         self.wrapped: dict[type, Any] = {}
+        self.stamps: list[float] = []  # perf_counter() at each profiler step, before it is taken
 
     def _step(self, source: str) -> None:
         self.steps += 1
         self.last = source
+        self.stamps.append(time.perf_counter())
         self.prof.step()
 
     def on_pyprof_step(self) -> None:
@@ -215,12 +221,15 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     written: list[Path] = []
+    times = {"export": 0.0}
 
     def on_ready(p) -> None:
+        t = time.perf_counter()
         tmp = trace_path.with_suffix(".json.part")
         p.export_chrome_trace(str(tmp))
         os.replace(tmp, trace_path)
         written.append(trace_path)
+        times["export"] += time.perf_counter() - t
 
     kwargs: dict[str, Any] = {}
     if opts.step_on != "all":
@@ -241,6 +250,8 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     sys.path.insert(0, str(script.resolve().parent))
     failure: BaseException | None = None
     exit_code: Any = None
+    t_start = time.perf_counter()
+    t_end = None
     prof.start()
     try:
         runpy.run_path(str(script), run_name="__main__")
@@ -256,6 +267,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         try:
             if failure is None:
                 stepper.flush()
+            t_end = time.perf_counter()
             prof.stop()
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path
@@ -265,6 +277,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             annotate.remove_step_callback(stepper.on_pyprof_step)
             if opts.init and not was_initialized:
                 pyprof.deinit()
+    times["script"] = time.perf_counter() - t_start
     env = {**machine_env(), **torch_env()}
     if failure is not None:
         if isinstance(failure, SystemExit):
@@ -285,7 +298,20 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             f"{script.name} ran {stepper.steps} steps (counted at {stepper.source}), fewer than "
             f"wait + warmup + 1 = {needed}, so nothing was recorded",
             "lower --wait/--warmup or run more iterations")
-    return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env)
+    times["profiled"] = _profiled_seconds(opts, stepper.stamps, t_start, t_end)
+    return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times)
+
+
+def _profiled_seconds(opts: RunOptions, stamps: list[float], t_start: float, t_end: float) -> float:
+    """Wall seconds of the recorded steps: from the profiler step that starts recording (the script's
+    start when none is skipped) to the one that ends it, before the trace is written (the script's end
+    when it ends first, or when the whole script is profiled)."""
+    if opts.step_on == "all":
+        return t_end - t_start
+    first = opts.wait + opts.warmup  # profiler steps taken before recording starts
+    begin = t_start if first == 0 else stamps[first - 1]
+    last = first + opts.active - 1
+    return (stamps[last] if last < len(stamps) else t_end) - begin
 
 
 def _print_script_traceback(exc: BaseException) -> None:

@@ -69,6 +69,7 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
                    "after the script's arguments: pyprof run train.py --report.")
 def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stack, no_shapes, by, top,
         peak_flops, peak_bw, no_calibrate, width, report):
+    import time
     from pathlib import Path
 
     import orjson
@@ -91,10 +92,12 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     with atomic_output(out / "env.json", "wb") as fh:
         fh.write(orjson.dumps(result.env, option=orjson.OPT_INDENT_2))
 
+    t_parse = time.perf_counter()
     source = KinetoSource(result.trace)
     records = list(source.records())
     with atomic_output(out / "records.dict", "wb") as fh:
         write_records(records, fh)
+    t_parse = time.perf_counter() - t_parse
     err = click.get_text_stream("stderr")
     for line in source.warnings:
         click.echo(f"pyprof: warning: {line}", err=True)
@@ -103,14 +106,26 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
                f"{len(records)} {mode}; wrote {out / 'trace.json'}, {out / 'records.dict'}")
     if not (no_calibrate or peak_flops or peak_bw) and any(r.get("device") is None for r in records):
         _calibrate_cpu_once()
+    t_prof = time.perf_counter()
     df = _summary(records, by, top, peak_flops, peak_bw, err, width)
     if not source.gpu_mode or any(r.get("device") is None for r in records):
         cpu = [r for r in records if r.get("device") is None]
         sys.stdout.write("\n" + format_findings(findings(cpu, result.env)))
+    t_prof = time.perf_counter() - t_prof
     sys.stdout.flush()
     if report is not None:
         _write_report(records, df, report or str(out / "report.html"), str(out / "records.dict"), result.env,
                       peak_flops, peak_bw)
+    click.echo("\n" + timing_line(result.times, t_parse, t_prof))
+
+
+def timing_line(times: dict, parse: float, prof: float) -> str:
+    """``pyprof run``'s last line: where the time went (wall seconds), against the script's own run time."""
+    def s(x: float) -> str:
+        return f"{x:.0f}" if x >= 10 else f"{x:.1f}" if x >= 0.1 else f"{x:.2g}"
+
+    return (f"pyprof run: script {s(times['script'])} s, profiled steps {s(times['profiled'])} s, "
+            f"trace export {s(times['export'])} s, parse {s(parse)} s, prof {s(prof)} s")
 
 
 def _report_option(script, args, report):
