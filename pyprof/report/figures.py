@@ -71,7 +71,7 @@ def roofline(pts: pd.DataFrame, rfs: list[roofline_mod.Roof]) -> go.Figure:
     fig.update_layout(**_layout(
         height=560, xaxis={"type": "log", "title": "arithmetic intensity (FLOP per byte)", "range":
                            [math.log10(lo), math.log10(hi)]},
-        yaxis={"type": "log", "title": "achieved FLOP/s", "exponentformat": "SI"}, legend={"orientation": "v", "x": 1.01, "y": 1}))
+        yaxis={"type": "log", "title": "achieved FLOP/s", "tickformat": "~s"}, legend={"orientation": "v", "x": 1.01, "y": 1}))
     return fig
 
 
@@ -99,7 +99,7 @@ def layers(tree: layers_mod.Tree) -> go.Figure:
         ids=tree.ids, labels=[_esc(v, 60) for v in tree.labels], parents=tree.parents, values=tree.values,
         branchvalues="total", text=text, marker={"colors": colours},
         hovertemplate="<b>%{label}</b><br>%{text}<extra></extra>", textinfo="label+percent root",
-        tiling={"orientation": "v"}, maxdepth=6))
+        tiling={"orientation": "v"}, maxdepth=6, sort=False))  # forward, backward, optimizer, as the tree orders them
     fig.update_layout(**_layout(height=520, margin={"l": 10, "r": 10, "t": 30, "b": 10}))
     return fig
 
