@@ -318,3 +318,19 @@ def test_records_file_and_env_json_beside_it(tmp_path):
     assert p.env == {"intra_op_threads": 2} and len(p.records) == 14 and p.name == str(path)
     assert profile.read_env(tmp_path / "missing.json") is None
 
+
+
+def test_page_without_a_placeable_instance_says_why(tmp_path):
+    """A trace without argument shapes: no FLOPs or bytes, so no roofline point; the page says why."""
+    pytest.importorskip("plotly")
+    from pyprof.report import page
+
+    recs = gpu_records()
+    for r in recs:
+        r["args"] = None
+    p = profile.from_records(recs, calibration={})
+    assert len(roofline.points(p)) == 0
+    page.write(p, tmp_path / "r.html")
+    text = (tmp_path / "r.html").read_text()
+    assert 'id="fig-roofline"' not in text and "No op instance has both FLOPs and bytes known" in text
+    assert 'id="fig-layers"' in text and 'id="fig-timeline"' in text

@@ -167,11 +167,16 @@ def build(p: Profile, baseline: Profile | None = None) -> str:
     tl = timeline.one_step(p)
     sections = [_overview(p, rfs, tl.steps), _fix_first(p)]
 
-    figs["fig-roofline"] = figures.roofline(pts, rfs)
     merged = " Past a few thousand instances, equal calls are merged into one point (hover: xN)." \
         if len(pts) and int(pts["count"].max()) > 1 else ""
+    if len(pts):
+        figs["fig-roofline"] = figures.roofline(pts, rfs)
+        chart = _chart("fig-roofline")
+    else:
+        chart = ("<p>No op instance has both FLOPs and bytes known (ops without a FLOP/byte model, or a trace "
+                 "without argument shapes and dtypes: see prof's warnings above), so none can be placed.</p>")
     sections.append(_section(
-        "roofline", "Roofline", _chart("fig-roofline"),
+        "roofline", "Roofline", chart,
         f"Each point is an op instance (its kernels together): FLOPs per byte moved against FLOP/s achieved, both "
         f"from prof's cost models; size is time, colour the direction. Lines are the roofs of the devices: memory "
         f"bandwidth up to each compute peak (solid: tensor cores, dashed: other units). {len(pts)} points; "
