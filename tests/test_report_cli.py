@@ -151,3 +151,12 @@ def test_run_lenet_with_report(tmp_path, capsys, monkeypatch):
     for fid in ("fig-roofline", "fig-layers", "fig-timeline", "fig-breakdown"):
         assert f'id="{fid}"' in text
     assert "conv2d" in text and "CPU findings" in text
+
+
+def test_report_reads_stdin(tmp_path, capsys, monkeypatch, pair):
+    pytest.importorskip("plotly")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(pair[0].read_bytes())))
+    code, _, stderr = run_main(capsys, ["report", "-", "-o", tmp_path / "r.html"])
+    assert code == 0, stderr
+    assert "&lt;stdin&gt;" in (tmp_path / "r.html").read_text()

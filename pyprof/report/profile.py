@@ -82,9 +82,10 @@ def load(path: str | os.PathLike, gpu: str | None = None, peak_flops: float | No
     from pyprof.prof.load import read_records
 
     records = read_records(path)
-    if env is None:
-        env = read_env(Path(path).with_name("env.json"))
-    return from_records(records, os.fspath(path), gpu, peak_flops, peak_bw, env)
+    name = os.fspath(path)
+    if env is None and name != "-":
+        env = read_env(Path(name).with_name("env.json"))
+    return from_records(records, "<stdin>" if name == "-" else name, gpu, peak_flops, peak_bw, env)
 
 
 def read_env(path: Path) -> dict[str, Any] | None:
