@@ -1,0 +1,39 @@
+"""Profiles as data, beyond one machine: records as Parquet, parsed over a Dask cluster, queried by DuckDB.
+
+* :mod:`~pyprof.scale.parquet`: the columns (the record contract, typed) and the writer;
+  ``pyprof parse --format parquet``.
+* :mod:`~pyprof.scale.identity`: the ``rank`` and ``host`` of an export.
+* :mod:`~pyprof.scale.cluster`: many exports parsed by Dask workers (``pyprof parse --cluster``) or by
+  local processes, a task per file.
+* :mod:`~pyprof.scale.query`: :func:`dataset` (a DuckDB relation), per-rank summaries and the straggler
+  table of ``pyprof prof DIR``.
+* :mod:`~pyprof.scale.frame`: :func:`load`, records as a pandas DataFrame.
+
+dask, pyarrow and duckdb (the ``scale`` extra) are imported inside the functions that use them, so
+``import pyprof`` stays light; without them those functions raise :class:`~pyprof.scale.extra.ExtraMissing`
+(an ImportError) naming ``pip install 'pyprof-torch[scale]'``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pyprof.scale.extra import INSTALL, ExtraMissing, require
+
+__all__ = ["load", "dataset", "ExtraMissing", "INSTALL", "require"]
+
+
+def load(path: str | os.PathLike, columns: list[str] | None = None):
+    """Records as a pandas DataFrame: a JSON-lines record file, a Parquet file or a dataset folder
+    (see :mod:`pyprof.scale.frame`)."""
+    from pyprof.scale.frame import load as _load
+
+    return _load(path, columns)
+
+
+def dataset(path: str | os.PathLike, connection: Any = None):
+    """A DuckDB relation over a Parquet file or a dataset folder (see :mod:`pyprof.scale.query`)."""
+    from pyprof.scale.query import dataset as _dataset
+
+    return _dataset(path, connection)

@@ -1,0 +1,109 @@
+"""``pyprof.load``: records as a pandas DataFrame, from a JSON-lines record file, a Parquet file or a
+Parquet dataset folder, with the same columns and dtypes whichever it read.
+
+Columns: ``rank``, ``host``, ``file`` (for a record file: the rank in its name, else 0; no host; its
+name), then every record field: integers as pandas' nullable ``Int64`` (``start`` of an nvprof export,
+~1.5e18 ns, would lose digits as a float), text as ``str``, lists as Python lists, ``args`` and
+``atenSizes`` as JSON text (see :mod:`pyprof.scale.parquet`). A record file needs only pandas; Parquet
+needs pyarrow (the ``scale`` extra).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import orjson
+import pandas as pd
+
+from pyprof.scale.extra import require
+from pyprof.scale.identity import NAME_RANK
+from pyprof.scale.parquet import DATASET_COLUMNS, KINDS, SUFFIX, columns_of, parquet_files
+
+_INT = ("int64",)
+_TEXT = ("string", "text", "json")
+
+
+def is_parquet(path: str) -> bool:
+    """A Parquet file (by its magic bytes) or a folder (a dataset)."""
+    if os.path.isdir(path):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def _series(name: str, values: list) -> pd.Series:
+    kind = KINDS.get(name, "int64" if name == "rank" else "string")
+    if kind in _INT:
+        return pd.Series(pd.array(values, dtype="Int64"), name=name)
+    if kind in _TEXT:
+        return pd.Series(values, dtype="str", name=name)
+    return pd.Series(values, dtype=object, name=name)
+
+
+def _selected(columns: Sequence[str] | None) -> list[str]:
+    names = [*DATASET_COLUMNS, *KINDS]
+    if columns is None:
+        return names
+    unknown = [c for c in columns if c not in names]
+    if unknown:
+        from pyprof.errors import UsageError
+
+        raise UsageError(f"no column {unknown[0]!r} in a record dataset", "columns: " + ", ".join(names))
+    return list(columns)
+
+
+def _from_lines(path: str, names: list[str]) -> pd.DataFrame:
+    from pyprof.errors import InputError
+
+    loads = orjson.loads
+    with open(path, "rb") as fh:
+        try:
+            records = [loads(line) for line in fh if line.strip()]
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"{path}: not a record file (JSON lines) or Parquet: {exc}",
+                             "give `pyprof parse`'s output, a .parquet file or a dataset folder") from None
+    cols = columns_of(records)
+    m = NAME_RANK.search(os.path.basename(path))
+    n = len(records)
+    cols.update(rank=[int(m.group(1)) if m else 0] * n, host=[None] * n, file=[os.path.basename(path)] * n)
+    return pd.DataFrame({name: _series(name, cols[name]) for name in names})
+
+
+def _from_parquet(path: str, names: list[str]) -> pd.DataFrame:
+    require("pyarrow")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = parquet_files(path)
+    if not files:
+        from pyprof.errors import InputError
+
+        raise InputError(f"{path}: no {SUFFIX} file in this folder", "give a folder `pyprof parse --format parquet` wrote")
+    table = pa.concat_tables([pq.read_table(f, columns=names) for f in files])
+    out = {}
+    for name in names:
+        col = table.column(name)
+        if pa.types.is_list(col.type):
+            out[name] = pd.Series(col.to_pylist(), dtype=object, name=name)
+        elif pa.types.is_integer(col.type):
+            out[name] = col.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get).rename(name)
+        else:  # a column of nulls only would come back as object
+            out[name] = col.to_pandas().astype("str").rename(name)
+    return pd.DataFrame(out)
+
+
+def load(path: str | os.PathLike, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Records as a DataFrame (see the module's text); ``columns``: only these (a Parquet read then
+    reads only them)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        from pyprof.errors import InputError
+
+        raise InputError(f"{path}: no such file or folder", "give a record file, a .parquet file or a dataset folder")
+    names = _selected(columns)
+    df = _from_parquet(path, names) if is_parquet(path) else _from_lines(path, names)
+    return df.reset_index(drop=True)
