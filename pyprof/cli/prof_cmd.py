@@ -63,7 +63,7 @@ Summary columns (--summary op|layer|kernel|dir):
 
 
 @click.command("prof", help=HELP, context_settings={"max_content_width": 120})
-@click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("file", required=False, type=click.Path(dir_okay=True, allow_dash=True))
 @click.option("-c", "cols", metavar="COLS", help="Columns to print, in order (see the list above).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV output.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines output.")
@@ -99,6 +99,12 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
     from pyprof.prof.table import build_file, default_workers
 
+    if file not in (None, "-") and _is_dataset(file):  # Parquet: per-rank summary and stragglers
+        from pyprof.scale.query import prof_dataset
+
+        return prof_dataset(file, output, as_csv, as_json, width, top, jobs,
+                            {"-c": cols, "--summary": summary, "--gpu": gpu, "--peak-flops": peak_flops,
+                             "--peak-bw": peak_bw, "--skip-bad": skip_bad})
     if as_csv + as_json + bool(width) > 1:
         raise UsageError("--csv, --json and -w are exclusive", "choose one output style")
     if width is None and summary and not (as_csv or as_json):  # a summary is read by a person
@@ -146,6 +152,19 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
                     render.write(first, SUMMARY_NAMES, fh, style, width or 0, headers, fmts, drop=SUMMARY_DROP)
         if fh is sys.stdout:
             fh.flush()
+
+
+def _is_dataset(path: str) -> bool:
+    """A Parquet file or a folder (a dataset of ``pyprof parse --format parquet``)."""
+    import os
+
+    if os.path.isdir(path):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PAR1"
+    except OSError:  # not there, or unreadable: the record file's path says so
+        return False
 
 
 def _wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):
