@@ -52,7 +52,7 @@ def task(path: str, out: str, index: int, fmt: str) -> Done:
         from pyprof.scale.parquet import parse_to_parquet
 
         try:
-            res = parse_to_parquet(path, out, index)
+            res = parse_to_parquet(path, out, index, threads=1)  # a worker per core: DuckDB on one
         except PyprofError as exc:
             res = Result(path=path, out=out, error=str(exc))
     else:
@@ -167,7 +167,9 @@ def _collect(finished, futures: dict, progress: bool | None, on_done) -> Iterato
                 if on_done is not None:
                     on_done(done)
                 res = done.result
-                res.path, res.out = path, out  # the caller's spelling, not the worker's absolute path
+                if res.error and res.path != path:  # the caller's spelling, not the worker's absolute path
+                    res.error = res.error.replace(res.path, path)
+                res.path, res.out = path, out
             if bar is not None:
                 bar.update(1)
             yield res
