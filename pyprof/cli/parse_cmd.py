@@ -24,6 +24,9 @@ Examples:
   pyprof parse net.sqlite -o net.dict              # then: pyprof prof net.dict
   pyprof parse net.sqlite | head -1                # records to stdout
   pyprof parse rank*.sqlite -o out/ -j 4           # one output per input, in parallel
+  pyprof parse net.sqlite -o net.parquet           # Parquet (typed columns; the scale extra)
+  pyprof parse rank*.sqlite -o ranks.parquet/      # a Parquet dataset: a file per input, rank/host/file
+  pyprof parse --cluster tcp://head:8786 rank*.sqlite -o ranks/ --format parquet   # on Dask workers
   python parse/parse.py net.sqlite > net.dict      # NVIDIA PyProf's spelling
 
 A summary line (kernels, share attributed to ranges, exporter and version) goes to stderr unless -q.
@@ -36,9 +39,18 @@ Bad input exits with status 2 and one line saying what is wrong; no partial outp
 @click.option("-o", "--output", default=None, metavar="FILE|DIR",
               help="Output file (default: stdout). With several inputs: a folder, one .dict per input.")
 @click.option("-j", "--jobs", type=int, default=None, help="Parallel processes for several inputs (default: CPUs).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), default=None,
+              help="jsonl: JSON lines (.dict); parquet: typed columns, zstd, with rank/host/file columns "
+                   "(a folder of one file per input for several inputs). Default: parquet when -o ends "
+                   "in .parquet, else jsonl. Parquet needs pip install 'pyprof-torch[scale]'.")
+@click.option("--cluster", metavar="ADDRESS", default=None,
+              help="Parse on a Dask cluster, a task per file, into the -o folder: tcp://HOST:8786 (a running "
+                   "scheduler; inputs and -o on a file system every worker sees) or local:N (N local "
+                   "workers). A failing file is named and the others go on; exit 2 at the end if any failed.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line or warnings on stderr.")
 @owns_process
-def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, quiet: bool) -> None:
+def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str | None, cluster: str | None,
+          quiet: bool) -> None:
     from pyprof.cli.memory import no_hugepage_madvise
     from pyprof.parse.run import parse_file, parse_many
 
@@ -48,6 +60,11 @@ def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, quiet: 
         if not quiet:
             click.echo(msg, err=True)
 
+    if fmt is None:
+        fmt = "parquet" if output and output.rstrip(os.sep).endswith(".parquet") else "jsonl"
+    if cluster or fmt == "parquet":
+        _scaled(inputs, output, jobs, fmt, cluster, say)
+        return
     if len(inputs) == 1 and not (output and (output.endswith(os.sep) or os.path.isdir(output))):
         res = parse_file(inputs[0], output)
         for w in res.warnings:
@@ -70,4 +87,49 @@ def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, quiet: 
         say(f"pyprof parse: {res.summary()} -> {res.out}")
     if failed:
         raise PyprofError(f"{len(failed)} of {len(inputs)} inputs could not be parsed (see above)",
+                          "fix or drop those files; the other outputs were written")
+
+
+def _scaled(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str, cluster: str | None,
+            say) -> None:
+    """``--format parquet`` and ``--cluster``: :mod:`pyprof.scale` (the ``scale`` extra)."""
+    from pyprof.scale.extra import require
+
+    if fmt == "parquet":
+        require("pyarrow")
+    if cluster:
+        require("dask", "distributed")
+    if not output:
+        raise UsageError("Parquet and --cluster write files, not stdout",
+                         "add -o x.parquet (one input) or -o OUTDIR/")
+    many = cluster or len(inputs) > 1 or output.endswith(os.sep) or os.path.isdir(output)
+    if not many:
+        from pyprof.scale.parquet import parse_to_parquet
+
+        res = parse_to_parquet(inputs[0], output, 0)
+        for w in res.warnings:
+            say(f"pyprof: warning: {w}")
+        say(f"pyprof parse: {res.summary()}")
+        return
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise UsageError(f"{output} is a file, but {'--cluster' if cluster else f'{len(inputs)} inputs'} "
+                         "needs an output folder", "give -o a folder name")
+    from pyprof.scale import cluster as run
+
+    if cluster:
+        results = run.parse_cluster(list(inputs), output, cluster, fmt)
+    else:
+        results = run.parse_local(list(inputs), output, fmt, jobs)
+    failed = []
+    for res in results:
+        if res.error:
+            failed.append(res)
+            click.echo(f"pyprof: error: {res.error}", err=True)
+            continue
+        for w in res.warnings:
+            say(f"pyprof: warning: {os.path.basename(res.path)}: {w}")
+        say(f"pyprof parse: {res.summary()} -> {res.out}")
+    if failed:
+        names = ", ".join(sorted(os.path.basename(r.path) for r in failed))
+        raise PyprofError(f"{len(failed)} of {len(inputs)} inputs could not be parsed: {names}",
                           "fix or drop those files; the other outputs were written")
