@@ -13,7 +13,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "init", "deinit", "wrap", "range", "step", "is_initialized"]
+__all__ = ["__version__", "init", "deinit", "wrap", "range", "step", "is_initialized", "load", "dataset"]
 
 
 def init(**options: Any) -> None:
@@ -56,3 +56,20 @@ def step() -> None:
     from pyprof.annotate import step as _step
 
     _step()
+
+
+def load(path: Any, columns: list[str] | None = None):
+    """Kernel records as a pandas DataFrame: a JSON-lines record file (``pyprof parse -o x.dict``), a
+    Parquet file or a dataset folder (``--format parquet``); ``columns``: only these. No torch; Parquet
+    needs the ``scale`` extra. See :mod:`pyprof.scale.frame`."""
+    from pyprof.scale import load as _load
+
+    return _load(path, columns)
+
+
+def dataset(path: Any, connection: Any = None):
+    """A DuckDB relation over a Parquet file or a dataset folder, for queries too big for memory
+    (``scale`` extra). See :mod:`pyprof.scale.query`."""
+    from pyprof.scale import dataset as _dataset
+
+    return _dataset(path, connection)
