@@ -1,14 +1,16 @@
 """Read a JSON-lines record file straight into prof's columns, block by block, without a dict per record.
 
-``pyprof parse`` writes every record with the same field order (:data:`pyprof.records.FIELDS`). A line is
-cut at six top-level key markers (``,"kDuration":``, ``,"pid":``, ``,"apiStart":``, ``,"ranges":``,
-``,"layer":``, ``,"seqId":``); each marker holds an unescaped quote, which cannot occur inside a JSON
-string, so it can only be a key. The cut gives:
+``pyprof parse`` writes every record with the same field order (:data:`pyprof.records.FIELDS`), except
+that torch.profiler records (:mod:`pyprof.parse.kineto.lines`) have ``ranges`` after ``opDir``, just
+before ``opId``. A line is cut at six top-level key markers (``,"kDuration":``, ``,"pid":``,
+``,"apiStart":``, ``,"ranges":``, ``,"layer":``, ``,"seqId":``; and ``,"opId":`` in the torch.profiler
+order); each marker holds an unescaped quote, which cannot occur inside a JSON string, so it can only be
+a key. The cut gives:
 
 * the *static* part (kind and names; pid..apiName; layer..atenSizes): repeated across a training loop, so
   its bytes are the key of a table of distinct static parts, each decoded once; a record is a code into it;
-* the *varying* part (kDuration..correlationId; apiStart, apiEnd; seqId..subSeqId): gathered for a whole
-  block of lines and decoded with one ``orjson.loads`` call;
+* the *varying* part (kDuration..correlationId; apiStart, apiEnd; seqId..subSeqId, less ``ranges``):
+  gathered for a whole block of lines and decoded with one ``orjson.loads`` call;
 * ``ranges``: not decoded (prof does not use it; the line reader skips it too).
 
 Any line that does not cut this way (another field order, a PyProf dict line, a blank line, a bad line)
@@ -44,8 +46,8 @@ _INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdt
 _SHARE = frozenset(("layer", "trace"))
 _INT_FIELDS = ("kDuration", "start", "opId", "subSeqId")  # integers in parse's records (or null)
 
-KD, PID, AS, RG, LY, SQ = (b',"kDuration":', b',"pid":', b',"apiStart":', b',"ranges":', b',"layer":',
-                           b',"seqId":')
+KD, PID, AS, RG, LY, SQ, OI = (b',"kDuration":', b',"pid":', b',"apiStart":', b',"ranges":', b',"layer":',
+                               b',"seqId":', b',"opId":')
 BLOCK = 8 << 20
 
 
@@ -124,14 +126,17 @@ class Columns:
         for k in VARYING:
             self.var[k].append(rec.get(k))
 
-    def add_var(self, dicts: list) -> bool:
-        """Append the varying fields of ``dicts``; False (nothing appended) when a value fails its check."""
+    def add_var(self, dicts: list, whole: bool = False) -> bool:
+        """Append the varying fields of ``dicts``; False (nothing appended) when a value fails its check,
+        or (``whole``: every record must hold every varying field) when one lacks a field."""
         var = self.var
         try:
             from operator import itemgetter
 
             rows = list(map(itemgetter(*VARYING), dicts))
         except KeyError:
+            if whole:
+                return False
             rows = [tuple(map(d.get, VARYING)) for d in dicts]
         if rows:
             cols = list(zip(*rows, strict=True))
@@ -288,6 +293,7 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
     append = pieces.append
     slow: list[tuple[int, dict]] = []  # (position among this block's records, record)
     nrec = 0
+    kineto = False  # a line cut in the torch.profiler order (see below)
     known_pos, known_no = start, lines_before
     pos = start
     nslow = 0  # lines read the slow way (records or not)
@@ -315,6 +321,29 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
                     nrec += 1
                     pos = nl + 1
                     continue
+            elif pos < a < b < c < d:
+                # torch.profiler's order: layer right after apiEnd, ranges after opDir, then opId and
+                # subSeqId (the markers taken from the end: ranges, opId and subSeqId hold no object key)
+                e = find(LY, c, d)
+                g = rfind(OI, d, nl)
+                d = rfind(RG, e, g)
+                f = rfind(SQ, e, d)
+                if c < e < f < d < g:
+                    key = buf[pos:a] + buf[b:c] + buf[e:f]
+                    code = index.get(key)
+                    if code is None:
+                        code = _new_static(key, cols)
+                    if code is not None and code >= 0:
+                        codes.append(code)
+                        append(b",{")
+                        append(buf[a + 1:b])
+                        append(buf[c:e])
+                        append(buf[f:d])
+                        append(buf[g:nl])
+                        nrec += 1
+                        kineto = True
+                        pos = nl + 1
+                        continue
         # the slow way: this line alone, through the line reader
         known_no += buf[known_pos:pos].count(b"\n")
         known_pos = pos
@@ -340,7 +369,8 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
         del dicts[0]
         for i, rec in slow:
             dicts[i] = rec
-        if cols.add_var(dicts):
+        # (a field the torch.profiler cut skipped, between ranges and opId, would be missing: read again)
+        if cols.add_var(dicts, whole=kineto):
             reader.count += nrec - len(slow)
             return lines_before + nslow + nrec - len(slow)
     # a varying part that does not decode, or a bad value in one: read the block again, line by line

@@ -172,6 +172,9 @@ def iter_records(source: str | os.PathLike | IO | None) -> Iterator[dict[str, An
 # value once; ``ranges`` (raw NVTX texts, unused by prof) is not decoded at all.
 _HEAVY = ((b"kLongName", b"kDuration"), (b"ranges", b"layer"), (b"layer", b"trace"), (b"trace", b"mod"),
           (b"args", b"cdtype"))
+#: the same in torch.profiler records' order (:mod:`pyprof.parse.kineto.lines`: ranges after opDir)
+_HEAVY_KINETO = ((b"kLongName", b"kDuration"), (b"layer", b"trace"), (b"trace", b"mod"), (b"args", b"cdtype"),
+                 (b"ranges", b"opId"))
 _SKIP = b"ranges"
 HEAVY_FIELDS = frozenset(k.decode() for k, _ in _HEAVY if k != _SKIP)
 # A record's JSON less its heavy fields, digits masked: two records with the same mask have fields of the
@@ -188,8 +191,9 @@ class _Decoder:
 
     A heavy field's value is the bytes between ``,"FIELD":`` and ``,"NEXT":``. Both markers hold an
     unescaped quote, which cannot occur inside a JSON string, so they can only be keys; nested objects
-    (arguments, ranges) have no such keys. Where a line does not have parse's field order, it is decoded
-    whole, so the result is always what ``orjson.loads`` gives (less ``ranges``).
+    (arguments, ranges) have no such keys. Where a line has neither of parse's field orders (torch.profiler
+    records have ``ranges`` later), it is decoded whole, so the result is always what ``orjson.loads``
+    gives (less ``ranges``).
 
     With ``checks`` (field -> :class:`~pyprof.records.Check`), each distinct heavy value is checked once,
     when first decoded; after each call ``heavy_ok`` says whether all of the record's passed, and
@@ -200,7 +204,8 @@ class _Decoder:
         self.cache: dict[bytes, Any] = {}  # ',"FIELD":' + value bytes -> the value (passed its check)
         self.invalid: dict[bytes, Any] = {}  # the same, for values that failed their check
         self.checks = checks or {}
-        self.marks = [(b',"' + k + b'":', b',"' + n + b'":', k.decode()) for k, n in _HEAVY]
+        self.layouts = [([(b',"' + k + b'":', b',"' + n + b'":', k.decode()) for k, n in heavy], last)
+                        for heavy, last in ((_HEAVY, False), (_HEAVY_KINETO, True))]
         self.light: bytes | None = None
         self.heavy_ok = True
 
@@ -222,24 +227,39 @@ class _Decoder:
             self.cache[cut] = value
         return value
 
-    def __call__(self, line: bytes) -> dict[str, Any]:
+    def _cut(self, line: bytes, marks: list, ranges_last: bool) -> tuple[list, list] | None:
+        """(light pieces, heavy cuts) of ``line`` in the field order of ``marks``; None if it does not fit.
+        ``ranges_last``: the torch.profiler order, whose ``ranges`` (skipped, not decoded) must be followed by
+        ``opId`` itself: a list of range objects holds no ``],"``, so one there means another field between."""
         pieces = []
         heavy = []
         pos = 0
         find = line.find
-        self.heavy_ok = True
-        for start_mark, end_mark, key in self.marks:
+        for start_mark, end_mark, key in marks:
             a = find(start_mark, pos)
             if a < 0:
-                return self._whole(line)
+                return None
             b = find(end_mark, a + len(start_mark))
             if b < 0:
-                return self._whole(line)
+                return None
             pieces.append(line[pos:a])
             if key != "ranges":
                 heavy.append((key, line[a:b], len(start_mark)))
+            elif ranges_last and find(b'],"', a, b) >= 0:
+                return None
             pos = b
         pieces.append(line[pos:])
+        return pieces, heavy
+
+    def __call__(self, line: bytes) -> dict[str, Any]:
+        self.heavy_ok = True
+        for marks, ranges_last in self.layouts:
+            cut = self._cut(line, marks, ranges_last)
+            if cut is not None:
+                break
+        else:
+            return self._whole(line)
+        pieces, heavy = cut
         try:
             light = b"".join(pieces)
             rec = orjson.loads(light)
