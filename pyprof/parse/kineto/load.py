@@ -243,16 +243,25 @@ def _decode(path: str, array: bytes, trace: Trace) -> list:
         raise _NotJson from None
     if events and not isinstance(events[0], dict):
         raise InputError(f"{path}: 'traceEvents' is not a list of events", "give a torch.profiler chrome trace")
+    if trace.types is None and not trace.raw:
+        # the first piece: its dicts fix the types, then the typed decoder reads it again (several times
+        # faster than converting the dicts, and the same structs where the types fit)
+        trace.types = event_types(events)
+        try:
+            return trace.types.decode(array)
+        except msgspec.DecodeError:
+            pass
     return trace.typed(events)
 
 
-def _parse_piece(path: str, piece: bytes, trace: Trace) -> list | None:
-    """Events of one piece of the array, repairing Kineto's unescaped names if needed; None if invalid."""
+def _parse_piece(path: str, piece, trace: Trace) -> list | None:
+    """Events of one piece of the array (bytes, or a memoryview of the file's), repairing Kineto's
+    unescaped names if needed; None if invalid."""
     try:
-        return _decode(path, b"[" + piece + b"]", trace)
+        return _decode(path, b"".join((b"[", piece, b"]")), trace)  # (the piece copied once)
     except _NotJson:
         pass
-    fixed, n = repair_unescaped_names(piece)
+    fixed, n = repair_unescaped_names(bytes(piece))
     if not n:
         return None
     try:
@@ -265,6 +274,7 @@ def _parse_piece(path: str, piece: bytes, trace: Trace) -> list | None:
 
 def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Iterator[list]:
     """Parse the events array piece by piece, cutting between two events (``}, {``)."""
+    view = memoryview(data)
     pos = start
     while pos < end:
         cut = end
@@ -272,13 +282,13 @@ def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Itera
         m = _BOUNDARY.search(data, pos + CHUNK_BYTES, end) if pos + CHUNK_BYTES < end else None
         if m is not None:
             cut, nxt = m.start() + 1, m.end() - 1
-        events = _parse_piece(path, data[pos:cut], trace)
+        events = _parse_piece(path, view[pos:cut], trace)
         tries = 0
         while events is None and m is not None and tries < 16:
             # the cut fell inside a nested value: extend the piece to the next boundary
             m = _BOUNDARY.search(data, m.end(), end)
             cut, nxt = (m.start() + 1, m.end() - 1) if m is not None else (end, end)
-            events = _parse_piece(path, data[pos:cut], trace)
+            events = _parse_piece(path, view[pos:cut], trace)
             tries += 1
         if events is None:
             try:
