@@ -88,22 +88,28 @@ def _connect(threads: int | None = None):
     return con
 
 
-def rank_summary(path: str | os.PathLike, connection: Any = None):
-    """The per-rank summary of a dataset (columns :data:`RANK_COLUMNS`) as a DataFrame, by rank."""
-    con = connection if connection is not None else _connect()
-    src = _rel_sql(_files(path))
+def _groups(con, path) -> str:
+    """One scan of the dataset into a temporary table of its totals per (rank, file, op): every figure
+    of both tables comes from it, so the Parquet files are read once. Returns the table's name."""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE pyprof_groups AS
+        SELECT rank, file, min(host) AS host, {_KEY} AS key, sum(kDuration)::BIGINT AS t, count(*) AS n,
+               count(*) FILTER (WHERE kind = 'kernel') AS kernels, count(op) AS attributed,
+               min(start) AS first, max("end") AS last
+        FROM {_rel_sql(_files(path))} GROUP BY ALL
+    """)
+    return "pyprof_groups"
+
+
+def _rank_summary(con, groups: str):
     return con.execute(f"""
-        WITH per_op AS (
-            SELECT rank, {_KEY} AS key, sum(kDuration)::BIGINT AS t FROM {src} GROUP BY ALL
-        ), top AS (
-            SELECT rank, first(key ORDER BY t DESC, key) AS top_op FROM per_op GROUP BY rank
-        ), ranks AS (
-            SELECT rank, min(host) AS host, count(DISTINCT file) AS files,
-                   count(*) FILTER (WHERE kind = 'kernel') AS kernels,
-                   count(*) FILTER (WHERE kind IS DISTINCT FROM 'kernel') AS copies,
-                   sum(kDuration)::BIGINT AS time, max("end") - min(start) AS span,
-                   100.0 * count(op) / count(*) AS attributed
-            FROM {src} GROUP BY rank
+        WITH per_op AS (SELECT rank, key, sum(t) AS t FROM {groups} GROUP BY ALL),
+        top AS (SELECT rank, first(key ORDER BY t DESC, key) AS top_op FROM per_op GROUP BY rank),
+        ranks AS (
+            SELECT rank, min(host) AS host, count(DISTINCT file) AS files, sum(kernels)::BIGINT AS kernels,
+                   (sum(n) - sum(kernels))::BIGINT AS copies, sum(t)::BIGINT AS time,
+                   max(last) - min(first) AS span, 100.0 * sum(attributed) / sum(n) AS attributed
+            FROM {groups} GROUP BY rank
         )
         SELECT r.rank, r.host, r.files, r.kernels, r.copies, r.time, r.span,
                r.time / nullif(median(r.time) OVER (), 0) AS vs_median, r.attributed, t.top_op
@@ -111,19 +117,38 @@ def rank_summary(path: str | os.PathLike, connection: Any = None):
     """).df()
 
 
-def stragglers(path: str | os.PathLike, top: int | None = 10, connection: Any = None):
-    """The straggler table of a dataset (columns :data:`STRAGGLER_COLUMNS`) as a DataFrame: the ``top``
-    ops by excess (None: all)."""
-    con = connection if connection is not None else _connect()
-    src = _rel_sql(_files(path))
+def _stragglers(con, groups: str, top: int | None):
     limit = f"LIMIT {int(top)}" if top else ""
     return con.execute(f"""
-        WITH per AS (SELECT {_KEY} AS key, rank, sum(kDuration)::BIGINT AS t FROM {src} GROUP BY ALL)
+        WITH per AS (SELECT key, rank, sum(t)::BIGINT AS t FROM {groups} GROUP BY ALL)
         SELECT key, count(*) AS ranks, median(t) AS median, max(t) AS slowest,
                first(rank ORDER BY t DESC, rank) AS slowest_rank, min(t) AS fastest,
                max(t) / nullif(median(t), 0) AS ratio, max(t) - median(t) AS excess
         FROM per GROUP BY key ORDER BY excess DESC, slowest DESC, key {limit}
     """).df()
+
+
+def rank_summary(path: str | os.PathLike, connection: Any = None):
+    """The per-rank summary of a dataset (columns :data:`RANK_COLUMNS`) as a DataFrame, by rank."""
+    con = connection if connection is not None else _connect()
+    return _rank_summary(con, _groups(con, path))
+
+
+def stragglers(path: str | os.PathLike, top: int | None = 10, connection: Any = None):
+    """The straggler table of a dataset (columns :data:`STRAGGLER_COLUMNS`) as a DataFrame: the ``top``
+    ops by excess (None: all)."""
+    con = connection if connection is not None else _connect()
+    return _stragglers(con, _groups(con, path), top)
+
+
+def tables(path: str | os.PathLike, top: int | None = 10, threads: int | None = None):
+    """Both tables of ``pyprof prof DIR`` from one scan of the dataset: ``(rank_summary, stragglers)``."""
+    con = _connect(threads)
+    try:
+        groups = _groups(con, path)
+        return _rank_summary(con, groups), _stragglers(con, groups, top)
+    finally:
+        con.close()
 
 
 def _human(df, spec) -> tuple[list[list[str]], list[str], list[bool]]:
@@ -148,14 +173,12 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
     """``pyprof prof DIR``: the per-rank summary and the straggler table of a dataset, in ``style``
     (``aligned``: human units within ``width`` characters, 0: no limit; ``csv``; ``json``: JSON lines
     with a ``table`` field)."""
-    con = _connect(threads)
-    ranks = rank_summary(path, con)
-    slow = stragglers(path, top, con)
-    tables = (("per rank", ranks, RANK_COLUMNS), ("stragglers", slow, STRAGGLER_COLUMNS))
+    ranks, slow = tables(path, top, threads)
+    shown = (("per rank", ranks, RANK_COLUMNS), ("stragglers", slow, STRAGGLER_COLUMNS))
     if style == "json":
         import orjson
 
-        for title, df, spec in tables:
+        for title, df, spec in shown:
             for row in df[[c[0] for c in spec]].itertuples(index=False):
                 rec = {"table": title}
                 rec.update((c[0], _plain(v)) for c, v in zip(spec, row, strict=True))
@@ -165,7 +188,7 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
         import csv
 
         w = csv.writer(fh, lineterminator="\n")
-        for i, (title, df, spec) in enumerate(tables):
+        for i, (title, df, spec) in enumerate(shown):
             fh.write(("\n" if i else "") + f"# {title}\n")
             w.writerow([c[0] for c in spec])
             for row in df[[c[0] for c in spec]].itertuples(index=False):
