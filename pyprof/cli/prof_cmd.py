@@ -42,6 +42,7 @@ Examples:
   pyprof prof --json net.dict               JSON lines, raw values (null = unknown)
   pyprof prof --summary op --top 15 net.dict    per-op totals and the fix-this-first list
   pyprof parse net.sqlite | pyprof prof     reads stdin
+  pyprof prof ranks.parquet/                a Parquet dataset: per-rank summary and stragglers
   python prof/prof.py --csv net.dict        the PyProf spelling
 
 \b
