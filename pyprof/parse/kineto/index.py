@@ -62,6 +62,7 @@ class Index:
     # record_param_comms ranges: range id -> (collective, in nelems, out nelems, dtype, group size)
     comms: dict = field(default_factory=dict)
     values: dict = field(default_factory=dict)  # JSON text -> its value
+    anc: tuple | None = None                    # (is_op, nearest op ancestor) once nested: op_ancestors()
 
     def __len__(self) -> int:
         return len(self.name)
@@ -128,11 +129,17 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
         ix.name, ix.role, ix.start, ix.end, ix.pid, ix.tid, ix.args, ix.seq, ix.bwd)
     bwd_names: dict[str, bool] = {}
     names: dict[str, str] = {}
+    py_names: dict[str, str] = {}
     ann_names: dict[str, str] = {}  # raw annotation name -> decoded (module markers repeat every step)
     keys: dict[tuple, tuple] = {}
     prefix = ks.BACKWARD_PREFIX
     threads = ix.threads
     texts, steps, step_prefix = ix.texts, ix.steps, ks.PROFILER_STEP_PREFIX
+    # the thread of the last range: its interned (pid, tid) key and range list (consecutive events
+    # are mostly on one thread)
+    last_pid = last_tid = _MISSING
+    key: tuple = ()
+    lst: list = []
     for chunk in chunks:
         ix.n_events += len(chunk)
         for ev in chunk:
@@ -152,12 +159,23 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
             if pid.__class__ is not int:
                 pid = _pid(pid)
             if type(code) is int:
-                key = (pid, ev.tid)
-                key = keys.setdefault(key, key)
+                tid = ev.tid
+                if pid != last_pid or tid != last_tid:
+                    key = (pid, tid)
+                    key = keys.setdefault(key, key)
+                    lst = threads.get(key)
+                    if lst is None:
+                        lst = threads[key] = []
+                    last_pid, last_tid = pid, tid
                 rid = len(name_l)
                 name = ev.name or ""
-                a = ev.args
-                if code == ROLE_ANN:
+                if code == ROLE_PY:  # (most events of a with_stack trace)
+                    name_l.append(py_names.setdefault(name, name))
+                    seq_l.append(None)
+                    bwd_l.append(False)
+                    args_l.append(None)
+                elif code == ROLE_ANN:
+                    a = ev.args
                     raw = name
                     name = ann_names.get(raw)
                     if name is None:
@@ -167,17 +185,20 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                         name = ann_names[raw] = from_profiler_name(raw)
                     if name.startswith(step_prefix):
                         steps.add(rid)
-                    seq = None
+                    name_l.append(name)
+                    seq_l.append(None)
                     bwd_l.append(False)
                     args_l.append((a.ext if a is not None else None, None, None, None))
-                else:
+                else:  # an op
+                    a = ev.args
                     name = names.setdefault(name, name)
                     b = bwd_names.get(name)
                     if b is None:
-                        b = bwd_names[name] = code == ROLE_OP and (
+                        # (never, for a name first met as a Python range's: one cache served both)
+                        b = bwd_names[name] = name not in py_names and (
                             name.startswith(prefix) or classify(name).is_bwd_node)
                     bwd_l.append(b)
-                    if code == ROLE_OP and a is not None:
+                    if a is not None:
                         seq = a.seq
                         if type(seq) is not int or seq < 0:
                             seq = None
@@ -194,24 +215,17 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                         args_l.append((a.ext, d, t, c))
                         if a.coll is not None:
                             ix.comms[rid] = (a.coll, a.inn, a.outn, a.cdt, a.gsz)
-                    elif code == ROLE_OP:
-                        seq = None
-                        args_l.append((None, None, None, None))
                     else:
                         seq = None
-                        args_l.append(None)
-                name_l.append(name)
-                seq_l.append(seq)
+                        args_l.append((None, None, None, None))
+                    name_l.append(name)
+                    seq_l.append(seq)
                 role_l.append(code)
                 start_l.append(start)
                 end_l.append(end)
                 pid_l.append(key[0])
                 tid_l.append(key[1])
-                lst = threads.get(key)
-                if lst is None:
-                    threads[key] = [rid]
-                else:
-                    lst.append(rid)
+                lst.append(rid)
             elif code == "launch":
                 a = ev.args
                 key = (pid, ev.tid)
@@ -239,24 +253,44 @@ def finish(ix: Index) -> None:
     starts = np.frombuffer(ix.start, dtype=np.int64)
     ends = np.frombuffer(ix.end, dtype=np.int64)
     for key, rids in ix.threads.items():
-        # start order, the longer first at equal starts (a stable sort: ties keep scan order)
+        # start order, the longer first at equal starts (a stable sort: ties keep scan order); a trace
+        # with fractional microseconds seldom has equal starts, and its events come nearly sorted
         r = np.fromiter(rids, dtype=np.int64, count=len(rids))
-        rids[:] = r[np.lexsort((-ends[r], starts[r]))].tolist()
+        s = starts[r]
+        order = np.argsort(s, kind="stable")
+        s = s[order]
+        if (s[1:] == s[:-1]).any():
+            order = np.lexsort((-ends[r], starts[r]))
+        rids[:] = r[order].tolist()
         _nest(ix, rids, ix.launch_threads.get(key, ()))
+    ix.anc = op_ancestors(ix)
     _backward_seqs(ix)
 
 
 def _backward_seqs(ix: Index) -> None:
-    """Give an ``evaluate_function: XBackward0`` range without a seq the seq of the node inside it."""
-    name, seq, parent, role = ix.name, ix.seq, ix.parent, ix.role
+    """Give an ``evaluate_function: XBackward0`` range without a seq the seq of the node inside it: in
+    scan order, each op range with a seq hands it to its nearest op ancestor (:func:`op_ancestors`) if
+    that one is such a range still without one (which then hands it on in turn, if later in scan order)."""
+    name, seq = ix.name, ix.seq
     prefix = ks.BACKWARD_PREFIX
-    for r in range(len(name)):
-        if seq[r] is None or role[r] != ROLE_OP:
-            continue
-        p = parent[r]
-        while p >= 0 and role[p] != ROLE_OP:
-            p = parent[p]
-        if p >= 0 and seq[p] is None and name[p].startswith(prefix):
+    is_op, up = ix.anc
+    below = is_op & (up >= 0)
+    gives = below & np.fromiter((v is not None for v in seq), dtype=bool, count=len(seq))
+    # the ranges that can take a seq, and the ones that then can give it on
+    takes: set[int] = set()
+    targets = np.unique(up[gives])
+    while len(targets):
+        new = [p for p in targets.tolist() if p not in takes and seq[p] is None and name[p].startswith(prefix)]
+        takes.update(new)
+        more = np.array(new, dtype=np.int64)
+        more = more[below[more]]
+        gives[more] = True
+        targets = np.unique(up[more])
+    if not takes:
+        return
+    rs = np.flatnonzero(gives)
+    for r, p in zip(rs.tolist(), up[rs].tolist(), strict=True):
+        if p in takes and seq[p] is None and seq[r] is not None:
             seq[p] = seq[r]
 
 
@@ -279,6 +313,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
     li = 0
     stack: list[int] = []
     pop, push = stack.pop, stack.append
+    py: dict[str, tuple] = {}  # Python range name -> (its user frame or None, its module range or ())
     for r in rids:
         s = start[r]
         while li < nl and launches[lids[li]][2] < s:
@@ -290,32 +325,36 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
         while stack and end[stack[-1]] <= s:
             pop()
         ro = role[r]
-        b = bwd[r]
-        if stack:
+        if ro == ROLE_PY:  # (most ranges of a with_stack trace)
+            nm = name[r]
+            got = py.get(nm)
+            if got is None:
+                got = py[nm] = (user_frame(nm), _module(nm))
+            f, m = got
+            if stack:
+                p = stack[-1]
+                parent[r] = p
+                cut[r] = cut[p]
+                chain[r] = chain[p]
+                pf = frames[p]
+                frames[r] = ((f,) + pf[:7]) if f else pf
+                modules[r] = modules[p] + m if m else modules[p]
+            else:
+                frames[r] = (f,) if f else ()
+                modules[r] = m
+        elif stack:
             p = stack[-1]
             parent[r] = p
             c = cut[p]
-            if c < 0 and ro == ROLE_OP and not b and _is_op_instance(name[r]):
+            if c < 0 and ro == ROLE_OP and not bwd[r] and _is_op_instance(name[r]):
                 c = r  # the op instance: the outermost plain op (under an autograd node too)
             cut[r] = c
-            if ro == ROLE_PY:
-                chain[r] = chain[p]
-                f = user_frame(name[r])
-                pf = frames[p]
-                frames[r] = ((f,) + pf[:7]) if f else pf
-                modules[r] = modules[p] + _module(name[r])
-            else:
-                chain[r] = chain[p] + (r,)
-                frames[r] = frames[p]
-                modules[r] = modules[p]
+            chain[r] = chain[p] + (r,)
+            frames[r] = frames[p]
+            modules[r] = modules[p]
         else:
-            cut[r] = r if ro == ROLE_OP and not b and _is_op_instance(name[r]) else -1
-            if ro == ROLE_PY:
-                f = user_frame(name[r])
-                frames[r] = (f,) if f else ()
-                modules[r] = _module(name[r])
-            else:
-                chain[r] = (r,)
+            cut[r] = r if ro == ROLE_OP and not bwd[r] and _is_op_instance(name[r]) else -1
+            chain[r] = (r,)
         push(r)
     while li < nl:
         t = launches[lids[li]][2]
@@ -333,34 +372,39 @@ def _pid(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _op_ancestors(ix: Index) -> tuple[np.ndarray, np.ndarray]:
+def op_ancestors(ix: Index) -> tuple[np.ndarray, np.ndarray]:
     """(is_op, up): whether each range is an op range, and its nearest op ancestor (-1: none), found
-    through annotations and Python frames by climbing all ranges a level at a time."""
+    through annotations and Python frames by pointer jumping: every range first points at itself if
+    it is an op, else at its parent, and each round every pointer still resting on a non-op range
+    takes that range's pointer, so the distance covered doubles per round (``with_stack`` traces stack
+    dozens of Python frames between two ops: a round per level cost more than the rest of the plan)."""
     n = len(ix.start)
     parent = np.fromiter(ix.parent, dtype=np.int64, count=n)
     is_op = np.fromiter(ix.role, dtype=np.int8, count=n) == ROLE_OP
-    up = parent.copy()
-    climb = up >= 0
-    climb[climb] = ~is_op[up[climb]]
-    while climb.any():  # (as many rounds as annotations/frames are stacked between two ops)
-        idx = np.flatnonzero(climb)
-        up[idx] = parent[up[idx]]
-        still = up[idx] >= 0
-        still[still] = ~is_op[up[idx][still]]
-        climb[idx] = still
+    at = np.where(is_op, np.arange(n, dtype=np.int64), parent)  # the nearest op at or above, once settled
+    idx = np.flatnonzero(at >= 0)
+    idx = idx[~is_op[at[idx]]]
+    while len(idx):
+        at[idx] = at[at[idx]]
+        nxt = at[idx]
+        idx = idx[nxt >= 0]
+        idx = idx[~is_op[at[idx]]]
+    up = np.full(n, -1, dtype=np.int64)
+    has = parent >= 0
+    up[has] = at[parent[has]]
     return is_op, up
 
 
 def self_times(ix: Index) -> list[int]:
     """Self time of every op range: its duration minus that of the op ranges directly under it
-    (through annotations and Python frames; :func:`_op_ancestors`). Clamped at 0 (rounding of float
+    (through annotations and Python frames; :func:`op_ancestors`). Clamped at 0 (rounding of float
     timestamps)."""
     n = len(ix.start)
     if not n:
         return []
     start = np.frombuffer(ix.start, dtype=np.int64)
     dur = np.frombuffer(ix.end, dtype=np.int64) - start
-    is_op, up = _op_ancestors(ix)
+    is_op, up = ix.anc or op_ancestors(ix)  # (finish() computed it)
     child = np.flatnonzero(is_op & (up >= 0))
     inner = np.zeros(n, dtype=np.int64)
     np.add.at(inner, up[child], dur[child])
@@ -375,7 +419,7 @@ def fold_no_work(ix: Index, self_t: list[int]) -> list[int]:
     n = len(self_t)
     if not n:
         return self_t
-    is_op, up = _op_ancestors(ix)
+    is_op, up = ix.anc or op_ancestors(ix)  # (finish() computed it)
     roles: dict[str, bool] = {}
     names = ix.name
     no_work = np.zeros(n, dtype=bool)

@@ -243,9 +243,9 @@ class KinetoSource:
         only those whose (pid, seq) is in ``needed`` (see :meth:`needed_links`)."""
         ix = self._ix
         linker = dec.BackwardLinker()
-        for r in range(len(ix.name)):
+        for r in [r for r, seq in enumerate(ix.seq) if seq is not None]:
             seq = ix.seq[r]
-            if seq is None or ix.role[r] != ROLE_OP or ix.bwd[r]:
+            if ix.role[r] != ROLE_OP or ix.bwd[r]:
                 continue
             if needed is not None and (ix.pid[r], seq) not in needed:
                 continue
@@ -267,8 +267,8 @@ class KinetoSource:
         ix = self._ix
         lo, hi = ix.start[nodes[0]], ix.start[nodes[-1]]
         start, end, seq, pid, bwd = ix.start, ix.end, ix.seq, ix.pid, ix.bwd
-        return {(pid[r], seq[r]) for r in range(len(seq))
-                if bwd[r] and seq[r] is not None and start[r] <= hi and end[r] > lo}
+        return {(pid[r], s) for r, s in enumerate(seq)
+                if s is not None and bwd[r] and start[r] <= hi and end[r] > lo}
 
     # -- records -------------------------------------------------------------------------------------
 
