@@ -4,10 +4,17 @@ The records are real: a PyTorch corpus export (default: the nvprof PyProf-marker
 ``josiahdavis/profiling-lm``, 189 records with ops and arguments) is parsed with ``pyprof parse`` and its
 records are tiled to N (default 1,000,000), each copy with fresh ``opId``s, later timestamps and a
 perturbed duration, so op shapes repeat as they do in a real training loop. Without the corpus a
-synthetic generator stands in (and says so).
+synthetic generator stands in (and says so). Other seeds: ``--kineto`` records the marker-dense
+torch.profiler trace of ``scripts/bench_kineto.py`` (``pyprof run --with-stack`` of a small Transformer's
+training steps, every op also a pyprof range) and tiles its CPU records; ``--seed FILE`` tiles the
+records of any file (a record file, or a trace or export ``pyprof parse`` reads).
 
-    python scripts/bench_prof.py [--n 1000000] [--source NAME] [--keep FILE] [--runs R] [-j N] [--no-stages]
+    python scripts/bench_prof.py [--n 1000000] [--source NAME | --kineto | --seed FILE] [--keep FILE] [--runs R]
+                                 [-j N] [--no-stages] [--code DIR ...]
     python scripts/bench_prof.py --file FILE    time an existing record file
+
+``--code DIR`` (repeatable) runs the command with another checkout's pyprof (``PYTHONPATH=DIR``); with
+several, the runs alternate between them, so old and new code are timed in the same sitting.
 
 First, and the figure that counts: the command users run, ``pyprof prof --csv -q -o OUT FILE``, in a fresh
 process (start-up, read, build, CSV written to a file), with its wall time, CPU time (its decoding and
@@ -38,12 +45,31 @@ CORPUS = Path(os.environ.get("PYPROF_CORPUS", REPO.parent / "shared" / "corpus")
 def seed_records(source: str) -> tuple[list[dict], str]:
     matches = sorted(CORPUS.glob(f"*/*{source}*.sqlite")) if CORPUS.is_dir() else []
     if matches:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "seed.dict"
-            subprocess.run([sys.executable, "-m", "pyprof.cli.main", "parse", str(matches[0]), "-o", str(out)],
-                           check=True, capture_output=True)
-            return [orjson.loads(line) for line in out.open("rb")], f"parsed {matches[0].name}"
+        return records_of(matches[0]), f"parsed {matches[0].name}"
     return synthetic(), "synthetic (corpus absent)"
+
+
+def records_of(path: Path) -> list[dict]:
+    """The records of a record file, or of what ``pyprof parse`` makes of a trace or export."""
+    if path.suffix == ".dict":
+        return [orjson.loads(line) for line in path.open("rb") if line.strip()]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "seed.dict"
+        subprocess.run([sys.executable, "-m", "pyprof.cli.main", "parse", str(path), "-o", str(out)],
+                       check=True, capture_output=True)
+        return records_of(out)
+
+
+def kineto_seed() -> tuple[list[dict], str]:
+    """The records of bench_kineto.py's marker-dense trace, recorded here (as ``pyprof run`` records it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_kineto", REPO / "scripts" / "bench_kineto.py")
+    bench_kineto = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_kineto)
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = bench_kineto.record(Path(tmp), "dense")
+        return records_of(trace), f"parsed the marker-dense trace ({bench_kineto.INPUTS['dense'][2]})"
 
 
 def synthetic() -> list[dict]:
@@ -91,10 +117,15 @@ def tile(seed: list[dict], n: int, fh) -> None:
         fh.write(b"\n".join(buf) + b"\n")
 
 
-def make(path: str, n: int, source: str) -> None:
+def make(path: str, n: int, source: str, seed_file: str | None = None, kineto: bool = False) -> None:
     """Write the tiled record file and flush it to disk, so that the timed run does not share the
     machine with the kernel writing back gigabytes of dirty pages (it did: about 20% slower)."""
-    seed, how = seed_records(source)
+    if kineto:
+        seed, how = kineto_seed()
+    elif seed_file:
+        seed, how = records_of(Path(seed_file)), f"records of {seed_file}"
+    else:
+        seed, how = seed_records(source)
     with open(path, "wb") as fh:
         tile(seed, n, fh)
         fh.flush()
@@ -112,15 +143,15 @@ def count_records(path: Path) -> int:
     return n
 
 
-def run_cli(path: Path, out: Path, jobs: int | None) -> tuple[float, float, float]:
+def run_cli(path: Path, out: Path, jobs: int | None, code: Path = REPO) -> tuple[float, float, float]:
     """``pyprof prof --csv -q -o OUT FILE`` in a fresh process, as a user runs it: wall seconds, CPU
     seconds (user + system, its decoding and formatting processes included) and peak RSS in MB (the
-    largest process of the command)."""
-    cmd = [sys.executable, "-m", "pyprof.cli.main", "prof", "--csv", "-q", "-o", str(out), str(path)]
+    largest process of the command). ``code``: the checkout whose pyprof runs."""
+    cmd = [sys.executable, "-m", "pyprof.cli.main", "prof", "--csv", "-q", "-o", str(out), str(path.resolve())]
     if jobs:
         cmd[4:4] = ["-j", str(jobs)]
     t0 = time.perf_counter()
-    child = subprocess.Popen(cmd)
+    child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(code)}, cwd=str(code))
     _, status, usage = os.wait4(child.pid, 0)  # this child's resource usage, its own children included
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status):
@@ -132,6 +163,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--source", default="josiahdavis__profiling-lm")
+    ap.add_argument("--kineto", action="store_true",
+                    help="seed: the CPU records of bench_kineto.py's marker-dense torch.profiler trace")
+    ap.add_argument("--seed", help="seed: the records of this file (a record file, or a trace pyprof parse reads)")
+    ap.add_argument("--code", action="append", type=Path, metavar="DIR",
+                    help="run pyprof prof from this checkout (PYTHONPATH=DIR); repeat to alternate between checkouts")
     ap.add_argument("--keep", help="write the tiled record file here (default: a temp file, removed)")
     ap.add_argument("--file", help="time this existing record file instead of tiling one")
     ap.add_argument("--runs", type=int, default=1, help="timed runs of the command (each printed, then the median)")
@@ -141,7 +177,7 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.make:  # run in a child, so that the measuring process stays small (max RSS is inherited)
-        make(args.make, args.n, args.source)
+        make(args.make, args.n, args.source, args.seed, args.kineto)
         return
 
     workdir = Path(tempfile.mkdtemp(prefix="pyprof-bench-"))
@@ -151,11 +187,12 @@ def main() -> None:
         print(f"records: {n:,} in {path} ({path.stat().st_size / 1e6:.0f} MB)", flush=True)
     else:
         path = Path(args.keep) if args.keep else workdir / "tiled.dict"
-        subprocess.run([sys.executable, __file__, "--make", str(path), "--n", str(args.n), "--source", args.source],
-                       check=True)
+        seed = (["--kineto"] if args.kineto else []) + (["--seed", str(Path(args.seed).resolve())] if args.seed else [])
+        subprocess.run([sys.executable, __file__, "--make", str(path), "--n", str(args.n), "--source", args.source,
+                        *seed], check=True)
         n = args.n
     try:
-        timed_cli(path, workdir / "out.csv", n, args.runs, args.jobs)
+        timed_cli(path, workdir / "out.csv", n, args.runs, args.jobs, args.code or [REPO])
         if not args.no_stages:
             stages(path, n)
     finally:
@@ -165,19 +202,24 @@ def main() -> None:
         workdir.rmdir()
 
 
-def timed_cli(path: Path, out: Path, n: int, runs: int, jobs: int | None) -> None:
+def timed_cli(path: Path, out: Path, n: int, runs: int, jobs: int | None, codes: list[Path]) -> None:
     """1. end to end: the real command in a fresh process (interpreter and imports included)."""
     print(f"command: pyprof prof --csv -q{f' -j {jobs}' if jobs else ''} -o OUT FILE "
           f"(load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
-    walls = []
+    results: dict[Path, list[tuple]] = {c: [] for c in codes}
     for _ in range(runs):
-        wall, cpu, peak = run_cli(path, out, jobs)
-        walls.append(wall)
-        print(f"{'pyprof prof --csv':>24}: {wall:6.2f} s  {n / wall:>10,.0f} kernels/s   "
-              f"CPU {cpu:6.2f} s ({n / cpu:,.0f} kernels per CPU-second)   peak RSS {peak:,.0f} MB")
-    if runs > 1:
-        mid = statistics.median(walls)
-        print(f"{'median of ' + str(runs):>24}: {mid:6.2f} s  {n / mid:>10,.0f} kernels/s")
+        for code in codes:
+            wall, cpu, peak = run_cli(path, out, jobs, code)
+            results[code].append((wall, cpu, peak))
+            label = "pyprof prof --csv" if len(codes) == 1 else str(code)
+            print(f"{label:>24}: {wall:6.2f} s  {n / wall:>10,.0f} kernels/s   "
+                  f"CPU {cpu:6.2f} s ({n / cpu:,.0f} kernels per CPU-second)   peak RSS {peak:,.0f} MB", flush=True)
+    for code, rs in results.items():
+        if runs > 1 or len(codes) > 1:
+            mid, cpu = statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)
+            label = f"median of {runs}" + ("" if len(codes) == 1 else f", {code}")
+            print(f"{label:>24}: {mid:6.2f} s  {n / mid:>10,.0f} kernels/s   CPU {cpu:6.2f} s "
+                  f"({n / cpu:,.0f} kernels per CPU-second)   peak RSS {max(r[2] for r in rs):,.0f} MB")
     print(f"{'load average (1 min)':>24}: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           "(other work slows every figure)")
 
