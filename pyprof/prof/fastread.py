@@ -298,16 +298,36 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
     pos = start
     nslow = 0  # lines read the slow way (records or not)
     before = reader.state()
+    kin = False  # the last line cut was in the torch.profiler order: try that first
     while pos < size:
         nl = find(b"\n", pos)
         if buf[pos:pos + 2] == b'{"':
             a = find(KD, pos, nl)
             b = find(PID, a, nl)
             c = find(AS, b, nl)
-            d = find(RG, c, nl)
-            f = rfind(SQ, d, nl)  # from the end: ranges (the longest field) is never scanned
-            e = rfind(LY, d, f)
-            if pos < a < b < c < d < e < f:
+            k = cut = False
+            if kin:
+                e = find(LY, c, nl)
+                g = rfind(OI, e, nl)
+                d = rfind(RG, e, g)
+                f = rfind(SQ, e, d)
+                cut = k = pos < a < b < c < e < f < d < g
+            if not cut:
+                d = find(RG, c, nl)
+                f = rfind(SQ, d, nl)  # from the end: ranges (the longest field) is never scanned
+                e = rfind(LY, d, f)
+                cut = pos < a < b < c < d < e < f
+                if not cut and not kin and pos < a < b < c < d:
+                    # torch.profiler's order: layer right after apiEnd, ranges after opDir, then opId
+                    # and subSeqId (the markers taken from the end: ranges, opId and subSeqId hold no
+                    # object key)
+                    e = find(LY, c, d)
+                    g = rfind(OI, d, nl)
+                    d = rfind(RG, e, g)
+                    f = rfind(SQ, e, d)
+                    cut = k = c < e < f < d < g
+                kin = k
+            if cut:
                 key = buf[pos:a] + buf[b:c] + buf[e:f]
                 code = index.get(key)
                 if code is None:
@@ -316,34 +336,17 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
                     codes.append(code)
                     append(b",{")
                     append(buf[a + 1:b])
-                    append(buf[c:d])
-                    append(buf[f:nl])
-                    nrec += 1
-                    pos = nl + 1
-                    continue
-            elif pos < a < b < c < d:
-                # torch.profiler's order: layer right after apiEnd, ranges after opDir, then opId and
-                # subSeqId (the markers taken from the end: ranges, opId and subSeqId hold no object key)
-                e = find(LY, c, d)
-                g = rfind(OI, d, nl)
-                d = rfind(RG, e, g)
-                f = rfind(SQ, e, d)
-                if c < e < f < d < g:
-                    key = buf[pos:a] + buf[b:c] + buf[e:f]
-                    code = index.get(key)
-                    if code is None:
-                        code = _new_static(key, cols)
-                    if code is not None and code >= 0:
-                        codes.append(code)
-                        append(b",{")
-                        append(buf[a + 1:b])
+                    if k:
                         append(buf[c:e])
                         append(buf[f:d])
                         append(buf[g:nl])
-                        nrec += 1
                         kineto = True
-                        pos = nl + 1
-                        continue
+                    else:
+                        append(buf[c:d])
+                        append(buf[f:nl])
+                    nrec += 1
+                    pos = nl + 1
+                    continue
         # the slow way: this line alone, through the line reader
         known_no += buf[known_pos:pos].count(b"\n")
         known_pos = pos
