@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import stat
 
 import pytest
 
@@ -53,3 +55,20 @@ def test_atomic_output_leaves_nothing_on_failure(tmp_path):
     with atomic_output(out) as fh:
         fh.write("whole")
     assert out.read_text() == "whole"
+
+
+@pytest.mark.skipif(not hasattr(os, "fchmod"), reason="no POSIX permissions here")
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_output_gets_the_permissions_open_would_give(tmp_path, umask):
+    """The temporary file is private (0o600); the finished output must not be: it gets what a plain
+    ``open()`` gives under the umask, as any other tool's output would."""
+    old = os.umask(umask)
+    try:
+        with atomic_output(tmp_path / "out.dict") as fh:
+            fh.write("x")
+        with open(tmp_path / "plain", "w") as fh:
+            fh.write("x")
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE(os.stat(tmp_path / "out.dict").st_mode)
+    assert mode == stat.S_IMODE(os.stat(tmp_path / "plain").st_mode) == 0o666 & ~umask
