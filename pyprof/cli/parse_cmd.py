@@ -96,7 +96,7 @@ def _scaled(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: 
     from pyprof.scale.extra import require
 
     if fmt == "parquet":
-        require("pyarrow")
+        require("pyarrow", "duckdb", what="Parquet")  # pyarrow writes, DuckDB reads the records
     if cluster:
         require("dask", "distributed")
     if not output:

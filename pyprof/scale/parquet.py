@@ -148,8 +148,8 @@ def convert(records_path: str, out: str, ident: Identity, threads: int | None = 
 
     schema = arrow_schema(metadata(ident))
     plain = schema.remove_metadata()
-    config = {"threads": int(threads)} if threads else {}
-    con = duckdb.connect(config=config)
+    con = duckdb.connect(config={"threads": int(threads)} if threads else {})
+    con.execute("SET enable_progress_bar = false")  # its bar would go to stdout
     try:
         with atomic_output(out, "wb") as fh, pq.ParquetWriter(fh, schema, compression=COMPRESSION) as writer:
             if os.path.getsize(records_path) == 0:

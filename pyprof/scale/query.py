@@ -83,6 +83,7 @@ def _connect(threads: int | None = None):
     import duckdb
 
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # its bar would go to stdout
     if threads:
         con.execute(f"SET threads = {int(threads)}")
     return con
