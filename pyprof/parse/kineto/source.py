@@ -129,7 +129,7 @@ class KinetoSource:
             self._malformed += d.malformed
         f = dict(d.fields)
         op_node = None if d.op_pos is None else kept[d.op_pos]
-        comm = next((i for i in range(len(kept) - 1, -1, -1) if kept[i] in ix.comms), None)
+        comm = next((i for i in range(len(kept) - 1, -1, -1) if kept[i] in ix.comms), None) if ix.comms else None
         if comm is not None and (d.op_pos is None or comm > d.op_pos):
             # a collective (its kernels: NCCL's): the op torch.distributed recorded, with its message sizes
             op_node = kept[comm]
