@@ -144,7 +144,7 @@ def on_cluster(paths: list[Path], out: Path, fmt: str, workers: int) -> dict:
     from pyprof.scale.cluster import parse_cluster
 
     t0 = time.perf_counter()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=logging.ERROR) as cluster:
         start = time.perf_counter() - t0
         peaks: dict[str, int] = {}

@@ -61,7 +61,7 @@ def scheduler():
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://", host="127.0.0.1",
-                      dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster:
         yield cluster.scheduler_address
 
 

@@ -192,7 +192,7 @@ def _client(address: str, processes: bool = True):
         if not n.isdigit() or int(n) < 1:
             raise UsageError(f"--cluster {address}: N of local:N must be a whole number of workers",
                              "e.g. --cluster local:4")
-        with LocalCluster(n_workers=int(n), threads_per_worker=1, processes=processes, dashboard_address=None,
+        with LocalCluster(n_workers=int(n), threads_per_worker=1, processes=processes, dashboard_address=":0",
                           silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
             yield client
         return
