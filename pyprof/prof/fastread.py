@@ -336,8 +336,7 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
                     codes.append(code)
                     append(b",{")
                     append(buf[a + 1:b])
-                    if k:
-                        append(buf[c:e])
+                    if k:  # (apiStart and apiEnd, between c and e, are no field of prof's)
                         append(buf[f:d])
                         append(buf[g:nl])
                         kineto = True
