@@ -6,8 +6,12 @@ the previous tile's end, and correlation ids (and nvprof marker ids) past the pr
 so the result is a valid, bigger export of the same process(es) and thread(s) -- kernels still join
 their API call on (correlationId, pid) and lie inside the same NVTX ranges as in the original.
 
-For nsys, NVTX messages are moved into StringIds (``textId``, as registered strings are stored), so the
-file stays small however many ranges it holds. Used by ``scripts/bench_parse.py``.
+NVTX messages stay where the source has them: a plain ``nvtxRangePushA`` message (what pyprof's own
+ranges, and most users' exports, hold) is stored inline in ``NVTX_EVENTS.text``, one copy per range, and
+so it is in every tile -- the copy is shaped like a real export of that many ranges. ``--intern-text``
+moves nsys messages into StringIds instead (``textId``, as registered strings are stored: each distinct
+message once), the registered-string case, which also keeps the file small however many ranges it
+holds. Used by ``scripts/bench_parse.py``.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def _tables(conn):
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def tile(src: str, dst: str, factor: int) -> dict:
+def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
     if factor < 1:
         raise SystemExit("--factor must be >= 1")
     tmp = dst + ".part"
@@ -48,7 +52,8 @@ def tile(src: str, dst: str, factor: int) -> dict:
     todo = [t for t in (NVPROF_TABLES if nvprof else NSYS_TABLES) if t in tables]
     conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")
-    if not nvprof and "NVTX_EVENTS" in tables and "StringIds" in tables and "textId" in _cols(conn, "NVTX_EVENTS"):
+    if (intern_text and not nvprof and "NVTX_EVENTS" in tables and "StringIds" in tables
+            and "textId" in _cols(conn, "NVTX_EVENTS")):
         # messages -> registered strings, stored once
         conn.execute("CREATE TEMP TABLE newtext AS SELECT DISTINCT text FROM NVTX_EVENTS WHERE text IS NOT NULL "
                      "AND eventType IN (59, 60)")
@@ -106,9 +111,12 @@ def main(argv=None) -> int:
     ap.add_argument("input")
     ap.add_argument("output")
     ap.add_argument("--factor", type=int, required=True, help="number of tiles (1 = a plain copy)")
+    ap.add_argument("--intern-text", action="store_true",
+                    help="nsys: move inline NVTX messages into StringIds (registered strings, stored once); "
+                         "default: keep them inline, one copy per range, as the source has them")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    counts = tile(a.input, a.output, a.factor)
+    counts = tile(a.input, a.output, a.factor, a.intern_text)
     print(f"{a.output}: " + ", ".join(f"{t.replace('CUPTI_ACTIVITY_KIND_', '')}={n}" for t, n in counts.items())
           + f" ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0
