@@ -5,10 +5,12 @@ things help:
 
 * integer-only selects (``IFNULL(col, -1)``: -1 stands for NULL in columns that are never negative);
 * on big queries, the Apache Arrow ADBC SQLite driver (``adbc-driver-sqlite``, in the ``fast`` extra:
-  ``pip install pyprof-torch[fast]``), which steps SQLite in C and fills Arrow column buffers that
-  nanoarrow hands to numpy without a Python object per value: about 3x fewer CPU seconds than sqlite3's
-  row tuples on NVTX_EVENTS (:func:`read_ints_arrow`). Where it is not installed (or fails to import),
-  cannot open the file, fails in any other way, or gives anything but int64 columns (SQLite columns are
+  ``pip install pyprof-torch[fast]``), which steps SQLite in C and fills Arrow column buffers that are
+  copied into numpy straight from each batch, without a Python object per value (:func:`read_ints_arrow`;
+  :class:`ArrowReader` runs several queries on one connection, whose ``temp`` tables they may share).
+  The driver marks nulls in a bitmap, so a query can leave its columns bare (``Task.arrow_sql``) rather
+  than have SQLite evaluate ``IFNULL`` per value. Where it is not installed (or fails to import), cannot
+  open the file, fails in any other way, or gives anything but int64 columns (SQLite columns are
   untyped: a REAL or TEXT value in an integer column makes it promote the whole column), the same query
   is read again through sqlite3, so results never depend on which reader ran;
 * reading several rowid slices of the big tables at once in forked worker processes (each opens its
@@ -70,33 +72,125 @@ def arrow_available() -> bool:
     return True
 
 
-def read_ints_arrow(path: str, sql: str, ncols: int, alloc=None) -> np.ndarray | None:
+def read_ints_arrow(path: str, sql: str, ncols: int, alloc=None, null: int | None = None) -> np.ndarray | None:
     """An integer query's rows as an int64 (n, ncols) Fortran array through ADBC, or None when that
     reader is unavailable or unsuitable (the caller then reads through sqlite3). ``alloc(shape)``, if
     given, supplies the array to fill (see :func:`run`). Any failure on this path (the extra absent or
-    broken, the driver refusing the file or the query) is a None: sqlite3 then reads the query and
-    reports what is really wrong with the file."""
+    broken, the driver refusing the file or the query, a column that is not int64, or holds nulls where
+    ``null`` is None) is a None: sqlite3 then reads the query and reports what is really wrong with the
+    file. Nulls read as ``null`` where it is given. The columns are copied straight from the Arrow
+    buffers of each batch (no Python object per value)."""
     try:
         import adbc_driver_manager
         import adbc_driver_sqlite
         import nanoarrow
 
+        parts = []
         with adbc_driver_sqlite.connect(sqlite_uri(path)) as adb, adbc_driver_manager.AdbcConnection(adb) as conn, \
                 adbc_driver_manager.AdbcStatement(conn) as stmt:
             stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(ARROW_BATCH)})
             stmt.set_sql_query(sql)
             handle, _ = stmt.execute_query()
-            _, cols = nanoarrow.ArrayStream(handle).to_columns_pysequence(handle_nulls=nanoarrow.nulls_forbid())
-        arrays = [c if isinstance(c, list) else np.asarray(c) for c in cols]
+            for chunk in nanoarrow.ArrayStream(handle).iter_chunks():
+                view = nanoarrow.c_array(chunk).view()
+                if view.n_children != ncols:
+                    return None
+                parts.append([arrow_ints(view, j, null) for j in range(ncols)])
     except Exception:  # noqa: BLE001 - ImportError or any driver failure: the sqlite3 reader takes over
         return None
-    if len(arrays) != ncols or any(isinstance(a, list) or a.dtype != np.int64 for a in arrays):
-        return None
-    shape = (len(arrays[0]) if arrays else 0, ncols)
+    shape = (sum(len(p[0]) for p in parts), ncols)
     out = alloc(shape) if alloc is not None else np.empty(shape, dtype=np.int64, order="F")
-    for j, a in enumerate(arrays):
-        out[:, j] = a
+    for j in range(ncols):
+        out[:, j] = parts[0][j] if len(parts) == 1 else np.concatenate([p[j] for p in parts]) if parts else 0
     return out
+
+
+class ArrowReader:
+    """One ADBC connection to an export (read-only) for several queries: :meth:`batches` streams a query's
+    rows as Arrow record batches, :meth:`run` runs a statement (the ``temp`` schema is writable). Raises
+    where the driver is absent or fails: the caller then reads through sqlite3."""
+
+    def __init__(self, path: str):
+        import adbc_driver_manager
+        import adbc_driver_sqlite
+
+        self._mgr = adbc_driver_manager
+        self._db = adbc_driver_sqlite.connect(sqlite_uri(path))
+        try:
+            self._conn = adbc_driver_manager.AdbcConnection(self._db)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            self._conn.close()
+        finally:
+            self._db.close()
+
+    def __enter__(self) -> ArrowReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def run(self, sql: str) -> None:
+        with self._mgr.AdbcStatement(self._conn) as stmt:
+            stmt.set_sql_query(sql)
+            stmt.execute_update()
+
+    def batches(self, sql: str):
+        """The rows of ``sql`` as nanoarrow ``CArrayView``s, one struct per batch whose children are the
+        columns. A view's buffers live only until the next batch: copy what is kept."""
+        import nanoarrow
+
+        with self._mgr.AdbcStatement(self._conn) as stmt:
+            stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(ARROW_BATCH)})
+            stmt.set_sql_query(sql)
+            handle, _ = stmt.execute_query()
+            for batch in nanoarrow.c_array_stream(handle):
+                yield batch.view()
+
+
+def _valid(child, n: int) -> np.ndarray | None:
+    """A column's validity (True: not null), or None where it has no nulls."""
+    if not child.null_count:
+        return None
+    bits = np.frombuffer(child.buffer(0), dtype=np.uint8)
+    return np.unpackbits(bits, bitorder="little")[child.offset:child.offset + n].astype(bool)
+
+
+def arrow_ints(view, j: int, null: int | None = None) -> np.ndarray:
+    """Column ``j`` of a batch from :meth:`ArrowReader.batches` as a new int64 array, nulls as ``null``;
+    raises ValueError where the column is not int64, or holds nulls and ``null`` is None."""
+    child = view.child(j)
+    n = child.length
+    if child.storage_type == "na" and null is not None:  # (every value null)
+        return np.full(n, null, dtype=np.int64)
+    if child.storage_type != "int64" or (child.null_count and null is None):
+        raise ValueError(f"column {j} is {child.storage_type} with {child.null_count} nulls, not int64")
+    out = np.frombuffer(child.buffer(1), dtype=np.int64, count=n, offset=child.offset * 8).copy()
+    valid = _valid(child, n)
+    if valid is not None:
+        out[~valid] = null
+    return out
+
+
+def arrow_bytes(view, j: int) -> tuple[np.ndarray, list]:
+    """The non-null values of column ``j`` of a batch from :meth:`ArrowReader.batches`, binary or string:
+    their rows and their values (bytes); raises ValueError for another type."""
+    child = view.child(j)
+    n = child.length
+    if child.storage_type == "na" or child.null_count == n:
+        return np.zeros(0, dtype=np.int64), []
+    if child.storage_type not in ("binary", "string"):
+        raise ValueError(f"column {j} is {child.storage_type}, not binary")
+    valid = _valid(child, n)
+    rows = np.arange(n) if valid is None else np.flatnonzero(valid)
+    off = np.frombuffer(child.buffer(1), dtype=np.int32, count=n + 1, offset=child.offset * 4)
+    lo, hi = off[rows].tolist(), off[rows + 1].tolist()
+    data = bytes(child.buffer(2))
+    return rows, [data[a:b] for a, b in zip(lo, hi, strict=True)]
 
 
 #: rows converted to numpy at a time: the row tuples of one batch are freed before the next is read, so
@@ -126,10 +220,12 @@ def read_ints(db: Database, sql: str, ncols: int) -> np.ndarray:
 class Task:
     """One query: ``kind`` "ints" (-> int64 array of shape (n, ncols)) or "rows" (-> list of tuples);
     ``rows``, at most how many rows it returns (0: unknown), picks the reader (see :func:`run_task`) and
-    sizes the buffer a worker returns it in (see :func:`run`)."""
+    sizes the buffer a worker returns it in (see :func:`run`). ``arrow_sql``, if given, is the query the
+    Arrow reader runs instead, with nulls where ``sql`` has -1 (``col`` for ``IFNULL(col, -1)``: the
+    driver marks nulls in a bitmap, cheaper than SQLite evaluating the IFNULL)."""
 
-    def __init__(self, kind: str, sql: str, ncols: int = 0, rows: int = 0):
-        self.kind, self.sql, self.ncols, self.rows = kind, sql, ncols, rows
+    def __init__(self, kind: str, sql: str, ncols: int = 0, rows: int = 0, arrow_sql: str | None = None):
+        self.kind, self.sql, self.ncols, self.rows, self.arrow_sql = kind, sql, ncols, rows, arrow_sql
 
 
 def run_task(db: Database, task: Task, alloc=None) -> np.ndarray | list:
@@ -137,7 +233,10 @@ def run_task(db: Database, task: Task, alloc=None) -> np.ndarray | list:
     if task.kind != "ints":
         return db.execute(task.sql)
     if task.rows >= ARROW_MIN_ROWS:
-        out = read_ints_arrow(db.path, task.sql, task.ncols, alloc)
+        if task.arrow_sql is not None:
+            out = read_ints_arrow(db.path, task.arrow_sql, task.ncols, alloc, null=-1)
+        else:
+            out = read_ints_arrow(db.path, task.sql, task.ncols, alloc)
         if out is not None:
             return out
     return read_ints(db, task.sql, task.ncols)
