@@ -16,6 +16,7 @@ time in kernel start order, as dicts (:meth:`Prepared.records`) or JSON lines (:
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -469,3 +470,401 @@ class PreparedSource:
 
     def lines(self):
         yield from self._load().lines()
+
+
+# -- the streaming assembler (Nsight Systems) ----------------------------------------------------------
+
+@dataclass
+class Activities:
+    """Every kernel, memcpy and memset of an export, in output order ((start, correlationId), stable),
+    as integer columns (-1 for null) and codes into two tables of what repeats: ``heads`` (kind and
+    kernel names) and ``mids`` (pid, tid, device, GPU, stream, grid, block, bytes, copy kind, API name),
+    rows of record values. ``thread`` is the launching thread's globalTid (-1: no API call found)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    corr: np.ndarray
+    api_start: np.ndarray
+    api_end: np.ndarray
+    thread: np.ndarray
+    pid: np.ndarray
+    is_kernel: np.ndarray
+    hcode: np.ndarray
+    mcode: np.ndarray
+    heads: list
+    mids: list
+
+    @property
+    def n(self) -> int:
+        return len(self.start)
+
+
+@dataclass
+class RangeWindow:
+    """The NVTX ranges that start in one window of time, in the order of the export (``gidx``: a range's
+    index among all the export's ranges, its kernels' ``opId``), with ``label`` codes into ``labels``
+    ((text, domain) pairs, this window's own). ``t_hi``: where the next window's ranges start (None: the
+    last window); the kernels launched before it, and after the previous window's, are this window's."""
+
+    thread: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    gidx: np.ndarray
+    label: np.ndarray
+    labels: list
+    t_hi: int | None
+
+
+class _WindowLinker:
+    """:class:`~pyprof.parse.decode.BackwardLinker` for ranges registered window by window, in time
+    order: a lookup in a window sees this window's forward ranges and, per (pid, seq), the latest one of
+    the windows before (their ranges all start earlier), so only that one is kept of them."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple, tuple[list, list]] = {}
+
+    def add_window(self, entries: list[tuple]) -> None:
+        """``entries``: (pid, seq, time, value) in registration order."""
+        touched: dict[tuple, None] = {}
+        for pid, seq, time, value in entries:
+            key = (pid, seq)
+            times_vals = self._by_key.get(key)
+            if times_vals is None:
+                times_vals = self._by_key[key] = ([], [])
+            if key not in touched:
+                touched[key] = None
+                if len(times_vals[0]) > 1:
+                    del times_vals[0][:-1]
+                    del times_vals[1][:-1]
+            times_vals[0].append(time)
+            times_vals[1].append(value)
+        for key in touched:
+            times, vals = self._by_key[key]
+            if any(b < a for a, b in zip(times, times[1:], strict=False)):
+                order = sorted(range(len(times)), key=times.__getitem__)  # stable: ties keep their order
+                self._by_key[key] = ([times[i] for i in order], [vals[i] for i in order])
+
+    def find(self, pid, seq, time: int):
+        entry = self._by_key.get((pid, seq))
+        if not entry:
+            return None
+        i = bisect.bisect_right(entry[0], time) - 1
+        return entry[1][i] if i >= 0 else None
+
+
+class Streamed:
+    """Records of an export whose NVTX ranges arrive window by window (:class:`RangeWindow`, in time
+    order), so that only one window of ranges (and those still open from before) is held at a time.
+
+    The kernels launched in a window (their API call's start) are attributed when its ranges arrive,
+    exactly as :class:`Prepared` attributes them from all ranges at once: every range open at a launch
+    started in that window or an earlier one and is still open, so it is among the window's ranges or
+    those carried over; a backward kernel's forward op started earlier; an op instance's kernels are
+    numbered (``subSeqId``) in launch order, so the counts of earlier windows carry over. Records are
+    written in output order as soon as every record before them is attributed. ``bare_names``: None
+    until a text it would change shows up; ``resolve_bare`` then tells it (a look at the whole export).
+    """
+
+    def __init__(self, acts: Activities, windows, source: str, stats: Stats, bare_names: bool | None = None,
+                 resolve_bare=None):
+        self.acts, self.source, self.stats = acts, source, stats
+        self.n = n = acts.n
+        self._windows = windows
+        self._bare = bare_names
+        self._resolve_bare = resolve_bare
+        stats.kernels = int(acts.is_kernel.sum())
+        stats.copies = n - stats.kernels
+        stats.ranges = stats.attributed = stats.malformed = 0
+        self.op_id = np.full(n, -1, dtype=np.int64)
+        self.sub_seq = np.full(n, -1, dtype=np.int64)
+        self.fwin = np.full(n, -1, dtype=np.int64)  # window of a row's fields (-1: no ranges open)
+        self.fcode = np.zeros(n, dtype=np.int64)
+        q = (acts.thread >= 0) & (acts.api_start >= 0)
+        qpos = np.flatnonzero(q)
+        self._q_order = qpos[np.argsort(acts.api_start[qpos], kind="stable")]
+        self._q_times = acts.api_start[self._q_order]
+        # rows 0..k-1 are final once every launch among them is attributed: after the window whose
+        # t_hi passes the largest launch time up to k
+        launch = np.where(q, acts.api_start, np.iinfo(np.int64).min)
+        self._ready_at = np.maximum.accumulate(launch) if n else launch
+        self._tables: dict[int, list] = {-1: [([], dec.decode([], False).fields)]}
+        self._strs: dict[int, np.ndarray] = {}
+        self._last_row: dict[int, int] = {}
+
+    # -- per window ---------------------------------------------------------------------------------
+    def _bare_for(self, labels: list) -> bool:
+        """``bare_names`` for a window's labels: decided where a text shows PyTorch <= 1.x emit_nvtx, or
+        (by ``resolve_bare``) where one would read differently with bare names; else (still undecided)
+        False, which reads these texts as True would."""
+        if self._bare is None:
+            texts = [t for t, _ in labels if t]
+            if dec.looks_like_legacy_emit_nvtx(texts):
+                self._bare = True
+            elif any(dec.classify(t, False) != dec.classify(t, True) for t in texts):
+                self._bare = bool(self._resolve_bare()) if self._resolve_bare is not None else False
+        return bool(self._bare)
+
+    def _run(self):
+        """Attribute window after window; yields how many rows are final after each."""
+        acts = self.acts
+        carry = None  # (thread, start, end, gidx, label, labels) of ranges still open
+        linker = _WindowLinker()
+        counts = [np.zeros(0, np.int64)] * 3  # see _number
+        qi = 0
+        empty = self._tables[-1][0][1]
+        stats = self.stats
+        for w, win in enumerate(self._windows):
+            # this window's ranges: those carried over (all earlier: their indices are smaller), then its own
+            nc = 0 if carry is None else len(carry[0])
+            labels = list(win.labels) + ([] if carry is None else carry[5])
+            cols = [win.thread, win.start, win.end, win.gidx, win.label]
+            if nc:
+                cols = [np.concatenate([c, x]) for c, x in zip(carry[:4], cols[:4], strict=True)] + \
+                       [np.concatenate([carry[4] + len(win.labels), win.label])]
+            r_thread, r_start, r_end, r_gidx, r_label = (np.asarray(c, dtype=np.int64) for c in cols)
+            bare = self._bare_for(win.labels)
+            info = [dec.classify(t, bare) for t, _ in labels]
+            new_lab = r_label[nc:]
+            stats.ranges += len(new_lab)
+            if len(new_lab) and labels:
+                bad = np.array([i.malformed for i in info], dtype=bool)
+                stats.malformed += int(bad[new_lab].sum())
+            # the launches of this window
+            qj = len(self._q_order) if win.t_hi is None else \
+                int(np.searchsorted(self._q_times, win.t_hi, side="left"))
+            rows = np.sort(self._q_order[qi:qj])
+            qi = qj
+            st = open_stacks(r_thread, r_start, r_end, r_label, acts.thread[rows], acts.api_start[rows])
+            q_sid = st.q_sid
+            stats.attributed += int(((q_sid >= 0) & acts.is_kernel[rows]).sum())
+            sids = np.unique(q_sid[q_sid >= 0]).tolist()
+            decoded = {sid: dec.decode([labels[lab][0] for lab in st.stack_labels[sid]], bare) for sid in sids}
+            ranges_of = {sid: [{"text": labels[lab][0], "domain": labels[lab][1]} for lab in st.stack_labels[sid]]
+                         for sid in sids}
+            op_pos_of_sid = np.full(len(st.stack_labels) + 1, -1, dtype=np.int64)
+            for sid, d in decoded.items():
+                if d.op_pos is not None:
+                    op_pos_of_sid[sid] = d.op_pos
+            q_pos = op_pos_of_sid[q_sid] if len(rows) else np.zeros(0, np.int64)
+            op_local = np.full(len(rows), -1, dtype=np.int64)
+            sel = np.flatnonzero(q_pos >= 0)
+            if len(sel):
+                r = st.q_chain(sel, q_pos[sel])
+                op_local[sel] = np.where(r >= 0, r_gidx[np.maximum(r, 0)], -1)
+            fields: dict[Any, dict] = {sid: d.fields for sid, d in decoded.items()}
+            row_key: list = q_sid.tolist()
+            linked = np.zeros(len(rows), dtype=np.int64)
+            self._link(linker, rows, q_sid, decoded, st, nc, r_thread, r_start, r_gidx, r_label, labels, bare,
+                       fields, ranges_of, row_key, op_local, linked)
+            self.op_id[rows] = op_local
+            self._number(counts, rows, op_local, linked, r_gidx, r_end, win.t_hi)
+            # the window's table of (ranges, fields); rows with nothing open use the shared empty one
+            keys = np.empty(len(rows), dtype=object)
+            keys[:] = row_key
+            codes, uniq = pd.factorize(keys)
+            table = [(ranges_of[k], fields[k]) if k != -1 else ([], empty) for k in uniq.tolist()]
+            self._tables[w] = table
+            self.fwin[rows] = w
+            self.fcode[rows] = codes
+            self._last_row[w] = int(rows[-1]) if len(rows) else -1
+            # carried over: what is still open where the next window starts
+            if win.t_hi is not None:
+                keep = np.flatnonzero((r_end > win.t_hi) & (r_end > r_start))
+                used, lab = np.unique(r_label[keep], return_inverse=True)
+                carry = (r_thread[keep], r_start[keep], r_end[keep], r_gidx[keep], lab.reshape(-1).astype(np.int64),
+                         [labels[i] for i in used.tolist()])
+                ready = int(np.searchsorted(self._ready_at, win.t_hi, side="left"))
+            else:
+                carry = None
+                ready = self.n
+            yield ready
+        if qi < len(self._q_order):  # (no window at all: every launch is outside any range)
+            rows = np.sort(self._q_order[qi:])
+            self.fwin[rows] = -1
+        yield self.n
+        if stats.malformed:
+            stats.warnings.append(
+                f"{stats.malformed} malformed pyprof/PyProf marker range(s) could not be decoded; their "
+                "kernels are written with the raw range text in `ranges`")
+
+    def _link(self, linker, rows, q_sid, decoded, st, nc, r_thread, r_start, r_gidx, r_label, labels, bare,
+              fields, ranges_of, row_key, op_local, linked) -> None:
+        """:meth:`Prepared._link` for one window: register its own forward ranges, then link its
+        backward launches."""
+        seqs_of_label = [dec.forward_seqs(t, bare) for t, _ in labels]
+        reg = np.array([bool(s) for s in seqs_of_label], dtype=bool)
+        new = nc + np.flatnonzero(reg[r_label[nc:]]) if len(labels) else np.zeros(0, np.int64)
+        if len(new):
+            parents = st.r_parent
+            r_sid = st.r_sid
+            entries = []
+            fwd_cache: dict[int, dict] = {}
+            for r in new.tolist():
+                sid = int(r_sid[r])
+                if sid < 0:
+                    continue
+                own = set(seqs_of_label[r_label[r]])
+                p = int(parents[r])
+                if p >= 0:
+                    own -= set(seqs_of_label[r_label[p]])
+                if not own:
+                    continue
+                f = fwd_cache.get(sid)
+                if f is None:
+                    f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare)
+                op = self._op_range(r, sid, decoded, st, labels, bare)
+                value = (f, int(r_gidx[op]) if op is not None else None)
+                pid = (int(r_thread[r]) >> 24) & 0xFFFFFF
+                for seq in own:
+                    entries.append((pid, seq, int(r_start[r]), value))
+            linker.add_window(entries)
+        link_of_sid = {sid: d.link_seq for sid, d in decoded.items() if d.link_seq is not None}
+        if not link_of_sid:
+            return
+        want = np.flatnonzero(np.isin(q_sid, np.fromiter(link_of_sid, dtype=np.int64)))
+        pids = self.acts.pid[rows[want]].tolist()
+        times = self.acts.api_start[rows[want]].tolist()
+        for i, pid, t in zip(want.tolist(), pids, times, strict=True):
+            sid = row_key[i]
+            found = linker.find(pid if pid >= 0 else None, link_of_sid[sid], t)
+            if found is None:
+                continue
+            f, fwd_op = found
+            if fwd_op is not None and fields[sid].get("dir") == "bprop":
+                op_local[i] = fwd_op
+                linked[i] = 1
+            key = (sid, id(f))
+            if key not in fields:
+                fields[key] = dec.link(decoded[sid].fields, f)
+                ranges_of[key] = ranges_of[sid]
+            row_key[i] = key
+
+    @staticmethod
+    def _op_range(r: int, sid: int, decoded, st, labels, bare) -> int | None:
+        """The forward range ``r``'s op instance (a range of this window's): see :meth:`Prepared._link`."""
+        d = decoded.get(sid)
+        if d is None:
+            d = decoded[sid] = dec.decode([labels[x][0] for x in st.stack_labels[sid]], bare)
+        if d.op_pos is None:
+            return None
+        up = len(st.stack_labels[sid]) - 1 - d.op_pos
+        while up > 0 and r >= 0:
+            r = int(st.r_parent[r])
+            up -= 1
+        return r if r >= 0 else None
+
+    def _number(self, counts: list, rows, op_local, linked, r_gidx, r_end, t_hi) -> None:
+        """``subSeqId`` of this window's rows (:func:`_sub_seq`), counting on from the earlier windows'
+        kernels of the same op instance. ``counts``: [keys, counts, ends] of the instances met so far,
+        keyed (opId, linked, is_kernel) as one int, ascending; an instance is forgotten once its range has
+        closed (no later launch is inside it), a linked backward instance never (its end: the largest
+        int64)."""
+        has = np.flatnonzero(op_local >= 0)
+        if not len(has):
+            return
+        acts = self.acts
+        kern = acts.is_kernel[rows].astype(np.int64)
+        corr, api = acts.corr[rows], acts.api_start[rows]
+        order = has[np.lexsort((corr[has], api[has], kern[has], linked[has], op_local[has]))]
+        ids, lk, kd = op_local[order], linked[order], kern[order]
+        first = np.r_[True, (ids[1:] != ids[:-1]) | (lk[1:] != lk[:-1]) | (kd[1:] != kd[:-1])]
+        starts = np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))
+        local = np.arange(len(ids)) - starts
+        group_first = np.flatnonzero(first)
+        sizes = np.diff(np.r_[group_first, len(ids)])
+        gid = ids[group_first]
+        gkey = (gid * 2 + lk[group_first]) * 2 + kd[group_first]  # ascending, as the groups are
+        keys, vals, ends = counts
+        pos = np.minimum(np.searchsorted(keys, gkey), max(len(keys) - 1, 0))
+        hit = (keys[pos] == gkey) if len(keys) else np.zeros(len(gkey), dtype=bool)
+        base = np.where(hit, vals[pos] if len(keys) else 0, 0)
+        self.sub_seq[rows[order]] = local + np.repeat(base, sizes)
+        if t_hi is None:
+            return
+        vals = vals.copy()
+        vals[pos[hit]] = base[hit] + sizes[hit]
+        # a forward instance's range is one of this window's (r_gidx ascending): its end
+        new = ~hit
+        at = np.minimum(np.searchsorted(r_gidx, gid[new]), max(len(r_gidx) - 1, 0))
+        new_end = np.where(lk[group_first][new] > 0, np.iinfo(np.int64).max, r_end[at] if len(r_gidx) else 0)
+        keys = np.concatenate([keys, gkey[new]])
+        vals = np.concatenate([vals, sizes[new]])
+        ends = np.concatenate([ends, new_end])
+        keep = ends > t_hi
+        order2 = np.argsort(keys[keep], kind="stable")
+        counts[:] = [keys[keep][order2], vals[keep][order2], ends[keep][order2]]
+
+    # -- output -------------------------------------------------------------------------------------
+    def _chunks(self, lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, int]]:
+        """Row ranges (at most :data:`CHUNK` rows) in output order, each once its rows are final; the
+        tables of windows no longer needed are dropped as they go."""
+        hi = self.n if hi is None else hi
+        done = lo
+        for ready in self._run():
+            ready = min(ready, hi)
+            while done < ready:
+                top = min(ready, done + CHUNK)
+                yield done, top
+                done = top
+            for w in [w for w, last in self._last_row.items() if last < done]:
+                self._tables.pop(w, None)
+                self._strs.pop(w, None)
+                del self._last_row[w]
+
+    def _frags(self, lo: int, hi: int) -> list:
+        """The serialised ranges and fields of rows lo..hi-1."""
+        fw, fc = self.fwin[lo:hi], self.fcode[lo:hi]
+        out = np.empty(hi - lo, dtype=object)
+        for w in np.unique(fw).tolist():
+            strs = self._strs.get(w)
+            if strs is None:
+                strs = self._strs[w] = _strings(orjson.dumps({"ranges": r, **f})[1:-1].decode()
+                                                for r, f in self._tables[w])
+            m = fw == w
+            out[m] = strs[fc[m]]
+        return out.tolist()
+
+    def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
+        """Records as JSON lines, in chunks of bytes: the bytes :meth:`Prepared.lines` writes."""
+        a = self.acts
+        heads = _strings(orjson.dumps({"kind": k, "source": self.source, "kShortName": sh, "kLongName": lg})[:-1]
+                         .decode() + ',"kDuration":' for k, sh, lg in a.heads)
+        mids = _strings("," + orjson.dumps({
+            "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream, "grid": grid, "block": block,
+            "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
+            for pid, tid, dev, gpu, stream, grid, block, nbytes, copy, api in a.mids)
+        tmpl = '%s%s,"start":%s,"end":%s,"correlationId":%s%s%s,"apiEnd":%s,%s,"opId":%s,"subSeqId":%s}\n'
+        fmt = tmpl.__mod__
+        for clo, chi in self._chunks(lo, hi):
+            s, e = a.start[clo:chi], a.end[clo:chi]
+            known = (s >= 0) & (e >= 0)
+            cols = (_json_ints(np.where(known, e - s, 0), ~known), _json_ints(s), _json_ints(e),
+                    _json_ints(a.corr[clo:chi]), _json_ints(a.api_start[clo:chi]), _json_ints(a.api_end[clo:chi]),
+                    _json_ints(self.op_id[clo:chi]), _json_ints(self.sub_seq[clo:chi]))
+            d, s0, e0, corr, a0, a1, o, ss = cols
+            yield "".join(map(fmt, zip(heads[a.hcode[clo:chi]].tolist(), d, s0, e0, corr,
+                                       mids[a.mcode[clo:chi]].tolist(), a0, a1, self._frags(clo, chi), o, ss,
+                                       strict=True))).encode()
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Records as dicts, equal to :meth:`Prepared.records`' (shared sub-objects: do not mutate)."""
+        a, src = self.acts, self.source
+        for clo, chi in self._chunks():
+            ints = [pylist(c[clo:chi]) for c in (a.start, a.end, a.corr, a.api_start, a.api_end)]
+            op_ids, subs = self.op_id[clo:chi].tolist(), self.sub_seq[clo:chi].tolist()
+            fw, fc = self.fwin[clo:chi].tolist(), self.fcode[clo:chi].tolist()
+            for j, (h, m, s, e, corr, a0, a1) in enumerate(zip(a.hcode[clo:chi].tolist(), a.mcode[clo:chi].tolist(),
+                                                                *ints, strict=True)):
+                kind, short, long_ = a.heads[h]
+                pid, tid, dev, gpu, stream, grid, block, nbytes, copy, api = a.mids[m]
+                rec = {"kind": kind, "source": src, "kShortName": short, "kLongName": long_,
+                       "kDuration": e - s if s is not None and e is not None else None, "start": s, "end": e,
+                       "correlationId": corr, "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream,
+                       "grid": grid, "block": block, "bytes": nbytes, "copyKind": copy, "apiName": api,
+                       "apiStart": a0, "apiEnd": a1}
+                ranges, fields = self._tables[fw[j]][fc[j]]
+                rec["ranges"] = ranges
+                rec.update(fields)
+                rec["opId"] = op_ids[j] if op_ids[j] >= 0 else None
+                rec["subSeqId"] = subs[j] if subs[j] >= 0 else None
+                yield rec

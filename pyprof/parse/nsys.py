@@ -2,10 +2,13 @@
 
 Reads KERNEL, MEMCPY, MEMSET, RUNTIME (runtime + driver calls, CUDA-backtrace duplicates dropped,
 only the rows some activity correlates to) and NVTX_EVENTS (push/pop and start/end ranges, text or
-registered string, any domain) by column name -- integer columns straight into numpy
-(:mod:`pyprof.parse.fetch`), split over worker processes on big exports -- and hands them to
-:mod:`pyprof.parse.assemble`. Facts about the layouts live in :mod:`pyprof.parse.schema`; GPU names
-in :mod:`pyprof.parse.gpus`.
+registered string, any domain) by column name, integer columns straight into numpy
+(:mod:`pyprof.parse.fetch`), and hands them to :mod:`pyprof.parse.assemble`: the kernels whole
+(:class:`~pyprof.parse.assemble.Activities`), the ranges window by window
+(:class:`~pyprof.parse.assemble.Streamed`), so that memory holds one window of ranges, not all of them.
+NVTX_EVENTS is read in one pass (:class:`_Nvtx`), in a forked process where ``pyprof parse`` owns the
+process, while this one reads the kernels. Facts about the layouts live in :mod:`pyprof.parse.schema`;
+GPU names in :mod:`pyprof.parse.gpus`.
 
 Tables and columns are those the export has (:mod:`pyprof.parse.db` reflects them): an absent optional
 column reads as nulls (one warning names those that every nsys version writes), an absent kernel or
@@ -15,15 +18,41 @@ copy ``start``/``end`` is a one-line error, and NVTX_EVENTS without its times or
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import pickle
 import re
+import sqlite3
+import tempfile
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 
+from pyprof import process
 from pyprof.errors import NoKernelsError
+from pyprof.parse import decode as dec
 from pyprof.parse import fetch, schema
-from pyprof.parse.assemble import Prepared, PreparedSource, Stats, join_first, take
-from pyprof.parse.db import Database, LayoutError, absent_optional, absent_warning, as_text
+from pyprof.parse.assemble import (
+    Activities,
+    PreparedSource,
+    RangeWindow,
+    Stats,
+    Streamed,
+    group_codes,
+    join_first,
+    take,
+)
+from pyprof.parse.db import (
+    Database,
+    LayoutError,
+    absent_optional,
+    absent_warning,
+    as_text,
+    damaged,
+    sqlite_uri,
+    translate_errors,
+)
 from pyprof.parse.demangle import demangle
 from pyprof.parse.gpus import nsys_gpu_names
 
@@ -68,6 +97,12 @@ def _expr(present: set, col: str) -> str:
     return f'IFNULL("{col}", -1)' if col in present else "-1"
 
 
+def _raw(db: Database, table: str, names: list[str]) -> str:
+    """:func:`_cols` for the Arrow reader: present columns as they are (nulls read as -1), absent as -1."""
+    present = set(db.columns(table))
+    return ", ".join(f'"{c}"' if c in present else "-1" for c in names)
+
+
 def _fits(exprs: list[str], bits: int) -> str:
     """SQL: every expression (ints, -1 for null) within [-1, 2**bits - 2], i.e. ``expr + 1`` fits in ``bits``."""
     return " AND ".join(f"({e}) BETWEEN -1 AND {(1 << bits) - 2}" for e in exprs)
@@ -87,17 +122,15 @@ def _unpack(col: np.ndarray, n: int, bits: int) -> list[np.ndarray]:
     return [((col >> (bits * (n - 1 - i))) & mask) - 1 for i in range(n)]
 
 
-#: Python's sqlite3 builds one int object per value read, so kernel and NVTX rows are read with small
-#: columns packed several to a 64-bit integer (each checked in SQL to fit; -1 where not, and then read
-#: again unpacked)
+#: Python's sqlite3 builds one int object per value read, so kernel rows are read with small columns
+#: packed several to a 64-bit integer (each checked in SQL to fit; -1 where not, and then read again
+#: unpacked)
 GRID_BITS = 17
-ID_BITS = 31
 
 KERNEL_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "shortName", "demangledName",
                "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
 COPY_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind"]
 API_COLS = ["start", "end", "globalTid", "correlationId", "nameId"]
-NVTX_COLS = ["globalTid", "start", "end", "textId", "domainId", "eventType"]
 
 
 def _optional_columns() -> dict[str, list[str]]:
@@ -111,20 +144,6 @@ def _optional_columns() -> dict[str, list[str]]:
         schema.NSYS_MEMSET: [c for c in COPY_COLS if c not in essential[schema.NSYS_MEMSET] and c != "copyKind"],
         schema.NSYS_RUNTIME: list(API_COLS),
     }
-
-
-def _duplicated(thread: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """True for rows whose (thread, end) pair occurs more than once."""
-    if not len(end):
-        return np.zeros(0, dtype=bool)
-    # one int64 key per (thread, end) where it fits (a hash on one column), else both columns
-    tcodes, tuniq = pd.factorize(thread)
-    nt = len(tuniq)
-    if nt <= 1:
-        return pd.Series(end).duplicated(keep=False).to_numpy()
-    if end.min() >= 0 and end.max() < (1 << 62) // nt:
-        return pd.Series(end * nt + tcodes).duplicated(keep=False).to_numpy()
-    return pd.DataFrame({"t": thread, "e": end}).duplicated(keep=False).to_numpy()
 
 
 def _kernel_select(db: Database) -> str:
@@ -156,59 +175,480 @@ def _kernel_unpack(k: np.ndarray) -> dict[str, np.ndarray] | None:
     return kc
 
 
-def _nvtx_select(db: Database, packed: bool) -> tuple[str, int]:
-    """NVTX select list: rowid and :data:`NVTX_COLS`; packed (rowid with eventType 59/60, textId with
-    domainId) when the caller knows eventType is 59 or 60 and rowids are small and non-negative."""
-    if not packed:
-        return f"rowid, {_cols(db, schema.NSYS_NVTX, NVTX_COLS)}", len(NVTX_COLS) + 1
-    present = set(db.columns(schema.NSYS_NVTX))
-    e = {c: _expr(present, c) for c in NVTX_COLS}
-    return (f'(rowid << 1) | (eventType = {schema.NVTX_START_END}), {e["globalTid"]}, {e["start"]}, {e["end"]}, '
-            f'{_pack([e["textId"], e["domainId"]], ID_BITS)}', 5)
+
+#: NVTX range rows per window: the ranges held at a time (with those still open from before), whatever
+#: the size of the export (see :class:`pyprof.parse.assemble.Streamed`)
+WINDOW_ROWS = 1 << 19
+#: NVTX_EVENTS is read in rowid slices of this many rows (at least), one query each
+SLICE_ROWS = 1 << 19
+#: windows kept in memory up to this many bytes between the scan and the records; the rest wait in a
+#: temporary file
+SPILL_BYTES = 256 << 20
+#: (thread, end) of a range as one int64 where the end fits 47 bits and there are < 2**16 threads
+_KEY_SHIFT = 16
+_NULL = np.iinfo(np.int64).min  # a null domainId (a domain row's -1 is an id)
 
 
-def _nvtx_columns(parts: list[np.ndarray], packed: bool) -> dict | None:
-    """NVTX row blocks (read in slices) -> the columns :meth:`NsysSource._terminated` needs (globalTid,
-    end, eventType) as whole arrays, the blocks kept for the rest (:func:`_nvtx_kept`: only the rows
-    that stay are copied out). None if a packed value did not fit."""
-    if not parts:
-        parts = [np.zeros((0, 5 if packed else len(NVTX_COLS) + 1), dtype=np.int64)]
+class _Nvtx:
+    """NVTX_EVENTS read in one pass, the ranges then handed out window by window.
 
-    def col(j: int) -> np.ndarray:
-        return np.concatenate([p[:, j] for p in parts])
+    The pass reads the range rows' integers and messages (and the rowids of the domain rows, read
+    after) one rowid slice at a time, in the table's order, and cuts them into windows of
+    :data:`WINDOW_ROWS` ranges, kept in memory or, past :data:`SPILL_BYTES`, in a temporary file. When
+    it is done, the never-popped push ranges (rows sharing their (thread, end) with another: see
+    :meth:`_dropped`) are known, and the windows go out without them. Windows need the rows in start
+    order (as nsys writes them); where they are not, the export's ranges are one window.
 
-    if packed:
-        if any((p[:, 4] < 0).any() for p in parts):
-            return None
-        etype = np.concatenate([np.where(p[:, 0] & 1, schema.NVTX_START_END, schema.NVTX_PUSH_POP) for p in parts])
-    else:
-        etype = col(6)
-    return {"globalTid": col(1), "end": col(3), "eventType": etype, "_parts": parts, "_packed": packed}
+    Messages are text (``text``, one copy per range: a plain ``nvtxRangePushA`` message) or registered
+    strings (``textId`` into StringIds). Each slice's query joins the text to a table of the messages
+    met in the slices before (``temp.pyprof_text``, in SQLite): a known message comes back as its
+    number, only a new one as bytes, decoded once as :func:`pyprof.parse.db.as_text` decodes it -- no
+    Python object per range. The Arrow reader reads the pass where it can, sqlite3 where not."""
+
+    #: messages kept in ``temp.pyprof_text`` at most (where they do not repeat, the table stops growing)
+    KNOWN_MAX = 1 << 16
+
+    def __init__(self, path: str, cols: list[str], strings: dict[int, str], arrow: bool):
+        self.path, self.strings, self.arrow = path, strings, arrow
+        c = set(cols)
+        self.has_type, self.has_text = "eventType" in c, "text" in c
+        self.has_text_id, self.has_domain = "textId" in c, "domainId" in c
+        self.has_domains = self.has_type and self.has_domain
+        self.threads: dict[int, int] = {}
+        self.dups = np.zeros(0, dtype=np.int64)
+        self.dup_pairs: set | None = None  # (thread, end) pairs, where keys do not fit
+        self.dnames: dict[int, str] = {}
+        self.kept = self.dropped = 0
+        self.known: list[bytes] = []  # the messages in temp.pyprof_text, by number
+        self.known_str: list[str] = []
+        self._known_set: dict[bytes, None] = {}
+        self._reader: fetch.ArrowReader | None = None
+        self._sqlite = None
+        self._synced: dict[str, int] = {}  # per connection: how many of `known` its table holds
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget what a pass read (before it starts again through sqlite3)."""
+        self._windows: list = []  # a window's payload, or its offset in the spill file
+        self._spill = None
+        self._held = 0
+        self._keys: list = []
+        self._pairs: list | None = None
+        self._ordered, self._prev = True, None
+        self._domain_rows: list[int] = []
+        self._open()
+
+    def _open(self) -> None:
+        self._cur = {c: [] for c in ("thread", "start", "end", "etype", "kind", "value", "domain")}
+        self._cur_n = 0
+        self._cur_texts: dict[bytes, int] = {}
+
+    def rng(self, t: str = "") -> str:
+        """SQL: a range row (``t``: the table's alias and a dot)."""
+        types = ",".join(str(x) for x in schema.NVTX_RANGE_TYPES)
+        return (f"{t}eventType IN ({types}) AND " if self.has_type else "") + \
+            f'{t}"end" IS NOT NULL AND {t}start IS NOT NULL AND {t}globalTid IS NOT NULL'
+
+    # -- connections --------------------------------------------------------------------------------
+    def _arrow(self) -> fetch.ArrowReader | None:
+        if self.arrow and self._reader is None:
+            try:
+                self._reader = fetch.ArrowReader(self.path)
+            except Exception:  # noqa: BLE001 - the extra absent or failing: sqlite3 reads instead
+                self.arrow = False
+        return self._reader
+
+    def _sqlite3(self):
+        if self._sqlite is None:
+            with translate_errors(self.path):
+                self._sqlite = sqlite3.connect(sqlite_uri(self.path), uri=True, check_same_thread=False)
+            self._sqlite.text_factory = bytes
+        return self._sqlite
+
+    def close(self) -> None:
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                self._reader.close()
+            self._reader = None
+        if self._sqlite is not None:
+            self._sqlite.close()
+            self._sqlite = None
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def _known_table(self, run, tag: str) -> None:
+        """``temp.pyprof_text`` on a connection (``run``: runs a statement there), up to date."""
+        have = self._synced.get(tag)
+        if have is None:
+            run("CREATE TEMP TABLE IF NOT EXISTS pyprof_text (id INTEGER PRIMARY KEY, t TEXT UNIQUE)")
+            have = 0
+        for i in range(have, len(self.known), 500):
+            run("INSERT INTO temp.pyprof_text (id, t) VALUES " + ", ".join(
+                f"({j}, CAST(X'{self.known[j].hex()}' AS TEXT))" for j in range(i, min(i + 500, len(self.known)))))
+        self._synced[tag] = len(self.known)
+
+    # -- the pass -----------------------------------------------------------------------------------
+    def _slice_sql(self, cond: str, arrow: bool) -> str:
+        # a domain row's rowid stands in its start (its domain and message are read after, by rowid)
+        start = f"iif(n.eventType = {schema.NVTX_DOMAIN_CREATE}, n.rowid, n.start)" if self.has_domains else "n.start"
+        cols = ["n.globalTid", start, 'n."end"', "n.textId" if self.has_text_id else "NULL",
+                "n.domainId" if self.has_domain else "NULL", "n.eventType" if self.has_type else "NULL"]
+        join = ""
+        if self.has_text:
+            # a known message as its number; a new one as bytes (a REAL as X'00': the pass is then read
+            # by sqlite3, which gives the value as Python has it)
+            cols += ["k.id", "CASE WHEN k.id IS NULL THEN iif(typeof(n.text) = 'real', X'00', n.text) END" if arrow
+                     else "CASE WHEN k.id IS NULL THEN n.text END"]
+            join = " LEFT JOIN temp.pyprof_text k ON k.t = n.text"
+        extra = f" OR n.eventType = {schema.NVTX_DOMAIN_CREATE}" if self.has_domains else ""
+        sql = (f'SELECT {", ".join(cols)} FROM "{schema.NSYS_NVTX}" n{join} WHERE {cond} AND '
+               f'(({self.rng("n.")}){extra})')
+        if arrow:  # a first row that types every column (the driver types a column by its first values)
+            first = ["0"] * 6 + (["0", "X''"] if self.has_text else [])
+            sql = f"SELECT {', '.join(first)} UNION ALL {sql}"
+        return sql
+
+    def _slices(self) -> list[str]:
+        with Database(self.path) as db:
+            lo, hi = fetch.rowids(db, schema.NSYS_NVTX)
+        if lo is None:
+            return []
+        step = max(SLICE_ROWS, WINDOW_ROWS)
+        return [f"n.rowid >= {a} AND n.rowid < {a + step}" for a in range(int(lo), int(hi) + 1, step)]
+
+    def _read_arrow(self, cond: str):
+        """A slice's batches through ADBC (see :meth:`_read_sqlite`)."""
+        reader = self._arrow()
+        self._known_table(reader.run, "arrow")
+        out = []
+        s = 1  # (the first row only types the columns)
+        for view in reader.batches(self._slice_sql(cond, True)):
+            ints = [fetch.arrow_ints(view, j, _NULL if j == 4 else -1)[s:] for j in range(6)]
+            kid, rows, vals = None, np.zeros(0, np.int64), []
+            if self.has_text:
+                kid = fetch.arrow_ints(view, 6, -1)[s:]
+                rows, vals = fetch.arrow_bytes(view, 7)
+                if s:
+                    rows, vals = rows[1:] - 1, vals[1:]
+                if any(v == b"\x00" for v in vals):
+                    raise _RealText
+            s = 0
+            out.append((ints, kid, rows, vals))
+        return out
+
+    def _read_sqlite(self, cond: str):
+        """A slice's batches: the int columns (thread, start, end, textId, domainId, eventType; -1 for
+        null, a null domainId :data:`_NULL`) and, with text, the number of each row's known message (-1:
+        none) and the rows and bytes of the new ones."""
+        con = self._sqlite3()
+        out = []
+        with translate_errors(self.path):
+            if self.has_text:
+                self._known_table(con.execute, "sqlite3")
+            cur = con.execute(self._slice_sql(cond, False))
+            while rows := cur.fetchmany(fetch.BATCH):
+                cols = list(zip(*rows, strict=True))
+                try:
+                    ints = [np.array([(_NULL if j == 4 else -1) if v is None else v for v in c], dtype=np.int64)
+                            for j, c in enumerate(cols[:6])]
+                    kid = np.array([-1 if v is None else v for v in cols[6]], dtype=np.int64) if self.has_text \
+                        else None
+                except (TypeError, ValueError, OverflowError):
+                    raise damaged(self.path, "an integer column holds text or a blob") from None
+                at, vals = [], []
+                if self.has_text:
+                    at = [i for i, v in enumerate(cols[7]) if v is not None]
+                    vals = [v if type(v) is bytes else as_text(v).encode("utf-8", "surrogatepass")
+                            for v in (cols[7][i] for i in at)]
+                out.append((ints, kid, np.array(at, dtype=np.int64), vals))
+        return out
+
+    def scan(self) -> None:
+        """The pass (see the class)."""
+        slices = self._slices()
+        if self._arrow() is not None:
+            try:
+                for cond in slices:
+                    for batch in self._read_arrow(cond):
+                        self._take(*batch)
+                    self._learn()
+                self._finish()
+                return
+            except Exception:  # noqa: BLE001 - any failure of the Arrow path (or a REAL message): sqlite3
+                self.arrow = False
+                if self._spill is not None:
+                    self._spill.close()
+                self._reset()
+        for cond in slices:
+            for batch in self._read_sqlite(cond):
+                self._take(*batch)
+            self._learn()
+        self._finish()
+
+    def _take(self, ints: list, kid, new_rows: np.ndarray, new_vals: list) -> None:
+        """One batch of the pass: domain rows aside, range rows into the windows."""
+        thread, start, end, text_id, domain, etype = ints
+        kind = np.where(text_id >= 0, 3, 0)
+        value = text_id
+        if kid is not None:
+            kind = np.where(kid >= 0, 1, kind)
+            value = np.where(kid >= 0, kid, value)
+            kind[new_rows] = 2
+        if self.has_domains:
+            dom = etype == schema.NVTX_DOMAIN_CREATE
+            if dom.any():
+                self._domain_rows += start[dom].tolist()
+                keep = np.flatnonzero(~dom)
+                pos = np.full(len(dom), -1, dtype=np.int64)
+                pos[keep] = np.arange(len(keep))
+                new_at = pos[new_rows]
+                new_vals = [v for v, p in zip(new_vals, new_at.tolist(), strict=True) if p >= 0]
+                new_rows = new_at[new_at >= 0]
+                thread, start, end, domain, etype, kind, value = (
+                    x[keep] for x in (thread, start, end, domain, etype, kind, value))
+        n = len(thread)
+        if not n:
+            return
+        if self._ordered and ((self._prev is not None and start[0] < self._prev) or (np.diff(start) < 0).any()):
+            self._ordered = False
+        self._prev = int(start[-1])
+        self._key(thread, end)
+        # cut into windows of WINDOW_ROWS ranges
+        lo = 0
+        while lo < n:
+            hi = min(n, lo + WINDOW_ROWS - self._cur_n)
+            sel = slice(lo, hi)
+            value = value.copy() if lo == 0 else value
+            at = (new_rows >= lo) & (new_rows < hi)
+            if at.any():
+                value[new_rows[at]] = _intern([v for v, a in zip(new_vals, at.tolist(), strict=True) if a],
+                                              self._cur_texts)
+            for c, x in (("thread", thread), ("start", start), ("end", end), ("etype", etype), ("kind", kind),
+                         ("value", value), ("domain", domain)):
+                self._cur[c].append(x[sel])
+            self._cur_n += hi - lo
+            lo = hi
+            if self._cur_n >= WINDOW_ROWS:
+                self._close()
+
+    def _key(self, thread: np.ndarray, end: np.ndarray) -> None:
+        """Keep (thread, end) of each range row, for :meth:`_finish` to find those that repeat."""
+        tc = self._codes(thread)
+        if self._pairs is None and (len(self.threads) >= 1 << _KEY_SHIFT or end.min() < 0 or
+                                    end.max() >= 1 << (62 - _KEY_SHIFT)):
+            back = np.empty(len(self.threads), dtype=np.int64)
+            back[list(self.threads.values())] = list(self.threads)
+            self._pairs = [(t, e) for k in self._keys for t, e in
+                           zip(back[k & ((1 << _KEY_SHIFT) - 1)].tolist(), (k >> _KEY_SHIFT).tolist(), strict=True)]
+            self._keys = []
+        if self._pairs is None:
+            self._keys.append((end << _KEY_SHIFT) | tc)
+        else:
+            self._pairs += zip(thread.tolist(), end.tolist(), strict=True)
+
+    def _learn(self) -> None:
+        """The open window's new messages join the known ones (up to :data:`KNOWN_MAX`): the slices
+        after find them in ``temp.pyprof_text``."""
+        for raw in self._cur_texts:
+            if len(self.known) >= self.KNOWN_MAX:
+                break
+            if raw not in self._known_set:
+                self._known_set[raw] = None
+                self.known.append(raw)
+                self.known_str.append(raw.decode("utf-8", "replace"))
+
+    def _close(self) -> None:
+        """The open window is full (or the pass is done): keep it, in memory or in the spill file."""
+        if not self._cur_n:
+            return
+        self._learn()
+        cols = {c: np.concatenate(v) for c, v in self._cur.items()}
+        payload = (cols, [raw.decode("utf-8", "replace") for raw in self._cur_texts])
+        size = sum(x.nbytes for x in cols.values()) + sum(len(t) for t in payload[1])
+        if self._held + size <= SPILL_BYTES:
+            self._windows.append(payload)
+            self._held += size
+        else:
+            if self._spill is None:
+                self._spill = tempfile.TemporaryFile(prefix="pyprof-nvtx-")
+            self._windows.append(self._spill.tell())
+            pickle.dump(payload, self._spill, protocol=pickle.HIGHEST_PROTOCOL)
+        self._open()
+
+    def _finish(self) -> None:
+        self._close()
+        if self._pairs is None:
+            k = np.concatenate(self._keys) if self._keys else np.zeros(0, dtype=np.int64)
+            self._keys = []
+            k.sort()
+            self.dups = np.unique(k[1:][k[1:] == k[:-1]])
+        else:
+            seen: set = set()
+            self.dup_pairs = set()
+            for p in self._pairs:
+                if p in seen:
+                    self.dup_pairs.add(p)
+                seen.add(p)
+            self._pairs = None
+        if self._domain_rows:
+            self._domains(self._domain_rows)
+
+    def _codes(self, thread: np.ndarray) -> np.ndarray:
+        """Small codes for thread ids (numbered as first seen)."""
+        codes, uniq = pd.factorize(thread)
+        m = np.array([self.threads.setdefault(t, len(self.threads)) for t in np.asarray(uniq).tolist()],
+                     dtype=np.int64)
+        return m[codes] if len(m) else codes.astype(np.int64)
+
+    def _domains(self, rowids: list[int]) -> None:
+        """eventType 75 rows name a domain id (the first one of an id wins)."""
+        text = "text" if self.has_text else "NULL"
+        tid = '"textId"' if self.has_text_id else "NULL"
+        with Database(self.path) as db:
+            for i in range(0, len(rowids), 10_000):
+                ids = ",".join(str(r) for r in rowids[i:i + 10_000])
+                for _gt, did, text_v, tid_v in db.execute(f'SELECT globalTid, domainId, {text}, {tid} FROM '
+                                                          f'"{schema.NSYS_NVTX}" WHERE rowid IN ({ids}) ORDER BY rowid'):
+                    name = as_text(text_v) if text_v is not None else self.strings.get(tid_v)
+                    if type(did) is int and name is not None:  # (a damaged row may hold no integer)
+                        self.dnames.setdefault(int(did), name)
+
+    def _dropped(self, thread: np.ndarray, end: np.ndarray, etype: np.ndarray) -> np.ndarray:
+        """True for push ranges the program never popped.
+
+        nsys ends such ranges when the capture (or the process) ends, so several of them share one end
+        timestamp on one thread -- which popped ranges cannot do: a program cannot pop two ranges in the
+        same nanosecond. Kept, they would be "open" around every later kernel (mmagic net.sqlite has
+        1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised); so push/pop ranges that
+        share their (thread, end) with another are left out, with a warning.
+        """
+        push = etype == schema.NVTX_PUSH_POP
+        if self.dup_pairs is not None:
+            return push & np.array([(t, e) in self.dup_pairs for t, e in zip(thread.tolist(), end.tolist(),
+                                                                               strict=True)], dtype=bool)
+        if not len(self.dups) or not push.any():
+            return np.zeros(len(end), dtype=bool)
+        k = (end << _KEY_SHIFT) | self._codes(thread)
+        pos = np.minimum(np.searchsorted(self.dups, k), len(self.dups) - 1)
+        return push & (self.dups[pos] == k)
+
+    # -- the windows --------------------------------------------------------------------------------
+    def _payloads(self):
+        for w in self._windows:
+            if isinstance(w, int):
+                self._spill.seek(w)
+                yield pickle.load(self._spill)  # noqa: S301 - this process's own temporary file
+            else:
+                yield w
+
+    def windows(self) -> Iterator[RangeWindow]:
+        """The windows, in time order (after :meth:`scan`); at least one."""
+        payloads = self._payloads()
+        if not self._ordered and len(self._windows) > 1:
+            payloads = iter([_merge(list(payloads))])
+        prev = next(payloads, None)
+        if prev is None:
+            yield RangeWindow(*(np.zeros(0, np.int64) for _ in range(5)), [], None)
+            return
+        for nxt in payloads:
+            yield self._window(*prev, t_hi=int(nxt[0]["start"][0]))
+            prev = nxt
+        yield self._window(*prev, t_hi=None)
+
+    def _window(self, cols: dict, texts: list, t_hi: int | None) -> RangeWindow:
+        drop = self._dropped(cols["thread"], cols["end"], cols["etype"])
+        if drop.any():
+            self.dropped += int(drop.sum())
+            cols = {c: x[~drop] for c, x in cols.items()}
+        thread, kind, value = cols["thread"], cols["kind"], cols["value"]
+        n = len(thread)
+        gidx = np.arange(self.kept, self.kept + n, dtype=np.int64)
+        self.kept += n
+        dom = np.maximum(cols["domain"], 0)
+        label, first = group_codes([kind, value, dom])
+        labels = []
+        for k, v, d in zip(kind[first].tolist(), value[first].tolist(), dom[first].tolist(), strict=True):
+            s = self.known_str[v] if k == 1 else texts[v] if k == 2 else self.strings.get(v) if k == 3 else None
+            labels.append((s, None if d == 0 else self.dnames.get(d, f"domain {d}")))
+        return RangeWindow(thread, cols["start"], cols["end"], gidx, label, labels, t_hi)
+
+    # -- PyTorch <= 1.x emit_nvtx anywhere? ----------------------------------------------------------
+    def legacy_texts(self) -> bool:
+        """Whether a kept range's message shows PyTorch <= 1.x emit_nvtx
+        (:func:`pyprof.parse.decode.looks_like_legacy_emit_nvtx`): the rows whose message could (SQL on
+        the whole table), each then checked."""
+        ids = [k for k, v in self.strings.items() if v and dec.looks_like_legacy_emit_nvtx([v])]
+        conds = []
+        if self.has_text:
+            conds.append("(text IS NOT NULL AND (instr(text, 'Backward') > 0 OR text GLOB 'N5torch8autograd*' OR "
+                         "text = 'CudaTransfer'))")
+        if ids and self.has_text_id:
+            no_text = "text IS NULL AND " if self.has_text else ""
+            conds.append(f'({no_text}"textId" IN ({",".join(str(i) for i in ids)}))')
+        if not conds:
+            return False
+        text = "text" if self.has_text else "NULL"
+        tid = '"textId"' if self.has_text_id else "NULL"
+        etype = "IFNULL(eventType, -1)" if self.has_type else "-1"
+        with Database(self.path) as db:
+            rows = db.execute(f'SELECT IFNULL(globalTid, -1), IFNULL("end", -1), {etype}, {text}, {tid} '
+                              f'FROM "{schema.NSYS_NVTX}" WHERE {self.rng()} AND ({" OR ".join(conds)})')
+        for gt, end, et, text_v, tid_v in rows:
+            if self._dropped(np.array([gt], np.int64), np.array([end], np.int64), np.array([et], np.int64))[0]:
+                continue
+            t = as_text(text_v) if text_v is not None else self.strings.get(tid_v)
+            if dec.looks_like_legacy_emit_nvtx([t]):
+                return True
+        return False
 
 
-def _nvtx_kept(cols: dict, keep: np.ndarray) -> dict[str, np.ndarray]:
-    """Every column (rowid and :data:`NVTX_COLS`) of the rows ``keep`` selects."""
-    parts, packed = cols["_parts"], cols["_packed"]
-    every = bool(keep.all())
-    bounds = np.cumsum([0, *(len(p) for p in parts)]).tolist()
+class _RealText(Exception):
+    """A message stored as a REAL: the Arrow reader gives it as SQLite formats it, so sqlite3 reads."""
 
-    def col(j: int) -> np.ndarray:
-        if every:
-            return np.concatenate([p[:, j] for p in parts])
-        return np.concatenate([p[:, j][keep[lo:hi]] for p, lo, hi in zip(parts, bounds, bounds[1:], strict=False)])
 
-    out = {c: (cols[c] if every else cols[c][keep]) for c in ("globalTid", "end", "eventType")}
-    out["start"] = col(2)
-    if packed:
-        out["rowid"] = col(0) >> 1
-        out["textId"], out["domainId"] = _unpack(col(4), 2, ID_BITS)
-    else:
-        out["rowid"], out["textId"], out["domainId"] = col(0), col(4), col(5)
-    return out
+def _merge(payloads: list) -> tuple:
+    """Windows read from a table not in start order, as one (this-window text numbers renumbered)."""
+    texts: list = []
+    parts = []
+    for cols, t in payloads:
+        value = np.where(cols["kind"] == 2, cols["value"] + len(texts), cols["value"])
+        parts.append({**cols, "value": value})
+        texts += t
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}, texts
+
+
+def _intern(values: list, table: dict) -> np.ndarray:
+    """Codes of ``values`` (bytes) in ``table`` (value -> code, grown as new ones come): hashed in
+    pandas, so that only the distinct values of a batch meet Python code."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    codes, uniq = pd.factorize(arr)
+    m = np.array([table.setdefault(u, len(table)) for u in uniq.tolist()], dtype=np.int64)
+    return m[codes] if len(m) else codes.astype(np.int64)
+
+
+def _reader_child(nvtx: _Nvtx, conn) -> None:
+    """The forked reader: scans, then sends every window, then what it counted."""
+    try:
+        nvtx.scan()
+        conn.send(("scan", (nvtx.threads, nvtx.dups, nvtx.dup_pairs, nvtx.known_str)))
+        for win in nvtx.windows():
+            conn.send(("window", win))
+        conn.send(("end", (nvtx.kept, nvtx.dropped)))
+        nvtx.close()
+    except BaseException as exc:  # noqa: BLE001 - handed to the parent, which raises it
+        try:
+            conn.send(("error", exc))
+        except Exception:  # noqa: BLE001 - an exception that does not pickle
+            conn.send(("error", RuntimeError(f"the NVTX reader failed: {exc!r}")))
+    finally:
+        conn.close()
 
 
 class NsysSource(PreparedSource):
-    """An Nsight Systems export. ``records()``/``lines()`` read everything, then stream records."""
+    """An Nsight Systems export. ``records()``/``lines()`` read the kernels, then stream records while
+    the NVTX ranges are read window by window."""
 
     kind = "nsys"
 
@@ -218,9 +658,8 @@ class NsysSource(PreparedSource):
         self.version = nsys_version(self.db)
         self.warnings: list[str] = []
         self.stats = Stats(warnings=self.warnings)
-        self._packed_nvtx = False
-        self._packed_kernel = False
-        self._unpacked: dict[str, list] = {}
+        self._nvtx: _Nvtx | None = None
+        self._forked: tuple | None = None
 
     # -- reading ---------------------------------------------------------------------------------
     def _check_layout(self, has_nvtx_rows: bool) -> None:
@@ -237,7 +676,7 @@ class NsysSource(PreparedSource):
             self.warnings.append(f"table {schema.NSYS_NVTX} has no column {lacking[0]!r}: its NVTX ranges cannot "
                                  "be rebuilt")
 
-    def _tasks(self) -> tuple[list, dict]:
+    def _counts(self) -> dict[str, int]:
         db = self.db
         # the big tables' sizes from their rowid ranges (only ever compared with 0 and with the
         # parallel threshold); the small copy tables counted
@@ -249,48 +688,30 @@ class NsysSource(PreparedSource):
                 "profile with `nsys profile --trace=cuda,nvtx` and run some GPU work",
             )
         self._check_layout(bool(counts[schema.NSYS_NVTX]))
-        parallel = sum(counts.values()) >= fetch.PARALLEL_MIN_ROWS
-        split = 2 if parallel else 1
-        columnar = fetch.arrow_available() and sum(counts.values()) >= fetch.ARROW_MIN_ROWS
+        return counts
+
+    def _tasks(self, counts: dict[str, int], split: int, columnar: bool) -> tuple[list, dict]:
+        """The reads of kernels, copies and API calls (:mod:`pyprof.parse.fetch` tasks), by name."""
+        db = self.db
         tasks, where = [], {}
 
         def add(name, task):
             where.setdefault(name, []).append(len(tasks))
             tasks.append(task)
 
-        ncols = db.columns(schema.NSYS_NVTX)
-        has_nvtx = counts[schema.NSYS_NVTX] and set(schema.NSYS_NVTX_NEEDS) <= set(ncols)
-        if has_nvtx:
-            types = ",".join(str(t) for t in schema.NVTX_RANGE_TYPES)
-            rng = (f"eventType IN ({types}) AND " if "eventType" in ncols else "") + \
-                '"end" IS NOT NULL AND start IS NOT NULL AND globalTid IS NOT NULL'
-            lo, hi = fetch.rowids(db, schema.NSYS_NVTX)
-            # packing only pays where sqlite3 builds the Python ints; the Arrow reader takes plain columns
-            packed = not columnar and "eventType" in ncols and lo is not None and lo >= 0 and hi < (1 << 61)
-            self._unpacked["nvtx"] = []
-            rows = fetch.slice_rows(counts[schema.NSYS_NVTX], split)
-            for cond in fetch.slices(db, schema.NSYS_NVTX, split):
-                what, n = _nvtx_select(db, packed)
-                add("nvtx", fetch.Task("ints", f'SELECT {what} FROM "{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', n,
-                                       rows))
-                what, n = _nvtx_select(db, False)
-                self._unpacked["nvtx"].append(
-                    fetch.Task("ints", f'SELECT {what} FROM "{schema.NSYS_NVTX}" WHERE {cond} AND {rng}', n))
-            self._packed_nvtx = packed
-        self._unpacked["kernel"] = []
         rows = fetch.slice_rows(counts[schema.NSYS_KERNEL], split)
         for cond in fetch.slices(db, schema.NSYS_KERNEL, split):
-            plain = fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
-                                       f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS), rows)
-            add("kernel", plain if columnar else
+            add("kernel", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
+                                             f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS), rows,
+                                     f'SELECT {_raw(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
+                                     f'"{schema.NSYS_KERNEL}" WHERE {cond}')
+                if columnar else
                 fetch.Task("ints", f'SELECT {_kernel_select(db)} FROM "{schema.NSYS_KERNEL}" WHERE {cond}',
                            KERNEL_PACKED))
-            self._unpacked["kernel"].append(plain)
-        self._packed_kernel = not columnar
         for table, name in ((schema.NSYS_MEMCPY, "memcpy"), (schema.NSYS_MEMSET, "memset")):
             if counts[table]:
                 add(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS),
-                                     counts[table]))
+                                     counts[table], f'SELECT {_raw(db, table, COPY_COLS)} FROM "{table}"'))
         rcols = db.columns(schema.NSYS_RUNTIME)
         # the API calls some activity correlates to (none where either side lacks correlationId)
         sources = [f'SELECT correlationId FROM "{t}"' for t in (schema.NSYS_KERNEL, schema.NSYS_MEMCPY,
@@ -302,142 +723,215 @@ class NsysSource(PreparedSource):
                 conds.append(f"(eventClass IN {schema.API_EVENT_CLASSES} OR eventClass IS NULL)")
             conds.append(f"correlationId IN ({' UNION ALL '.join(sources)})")
             for cond in fetch.slices(db, schema.NSYS_RUNTIME, split):
-                add("api", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM '
-                                              f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}',
-                                      len(API_COLS), fetch.slice_rows(counts[schema.NSYS_RUNTIME], split)))
-        if has_nvtx and "text" in ncols and "eventType" in ncols and "domainId" in ncols:
-            # text messages and domain names in one scan (split in :meth:`_load`; disjoint: rng needs
-            # eventType 59/60)
-            add("nvtx_meta", fetch.Task("rows", f'SELECT rowid, eventType, globalTid, domainId, text, '
-                                                f'{"textId" if "textId" in ncols else "NULL"} FROM '
-                                                f'"{schema.NSYS_NVTX}" WHERE (text IS NOT NULL AND {rng}) OR '
-                                                f"eventType = {schema.NVTX_DOMAIN_CREATE}"))
-        elif has_nvtx:
-            if "text" in ncols:
-                add("nvtx_text", fetch.Task("rows", f'SELECT rowid, text FROM "{schema.NSYS_NVTX}" WHERE '
-                                                    f"text IS NOT NULL AND {rng}"))
-            if "eventType" in ncols and "domainId" in ncols:
-                text = "text" if "text" in ncols else "NULL"
-                add("domains", fetch.Task("rows", f'SELECT globalTid, domainId, {text}, '
-                                                  f'{"textId" if "textId" in ncols else "NULL"} FROM '
-                                                  f'"{schema.NSYS_NVTX}" WHERE eventType = {schema.NVTX_DOMAIN_CREATE}'))
-        return tasks, where, parallel
+                where_ = f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}'
+                add("api", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM {where_}',
+                                      len(API_COLS), fetch.slice_rows(counts[schema.NSYS_RUNTIME], split),
+                                      f'SELECT {_raw(db, schema.NSYS_RUNTIME, API_COLS)} FROM {where_}'))
+        return tasks, where
 
-    def _load(self) -> Prepared:
+    def _load(self) -> Streamed:
         db = self.db
         strings = db.strings(schema.NSYS_STRINGS)
-        tasks, where, parallel = self._tasks()
-        res = fetch.run(db, tasks, parallel)
-        for i in where.pop("nvtx_meta", []):
-            texts, doms = [], []
-            for rowid, etype, gt, did, text, tid in res[i]:
-                if etype == schema.NVTX_DOMAIN_CREATE:
-                    doms.append((gt, did, text, tid))
-                else:
-                    texts.append((rowid, text))
-            where["nvtx_text"], where["domains"] = [len(res)], [len(res) + 1]
-            res += [texts, doms]
+        counts = self._counts()
+        parallel = sum(counts.values()) >= fetch.PARALLEL_MIN_ROWS and process.can_fork()
+        columnar = fetch.arrow_available() and sum(counts.values()) >= fetch.ARROW_MIN_ROWS
+        windows = self._ranges(strings, counts, parallel, columnar)
+        try:
+            # the kernels are read here while a forked reader (if any) reads the ranges; without one,
+            # in two forked workers where it pays
+            alone = parallel and self._forked is None
+            tasks, where = self._tasks(counts, 2 if alone else 1, columnar)
+            res = fetch.run(db, tasks, alone)
+            acts = self._activities(res, where, strings, columnar)
+        except BaseException:
+            self._stop()
+            raise
+        return Streamed(acts, windows, self.kind, self.stats, resolve_bare=self._legacy_texts)
+
+    def _legacy_texts(self) -> bool:
+        return self._nvtx.legacy_texts() if self._nvtx is not None else False
+
+    def _ranges(self, strings: dict[int, str], counts: dict[str, int], parallel: bool, columnar: bool):
+        """The NVTX range windows (:class:`_Nvtx`), read in a forked process where ``parallel``; a
+        generator that ends with the warnings about them."""
+        db = self.db
+        ncols = db.columns(schema.NSYS_NVTX)
+        has_nvtx = counts[schema.NSYS_NVTX] and set(schema.NSYS_NVTX_NEEDS) <= set(ncols)
+        nvtx = None
+        if has_nvtx:
+            # the Arrow reader takes the text as bytes only where SQLite stores UTF-8 (nsys always does)
+            utf8 = str(db.execute("PRAGMA encoding")[0][0]).upper() == "UTF-8"
+            nvtx = self._nvtx = _Nvtx(self.path, ncols, strings, columnar and utf8)
+        return self._windows(nvtx, parallel)
+
+    def _windows(self, nvtx: _Nvtx | None, parallel: bool) -> Iterator[RangeWindow]:
+        self._forked = self._fork(nvtx) if nvtx is not None and parallel else None
+        return self._window_stream(nvtx, self._forked)
+
+    def _stop(self) -> None:
+        """The reader process (if any) ended, the connections closed."""
+        if self._forked is not None:
+            self._reap(*self._forked)
+            self._forked = None
+        if self._nvtx is not None:
+            self._nvtx.close()
+        self.db.close()
+
+    def _window_stream(self, nvtx: _Nvtx | None, forked) -> Iterator[RangeWindow]:
+        try:
+            if nvtx is None:
+                yield RangeWindow(*(np.zeros(0, np.int64) for _ in range(5)), [], None)
+                kept = dropped = 0
+            elif forked is not None:
+                kept, dropped = yield from self._receive(nvtx, *forked)
+            else:
+                nvtx.scan()
+                yield from nvtx.windows()
+                kept, dropped = nvtx.kept, nvtx.dropped
+        finally:
+            self._stop()
+        if dropped:
+            self.warnings.append(
+                f"{dropped} NVTX push range(s) were never popped by the program (nsys closed them at the end of "
+                "the capture); they are left out of `ranges`")
+        if not kept:
+            self.warnings.append("the export has no NVTX ranges: records carry no ranges, layer or op "
+                                 "(profile with --trace=cuda,nvtx and annotate with pyprof.init())")
+
+    @staticmethod
+    def _fork(nvtx: _Nvtx) -> tuple:
+        """A forked process that runs :meth:`_Nvtx.scan` and sends :meth:`_Nvtx.windows` through a pipe;
+        forked first thing, before this one reads anything big (so it copies little), and reading while
+        this one reads the kernels."""
+        ctx = multiprocessing.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_reader_child, args=(nvtx, send), name="pyprof-nvtx", daemon=True)
+        child.start()
+        send.close()
+        return child, recv
+
+    @staticmethod
+    def _receive(nvtx: _Nvtx, child, recv):
+        while True:
+            try:
+                what, value = recv.recv()
+            except EOFError:
+                raise RuntimeError("the NVTX reader process ended without its results") from None
+            if what == "error":
+                raise value
+            if what == "scan":
+                nvtx.threads, nvtx.dups, nvtx.dup_pairs, nvtx.known_str = value
+            elif what == "window":
+                yield value
+            else:
+                return value
+
+    @staticmethod
+    def _reap(child, recv) -> None:
+        recv.close()
+        child.join(timeout=5)
+        if child.is_alive():
+            child.terminate()
+            child.join()
+
+    def _activities(self, res: list, where: dict, strings: dict[int, str], columnar: bool) -> Activities:
+        """Kernels, copies and their API calls -> :class:`Activities` (in output order)."""
+        db = self.db
 
         def ints(name, ncols):
             parts = [res[i] for i in where.get(name, [])]
-            return np.concatenate(parts) if parts else np.zeros((0, ncols), dtype=np.int64)
+            if len(parts) == 1:
+                return parts[0]  # (column-major, as the readers give it: its columns are contiguous)
+            return np.asfortranarray(np.concatenate(parts)) if parts else np.zeros((0, ncols), dtype=np.int64)
 
-        def names(ids: np.ndarray, fix=None) -> np.ndarray:
-            # each distinct id looked up (and ``fix``-ed) once; a hash factorize, no sort
-            codes, uniq = pd.factorize(ids)
-            vals = [strings.get(u) for u in np.asarray(uniq).tolist()]
-            if fix is not None:
-                vals = [fix(v) for v in vals]
-            out = np.empty(len(vals), dtype=object)
-            out[:] = vals
-            return out[codes]
-
-        if self._packed_kernel:
-            kc = _kernel_unpack(ints("kernel", KERNEL_PACKED))
-        else:
+        if columnar:
             kc = dict(zip(KERNEL_COLS, ints("kernel", len(KERNEL_COLS)).T, strict=True))
+        else:
+            kc = _kernel_unpack(ints("kernel", KERNEL_PACKED))
         if kc is None:  # a grid/block value too big to pack: read the columns one by one
-            k = np.concatenate([*fetch.run(db, self._unpacked["kernel"], False),
-                                np.zeros((0, len(KERNEL_COLS)), dtype=np.int64)])
+            plain = [fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
+                                        f'"{schema.NSYS_KERNEL}"', len(KERNEL_COLS))]
+            k = np.concatenate([*fetch.run(db, plain, False), np.zeros((0, len(KERNEL_COLS)), dtype=np.int64)])
             kc = dict(zip(KERNEL_COLS, k.T, strict=False))
         k_len = len(kc["start"])
-        frames = {"kind": [np.full(k_len, "kernel", dtype=object)]}
         long_ids = np.where(kc["demangledName"] >= 0, kc["demangledName"], kc["mangledName"])
-        frames["kShortName"] = [names(kc["shortName"])]
-        frames["kLongName"] = [names(long_ids, lambda v: demangle(v) if isinstance(v, str) and v.startswith("_Z")
-                                     else v)]
-        for col, src in (("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
-                         ("correlationId", "correlationId"), ("globalPid", "globalPid"), ("gridX", "gridX"),
-                         ("gridY", "gridY"), ("gridZ", "gridZ"), ("blockX", "blockX"), ("blockY", "blockY"),
-                         ("blockZ", "blockZ")):
-            frames[col] = [kc[src]]
-        frames["bytes"] = [np.full(k_len, -1, dtype=np.int64)]
-        frames["copyKind"] = [np.full(k_len, None, dtype=object)]
-        # integer stand-ins for the string columns, so that Prepared.lines groups rows by ints
-        # (assemble.HEAD_IDS / MID_IDS): kind, the name ids, the copy kind
-        frames["_kind"] = [np.zeros(k_len, dtype=np.int64)]
-        frames["_short"] = [kc["shortName"]]
-        frames["_long"] = [long_ids]
-        frames["_copyk"] = [np.full(k_len, -3, dtype=np.int64)]  # (memcpy: its copyKind or -1; memset: -2)
-        for name in ("memcpy", "memset"):
+        cols: dict[str, list] = {c: [np.ascontiguousarray(kc[src])] for c, src in (
+            ("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
+            ("corr", "correlationId"), ("gpid", "globalPid"), ("gridX", "gridX"), ("gridY", "gridY"),
+            ("gridZ", "gridZ"), ("blockX", "blockX"), ("blockY", "blockY"), ("blockZ", "blockZ"))}
+        cols["bytes"] = [np.full(k_len, -1, dtype=np.int64)]
+        # integer stand-ins for what the record says as text: kind (0 kernel, 1 memcpy, 2 memset), the
+        # name ids, the copy kind (memcpy: its copyKind or -1; memset: -2; kernel: -3)
+        cols["_kind"] = [np.zeros(k_len, dtype=np.int64)]
+        cols["_short"] = [kc["shortName"]]
+        cols["_long"] = [long_ids]
+        cols["_copyk"] = [np.full(k_len, -3, dtype=np.int64)]
+        for kind, name in ((1, "memcpy"), (2, "memset")):
             m = ints(name, len(COPY_COLS))
             if not len(m):
                 continue
             mc = dict(zip(COPY_COLS, m.T, strict=False))
-            if name == "memcpy":
-                kinds = np.array([schema.copy_kind_name(v) if v >= 0 else "unknown" for v in mc["copyKind"].tolist()],
-                                 dtype=object)
-                label = np.array(["memcpy " + c for c in kinds.tolist()], dtype=object)
-            else:
-                kinds = np.full(len(m), "memset", dtype=object)
-                label = kinds
-            frames["kind"].append(np.full(len(m), name, dtype=object))
             code = mc["copyKind"] if name == "memcpy" else np.full(len(m), -2, dtype=np.int64)
-            frames["_kind"].append(np.full(len(m), 1 if name == "memcpy" else 2, dtype=np.int64))
-            frames["_short"].append(code)
-            frames["_long"].append(code)
-            frames["_copyk"].append(code)
-            frames["kShortName"].append(label)
-            frames["kLongName"].append(label)
-            frames["copyKind"].append(kinds)
-            frames["bytes"].append(mc["bytes"])
-            for col, src in (("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
-                             ("correlationId", "correlationId"), ("globalPid", "globalPid")):
-                frames[col].append(mc[src])
-            for col in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"):
-                frames[col].append(np.full(len(m), -1, dtype=np.int64))
-        acts = pd.DataFrame({c: np.concatenate(v) for c, v in frames.items()})
-        gp = acts["globalPid"].to_numpy()
+            for c, src in (("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
+                           ("corr", "correlationId"), ("gpid", "globalPid"), ("bytes", "bytes")):
+                cols[c].append(mc[src])
+            for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"):
+                cols[c].append(np.full(len(m), -1, dtype=np.int64))
+            cols["_kind"].append(np.full(len(m), kind, dtype=np.int64))
+            for c in ("_short", "_long", "_copyk"):
+                cols[c].append(code)
+        a = {c: np.concatenate(v) if len(v) > 1 else np.asarray(v[0], dtype=np.int64) for c, v in cols.items()}
+        del cols, kc
+        gp = a.pop("gpid")
         pid = np.where(gp >= 0, (gp >> PID_SHIFT) & ID_MASK, -1)
-        acts["pid"] = pid
-
         # the API call: same correlationId and pid; first row wins (backtrace duplicates are filtered)
-        a = ints("api", len(API_COLS))
-        ac = dict(zip(API_COLS, a.T, strict=False))
+        api = ints("api", len(API_COLS))
+        ac = dict(zip(API_COLS, api.T, strict=False))
         a_pid = (ac["globalTid"] >> PID_SHIFT) & ID_MASK
-        corr = acts["correlationId"].to_numpy()
-        idx = join_first((corr << 24) | pid, (ac["correlationId"] << 24) | a_pid) if len(a) else \
-            np.full(len(acts), -1, dtype=np.int64)
+        corr = a["corr"]
+        idx = join_first((corr << 24) | pid, (ac["correlationId"] << 24) | a_pid) if len(api) else \
+            np.full(len(corr), -1, dtype=np.int64)
         idx = np.where(corr >= 0, idx, -1)
         gt = take(ac["globalTid"], idx)
-        acts["thread"] = gt
-        acts["tid"] = np.where(gt >= 0, gt & ID_MASK, -1)
-        acts["pid"] = np.where(pid >= 0, pid, np.where(gt >= 0, (gt >> PID_SHIFT) & ID_MASK, -1))
-        acts["apiStart"] = take(ac["start"], idx)
-        acts["apiEnd"] = take(ac["end"], idx)
-        acts["apiName"] = take(names(ac["nameId"]) if len(a) else np.zeros(0, dtype=object), idx)
-        acts["_api"] = take(ac["nameId"], idx) if len(a) else np.full(len(acts), -1, dtype=np.int64)
-        acts["gpu"] = self._gpu_names(acts)
+        a["thread"] = gt
+        a["tid"] = np.where(gt >= 0, gt & ID_MASK, -1)
+        a["pid"] = np.where(pid >= 0, pid, np.where(gt >= 0, (gt >> PID_SHIFT) & ID_MASK, -1))
+        a["api_start"] = take(ac["start"], idx)
+        a["api_end"] = take(ac["end"], idx)
+        a["_api"] = take(ac["nameId"], idx) if len(api) else np.full(len(corr), -1, dtype=np.int64)
+        del api, ac, idx, gt
+        # what repeats, grouped by integers: the head (kind, names) and the middle of a record
+        hcode, hfirst = group_codes([a["_kind"], a["_short"], a["_long"]])
+        heads = [self._head(k, s, lg, strings) for k, s, lg in zip(
+            a["_kind"][hfirst].tolist(), a["_short"][hfirst].tolist(), a["_long"][hfirst].tolist(), strict=True)]
+        mid_ids = ("pid", "tid", "device", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+                   "bytes", "_copyk", "_api")
+        mcode, mfirst = group_codes([a[c] for c in mid_ids])
+        m = {c: a[c][mfirst].tolist() for c in mid_ids}
+        gpus = self._gpu_names(pd.DataFrame({"pid": a["pid"][mfirst], "device": a["device"][mfirst]}))
+        mids = []
+        for j in range(len(mfirst)):
+            v = {c: (m[c][j] if m[c][j] >= 0 else None) for c in mid_ids}
+            ck = m["_copyk"][j]
+            copy = None if ck == -3 else "memset" if ck == -2 else (schema.copy_kind_name(ck) if ck >= 0 else "unknown")
+            grid = [v["gridX"], v["gridY"], v["gridZ"]] if v["gridX"] is not None else None
+            block = [v["blockX"], v["blockY"], v["blockZ"]] if v["blockX"] is not None else None
+            mids.append((v["pid"], v["tid"], v["device"], gpus[j], v["stream"], grid, block, v["bytes"], copy,
+                         strings.get(m["_api"][j]) if m["_api"][j] != -1 else None))
+        is_kernel = a["_kind"] == 0
+        order = np.lexsort((corr, a["start"]))
+        return Activities(*(x[order] for x in (a["start"], a["end"], corr, a["api_start"], a["api_end"],
+                                               a["thread"], a["pid"], is_kernel, hcode, mcode)), heads, mids)
 
-        nv = _nvtx_columns([res[i] for i in where.get("nvtx", [])], self._packed_nvtx)
-        if nv is None:  # a textId/domainId too big to pack
-            nv = _nvtx_columns(fetch.run(db, self._unpacked["nvtx"], False), False)
-        ranges, labels = self._ranges(nv, where, res, strings)
-        db.close()
-        if not len(ranges):
-            self.warnings.append("the export has no NVTX ranges: records carry no ranges, layer or op "
-                                 "(profile with --trace=cuda,nvtx and annotate with pyprof.init())")
-        return Prepared(acts, ranges, self.kind, self.stats, labels=labels)
+    @staticmethod
+    def _head(kind: int, short: int, long_: int, strings: dict[int, str]) -> tuple:
+        if kind == 0:
+            lg = strings.get(long_)
+            return ("kernel", strings.get(short), demangle(lg) if isinstance(lg, str) and lg.startswith("_Z") else lg)
+        if kind == 1:
+            label = "memcpy " + (schema.copy_kind_name(short) if short >= 0 else "unknown")
+            return ("memcpy", label, label)
+        return ("memset", "memset", "memset")
 
     def _gpu_names(self, acts: pd.DataFrame) -> list:
         """GPU name per activity (:func:`nsys_gpu_names`); nulls, with a warning, where the device tables
@@ -448,65 +942,6 @@ class NsysSource(PreparedSource):
             self.warnings.append(f"GPU names left out: {exc.problem.split(': ', 1)[-1]}")
             return [None] * len(acts)
 
-    def _ranges(self, cols: dict, where: dict, res: list, strings: dict[int, str]):
-        # never-popped push ranges out first (most rows of some exports), then the rest on what is left
-        cols = _nvtx_kept(cols, self._terminated(cols["globalTid"], cols["end"], cols["eventType"]))
-        n = len(cols["rowid"])
-        # message: text column, else the registered string (textId)
-        code = cols["textId"].copy()  # StringIds ids (>= 0) or -1
-        offset = (max(strings) + 1) if strings else 0
-        text_rows = [r for i in where.get("nvtx_text", []) for r in res[i]]
-        extra: list = []
-        if text_rows:
-            t_rowid = np.fromiter((r[0] for r in text_rows), dtype=np.int64, count=len(text_rows))
-            t_codes, extra = pd.factorize(pd.Series([as_text(r[1]) for r in text_rows], dtype=object))
-            order = np.argsort(cols["rowid"], kind="stable")
-            pos = np.searchsorted(cols["rowid"], t_rowid, sorter=order)
-            pos = np.minimum(pos, max(n - 1, 0))
-            hit = order[pos] if n else pos
-            ok = (cols["rowid"][hit] == t_rowid) if n else np.zeros(len(t_rowid), bool)
-            code[hit[ok]] = offset + t_codes[ok]
-        extra = list(extra)
-        # domains: eventType 75 rows name a domain id
-        dnames: dict[int, str] = {}
-        for i in where.get("domains", []):
-            for _gt, did, text, tid in res[i]:
-                name = as_text(text) if text is not None else strings.get(tid)
-                if type(did) is int and name is not None:  # (a damaged row may hold no integer)
-                    dnames.setdefault(int(did), name)
-        dom = np.maximum(cols["domainId"], 0)
-        thread, start, end = cols["globalTid"], cols["start"], cols["end"]
-        uniq_dom, dinv = np.unique(dom, return_inverse=True) if len(dom) else (np.zeros(0, np.int64), dom)
-        key = (code + 1) * max(len(uniq_dom), 1) + dinv.reshape(-1)
-        label, luniq = pd.factorize(key)
-        labels = []
-        for kk in np.asarray(luniq).tolist():
-            c, d = divmod(kk, max(len(uniq_dom), 1))
-            c -= 1
-            text = None if c < 0 else (extra[c - offset] if c >= offset else strings.get(c))
-            did = int(uniq_dom[d]) if len(uniq_dom) else 0
-            domain = None if did == 0 else dnames.get(did, f"domain {did}")
-            labels.append((text, domain))
-        ranges = pd.DataFrame({"thread": thread, "pid": (thread >> PID_SHIFT) & ID_MASK, "start": start,
-                               "end": end, "label": label.astype(np.int64)})
-        return ranges, labels
-
-    def _terminated(self, thread: np.ndarray, end: np.ndarray, etype: np.ndarray) -> np.ndarray:
-        """False for push ranges the program never popped.
-
-        nsys ends such ranges when the capture (or the process) ends, so several of them share one end
-        timestamp on one thread -- which popped ranges cannot do: a program cannot pop two ranges in the
-        same nanosecond. Kept, they would be "open" around every later kernel (mmagic net.sqlite has
-        1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised); so push/pop ranges that
-        share their (thread, end) with another are left out, with a warning.
-        """
-        if not len(end):
-            return np.ones(0, dtype=bool)
-        bad = _duplicated(thread, end) & (etype == schema.NVTX_PUSH_POP)
-        n = int(bad.sum())
-        if n:
-            self.warnings.append(
-                f"{n} NVTX push range(s) were never popped by the program (nsys closed them at the end of "
-                "the capture); they are left out of `ranges`")
-        return ~bad
-
+    def prepared(self, split: bool = False) -> Streamed:
+        """Everything but the ranges read, which stream window by window (``split`` is not used)."""
+        return self._load()

@@ -1,8 +1,9 @@
 """The source interface and ``open_source(path)``: sniff a file and return the reader for it.
 
 A *source* has ``kind`` (``nsys``, ``nvprof``, ``kineto``), ``version`` (exporter version text),
-``warnings`` (list of one-line strings, complete once ``records()`` has yielded its first record or
-finished) and ``records()`` yielding record dicts (fields documented in :mod:`pyprof.records`).
+``warnings`` (list of one-line strings, complete once ``records()`` has finished; nvprof and Kineto
+complete them by the first record, the Nsight reader, which reads the ranges as it goes, at the end)
+and ``records()`` yielding record dicts (fields documented in :mod:`pyprof.records`).
 Sources may also carry ``stats`` (:class:`pyprof.parse.assemble.Stats`) for the summary line.
 
 Sniffing: SQLite header -> nvprof (``StringTable``, with ``Version`` or without nsys's ``StringIds``) or
