@@ -231,8 +231,8 @@ def parse_once(big: Path, out: Path, code: Path) -> tuple:
     # its blocks out at once (auto_da_alloc), about 0.5 s more at 1 GB, which is not parsing
     out.unlink(missing_ok=True)
     t = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", CHILD, str(big), str(out)], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(code)}, cwd=str(code))
+    res = subprocess.run([sys.executable, "-c", CHILD, str(big.resolve()), str(out.resolve())], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(code.resolve())}, cwd=str(code))
     wall = time.perf_counter() - t
     if res.returncode:
         sys.exit(f"parser failed:\n{res.stderr}")

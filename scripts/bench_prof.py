@@ -147,11 +147,11 @@ def run_cli(path: Path, out: Path, jobs: int | None, code: Path = REPO) -> tuple
     """``pyprof prof --csv -q -o OUT FILE`` in a fresh process, as a user runs it: wall seconds, CPU
     seconds (user + system, its decoding and formatting processes included) and peak RSS in MB (the
     largest process of the command). ``code``: the checkout whose pyprof runs."""
-    cmd = [sys.executable, "-m", "pyprof.cli.main", "prof", "--csv", "-q", "-o", str(out), str(path.resolve())]
+    cmd = [sys.executable, "-m", "pyprof.cli.main", "prof", "--csv", "-q", "-o", str(out.resolve()), str(path.resolve())]
     if jobs:
         cmd[4:4] = ["-j", str(jobs)]
     t0 = time.perf_counter()
-    child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(code)}, cwd=str(code))
+    child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(code.resolve())}, cwd=str(code))
     _, status, usage = os.wait4(child.pid, 0)  # this child's resource usage, its own children included
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status):
