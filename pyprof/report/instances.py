@@ -18,7 +18,9 @@ def instance_ids(df: pd.DataFrame) -> np.ndarray:
     n = len(df)
     opid = df["opid"].to_numpy(dtype=object) if n else np.zeros(0, object)
     has = np.not_equal(opid, None) & (df["kind"].to_numpy(dtype=object) == "kernel") if n else np.zeros(0, bool)
-    key = pd.Series([f"{o}\x00{d}" for o, d in zip(opid, df["dir"].tolist(), strict=True)], dtype=object)
+    # (opid, dir) pairs as tuples: pandas 2 hashes object strings as C strings, which end at a NUL,
+    # so a joined text key would need a separator that can never occur in either part
+    key = pd.Series(list(zip(opid.tolist(), df["dir"].tolist(), strict=True)), dtype=object)
     ids = np.full(n, -1, dtype=np.int64)
     if has.any():
         codes, _ = pd.factorize(key[has])
