@@ -19,12 +19,14 @@ copy ``start``/``end`` is a one-line error, and NVTX_EVENTS without its times or
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import pickle
 import re
 import sqlite3
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -193,11 +195,13 @@ class _Nvtx:
     """NVTX_EVENTS read in one pass, the ranges then handed out window by window.
 
     The pass reads the range rows' integers and messages (and the rowids of the domain rows, read
-    after) one rowid slice at a time, in the table's order, and cuts them into windows of
-    :data:`WINDOW_ROWS` ranges, kept in memory or, past :data:`SPILL_BYTES`, in a temporary file. When
-    it is done, the never-popped push ranges (rows sharing their (thread, end) with another: see
-    :meth:`_dropped`) are known, and the windows go out without them. Windows need the rows in start
-    order (as nsys writes them); where they are not, the export's ranges are one window.
+    after) one rowid slice at a time and cuts each slice into windows of at most :data:`WINDOW_ROWS`
+    ranges, kept in memory or, past :data:`SPILL_BYTES`, in a temporary file. Two processes can share
+    the pass (:meth:`share`): the forked reader takes slices from the back while ``pyprof parse`` reads
+    the kernels, then this one takes them from the front, until they meet. When the pass is done, the
+    never-popped push ranges (rows sharing their (thread, end) with another: see :meth:`_dropped`) are
+    known (:meth:`merge`), and the windows go out without them, in table order. Windows need the rows
+    in start order (as nsys writes them); where they are not, the export's ranges are one window.
 
     Messages are text (``text``, one copy per range: a plain ``nvtxRangePushA`` message) or registered
     strings (``textId`` into StringIds). Each slice's query joins the text to a table of the messages
@@ -214,40 +218,65 @@ class _Nvtx:
         self.has_type, self.has_text = "eventType" in c, "text" in c
         self.has_text_id, self.has_domain = "textId" in c, "domainId" in c
         self.has_domains = self.has_type and self.has_domain
+        self.slices = self._slices()
+        self._next: Any = [0, len(self.slices) - 1]  # the next slice from the front, from the back
         self.threads: dict[int, int] = {}
         self.dups = np.zeros(0, dtype=np.int64)
         self.dup_pairs: set | None = None  # (thread, end) pairs, where keys do not fit
         self.dnames: dict[int, str] = {}
-        self.kept = self.dropped = 0
+        self.ordered = True
+        self.dropped = 0
         self.known: list[bytes] = []  # the messages in temp.pyprof_text, by number
         self.known_str: list[str] = []
         self._known_set: dict[bytes, None] = {}
         self._reader: fetch.ArrowReader | None = None
         self._sqlite = None
         self._synced: dict[str, int] = {}  # per connection: how many of `known` its table holds
+        self._mine: list[int] = []  # the slices this process read
+        self._spill = None
         self._reset()
 
     def _reset(self) -> None:
-        """Forget what a pass read (before it starts again through sqlite3)."""
-        self._windows: list = []  # a window's payload, or its offset in the spill file
+        """Forget what this process read (before it reads its slices again through sqlite3)."""
+        self._store: dict[int, list] = {}  # per slice: its windows (payloads, or offsets in the spill file)
+        self._meta: dict[int, list] = {}  # per slice, per window: (first start, last start, in order)
+        if self._spill is not None:
+            self._spill.close()
         self._spill = None
         self._held = 0
         self._keys: list = []
         self._pairs: list | None = None
-        self._ordered, self._prev = True, None
         self._domain_rows: list[int] = []
-        self._open()
-
-    def _open(self) -> None:
-        self._cur = {c: [] for c in ("thread", "start", "end", "etype", "kind", "value", "domain")}
-        self._cur_n = 0
-        self._cur_texts: dict[bytes, int] = {}
 
     def rng(self, t: str = "") -> str:
         """SQL: a range row (``t``: the table's alias and a dot)."""
         types = ",".join(str(x) for x in schema.NVTX_RANGE_TYPES)
         return (f"{t}eventType IN ({types}) AND " if self.has_type else "") + \
             f'{t}"end" IS NOT NULL AND {t}start IS NOT NULL AND {t}globalTid IS NOT NULL'
+
+    def _slices(self) -> list[str]:
+        with Database(self.path) as db:
+            lo, hi = fetch.rowids(db, schema.NSYS_NVTX)
+        if lo is None:
+            return []
+        step = max(SLICE_ROWS, WINDOW_ROWS)
+        return [f"n.rowid >= {a} AND n.rowid < {a + step}" for a in range(int(lo), int(hi) + 1, step)]
+
+    def share(self, ctx) -> None:
+        """Before forking: the slice counters in shared memory, for two processes to take slices from."""
+        self._next = ctx.Array("q", list(self._next))
+
+    def _take_slice(self, front: bool) -> int | None:
+        n = self._next
+        with n.get_lock() if hasattr(n, "get_lock") else contextlib.nullcontext():
+            lo, hi = n[0], n[1]
+            if lo > hi:
+                return None
+            if front:
+                n[0] = lo + 1
+                return lo
+            n[1] = hi - 1
+            return hi
 
     # -- connections --------------------------------------------------------------------------------
     def _arrow(self) -> fetch.ArrowReader | None:
@@ -256,7 +285,7 @@ class _Nvtx:
                 self._reader = fetch.ArrowReader(self.path)
             except Exception:  # noqa: BLE001 - the extra absent or failing: sqlite3 reads instead
                 self.arrow = False
-        return self._reader
+        return self._reader if self.arrow else None
 
     def _sqlite3(self):
         if self._sqlite is None:
@@ -296,7 +325,7 @@ class _Nvtx:
                 "n.domainId" if self.has_domain else "NULL", "n.eventType" if self.has_type else "NULL"]
         join = ""
         if self.has_text:
-            # a known message as its number; a new one as bytes (a REAL as X'00': the pass is then read
+            # a known message as its number; a new one as bytes (a REAL as X'00': the slice is then read
             # by sqlite3, which gives the value as Python has it)
             cols += ["k.id", "CASE WHEN k.id IS NULL THEN iif(typeof(n.text) = 'real', X'00', n.text) END" if arrow
                      else "CASE WHEN k.id IS NULL THEN n.text END"]
@@ -309,16 +338,9 @@ class _Nvtx:
             sql = f"SELECT {', '.join(first)} UNION ALL {sql}"
         return sql
 
-    def _slices(self) -> list[str]:
-        with Database(self.path) as db:
-            lo, hi = fetch.rowids(db, schema.NSYS_NVTX)
-        if lo is None:
-            return []
-        step = max(SLICE_ROWS, WINDOW_ROWS)
-        return [f"n.rowid >= {a} AND n.rowid < {a + step}" for a in range(int(lo), int(hi) + 1, step)]
-
     def _read_arrow(self, cond: str):
-        """A slice's batches through ADBC (see :meth:`_read_sqlite`)."""
+        """A slice's batches through ADBC (see :meth:`_read_sqlite`); raises where that reader fails or
+        a message is a REAL."""
         reader = self._arrow()
         self._known_table(reader.run, "arrow")
         out = []
@@ -364,30 +386,46 @@ class _Nvtx:
                 out.append((ints, kid, np.array(at, dtype=np.int64), vals))
         return out
 
-    def scan(self) -> None:
-        """The pass (see the class)."""
-        slices = self._slices()
+    def read(self, front: bool = True) -> None:
+        """Read slices, taken from the front (or the back), until none is left."""
+        while (s := self._take_slice(front)) is not None:
+            self._mine.append(s)
+            self._read_slice(s)
+
+    def _read_slice(self, s: int) -> None:
+        cond = self.slices[s]
+        batches = None
         if self._arrow() is not None:
             try:
-                for cond in slices:
-                    for batch in self._read_arrow(cond):
-                        self._take(*batch)
-                    self._learn()
-                self._finish()
-                return
+                batches = self._read_arrow(cond)
             except Exception:  # noqa: BLE001 - any failure of the Arrow path (or a REAL message): sqlite3
                 self.arrow = False
-                if self._spill is not None:
-                    self._spill.close()
-                self._reset()
-        for cond in slices:
-            for batch in self._read_sqlite(cond):
-                self._take(*batch)
-            self._learn()
-        self._finish()
+                if self._reader is not None:
+                    with contextlib.suppress(Exception):
+                        self._reader.close()
+                    self._reader = None
+                if len(self._mine) > 1:  # what it read before is read again, through sqlite3 too
+                    self._reset()
+                    for done in self._mine[:-1]:
+                        self._slice(done, self._read_sqlite(self.slices[done]))
+        if batches is None:
+            batches = self._read_sqlite(cond)
+        self._slice(s, batches)
 
-    def _take(self, ints: list, kid, new_rows: np.ndarray, new_vals: list) -> None:
-        """One batch of the pass: domain rows aside, range rows into the windows."""
+    def _slice(self, s: int, batches: list) -> None:
+        self._store[s], self._meta[s] = [], []
+        self._open()
+        for batch in batches:
+            self._take(s, *batch)
+        self._close(s)
+
+    def _open(self) -> None:
+        self._cur = {c: [] for c in ("thread", "start", "end", "etype", "kind", "value", "domain")}
+        self._cur_n = 0
+        self._cur_texts: dict[bytes, int] = {}
+
+    def _take(self, s: int, ints: list, kid, new_rows: np.ndarray, new_vals: list) -> None:
+        """One batch of slice ``s``: domain rows aside, range rows into the windows."""
         thread, start, end, text_id, domain, etype = ints
         kind = np.where(text_id >= 0, 3, 0)
         value = text_id
@@ -410,42 +448,39 @@ class _Nvtx:
         n = len(thread)
         if not n:
             return
-        if self._ordered and ((self._prev is not None and start[0] < self._prev) or (np.diff(start) < 0).any()):
-            self._ordered = False
-        self._prev = int(start[-1])
         self._key(thread, end)
-        # cut into windows of WINDOW_ROWS ranges
+        value = value.copy()
         lo = 0
-        while lo < n:
+        while lo < n:  # cut into windows of WINDOW_ROWS ranges
             hi = min(n, lo + WINDOW_ROWS - self._cur_n)
-            sel = slice(lo, hi)
-            value = value.copy() if lo == 0 else value
             at = (new_rows >= lo) & (new_rows < hi)
             if at.any():
                 value[new_rows[at]] = _intern([v for v, a in zip(new_vals, at.tolist(), strict=True) if a],
                                               self._cur_texts)
             for c, x in (("thread", thread), ("start", start), ("end", end), ("etype", etype), ("kind", kind),
                          ("value", value), ("domain", domain)):
-                self._cur[c].append(x[sel])
+                self._cur[c].append(x[lo:hi])
             self._cur_n += hi - lo
             lo = hi
             if self._cur_n >= WINDOW_ROWS:
-                self._close()
+                self._close(s)
 
     def _key(self, thread: np.ndarray, end: np.ndarray) -> None:
-        """Keep (thread, end) of each range row, for :meth:`_finish` to find those that repeat."""
+        """Keep (thread, end) of each range row, for :meth:`merge` to find those that repeat."""
         tc = self._codes(thread)
         if self._pairs is None and (len(self.threads) >= 1 << _KEY_SHIFT or end.min() < 0 or
                                     end.max() >= 1 << (62 - _KEY_SHIFT)):
-            back = np.empty(len(self.threads), dtype=np.int64)
-            back[list(self.threads.values())] = list(self.threads)
-            self._pairs = [(t, e) for k in self._keys for t, e in
-                           zip(back[k & ((1 << _KEY_SHIFT) - 1)].tolist(), (k >> _KEY_SHIFT).tolist(), strict=True)]
+            self._pairs = self._unkey(np.concatenate(self._keys)) if self._keys else []
             self._keys = []
         if self._pairs is None:
             self._keys.append((end << _KEY_SHIFT) | tc)
         else:
             self._pairs += zip(thread.tolist(), end.tolist(), strict=True)
+
+    def _unkey(self, k: np.ndarray) -> list:
+        back = np.empty(len(self.threads), dtype=np.int64)
+        back[list(self.threads.values())] = list(self.threads)
+        return list(zip(back[k & ((1 << _KEY_SHIFT) - 1)].tolist(), (k >> _KEY_SHIFT).tolist(), strict=True))
 
     def _learn(self) -> None:
         """The open window's new messages join the known ones (up to :data:`KNOWN_MAX`): the slices
@@ -458,41 +493,24 @@ class _Nvtx:
                 self.known.append(raw)
                 self.known_str.append(raw.decode("utf-8", "replace"))
 
-    def _close(self) -> None:
-        """The open window is full (or the pass is done): keep it, in memory or in the spill file."""
-        if not self._cur_n:
-            return
+    def _close(self, s: int) -> None:
+        """The open window is full (or its slice done): keep it, in memory or in the spill file."""
         self._learn()
-        cols = {c: np.concatenate(v) for c, v in self._cur.items()}
-        payload = (cols, [raw.decode("utf-8", "replace") for raw in self._cur_texts])
-        size = sum(x.nbytes for x in cols.values()) + sum(len(t) for t in payload[1])
-        if self._held + size <= SPILL_BYTES:
-            self._windows.append(payload)
-            self._held += size
-        else:
-            if self._spill is None:
-                self._spill = tempfile.TemporaryFile(prefix="pyprof-nvtx-")
-            self._windows.append(self._spill.tell())
-            pickle.dump(payload, self._spill, protocol=pickle.HIGHEST_PROTOCOL)
+        if self._cur_n:
+            cols = {c: np.concatenate(v) for c, v in self._cur.items()}
+            st = cols["start"]
+            self._meta[s].append((int(st[0]), int(st[-1]), not (np.diff(st) < 0).any()))
+            payload = (cols, [raw.decode("utf-8", "replace") for raw in self._cur_texts])
+            size = sum(x.nbytes for x in cols.values()) + sum(len(t) for t in payload[1])
+            if self._held + size <= SPILL_BYTES:
+                self._store[s].append(payload)
+                self._held += size
+            else:
+                if self._spill is None:
+                    self._spill = tempfile.TemporaryFile(prefix="pyprof-nvtx-")
+                self._store[s].append(self._spill.tell())
+                pickle.dump(payload, self._spill, protocol=pickle.HIGHEST_PROTOCOL)
         self._open()
-
-    def _finish(self) -> None:
-        self._close()
-        if self._pairs is None:
-            k = np.concatenate(self._keys) if self._keys else np.zeros(0, dtype=np.int64)
-            self._keys = []
-            k.sort()
-            self.dups = np.unique(k[1:][k[1:] == k[:-1]])
-        else:
-            seen: set = set()
-            self.dup_pairs = set()
-            for p in self._pairs:
-                if p in seen:
-                    self.dup_pairs.add(p)
-                seen.add(p)
-            self._pairs = None
-        if self._domain_rows:
-            self._domains(self._domain_rows)
 
     def _codes(self, thread: np.ndarray) -> np.ndarray:
         """Small codes for thread ids (numbered as first seen)."""
@@ -500,6 +518,67 @@ class _Nvtx:
         m = np.array([self.threads.setdefault(t, len(self.threads)) for t in np.asarray(uniq).tolist()],
                      dtype=np.int64)
         return m[codes] if len(m) else codes.astype(np.int64)
+
+    # -- after the pass -----------------------------------------------------------------------------
+    def summary(self) -> dict:
+        """What this process read that :meth:`merge` needs: (thread, end) keys, window order, domain rows."""
+        if self._pairs is None:
+            back = np.empty(len(self.threads), dtype=np.int64)
+            back[list(self.threads.values())] = list(self.threads)
+            keys = np.concatenate(self._keys) if self._keys else np.zeros(0, dtype=np.int64)
+            return {"keys": keys, "threads": back, "pairs": None, "meta": self._meta, "domains": self._domain_rows}
+        return {"keys": None, "threads": None, "pairs": self._pairs, "meta": self._meta, "domains": self._domain_rows}
+
+    def merge(self, other: dict | None) -> dict:
+        """Once every slice is read (``other``: the :meth:`summary` of the process that read the rest): the
+        repeated (thread, end) keys, whether the windows are in start order, the domain names. Returns
+        what that process needs of it (see :meth:`accept`)."""
+        mine = self.summary()
+        parts = [mine] + ([other] if other is not None else [])
+        mask = (1 << _KEY_SHIFT) - 1
+        keys = None
+        if all(p["pairs"] is None for p in parts):
+            keys = [mine["keys"]]
+            if other is not None and len(other["keys"]):  # its thread codes -> this process's
+                k = other["keys"]
+                keys.append((k & ~mask) | self._codes(other["threads"])[k & mask])
+            if len(self.threads) > mask + 1:  # (more threads than codes, the two tables joined)
+                keys = None
+        self._keys = []
+        if keys is not None:
+            k = np.concatenate(keys)
+            k.sort()
+            self.dups = np.unique(k[1:][k[1:] == k[:-1]])
+        else:
+            seen: set = set()
+            self.dup_pairs = set()
+            for p in parts:
+                pairs = p["pairs"] if p["pairs"] is not None else \
+                    zip(p["threads"][p["keys"] & mask].tolist(), (p["keys"] >> _KEY_SHIFT).tolist(), strict=True)
+                for pair in pairs:
+                    if pair in seen:
+                        self.dup_pairs.add(pair)
+                    seen.add(pair)
+        meta = {**(other["meta"] if other is not None else {}), **mine["meta"]}
+        flat = [m for s in sorted(meta) for m in meta[s]]
+        self.ordered = all(m[2] for m in flat) and all(a[1] <= b[0] for a, b in zip(flat, flat[1:], strict=False))
+        domains = sorted(mine["domains"] + (other["domains"] if other is not None else []))
+        if domains:
+            self._domains(domains)
+        raw = None
+        if self.dup_pairs is None:
+            back = np.empty(len(self.threads), dtype=np.int64)
+            back[list(self.threads.values())] = list(self.threads)
+            raw = (back[self.dups & mask], self.dups >> _KEY_SHIFT)
+        return {"dups": raw, "pairs": self.dup_pairs, "dnames": self.dnames, "ordered": self.ordered}
+
+    def accept(self, verdict: dict) -> None:
+        """In the process that read the rest: what :meth:`merge` found."""
+        self.dnames, self.ordered, self.dup_pairs = verdict["dnames"], verdict["ordered"], verdict["pairs"]
+        if verdict["dups"] is not None:
+            thread, end = verdict["dups"]
+            self.dups = np.unique((end << _KEY_SHIFT) | self._codes(thread)) if len(thread) else \
+                np.zeros(0, dtype=np.int64)
 
     def _domains(self, rowids: list[int]) -> None:
         """eventType 75 rows name a domain id (the first one of an id wins)."""
@@ -535,43 +614,38 @@ class _Nvtx:
 
     # -- the windows --------------------------------------------------------------------------------
     def _payloads(self):
-        for w in self._windows:
-            if isinstance(w, int):
-                self._spill.seek(w)
-                yield pickle.load(self._spill)  # noqa: S301 - this process's own temporary file
-            else:
-                yield w
+        for s in sorted(self._store):
+            for w in self._store[s]:
+                if isinstance(w, int):
+                    self._spill.seek(w)
+                    yield pickle.load(self._spill)  # noqa: S301 - this process's own temporary file
+                else:
+                    yield w
 
     def windows(self) -> Iterator[RangeWindow]:
-        """The windows, in time order (after :meth:`scan`); at least one."""
+        """This process's windows, in table order, without the never-popped ranges (after :meth:`merge`
+        or :meth:`accept`); one where the ranges are not in start order. ``gidx`` and ``t_hi`` are left
+        for :func:`_in_order` to fill in."""
         payloads = self._payloads()
-        if not self._ordered and len(self._windows) > 1:
-            payloads = iter([_merge(list(payloads))])
-        prev = next(payloads, None)
-        if prev is None:
-            yield RangeWindow(*(np.zeros(0, np.int64) for _ in range(5)), [], None)
-            return
-        for nxt in payloads:
-            yield self._window(*prev, t_hi=int(nxt[0]["start"][0]))
-            prev = nxt
-        yield self._window(*prev, t_hi=None)
+        if not self.ordered:
+            parts = list(payloads)
+            payloads = iter([_merge(parts)] if parts else [])
+        for cols, texts in payloads:
+            yield self._window(cols, texts)
 
-    def _window(self, cols: dict, texts: list, t_hi: int | None) -> RangeWindow:
+    def _window(self, cols: dict, texts: list) -> RangeWindow:
         drop = self._dropped(cols["thread"], cols["end"], cols["etype"])
         if drop.any():
             self.dropped += int(drop.sum())
             cols = {c: x[~drop] for c, x in cols.items()}
-        thread, kind, value = cols["thread"], cols["kind"], cols["value"]
-        n = len(thread)
-        gidx = np.arange(self.kept, self.kept + n, dtype=np.int64)
-        self.kept += n
+        kind, value = cols["kind"], cols["value"]
         dom = np.maximum(cols["domain"], 0)
         label, first = group_codes([kind, value, dom])
         labels = []
         for k, v, d in zip(kind[first].tolist(), value[first].tolist(), dom[first].tolist(), strict=True):
             s = self.known_str[v] if k == 1 else texts[v] if k == 2 else self.strings.get(v) if k == 3 else None
             labels.append((s, None if d == 0 else self.dnames.get(d, f"domain {d}")))
-        return RangeWindow(thread, cols["start"], cols["end"], gidx, label, labels, t_hi)
+        return RangeWindow(cols["thread"], cols["start"], cols["end"], None, label, labels, None)
 
     # -- PyTorch <= 1.x emit_nvtx anywhere? ----------------------------------------------------------
     def legacy_texts(self) -> bool:
@@ -603,6 +677,16 @@ class _Nvtx:
         return False
 
 
+def _intern(values: list, table: dict) -> np.ndarray:
+    """Codes of ``values`` (bytes) in ``table`` (value -> code, grown as new ones come): hashed in
+    pandas, so that only the distinct values of a batch meet Python code."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    codes, uniq = pd.factorize(arr)
+    m = np.array([table.setdefault(u, len(table)) for u in uniq.tolist()], dtype=np.int64)
+    return m[codes] if len(m) else codes.astype(np.int64)
+
+
 class _RealText(Exception):
     """A message stored as a REAL: the Arrow reader gives it as SQLite formats it, so sqlite3 reads."""
 
@@ -618,24 +702,52 @@ def _merge(payloads: list) -> tuple:
     return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}, texts
 
 
-def _intern(values: list, table: dict) -> np.ndarray:
-    """Codes of ``values`` (bytes) in ``table`` (value -> code, grown as new ones come): hashed in
-    pandas, so that only the distinct values of a batch meet Python code."""
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    codes, uniq = pd.factorize(arr)
-    m = np.array([table.setdefault(u, len(table)) for u in uniq.tolist()], dtype=np.int64)
-    return m[codes] if len(m) else codes.astype(np.int64)
+def _concat(wins: list[RangeWindow]) -> RangeWindow:
+    """Windows as one (labels renumbered)."""
+    labels: list = []
+    codes = []
+    for w in wins:
+        codes.append(w.label + len(labels))
+        labels += w.labels
+    cat = [np.concatenate([getattr(w, c) for w in wins]) for c in ("thread", "start", "end")]
+    return RangeWindow(*cat, None, np.concatenate(codes), labels, None)
+
+
+def _in_order(windows: Iterator[RangeWindow], ordered) -> Iterator[RangeWindow]:
+    """The windows as :class:`~pyprof.parse.assemble.Streamed` takes them: empty ones left out (their
+    time goes to the next), ``gidx`` numbering the ranges on, ``t_hi`` where the next window's ranges
+    start (one window, the last, where ``ordered()`` -- asked once the first window is there -- says
+    the ranges are not in start order); at least one."""
+    kept = 0
+    first = next(windows, None)
+    windows = itertools.chain([first] if first is not None else [], windows)
+    if not ordered():
+        wins = list(windows)
+        windows = iter([_concat(wins)] if wins else [])
+    prev = None
+    for win in windows:
+        if not len(win.start):
+            continue
+        win.gidx = np.arange(kept, kept + len(win.start), dtype=np.int64)
+        kept += len(win.start)
+        if prev is not None:
+            prev.t_hi = int(win.start[0])
+            yield prev
+        prev = win
+    yield prev if prev is not None else RangeWindow(*(np.zeros(0, np.int64) for _ in range(5)), [], None)
 
 
 def _reader_child(nvtx: _Nvtx, conn) -> None:
-    """The forked reader: scans, then sends every window, then what it counted."""
+    """The forked reader: reads slices from the back, hands over its summary, takes the verdict, then
+    sends its windows and the count of ranges it left out."""
     try:
-        nvtx.scan()
-        conn.send(("scan", (nvtx.threads, nvtx.dups, nvtx.dup_pairs, nvtx.known_str)))
+        nvtx.read(front=False)
+        conn.send(("summary", nvtx.summary()))
+        what, verdict = conn.recv()
+        nvtx.accept(verdict)
         for win in nvtx.windows():
             conn.send(("window", win))
-        conn.send(("end", (nvtx.kept, nvtx.dropped)))
+        conn.send(("end", nvtx.dropped))
         nvtx.close()
     except BaseException as exc:  # noqa: BLE001 - handed to the parent, which raises it
         try:
@@ -644,6 +756,19 @@ def _reader_child(nvtx: _Nvtx, conn) -> None:
             conn.send(("error", RuntimeError(f"the NVTX reader failed: {exc!r}")))
     finally:
         conn.close()
+
+
+def _recv(conn, want: str | None = None):
+    """A message from the forked reader: its error raised here, its death an error."""
+    try:
+        what, value = conn.recv()
+    except EOFError:
+        raise RuntimeError("the NVTX reader process ended without its results") from None
+    if what == "error":
+        raise value
+    if want is not None and what != want:
+        raise RuntimeError(f"the NVTX reader sent {what!r}, not {want!r}")
+    return (what, value) if want is None else value
 
 
 class NsysSource(PreparedSource):
@@ -765,7 +890,7 @@ class NsysSource(PreparedSource):
         return self._windows(nvtx, parallel)
 
     def _windows(self, nvtx: _Nvtx | None, parallel: bool) -> Iterator[RangeWindow]:
-        self._forked = self._fork(nvtx) if nvtx is not None and parallel else None
+        self._forked = self._fork(nvtx) if nvtx is not None and parallel and len(nvtx.slices) > 1 else None
         return self._window_stream(nvtx, self._forked)
 
     def _stop(self) -> None:
@@ -778,16 +903,15 @@ class NsysSource(PreparedSource):
         self.db.close()
 
     def _window_stream(self, nvtx: _Nvtx | None, forked) -> Iterator[RangeWindow]:
+        dropped = kept = 0
         try:
             if nvtx is None:
                 yield RangeWindow(*(np.zeros(0, np.int64) for _ in range(5)), [], None)
-                kept = dropped = 0
-            elif forked is not None:
-                kept, dropped = yield from self._receive(nvtx, *forked)
             else:
-                nvtx.scan()
-                yield from nvtx.windows()
-                kept, dropped = nvtx.kept, nvtx.dropped
+                for win in _in_order(self._nvtx_windows(nvtx, forked), lambda: nvtx.ordered):
+                    kept += len(win.start)
+                    yield win
+                dropped = nvtx.dropped
         finally:
             self._stop()
         if dropped:
@@ -799,36 +923,40 @@ class NsysSource(PreparedSource):
                                  "(profile with --trace=cuda,nvtx and annotate with pyprof.init())")
 
     @staticmethod
-    def _fork(nvtx: _Nvtx) -> tuple:
-        """A forked process that runs :meth:`_Nvtx.scan` and sends :meth:`_Nvtx.windows` through a pipe;
-        forked first thing, before this one reads anything big (so it copies little), and reading while
-        this one reads the kernels."""
-        ctx = multiprocessing.get_context("fork")
-        recv, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_reader_child, args=(nvtx, send), name="pyprof-nvtx", daemon=True)
-        child.start()
-        send.close()
-        return child, recv
-
-    @staticmethod
-    def _receive(nvtx: _Nvtx, child, recv):
+    def _nvtx_windows(nvtx: _Nvtx, forked) -> Iterator[RangeWindow]:
+        """Every window: the slices this process reads (from the front, after the kernels), then those the
+        forked reader read (from the back), once the never-popped ranges are known from both."""
+        nvtx.read(front=True)
+        if forked is None:
+            nvtx.merge(None)
+            yield from nvtx.windows()
+            return
+        _child, conn = forked
+        summary = _recv(conn, "summary")
+        conn.send(("verdict", nvtx.merge(summary)))
+        yield from nvtx.windows()
         while True:
-            try:
-                what, value = recv.recv()
-            except EOFError:
-                raise RuntimeError("the NVTX reader process ended without its results") from None
-            if what == "error":
-                raise value
-            if what == "scan":
-                nvtx.threads, nvtx.dups, nvtx.dup_pairs, nvtx.known_str = value
-            elif what == "window":
-                yield value
-            else:
-                return value
+            what, value = _recv(conn)
+            if what == "end":
+                nvtx.dropped += value
+                return
+            yield value
 
     @staticmethod
-    def _reap(child, recv) -> None:
-        recv.close()
+    def _fork(nvtx: _Nvtx) -> tuple:
+        """A forked process reading NVTX_EVENTS from the back (:func:`_reader_child`), forked first thing,
+        before this one reads anything big (so it copies little), to read while this one reads the kernels."""
+        ctx = multiprocessing.get_context("fork")
+        nvtx.share(ctx)
+        conn, theirs = ctx.Pipe(duplex=True)
+        child = ctx.Process(target=_reader_child, args=(nvtx, theirs), name="pyprof-nvtx", daemon=True)
+        child.start()
+        theirs.close()
+        return child, conn
+
+    @staticmethod
+    def _reap(child, conn) -> None:
+        conn.close()
         child.join(timeout=5)
         if child.is_alive():
             child.terminate()
