@@ -303,21 +303,49 @@ def run(db: Database, tasks: list[Task], parallel: bool) -> list:
     """Results of ``tasks`` in order; in forked worker processes when ``parallel`` and the process is
     pyprof's to fork (:func:`pyprof.process.can_fork`), else in this one: the same results."""
     workers = min(len(tasks), os.cpu_count() or 1)
-    if not parallel or workers < 2 or not process.can_fork():
-        return [run_task(db, t) for t in tasks]
+    return start(db, tasks, parallel and workers >= 2).results()
+
+
+class Pending:
+    """Tasks under way in forked workers (:func:`start`), or to run here when their results are asked."""
+
+    def __init__(self, db: Database, tasks: list[Task], pool=None, futures=None, shared=None):
+        self.db, self.tasks, self._pool, self._futures, self._shared = db, tasks, pool, futures, shared
+
+    def results(self) -> list:
+        if self._pool is None:
+            return [run_task(self.db, t) for t in self.tasks]
+        try:
+            out = []
+            for i, f in enumerate(self._futures):
+                how, val = f.result()
+                out.append(_shared_view(self._shared[i], val) if how == "shared" else val)
+            return out
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def start(db: Database, tasks: list[Task], parallel: bool) -> Pending:
+    """:func:`run`'s tasks started in forked workers (as many as tasks, up to the CPUs) when
+    ``parallel`` and the process is pyprof's to fork, so that this process can go on meanwhile; else
+    left to run here when their results are asked for."""
+    if not parallel or not tasks or not process.can_fork():
+        return Pending(db, tasks)
     ctx = multiprocessing.get_context("fork")
     # Results travel back through anonymous shared mappings, made before the workers are forked so they
     # inherit them: pickling ~0.5 GB of columns through a pipe cost ~1.4 s of a 1M-kernel parse. A
     # mapping reserves address space only; pages exist once the worker writes them.
-    _SHARED[:] = [mmap.mmap(-1, t.rows * t.ncols * 8) if t.kind == "ints" and t.rows else None
-                  for t in tasks]
+    shared = [mmap.mmap(-1, t.rows * t.ncols * 8) if t.kind == "ints" and t.rows else None for t in tasks]
+    _SHARED[:] = shared
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futs = [pool.submit(_run, db.path, t, i) for i, t in enumerate(tasks)]
-            out = []
-            for i, f in enumerate(futs):
-                how, val = f.result()
-                out.append(_shared_view(_SHARED[i], val) if how == "shared" else val)
-            return out
+        pool = ProcessPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 1), mp_context=ctx)
+        futures = [pool.submit(_run, db.path, t, i) for i, t in enumerate(tasks)]
+        # (the workers are forked by the first submit: they have their mappings)
     finally:
         _SHARED.clear()  # the arrays keep their own mappings alive
+    return Pending(db, tasks, pool, futures, shared)
