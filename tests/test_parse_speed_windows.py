@@ -25,13 +25,14 @@ from tests.nsys_synth import Export
 CORPUS = ["yyhtbs-yye__mmagic", "MohanadOdema__DLProf", "zx3xyy__assignment2-systems", "Athrun0109__CS336",
           "NVIDIA__Fuser__report1", "hpcgroup__pipit", "LeiWang1999__memfusion"]
 
-#: (window rows, slice rows, spill bytes, forked, Arrow)
-WAYS = [(5, 1, 0, True, True), (3, 1, 1000, False, False), (64, 16, 0, True, False)]
+#: (window rows, slice rows, spill bytes, forked, Arrow, kernel rows read at a time)
+WAYS = [(5, 1, 0, True, True, 7), (3, 1, 1000, False, False, 5), (64, 16, 0, True, False, 1 << 20)]
 
 
 def _parse(path, out, monkeypatch, *, window=1 << 19, slice_rows=1 << 19, spill=256 << 20, forked=False,
-           arrow=True) -> bytes:
+           arrow=True, kernel_chunk=1 << 20) -> bytes:
     with monkeypatch.context() as m:
+        m.setattr(nsys, "KERNEL_CHUNK", kernel_chunk)
         m.setattr(nsys, "WINDOW_ROWS", window)
         m.setattr(nsys, "SLICE_ROWS", slice_rows)
         m.setattr(nsys, "SPILL_BYTES", spill)
@@ -56,10 +57,10 @@ class _nothing:
 
 def _same_every_way(path, tmp_path, monkeypatch) -> bytes:
     whole = _parse(path, tmp_path / "whole.dict", monkeypatch)
-    for i, (window, slice_rows, spill, forked, arrow) in enumerate(WAYS):
+    for i, (window, slice_rows, spill, forked, arrow, chunk) in enumerate(WAYS):
         got = _parse(path, tmp_path / f"w{i}.dict", monkeypatch, window=window, slice_rows=slice_rows, spill=spill,
-                     forked=forked, arrow=arrow and fetch.arrow_available())
-        assert got == whole, (window, slice_rows, spill, forked, arrow)
+                     forked=forked, arrow=arrow and fetch.arrow_available(), kernel_chunk=chunk)
+        assert got == whole, (window, slice_rows, spill, forked, arrow, chunk)
     return whole
 
 
@@ -115,12 +116,16 @@ def test_rows_out_of_start_order_are_one_window(tmp_path, monkeypatch):
     _same_every_way(path, tmp_path, monkeypatch)
 
 
-def test_never_popped_ranges_far_apart_are_left_out(tmp_path, monkeypatch):
+@pytest.mark.parametrize("huge", [False, True])
+def test_never_popped_ranges_far_apart_are_left_out(tmp_path, monkeypatch, huge):
     """Push ranges that share their (thread, end) -- nsys's mark of ranges never popped -- found across
-    windows and across the two processes that read them; one on another thread at that end is kept."""
+    windows and across the two processes that read them; one on another thread at that end is kept.
+    ``huge``: that end too big for packed keys, so the process that reads the late rows compares
+    (thread, end) pairs while the other packs its keys."""
     path = _export(tmp_path, steps=8)
     con = sqlite3.connect(path)
     end, tid = con.execute('SELECT MAX("end") + 10, globalTid FROM NVTX_EVENTS WHERE eventType = 59').fetchone()
+    end = (1 << 50) if huge else end
     starts = [r[0] for r in con.execute("SELECT start FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start")]
     con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
                     "VALUES (?, ?, 59, 'leaked', ?, 0)", [(starts[i] - 1, end, tid) for i in (1, len(starts) // 2, -3)])
@@ -165,6 +170,18 @@ def test_a_message_stored_as_a_real_reads_as_python_writes_it(tmp_path, monkeypa
     con.close()
     out = _same_every_way(path, tmp_path, monkeypatch)
     assert b'"text":"0.30000000000000004"' in out
+
+
+def test_a_grid_too_big_to_pack(tmp_path, monkeypatch):
+    """sqlite3 reads kernels with grid and block packed in few integers; a slice where one does not fit
+    is read again unpacked."""
+    path = _export(tmp_path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridY = 200000 WHERE rowid = 9")
+    con.commit()
+    con.close()
+    out = _same_every_way(path, tmp_path, monkeypatch)
+    assert b"200000" in out
 
 
 def test_records_equal_the_lines(tmp_path, monkeypatch):

@@ -576,11 +576,11 @@ class Streamed:
         stats.copies = n - stats.kernels
         stats.ranges = stats.attributed = stats.malformed = 0
         self.op_id = np.full(n, -1, dtype=np.int64)
-        self.sub_seq = np.full(n, -1, dtype=np.int64)
-        self.fwin = np.full(n, -1, dtype=np.int64)  # window of a row's fields (-1: no ranges open)
-        self.fcode = np.zeros(n, dtype=np.int64)
+        self.sub_seq = np.full(n, -1, dtype=np.int32)
+        self.fwin = np.full(n, -1, dtype=np.int32)  # window of a row's fields (-1: no ranges open)
+        self.fcode = np.zeros(n, dtype=np.int32)
         q = (acts.thread >= 0) & (acts.api_start >= 0)
-        qpos = np.flatnonzero(q)
+        qpos = np.flatnonzero(q).astype(np.int32 if n < 1 << 31 else np.int64)
         self._q_order = qpos[np.argsort(acts.api_start[qpos], kind="stable")]
         self._q_times = acts.api_start[self._q_order]
         # rows 0..k-1 are final once every launch among them is attributed: after the window whose

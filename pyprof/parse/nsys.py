@@ -161,6 +161,8 @@ def _kernel_select(db: Database) -> str:
 
 
 KERNEL_PACKED = 11
+#: kernel rows read at a time (the rest of the reader holds 41 bytes a kernel, not 15 columns)
+KERNEL_CHUNK = 1 << 20
 
 
 def _kernel_unpack(k: np.ndarray) -> dict[str, np.ndarray] | None:
@@ -185,7 +187,7 @@ WINDOW_ROWS = 1 << 19
 SLICE_ROWS = 1 << 19
 #: windows kept in memory up to this many bytes between the scan and the records; the rest wait in a
 #: temporary file
-SPILL_BYTES = 256 << 20
+SPILL_BYTES = 128 << 20
 #: (thread, end) of a range as one int64 where the end fits 47 bits and there are < 2**16 threads
 _KEY_SHIFT = 16
 _NULL = np.iinfo(np.int64).min  # a null domainId (a domain row's -1 is an id)
@@ -450,6 +452,7 @@ class _Nvtx:
             return
         self._key(thread, end)
         value = value.copy()
+        etype, kind = etype.astype(np.int8), kind.astype(np.int8)  # (59, 60 or -1; 0 to 3)
         lo = 0
         while lo < n:  # cut into windows of WINDOW_ROWS ranges
             hi = min(n, lo + WINDOW_ROWS - self._cur_n)
@@ -521,60 +524,80 @@ class _Nvtx:
 
     # -- after the pass -----------------------------------------------------------------------------
     def summary(self) -> dict:
-        """What this process read that :meth:`merge` needs: (thread, end) keys, window order, domain rows."""
-        if self._pairs is None:
-            back = np.empty(len(self.threads), dtype=np.int64)
-            back[list(self.threads.values())] = list(self.threads)
-            keys = np.concatenate(self._keys) if self._keys else np.zeros(0, dtype=np.int64)
-            return {"keys": keys, "threads": back, "pairs": None, "meta": self._meta, "domains": self._domain_rows}
-        return {"keys": None, "threads": None, "pairs": self._pairs, "meta": self._meta, "domains": self._domain_rows}
+        """What this process read that :meth:`merge` needs, but the keys themselves (:meth:`key_chunks`):
+        their chunks' lengths and thread table (or the (thread, end) pairs), window order, domain rows."""
+        back = np.empty(len(self.threads), dtype=np.int64)
+        back[list(self.threads.values())] = list(self.threads)
+        return {"chunks": [len(k) for k in self._keys], "threads": back, "pairs": self._pairs, "meta": self._meta,
+                "domains": self._domain_rows}
 
-    def merge(self, other: dict | None) -> dict:
-        """Once every slice is read (``other``: the :meth:`summary` of the process that read the rest): the
-        repeated (thread, end) keys, whether the windows are in start order, the domain names. Returns
-        what that process needs of it (see :meth:`accept`)."""
-        mine = self.summary()
-        parts = [mine] + ([other] if other is not None else [])
+    def key_chunks(self) -> list[np.ndarray]:
+        """This process's (thread, end) keys, in the chunks :meth:`summary` counts."""
+        return self._keys
+
+    def merge(self, other: dict | None = None, fill=None) -> dict:
+        """Once every slice is read: the repeated (thread, end) keys, whether the windows are in start
+        order, the domain names. ``other``: the :meth:`summary` of the process that read the rest, whose
+        keys ``fill(array)`` writes into the arrays it is given, chunk by chunk (so that they are never
+        copied whole). Returns what that process needs of it (see :meth:`accept`)."""
         mask = (1 << _KEY_SHIFT) - 1
-        keys = None
-        if all(p["pairs"] is None for p in parts):
-            keys = [mine["keys"]]
-            if other is not None and len(other["keys"]):  # its thread codes -> this process's
-                k = other["keys"]
-                keys.append((k & ~mask) | self._codes(other["threads"])[k & mask])
-            if len(self.threads) > mask + 1:  # (more threads than codes, the two tables joined)
-                keys = None
-        self._keys = []
-        if keys is not None:
-            k = np.concatenate(keys)
+        theirs = other["threads"] if other is not None else np.zeros(0, dtype=np.int64)
+        n_threads = len(self.threads) + sum(1 for t in theirs.tolist() if t not in self.threads)
+        if self._pairs is None and (other is None or other["pairs"] is None) and n_threads <= mask + 1:
+            k = np.empty(sum(len(x) for x in self._keys) + (sum(other["chunks"]) if other is not None else 0),
+                         dtype=np.int64)
+            pos = 0
+            for x in self._keys:
+                k[pos:pos + len(x)] = x
+                pos += len(x)
+            self._keys = []
+            if other is not None:
+                codes = self._codes(theirs)  # its thread codes -> this process's
+                for n in other["chunks"]:
+                    fill(k[pos:pos + n])
+                    for lo in range(pos, pos + n, 1 << 20):  # (in place, a million at a time)
+                        part = k[lo:min(pos + n, lo + (1 << 20))]
+                        part[:] = (part & ~mask) | codes[part & mask]
+                    pos += n
             k.sort()
             self.dups = np.unique(k[1:][k[1:] == k[:-1]])
-        else:
+            del k
+        else:  # (ends or threads too many for packed keys: the (thread, end) pairs themselves)
+            mine = self.summary()["threads"]
+
+            def pairs(keys, back):
+                return zip(back[keys & mask].tolist(), (keys >> _KEY_SHIFT).tolist(), strict=True)
+
             seen: set = set()
             self.dup_pairs = set()
-            for p in parts:
-                pairs = p["pairs"] if p["pairs"] is not None else \
-                    zip(p["threads"][p["keys"] & mask].tolist(), (p["keys"] >> _KEY_SHIFT).tolist(), strict=True)
-                for pair in pairs:
-                    if pair in seen:
-                        self.dup_pairs.add(pair)
-                    seen.add(pair)
-        meta = {**(other["meta"] if other is not None else {}), **mine["meta"]}
+            every = [pairs(x, mine) for x in self._keys] + [self._pairs or []]
+            if other is not None:
+                for n in other["chunks"]:
+                    x = np.empty(n, dtype=np.int64)
+                    fill(x)
+                    every.append(pairs(x, theirs))
+                every.append(other["pairs"] or [])
+            for pair in itertools.chain(*every):
+                if pair in seen:
+                    self.dup_pairs.add(pair)
+                seen.add(pair)
+            self._keys = []
+        meta = {**(other["meta"] if other is not None else {}), **self._meta}
         flat = [m for s in sorted(meta) for m in meta[s]]
         self.ordered = all(m[2] for m in flat) and all(a[1] <= b[0] for a, b in zip(flat, flat[1:], strict=False))
-        domains = sorted(mine["domains"] + (other["domains"] if other is not None else []))
+        domains = sorted(self._domain_rows + (other["domains"] if other is not None else []))
         if domains:
             self._domains(domains)
         raw = None
         if self.dup_pairs is None:
-            back = np.empty(len(self.threads), dtype=np.int64)
-            back[list(self.threads.values())] = list(self.threads)
+            back = self.summary()["threads"]
             raw = (back[self.dups & mask], self.dups >> _KEY_SHIFT)
         return {"dups": raw, "pairs": self.dup_pairs, "dnames": self.dnames, "ordered": self.ordered}
 
     def accept(self, verdict: dict) -> None:
         """In the process that read the rest: what :meth:`merge` found."""
         self.dnames, self.ordered, self.dup_pairs = verdict["dnames"], verdict["ordered"], verdict["pairs"]
+        self._keys = []
         if verdict["dups"] is not None:
             thread, end = verdict["dups"]
             self.dups = np.unique((end << _KEY_SHIFT) | self._codes(thread)) if len(thread) else \
@@ -677,6 +700,15 @@ class _Nvtx:
         return False
 
 
+def _intern_rows(columns: list[np.ndarray], table: dict) -> np.ndarray:
+    """Codes (int32) of the rows of ``columns`` in ``table`` ((values...) -> code, grown as new ones
+    come): grouped by integers first, so that only the distinct rows meet Python code."""
+    codes, first = group_codes(columns)
+    firsts = list(zip(*(c[first].tolist() for c in columns), strict=True))
+    m = np.array([table.setdefault(r, len(table)) for r in firsts], dtype=np.int32)
+    return m[codes] if len(m) else np.zeros(len(codes), dtype=np.int32)
+
+
 def _intern(values: list, table: dict) -> np.ndarray:
     """Codes of ``values`` (bytes) in ``table`` (value -> code, grown as new ones come): hashed in
     pandas, so that only the distinct values of a batch meet Python code."""
@@ -738,13 +770,13 @@ def _in_order(windows: Iterator[RangeWindow], ordered) -> Iterator[RangeWindow]:
 
 
 def _reader_child(nvtx: _Nvtx, conn) -> None:
-    """The forked reader: reads slices from the back, hands over its summary, takes the verdict, then
-    sends its windows and the count of ranges it left out."""
+    """The forked reader: reads slices from the back; then, with the summary and keys of the slices this
+    process read, finds the never-popped ranges (:meth:`_Nvtx.merge`: here, where memory is not held by
+    the kernels) and sends the verdict; then its windows and the count of ranges it left out."""
     try:
         nvtx.read(front=False)
-        conn.send(("summary", nvtx.summary()))
-        what, verdict = conn.recv()
-        nvtx.accept(verdict)
+        other = _recv(conn, "summary")
+        conn.send(("verdict", nvtx.merge(other, conn.recv_bytes_into)))
         for win in nvtx.windows():
             conn.send(("window", win))
         conn.send(("end", nvtx.dropped))
@@ -815,44 +847,47 @@ class NsysSource(PreparedSource):
         self._check_layout(bool(counts[schema.NSYS_NVTX]))
         return counts
 
-    def _tasks(self, counts: dict[str, int], split: int, columnar: bool) -> tuple[list, dict]:
-        """The reads of kernels, copies and API calls (:mod:`pyprof.parse.fetch` tasks), by name."""
+    def _kernel_tasks(self, counts: dict[str, int], columnar: bool) -> list:
+        """The kernels' reads, a rowid slice of about :data:`KERNEL_CHUNK` rows each (read one at a time,
+        each made compact before the next: the table's 15 columns are never all in memory at once)."""
         db = self.db
-        tasks, where = [], {}
-
-        def add(name, task):
-            where.setdefault(name, []).append(len(tasks))
-            tasks.append(task)
-
-        rows = fetch.slice_rows(counts[schema.NSYS_KERNEL], split)
-        for cond in fetch.slices(db, schema.NSYS_KERNEL, split):
-            add("kernel", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
-                                             f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS), rows,
-                                     f'SELECT {_raw(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
-                                     f'"{schema.NSYS_KERNEL}" WHERE {cond}')
+        n = max(1, -(-counts[schema.NSYS_KERNEL] // KERNEL_CHUNK))
+        rows = fetch.slice_rows(counts[schema.NSYS_KERNEL], n)
+        return [fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
+                                   f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS), rows,
+                           f'SELECT {_raw(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM "{schema.NSYS_KERNEL}" '
+                           f"WHERE {cond}")
                 if columnar else
                 fetch.Task("ints", f'SELECT {_kernel_select(db)} FROM "{schema.NSYS_KERNEL}" WHERE {cond}',
-                           KERNEL_PACKED))
-        for table, name in ((schema.NSYS_MEMCPY, "memcpy"), (schema.NSYS_MEMSET, "memset")):
-            if counts[table]:
-                add(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS),
-                                     counts[table], f'SELECT {_raw(db, table, COPY_COLS)} FROM "{table}"'))
+                           KERNEL_PACKED)
+                for cond in fetch.slices(db, schema.NSYS_KERNEL, n)]
+
+    def _copy_tasks(self, counts: dict[str, int]) -> list:
+        db = self.db
+        return [(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS),
+                                  counts[table], f'SELECT {_raw(db, table, COPY_COLS)} FROM "{table}"'))
+                for table, name in ((schema.NSYS_MEMCPY, "memcpy"), (schema.NSYS_MEMSET, "memset")) if counts[table]]
+
+    def _api_tasks(self, counts: dict[str, int], split: int) -> list:
+        """The API calls some activity correlates to (none where either side lacks correlationId)."""
+        db = self.db
         rcols = db.columns(schema.NSYS_RUNTIME)
-        # the API calls some activity correlates to (none where either side lacks correlationId)
         sources = [f'SELECT correlationId FROM "{t}"' for t in (schema.NSYS_KERNEL, schema.NSYS_MEMCPY,
                                                                  schema.NSYS_MEMSET)
                    if counts[t] and "correlationId" in db.columns(t)]
-        if counts[schema.NSYS_RUNTIME] and "correlationId" in rcols and sources:
-            conds = []
-            if "eventClass" in rcols:
-                conds.append(f"(eventClass IN {schema.API_EVENT_CLASSES} OR eventClass IS NULL)")
-            conds.append(f"correlationId IN ({' UNION ALL '.join(sources)})")
-            for cond in fetch.slices(db, schema.NSYS_RUNTIME, split):
-                where_ = f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}'
-                add("api", fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM {where_}',
-                                      len(API_COLS), fetch.slice_rows(counts[schema.NSYS_RUNTIME], split),
-                                      f'SELECT {_raw(db, schema.NSYS_RUNTIME, API_COLS)} FROM {where_}'))
-        return tasks, where
+        if not (counts[schema.NSYS_RUNTIME] and "correlationId" in rcols and sources):
+            return []
+        conds = []
+        if "eventClass" in rcols:
+            conds.append(f"(eventClass IN {schema.API_EVENT_CLASSES} OR eventClass IS NULL)")
+        conds.append(f"correlationId IN ({' UNION ALL '.join(sources)})")
+        tasks = []
+        for cond in fetch.slices(db, schema.NSYS_RUNTIME, split):
+            where_ = f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}'
+            tasks.append(fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM {where_}',
+                                    len(API_COLS), fetch.slice_rows(counts[schema.NSYS_RUNTIME], split),
+                                    f'SELECT {_raw(db, schema.NSYS_RUNTIME, API_COLS)} FROM {where_}'))
+        return tasks
 
     def _load(self) -> Streamed:
         db = self.db
@@ -863,11 +898,12 @@ class NsysSource(PreparedSource):
         windows = self._ranges(strings, counts, parallel, columnar)
         try:
             # the kernels are read here while a forked reader (if any) reads the ranges; without one,
-            # in two forked workers where it pays
-            alone = parallel and self._forked is None
-            tasks, where = self._tasks(counts, 2 if alone else 1, columnar)
-            res = fetch.run(db, tasks, alone)
-            acts = self._activities(res, where, strings, columnar)
+            # the API calls in a forked worker meanwhile, where it pays
+            api = fetch.start(db, self._api_tasks(counts, 1), parallel and self._forked is None)
+            try:
+                acts = self._activities(counts, api, strings, columnar)
+            finally:
+                api.close()
         except BaseException:
             self._stop()
             raise
@@ -928,12 +964,14 @@ class NsysSource(PreparedSource):
         forked reader read (from the back), once the never-popped ranges are known from both."""
         nvtx.read(front=True)
         if forked is None:
-            nvtx.merge(None)
+            nvtx.merge()
             yield from nvtx.windows()
             return
         _child, conn = forked
-        summary = _recv(conn, "summary")
-        conn.send(("verdict", nvtx.merge(summary)))
+        conn.send(("summary", nvtx.summary()))
+        for chunk in nvtx.key_chunks():
+            conn.send_bytes(chunk)
+        nvtx.accept(_recv(conn, "verdict"))
         yield from nvtx.windows()
         while True:
             what, value = _recv(conn)
@@ -962,94 +1000,97 @@ class NsysSource(PreparedSource):
             child.terminate()
             child.join()
 
-    def _activities(self, res: list, where: dict, strings: dict[int, str], columnar: bool) -> Activities:
-        """Kernels, copies and their API calls -> :class:`Activities` (in output order)."""
+    def _activities(self, counts: dict[str, int], api: fetch.Pending, strings: dict[int, str],
+                    columnar: bool) -> Activities:
+        """Kernels, copies and their API calls -> :class:`Activities` (in output order). Each slice of
+        kernels is made compact as it is read: what repeats (kind and names; device, stream, grid, block,
+        bytes and copy kind) becomes a code into a table of its distinct values."""
         db = self.db
+        heads: dict[tuple, int] = {}  # (kind, short name id, long name id) -> code
+        kmids: dict[tuple, int] = {}  # (device, stream, grid, block, bytes, copy kind) -> code
+        cols: dict[str, list] = {c: [] for c in ("start", "end", "corr", "pid", "kind", "head", "kmid")}
 
-        def ints(name, ncols):
-            parts = [res[i] for i in where.get(name, [])]
-            if len(parts) == 1:
-                return parts[0]  # (column-major, as the readers give it: its columns are contiguous)
-            return np.asfortranarray(np.concatenate(parts)) if parts else np.zeros((0, ncols), dtype=np.int64)
+        def add(kind: int, c: dict, short, long_, nbytes, copyk) -> None:
+            n = len(c["start"])
+            kinds = np.full(n, kind, dtype=np.int64)
+            gp = c["globalPid"]
+            cols["start"].append(c["start"])
+            cols["end"].append(c["end"])
+            cols["corr"].append(c["correlationId"])
+            cols["pid"].append(np.where(gp >= 0, (gp >> PID_SHIFT) & ID_MASK, -1))
+            cols["kind"].append(kinds.astype(np.int8))
+            cols["head"].append(_intern_rows([kinds, short, long_], heads))
+            grid = [c.get(g, np.full(n, -1, dtype=np.int64)) for g in ("gridX", "gridY", "gridZ", "blockX",
+                                                                        "blockY", "blockZ")]
+            cols["kmid"].append(_intern_rows([c["deviceId"], c["streamId"], *grid, nbytes, copyk], kmids))
 
-        if columnar:
-            kc = dict(zip(KERNEL_COLS, ints("kernel", len(KERNEL_COLS)).T, strict=True))
-        else:
-            kc = _kernel_unpack(ints("kernel", KERNEL_PACKED))
-        if kc is None:  # a grid/block value too big to pack: read the columns one by one
-            plain = [fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
-                                        f'"{schema.NSYS_KERNEL}"', len(KERNEL_COLS))]
-            k = np.concatenate([*fetch.run(db, plain, False), np.zeros((0, len(KERNEL_COLS)), dtype=np.int64)])
-            kc = dict(zip(KERNEL_COLS, k.T, strict=False))
-        k_len = len(kc["start"])
-        long_ids = np.where(kc["demangledName"] >= 0, kc["demangledName"], kc["mangledName"])
-        cols: dict[str, list] = {c: [np.ascontiguousarray(kc[src])] for c, src in (
-            ("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
-            ("corr", "correlationId"), ("gpid", "globalPid"), ("gridX", "gridX"), ("gridY", "gridY"),
-            ("gridZ", "gridZ"), ("blockX", "blockX"), ("blockY", "blockY"), ("blockZ", "blockZ"))}
-        cols["bytes"] = [np.full(k_len, -1, dtype=np.int64)]
-        # integer stand-ins for what the record says as text: kind (0 kernel, 1 memcpy, 2 memset), the
-        # name ids, the copy kind (memcpy: its copyKind or -1; memset: -2; kernel: -3)
-        cols["_kind"] = [np.zeros(k_len, dtype=np.int64)]
-        cols["_short"] = [kc["shortName"]]
-        cols["_long"] = [long_ids]
-        cols["_copyk"] = [np.full(k_len, -3, dtype=np.int64)]
-        for kind, name in ((1, "memcpy"), (2, "memset")):
-            m = ints(name, len(COPY_COLS))
-            if not len(m):
-                continue
-            mc = dict(zip(COPY_COLS, m.T, strict=False))
-            code = mc["copyKind"] if name == "memcpy" else np.full(len(m), -2, dtype=np.int64)
-            for c, src in (("start", "start"), ("end", "end"), ("device", "deviceId"), ("stream", "streamId"),
-                           ("corr", "correlationId"), ("gpid", "globalPid"), ("bytes", "bytes")):
-                cols[c].append(mc[src])
-            for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"):
-                cols[c].append(np.full(len(m), -1, dtype=np.int64))
-            cols["_kind"].append(np.full(len(m), kind, dtype=np.int64))
-            for c in ("_short", "_long", "_copyk"):
-                cols[c].append(code)
-        a = {c: np.concatenate(v) if len(v) > 1 else np.asarray(v[0], dtype=np.int64) for c, v in cols.items()}
-        del cols, kc
-        gp = a.pop("gpid")
-        pid = np.where(gp >= 0, (gp >> PID_SHIFT) & ID_MASK, -1)
+        for task in self._kernel_tasks(counts, columnar):
+            k = fetch.run_task(db, task)
+            kc = dict(zip(KERNEL_COLS, k.T, strict=True)) if columnar else _kernel_unpack(k)
+            if kc is None:  # a grid/block value too big to pack: this slice's columns one by one
+                plain = fetch.Task("ints", task.sql.replace(_kernel_select(db), _cols(db, schema.NSYS_KERNEL,
+                                                                                       KERNEL_COLS)),
+                                   len(KERNEL_COLS))
+                kc = dict(zip(KERNEL_COLS, fetch.run_task(db, plain).T, strict=True))
+            n = len(kc["start"])
+            long_ids = np.where(kc["demangledName"] >= 0, kc["demangledName"], kc["mangledName"])
+            # integer stand-ins for what the record says as text: kind (0 kernel, 1 memcpy, 2 memset),
+            # the name ids, the copy kind (memcpy: its copyKind or -1; memset: -2; kernel: -3)
+            add(0, kc, kc["shortName"], long_ids, np.full(n, -1, dtype=np.int64), np.full(n, -3, dtype=np.int64))
+            del k, kc
+        for name, task in self._copy_tasks(counts):
+            mc = dict(zip(COPY_COLS, fetch.run_task(db, task).T, strict=True))
+            code = mc["copyKind"] if name == "memcpy" else np.full(len(mc["start"]), -2, dtype=np.int64)
+            add(1 if name == "memcpy" else 2, mc, code, code, mc["bytes"], code)
+        a = {}
+        for c in list(cols):  # (one column at a time: its chunks are freed as it is made)
+            v = cols.pop(c)
+            a[c] = np.concatenate(v) if len(v) != 1 else v[0]
+            del v
+        pid, corr = a.pop("pid"), a["corr"]
         # the API call: same correlationId and pid; first row wins (backtrace duplicates are filtered)
-        api = ints("api", len(API_COLS))
-        ac = dict(zip(API_COLS, api.T, strict=False))
+        parts = api.results()
+        ac = {}
+        for j, c in enumerate(API_COLS):
+            ac[c] = np.concatenate([p[:, j] for p in parts]) if parts else np.zeros(0, np.int64)
+        del parts
         a_pid = (ac["globalTid"] >> PID_SHIFT) & ID_MASK
-        corr = a["corr"]
-        idx = join_first((corr << 24) | pid, (ac["correlationId"] << 24) | a_pid) if len(api) else \
+        idx = join_first((corr << 24) | pid, (ac.pop("correlationId") << 24) | a_pid) if len(a_pid) else \
             np.full(len(corr), -1, dtype=np.int64)
-        idx = np.where(corr >= 0, idx, -1)
-        gt = take(ac["globalTid"], idx)
-        a["thread"] = gt
-        a["tid"] = np.where(gt >= 0, gt & ID_MASK, -1)
-        a["pid"] = np.where(pid >= 0, pid, np.where(gt >= 0, (gt >> PID_SHIFT) & ID_MASK, -1))
-        a["api_start"] = take(ac["start"], idx)
-        a["api_end"] = take(ac["end"], idx)
-        a["_api"] = take(ac["nameId"], idx) if len(api) else np.full(len(corr), -1, dtype=np.int64)
-        del api, ac, idx, gt
-        # what repeats, grouped by integers: the head (kind, names) and the middle of a record
-        hcode, hfirst = group_codes([a["_kind"], a["_short"], a["_long"]])
-        heads = [self._head(k, s, lg, strings) for k, s, lg in zip(
-            a["_kind"][hfirst].tolist(), a["_short"][hfirst].tolist(), a["_long"][hfirst].tolist(), strict=True)]
-        mid_ids = ("pid", "tid", "device", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
-                   "bytes", "_copyk", "_api")
-        mcode, mfirst = group_codes([a[c] for c in mid_ids])
-        m = {c: a[c][mfirst].tolist() for c in mid_ids}
-        gpus = self._gpu_names(pd.DataFrame({"pid": a["pid"][mfirst], "device": a["device"][mfirst]}))
+        del a_pid
+        idx[corr < 0] = -1
+        gt = take(ac.pop("globalTid"), idx)
+        a["api_start"] = take(ac.pop("start"), idx)
+        a["api_end"] = take(ac.pop("end"), idx)
+        api_name = take(ac.pop("nameId"), idx)
+        del idx
+        tid = np.where(gt >= 0, gt & ID_MASK, -1)
+        pid = np.where(pid >= 0, pid, np.where(gt >= 0, (gt >> PID_SHIFT) & ID_MASK, -1)).astype(np.int32)
+        # the middle of a record: device ... copy kind (kmid), pid, tid, API name
+        mcode, mfirst = group_codes([a["kmid"], pid, tid, api_name])
+        kmid_rows = list(kmids)
+        gpus = self._gpu_names(pd.DataFrame({"pid": pid[mfirst].astype(np.int64),
+                                             "device": [kmid_rows[k][0] for k in a["kmid"][mfirst].tolist()]}))
         mids = []
-        for j in range(len(mfirst)):
-            v = {c: (m[c][j] if m[c][j] >= 0 else None) for c in mid_ids}
-            ck = m["_copyk"][j]
-            copy = None if ck == -3 else "memset" if ck == -2 else (schema.copy_kind_name(ck) if ck >= 0 else "unknown")
-            grid = [v["gridX"], v["gridY"], v["gridZ"]] if v["gridX"] is not None else None
-            block = [v["blockX"], v["blockY"], v["blockZ"]] if v["blockX"] is not None else None
-            mids.append((v["pid"], v["tid"], v["device"], gpus[j], v["stream"], grid, block, v["bytes"], copy,
-                         strings.get(m["_api"][j]) if m["_api"][j] != -1 else None))
-        is_kernel = a["_kind"] == 0
+        for j, (k, p, t, api_id) in enumerate(zip(a["kmid"][mfirst].tolist(), pid[mfirst].tolist(), tid[mfirst].tolist(),
+                                                  api_name[mfirst].tolist(), strict=True)):
+            dev, stream, gx, gy, gz, bx, by, bz, nbytes, ck = (v if v >= 0 else None for v in kmid_rows[k])
+            copy = None if kmid_rows[k][9] == -3 else "memset" if kmid_rows[k][9] == -2 else \
+                (schema.copy_kind_name(ck) if ck is not None else "unknown")
+            mids.append((p if p >= 0 else None, t if t >= 0 else None, dev, gpus[j], stream,
+                         [gx, gy, gz] if gx is not None else None, [bx, by, bz] if bx is not None else None, nbytes,
+                         copy, strings.get(api_id) if api_id != -1 else None))
+        del tid, api_name, mfirst
+        a.pop("kmid")
+        a["gt"], a["pid"], a["mcode"] = gt, pid, mcode.astype(np.int32)
+        del gt, pid, mcode
+        head_rows = [self._head(k, sh, lg, strings) for k, sh, lg in heads]
         order = np.lexsort((corr, a["start"]))
-        return Activities(*(x[order] for x in (a["start"], a["end"], corr, a["api_start"], a["api_end"],
-                                               a["thread"], a["pid"], is_kernel, hcode, mcode)), heads, mids)
+        del corr
+        for c in list(a):  # (one column at a time: in output order, the old one freed)
+            a[c] = a[c][order]
+        return Activities(a["start"], a["end"], a["corr"], a["api_start"], a["api_end"], a["gt"], a["pid"],
+                          a["kind"] == 0, a["head"], a["mcode"], head_rows, mids)
 
     @staticmethod
     def _head(kind: int, short: int, long_: int, strings: dict[int, str]) -> tuple:
