@@ -116,16 +116,16 @@ def test_rows_out_of_start_order_are_one_window(tmp_path, monkeypatch):
     _same_every_way(path, tmp_path, monkeypatch)
 
 
-@pytest.mark.parametrize("huge", [False, True])
+@pytest.mark.parametrize("huge", [0, 1 << 55, 1 << 61])
 def test_never_popped_ranges_far_apart_are_left_out(tmp_path, monkeypatch, huge):
     """Push ranges that share their (thread, end) -- nsys's mark of ranges never popped -- found across
     windows and across the two processes that read them; one on another thread at that end is kept.
-    ``huge``: that end too big for packed keys, so the process that reads the late rows compares
-    (thread, end) pairs while the other packs its keys."""
+    ``huge``: that end, far past the others: too far for the packed keys of the rows as they are read
+    (1 << 55), or even for those of the whole table (1 << 61: the pairs are sorted as pairs)."""
     path = _export(tmp_path, steps=8)
     con = sqlite3.connect(path)
     end, tid = con.execute('SELECT MAX("end") + 10, globalTid FROM NVTX_EVENTS WHERE eventType = 59').fetchone()
-    end = (1 << 50) if huge else end
+    end = huge or end
     starts = [r[0] for r in con.execute("SELECT start FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start")]
     con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
                     "VALUES (?, ?, 59, 'leaked', ?, 0)", [(starts[i] - 1, end, tid) for i in (1, len(starts) // 2, -3)])

@@ -435,10 +435,12 @@ def join_first(left_keys: np.ndarray, right_keys: np.ndarray) -> np.ndarray:
     if not len(right_keys):
         return np.full(len(left_keys), -1, dtype=np.int64)
     uniq, first = np.unique(right_keys, return_index=True)
-    pos = np.searchsorted(uniq, left_keys)
-    pos = np.minimum(pos, len(uniq) - 1)
-    hit = uniq[pos] == left_keys
-    return np.where(hit, first[pos], -1)
+    out = np.empty(len(left_keys), dtype=np.int64)
+    for lo in range(0, len(left_keys), 1 << 20):  # (a million at a time: few temporaries, on 10M kernels too)
+        left = left_keys[lo:lo + (1 << 20)]
+        pos = np.minimum(np.searchsorted(uniq, left), len(uniq) - 1)
+        out[lo:lo + len(left)] = np.where(uniq[pos] == left, first[pos], -1)
+    return out
 
 
 def take(values: np.ndarray, idx: np.ndarray, fill=-1) -> np.ndarray:

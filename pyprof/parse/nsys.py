@@ -188,8 +188,11 @@ SLICE_ROWS = 1 << 19
 #: windows kept in memory up to this many bytes between the scan and the records; the rest wait in a
 #: temporary file
 SPILL_BYTES = 128 << 20
-#: (thread, end) of a range as one int64 where the end fits 47 bits and there are < 2**16 threads
-_KEY_SHIFT = 16
+#: (thread, end) of a range row as one int64 while it is read: its end less the first end this process
+#: read, shifted past a thread code of this many bits (a chunk where that does not fit keeps both)
+_KEY_SHIFT = 8
+_KEY_SPAN = 1 << (62 - _KEY_SHIFT)
+_KEY_CHUNK = 1 << 20  # keys sent (and made anew) at a time
 _NULL = np.iinfo(np.int64).min  # a null domainId (a domain row's -1 is an id)
 
 
@@ -223,8 +226,10 @@ class _Nvtx:
         self.slices = self._slices()
         self._next: Any = [0, len(self.slices) - 1]  # the next slice from the front, from the back
         self.threads: dict[int, int] = {}
-        self.dups = np.zeros(0, dtype=np.int64)
-        self.dup_pairs: set | None = None  # (thread, end) pairs, where keys do not fit
+        # the (thread, end) pairs that repeat (see _dropped): their ends, sorted and distinct, and the pairs
+        # as (index into those ends) * 2**32 + thread code, sorted
+        self._dup_ends = np.zeros(0, dtype=np.int64)
+        self._dup_keys = np.zeros(0, dtype=np.int64)
         self.dnames: dict[int, str] = {}
         self.ordered = True
         self.dropped = 0
@@ -246,8 +251,12 @@ class _Nvtx:
             self._spill.close()
         self._spill = None
         self._held = 0
-        self._keys: list = []
-        self._pairs: list | None = None
+        # the (thread, end) keys of the range rows this process read, in one array as big as the table (its
+        # pages exist once written): packed (see _key), or ends with their thread codes beside them
+        self._kbuf: np.ndarray | None = None
+        self._kcodes: np.ndarray | None = None
+        self._kn = 0
+        self._base: int | None = None  # the first end this process read (packed keys are offsets from it)
         self._domain_rows: list[int] = []
 
     def rng(self, t: str = "") -> str:
@@ -259,6 +268,7 @@ class _Nvtx:
     def _slices(self) -> list[str]:
         with Database(self.path) as db:
             lo, hi = fetch.rowids(db, schema.NSYS_NVTX)
+        self.capacity = 0 if lo is None else int(hi) - int(lo) + 1  # range rows, at most
         if lo is None:
             return []
         step = max(SLICE_ROWS, WINDOW_ROWS)
@@ -469,21 +479,44 @@ class _Nvtx:
                 self._close(s)
 
     def _key(self, thread: np.ndarray, end: np.ndarray) -> None:
-        """Keep (thread, end) of each range row, for :meth:`merge` to find those that repeat."""
+        """Keep (thread, end) of each range row, for :meth:`merge` to find those that repeat: 8 bytes a
+        row, the end less the first end read shifted past a thread code of :data:`_KEY_SHIFT` bits, or
+        12 (the end and the code) from the row on where that does not fit."""
         tc = self._codes(thread)
-        if self._pairs is None and (len(self.threads) >= 1 << _KEY_SHIFT or end.min() < 0 or
-                                    end.max() >= 1 << (62 - _KEY_SHIFT)):
-            self._pairs = self._unkey(np.concatenate(self._keys)) if self._keys else []
-            self._keys = []
-        if self._pairs is None:
-            self._keys.append((end << _KEY_SHIFT) | tc)
-        else:
-            self._pairs += zip(thread.tolist(), end.tolist(), strict=True)
+        n = len(end)
+        if self._kbuf is None:
+            self._kbuf = np.empty(max(self.capacity, n), dtype=np.int64)
+            self._base = int(end[0])
+        if self._kn + n > len(self._kbuf):  # (more range rows than the rowids counted: not in a sound file)
+            self._kbuf = np.concatenate([self._kbuf, np.empty(self._kn + n, dtype=np.int64)])
+            if self._kcodes is not None:
+                self._kcodes = np.concatenate([self._kcodes, np.empty(self._kn + n, dtype=np.int32)])
+        at = slice(self._kn, self._kn + n)
+        self._kn += n
+        if self._kcodes is None:
+            off = end - self._base
+            if len(self.threads) <= 1 << _KEY_SHIFT and off.min() > -_KEY_SPAN and off.max() < _KEY_SPAN:
+                self._kbuf[at] = (off << _KEY_SHIFT) | tc
+                return
+            self._widen(at.start)
+        self._kbuf[at] = end
+        self._kcodes[at] = tc
 
-    def _unkey(self, k: np.ndarray) -> list:
-        back = np.empty(len(self.threads), dtype=np.int64)
-        back[list(self.threads.values())] = list(self.threads)
-        return list(zip(back[k & ((1 << _KEY_SHIFT) - 1)].tolist(), (k >> _KEY_SHIFT).tolist(), strict=True))
+    def _widen(self, n: int) -> None:
+        """The first ``n`` packed keys as ends, with their thread codes beside them."""
+        mask = (1 << _KEY_SHIFT) - 1
+        self._kcodes = np.empty(len(self._kbuf), dtype=np.int32)
+        for lo in range(0, n, 1 << 20):
+            part = self._kbuf[lo:min(n, lo + (1 << 20))]
+            self._kcodes[lo:lo + len(part)] = part & mask
+            part[:] = (part >> _KEY_SHIFT) + self._base
+
+    def _ends_codes(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Ends and thread codes of keys lo..hi-1 of this process's."""
+        part = self._kbuf[lo:hi]
+        if self._kcodes is not None:
+            return part.copy(), self._kcodes[lo:hi].astype(np.int64)
+        return (part >> _KEY_SHIFT) + self._base, part & ((1 << _KEY_SHIFT) - 1)
 
     def _learn(self) -> None:
         """The open window's new messages join the known ones (up to :data:`KNOWN_MAX`): the slices
@@ -525,83 +558,113 @@ class _Nvtx:
     # -- after the pass -----------------------------------------------------------------------------
     def summary(self) -> dict:
         """What this process read that :meth:`merge` needs, but the keys themselves (:meth:`key_chunks`):
-        their chunks' lengths and thread table (or the (thread, end) pairs), window order, domain rows."""
+        how many, packed or not (and the base of packed ones), their smallest and largest end, the thread
+        table, window order, domain rows."""
+        ends = None
+        if self._kn:
+            k = self._kbuf[:self._kn]
+            a, b = (k.min(), k.max()) if self._kcodes is not None else \
+                ((k.min() >> _KEY_SHIFT) + self._base, (k.max() >> _KEY_SHIFT) + self._base)
+            ends = (int(a), int(b))
+        return {"n": self._kn, "wide": self._kcodes is not None, "base": self._base, "ends": ends,
+                "threads": self._thread_table(), "meta": self._meta, "domains": self._domain_rows}
+
+    def key_chunks(self) -> Iterator[np.ndarray]:
+        """This process's keys, a million at a time (then, if not packed, their thread codes as int32)."""
+        for lo in range(0, self._kn, _KEY_CHUNK):
+            yield self._kbuf[lo:min(self._kn, lo + _KEY_CHUNK)]
+        if self._kcodes is not None:
+            for lo in range(0, self._kn, _KEY_CHUNK):
+                yield self._kcodes[lo:min(self._kn, lo + _KEY_CHUNK)]
+
+    def drop_keys(self) -> None:
+        """Forget the keys (sent to the process that merges them)."""
+        self._kbuf = self._kcodes = None
+        self._kn = 0
+
+    def _thread_table(self) -> np.ndarray:
         back = np.empty(len(self.threads), dtype=np.int64)
         back[list(self.threads.values())] = list(self.threads)
-        return {"chunks": [len(k) for k in self._keys], "threads": back, "pairs": self._pairs, "meta": self._meta,
-                "domains": self._domain_rows}
-
-    def key_chunks(self) -> list[np.ndarray]:
-        """This process's (thread, end) keys, in the chunks :meth:`summary` counts."""
-        return self._keys
+        return back
 
     def merge(self, other: dict | None = None, fill=None) -> dict:
-        """Once every slice is read: the repeated (thread, end) keys, whether the windows are in start
+        """Once every slice is read: the (thread, end) pairs that repeat, whether the windows are in start
         order, the domain names. ``other``: the :meth:`summary` of the process that read the rest, whose
         keys ``fill(array)`` writes into the arrays it is given, chunk by chunk (so that they are never
-        copied whole). Returns what that process needs of it (see :meth:`accept`)."""
+        copied whole). Returns what that process needs of it (see :meth:`accept`).
+
+        Every key is made (end - the smallest end) * 2**b + thread code, b the bits of the largest code,
+        in one int64 array, sorted; the repeats are where a key equals the next."""
         mask = (1 << _KEY_SHIFT) - 1
-        theirs = other["threads"] if other is not None else np.zeros(0, dtype=np.int64)
-        n_threads = len(self.threads) + sum(1 for t in theirs.tolist() if t not in self.threads)
-        if self._pairs is None and (other is None or other["pairs"] is None) and n_threads <= mask + 1:
-            k = np.empty(sum(len(x) for x in self._keys) + (sum(other["chunks"]) if other is not None else 0),
-                         dtype=np.int64)
-            pos = 0
-            for x in self._keys:
-                k[pos:pos + len(x)] = x
-                pos += len(x)
-            self._keys = []
-            if other is not None:
-                codes = self._codes(theirs)  # its thread codes -> this process's
-                for n in other["chunks"]:
-                    fill(k[pos:pos + n])
-                    for lo in range(pos, pos + n, 1 << 20):  # (in place, a million at a time)
-                        part = k[lo:min(pos + n, lo + (1 << 20))]
-                        part[:] = (part & ~mask) | codes[part & mask]
-                    pos += n
-            k.sort()
-            self.dups = np.unique(k[1:][k[1:] == k[:-1]])
-            del k
-        else:  # (ends or threads too many for packed keys: the (thread, end) pairs themselves)
-            mine = self.summary()["threads"]
+        mine = self._kn
+        theirs = other["n"] if other is not None else 0
+        ranges = [r for r in (self.summary()["ends"], other["ends"] if other is not None else None) if r]
+        lo = min(r[0] for r in ranges) if ranges else 0
+        hi = max(r[1] for r in ranges) if ranges else 0
+        codes = self._codes(other["threads"]) if other is not None else None  # its thread codes -> ours
+        bits = max(1, (len(self.threads) - 1).bit_length())
+        wide = (hi - lo) >= 1 << (62 - bits)  # (ends spanning years: pairs, sorted as pairs)
+        keys = self._kbuf if self._kbuf is not None and len(self._kbuf) >= mine + theirs else \
+            np.concatenate([self._kbuf[:mine] if self._kbuf is not None else np.zeros(0, np.int64),
+                            np.empty(theirs, dtype=np.int64)])
+        self._kbuf = None
+        codes_of = np.empty(mine + theirs if wide else 0, dtype=np.int64)
 
-            def pairs(keys, back):
-                return zip(back[keys & mask].tolist(), (keys >> _KEY_SHIFT).tolist(), strict=True)
+        def put(at: int, end: np.ndarray, code: np.ndarray) -> None:
+            if wide:
+                keys[at:at + len(end)], codes_of[at:at + len(end)] = end, code
+            else:
+                keys[at:at + len(end)] = ((end - lo) << bits) | code
 
-            seen: set = set()
-            self.dup_pairs = set()
-            every = [pairs(x, mine) for x in self._keys] + [self._pairs or []]
-            if other is not None:
-                for n in other["chunks"]:
-                    x = np.empty(n, dtype=np.int64)
-                    fill(x)
-                    every.append(pairs(x, theirs))
-                every.append(other["pairs"] or [])
-            for pair in itertools.chain(*every):
-                if pair in seen:
-                    self.dup_pairs.add(pair)
-                seen.add(pair)
-            self._keys = []
+        for at in range(0, mine, _KEY_CHUNK):  # this process's keys, made anew in place
+            self._kbuf = keys
+            put(at, *self._ends_codes(at, min(mine, at + _KEY_CHUNK)))
+        self._kbuf, self._kcodes, self._kn = None, None, 0
+        if other is not None:  # the other's, received into place chunk by chunk, and made anew there
+            for at in range(mine, mine + theirs, _KEY_CHUNK):
+                part = keys[at:min(mine + theirs, at + _KEY_CHUNK)]
+                fill(part)
+                if not other["wide"]:
+                    put(at, (part >> _KEY_SHIFT) + other["base"], codes[part & mask])
+            if other["wide"]:
+                for at in range(mine, mine + theirs, _KEY_CHUNK):
+                    part = keys[at:min(mine + theirs, at + _KEY_CHUNK)]
+                    t = np.empty(len(part), dtype=np.int32)
+                    fill(t)
+                    put(at, part.copy(), codes[t])
+        keys = keys[:mine + theirs]
+        back = self._thread_table()
+        if wide:
+            order = np.lexsort((codes_of, keys))
+            keys, codes_of = keys[order], codes_of[order]
+            eq = (keys[1:] == keys[:-1]) & (codes_of[1:] == codes_of[:-1])
+            eq[1:] &= ~eq[:-1]  # (the first of each run of equal pairs)
+            raw = (back[codes_of[1:][eq]], keys[1:][eq])
+        else:
+            keys.sort()
+            eq = keys[1:] == keys[:-1]
+            eq[1:] &= ~eq[:-1]  # (the first of each run of equal keys: each repeated key once)
+            dup = keys[1:][eq]
+            raw = (back[dup & ((1 << bits) - 1)], (dup >> bits) + lo)
+        keys = codes_of = None  # (freed before the domains are read)
+        self._accept_dups(*raw)
         meta = {**(other["meta"] if other is not None else {}), **self._meta}
         flat = [m for s in sorted(meta) for m in meta[s]]
         self.ordered = all(m[2] for m in flat) and all(a[1] <= b[0] for a, b in zip(flat, flat[1:], strict=False))
         domains = sorted(self._domain_rows + (other["domains"] if other is not None else []))
         if domains:
             self._domains(domains)
-        raw = None
-        if self.dup_pairs is None:
-            back = self.summary()["threads"]
-            raw = (back[self.dups & mask], self.dups >> _KEY_SHIFT)
-        return {"dups": raw, "pairs": self.dup_pairs, "dnames": self.dnames, "ordered": self.ordered}
+        return {"dups": raw, "dnames": self.dnames, "ordered": self.ordered}
 
     def accept(self, verdict: dict) -> None:
         """In the process that read the rest: what :meth:`merge` found."""
-        self.dnames, self.ordered, self.dup_pairs = verdict["dnames"], verdict["ordered"], verdict["pairs"]
-        self._keys = []
-        if verdict["dups"] is not None:
-            thread, end = verdict["dups"]
-            self.dups = np.unique((end << _KEY_SHIFT) | self._codes(thread)) if len(thread) else \
-                np.zeros(0, dtype=np.int64)
+        self.dnames, self.ordered = verdict["dnames"], verdict["ordered"]
+        self.drop_keys()
+        self._accept_dups(*verdict["dups"])
+
+    def _accept_dups(self, thread: np.ndarray, end: np.ndarray) -> None:
+        self._dup_ends = np.unique(end)
+        self._dup_keys = np.sort(np.searchsorted(self._dup_ends, end) * (1 << 32) + self._codes(thread))
 
     def _domains(self, rowids: list[int]) -> None:
         """eventType 75 rows name a domain id (the first one of an id wins)."""
@@ -625,15 +688,17 @@ class _Nvtx:
         1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised); so push/pop ranges that
         share their (thread, end) with another are left out, with a warning.
         """
-        push = etype == schema.NVTX_PUSH_POP
-        if self.dup_pairs is not None:
-            return push & np.array([(t, e) in self.dup_pairs for t, e in zip(thread.tolist(), end.tolist(),
-                                                                               strict=True)], dtype=bool)
-        if not len(self.dups) or not push.any():
-            return np.zeros(len(end), dtype=bool)
-        k = (end << _KEY_SHIFT) | self._codes(thread)
-        pos = np.minimum(np.searchsorted(self.dups, k), len(self.dups) - 1)
-        return push & (self.dups[pos] == k)
+        out = np.zeros(len(end), dtype=bool)
+        de = self._dup_ends
+        if not len(de):
+            return out
+        pos = np.minimum(np.searchsorted(de, end), len(de) - 1)
+        cand = np.flatnonzero((de[pos] == end) & (etype == schema.NVTX_PUSH_POP))
+        if len(cand):
+            k = pos[cand] * (1 << 32) + self._codes(thread[cand])
+            at = np.minimum(np.searchsorted(self._dup_keys, k), len(self._dup_keys) - 1)
+            out[cand] = self._dup_keys[at] == k
+        return out
 
     # -- the windows --------------------------------------------------------------------------------
     def _payloads(self):
@@ -971,6 +1036,7 @@ class NsysSource(PreparedSource):
         conn.send(("summary", nvtx.summary()))
         for chunk in nvtx.key_chunks():
             conn.send_bytes(chunk)
+        nvtx.drop_keys()
         nvtx.accept(_recv(conn, "verdict"))
         yield from nvtx.windows()
         while True:
@@ -1014,9 +1080,10 @@ class NsysSource(PreparedSource):
             n = len(c["start"])
             kinds = np.full(n, kind, dtype=np.int64)
             gp = c["globalPid"]
-            cols["start"].append(c["start"])
-            cols["end"].append(c["end"])
-            cols["corr"].append(c["correlationId"])
+            # (copies: a column of a slice's read is a view that would keep all 15 columns alive)
+            cols["start"].append(c["start"].copy())
+            cols["end"].append(c["end"].copy())
+            cols["corr"].append(c["correlationId"].copy())
             cols["pid"].append(np.where(gp >= 0, (gp >> PID_SHIFT) & ID_MASK, -1))
             cols["kind"].append(kinds.astype(np.int8))
             cols["head"].append(_intern_rows([kinds, short, long_], heads))
@@ -1051,8 +1118,9 @@ class NsysSource(PreparedSource):
         # the API call: same correlationId and pid; first row wins (backtrace duplicates are filtered)
         parts = api.results()
         ac = {}
-        for j, c in enumerate(API_COLS):
-            ac[c] = np.concatenate([p[:, j] for p in parts]) if parts else np.zeros(0, np.int64)
+        for j, c in enumerate(API_COLS):  # (views of a single part: its columns are contiguous)
+            ac[c] = parts[0][:, j] if len(parts) == 1 else \
+                np.concatenate([p[:, j] for p in parts]) if parts else np.zeros(0, np.int64)
         del parts
         a_pid = (ac["globalTid"] >> PID_SHIFT) & ID_MASK
         idx = join_first((corr << 24) | pid, (ac.pop("correlationId") << 24) | a_pid) if len(a_pid) else \
