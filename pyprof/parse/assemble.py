@@ -106,6 +106,23 @@ def text_labels(ranges: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
     return lcodes.astype(np.int64), labels
 
 
+def op_range(r: int, sid: int, decoded: dict, st, labels: list, bare_names) -> int | None:
+    """The forward range ``r``'s op instance: the range at its stack's op position (``r`` or an enclosing
+    op range), whose index is its kernels' ``opId``. ``st``: the ranges' stack table (``stack_labels``,
+    ``r_parent``); ``decoded``: stack id -> decoded stack, filled here when no kernel was launched directly
+    under that stack (emit_nvtx's ``aten::linear`` around ``aten::addmm``)."""
+    d = decoded.get(sid)
+    if d is None:
+        d = decoded[sid] = dec.decode([labels[x][0] for x in st.stack_labels[sid]], bare_names)
+    if d.op_pos is None:
+        return None
+    up = len(st.stack_labels[sid]) - 1 - d.op_pos
+    while up > 0 and r >= 0:
+        r = int(st.r_parent[r])
+        up -= 1
+    return r if r >= 0 else None
+
+
 class Prepared:
     """Everything computed; records are produced lazily from here."""
 
@@ -192,21 +209,6 @@ class Prepared:
         linker = dec.BackwardLinker()
         fwd_cache: dict[int, dict] = {}
 
-        def op_range(r: int, sid: int) -> int | None:
-            """The forward range ``r``'s op instance id: the range at its stack's op position (``r`` or
-            an enclosing op range), as its kernels' ``opId``; the stack is decoded here when no kernel
-            was launched directly under it (emit_nvtx's ``aten::linear`` around ``aten::addmm``)."""
-            d = decoded.get(sid)
-            if d is None:
-                d = decoded[sid] = dec.decode([labels[x][0] for x in st.stack_labels[sid]], bare_names)
-            if d.op_pos is None:
-                return None
-            up = len(st.stack_labels[sid]) - 1 - d.op_pos
-            while up > 0 and r >= 0:
-                r = int(st.r_parent[r])
-                up -= 1
-            return r if r >= 0 else None
-
         r_pid = ranges["pid"].to_numpy(np.int64).tolist()
         r_start = ranges["start"].to_numpy(np.int64).tolist()
         parents = st.r_parent.tolist()
@@ -226,7 +228,7 @@ class Prepared:
             if f is None:
                 f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare_names)
             for seq in own:
-                linker.add(r_pid[r], seq, r_start[r], f, op_range(r, sid))
+                linker.add(r_pid[r], seq, r_start[r], f, op_range(r, sid, decoded, st, labels, bare_names))
         linker.freeze()
         for i in want_rows.tolist():
             sid = self.row_key[i]
@@ -714,7 +716,7 @@ class Streamed:
                 f = fwd_cache.get(sid)
                 if f is None:
                     f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare)
-                op = self._op_range(r, sid, decoded, st, labels, bare)
+                op = op_range(r, sid, decoded, st, labels, bare)
                 value = (f, int(r_gidx[op]) if op is not None else None)
                 pid = (int(r_thread[r]) >> 24) & 0xFFFFFF
                 for seq in own:
@@ -740,20 +742,6 @@ class Streamed:
                 fields[key] = dec.link(decoded[sid].fields, f)
                 ranges_of[key] = ranges_of[sid]
             row_key[i] = key
-
-    @staticmethod
-    def _op_range(r: int, sid: int, decoded, st, labels, bare) -> int | None:
-        """The forward range ``r``'s op instance (a range of this window's): see :meth:`Prepared._link`."""
-        d = decoded.get(sid)
-        if d is None:
-            d = decoded[sid] = dec.decode([labels[x][0] for x in st.stack_labels[sid]], bare)
-        if d.op_pos is None:
-            return None
-        up = len(st.stack_labels[sid]) - 1 - d.op_pos
-        while up > 0 and r >= 0:
-            r = int(st.r_parent[r])
-            up -= 1
-        return r if r >= 0 else None
 
     def _number(self, counts: list, rows, op_local, linked, r_gidx, r_end, t_hi) -> None:
         """``subSeqId`` of this window's rows (:func:`_sub_seq`), counting on from the earlier windows'
