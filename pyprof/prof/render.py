@@ -33,17 +33,6 @@ CHUNK = 50_000
 FLEX = ("kernel", "params", "longkernel", "layer", "trace", "module", "note", "op", "mod", "key", "gpu")
 
 
-def _num(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return NA_NUM
-    a = abs(v)
-    if a >= 100 or a == 0:
-        return f"{v:.0f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
 def _int(v) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return NA_TEXT
