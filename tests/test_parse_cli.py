@@ -67,6 +67,17 @@ def test_many_files_in_parallel(tmp_path, capsys):
         assert (tmp_path / "out" / (f.name.rsplit(".sqlite", 1)[0] + ".dict")).read_text() == single
 
 
+def test_many_files_one_broken_is_named_and_the_others_written(tmp_path, capsys):
+    good = corpus_file("hpcgroup__pipit")
+    broken = tmp_path / "broken.sqlite"
+    broken.write_bytes(b"not a database")
+    code, _, err = run_cli(capsys, good, broken, "-o", tmp_path / "out", "-j", "1")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("pyprof: error: 1 of 2 inputs could not be parsed: broken.sqlite"), err
+    assert "Traceback" not in err and err.count("pyprof parse:") == 1
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [good.name.rsplit(".sqlite", 1)[0] + ".dict"]
+
+
 def test_many_files_need_a_folder(capsys, tmp_path):
     a, b = corpus_file("hpcgroup__pipit"), corpus_file("MohanadOdema__DLProf")
     code, _, err = run_cli(capsys, a, b)

@@ -76,18 +76,7 @@ def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: st
     if os.path.exists(output) and not os.path.isdir(output):
         raise UsageError(f"{output} is a file, but {len(inputs)} inputs need an output folder",
                          "give -o a folder name")
-    failed = []
-    for res in parse_many(list(inputs), output, jobs):
-        if res.error:
-            failed.append(res)
-            click.echo(f"pyprof: error: {res.error}", err=True)
-            continue
-        for w in res.warnings:
-            say(f"pyprof: warning: {os.path.basename(res.path)}: {w}")
-        say(f"pyprof parse: {res.summary()} -> {res.out}")
-    if failed:
-        raise PyprofError(f"{len(failed)} of {len(inputs)} inputs could not be parsed (see above)",
-                          "fix or drop those files; the other outputs were written")
+    _report_many(parse_many(list(inputs), output, jobs), len(inputs), say)
 
 
 def _scaled(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str, cluster: str | None,
@@ -120,6 +109,12 @@ def _scaled(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: 
         results = run.parse_cluster(list(inputs), output, cluster, fmt)
     else:
         results = run.parse_local(list(inputs), output, fmt, jobs)
+    _report_many(results, len(inputs), say)
+
+
+def _report_many(results, n_inputs: int, say) -> None:
+    """One line per parsed input (its warnings first) as the results come; the inputs that failed are
+    named, each with its error, and then together in the one error that sets the exit status."""
     failed = []
     for res in results:
         if res.error:
@@ -131,5 +126,5 @@ def _scaled(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: 
         say(f"pyprof parse: {res.summary()} -> {res.out}")
     if failed:
         names = ", ".join(sorted(os.path.basename(r.path) for r in failed))
-        raise PyprofError(f"{len(failed)} of {len(inputs)} inputs could not be parsed: {names}",
+        raise PyprofError(f"{len(failed)} of {n_inputs} inputs could not be parsed: {names}",
                           "fix or drop those files; the other outputs were written")
