@@ -99,8 +99,9 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     from pyprof.prof.load import skipping_bad
     from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
     from pyprof.prof.table import build_file, default_workers
+    from pyprof.scale.parquet import is_parquet
 
-    if file not in (None, "-") and _is_dataset(file):  # Parquet: per-rank summary and stragglers
+    if file not in (None, "-") and is_parquet(file):  # Parquet: per-rank summary and stragglers
         from pyprof.scale.query import prof_dataset
 
         return prof_dataset(file, output, as_csv, as_json, width, top, jobs,
@@ -153,19 +154,6 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
                     render.write(first, SUMMARY_NAMES, fh, style, width or 0, headers, fmts, drop=SUMMARY_DROP)
         if fh is sys.stdout:
             fh.flush()
-
-
-def _is_dataset(path: str) -> bool:
-    """A Parquet file or a folder (a dataset of ``pyprof parse --format parquet``)."""
-    import os
-
-    if os.path.isdir(path):
-        return True
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == b"PAR1"
-    except OSError:  # not there, or unreadable: the record file's path says so
-        return False
 
 
 def _wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):

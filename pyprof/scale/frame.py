@@ -18,21 +18,10 @@ import pandas as pd
 
 from pyprof.scale.extra import require
 from pyprof.scale.identity import NAME_RANK
-from pyprof.scale.parquet import DATASET_COLUMNS, KINDS, SUFFIX, columns_of, parquet_files
+from pyprof.scale.parquet import DATASET_COLUMNS, KINDS, SUFFIX, columns_of, is_parquet, parquet_files
 
 _INT = ("int64",)
 _TEXT = ("string", "text", "json")
-
-
-def is_parquet(path: str) -> bool:
-    """A Parquet file (by its magic bytes) or a folder (a dataset)."""
-    if os.path.isdir(path):
-        return True
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(4) == b"PAR1"
-    except OSError:
-        return False
 
 
 def _series(name: str, values: list) -> pd.Series:

@@ -48,6 +48,18 @@ _BASE_KINDS = {
 }
 
 
+def is_parquet(path: str) -> bool:
+    """A Parquet file (by its magic bytes) or a folder (a dataset of ``pyprof parse --format parquet``);
+    a path that is not there or cannot be read is not (the caller's own read says why)."""
+    if os.path.isdir(path):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
 def column_kinds() -> dict[str, str]:
     """Record field -> column kind (``string``, ``int64``, ``text``, ``list<int64>``, ``list<string>``,
     ``ranges``, ``json``), from the type column of :data:`pyprof.records.FIELDS`; a type without a
