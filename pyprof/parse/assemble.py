@@ -123,6 +123,30 @@ def op_range(r: int, sid: int, decoded: dict, st, labels: list, bare_names) -> i
     return r if r >= 0 else None
 
 
+def forward_ranges(rows, r_sid, parents, r_label, seqs_of_label: list, labels: list, st, bare_names,
+                   decoded: dict, needed: set | None = None) -> Iterator[tuple[int, set, dict, int | None]]:
+    """The forward ranges among ``rows`` that open a sequence number their parent range does not (only
+    those in ``needed``, where given), for a backward linker: (range, those sequence numbers, the
+    forward fields of its stack, its op instance's range from :func:`op_range`)."""
+    fwd_cache: dict[int, dict] = {}
+    for r in rows:
+        sid = int(r_sid[r])
+        if sid < 0:
+            continue
+        own = set(seqs_of_label[r_label[r]])
+        if needed is not None:
+            own &= needed
+        p = int(parents[r])
+        if p >= 0:
+            own -= set(seqs_of_label[r_label[p]])
+        if not own:
+            continue
+        f = fwd_cache.get(sid)
+        if f is None:
+            f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare_names)
+        yield r, own, f, op_range(r, sid, decoded, st, labels, bare_names)
+
+
 class Prepared:
     """Everything computed; records are produced lazily from here."""
 
@@ -207,28 +231,16 @@ class Prepared:
         reg_labels = np.array([bool(set(s) & needed) for s in seqs_of_label], dtype=bool)
         rows = np.flatnonzero(reg_labels[lab_of_range])
         linker = dec.BackwardLinker()
-        fwd_cache: dict[int, dict] = {}
 
         r_pid = ranges["pid"].to_numpy(np.int64).tolist()
         r_start = ranges["start"].to_numpy(np.int64).tolist()
         parents = st.r_parent.tolist()
         r_sid = st.r_sid.tolist()
         lab_list = lab_of_range.tolist()
-        for r in rows.tolist():
-            sid = r_sid[r]
-            if sid < 0:
-                continue
-            own = set(seqs_of_label[lab_list[r]]) & needed
-            p = parents[r]
-            if p >= 0:
-                own -= set(seqs_of_label[lab_list[p]])
-            if not own:
-                continue
-            f = fwd_cache.get(sid)
-            if f is None:
-                f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare_names)
+        for r, own, f, op in forward_ranges(rows.tolist(), r_sid, parents, lab_list, seqs_of_label, labels, st,
+                                            bare_names, decoded, needed):
             for seq in own:
-                linker.add(r_pid[r], seq, r_start[r], f, op_range(r, sid, decoded, st, labels, bare_names))
+                linker.add(r_pid[r], seq, r_start[r], f, op)
         linker.freeze()
         for i in want_rows.tolist():
             sid = self.row_key[i]
@@ -699,24 +711,9 @@ class Streamed:
         reg = np.array([bool(s) for s in seqs_of_label], dtype=bool)
         new = nc + np.flatnonzero(reg[r_label[nc:]]) if len(labels) else np.zeros(0, np.int64)
         if len(new):
-            parents = st.r_parent
-            r_sid = st.r_sid
             entries = []
-            fwd_cache: dict[int, dict] = {}
-            for r in new.tolist():
-                sid = int(r_sid[r])
-                if sid < 0:
-                    continue
-                own = set(seqs_of_label[r_label[r]])
-                p = int(parents[r])
-                if p >= 0:
-                    own -= set(seqs_of_label[r_label[p]])
-                if not own:
-                    continue
-                f = fwd_cache.get(sid)
-                if f is None:
-                    f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare)
-                op = op_range(r, sid, decoded, st, labels, bare)
+            for r, own, f, op in forward_ranges(new.tolist(), st.r_sid, st.r_parent, r_label, seqs_of_label, labels,
+                                                st, bare, decoded):
                 value = (f, int(r_gidx[op]) if op is not None else None)
                 pid = (int(r_thread[r]) >> 24) & 0xFFFFFF
                 for seq in own:
