@@ -104,6 +104,9 @@ class Columns:
             elif k == "args":
                 if v is not None:
                     v = pool.setdefault(orjson.dumps(v), v)
+            elif k == "gpuProps":  # one object per distinct content: prof keys devices by its id
+                if v is not None:
+                    v = pool.setdefault(orjson.dumps(v, option=orjson.OPT_SORT_KEYS), v)
             elif k in _SHARE:
                 try:
                     v = pool.setdefault(tuple(v), v)
