@@ -227,3 +227,27 @@ def test_list_gpus(capsys):
         assert row.name in text
     for row in devices.arch_table().values():
         assert f" {row.arch} " in text
+
+
+def test_record_files_without_gpu_props_stay_on_the_fast_reader(tmp_path):
+    """Record files written before ``gpuProps`` existed: read by the block reader, not line by line, with
+    the field null; the GPU then gets its datasheet peaks by name."""
+    import orjson
+
+    from pyprof.prof.fastread import read_columns
+    from pyprof.prof.table import build_file
+    from pyprof.records import FIELD_NAMES
+
+    rec = {k: None for k in FIELD_NAMES} | {
+        "kind": "kernel", "source": "nsys", "kShortName": "k", "kLongName": "k", "kDuration": 5, "start": 1,
+        "end": 6, "device": 0, "gpu": "NVIDIA A100-SXM4-40GB", "ranges": [], "layer": [], "trace": [], "seqId": [],
+        "altSeqId": [], "dir": ""}
+    rec["opId"] = rec.pop("opId")  # parse's order: opId last but one
+    rec["subSeqId"] = rec.pop("subSeqId")
+    path = tmp_path / "old.dict"
+    path.write_bytes(b"".join(orjson.dumps({k: v for k, v in rec.items() if k != "gpuProps"}) + b"\n"
+                              for _ in range(3)))
+    cols = read_columns(path)
+    assert list(cols.index.values()) == [0]  # one static part, decoded by the block reader
+    assert cols.arrays()["gpuProps"].tolist() == [None] * 3
+    assert build_file(path, workers=1).attrs["peaks"][0].startswith("NVIDIA A100-SXM4-40GB: datasheet: ")

@@ -40,7 +40,7 @@ import orjson
 from pyprof.errors import InputError
 from pyprof.prof.fields import STATIC, VARYING
 
-_STATIC_SET = frozenset(STATIC)
+_STATIC_SET = frozenset(STATIC) - {"gpuProps"}  # (a later field: record files written before it lack it)
 _VARYING_SET = frozenset(VARYING)
 _INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype"))
 _SHARE = frozenset(("layer", "trace"))
