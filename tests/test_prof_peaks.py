@@ -251,3 +251,17 @@ def test_record_files_without_gpu_props_stay_on_the_fast_reader(tmp_path):
     assert list(cols.index.values()) == [0]  # one static part, decoded by the block reader
     assert cols.arrays()["gpuProps"].tolist() == [None] * 3
     assert build_file(path, workers=1).attrs["peaks"][0].startswith("NVIDIA A100-SXM4-40GB: datasheet: ")
+
+
+@pytest.mark.corpus
+def test_report_says_where_the_peaks_came_from(tmp_path, capsys):
+    """The report's device list (the page's "where their peaks came from" table): the MIG export's slice,
+    derived from its recorded properties."""
+    from pyprof.report import profile
+
+    out = tmp_path / "mig.dict"
+    code, _, err = run_main(capsys, ["parse", corpus_file(A30_MIG), "-o", out])
+    assert code == 0, err
+    (info,) = profile.load(out).devices
+    assert info.label == "NVIDIA A30 MIG 2g.12gb"
+    assert info.source.startswith("derived from device properties: 28 SMs x 1.44 GHz x ampere (cc 8.0)")

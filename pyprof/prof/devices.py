@@ -106,8 +106,15 @@ class Device:
         figures = (f"{tf(self.flops['any'])} TFLOP/s" if "any" in self.flops else
                    f"fp32 {tf(self.peak('float32', False))}, tensor fp16 {tf(self.peak('float16', True))} TFLOP/s")
         bw = "n/a" if self.bw is None else f"{self.bw / 1e9:.0f} GB/s"
-        source = self.source if self.source.startswith(self.origin) else f"{self.origin or 'datasheet'}: {self.source}"
-        return f"{source}; {figures}; {bw}"
+        return f"{self.provenance}; {figures}; {bw}"
+
+    @property
+    def provenance(self) -> str:
+        """Where the peaks came from: :attr:`origin`, then :attr:`source` (once where it says it already)."""
+        origin = self.origin or "datasheet"
+        if not self.source:
+            return origin
+        return self.source if self.source.startswith(origin) else f"{origin}: {self.source}"
 
     @property
     def has_tensor_cores(self) -> bool | None:

@@ -34,8 +34,7 @@ class DeviceInfo:
     def source(self) -> str:
         if self.device is None:
             return "no peaks known (pass --gpu, --peak-flops/--peak-bw, or run `pyprof calibrate`)"
-        origin = self.device.origin or "datasheet"
-        return f"{origin}: {self.device.source}" if self.device.source else origin
+        return self.device.provenance
 
 
 @dataclass
