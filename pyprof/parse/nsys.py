@@ -56,7 +56,7 @@ from pyprof.parse.db import (
     translate_errors,
 )
 from pyprof.parse.demangle import demangle
-from pyprof.parse.gpus import nsys_gpu_names
+from pyprof.parse.gpus import nsys_gpu_names, nsys_gpu_props
 
 PID_SHIFT = 24
 ID_MASK = 0xFFFFFF
@@ -1162,13 +1162,14 @@ class NsysSource(PreparedSource):
         kmid_rows = list(kmids)
         gpus = self._gpu_names(pd.DataFrame({"pid": pid[mfirst].astype(np.int64),
                                              "device": [kmid_rows[k][0] for k in a["kmid"][mfirst].tolist()]}))
+        props = self._gpu_props()
         mids = []
         for j, (k, p, t, api_id) in enumerate(zip(a["kmid"][mfirst].tolist(), pid[mfirst].tolist(), tid[mfirst].tolist(),
                                                   api_name[mfirst].tolist(), strict=True)):
             dev, stream, gx, gy, gz, bx, by, bz, nbytes, ck = (v if v >= 0 else None for v in kmid_rows[k])
             copy = None if kmid_rows[k][9] == -3 else "memset" if kmid_rows[k][9] == -2 else \
                 (schema.copy_kind_name(ck) if ck is not None else "unknown")
-            mids.append((p if p >= 0 else None, t if t >= 0 else None, dev, gpus[j], stream,
+            mids.append((p if p >= 0 else None, t if t >= 0 else None, dev, gpus[j], props.get(gpus[j]), stream,
                          [gx, gy, gz] if gx is not None else None, [bx, by, bz] if bx is not None else None, nbytes,
                          copy, strings.get(api_id) if api_id != -1 else None))
         del tid, api_name, mfirst
@@ -1219,6 +1220,15 @@ class NsysSource(PreparedSource):
         except LayoutError as exc:
             self.warnings.append(f"GPU names left out: {exc.problem.split(': ', 1)[-1]}")
             return [None] * len(acts)
+
+    def _gpu_props(self) -> dict[str, dict]:
+        """GPU name -> its recorded properties (:func:`nsys_gpu_props`); none, with a warning, where the
+        device tables cannot be read: the properties are optional, the records are not."""
+        try:
+            return nsys_gpu_props(self.db)
+        except LayoutError as exc:
+            self.warnings.append(f"GPU properties left out: {exc.problem.split(': ', 1)[-1]}")
+            return {}
 
     def prepared(self, split: bool = False) -> Streamed:
         """Everything but the ranges read, which stream window by window (``split`` is not used)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from pyprof.prof import columns
-from pyprof.prof.devices import gpu_table
+from pyprof.prof.devices import DATASHEET_DIFFERENCES, gpu_table
 from pyprof.prof.summary import SUMMARY_COLUMNS
 
 INTRO = """# pyprof prof
@@ -113,13 +113,34 @@ For every kernel with FLOPs or bytes: ideal = max(FLOPs / peak FLOP/s for its dt
 cores if `tc=1`, with fp32 meaning TF32 there), bytes / memory bandwidth); gap = sil / ideal; bound =
 whichever term is larger. Host-device copies get no ideal (the link bounds them, not memory).
 
-Peaks come from, in order: `--peak-flops` (FLOP/s for every dtype) and `--peak-bw` (bytes/s); the GPU
-table `pyprof/data/gpus.csv` (dense datasheet figures, source cited per row), matched by regex against
-the record's `gpu` field or `--gpu NAME`; a calibration file (`$PYPROF_CALIBRATION` or
-`~/.cache/pyprof/calibration.json`, written by `pyprof calibrate` through
-`pyprof.prof.devices.save_calibration`) for CPU records (device null, key `cpu`) and unlisted GPUs.
+Peaks come from, in order (the summary's `# peaks:` lines, the report's device table and
+`pyprof prof --list-gpus FILE` say which, per GPU):
+
+1. **given**: `--peak-flops` (FLOP/s for every dtype) and `--peak-bw` (bytes/s); `--gpu NAME` takes a
+   datasheet row for every record.
+2. **derived** from the device properties the profiler recorded (the record's `gpuProps`: SMs, clock,
+   memory bandwidth, compute capability; Nsight Systems and nvprof record all four): FLOP/s per dtype and
+   unit = SMs x clock x operations per clock per SM of the architecture (`pyprof/data/archs.csv`, Maxwell
+   to Blackwell, AMD CDNA 2 to 4), halved for FP32-accumulate tensor math on GeForce parts; bandwidth as
+   recorded. A MIG slice records its own SMs and bandwidth, so it gets its share; laptop and Jetson GPUs
+   are derived like any other.
+3. **datasheet**: the GPU table `pyprof/data/gpus.csv` (dense datasheet figures, source cited per row),
+   matched by regex against the record's `gpu` field. A MIG slice named `... MIG Ng.Mgb` gets N compute
+   slices' SMs (the row's `mig_sms` each: 14 on A100 and A30, 16 on H100 and H200) over the GPU's, and M GB
+   of its memory's bandwidth.
+4. **calibrated**: a calibration file (`$PYPROF_CALIBRATION` or `~/.cache/pyprof/calibration.json`,
+   written by `pyprof calibrate` through `pyprof.prof.devices.save_calibration`) for CPU records (device
+   null, key `cpu`) and GPUs none of the above covers.
+5. **estimated**: derived as in 2 where the clock or bandwidth is not recorded (torch.profiler traces
+   record SMs and compute capability only), with the architecture's typical boost clock and bandwidth per
+   SM.
+
 Where no peak is known, ideal and gap are `n/a` with one warning. CUDA-core fp16/bf16 peaks not listed
-by the vendor fall back to the fp32 peak. MIG slices are not matched (a slice has a fraction of the peaks).
+by the vendor fall back to the fp32 peak.
+
+The datasheet table is the check of the derivation: `tests/test_prof_peaks.py` derives every row's peaks
+from its compute capability, SMs and boost clock, and every export of the corpus from its recorded
+properties, and holds them to 5% of the datasheet, except:
 """
 
 
@@ -131,7 +152,9 @@ def markdown() -> str:
              "(largest time above the roofline); `--sort excess` orders the table by it.\n",
              "| column | meaning |", "|---|---|"]
     parts += [f"| `{name}` | {meaning} |" for name, _, _, meaning in SUMMARY_COLUMNS]
-    parts += ["", TC, ROOF, "### GPU peak table (TFLOP/s, GB/s)\n",
+    parts += ["", TC, ROOF]
+    parts += [f"- {', '.join(names)} ({', '.join(cols)}): {why}." for names, cols, why in DATASHEET_DIFFERENCES]
+    parts += ["", "### GPU peak table (TFLOP/s, GB/s)\n",
               "| GPU | arch | FP64 | FP32 | TF32 TC | FP16 TC | BF16 TC | FP8 TC | INT8 TC | GB/s |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for row in gpu_table():

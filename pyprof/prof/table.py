@@ -44,7 +44,7 @@ from pyprof.prof.params import first_dtype, render
 
 NAN = float("nan")
 
-KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "tid", "device", "gpu", "stream", "grid",
+KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "tid", "device", "gpu", "gpuProps", "stream", "grid",
         "block", "bytes", "layer", "trace", "mod", "op", "args", "cdtype", "opId", "seqId", "altSeqId",
         "dir", "opDir", "subSeqId")
 
@@ -77,7 +77,7 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
     never held whole and a million kernels of a training loop cost little more than their distinct names."""
     getter = itemgetter(*KEYS)
     cols: dict[str, list] = {k: [] for k in KEYS}
-    pools: dict[str, dict] = {k: {} for k in _INTERN + _SHARE + ("args",)}
+    pools: dict[str, dict] = {k: {} for k in _INTERN + _SHARE + ("args", "gpuProps")}
     dumps = orjson.dumps
     rows: list[tuple] = []
     append = rows.append
@@ -95,6 +95,19 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
             alive.append(v)
         return shared
 
+    def _share_props(v):  # one object per distinct content: prof keys devices by its id
+        if v is None:
+            return None
+        shared = by_id.get(id(v))
+        if shared is None:
+            try:
+                shared = pools["gpuProps"].setdefault(dumps(v, option=orjson.OPT_SORT_KEYS), v)
+            except TypeError:
+                shared = v
+            by_id[id(v)] = shared
+            alive.append(v)
+        return shared
+
     def flush():
         for k, col in zip(KEYS, zip(*rows, strict=True), strict=True):
             if k in _INTERN:
@@ -102,6 +115,8 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
                 col = map(pool.setdefault, col, col)
             elif k == "args":  # one object per distinct argument list (training loops repeat them)
                 col = list(map(_share_args, col))
+            elif k == "gpuProps":
+                col = list(map(_share_props, col))
             elif k in _SHARE:
                 pool = pools[k]
                 try:  # the fast path: lists of strings
@@ -122,6 +137,11 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
     if rows:
         flush()
     return cols
+
+
+def _ids(values: np.ndarray) -> np.ndarray:
+    """``id`` of each object (the readers share one ``gpuProps`` object per distinct content)."""
+    return np.fromiter(map(id, values.tolist()), dtype=np.int64, count=len(values))
 
 
 def _obj(values) -> np.ndarray:
@@ -303,7 +323,22 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
                            else v) for k, v in out.items()}, copy=False)
     df.attrs["warnings"] = warnings
     df.attrs["n_costed"] = inst["n_costed"]
+    df.attrs["peaks"] = _peak_sources(raw, is_cpu, codes["device"], resolver)
     return df
+
+
+def _peak_sources(raw: dict, is_cpu: np.ndarray, dcodes: np.ndarray, resolver: DeviceResolver) -> list[str]:
+    """One line per device of the records: its name, where its peaks came from and the main figures
+    (``Device.describe``), in order of first appearance."""
+    lines = []
+    for i in _first_index(dcodes, int(dcodes.max()) + 1 if len(dcodes) else 0).tolist():
+        cpu = bool(is_cpu[i])
+        label = "CPU" if cpu and resolver.gpu is None else resolver.gpu or raw["gpu"][i] or "unknown GPU"
+        dev = resolver.resolve(raw["gpu"][i], cpu, raw["gpuProps"][i])
+        line = f"{label}: " + (dev.describe() if dev is not None else "no peaks known")
+        if line not in lines:
+            lines.append(line)
+    return lines
 
 
 def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dict[str, Any]:
@@ -486,9 +521,9 @@ def _tensor_cores(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, is_cp
     n = len(is_kernel)
     # device per row: once per distinct (gpu name, on CPU); CPU records have no tensor cores, whatever
     # the calibration says
-    dcodes, dm = _codes(raw["gpu"], is_cpu) if n else (np.zeros(0, np.int64), 0)
+    dcodes, dm = _codes(raw["gpu"], _ids(raw["gpuProps"]), is_cpu) if n else (np.zeros(0, np.int64), 0)
     dfirst = _first_index(dcodes, dm).tolist()
-    devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i])) for i in dfirst]
+    devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i]), raw["gpuProps"][i]) for i in dfirst]
     dev_arch = ["cpu" if is_cpu[i] else d.arch if d is not None else None for i, d in zip(dfirst, devs, strict=True)]
     arch_index = {a: c for c, a in enumerate(dict.fromkeys(dev_arch))}
     arch_code = np.array([arch_index[a] for a in dev_arch], dtype=np.int64)[dcodes] if n else np.zeros(0, np.int64)
@@ -551,7 +586,7 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
         first = _first_index(gcodes, len(uniq))
         pf, pb = np.full(len(uniq), NAN), np.full(len(uniq), NAN)
         for j, i in enumerate(first.tolist()):
-            dev = resolver.resolve(raw["gpu"][i], bool(is_cpu[i]))
+            dev = resolver.resolve(raw["gpu"][i], bool(is_cpu[i]), raw["gpuProps"][i])
             if dev is not None:
                 pf[j] = dev.peak(out["dtype"][i], out["tc"][i] == "1") or NAN
                 pb[j] = dev.bw or NAN
