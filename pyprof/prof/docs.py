@@ -64,8 +64,12 @@ no forward op is its own instance, priced as the op it ran (record field `opDir`
 dict markers carry no id: see the rule for records without `opId` above.
 
 They go to the kernels that do the work (`pyprof/kernel_roles.py`): the instance's GEMM, convolution
-or attention kernels where it has any (by kernel name on a GPU; on a CPU the aten op that computes,
-such as `aten::addmm` or `aten::mkldnn_convolution`), else its other working kernels. Views,
+or attention kernels where it has any (on a GPU by the kernel's full name, short and demangled: cuBLAS
+and cuBLASLt, `nvjet`, CUTLASS 2 and 3 (`Kernel2` is `cutlass::Kernel2<...>`), cuDNN, flash/fmha, ROCm
+`Cijk_*`/hipBLASLt and Composable Kernel; on a CPU the aten op that computes, such as `aten::addmm` or
+`aten::mkldnn_convolution`); else, in a GEMM, convolution or attention op, its kernels that are no
+copy, fill, elementwise, reduction or layout kernel (a library kernel with an uninformative name);
+else its other working kernels. Views,
 allocations, dispatch wrappers and autograd engine records never carry FLOPs or bytes, and neither do
 the copies, reductions and layout transforms beside a GEMM. Among the kernels that take it, the cost
 is split **in proportion to their durations** (equally when all durations are 0): only there, where

@@ -10,8 +10,10 @@ kernel, because real traces repeat the same op shapes and kernel names thousands
    :func:`pyprof.prof.ops.estimate`, computed once per distinct ``(op, mod, dir, cdtype, args)``.
    ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0.
 3. **The split rule.** An instance's FLOPs and bytes go to the kernels that do its work
-   (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels where it has any, else its
-   other working kernels (never a view, allocation or dispatch record), split among them in proportion
+   (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels (by full name) where it has
+   any, else, for a GEMM/conv/attention op, its kernels that are no copy, fill, elementwise, reduction
+   or layout kernel, else its other working kernels (never a view, allocation or dispatch record),
+   split among them in proportion
    to their durations (equally if all are 0), so the per-kernel figures add up exactly to the
    instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
    copy: read and written), 0 FLOPs, and take no share of the op's cost.
@@ -292,7 +294,7 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
     is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)
-    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw["kShortName"], is_cpu))
+    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw, is_cpu))
     codes = _tensor_cores(out, inst, raw, is_kernel, is_cpu, resolver)
     warnings = _coverage_warning(out, inst, sil, is_kernel)
     warnings += _roofline(out, raw, is_kernel, is_cpu, inst, codes, resolver)
@@ -428,14 +430,26 @@ def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
     }
 
 
-def _roles(kname: np.ndarray, is_cpu: np.ndarray) -> np.ndarray:
-    """Each row's :mod:`pyprof.kernel_roles` role, from its kernel name (once per distinct name)."""
-    if not len(kname):
+def _roles(raw: dict[str, np.ndarray], is_cpu: np.ndarray) -> np.ndarray:
+    """Each row's :mod:`pyprof.kernel_roles` role: a CPU record's from its name, a GPU kernel's from its full
+    name (short and demangled) and its op; once per distinct (names, op, on CPU)."""
+    kname = raw["kShortName"]
+    n = len(kname)
+    if not n:
         return np.zeros(0, np.int8)
-    cpu = _per_distinct(kname, lambda k: kernel_roles.cpu_role(str(k)), np.int8)
-    gpu = _per_distinct(kname, lambda k: kernel_roles.COMPUTE if tensorcores.kernel_class(str(k))[1]
-                        else kernel_roles.WORK, np.int8)
-    return np.where(is_cpu, cpu, gpu)
+    codes, m = _codes(kname, raw["kLongName"], raw["op"], is_cpu)
+    first = _first_index(codes, m).tolist()
+    roles = np.empty(m, np.int8)
+    for j, i in enumerate(first):
+        short = kname[i]
+        if is_cpu[i]:
+            roles[j] = kernel_roles.cpu_role(str(short))
+            continue
+        long_ = raw["kLongName"][i]
+        full = f"{short or ''} {long_ or ''}" if long_ and long_ != short else str(short or "")
+        _, compute, helper = tensorcores.kernel_class(full)
+        roles[j] = kernel_roles.gpu_role(compute, helper, raw["op"][i])
+    return roles[codes]
 
 
 def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_kernel: np.ndarray,
