@@ -75,7 +75,9 @@ the copies, reductions and layout transforms beside a GEMM. Among the kernels th
 is split **in proportion to their durations** (equally when all durations are 0): only there, where
 kernels cannot be told apart, is duration the rule. The per-kernel figures add up exactly to the
 instance's cost. memcpy/memset records keep their own byte count (twice it for a device-to-device copy,
-which reads and writes every byte; FLOPs 0) and take no share of the op's cost. An op without a model
+which reads and writes every byte; FLOPs n/a, no ideal or gap) and take no share of the op's cost, so
+an op priced only from such records (its kernels absent from the trace) shows no FLOPs or gap and is
+never ranked as a fix. An op without a model
 shows `n/a`, and one warning on stderr lists such ops with their share of kernel time.
 
 ## What a CPU kernel is
@@ -115,7 +117,8 @@ ROOF = """## Roofline
 
 For every kernel with FLOPs or bytes: ideal = max(FLOPs / peak FLOP/s for its dtype and unit (tensor
 cores if `tc=1`, with fp32 meaning TF32 there), bytes / memory bandwidth); gap = sil / ideal; bound =
-whichever term is larger. Host-device copies get no ideal (the link bounds them, not memory).
+whichever term is larger. memcpy/memset records get no ideal (a copy engine, the host link or a launch
+bounds them, not the roofline).
 
 Peaks come from, in order: `--peak-flops` (FLOP/s for every dtype) and `--peak-bw` (bytes/s); the GPU
 table `pyprof/data/gpus.csv` (dense datasheet figures, source cited per row), matched by regex against

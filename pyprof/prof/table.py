@@ -16,11 +16,12 @@ kernel, because real traces repeat the same op shapes and kernel names thousands
    split among them in proportion
    to their durations (equally if all are 0), so the per-kernel figures add up exactly to the
    instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
-   copy: read and written), 0 FLOPs, and take no share of the op's cost.
+   copy: read and written), FLOPs n/a, and take no share of the op's cost.
 4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`), once per distinct name.
 5. **Roofline** (:mod:`pyprof.prof.devices`): ideal = max(flops / peak(dtype, unit), bytes / bandwidth);
-   gap = sil / ideal; bound says which term is larger. Host<->device copies get no ideal (the link,
-   not memory, bounds them).
+   gap = sil / ideal; bound says which term is larger. memcpy/memset records get no ideal and no gap:
+   a copy engine, the host link or a launch bounds them, not the op's roofline, and a gap from a
+   memset's bytes would rank an op whose kernels the trace lacks as a fix.
 
 ``df.attrs["warnings"]`` holds the one-line warnings the CLI prints on stderr (ops without a model with
 their share of kernel time, kernels without an op, GPUs without known peaks).
@@ -472,7 +473,9 @@ def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_ker
     nbytes = inst["bytes"][row_key] * share
     copy = ~is_kernel
     if copy.any():
-        flops[copy] = np.where(np.isnan(rec_bytes[copy]), NAN, 0.0)
+        # a memcpy/memset is no op's arithmetic: its FLOPs are unknown (n/a), never 0, so a row priced
+        # only from such records (an op whose kernels the trace lacks) never shows FLOPs
+        flops[copy] = NAN
         # a device-to-device copy reads and writes every byte: twice the bytes copied go through memory
         twice = _per_distinct(kname[copy], lambda k: str(k).endswith("DtoD"), bool)
         nbytes[copy] = rec_bytes[copy] * np.where(twice, 2.0, 1.0)
@@ -576,14 +579,12 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
                                 for g, c in zip(raw["gpu"][unknown], is_cpu[unknown], strict=True)])
             missing = labels.value_counts().to_dict()
     flops, nbytes, sil = out["flops"], out["bytes"], out["sil"]
-    host_copy = ~is_kernel
-    if host_copy.any():
-        host_copy[host_copy] = _per_distinct(raw["kShortName"][host_copy], _is_host_copy, bool)
+    copy = ~is_kernel
     with np.errstate(divide="ignore", invalid="ignore"):
         t_f = np.where(flops == 0, 0.0, flops / peak_f * 1e9)
         t_b = nbytes / peak_b * 1e9
         ideal = np.fmax(t_f, t_b)  # NaN only when both terms are unknown
-        ideal = np.where(host_copy | ~(ideal > 0), NAN, ideal)
+        ideal = np.where(copy | ~(ideal > 0), NAN, ideal)
         gap = sil / ideal
         ai = np.where(nbytes > 0, flops / nbytes, NAN)
         pos = sil > 0
@@ -619,12 +620,6 @@ def _beyond_roofline(out: dict, beyond: np.ndarray, sil: np.ndarray) -> list[str
     return [f"{len(rows)} kernel(s), {share:.1f}% of the time, ran faster than the roofline allows (achieved "
             "FLOP/s or bandwidth above the peak): their FLOP/byte model or the peak is wrong; summaries leave "
             "them out of ideal, excess and gap (check --peak-flops/--peak-bw or `pyprof calibrate`)"]
-
-
-def _is_host_copy(kname) -> bool:
-    """A memcpy/memset record that crosses the host link (not device-to-device, not a memset)."""
-    s = str(kname)
-    return not (s.endswith("DtoD") or "memset" in s)
 
 
 def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray) -> list[str]:
