@@ -94,6 +94,12 @@ nothing calls it), and the records add up to the time spent in ops.
 - FLOPs are the work the kernel executes; a multiply-add is 2 FLOPs.
 - Causal attention (`is_causal=True`) counts the causal half of the dense figure, the work a fused
   kernel executes. torch's FlopCounterMode counts it dense: halve its attention figure to compare.
+- A bias add is not counted in a GEMM's or convolution's FLOPs (as FlopCounterMode and fvcore; its bytes
+  are). AMD TraceLens counts it (`M·N` for `addmm`/`baddbmm`, `numel(out)` for a biased convolution):
+  the two differ by `1/(2K)` (`K` the reduction length), 0.1% or less on real models.
+  `python scripts/compare_tracelens.py` compares every GEMM, convolution and attention instance of the
+  corpus' TraceLens H100 traces with TraceLens' count (or the same conventions counted by hand), and
+  checks no kernel's achieved FLOP/s or bandwidth is above its peak.
 - An op's dtype follows torch's type promotion: a 0-dim tensor does not promote a dimensioned one.
 - Tensor-core eligibility looks at the GEMM's reduction and output dimensions (for attention, the head
   dimension), not the sequence length.
