@@ -100,6 +100,10 @@ nothing calls it), and the records add up to the time spent in ops.
   `python scripts/compare_tracelens.py` compares every GEMM, convolution and attention instance of the
   corpus' TraceLens H100 traces with TraceLens' count (or the same conventions counted by hand), and
   checks no kernel's achieved FLOP/s or bandwidth is above its peak.
+- A GEMM's or convolution's backward is priced for each input that requires a gradient; a torch.profiler
+  trace records no `requires_grad`, so there every input is taken to need one: a first layer's
+  `linear` backward is priced dX + dW although its trace shows one `aten::mm` (dW) ran, twice
+  TraceLens' count.
 - An op's dtype follows torch's type promotion: a 0-dim tensor does not promote a dimensioned one.
 - Tensor-core eligibility looks at the GEMM's reduction and output dimensions (for attention, the head
   dimension), not the sequence length.
