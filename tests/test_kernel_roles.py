@@ -152,7 +152,8 @@ def test_gpu_role_order():
     assert role("kernel", "linear") == kernel_roles.OP_COMPUTE
     assert role("kernel", "add") == kernel_roles.WORK
     for helper in ("splitKreduce_kernel", "nchwToNhwcKernel", "vectorized_elementwise_kernel", "CatArrayBatchedCopy",
-                   "void cublasLt::epilogue::impl::globalKernel<float>", "computeWgradBOffsetsKernel"):
+                   "void cublasLt::epilogue::impl::globalKernel<float>", "computeWgradBOffsetsKernel",
+                   "compute_gemm_pointers(float2 **, const float2 *, int)"):
         assert role(helper, "linear") == kernel_roles.WORK, helper
     assert kernel_roles.NO_WORK < kernel_roles.WORK < kernel_roles.OP_COMPUTE < kernel_roles.COMPUTE
 
@@ -196,3 +197,44 @@ def test_gemm_flops_land_on_the_tensor_core_kernels(part):
         assert total > 0 and math.isclose(g.loc[tc, "flops"].sum(), total, rel_tol=1e-9), g[["kernel", "flops"]]
         assert not (g.loc[~tc, "flops"].fillna(0) > 0).any(), g[["kernel", "flops"]]
     assert checked >= 80
+
+
+def _export_kernel_names() -> set[str]:
+    """Every distinct kernel name (short and demangled) of the corpus' Nsight and nvprof exports."""
+    import sqlite3
+
+    names: set[str] = set()
+    for kind in ("nsys", "nvprof"):
+        for path in sorted((CORPUS / kind).glob("*.sqlite")) if (CORPUS / kind).is_dir() else []:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+                if "CUPTI_ACTIVITY_KIND_KERNEL" in tables and "StringIds" in tables:
+                    for col in ("shortName", "demangledName"):
+                        names |= {r[0] for r in con.execute(
+                            f"select distinct s.value from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s on s.id = k.{col}")}
+                elif "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL" in tables and "StringTable" in tables:
+                    names |= {r[0] for r in con.execute(
+                        "select distinct s.value from CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL k "
+                        "join StringTable s on s._id_ = k.name")}
+            finally:
+                con.close()
+    return names
+
+
+# namespaces and prefixes of kernels that never compute a GEMM, convolution or attention: PyTorch's own
+# elementwise/reduction/indexing kernels (old and new spellings), code generators, thrust/cub, NCCL
+NOT_GEMM = ("at::native::", "at::cuda::", "_ZN2at6native", "_ZN2at4cuda", "kernelPointwiseApply", "cunn_",
+            "nvfuser_", "triton_", "thrust::", "cub::", "ncclKernel", "ncclDevKernel")
+
+
+def test_export_kernel_names():
+    """On every kernel name of the Nsight/nvprof corpus: PyTorch's and the code generators' own kernels are
+    never compute kernels, and some names are (the exports hold cuBLAS, cuDNN, CUTLASS and nvjet kernels)."""
+    names = _export_kernel_names()
+    if not names:
+        pytest.skip(f"no Nsight/nvprof exports under {CORPUS}")
+    compute = {n for n in names if role(n, None) == kernel_roles.COMPUTE}
+    wrong = sorted(n for n in compute if any(p in n for p in NOT_GEMM) and "conv" not in n.lower())
+    assert not wrong, wrong[:10]
+    assert len(compute) >= 20
