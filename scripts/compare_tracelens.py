@@ -9,8 +9,10 @@ For each torch.profiler trace: every aten GEMM, convolution and attention op tha
 ops) is one reference instance, its kernels found through the launches inside it (CUDA correlation
 ids). pyprof's instance is the op instance that holds those kernels (``pyprof parse`` -> ``prof``'s
 table, summed over the instance's rows). Printed per trace: the instances, how many agree within 2%,
-how many differ (and the documented convention that explains each, or ``unexplained``), and the
-largest achieved/peak ratio of any kernel (FLOP/s over the peak of its dtype and unit, bandwidth over
+how many differ (and the documented convention that explains each, or ``unexplained``), in how many
+the longest kernel (the GEMM, convolution or attention kernel) carries the instance's FLOPs (the
+split rule: not spread over the copies and layout kernels beside it), and the largest achieved/peak
+ratio of any kernel (FLOP/s over the peak of its dtype and unit, bandwidth over
 the memory peak). Exit status 1 when an instance differs without a convention or a kernel is above
 its peak.
 
@@ -73,6 +75,7 @@ class Outcome:
     instances: int = 0
     agree: int = 0
     differ: list = field(default_factory=list)  # (name, reference, pyprof, convention or "unexplained")
+    on_gemm_kernel: int = 0  # instances whose longest kernel (the GEMM's) carries all their FLOPs
     max_flops_ratio: float = float("nan")  # achieved FLOP/s over the peak, largest of any kernel
     max_bw_ratio: float = float("nan")  # achieved bandwidth over the peak, largest of any kernel
     above_peak: int = 0  # kernels that pyprof's roofline flags as faster than it allows
@@ -323,18 +326,27 @@ def compare(path: Path, reference: str = "auto") -> tuple[Outcome, str]:
             o.agree += len(members)
         else:
             o.differ.extend([(ref.name, ref.flops, ours, convention(ref, ours))] * len(members))
+    row_of = {c: i for i, c in enumerate(corr) if c is not None}
+    sil, kind = df["sil"].to_numpy(), df["kind"].tolist()
+    for ref in refs:  # the split rule: the instance's FLOPs on its GEMM/conv/attention kernel, not beside it
+        rows = [row_of[c] for c in ref.correlations if c in row_of and kind[row_of[c]] == "kernel"]
+        if rows:
+            main = max(rows, key=lambda i: sil[i])
+            v = flops[main]
+            if v == v and abs(v - (ref.flops - ref.bias_flops)) <= TOLERANCE * ref.flops:
+                o.on_gemm_kernel += 1
     o.max_flops_ratio, o.max_bw_ratio, o.above_peak = peak_ratios(df)
     return o, used
 
 
 def table(outcomes: list[tuple[Outcome, str]], details: bool = False) -> str:
-    head = ("trace", "reference", "instances", "agree ≤2%", "differ", "unexplained", "max FLOP/s÷peak",
+    head = ("trace", "reference", "instances", "agree ≤2%", "differ", "unexplained", "on GEMM kernel", "max FLOP/s÷peak",
             "max GB/s÷peak", "above peak")
     rows = [head]
     for o, used in outcomes:
         unexplained = sum(1 for d in o.differ if d[3] == "unexplained")
         rows.append((o.trace.removeprefix("AMD-AGI__TraceLens__").removesuffix(".json.gz"), used, str(o.instances),
-                     str(o.agree), str(len(o.differ)), str(unexplained), f"{o.max_flops_ratio:.3f}",
+                     str(o.agree), str(len(o.differ)), str(unexplained), str(o.on_gemm_kernel), f"{o.max_flops_ratio:.3f}",
                      f"{o.max_bw_ratio:.3f}", str(o.above_peak)))
     width = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip() for r in rows]

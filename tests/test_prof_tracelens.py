@@ -57,6 +57,7 @@ def test_every_instance_agrees_and_no_kernel_above_peak(part):
     unexplained = [d for d in outcome.differ if d[3] == "unexplained"]
     assert not unexplained, unexplained[:5]
     assert outcome.agree + len(outcome.differ) == outcome.instances
+    assert outcome.on_gemm_kernel == outcome.instances  # FLOPs on the GEMM kernel, not the helpers beside it
     assert outcome.above_peak == 0
     assert 0 < outcome.max_flops_ratio < 1 and 0 < outcome.max_bw_ratio < 1
     assert outcome.ok
