@@ -84,7 +84,6 @@ def cpu_role(name: str) -> int:
     return NO_WORK
 
 
-
 #: ops (namespace and overload dropped) whose arithmetic is a GEMM, a convolution or attention
 COMPUTE_OPS = frozenset({
     "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "matmul", "__matmul__",

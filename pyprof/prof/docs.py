@@ -69,16 +69,15 @@ and cuBLASLt, `nvjet`, CUTLASS 2 and 3 (`Kernel2` is `cutlass::Kernel2<...>`), c
 `Cijk_*`/hipBLASLt and Composable Kernel; on a CPU the aten op that computes, such as `aten::addmm` or
 `aten::mkldnn_convolution`); else, in a GEMM, convolution or attention op, its kernels that are no
 copy, fill, elementwise, reduction or layout kernel (a library kernel with an uninformative name);
-else its other working kernels. Views,
-allocations, dispatch wrappers and autograd engine records never carry FLOPs or bytes, and neither do
-the copies, reductions and layout transforms beside a GEMM. Among the kernels that take it, the cost
+else its other working kernels. Views, allocations, dispatch wrappers and autograd engine records never
+carry FLOPs or bytes, and neither do the copies, reductions and layout transforms beside a GEMM. Among the kernels that take it, the cost
 is split **in proportion to their durations** (equally when all durations are 0): only there, where
 kernels cannot be told apart, is duration the rule. The per-kernel figures add up exactly to the
 instance's cost. memcpy/memset records keep their own byte count (twice it for a device-to-device copy,
 which reads and writes every byte; FLOPs n/a, no ideal or gap) and take no share of the op's cost, so
 an op priced only from such records (its kernels absent from the trace) shows no FLOPs or gap and is
-never ranked as a fix. An op without a model
-shows `n/a`, and one warning on stderr lists such ops with their share of kernel time.
+never ranked as a fix. An op without a model shows `n/a`, and one warning on stderr lists such ops
+with their share of kernel time.
 
 ## What a CPU kernel is
 

@@ -13,9 +13,8 @@ kernel, because real traces repeat the same op shapes and kernel names thousands
    (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels (by full name) where it has
    any, else, for a GEMM/conv/attention op, its kernels that are no copy, fill, elementwise, reduction
    or layout kernel, else its other working kernels (never a view, allocation or dispatch record),
-   split among them in proportion
-   to their durations (equally if all are 0), so the per-kernel figures add up exactly to the
-   instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
+   split among them in proportion to their durations (equally if all are 0), so the per-kernel
+   figures add up exactly to the instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
    copy: read and written), FLOPs n/a, and take no share of the op's cost.
 4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`), once per distinct name.
 5. **Roofline** (:mod:`pyprof.prof.devices`): ideal = max(flops / peak(dtype, unit), bytes / bandwidth);
