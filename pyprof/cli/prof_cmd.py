@@ -15,7 +15,7 @@ SPLIT_RULE = (
     "(computed once from the op's shapes and dtypes) are split over its kernels in proportion\n"
     "to their durations, so per-kernel figures add up to the instance's exact totals.\n"
     "memcpy/memset records keep their own byte counts (a device-to-device copy twice: read and\n"
-    "written) and take no share of an op's cost."
+    "written), FLOPs n/a and no gap, and take no share of an op's cost."
 )
 
 PEAKS = (

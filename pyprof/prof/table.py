@@ -10,15 +10,17 @@ kernel, because real traces repeat the same op shapes and kernel names thousands
    :func:`pyprof.prof.ops.estimate`, computed once per distinct ``(op, mod, dir, cdtype, args)``.
    ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0.
 3. **The split rule.** An instance's FLOPs and bytes go to the kernels that do its work
-   (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels where it has any, else its
-   other working kernels (never a view, allocation or dispatch record), split among them in proportion
-   to their durations (equally if all are 0), so the per-kernel figures add up exactly to the
-   instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
-   copy: read and written), 0 FLOPs, and take no share of the op's cost.
+   (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels (by full name) where it has
+   any, else, for a GEMM/conv/attention op, its kernels that are no copy, fill, elementwise, reduction
+   or layout kernel, else its other working kernels (never a view, allocation or dispatch record),
+   split among them in proportion to their durations (equally if all are 0), so the per-kernel
+   figures add up exactly to the instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
+   copy: read and written), FLOPs n/a, and take no share of the op's cost.
 4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`), once per distinct name.
 5. **Roofline** (:mod:`pyprof.prof.devices`): ideal = max(flops / peak(dtype, unit), bytes / bandwidth);
-   gap = sil / ideal; bound says which term is larger. Host<->device copies get no ideal (the link,
-   not memory, bounds them).
+   gap = sil / ideal; bound says which term is larger. memcpy/memset records get no ideal and no gap:
+   a copy engine, the host link or a launch bounds them, not the op's roofline, and a gap from a
+   memset's bytes would rank an op whose kernels the trace lacks as a fix.
 
 ``df.attrs["warnings"]`` holds the one-line warnings the CLI prints on stderr (ops without a model with
 their share of kernel time, kernels without an op, GPUs without known peaks).
@@ -312,7 +314,7 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
     is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)
-    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw["kShortName"], is_cpu))
+    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw, is_cpu))
     codes = _tensor_cores(out, inst, raw, is_kernel, is_cpu, resolver)
     warnings = _coverage_warning(out, inst, sil, is_kernel)
     warnings += _roofline(out, raw, is_kernel, is_cpu, inst, codes, resolver)
@@ -463,14 +465,26 @@ def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
     }
 
 
-def _roles(kname: np.ndarray, is_cpu: np.ndarray) -> np.ndarray:
-    """Each row's :mod:`pyprof.kernel_roles` role, from its kernel name (once per distinct name)."""
-    if not len(kname):
+def _roles(raw: dict[str, np.ndarray], is_cpu: np.ndarray) -> np.ndarray:
+    """Each row's :mod:`pyprof.kernel_roles` role: a CPU record's from its name, a GPU kernel's from its full
+    name (short and demangled) and its op; once per distinct (names, op, on CPU)."""
+    kname = raw["kShortName"]
+    n = len(kname)
+    if not n:
         return np.zeros(0, np.int8)
-    cpu = _per_distinct(kname, lambda k: kernel_roles.cpu_role(str(k)), np.int8)
-    gpu = _per_distinct(kname, lambda k: kernel_roles.COMPUTE if tensorcores.kernel_class(str(k))[1]
-                        else kernel_roles.WORK, np.int8)
-    return np.where(is_cpu, cpu, gpu)
+    codes, m = _codes(kname, raw["kLongName"], raw["op"], is_cpu)
+    first = _first_index(codes, m).tolist()
+    roles = np.empty(m, np.int8)
+    for j, i in enumerate(first):
+        short = kname[i]
+        if is_cpu[i]:
+            roles[j] = kernel_roles.cpu_role(str(short))
+            continue
+        long_ = raw["kLongName"][i]
+        full = f"{short or ''} {long_ or ''}" if long_ and long_ != short else str(short or "")
+        _, compute, helper = tensorcores.kernel_class(full)
+        roles[j] = kernel_roles.gpu_role(compute, helper, raw["op"][i])
+    return roles[codes]
 
 
 def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_kernel: np.ndarray,
@@ -493,7 +507,9 @@ def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_ker
     nbytes = inst["bytes"][row_key] * share
     copy = ~is_kernel
     if copy.any():
-        flops[copy] = np.where(np.isnan(rec_bytes[copy]), NAN, 0.0)
+        # a memcpy/memset is no op's arithmetic: its FLOPs are unknown (n/a), never 0, so a row priced
+        # only from such records (an op whose kernels the trace lacks) never shows FLOPs
+        flops[copy] = NAN
         # a device-to-device copy reads and writes every byte: twice the bytes copied go through memory
         twice = _per_distinct(kname[copy], lambda k: str(k).endswith("DtoD"), bool)
         nbytes[copy] = rec_bytes[copy] * np.where(twice, 2.0, 1.0)
@@ -597,14 +613,12 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
                                 for g, c in zip(raw["gpu"][unknown], is_cpu[unknown], strict=True)])
             missing = labels.value_counts().to_dict()
     flops, nbytes, sil = out["flops"], out["bytes"], out["sil"]
-    host_copy = ~is_kernel
-    if host_copy.any():
-        host_copy[host_copy] = _per_distinct(raw["kShortName"][host_copy], _is_host_copy, bool)
+    copy = ~is_kernel
     with np.errstate(divide="ignore", invalid="ignore"):
         t_f = np.where(flops == 0, 0.0, flops / peak_f * 1e9)
         t_b = nbytes / peak_b * 1e9
         ideal = np.fmax(t_f, t_b)  # NaN only when both terms are unknown
-        ideal = np.where(host_copy | ~(ideal > 0), NAN, ideal)
+        ideal = np.where(copy | ~(ideal > 0), NAN, ideal)
         gap = sil / ideal
         ai = np.where(nbytes > 0, flops / nbytes, NAN)
         pos = sil > 0
@@ -640,12 +654,6 @@ def _beyond_roofline(out: dict, beyond: np.ndarray, sil: np.ndarray) -> list[str
     return [f"{len(rows)} kernel(s), {share:.1f}% of the time, ran faster than the roofline allows (achieved "
             "FLOP/s or bandwidth above the peak): their FLOP/byte model or the peak is wrong; summaries leave "
             "them out of ideal, excess and gap (check --peak-flops/--peak-bw or `pyprof calibrate`)"]
-
-
-def _is_host_copy(kname) -> bool:
-    """A memcpy/memset record that crosses the host link (not device-to-device, not a memset)."""
-    s = str(kname)
-    return not (s.endswith("DtoD") or "memset" in s)
 
 
 def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray) -> list[str]:
