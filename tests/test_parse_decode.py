@@ -210,3 +210,17 @@ def test_a_compiled_region_names_the_op_of_its_own_work():
     d = decode(["ProfilerStep#2", "Torch-Compiled Region: 0/0"])
     assert (d.fields["op"], d.fields["mod"], d.fields["dir"]) == ("Torch-Compiled Region: 0/0", "torch.compile", "fprop")
     assert decode(["Torch-Compiled Region: 0/0", "aten::mm"]).fields["op"] == "mm"
+
+
+def test_an_aten_op_of_a_compiled_backward_graph_keeps_its_own_op():
+    """The backward node of a compiled region links to the region's forward "op", which has no model:
+    the aten ops its graph calls (an SDPA backward kernel) are priced as themselves, in the region's
+    layers; under an ordinary node's forward op, an aten op is that op's backward."""
+    own = decode(["CompiledFunctionBackward", "aten::_scaled_dot_product_flash_attention_for_cpu_backward"]).fields
+    assert own["opDir"] == "fprop"
+    region = {"mod": "torch.compile", "op": "Torch-Compiled Region: 0/0", "args": None, "layer": ["Block"]}
+    got = link(own, region)
+    assert (got["op"], got["mod"], got["opDir"], got["layer"]) == (
+        "_scaled_dot_product_flash_attention_for_cpu_backward", "aten", "fprop", ["Block"])
+    fwd = {"mod": "torch.nn.functional", "op": "linear", "args": [], "layer": ["fc"]}
+    assert (link(own, fwd)["op"], link(own, fwd)["opDir"]) == ("linear", None)

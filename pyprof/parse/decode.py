@@ -167,6 +167,7 @@ def _legacy(text: str) -> TextInfo:
 
 #: torch.compile's range around a compiled frame (torch.profiler): ``Torch-Compiled Region: 0/1``
 COMPILED_REGION = "Torch-Compiled Region"
+COMPILED_MOD = "torch.compile"  # the ``mod`` of an op named by its compiled region
 
 
 def _plain(text: str) -> TextInfo:
@@ -324,7 +325,7 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
             op_pos = top_aten_i
     if fields["op"] is None and region_i is not None and (op_pos is None or region_i > op_pos):
         # work a compiled region does itself (its generated kernels): the region names the op
-        fields.update(mod="torch.compile", op=infos[region_i].name)
+        fields.update(mod=COMPILED_MOD, op=infos[region_i].name)
         op_pos = region_i
     if in_bwd:
         fields["dir"] = "bprop"
@@ -377,9 +378,11 @@ def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
     if not fwd:
         return own
     out = dict(own)
-    if own.get("opDir") == "fprop" and own.get("mod") != "aten":
-        # an instrumented op called inside the backward (a custom Function's backward): it keeps its
-        # own op and arguments, and takes the forward op's layers
+    if own.get("opDir") == "fprop" and (own.get("mod") != "aten" or fwd.get("mod") == COMPILED_MOD):
+        # an instrumented op called inside the backward (a custom Function's backward), or an aten op of
+        # a compiled region's backward graph (the forward "op" is the region, which has no model; the
+        # graph's aten ops, an attention backward kernel say, are the work): it keeps its own op and
+        # arguments, and takes the forward op's layers
         if fwd.get("layer"):
             out["layer"] = fwd["layer"]
         if not own.get("trace") and fwd.get("trace"):
