@@ -65,7 +65,8 @@ dict markers carry no id: see the rule for records without `opId` above.
 
 They go to the kernels that do the work (`pyprof/kernel_roles.py`): the instance's GEMM, convolution
 or attention kernels where it has any (by kernel name on a GPU; on a CPU the aten op that computes,
-such as `aten::addmm` or `aten::mkldnn_convolution`), else its other working kernels. Views,
+such as `aten::addmm` or `aten::mkldnn_convolution`, and `aten::_convolution`, which runs in its own
+time the backends that are not ops of their own, a `ConvTranspose2d`'s forward), else its other working kernels. Views,
 allocations, dispatch wrappers and autograd engine records never carry FLOPs or bytes, and neither do
 the copies, reductions and layout transforms beside a GEMM. Among the kernels that take it, the cost
 is split **in proportion to their durations** (equally when all durations are 0): only there, where
