@@ -327,7 +327,11 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
         # work a compiled region does itself (its generated kernels): the region names the op
         fields.update(mod=COMPILED_MOD, op=infos[region_i].name)
         op_pos = region_i
-    if in_bwd:
+    if bwd_i is not None and _recomputes(infos, bwd_i, op_i):
+        # a forward run by a backward node: checkpoint's recompute, its own direction, charged to the
+        # modules it re-runs (their ranges open inside the node's), never linked to the node's forward op
+        fields["dir"] = RECOMPUTE
+    elif in_bwd:
         fields["dir"] = "bprop"
         # an op run as itself in the backward pass (called inside a custom Function's backward, or an
         # aten op under an autograd node): priced as that op, unless linked to the forward op it serves
@@ -341,6 +345,23 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
     elif op_i is not None or seq_ids or aten_i is not None or region_i is not None:
         fields["dir"] = "fprop"
     return Decoded(fields, op_pos=op_pos, link_seq=link_seq, malformed=malformed)
+
+
+#: The direction of a forward re-run inside the backward pass (``torch.utils.checkpoint``).
+RECOMPUTE = "recomp"
+#: ``opDir`` of the records of an op whose call raised (the parser saw a ``raised`` marker after it):
+#: no computation of the op ran (checkpoint's early stop), so prof prices them 0 FLOPs and 0 bytes.
+NO_WORK = "none"
+
+
+def _recomputes(infos: list[TextInfo], bwd_i: int, op_i: int | None) -> bool:
+    """Whether the ranges open inside a backward node's (``infos[bwd_i + 1:]``) are a forward being
+    recomputed: a module's forward range opens there, or a pyprof op marker that builds an autograd
+    graph (it carries a ``seq``: grad mode on and an input needing grad, which a backward formula or a
+    custom Function's backward, run without grad mode, never is)."""
+    if any(info.kind == "mod" for info in infos[bwd_i + 1:]):
+        return True
+    return op_i is not None and op_i > bwd_i and bool(infos[op_i].fwd_seqs)
 
 
 def forward_fields(texts: Sequence[str | None], bare_names: bool = False) -> dict[str, Any]:

@@ -84,6 +84,24 @@ is counted once: the self time of the no-work ops (views such as `aten::t`, allo
 them. So a `linear` shows its `aten::addmm` and bias `aten::copy_` (and the wrapper's own record when
 nothing calls it), and the records add up to the time spent in ops.
 
+## Recompute, and ops that raised
+
+- **`recomp`** is the direction of a forward re-run by the backward pass to rebuild what it did not save
+  (`torch.utils.checkpoint`, `use_reentrant=False`): the ops that run inside an autograd node's range
+  under a module's forward range (or as pyprof op markers that build an autograd graph, which a
+  backward formula never does). Each such op is its own instance, priced as the forward op it re-runs
+  (its own arguments, not linked to the node that triggered it), and charged to the modules it
+  re-runs: a block re-run on its own keeps the module path it had in the forward (`layers.3.mlp`), not
+  the backward node's module. `--summary dir` shows it as its own row; FlopCounterMode counts the same
+  work (the harness's reference charges forward ops run while an autograd node runs to `recomp`).
+- **An op whose call raised did no work** (`opDir` `none`): checkpoint's early stop ends a recompute
+  by raising inside the op at which every saved tensor is rebuilt, while that op saves its inputs for
+  backward, before its kernel runs; torch.profiler still records the op (on a CPU an `aten::mm` of
+  ~100 us spent unwinding). `init()` marks a call that raised with an empty `raised` range right after
+  its op range; the records of that op instance get `opDir` `none` and 0 FLOPs and 0 bytes (note
+  `raised: no work`). An op that raises only after its kernel ran (one that saves just its output)
+  is priced 0 too: the trace cannot tell the two apart. On a GPU such an op launched no kernel.
+
 ## Conventions
 
 - FLOPs are the work the kernel executes; a multiply-add is 2 FLOPs.
