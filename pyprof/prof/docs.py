@@ -105,6 +105,8 @@ nothing calls it), and the records add up to the time spent in ops.
 ## Conventions
 
 - FLOPs are the work the kernel executes; a multiply-add is 2 FLOPs.
+- A grouped convolution's weight gradient counts its real work, `1/groups` of a dense one's:
+  FlopCounterMode counts it `groups` times over (the harness's reference divides).
 - Causal attention (`is_causal=True`) counts the causal half of the dense figure, the work a fused
   kernel executes. torch's FlopCounterMode counts it dense: halve its attention figure to compare.
 - An op's dtype follows torch's type promotion: a 0-dim tensor does not promote a dimensioned one.
