@@ -20,7 +20,8 @@ The second zoo: model classes that users train and pyprof once priced wrong (iss
 * :class:`PackedRNN`: a bidirectional ``nn.GRU`` then a two-layer bidirectional ``nn.LSTM`` on a
   ``PackedSequence`` of distinct lengths (aten's ``gru.data``/``lstm.data``);
 * :class:`CheckpointedLlama`: llama-style blocks (RMSNorm, causal SDPA, SwiGLU) under
-  ``torch.utils.checkpoint(use_reentrant=False)``: a ``recomp`` direction and checkpoint's early stop;
+  ``torch.utils.checkpoint(use_reentrant=False)``: a ``recomp`` direction and checkpoint's early stop
+  (also under bf16 autocast, which the recompute restores);
 * :class:`UNet`: ``ConvTranspose2d`` up-sampling; :class:`SepConvNet`: grouped and depthwise
   convolutions; :class:`TCN`: dilated ``Conv1d``;
 * :class:`Broadcasting`: broadcasting matmuls with frozen weights (a LoRA layer with ``einsum``, a
@@ -619,6 +620,8 @@ CASES: dict[str, Case] = {
     "moe_einsum": Case(MoE, lambda: torch.randn(24, 64), {"gemm"}),
     "packed_rnn": Case(PackedRNN, lambda: torch.randint(1, 128, (3, 6)), {"gemm"}),
     "checkpoint_llama": Case(CheckpointedLlama, lambda: torch.randint(0, 256, (2, 32)), {"gemm", "attention"}),
+    "ckpt_llama_bf16": Case(CheckpointedLlama, lambda: torch.randint(0, 256, (2, 32)), {"gemm", "attention"},
+                            autocast=torch.bfloat16),
     "unet": Case(UNet, lambda: torch.randn(2, 3, 32, 32), {"conv"}),
     "sepconv": Case(SepConvNet, lambda: torch.randn(4, 3, 32, 32), {"conv", "gemm"}),
     "tcn": Case(TCN, lambda: torch.randn(4, 8, 64), {"conv", "gemm"}),
