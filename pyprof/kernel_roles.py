@@ -47,15 +47,18 @@ CPU_NO_WORK = frozenset({
     "set_", "result_type", "size", "stride", "_has_compatible_shallow_copy_type", "is_nonzero",
     "_shape_as_tensor", "contiguous", "to", "_to_copy", "type_as", "requires_grad_", "retain_grad",
     # dispatch wrappers: the work is in the op they call
-    "linear", "matmul", "conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d",
+    "linear", "matmul", "conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d",
     "conv_transpose2d", "conv_transpose3d", "dropout", "feature_dropout", "cross_entropy_loss",
     "scaled_dot_product_attention", "layer_norm", "batch_norm", "_batch_norm_impl_index", "group_norm",
     "instance_norm", "einsum", "tensordot", "lstm", "gru", "rnn_tanh", "rnn_relu", "embedding_backward",
 })
 
-#: aten ops (CPU) that compute a GEMM, convolution or attention.
+#: aten ops (CPU) that compute a GEMM, convolution or attention. ``_convolution`` is one: it runs the
+#: backends that are not ops of their own (oneDNN's transposed convolution, ``ConvTranspose2d``'s
+#: forward) in its own time; where it calls an op that is (``mkldnn_convolution``) its own time is the
+#: dispatch, and the cost is shared by time between the two at the same FLOP/s.
 CPU_COMPUTE = frozenset({
-    "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation",
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation", "_convolution",
     "mkldnn_convolution", "_mkldnn_convolution", "mkldnn_convolution_backward", "convolution_backward",
     "_slow_conv2d_forward", "_slow_conv2d_backward", "slow_conv3d_forward", "slow_conv_dilated2d",
     "slow_conv_dilated3d", "slow_conv_transpose2d", "slow_conv_transpose3d", "_nnpack_spatial_convolution",

@@ -39,6 +39,9 @@ so a marker is recognised by its prefix ``{"pyprof":`` (constant :data:`PREFIX`)
   is fixed before the op creates its nodes); for a one-node op it equals ``out.grad_fn._sequence_nr()``.
 * ``"optim"``: an optimizer step: ``{"pyprof":1,"k":"optim","cls":"AdamW"}``.
 * ``"range"``: a user range from ``pyprof.range(name)``: ``{"pyprof":1,"k":"range","name":"attention"}``.
+* ``"raised"``: an empty range opened right after an op's range closed because its call raised
+  (``torch.utils.checkpoint``'s early stop raises inside the op it stops at, as the op saves its
+  tensors for backward): ``{"pyprof":1,"k":"raised"}``. The op is the range's previous sibling.
 
 Tensor arguments are ``{"name","type":"tensor","shape","dtype","device","contig","grad"}``. A tensor that is
 not a plain strided ``torch.Tensor``/``nn.Parameter`` adds ``"kind"``, and ``"cls"`` for a Python subclass::
@@ -79,7 +82,9 @@ PREFIX = '{"pyprof":'
 DOMAIN = "pyprof"
 LAYER_PREFIX = "layer:"
 
-KINDS = ("op", "mod", "bwd", "optim", "range")
+KINDS = ("op", "mod", "bwd", "optim", "range", "raised")
+#: The text of a ``raised`` marker (it has no fields).
+RAISED = '{"pyprof":1,"k":"raised"}'
 
 
 class MarkerError(ValueError):

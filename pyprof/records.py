@@ -92,12 +92,14 @@ FIELDS: tuple[Field, ...] = (
     Field("seqId", "list[int]", "Autograd sequence numbers of the forward op(s) open at launch (emit_nvtx `seq = N`, pyprof `seq`)."),
     Field("altSeqId", "list[int]", "Sequence numbers seen in backward ranges (`stashed seq = N`, pyprof `bwd` seq) tying a backward kernel to its forward op."),
     Field("bwdNode", "str|null", "Autograd node for a backward kernel (`ConvolutionBackward0`)."),
-    Field("dir", "str", "`fprop`, `bprop` or `optim` (optimizer step); `` when it cannot be told.",
-          values=("fprop", "bprop", "optim", "")),
+    Field("dir", "str", "`fprop`, `bprop`, `recomp` (a forward re-run by the backward pass to rebuild what it did "
+          "not save: torch.utils.checkpoint) or `optim` (optimizer step); `` when it cannot be told.",
+          values=("fprop", "bprop", "recomp", "optim", "")),
     Field("opDir", "str|null", "Which computation of `op` the kernel ran when it is not `dir`'s: `fprop` for an op run "
           "as itself in the backward pass (an aten op under an autograd node that links to no forward op, an op "
-          "called inside a custom autograd Function's backward), priced by the op's own model; null: as `dir`.",
-          values=("fprop",)),
+          "called inside a custom autograd Function's backward), priced by the op's own model; `none` for an op "
+          "whose call raised before its work (torch.utils.checkpoint's early stop), priced 0; null: as `dir`.",
+          values=("fprop", "none")),
     Field("subSeqId", "int|null", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order; a memcpy/memset: among that op's copies); null when no op instance is known."),
 )
 

@@ -1,10 +1,11 @@
 """Check pyprof's FLOPs end to end against torch's count, model by model; print one table.
 
-    python scripts/validate.py                    # every model of the zoo (a few minutes on 2 cores)
+    python scripts/validate.py                    # every model of the zoo (5-10 minutes on 2 cores)
     python scripts/validate.py gpt lstm --steps 3
 
 Each model trains for a few steps through the path a user runs (``pyprof run`` -> records -> ``prof``);
-its GEMM, convolution and attention FLOPs per direction (fprop, bprop) and per module are compared with
+its GEMM, convolution and attention FLOPs per direction (fprop, bprop, and recomp where a checkpointed
+forward is re-run by backward) and per module are compared with
 FlopCounterMode's formulas applied by a dispatch mode (causal attention halved: see docs/prof.md), and
 the forward bytes of every nn.Linear / nn.Conv* layer with a hand count from the shapes torch saw.
 Exit status 1 when any total is off by more than 1% or a model fails. See pyprof/validate/.

@@ -81,6 +81,21 @@ def test_exception_inside_op_and_module_keeps_ranges_balanced(initialized):
     assert last["op"] == "relu" and last["_parents"] == []
 
 
+def test_a_call_that_raised_is_followed_by_a_raised_range(initialized):
+    """The op's range closes, then an empty ``raised`` range opens and closes at the same depth (the
+    parser's sign that the op did no work); the user's exception is the one that propagates, and a call
+    that returns leaves no such range."""
+    a, b, c = torch.ones(2), torch.ones(2, 3), torch.ones(2, 3)
+    with Recorder() as rec:
+        torch.relu(a)
+        with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+            torch.mm(b, c)
+        torch.relu(a)
+    assert not rec.open_ranges()
+    got = [(p["k"], p.get("op"), p["_parents"]) for p in rec.payloads()]
+    assert got == [("op", "relu", []), ("op", "mm", []), ("raised", None, []), ("op", "relu", [])], got
+
+
 def test_exception_in_backward_keeps_ranges_balanced(initialized):
     class Fail(torch.autograd.Function):
         @staticmethod

@@ -76,3 +76,21 @@ def test_sdpa_matches_flopcountermode_formulas(qs, ks, vs):
     go = qs[:-1] + vs[-1:]
     assert cost("scaled_dot_product_attention", [T(qs), T(ks), T(vs)], "bprop").flops == \
         sdpa_backward_flop_count(go, qs, ks, vs)
+
+
+def test_attention_backward_kernels_are_priced_as_the_backward():
+    """A compiled region's backward graph calls the SDPA backward ops directly: their own query, key
+    and value give the backward formula, whatever the record's direction; causal halves it."""
+    want = cost("scaled_dot_product_attention", [Q, K, V], "bprop")
+    out, dO, lse = T([2, 8, 128, 32], "bfloat16"), T([2, 8, 128, 32], "bfloat16"), T([2, 8, 128], "float32")
+    cpu = [dO, Q, K, V, out, lse, S(0.0), S(False)]
+    for direction in ("fprop", "bprop"):
+        got = cost("_scaled_dot_product_flash_attention_for_cpu_backward", cpu, direction, mod="aten")
+        assert (got.flops, got.bytes) == (want.flops, want.bytes)
+    causal = cost("_scaled_dot_product_flash_attention_for_cpu_backward", [*cpu[:7], S(True)], mod="aten")
+    assert causal.flops == want.flops / 2
+    # the CUDA kernels' layouts: flash (grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, ...),
+    # memory-efficient (grad_out, q, k, v, attn_bias, out, ...)
+    flash = cost("_scaled_dot_product_flash_attention_backward", [dO, Q, K, V, out, lse], mod="aten")
+    eff = cost("_scaled_dot_product_efficient_attention_backward", [dO, Q, K, V, S(None), out, lse], mod="aten")
+    assert flash.flops == eff.flops == want.flops

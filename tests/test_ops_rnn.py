@@ -44,3 +44,46 @@ def test_without_the_parameter_list_there_is_no_model():
     args = _lstm_args()
     del args[2]
     assert estimate(OpCall("lstm", args, "fprop", None, "aten")) is None
+
+
+def _packed_gru_args(batch_sizes=None, steps: int = 5, rows: int = 14, b: int = 4, i: int = 8, h: int = 16,
+                     named: bool = False):
+    """aten::gru.data: data [N, i], batch_sizes [T], hx [2, b, h], params of a one-layer bidirectional GRU."""
+    params = tensorlist_arg([tensor_arg([3 * h, i]), tensor_arg([3 * h, h]), tensor_arg([3 * h]), tensor_arg([3 * h])] * 2)
+    sizes = tensor_arg([steps], "int64")
+    if batch_sizes is not None:
+        sizes["value"] = batch_sizes
+    args = [tensor_arg([rows, i]), sizes, tensor_arg([2, b, h]), params, scalar_arg(True), scalar_arg(1),
+            scalar_arg(0.0), scalar_arg(True), scalar_arg(True)]
+    if named:
+        for a, name in zip(args, ("data", "batch_sizes", "hx", "params", "has_biases", "num_layers", "dropout",
+                                  "train", "bidirectional"), strict=True):
+            a["name"] = name
+    return args
+
+
+def test_packed_gru_prices_the_data_rows_not_the_data_as_a_weight():
+    """batch_sizes [4, 3, 3, 2, 2]: N = 14 rows. Forward, every weight once per row; backward, the weight
+    gradients, dX through w_ih at every row, and dH through w_hh at every row but the first step of each
+    direction: 4 rows forward (batch_sizes[0]), 2 reverse (batch_sizes[-1])."""
+    w_ih, w_hh = 48 * 8, 48 * 16
+    for args in (_packed_gru_args([4, 3, 3, 2, 2]), _packed_gru_args([4, 3, 3, 2, 2], named=True)):
+        fwd = estimate(OpCall("gru", args, "fprop", None, "aten"))
+        assert fwd.flops == 2 * 14 * 2 * (w_ih + w_hh)
+        bwd = estimate(OpCall("gru", args, "bprop", None, "aten"))
+        assert bwd.flops == fwd.flops + 2 * 2 * 14 * w_ih + 2 * (14 - 4) * w_hh + 2 * (14 - 2) * w_hh
+        assert bwd.note == ""
+
+
+def test_packed_gru_without_batch_size_values_infers_the_last_step():
+    """A trace has batch_sizes' shape only: the last step's rows are the fewest the shapes allow
+    (14 rows over 5 steps of at most 4: at least 14 - 4·4 -> 1), and the note says so; equal lengths
+    (20 rows = 5·4) are exact."""
+    w_ih, w_hh = 48 * 8, 48 * 16
+    bwd = estimate(OpCall("gru", _packed_gru_args(), "bprop", None, "aten"))
+    fwd_flops = 2 * 14 * 2 * (w_ih + w_hh)
+    assert bwd.flops == fwd_flops + 2 * 2 * 14 * w_ih + 2 * (14 - 4) * w_hh + 2 * (14 - 1) * w_hh
+    assert "inferred" in bwd.note
+    full = estimate(OpCall("gru", _packed_gru_args(rows=20), "bprop", None, "aten"))
+    assert full.flops == 2 * 20 * 2 * (w_ih + w_hh) + 2 * 2 * 20 * w_ih + 2 * 2 * (20 - 4) * w_hh
+    assert full.note == ""

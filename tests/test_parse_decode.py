@@ -210,3 +210,39 @@ def test_a_compiled_region_names_the_op_of_its_own_work():
     d = decode(["ProfilerStep#2", "Torch-Compiled Region: 0/0"])
     assert (d.fields["op"], d.fields["mod"], d.fields["dir"]) == ("Torch-Compiled Region: 0/0", "torch.compile", "fprop")
     assert decode(["Torch-Compiled Region: 0/0", "aten::mm"]).fields["op"] == "mm"
+
+
+def _bwd_texts():
+    return ["autograd::engine::evaluate_function: MmBackward0",
+            markers.encode(markers.make("bwd", node="MmBackward0", seq=542, id=64, nseq=544)), "MmBackward0"]
+
+
+def test_a_forward_re_run_by_a_backward_node_is_a_recompute():
+    """torch.utils.checkpoint re-runs a block inside the node whose saved tensor it rebuilds: module
+    ranges open inside the node's, or an op marker that builds a graph (it has a seq), are ``recomp``,
+    charged to their own modules and not linked to the node's forward op. An op marker without a seq
+    under a node (a custom Function's backward) stays ``bprop`` run as itself."""
+    blk = markers.encode(markers.make("mod", path="layers.1", cls="LlamaBlock"))
+    lin = markers.encode(markers.make("mod", path="layers.1.mlp.up_proj", cls="Linear"))
+    op = markers.encode(markers.make("op", ns="torch.nn.functional", op="linear", seq=[600], id=90, args=[]))
+    f = decode([*_bwd_texts(), blk, lin, op, "aten::linear", "aten::mm"]).fields
+    assert (f["dir"], f["opDir"], f["op"]) == ("recomp", None, "linear")
+    assert f["layer"] == ["layers.1", "layers.1.mlp.up_proj"]
+    assert decode([*_bwd_texts(), op, "aten::mm"]).fields["dir"] == "recomp"  # no module: its graph says
+    plain = markers.encode(markers.make("op", ns="torch", op="matmul", id=91, args=[]))  # no seq: grad off
+    f = decode([*_bwd_texts(), plain, "aten::mm"]).fields
+    assert (f["dir"], f["opDir"]) == ("bprop", "fprop")
+
+
+def test_an_aten_op_of_a_compiled_backward_graph_keeps_its_own_op():
+    """The backward node of a compiled region links to the region's forward "op", which has no model:
+    the aten ops its graph calls (an SDPA backward kernel) are priced as themselves, in the region's
+    layers; under an ordinary node's forward op, an aten op is that op's backward."""
+    own = decode(["CompiledFunctionBackward", "aten::_scaled_dot_product_flash_attention_for_cpu_backward"]).fields
+    assert own["opDir"] == "fprop"
+    region = {"mod": "torch.compile", "op": "Torch-Compiled Region: 0/0", "args": None, "layer": ["Block"]}
+    got = link(own, region)
+    assert (got["op"], got["mod"], got["opDir"], got["layer"]) == (
+        "_scaled_dot_product_flash_attention_for_cpu_backward", "aten", "fprop", ["Block"])
+    fwd = {"mod": "torch.nn.functional", "op": "linear", "args": [], "layer": ["fc"]}
+    assert (link(own, fwd)["op"], link(own, fwd)["opDir"]) == ("linear", None)

@@ -46,3 +46,51 @@ def test_a_wrong_backward_count_or_byte_count_is_caught(tmp_path):
     layer = next(iter(o.bytes_pyprof))
     o.bytes_pyprof[layer] *= 1.02
     assert [m[0] for m in o.bytes_mismatches()] == [layer] and not o.ok
+
+
+def _table(workdir):
+    from pyprof.prof import build_file
+
+    return build_file(workdir / "records.dict", peak_flops=1e12, peak_bw=1e11, workers=1)
+
+
+def test_checkpoint_recompute_is_its_own_direction(tmp_path):
+    """A llama-style block under torch.utils.checkpoint (use_reentrant=False): the recomputed forward
+    is ``recomp``, charged per module to the modules it re-runs (``layers.0.mlp.up_proj``, not the
+    backward node's module), and equals torch's count of the ops that ran; the op at which the early
+    stop raised (each block's ``down_proj``, stopped while saving its inputs) records time but no work."""
+    o = harness.validate("checkpoint_llama", steps=1, workdir=tmp_path)
+    assert not o.error, o.error
+    for d in ("fprop", "bprop", "recomp"):
+        for fam in ("gemm", "attention"):
+            assert o.total("torch", d, fam) > 0 and o.total("pyprof", d, fam) > 0, (d, fam)
+    assert o.pyprof.get(("recomp", "layers.0.mlp.up_proj", "gemm"), 0) > 0
+    assert not o.mismatches(), harness.table([o])
+    df = _table(tmp_path)
+    stopped = df[(df["dir"] == "recomp") & (df["module"] == "layers.0.mlp.down_proj")]
+    assert len(stopped) and (stopped["flops"] == 0).all() and (stopped["bytes"] == 0).all()
+    assert (stopped["kernel"] == "aten::mm").any() and stopped["note"].str.contains("raised").all()
+    assert (df.loc[(df["dir"] == "fprop") & (df["module"] == "layers.0.mlp.down_proj"), "flops"] > 0).any()
+
+
+def test_packed_bidirectional_rnns(tmp_path):
+    """nn.GRU and nn.LSTM (bidirectional) on a PackedSequence: aten's ``gru.data``/``lstm.data``
+    arguments, the packed rows, and the reverse direction's first step of ``batch_sizes[-1]`` rows."""
+    o = harness.validate("packed_rnn", steps=1, workdir=tmp_path)
+    assert not o.error, o.error
+    for m in ("gru", "lstm"):
+        assert o.torch.get(("bprop", m, "gemm"), 0) > 0 and o.pyprof.get(("bprop", m, "gemm"), 0) > 0
+    assert not o.mismatches(), harness.table([o])
+
+
+def test_conv_transpose_cost_lands_on_the_op_that_did_the_work(tmp_path):
+    """A UNet's ConvTranspose2d: its forward runs inside ``aten::_convolution`` (oneDNN's transposed
+    convolution is no op of its own), which carries the FLOPs, not the as_strided_/clone/copy_ helpers."""
+    o = harness.validate("unet", steps=1, workdir=tmp_path)
+    assert not o.error and not o.mismatches(), harness.table([o])
+    df = _table(tmp_path)
+    up = df[(df["dir"] == "fprop") & (df["module"] == "up2")]
+    work = up[up["kernel"] == "aten::_convolution"]
+    assert len(work) and (work["flops"] > 0).all()
+    assert up.loc[up["kernel"] != "aten::_convolution", "flops"].fillna(0).eq(0).all()
+    assert work["flops"].sum() == pytest.approx(o.pyprof[("fprop", "up2", "conv")])

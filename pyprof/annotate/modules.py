@@ -17,7 +17,10 @@ order (:data:`_mode` says which mechanism is on).
 
 A module called with no module open on its thread is a root; paths come from the root's
 ``named_modules()`` (cached per root, refreshed once when a module is not found, e.g. added after the
-first call). The root's own path is ``""`` as in ``named_modules()``; a module that is not a
+first call). The root's own path is ``""`` as in ``named_modules()``, except for a root called while
+an autograd node runs (a checkpointed block that the backward pass re-runs on its own) that had a
+path inside another root when last called: it keeps that path and its modules' paths go below it,
+so a recompute is charged to the modules it re-runs. A module that is not a
 descendant of the current root (called from inside it) gets ``<parent path>.<ClassName>``. The
 encoded text per (module, path) is cached, so steady-state cost is two dict lookups, a push and a pop.
 A module renamed after its root's map was built keeps its old path until the map is rebuilt (which
@@ -93,8 +96,9 @@ def module_path(module, stack: list) -> str:
         if path is None:
             parent = stack[-1][2]
             name = type(module).__name__
-            path = f"{parent}.{name}" if parent else name
-    return path
+            return f"{parent}.{name}" if parent else name
+    base = stack[0][2]  # the root's own path: "" unless it kept an earlier one
+    return (f"{base}.{path}" if path else base) if base else path
 
 
 def _text(module, path: str) -> str:
@@ -122,15 +126,21 @@ def _open(module) -> None:
     if st and st[-1][3] != gen:  # left open on this thread when the instrumentation was last removed
         while st:
             _pop(st.pop()[1])
+    entry = _texts.get(id(module))
     if st:  # inlined module_path / _text cache hits: this runs around every module forward
         root = st[0][0]
-        entry = _paths.get(id(root))
-        path = entry[1].get(id(module)) if entry is not None and entry[0]() is root else None
+        got = _paths.get(id(root))
+        path = got[1].get(id(module)) if got is not None and got[0]() is root else None
         if path is None:
             path = module_path(module, st)
-    else:
+        elif st[0][2]:  # in the map of a root that kept its earlier path (see the module docstring)
+            path = f"{st[0][2]}.{path}" if path else st[0][2]
+    elif entry is not None and entry[1] and entry[0]() is module and _current_node() is not None:
+        # a root called by a running autograd node (torch.utils.checkpoint re-running a block from the
+        # backward pass) that was last called inside another root: the path it had there
+        path = entry[1]
+    else:  # a root: "" as in named_modules()
         path = ""
-    entry = _texts.get(id(module))
     if entry is not None and entry[1] == path and entry[0]() is module:
         text = entry[2]
     else:
@@ -154,6 +164,7 @@ def _close(module) -> None:
 
 
 _is_dynamo_compiling = _ops._is_dynamo_compiling
+_current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
 _orig_call = nn.Module.__call__  # replaced by _on() with what Module.__call__ is then
 
 

@@ -235,6 +235,21 @@ _fast = fastpath.load(**CALL_SIDE)
 _fast_call = _fast.call if _fast is not None else None
 
 
+def _mark_raised() -> None:
+    """Right after an op's range closed because its call raised: an empty ``raised`` range, which tells
+    the parser that the op's records (a CPU trace's ``aten::mm`` stopped by checkpoint's early stop, say)
+    may hold no work. Never lets a failure here replace the user's exception."""
+    if _is_compiling():
+        return
+    try:
+        pop(push(_RAISED))
+    except Exception:  # noqa: BLE001, S110 - the user's exception is the one to propagate
+        pass
+
+
+_RAISED = markers.RAISED
+
+
 def make_wrapper(fn, meta: OpMeta):
     """A Python function standing in for ``fn``; ``__wrapped__`` is the original."""
     St = S
@@ -245,9 +260,13 @@ def make_wrapper(fn, meta: OpMeta):
         # profiler starts or stops, inside the profiled steps)
         if _is_dynamo_compiling() or (St.idle and not _ap._is_profiler_enabled):
             return fn(*args, **kwargs)
-        if _fast_call is not None:
-            return _fast_call(meta, fn, args, kwargs)
-        return call_marked(meta, fn, args, kwargs)
+        try:
+            if _fast_call is not None:
+                return _fast_call(meta, fn, args, kwargs)
+            return call_marked(meta, fn, args, kwargs)
+        except BaseException:
+            _mark_raised()
+            raise
 
     try:
         functools.update_wrapper(wrapper, fn)

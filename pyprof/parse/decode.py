@@ -167,6 +167,7 @@ def _legacy(text: str) -> TextInfo:
 
 #: torch.compile's range around a compiled frame (torch.profiler): ``Torch-Compiled Region: 0/1``
 COMPILED_REGION = "Torch-Compiled Region"
+COMPILED_MOD = "torch.compile"  # the ``mod`` of an op named by its compiled region
 
 
 def _plain(text: str) -> TextInfo:
@@ -324,9 +325,13 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
             op_pos = top_aten_i
     if fields["op"] is None and region_i is not None and (op_pos is None or region_i > op_pos):
         # work a compiled region does itself (its generated kernels): the region names the op
-        fields.update(mod="torch.compile", op=infos[region_i].name)
+        fields.update(mod=COMPILED_MOD, op=infos[region_i].name)
         op_pos = region_i
-    if in_bwd:
+    if bwd_i is not None and _recomputes(infos, bwd_i, op_i):
+        # a forward run by a backward node: checkpoint's recompute, its own direction, charged to the
+        # modules it re-runs (their ranges open inside the node's), never linked to the node's forward op
+        fields["dir"] = RECOMPUTE
+    elif in_bwd:
         fields["dir"] = "bprop"
         # an op run as itself in the backward pass (called inside a custom Function's backward, or an
         # aten op under an autograd node): priced as that op, unless linked to the forward op it serves
@@ -340,6 +345,23 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
     elif op_i is not None or seq_ids or aten_i is not None or region_i is not None:
         fields["dir"] = "fprop"
     return Decoded(fields, op_pos=op_pos, link_seq=link_seq, malformed=malformed)
+
+
+#: The direction of a forward re-run inside the backward pass (``torch.utils.checkpoint``).
+RECOMPUTE = "recomp"
+#: ``opDir`` of the records of an op whose call raised (the parser saw a ``raised`` marker after it):
+#: no computation of the op ran (checkpoint's early stop), so prof prices them 0 FLOPs and 0 bytes.
+NO_WORK = "none"
+
+
+def _recomputes(infos: list[TextInfo], bwd_i: int, op_i: int | None) -> bool:
+    """Whether the ranges open inside a backward node's (``infos[bwd_i + 1:]``) are a forward being
+    recomputed: a module's forward range opens there, or a pyprof op marker that builds an autograd
+    graph (it carries a ``seq``: grad mode on and an input needing grad, which a backward formula or a
+    custom Function's backward, run without grad mode, never is)."""
+    if any(info.kind == "mod" for info in infos[bwd_i + 1:]):
+        return True
+    return op_i is not None and op_i > bwd_i and bool(infos[op_i].fwd_seqs)
 
 
 def forward_fields(texts: Sequence[str | None], bare_names: bool = False) -> dict[str, Any]:
@@ -377,9 +399,11 @@ def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
     if not fwd:
         return own
     out = dict(own)
-    if own.get("opDir") == "fprop" and own.get("mod") != "aten":
-        # an instrumented op called inside the backward (a custom Function's backward): it keeps its
-        # own op and arguments, and takes the forward op's layers
+    if own.get("opDir") == "fprop" and (own.get("mod") != "aten" or fwd.get("mod") == COMPILED_MOD):
+        # an instrumented op called inside the backward (a custom Function's backward), or an aten op of
+        # a compiled region's backward graph (the forward "op" is the region, which has no model; the
+        # graph's aten ops, an attention backward kernel say, are the work): it keeps its own op and
+        # arguments, and takes the forward op's layers
         if fwd.get("layer"):
             out["layer"] = fwd["layer"]
         if not own.get("trace") and fwd.get("trace"):

@@ -67,10 +67,12 @@ They go to the kernels that do the work (`pyprof/kernel_roles.py`): the instance
 or attention kernels where it has any (on a GPU by the kernel's full name, short and demangled: cuBLAS
 and cuBLASLt, `nvjet`, CUTLASS 2 and 3 (`Kernel2` is `cutlass::Kernel2<...>`), cuDNN, flash/fmha, ROCm
 `Cijk_*`/hipBLASLt and Composable Kernel; on a CPU the aten op that computes, such as `aten::addmm` or
-`aten::mkldnn_convolution`); else, in a GEMM, convolution or attention op, its kernels that are no
-copy, fill, elementwise, reduction or layout kernel (a library kernel with an uninformative name);
-else its other working kernels. Views, allocations, dispatch wrappers and autograd engine records never
-carry FLOPs or bytes, and neither do the copies, reductions and layout transforms beside a GEMM. Among the kernels that take it, the cost
+`aten::mkldnn_convolution`, and `aten::_convolution`, which runs in its own time the backends that are
+not ops of their own, a `ConvTranspose2d`'s forward); else, in a GEMM, convolution or attention op, its
+kernels that are no copy, fill, elementwise, reduction or layout kernel (a library kernel with an
+uninformative name); else its other working kernels. Views, allocations, dispatch wrappers and autograd
+engine records never carry FLOPs or bytes, and neither do the copies, reductions and layout transforms
+beside a GEMM. Among the kernels that take it, the cost
 is split **in proportion to their durations** (equally when all durations are 0): only there, where
 kernels cannot be told apart, is duration the rule. The per-kernel figures add up exactly to the
 instance's cost. memcpy/memset records keep their own byte count (twice it for a device-to-device copy,
@@ -88,9 +90,29 @@ is counted once: the self time of the no-work ops (views such as `aten::t`, allo
 them. So a `linear` shows its `aten::addmm` and bias `aten::copy_` (and the wrapper's own record when
 nothing calls it), and the records add up to the time spent in ops.
 
+## Recompute, and ops that raised
+
+- **`recomp`** is the direction of a forward re-run by the backward pass to rebuild what it did not save
+  (`torch.utils.checkpoint`, `use_reentrant=False`): the ops that run inside an autograd node's range
+  under a module's forward range (or as pyprof op markers that build an autograd graph, which a
+  backward formula never does). Each such op is its own instance, priced as the forward op it re-runs
+  (its own arguments, not linked to the node that triggered it), and charged to the modules it
+  re-runs: a block re-run on its own keeps the module path it had in the forward (`layers.3.mlp`), not
+  the backward node's module. `--summary dir` shows it as its own row; FlopCounterMode counts the same
+  work (the harness's reference charges forward ops run while an autograd node runs to `recomp`).
+- **An op whose call raised did no work** (`opDir` `none`): checkpoint's early stop ends a recompute
+  by raising inside the op at which every saved tensor is rebuilt, while that op saves its inputs for
+  backward, before its kernel runs; torch.profiler still records the op (on a CPU an `aten::mm` of
+  ~100 us spent unwinding). `init()` marks a call that raised with an empty `raised` range right after
+  its op range; the records of that op instance get `opDir` `none` and 0 FLOPs and 0 bytes (note
+  `raised: no work`). An op that raises only after its kernel ran (one that saves just its output)
+  is priced 0 too: the trace cannot tell the two apart. On a GPU such an op launched no kernel.
+
 ## Conventions
 
 - FLOPs are the work the kernel executes; a multiply-add is 2 FLOPs.
+- A grouped convolution's weight gradient counts its real work, `1/groups` of a dense one's:
+  FlopCounterMode counts it `groups` times over (the harness's reference divides).
 - Causal attention (`is_causal=True`) counts the causal half of the dense figure, the work a fused
   kernel executes. torch's FlopCounterMode counts it dense: halve its attention figure to compare.
 - A bias add is not counted in a GEMM's or convolution's FLOPs (as FlopCounterMode and fvcore; its bytes

@@ -60,6 +60,10 @@ COPIED = {"seq": "seqId", "altseq": "altSeqId", "tid": "tid", "layer": "layer", 
 def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args: list):
     from pyprof.prof.ops import OpCall, estimate
 
+    if direction == "none":  # opDir none: the call raised before its work (records.md): none done
+        from pyprof.prof.ops import Cost
+
+        return Cost(0.0, 0.0, None, note="raised: no work")
     try:
         return estimate(OpCall(op, list(args or []), direction or "fprop", cdtype, mod))
     except Exception:  # a model that cannot read these arguments: unknown, never a crash
@@ -393,8 +397,11 @@ def _not_none(values: np.ndarray) -> np.ndarray:
 
 def _model_dir(raw: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
     """The computation a model prices for ``rows``: ``opDir`` where a record gives it (an op run as itself
-    in the backward pass: ``fprop``), else the record's direction."""
+    in the backward pass: ``fprop``), else the record's direction; a recompute (``recomp``) is its op's
+    forward, run again."""
     d = raw["dir"][rows]
+    if len(d) and (d == "recomp").any():
+        d = np.where(d == "recomp", "fprop", d)
     op_dir = raw.get("opDir")
     if op_dir is None:
         return d

@@ -7,7 +7,8 @@ For a case of :data:`pyprof.validate.zoo.CASES`, :func:`validate`:
    step schedule), then parses the trace (:class:`pyprof.parse.kineto.KinetoSource`), writes the records
    file and prices it with :func:`pyprof.prof.build_file`, as ``pyprof prof`` does;
 2. sums the per-kernel FLOPs of the GEMM, convolution and attention ops (the families FlopCounterMode
-   counts) per direction and per module, inclusive of submodules;
+   counts) per direction (``fprop``, ``bprop``, ``recomp``: a checkpointed forward re-run by backward)
+   and per module, inclusive of submodules;
 3. compares them with :func:`pyprof.validate.reference.count_step` of the same model and input, times the
    number of recorded steps, and the forward bytes of each one-op layer with
    :func:`pyprof.validate.reference.hand_bytes`.
@@ -26,6 +27,7 @@ from pathlib import Path
 from pyprof.validate.reference import FAMILIES, prefixes
 
 TOLERANCE = 0.01  # relative
+DIRECTIONS = ("fprop", "bprop", "recomp")  # compared; recomp: a checkpointed forward re-run by backward
 
 
 @dataclass
@@ -79,7 +81,7 @@ def pyprof_flops(df, root: str) -> dict[tuple[str, str, str], float]:
     out: dict[tuple[str, str, str], float] = {}
     fam_of: dict = {}
     for d, op, mod, lay, flops in zip(df["dir"], df["op"], df["mod"], df["layer"], df["flops"], strict=True):
-        if op is None or d not in ("fprop", "bprop") or not flops == flops:  # NaN: no model
+        if op is None or d not in DIRECTIONS or not flops == flops:  # NaN: no model
             continue
         fam = fam_of.get((op, mod))
         if fam is None:  # a recurrent op's work is its GEMMs (torch's side counts them as such)
@@ -172,8 +174,10 @@ def table(outcomes: list[Outcome]) -> str:
         if o.error:
             lines.append(f"{o.name:<16} {'-':<6} FAILED: {o.error}")
             continue
-        for d in ("fprop", "bprop"):
+        for d in DIRECTIONS:
             a, b = o.total("pyprof", d), o.total("torch", d)
+            if d == "recomp" and not a and not b:
+                continue
             keys = {(m, f) for (dd, m, f), v in {**o.torch, **o.pyprof}.items() if dd == d and v}
             worst, worst_err, ok = "", 0.0, 0
             for m, f in sorted(keys):

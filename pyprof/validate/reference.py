@@ -5,6 +5,10 @@ The formulas are FlopCounterMode's (``torch.utils.flop_counter.flop_registry``),
 mode that sees every aten op the step runs, so pyprof's markers play no part in the reference:
 
 * **forward** ops are charged to the innermost module whose forward is running (global forward hooks);
+* **recompute** (``recomp``): forward ops that run while an autograd node is running and a module's
+  forward is open (``torch.utils.checkpoint`` re-running a block to rebuild what it did not save) are
+  charged to that module, the innermost open one; an op at which checkpoint's early stop raises never
+  reaches the dispatch mode (it stops while saving its inputs), so it counts nothing;
 * **backward** ops to the module that created the autograd node running them
   (``torch._C._current_autograd_node()``; nodes are assigned to the innermost module by walking the
   autograd graph from each module's outputs back to its inputs, children first). FlopCounterMode's own
@@ -12,7 +16,8 @@ mode that sees every aten op the step runs, so pyprof's markers play no part in 
   is complete, so with parallel branches (ResNet's ``downsample``) it credits one module's backward to
   another.
 
-Conventions shared with pyprof (docs/prof.md): causal attention counts the causal half (FlopCounterMode
+Conventions shared with pyprof (docs/prof.md): a grouped convolution's weight gradient is its real work
+(FlopCounterMode counts it ``groups`` times over, :func:`_conv_backward` divides); causal attention counts the causal half (FlopCounterMode
 counts it dense, so its attention formulas are halved for ``is_causal`` calls); on CPU, SDPA runs
 ``_scaled_dot_product_flash_attention_for_cpu``, which FlopCounterMode does not list, so its flash
 formulas are applied to it. Totals are inclusive: a module's figure includes its submodules', and
@@ -68,6 +73,18 @@ def _is_causal(func, args, kwargs) -> bool:
     return False
 
 
+def _conv_backward(formula, args, kwargs, out) -> float:
+    """FlopCounterMode's convolution backward with the weight gradient of a grouped convolution divided
+    by ``groups``: its formula prices that gradient as a dense ``C_out x C_in`` convolution, ``groups``
+    times the work done (a convention pyprof does not share: see pyprof/prof/ops/conv.py)."""
+    groups, mask = args[9], list(args[10])
+    if groups == 1 or not mask[1]:
+        return float(formula(*args, **kwargs, out_val=out))
+    data = float(formula(*args[:10], [mask[0], False, False], **kwargs, out_val=out)) if mask[0] else 0.0
+    weight = float(formula(*args[:10], [False, True, False], **kwargs, out_val=out))
+    return data + weight / groups
+
+
 def prefixes(path: str) -> list[str]:
     """A module path and its ancestors, root (``""``) first: where an inclusive total is added."""
     parts = path.split(".") if path else []
@@ -83,7 +100,10 @@ class _Owners:
         self.owner: dict[int, str] = {}
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-        if "with_kwargs" in inspect.signature(register_module_forward_hook).parameters:
+        params = inspect.signature(register_module_forward_hook).parameters
+        if "always_call" in params:  # the post hook runs when a forward raises too (checkpoint's early stop)
+            posts = [register_module_forward_hook(self._post, with_kwargs=True, always_call=True)]
+        elif "with_kwargs" in params:
             posts = [register_module_forward_hook(self._post, with_kwargs=True)]
         else:  # older torch (2.4): no kwargs for the global forward hook, but the per-module one has them
             posts = [m.register_forward_hook(self._post, with_kwargs=True) for m in self.names]
@@ -94,7 +114,9 @@ class _Owners:
         if path is not None:
             self.stack.append(path)
 
-    def _post(self, mod, args, kwargs, out):
+    def _post(self, mod, args, *rest):
+        # (mod, args, kwargs, out); where a forward raised, torch calls always_call hooks as (mod, args, None)
+        kwargs, out = (rest[0], rest[1]) if len(rest) == 2 else ({}, rest[0])
         path = self.names.get(mod)
         if path is None:
             return
@@ -130,11 +152,14 @@ class _Counter(TorchDispatchMode):
         if formula is None or packet not in FAMILY_OF:
             return out
         node = torch._C._current_autograd_node()
-        if node is not None:
+        if node is not None and self.owners.stack:  # a module's forward run by a backward node: recompute
+            direction, path = "recomp", self.owners.stack[-1]
+        elif node is not None:
             direction, path = "bprop", self.owners.owner.get(node._sequence_nr(), "")
         else:
             direction, path = "fprop", self.owners.stack[-1] if self.owners.stack else ""
-        flops = float(formula(*args, **kwargs, out_val=out))
+        flops = _conv_backward(formula, args, kwargs, out) if packet is aten.convolution_backward else \
+            float(formula(*args, **kwargs, out_val=out))
         if FAMILY_OF[packet] == "attention" and _is_causal(func, args, kwargs):
             flops /= 2
         for pre in prefixes(path):
@@ -171,8 +196,8 @@ def hand_bytes(case, model, x) -> dict[str, float]:
     out: dict[str, float] = {}
 
     def hook(mod, args, result):
-        if not isinstance(mod, HAND_LAYERS) or mod not in names:
-            return
+        if not isinstance(mod, HAND_LAYERS) or mod not in names or torch._C._current_autograd_node() is not None:
+            return  # (a forward re-run by backward, checkpoint's recompute, is not a forward)
         size = (torch.finfo(case.autocast).bits // 8) if case.autocast is not None else None
         tensors = [args[0], mod.weight, *([mod.bias] if mod.bias is not None else []), result]
         total = sum(t.numel() * (size or t.element_size()) for t in tensors)

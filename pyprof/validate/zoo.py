@@ -14,6 +14,21 @@
 * :func:`custom_linear`: a linear layer written as a custom ``torch.autograd.Function`` whose forward and
   backward are instrumented with :func:`pyprof.wrap`.
 
+The second zoo: model classes that users train and pyprof once priced wrong (issue 26):
+
+* :class:`MoE`: a top-k mixture of experts whose experts run as ``einsum``, ``bmm`` and ``baddbmm``;
+* :class:`PackedRNN`: a bidirectional ``nn.GRU`` then a two-layer bidirectional ``nn.LSTM`` on a
+  ``PackedSequence`` of distinct lengths (aten's ``gru.data``/``lstm.data``);
+* :class:`CheckpointedLlama`: llama-style blocks (RMSNorm, causal SDPA, SwiGLU) under
+  ``torch.utils.checkpoint(use_reentrant=False)``: a ``recomp`` direction and checkpoint's early stop
+  (also under bf16 autocast, which the recompute restores);
+* :class:`UNet`: ``ConvTranspose2d`` up-sampling; :class:`SepConvNet`: grouped and depthwise
+  convolutions; :class:`TCN`: dilated ``Conv1d``;
+* :class:`Broadcasting`: broadcasting matmuls with frozen weights (a LoRA layer with ``einsum``, a
+  frozen 4-D @ 3-D projection, ``addmm`` with ``beta`` and ``alpha``);
+* :class:`AttnBlock` under ``torch.compile`` (``F.scaled_dot_product_attention``: its backward kernel
+  in the compiled backward graph); :class:`Bert` with a padding mask, in fp32 and under bf16 autocast.
+
 torchvision is not needed: the two torchvision models are written out here with its module names.
 :data:`CASES` names each model with its input, precision and the op families it must exercise;
 :func:`train` runs a few training steps of a case (what ``pyprof run`` profiles).
@@ -280,6 +295,307 @@ def custom_linear() -> nn.Sequential:
     return nn.Sequential(CustomLinear(64, 128), nn.ReLU(), CustomLinear(128, 32))
 
 
+# ----------------------------------------------------------------------------- the second zoo: model classes
+# that broke pyprof's pricing (issue 26): einsum, packed RNNs, checkpointing, transposed, grouped and dilated
+# convolutions, broadcasting matmuls with frozen weights, compiled attention, masked attention
+class MoE(nn.Module):
+    """A top-k mixture of experts: the router is a linear layer, the experts' weights are stacked
+    parameters applied with ``einsum`` (up), ``bmm`` (gate) and ``baddbmm`` (down, with a bias)."""
+
+    def __init__(self, dim: int = 64, hidden: int = 128, experts: int = 4, k: int = 2):
+        super().__init__()
+        self.k = k
+        self.router = nn.Linear(dim, experts, bias=False)
+        self.w_up = nn.Parameter(torch.randn(experts, dim, hidden) / dim**0.5)
+        self.w_gate = nn.Parameter(torch.randn(experts, dim, hidden) / dim**0.5)
+        self.w_down = nn.Parameter(torch.randn(experts, hidden, dim) / hidden**0.5)
+        self.b_down = nn.Parameter(torch.zeros(experts, 1, dim))
+        self.head = nn.Linear(dim, 16)
+
+    def forward(self, x):  # x: [tokens, dim]
+        weights, chosen = torch.topk(self.router(x).softmax(-1), self.k, dim=-1)
+        e = self.w_up.shape[0]
+        dispatch = (F.one_hot(chosen, e).float() * weights.unsqueeze(-1)).sum(1)  # [tokens, experts]
+        xe = x.unsqueeze(0).expand(e, -1, -1)  # every expert sees every token; the dispatch weights mask
+        up = torch.einsum("etd,edh->eth", xe, self.w_up)
+        gate = torch.bmm(xe, self.w_gate)
+        y = torch.baddbmm(self.b_down, F.silu(gate) * up, self.w_down)  # [experts, tokens, dim]
+        y = (y * dispatch.t().unsqueeze(-1)).sum(0)
+        return self.head(y)
+
+
+class PackedRNN(nn.Module):
+    """A bidirectional GRU then a bidirectional LSTM over a PackedSequence of variable lengths."""
+
+    def __init__(self, vocab: int = 128, dim: int = 32, hidden: int = 48):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.gru = nn.GRU(dim, hidden, batch_first=True, bidirectional=True)
+        self.lstm = nn.LSTM(2 * hidden, hidden, num_layers=2, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(2 * hidden, vocab)
+
+    def forward(self, idx):
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        lengths = torch.arange(idx.shape[1], idx.shape[1] - idx.shape[0], -1)  # distinct, descending
+        packed = pack_padded_sequence(self.embed(idx), lengths, batch_first=True)
+        y, _ = self.lstm(self.gru(packed)[0])
+        y, _ = pad_packed_sequence(y, batch_first=True)
+        return self.head(y)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q_proj, self.k_proj = nn.Linear(dim, dim, bias=False), nn.Linear(dim, dim, bias=False)
+        self.v_proj, self.o_proj = nn.Linear(dim, dim, bias=False), nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (p(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, hidden: int):
+        super().__init__()
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(dim), RMSNorm(dim)
+        self.self_attn, self.mlp = LlamaAttention(dim, heads), LlamaMLP(dim, hidden)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class CheckpointedLlama(nn.Module):
+    """Llama-style blocks (RMSNorm, causal SDPA, SwiGLU MLP), each run under
+    ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``: backward recomputes each block's forward."""
+
+    def __init__(self, vocab: int = 256, dim: int = 64, heads: int = 4, hidden: int = 176, layers: int = 2):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList(LlamaBlock(dim, heads, hidden) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, idx):
+        from torch.utils.checkpoint import checkpoint
+
+        x = self.embed_tokens(idx)
+        for blk in self.layers:
+            x = checkpoint(blk, x, use_reentrant=False)
+        return self.lm_head(self.norm(x))
+
+
+class UNet(nn.Module):
+    """A two-level UNet: conv blocks, max-pool down, ``ConvTranspose2d`` up, skip concatenation."""
+
+    def __init__(self, c: int = 8):
+        super().__init__()
+
+        def block(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.Conv2d(cout, cout, 3, padding=1),
+                                 nn.ReLU())
+
+        self.enc1, self.enc2, self.mid = block(3, c), block(c, 2 * c), block(2 * c, 4 * c)
+        self.up2 = nn.ConvTranspose2d(4 * c, 2 * c, 2, stride=2)
+        self.dec2 = block(4 * c, 2 * c)
+        self.up1 = nn.ConvTranspose2d(2 * c, c, 2, stride=2)
+        self.dec1 = block(2 * c, c)
+        self.out = nn.Conv2d(c, 2, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(F.max_pool2d(e1, 2))
+        m = self.mid(F.max_pool2d(e2, 2))
+        d2 = self.dec2(torch.cat([self.up2(m), e2], 1))
+        d1 = self.dec1(torch.cat([self.up1(d2), e1], 1))
+        return self.out(d1)
+
+
+class SepConvNet(nn.Module):
+    """Grouped and depthwise-separable 2-D convolutions (MobileNet/ResNeXt style)."""
+
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 32, 3, padding=1)
+        self.grouped = nn.Conv2d(32, 64, 3, padding=1, groups=4)
+        self.depthwise = nn.Conv2d(64, 64, 3, padding=1, stride=2, groups=64)
+        self.pointwise = nn.Conv2d(64, 64, 1)
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        x = F.relu(self.grouped(x))
+        x = F.relu(self.pointwise(F.relu(self.depthwise(x))))
+        return self.fc(x.mean((2, 3)))
+
+
+class TCN(nn.Module):
+    """A temporal conv net: dilated ``Conv1d`` layers (dilation 1, 2, 4) with residuals."""
+
+    def __init__(self, cin: int = 8, c: int = 32, classes: int = 10):
+        super().__init__()
+        self.inp = nn.Conv1d(cin, c, 1)
+        self.convs = nn.ModuleList(nn.Conv1d(c, c, 3, padding=d, dilation=d) for d in (1, 2, 4))
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for conv in self.convs:
+            x = x + F.relu(conv(x))
+        return self.fc(x.mean(-1))
+
+
+class LoRALinear(nn.Module):
+    """A frozen weight plus a trainable low-rank update applied with ``einsum``."""
+
+    def __init__(self, n_in: int, n_out: int, rank: int = 4):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n_out, n_in) / n_in**0.5, requires_grad=False)
+        self.lora_a = nn.Parameter(torch.randn(rank, n_in) / n_in**0.5)
+        self.lora_b = nn.Parameter(torch.zeros(n_out, rank) + 0.01)
+
+    def forward(self, x):  # x: [batch, seq, n_in]
+        base = torch.matmul(x, self.weight.t())  # broadcasting 3-D @ 2-D
+        return base + torch.einsum("bsr,or->bso", torch.einsum("bsi,ri->bsr", x, self.lora_a), self.lora_b)
+
+
+class FrozenHeads(nn.Module):
+    """A frozen per-head projection broadcast over the batch: ``[b, 1, s, d] @ [heads, d, d/heads]``."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.proj = nn.Parameter(torch.randn(heads, dim, dim // heads) / dim**0.5, requires_grad=False)
+
+    def forward(self, x):
+        return torch.matmul(x.unsqueeze(1), self.proj)
+
+
+class ScaledAddmm(nn.Module):
+    """``addmm(bias, x, w, beta=0.5, alpha=2.0)``."""
+
+    def __init__(self, n_in: int, n_out: int):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(n_in, n_out) / n_in**0.5)
+        self.bias = nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x, self.w, beta=0.5, alpha=2.0)
+
+
+class Broadcasting(nn.Module):
+    """Broadcasting matmuls with frozen weights: a LoRA layer, a frozen 3-D projection broadcast over the
+    batch (4-D @ 3-D), and ``addmm`` with ``beta`` and ``alpha``."""
+
+    def __init__(self, dim: int = 48, heads: int = 4):
+        super().__init__()
+        self.lora = LoRALinear(dim, dim)
+        self.heads = FrozenHeads(dim, heads)
+        self.out = ScaledAddmm(dim // heads, 32)
+
+    def forward(self, x):  # x: [batch, seq, dim]
+        h = self.heads(self.lora(x))  # [b, heads, s, d/heads]
+        return self.out(h.reshape(-1, h.shape[-1]))
+
+
+class AttnBlock(nn.Module):
+    """A pre-norm transformer block with ``F.scaled_dot_product_attention`` (the compiled-attention case)."""
+
+    def __init__(self, dim: int = 64, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.ln = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.fc = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return self.fc(x)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, dim: int, heads: int, hidden: int):
+        super().__init__()
+        self.heads = heads
+        self.query, self.key, self.value = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.attn_out = nn.Linear(dim, dim)
+        self.attn_norm = nn.LayerNorm(dim)
+        self.intermediate = nn.Linear(dim, hidden)
+        self.output = nn.Linear(hidden, dim)
+        self.out_norm = nn.LayerNorm(dim)
+
+    def forward(self, x, mask):
+        b, t, d = x.shape
+        q, k, v = (p(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for p in (self.query, self.key, self.value))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = self.attn_norm(x + self.attn_out(y.transpose(1, 2).reshape(b, t, d)))
+        return self.out_norm(x + self.output(F.gelu(self.intermediate(x))))
+
+
+class Bert(nn.Module):
+    """A BERT encoder on a padded batch: token, position and type embeddings, post-norm layers whose
+    attention takes the padding mask (a boolean ``attn_mask``), a tanh pooler and a classifier."""
+
+    def __init__(self, vocab: int = 512, dim: int = 64, heads: int = 4, hidden: int = 256, layers: int = 2,
+                 max_len: int = 64):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab, dim, padding_idx=0)
+        self.position_embeddings = nn.Embedding(max_len, dim)
+        self.token_type_embeddings = nn.Embedding(2, dim)
+        self.emb_norm = nn.LayerNorm(dim)
+        self.layers = nn.ModuleList(BertLayer(dim, heads, hidden) for _ in range(layers))
+        self.pooler = nn.Linear(dim, dim)
+        self.classifier = nn.Linear(dim, 2)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.word_embeddings(idx) + self.position_embeddings(torch.arange(t, device=idx.device))
+        x = self.emb_norm(x + self.token_type_embeddings(torch.zeros_like(idx)))
+        mask = (idx != 0)[:, None, None, :]  # padding: keys at token 0 are masked out
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.classifier(torch.tanh(self.pooler(x[:, 0])))
+
+
+def padded_tokens(batch: int = 4, t: int = 32, vocab: int = 512) -> torch.Tensor:
+    """Token ids with trailing padding (id 0): row ``i`` keeps ``t - 5·i`` tokens."""
+    idx = torch.randint(1, vocab, (batch, t))
+    for i in range(batch):
+        idx[i, t - 5 * i:] = 0
+    return idx
+
+
 # ----------------------------------------------------------------------------- the cases
 class Case:
     """One model of the harness: how to build it and its input, the autocast dtype (None: fp32),
@@ -301,6 +617,18 @@ CASES: dict[str, Case] = {
     "mlp_compiled": Case(mlp, lambda: torch.randn(32, 128), {"gemm"}, compiled=True),
     "custom_function": Case(custom_linear, lambda: torch.randn(16, 64), {"gemm"},
                             wrap=((LinearFunction, "forward"), (LinearFunction, "backward"))),
+    "moe_einsum": Case(MoE, lambda: torch.randn(24, 64), {"gemm"}),
+    "packed_rnn": Case(PackedRNN, lambda: torch.randint(1, 128, (3, 6)), {"gemm"}),
+    "checkpoint_llama": Case(CheckpointedLlama, lambda: torch.randint(0, 256, (2, 32)), {"gemm", "attention"}),
+    "ckpt_llama_bf16": Case(CheckpointedLlama, lambda: torch.randint(0, 256, (2, 32)), {"gemm", "attention"},
+                            autocast=torch.bfloat16),
+    "unet": Case(UNet, lambda: torch.randn(2, 3, 32, 32), {"conv"}),
+    "sepconv": Case(SepConvNet, lambda: torch.randn(4, 3, 32, 32), {"conv", "gemm"}),
+    "tcn": Case(TCN, lambda: torch.randn(4, 8, 64), {"conv", "gemm"}),
+    "broadcast_lora": Case(Broadcasting, lambda: torch.randn(4, 16, 48), {"gemm"}),
+    "attn_compiled": Case(AttnBlock, lambda: torch.randn(4, 32, 64), {"gemm", "attention"}, compiled=True),
+    "bert": Case(Bert, padded_tokens, {"gemm", "attention"}),
+    "bert_bf16": Case(Bert, padded_tokens, {"gemm", "attention"}, autocast=torch.bfloat16),
 }
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from pyprof.kernel_roles import NO_WORK, cpu_role
-from pyprof.markers import from_profiler_name
+from pyprof.markers import RAISED, from_profiler_name
 from pyprof.parse.decode import classify
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.load import Trace
@@ -447,3 +447,31 @@ def cpu_nodes(ix: Index, self_t: list[int]) -> list[int]:
     nodes = np.flatnonzero(is_op & (np.fromiter(self_t, dtype=np.int64, count=n) > 0))
     start = np.frombuffer(ix.start, dtype=np.int64)
     return nodes[np.argsort(start[nodes], kind="stable")].tolist()
+
+
+def raised_ops(ix: Index) -> set[int]:
+    """The op ranges whose call raised: the previous sibling (same thread and parent, ended before it
+    starts, the latest to start) of each pyprof ``raised`` range. Their records did no work of the op
+    (checkpoint's early stop raises while the op saves its tensors, before its kernel runs)."""
+    marks = [r for r, name in enumerate(ix.name) if name == RAISED]
+    if not marks:
+        return set()
+    by_thread: dict[tuple, list[int]] = {}
+    for r in marks:
+        by_thread.setdefault((ix.pid[r], ix.tid[r]), []).append(r)
+    out: set[int] = set()
+    start, end, parent = ix.start, ix.end, ix.parent
+    for key, rs in by_thread.items():
+        ids = sorted(ix.threads.get(key, ()), key=lambda q: (start[q], -end[q]))
+        pos = {q: i for i, q in enumerate(ids)}
+        for r in rs:
+            p = parent[r]
+            # walking back from the marker: the sibling's own ranges (nested in it) are passed over
+            for q in reversed(ids[:pos.get(r, 0)]):
+                if q == p:
+                    break
+                if parent[q] == p and end[q] <= start[r]:
+                    if ix.name[q].startswith('{"pyprof":') and '"k":"op"' in ix.name[q][:40]:
+                        out.add(q)
+                    break
+    return out

@@ -57,7 +57,16 @@ from pyprof.parse import decode as dec
 from pyprof.parse.demangle import short_name
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.args import kineto_args, sizes_value
-from pyprof.parse.kineto.index import ROLE_OP, Index, cpu_nodes, finish, fold_no_work, scan, self_times
+from pyprof.parse.kineto.index import (
+    ROLE_OP,
+    Index,
+    cpu_nodes,
+    finish,
+    fold_no_work,
+    raised_ops,
+    scan,
+    self_times,
+)
 from pyprof.parse.kineto.lines import KinetoPrepared, KinetoStats, LazyRecords
 from pyprof.parse.kineto.load import Trace, load_trace
 from pyprof.parse.kineto.split_lines import plan_in_two
@@ -102,6 +111,7 @@ class KinetoSource:
                 "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] over at least one active step")
         self._devices = _device_names(self.meta)
         self._device_props = _device_props(self.meta)
+        self._raised = raised_ops(ix)  # op ranges whose call raised: their records did no work
         self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
 
     # -- decoding ------------------------------------------------------------------------------------
@@ -148,6 +158,8 @@ class KinetoSource:
                 op_node = next((r for r in reversed(chain) if ix.name[r].startswith(ks.BACKWARD_PREFIX)), op_node)
             ext = ix.args[op_node][0]
             op_id = ext if type(ext) is int else -1 - op_node
+            if op_node in self._raised:
+                f["opDir"] = dec.NO_WORK  # the call raised before its work: priced 0
         # sequence numbers from the events' args
         seqs, link = [], None
         for r in chain:

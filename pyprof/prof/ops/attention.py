@@ -8,6 +8,12 @@ and values ``[..., S, Ev]``:
 * backward FLOPs = ``2·B·L·S·(3·E + 2·Ev)``: the scores are recomputed (``Q·Kᵀ``), then ``dP = dO·Vᵀ``,
   ``dV = Pᵀ·dO``, ``dQ = dS·K``, ``dK = dSᵀ·Q``.
 
+The backward kernels themselves (``_scaled_dot_product_flash_attention_for_cpu_backward`` and the
+flash, memory-efficient, cuDNN and overrideable ``*_backward`` ops, ``_flash_attention_backward``,
+``_efficient_attention_backward``) are what a compiled region's backward graph calls directly, with
+no forward op to link to: they are priced by the backward formula whatever the direction of their
+record, from their own ``query``/``key``/``value`` (:data:`BACKWARD_SIGNATURES`).
+
 These are FlopCounterMode's formulas for a dense mask. Softmax, scaling and masking are O(B·L·S) and
 not counted. A causal call (``is_causal=True``, or the memory-efficient kernel's causal mask types)
 counts **half** of that: fused kernels skip the tiles above the diagonal, so half is the work they
@@ -48,6 +54,32 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+#: The backward ops, priced as the backward of the products above from their own arguments.
+BACKWARD_SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (
+        ("grad_out", "query", "key", "value", "out", "logsumexp", "dropout_p", "is_causal", "attn_mask",
+         "scale"), "bhsd"),
+    "_scaled_dot_product_flash_attention_backward": (
+        ("grad_out", "query", "key", "value", "out", "logsumexp", "cum_seq_q", "cum_seq_k", "max_q", "max_k",
+         "dropout_p", "is_causal", "philox_seed", "philox_offset", "scale"), "bhsd"),
+    "_scaled_dot_product_efficient_attention_backward": (
+        ("grad_out_", "query", "key", "value", "attn_bias", "out", "logsumexp", "philox_seed", "philox_offset",
+         "dropout_p", "grad_input_mask", "is_causal", "scale"), "bhsd"),
+    "_scaled_dot_product_cudnn_attention_backward": (
+        ("grad_out", "query", "key", "value", "out", "logsumexp", "philox_seed", "philox_offset", "attn_bias",
+         "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p", "is_causal", "scale"), "bhsd"),
+    "_scaled_dot_product_fused_attention_overrideable_backward": (
+        ("grad_out", "query", "key", "value", "attn_bias", "grad_input_mask", "out", "logsumexp", "cum_seq_q",
+         "cum_seq_k", "max_q", "max_k", "dropout_p", "is_causal", "philox_seed", "philox_offset", "scale"), "bhsd"),
+    "_flash_attention_backward": (
+        ("grad_out", "query", "key", "value", "out", "logsumexp", "cum_seq_q", "cum_seq_k", "max_q", "max_k",
+         "dropout_p", "is_causal", "philox_seed", "philox_offset", "scale"), "bshd"),
+    "_efficient_attention_backward": (
+        ("grad_out_", "query", "key", "value", "bias", "out", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q",
+         "max_seqlen_k", "logsumexp", "dropout_p", "philox_seed", "philox_offset", "custom_mask_type"), "bshd"),
+}
+
+
 def attention_dims(q: list[int], k: list[int], v: list[int], layout: str):
     """-> (B·H_q, L, S, E, Ev) or ``None`` when the shapes do not fit together."""
     if len(q) < 2 or len(k) != len(q) or len(v) != len(q):
@@ -70,9 +102,10 @@ def attention_dims(q: list[int], k: list[int], v: list[int], layout: str):
     return prod(bq), sl, ss, e, ev
 
 
-@register(*SIGNATURES)
+@register(*SIGNATURES, *BACKWARD_SIGNATURES)
 def _sdpa(call: OpCall) -> Cost | None:
-    params, layout = SIGNATURES[call.op]
+    backward_op = call.op in BACKWARD_SIGNATURES
+    params, layout = (BACKWARD_SIGNATURES if backward_op else SIGNATURES)[call.op]
     b = A.bind(call.args, params)
     q, k, v = b.get("query"), b.get("key"), b.get("value")
     sq, sk, sv = A.shape(q), A.shape(k), A.shape(v)
@@ -90,7 +123,7 @@ def _sdpa(call: OpCall) -> Cost | None:
     causal = A.value(b.get("is_causal"), False) is True or A.value(b.get("custom_mask_type"), 0) in (1, 2)
     share = 0.5 if causal else 1.0  # the causal half: the work a fused kernel executes
     note = "causal: half the dense FLOPs" if causal else ""
-    if call.direction == "bprop":
+    if call.direction == "bprop" or backward_op:
         flops = share * 2.0 * bh * sl * ss * (3 * e + 2 * ev)
         byts = A.total(A.sized(nq + nk + nv + no + no + nq + nk + nv, dt), mask_bytes)
         return Cost(flops, byts, dt, tensor_op=True, note=note)

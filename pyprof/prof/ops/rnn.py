@@ -1,16 +1,26 @@
 """Recurrent family: ``lstm``, ``gru``, ``rnn_tanh``, ``rnn_relu`` (the aten ops behind ``nn.LSTM``,
-``nn.GRU`` and ``nn.RNN``, padded or packed input).
+``nn.GRU`` and ``nn.RNN``), in both aten overloads: ``.input`` (a padded ``[T, B, F]`` or ``[B, T, F]``
+input; ``input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first``) and
+``.data`` (a PackedSequence: ``data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
+bidirectional``, where ``data`` is ``[N, F]`` with ``N = sum(batch_sizes)``). The overload is told by
+the arguments' names where they have them, else by the second argument: a 1-D tensor is
+``batch_sizes``.
 
 Every 2-D weight of the op's parameter list (input-hidden, hidden-hidden and, for an LSTM with
 ``proj_size``, the projection; per layer and direction) multiplies one vector per time step and batch
-row: ``2·N·rows·cols`` FLOPs each, with ``N = prod(input.shape[:-1])`` (time steps times batch, or the
-packed sequence's total length). Biases and the gate nonlinearities are O(N·hidden) and left out of
-FLOPs, as the GEMM family leaves out epilogues. Backward, the GEMMs autograd runs: every weight's
-gradient (``2·N·rows·cols`` each); the gradient through each input-hidden weight (and projection) at
-every step, except the first layer's when its input needs none; and through each hidden-hidden weight
-at every step but the first, whose gradient would go to the initial state (that one too when the
-initial state is marked as requiring grad). The weights of each layer and direction come in aten's order
-(``w_ih, w_hh[, w_hr]``, biases apart).
+row: ``2·N·rows·cols`` FLOPs each, with ``N`` the rows the op steps through (time steps times batch, or
+the packed data's rows). Biases and the gate nonlinearities are O(N·hidden) and left out of FLOPs, as
+the GEMM family leaves out epilogues. Backward, the GEMMs autograd runs: every weight's gradient
+(``2·N·rows·cols`` each); the gradient through each input-hidden weight (and projection) at every
+step, except the first layer's when its input needs none; and through each hidden-hidden weight at
+every step but each direction's first, whose gradient would go to the initial state (that one too
+when the initial state is marked as requiring grad). A forward direction's first step has ``batch``
+rows (``batch_sizes[0]``); a reverse direction starts at the last step, which has ``batch`` rows when
+the input is padded and ``batch_sizes[-1]`` when it is packed. A trace records ``batch_sizes``' shape,
+not its values: where they are not known, the last step's rows are the fewest the shapes allow,
+``max(1, N - (T-1)·batch)`` (exact when all sequences have one length, and where the longest sequence
+is alone, the common case; the note says so). The weights of each layer and direction come in aten's
+order (``w_ih, w_hh[, w_hr]``, biases apart).
 
 Bytes are the ideal traffic: input, parameters and initial states read once, the output written once,
 at the input's element size (gate activations stay in the fused kernels' registers). Without the
@@ -24,51 +34,54 @@ from math import prod
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
 
-
-def _params(args: list) -> tuple[int, list[list[int]]] | None:
-    """(position, shapes) of the parameter list: the tensor list whose items are all 1-D or 2-D, with a
-    2-D one."""
-    for i, a in enumerate(args):
-        items = A.tensorlist(a)
-        if not items:
-            continue
-        shapes = [A.shape(t) for t in items]
-        if all(s is not None and len(s) in (1, 2) for s in shapes) and any(len(s) == 2 for s in shapes):
-            return i, shapes
-    return None
+_INPUT = ("input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional",
+          "batch_first")
+_DATA = ("data", "batch_sizes", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional")
 
 
-def _states(args: list, before: int) -> list[list[int]] | None:
-    """Shapes of the initial hidden (and cell) states ``[layers·directions, batch, features]``: the tensor
-    list (or tensor) of 3-D items before the parameter list."""
-    for a in args[1:before]:
-        items = A.tensorlist(a)
-        cand = [A.shape(t) for t in items] if items else ([A.shape(a)] if A.is_tensor(a) else [])
-        if cand and all(s is not None and len(s) == 3 for s in cand):
-            return cand
+def _bound(args: list) -> tuple[dict, bool]:
+    """(arguments bound to the overload's schema, packed?)."""
+    names = {a.get("name") for a in args if a}
+    second = args[1] if len(args) > 1 else None
+    packed = bool({"data", "batch_sizes"} & names) or (
+        not (names - {None, ""}) and A.is_tensor(second) and len(A.shape(second) or ()) == 1)
+    return A.bind(args, _DATA if packed else _INPUT), packed
+
+
+def _states(hx) -> list[list[int]] | None:
+    """Shapes of the initial hidden (and cell) states ``[layers·directions, batch, features]``."""
+    items = A.tensorlist(hx)
+    cand = [A.shape(t) for t in items] if items else []
+    if cand and all(s is not None and len(s) == 3 for s in cand):
+        return cand
     return None
 
 
 @register("lstm", "gru", "rnn_tanh", "rnn_relu")
 def _rnn(call: OpCall) -> Cost | None:
-    args = call.args
-    x = args[0] if args else None
-    sx, found = A.shape(x), _params(args)
-    if not sx or found is None or not A.is_tensor(x):
+    b, packed = _bound(call.args)
+    x = b.get("data") if packed else b.get("input")
+    items = A.tensorlist(b.get("params")) if A.known(b.get("params")) else None
+    sx = A.shape(x)
+    if not sx or not A.is_tensor(x) or not items or (packed and len(sx) != 2):
         return None
-    at, params = found
+    params = [A.shape(t) for t in items]
+    if any(s is None or len(s) not in (1, 2) for s in params) or not any(len(s) == 2 for s in params):
+        return None
     n = prod(sx[:-1])
     two_d = [r * c for r, c in (s for s in params if len(s) == 2)]
     flops = 2.0 * n * sum(two_d)
-    states = _states(args, at)
+    states = _states(b.get("hx"))
+    bidir = A.value(b.get("bidirectional"), None)
+    note = ""
     if call.direction == "bprop":
-        flops = _backward_flops(args, at, two_d, n, states, x)
-        if flops is None:
+        got = _backward_flops(b, packed, two_d, n, states, x, bidir)
+        if got is None:
             return None
+        flops, note = got
     dt = A.compute_dtype(call.cdtype, x)
     # the output: one vector per step of the states' feature size (the projection's, where there is one),
-    # per direction (the bidirectional flag: 5 places after the parameter list)
-    bidir = A.value(args[at + 5], None) if len(args) > at + 5 else None
+    # per direction
     out = n * states[0][2] * (2 if bidir else 1) if states and isinstance(bidir, bool) else None
     nx, nparams = prod(sx), sum(prod(s) for s in params)
     nstates = sum(prod(s) for s in states) if states else 0
@@ -76,13 +89,27 @@ def _rnn(call: OpCall) -> Cost | None:
         byts = A.total(A.sized(out, dt), A.sized(2 * nx, dt), A.sized(2 * nparams, dt)) if out else None
     else:
         byts = A.total(A.sized(nx + nparams + nstates, dt), A.sized(out, dt)) if out else None
-    return Cost(flops, byts, dt, tensor_op=True)
+    return Cost(flops, byts, dt, tensor_op=True, note=note)
 
 
-def _backward_flops(args: list, at: int, two_d: list[int], n: int, states, x) -> float | None:
-    """The backward GEMMs' FLOPs (see the module docstring), or None when the layout is not known."""
-    layers = A.value(args[at + 2], None) if len(args) > at + 2 else None
-    bidir = A.value(args[at + 5], None) if len(args) > at + 5 else None
+def _last_rows(b: dict, n: int, batch: int) -> tuple[int, str] | None:
+    """Rows of a packed sequence's last step (``batch_sizes[-1]``) and a note when they are inferred."""
+    sizes = A.value(b.get("batch_sizes"), None)
+    if isinstance(sizes, list) and sizes and all(isinstance(v, int) for v in sizes):
+        return sizes[-1], ""
+    steps = A.shape(b.get("batch_sizes"))
+    if not steps or len(steps) != 1 or steps[0] < 1:
+        return None
+    t = steps[0]
+    if n == t * batch:
+        return batch, ""
+    return max(1, n - (t - 1) * batch), "packed: the reverse first step's rows inferred from shapes"
+
+
+def _backward_flops(b: dict, packed: bool, two_d: list[int], n: int, states, x, bidir) -> tuple[float, str] | None:
+    """The backward GEMMs' FLOPs (see the module docstring) and a note, or None when the layout is
+    not known."""
+    layers = A.value(b.get("num_layers"), None)
     if not isinstance(layers, int) or not isinstance(bidir, bool) or not states or layers < 1:
         return None
     groups = layers * (2 if bidir else 1)  # one (w_ih, w_hh[, w_hr]) group per layer and direction
@@ -90,9 +117,15 @@ def _backward_flops(args: list, at: int, two_d: list[int], n: int, states, x) ->
         return None
     g = len(two_d) // groups
     batch = states[0][1]
+    first_rows = [batch, batch]  # the rows of each direction's first step: forward, reverse
+    note = ""
+    if packed and bidir:
+        last = _last_rows(b, n, batch)
+        if last is None:
+            return None
+        first_rows[1], note = last
     # the initial state needs a gradient only when it says so (nn.LSTM's default state is zeros without)
-    hx = [a for a in args[1:at] if A.is_tensor(a)] + [t for a in args[1:at] for t in (A.tensorlist(a) or [])]
-    h0_grad = any(t.get("grad") is True for t in hx)
+    h0_grad = any(t.get("grad") is True for t in (A.tensorlist(b.get("hx")) or []))
     flops = 2.0 * n * sum(two_d)  # weight gradients
     for k in range(groups):
         w_ih, w_hh, *proj = two_d[k * g:(k + 1) * g]
@@ -100,5 +133,6 @@ def _backward_flops(args: list, at: int, two_d: list[int], n: int, states, x) ->
         if not first_layer or A.requires_grad(x):
             flops += 2.0 * n * w_ih
         flops += 2.0 * n * sum(proj)
-        flops += 2.0 * (n if h0_grad else n - batch) * w_hh
-    return flops
+        rows = first_rows[k % 2] if bidir else batch
+        flops += 2.0 * (n if h0_grad else n - rows) * w_hh
+    return flops, note
