@@ -496,7 +496,8 @@ class KinetoSource:
             if launch[5] is not None:
                 by_corr[launch[5]] = lid
         kernels = []
-        no_launch = 0
+        no_launch = early = 0
+        first = min((c for c in by_corr if isinstance(c, int)), default=None)
         for role, name, start, end, ev_pid, ev_tid, corr, device, stream, grid, block, nbytes in ix.gpu:
             lid = by_corr.get(corr) if corr is not None else None
             name = name or ""
@@ -520,6 +521,7 @@ class KinetoSource:
             rec["correlationId"] = corr if isinstance(corr, int) else None
             if lid is None:
                 no_launch += 1
+                early += first is not None and isinstance(corr, int) and corr < first
                 rec["pid"] = None  # the GPU event's pid is the device; the launching process is unknown
                 rec["tid"] = None
                 rec["ranges"] = []
@@ -529,8 +531,10 @@ class KinetoSource:
             rec.update(pid=pid, tid=tid, apiName=a_name, apiStart=a_start, apiEnd=a_end)
             kernels.append((a_start, ix.launch_node[lid], start, rec))
         if no_launch:
+            why = (f" ({early} of them launched before the profiled window: correlation ids below the first "
+                   "launch's)") if early else ""
             self.warnings.append(f"{no_launch} GPU activities have no CUDA launch with their correlation id "
-                                 "in the trace; they are kept without op attribution")
+                                 f"in the trace{why}; they are kept without an op, link 'no-launch'")
         return kernels
 
 
