@@ -13,8 +13,7 @@ and print per trace:
   the kernels whose innermost op (``aten``, a namespaced op: not a compiled region's graph) recorded
   shapes (``atenSizes`` holds a non-empty shape); ``n/a`` where none did;
 * ``inst%``: the same share counting a kernel as priced when its op instance has FLOPs (prof puts an
-  instance's FLOPs on its kernels of the highest role, judged by the short name: a ``cutlass::Kernel``
-  GEMM beside a named GEMM kernel gets none of them);
+  instance's FLOPs on its kernels of the highest role: a GEMM kernel its role rule misses gets none);
 * ``no-launch``: GPU activities with no launch in the trace (their time, in ms).
 
 Usage: ``python scripts/link_coverage.py [TRACE ...]``. Needs no torch and no GPU.

@@ -338,9 +338,8 @@ def test_corpus_rocm_launches_are_linked():
 @pytest.mark.parametrize("path", [p for p in HTA if "mi250" not in p.name], ids=lambda p: p.name[40:80])
 def test_corpus_gemm_time_has_flops_where_shapes_were_recorded(path):
     """GEMM/conv/attention kernels (fbgemm_gpu's, matched by their namespace alone, are none) whose
-    innermost op recorded shapes: their op instance is priced. (prof places an instance's FLOPs on its
-    kernels of the highest role, judged by the short name: a ``cutlass::Kernel`` GEMM beside a named
-    one gets none, so this is checked per instance.)"""
+    innermost op recorded shapes: their op instance is priced (this is what linking decides; which of
+    the instance's kernels carry its FLOPs is prof's kernel-role rule)."""
     _, recs, _ = _corpus(path)
     df = build(recs, peak_flops=1e15, peak_bw=3e12)
     gemm = [i for i, r in enumerate(recs) if kernel_class(r["kLongName"].replace("fbgemm", ""))[1]
