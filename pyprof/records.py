@@ -100,6 +100,13 @@ FIELDS: tuple[Field, ...] = (
           "called inside a custom autograd Function's backward), priced by the op's own model; `none` for an op "
           "whose call raised before its work (torch.utils.checkpoint's early stop), priced 0; null: as `dir`.",
           values=("fprop", "none")),
+    Field("link", "str|null", "Which case of the linking rule gave the kernel its op (below: \"How a kernel finds its op\"): "
+          "`marker` (a pyprof op marker), `op` (a namespaced op: aten, fbgemm, torchvision, a custom "
+          "torch.library op), `node` (an autograd node: its forward op's, once linked), `collective` "
+          "(record_param_comms or a c10d op), `region` (a compiled region), `annotation` (a record_function "
+          "range); `no-launch`: a GPU activity whose launch is not in the trace; null: no event around the "
+          "launch names work.",
+          values=("marker", "op", "node", "collective", "region", "annotation", "no-launch")),
     Field("subSeqId", "int|null", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order; a memcpy/memset: among that op's copies); null when no op instance is known."),
 )
 
@@ -348,7 +355,42 @@ def markdown() -> str:
               "the others (`value`: the scalar itself; `device`, `contig`, `grad`) are not checked.", "",
               "| field | type | meaning |", "|---|---|---|"]
     lines += [f"| `{f.name}` | {f.doc_type()} | {f.meaning} |" for f in ARG_FIELDS]
+    lines += ["", "## How a kernel finds its op", "", *LINK_RULE]
     return "\n".join(lines) + "\n"
+
+
+#: the linking rule (``docs/records.md``): one rule for every source and trace vintage
+LINK_RULE = [
+    "A GPU activity joins the API call that launched it (CUPTI's correlation id: `cudaLaunchKernel`, "
+    "`cuLaunchKernel`, `cudaLaunchKernelExC`, `cudaMemcpyAsync`, ROCm's `hipLaunchKernel`, "
+    "`hipExtLaunchKernel`, `hipModuleLaunchKernel`, `hipExtModuleLaunchKernel`, and `cudaGraphLaunch` / "
+    "`hipGraphLaunch`, whose correlation id every kernel of the replayed graph carries). An activity whose "
+    "launch is not in the trace is kept, with `link` `no-launch` and no op: counted apart from unlinked kernels.",
+    "",
+    "Its op is then the innermost event open around the launch on the launching thread that names work, "
+    "by precedence (the first case found anywhere around the launch wins; within a case, the innermost "
+    "event), and `link` says which case applied:",
+    "",
+    "1. `marker`: a pyprof op marker (its op, arguments and call site).",
+    "2. `op`: an op in any namespace (`aten::`, `fbgemm::`, `torchvision::`, a custom `torch.library` op). "
+    "Nested ops are one op instance, named by the outermost (`aten::linear` over `aten::addmm`): its "
+    "`Input Dims` are the arguments. An op run under an autograd node that links to no forward op is "
+    "priced as itself (`dir` `bprop`, `opDir` `fprop`).",
+    "3. `node`: an autograd node (`AddmmBackward0`, `torch::autograd::CppNode<X>`, named `X`): linked "
+    "to the forward op with its sequence number, it takes that op (direction `bprop`); unlinked, the node "
+    "itself (`mod` `autograd`).",
+    "4. `collective`: `record_param_comms` or a `c10d::` op: its type, message sizes and group from its "
+    "arguments where recorded, else the type from the `nccl:NAME` range inside it or the NCCL/RCCL kernel "
+    "name (`ncclKernel_AllReduce_*`, `ncclDevKernel_AllGather_*`; `SendRecv`, `Send`, `Recv`: "
+    "`send_recv`, point-to-point).",
+    "5. `region`: a compiled region (`Torch-Compiled Region: 0/1`, `CompiledFunction`, "
+    "`CompiledFunctionBackward`); every kernel of a CUDA graph replayed inside it is one op instance.",
+    "6. `annotation`: a `record_function` range (`## forward ##`, `Optimizer.step#Adam.step`); "
+    "`ProfilerStep#N` names no work.",
+    "",
+    "A kernel belongs to one op instance, so its time and the instance's cost are counted once, however "
+    "many of these events enclose it.",
+]
 
 
 if __name__ == "__main__":

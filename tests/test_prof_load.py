@@ -90,7 +90,7 @@ def _parse_order(**over) -> dict:
     base = dict(REC, source="nsys", end=9, correlationId=1, pid=2, tid=3, device=0, gpu="NVIDIA A100",
                 gpuProps={"cc": "8.0", "sms": 108}, stream=7,
                 grid=[1, 1, 1], block=[32, 1, 1], bytes=None, copyKind=None, apiName="cudaLaunchKernel",
-                apiStart=0, apiEnd=1, aten=None, atenSizes=None, seqId=[1], altSeqId=[], bwdNode=None, opDir=None,
+                apiStart=0, apiEnd=1, aten=None, atenSizes=None, seqId=[1], altSeqId=[], bwdNode=None, opDir=None, link=None,
                 opId=1, subSeqId=0)
     base.update(over)
     order = [k for k in FIELD_NAMES if k != "opId"] + ["opId"]  # parse writes opId last but one

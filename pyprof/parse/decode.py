@@ -41,6 +41,8 @@ _OP_NAMESPACES = ("aten::", "prim::", "c10d::", "_c10d_functional::", "torchvisi
 _BWD_NODE = re.compile(r"^(?:torch::autograd::)?[A-Z][A-Za-z0-9_]*Backward\d*$")
 _MANGLED_AUTOGRAD = re.compile(r"^N5torch8autograd\d+([A-Za-z_][A-Za-z0-9_]*)E$")
 _EVALUATE = "autograd::engine::evaluate_function: "
+#: ``torch::autograd::CppNode<X>``: the backward node of a C++ ``torch::autograd::Function`` X
+_CPP_NODE = re.compile(r"^(?:torch::autograd::)?CppNode<(.+)>$")
 _NO_LINK_NODES = {"GraphRoot", "AccumulateGrad", "torch::autograd::GraphRoot", "torch::autograd::AccumulateGrad"}
 _HINT_BWD = re.compile(r"\b(backward|bwd|backprop)\b", re.I)
 _HINT_OPTIM = re.compile(r"optimi[sz]er|\boptim\b|\bopt[._ ]step\b", re.I)
@@ -91,10 +93,13 @@ def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
         node = bool(mangled) or bool(_BWD_NODE.match(name)) or name.startswith("torch::autograd::")
         if mangled:
             name = "torch::autograd::" + mangled.group(1)
+    cpp = _CPP_NODE.match(name)
+    if cpp:  # a C++ custom autograd Function's node: named by its Function (fbgemm's SplitLookupFunction_...)
+        name, node = cpp.group(1).strip(), True
     if not matches and not node:
         if not ((_NAMESPACED.match(name) and name.startswith(_OP_NAMESPACES)) or (bare_names and _IDENT.match(name))):
             return None
-    elif not (_IDENT.match(name) or _NAMESPACED.match(name)):
+    elif not (cpp or _IDENT.match(name) or _NAMESPACED.match(name)):
         return None
     values: dict[str, str] = {}
     for i, m in enumerate(matches):
@@ -164,6 +169,15 @@ def _legacy(text: str) -> TextInfo:
         return TextInfo("trace", trace=tuple(reversed(t)) if isinstance(t, list) else None)
     return TextInfo("op", mod=d.get("mod"), op=d.get("op"), args=d.get("args"))
 
+
+#: ``link``: which case of the linking rule named a record's op (docs/records.md, ``pyprof.records``):
+#: a pyprof op marker, a namespaced op, an autograd node, a collective, a compiled region, a user
+#: annotation; a GPU activity whose launch is not in the trace
+LINK_MARKER, LINK_OP, LINK_NODE, LINK_COLLECTIVE = "marker", "op", "node", "collective"
+LINK_REGION, LINK_ANNOTATION, LINK_NO_LAUNCH = "region", "annotation", "no-launch"
+LINKS = (LINK_MARKER, LINK_OP, LINK_NODE, LINK_COLLECTIVE, LINK_REGION, LINK_ANNOTATION, LINK_NO_LAUNCH)
+#: op namespaces of collectives (``c10d::allreduce_``)
+_COLLECTIVE_NS = frozenset({"c10d", "_c10d_functional"})
 
 #: torch.compile's range around a compiled frame (torch.profiler): ``Torch-Compiled Region: 0/1``
 COMPILED_REGION = "Torch-Compiled Region"
@@ -305,7 +319,7 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
     fields: dict[str, Any] = {
         "layer": layer, "trace": trace or [], "mod": None, "op": None, "args": None, "cdtype": None,
         "aten": None, "atenSizes": None, "seqId": _unique(seq_ids), "altSeqId": _unique(alt),
-        "bwdNode": bwd_node, "dir": "", "opDir": None,
+        "bwdNode": bwd_node, "dir": "", "opDir": None, "link": None,
     }
     if aten_i is not None:
         fields["aten"] = infos[aten_i].name
@@ -315,17 +329,20 @@ def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
     op_pos = max(candidates) if candidates else None
     if op_pos is not None and op_pos == op_i:
         info = infos[op_i]
-        fields.update(mod=info.mod, op=info.op, args=info.args, cdtype=info.cdtype)
+        fields.update(mod=info.mod, op=info.op, args=info.args, cdtype=info.cdtype, link=LINK_MARKER)
     elif top_aten_i is not None and (op_pos is None or top_aten_i > op_pos):
         name = infos[top_aten_i].name or ""
         # aten::addmm -> addmm; another namespace keeps its own (torch::autograd::AccumulateGrad -> autograd)
         ns, _, bare = name.rpartition("::")
-        fields.update(mod="aten" if ns in ("", "aten") else ns.rsplit("::", 1)[-1], op=bare or name)
+        mod = "aten" if ns in ("", "aten") else ns.rsplit("::", 1)[-1]
+        fields.update(mod=mod, op=bare or name, link=LINK_COLLECTIVE if mod in _COLLECTIVE_NS else LINK_OP)
         if op_pos is None:
             op_pos = top_aten_i
+    elif bwd_node is not None:
+        fields["link"] = LINK_NODE  # (its op: the forward op's, once linked)
     if fields["op"] is None and region_i is not None and (op_pos is None or region_i > op_pos):
         # work a compiled region does itself (its generated kernels): the region names the op
-        fields.update(mod=COMPILED_MOD, op=infos[region_i].name)
+        fields.update(mod=COMPILED_MOD, op=infos[region_i].name, link=LINK_REGION)
         op_pos = region_i
     if bwd_i is not None and _recomputes(infos, bwd_i, op_i):
         # a forward run by a backward node: checkpoint's recompute, its own direction, charged to the

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # the decoded fields, in the order decode (and _EMPTY) writes them; aten/atenSizes/seqId are per kernel
 _F_ORDER = ("layer", "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes", "seqId", "altSeqId",
-            "bwdNode", "dir", "opDir")
+            "bwdNode", "dir", "opDir", "link")
 _HEAD = _F_ORDER[:6]
 _TAIL = _F_ORDER[9:]
 _CPU_API = ("device", "gpu", "gpuProps", "stream", "grid", "block", "bytes", "copyKind", "apiName", "apiStart", "apiEnd")

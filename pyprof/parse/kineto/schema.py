@@ -20,6 +20,8 @@ Variations covered (seen in PyTorch's and HTA's test traces and in traces record
 
 from __future__ import annotations
 
+import re
+
 # category -> role. Roles: "op" (an ATen/autograd op: a range, and a CPU "kernel" in CPU traces),
 # "ann" (a record_function range: pyprof markers, ProfilerStep#N, Optimizer.step#...),
 # "py" (a Python frame), "launch" (a CUDA runtime/driver call), and the GPU activities.
@@ -104,6 +106,31 @@ SCALAR_TYPE_NAMES: dict[str, str] = {
 }
 #: the cpu_op torch.distributed records around each collective (its args: see ARG_KEYS)
 COMMS_OP = "record_param_comms"
+#: op namespaces of collectives (their ops name a collective: ``c10d::allreduce_``)
+COLLECTIVE_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional"})
+#: the backward node of a C++ autograd Function X: ``torch::autograd::CppNode<X>``
+CPP_NODE = "CppNode<"
+#: the range NCCL's process group opens inside record_param_comms: ``nccl:all_to_all``
+NCCL_RANGE_PREFIX = "nccl:"
+#: op ranges (no namespace) around a torch.compile'd graph: its kernels, a CUDA graph's replay included
+COMPILED_REGIONS = frozenset({"CompiledFunction", "CompiledFunctionBackward"})
+#: NCCL/RCCL kernel names: ``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllGather_RING_LL``
+_NCCL_KERNEL = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
+_POINT_TO_POINT = frozenset({"SendRecv", "Send", "Recv"})
+
+
+def collective_of_kernel(name: str | None) -> str | None:
+    """The collective an NCCL/RCCL kernel runs, in c10d's spelling (``AllReduce`` -> ``all_reduce``;
+    ``SendRecv``, ``Send``, ``Recv`` -> ``send_recv``: point-to-point), or None for another kernel."""
+    m = _NCCL_KERNEL.search(name or "")
+    if m is None:
+        return None
+    kind = m.group(1)
+    if kind in _POINT_TO_POINT:
+        return "send_recv"
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+
+
 SCALAR_TYPES = frozenset({"Scalar"})
 LIST_TYPES = frozenset({"ScalarList", "GenericList"})
 TENSORLIST_TYPES = frozenset({"TensorList"})

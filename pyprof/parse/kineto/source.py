@@ -121,6 +121,8 @@ class KinetoSource:
         plain ATen op open at a kernel, or the innermost range when there is none), its op instance id
         and the (pid, seq) a backward instance links by. One decode per op instance, not per kernel."""
         ix = self._ix
+        if key == NO_LAUNCH:
+            return _NO_LAUNCH, None, None
         chain = ix.chain[key] if key >= 0 else ()
         if not chain:
             return _EMPTY, None, None
@@ -144,8 +146,23 @@ class KinetoSource:
         if comm is not None and (d.op_pos is None or comm > d.op_pos):
             # a collective (its kernels: NCCL's): the op torch.distributed recorded, with its message sizes
             op_node = kept[comm]
-            f.update(_comm_fields(ix.comms[op_node]), opDir="fprop" if f["dir"] == "bprop" else None)
+            f.update(_comm_fields(ix.comms[op_node]), opDir="fprop" if f["dir"] == "bprop" else None,
+                     link=dec.LINK_COLLECTIVE)
             f["dir"] = f["dir"] or "fprop"
+        if f["op"] is None:
+            # no op or region decoded: an op of another namespace, a collective without its arguments, a
+            # compiled region or a user annotation (see _named_work); under an autograd node, only an op,
+            # collective or region inside it (run as itself, as an aten op there is)
+            node = f["bwdNode"] is not None
+            found = self._named_work(kept, ops_only=node)
+            if found is not None:
+                op_node, upd = found
+                f.update(upd)
+                f["dir"] = f["dir"] or "fprop"  # (in a backward pass, the decode said bprop)
+                if node:
+                    f["opDir"] = "fprop"
+        elif f["mod"] == "c10d" and f["link"] == dec.LINK_OP:
+            f["link"] = dec.LINK_COLLECTIVE
         op_id = None
         if op_node is not None:
             if f["dir"] == "bprop" and f["opDir"] == "fprop" and f["mod"] == "aten" and d.op_pos is not None:
@@ -177,10 +194,70 @@ class KinetoSource:
             if seqs:
                 f["seqId"] = dec._unique([*f["seqId"], *seqs])
             link = None
-        if f["mod"] == "aten" and f["args"] is None and op_node is not None and (
+        if (f["mod"] == "aten" or f["link"] == dec.LINK_OP) and f["args"] is None and op_node is not None and (
                 f["dir"] != "bprop" or f["opDir"] == "fprop"):
             f["args"] = kineto_args(*map(ix.value, ix.args[op_node][1:]))
         return f, op_id, link
+
+    def _named_work(self, kept: tuple, ops_only: bool = False) -> tuple[int, dict[str, Any]] | None:
+        """(range, fields) of the innermost range of ``kept`` (a chain less ``ProfilerStep#N``) that names
+        work, by the rule's precedence (docs/records.md): an op of any namespace, a collective's
+        ``record_param_comms`` (its type refined per kernel: :meth:`_collective`), a compiled region
+        (``CompiledFunction``), a user annotation or another unnamespaced op range. None: nothing does.
+        ``ops_only``: only an op, collective or region inside the innermost autograd node."""
+        ix = self._ix
+        name, role, bwd = ix.name, ix.role, ix.bwd
+        best = None  # (precedence, range, fields)
+        for r in reversed(kept):
+            if bwd[r]:
+                if ops_only:
+                    break
+                continue
+            nm = name[r]
+            if role[r] == ROLE_OP:
+                if nm == ks.COMMS_OP:
+                    hit = (1, {"mod": "c10d", "op": nm, "link": dec.LINK_COLLECTIVE})
+                elif "::" in nm and not nm.startswith("autograd::"):
+                    ns, _, bare = nm.rpartition("::")
+                    ns = ns.rsplit("::", 1)[-1]
+                    hit = (0, {"mod": ns, "op": bare or nm,
+                               "link": dec.LINK_COLLECTIVE if ns in ks.COLLECTIVE_NAMESPACES else dec.LINK_OP})
+                elif nm in ks.COMPILED_REGIONS:
+                    hit = (2, {"mod": "torch.compile", "op": nm, "link": dec.LINK_REGION})
+                else:  # a custom Python autograd Function's record, another profiler range
+                    hit = (3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION})
+            elif dec.classify(nm).kind in ("plain", "hint", "optim"):
+                hit = (3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION})
+            else:
+                continue
+            if ops_only and hit[0] > 2:  # (an annotation inside a node names no work of its own)
+                continue
+            if best is None or hit[0] < best[0]:
+                best = (hit[0], r, hit[1])
+                if hit[0] == 0:
+                    break
+        if best is None:
+            return None
+        return best[1], best[2]
+
+    def _collective(self, node: int, ctx: tuple, kernel: str) -> tuple:
+        """``ctx`` of a collective recorded without its ``Collective name``, with its type from the
+        ``nccl:NAME`` range open inside it at the launch, else from the NCCL/RCCL kernel's name (cached)."""
+        ix = self._ix
+        kind = None
+        for r in reversed(ix.chain[node]) if node >= 0 else ():
+            nm = ix.name[r]
+            if nm.startswith(ks.NCCL_RANGE_PREFIX):
+                kind = nm[len(ks.NCCL_RANGE_PREFIX):] or None
+                break
+        kind = kind or ks.collective_of_kernel(kernel)
+        if kind is None:
+            return ctx
+        key = (ctx[2], ctx[1], ctx[0]["dir"], kind)
+        got = self._coll_cache.get(key)
+        if got is None:
+            got = self._coll_cache[key] = (dict(ctx[0], op=kind), ctx[1], ctx[2])
+        return got
 
     def _context(self, node: int, linker: dec.BackwardLinker | None) -> tuple:
         """(fields, op id) of the op instance open at ``node``, cached per instance, backward linked."""
@@ -191,12 +268,20 @@ class KinetoSource:
             f, op_id, link = self._instance(key)
             if link is not None and linker is not None:
                 found = linker.find_op(link[0], link[1], ix.start[key])
+                if found is not None and found[0].get("mod") == "aten" and _in_cpp_node(ix, key):
+                    # a C++ autograd Function's node (fbgemm's) is made by that Function, never by an aten
+                    # op: an aten op with its number only ran before the Function (which records none)
+                    found = None
                 if found is None:
                     self._unlinked += 1
                 else:  # one backward instance per forward op instance, whatever node runs it
                     f = dec.link(f, found[0])
                     if found[1] is not None and f["opDir"] is None:
                         op_id = found[1]
+            if linker is not None and f["op"] is None and f["bwdNode"] is not None:
+                # a node with no forward op in the trace (it ran before the window, or the trace has no
+                # sequence numbers) and no op inside it: the node is the op
+                f = dict(f, mod="autograd", op=f["bwdNode"])
             if not f["trace"] and key >= 0 and ix.frames[key]:
                 # no marker call site (own or forward's): the with_stack Python frames
                 f = dict(f, trace=list(ix.frames[key][:3]))
@@ -269,6 +354,10 @@ class KinetoSource:
             if f["dir"] == "bprop":
                 self._cache.pop(key, None)  # cached without its backward link: recompute later
                 continue
+            if f["mod"] != "aten" and f["link"] == dec.LINK_OP and key >= 0 and ix.seq[key] is None:
+                # an op of another namespace that records no sequence number (fbgemm's): the number of
+                # an aten op inside it was the autograd counter's, not a node it made
+                continue
             linker.add(ix.pid[r], seq, ix.start[r], {k: f[k] for k in _FWD_KEYS}, op_id)
         linker.freeze()
         return linker
@@ -321,10 +410,13 @@ class KinetoSource:
             sub: dict[Any, int] = {}
             context = self._context
             kernels = self._gpu_kernels()
-            kernels.sort(key=lambda k: k[0])  # launch order
+            kernels.sort(key=lambda k: (k[0], k[2]))  # launch order; a graph launch's kernels as they ran
             numbered = []
+            self._coll_cache: dict[tuple, tuple] = {}
             for k in kernels:
                 ctx = context(k[1], linker)
+                if ctx[0]["op"] == ks.COMMS_OP:
+                    ctx = self._collective(k[1], ctx, k[3]["kLongName"])
                 inst = (ctx[1], ctx[0]["dir"])
                 n = sub.get(inst, 0)
                 sub[inst] = n + 1
@@ -345,7 +437,8 @@ class KinetoSource:
         self._decodes.clear()
         if self._unlinked:
             self.warnings.append(f"{self._unlinked} backward op instances found no forward op with their sequence "
-                                 "number (the forward ran before the profiled steps?)")
+                                 "number (the forward ran before the profiled steps?); each is priced as the op "
+                                 "it ran (or named by its autograd node), direction bprop")
         if self._malformed:
             self.warnings.append(f"{self._malformed} malformed pyprof markers were ignored")
         missing = self._missing_shapes()
@@ -415,7 +508,8 @@ class KinetoSource:
             if launch[5] is not None:
                 by_corr[launch[5]] = lid
         kernels = []
-        no_launch = 0
+        no_launch = early = 0
+        first = min((c for c in by_corr if isinstance(c, int)), default=None)
         for role, name, start, end, ev_pid, ev_tid, corr, device, stream, grid, block, nbytes in ix.gpu:
             lid = by_corr.get(corr) if corr is not None else None
             name = name or ""
@@ -439,17 +533,20 @@ class KinetoSource:
             rec["correlationId"] = corr if isinstance(corr, int) else None
             if lid is None:
                 no_launch += 1
+                early += first is not None and isinstance(corr, int) and corr < first
                 rec["pid"] = None  # the GPU event's pid is the device; the launching process is unknown
                 rec["tid"] = None
                 rec["ranges"] = []
-                kernels.append((start, -1, start, rec))
+                kernels.append((start, NO_LAUNCH, start, rec))
                 continue
             pid, tid, a_start, a_end, a_name, _, _ = ix.launches[lid]
             rec.update(pid=pid, tid=tid, apiName=a_name, apiStart=a_start, apiEnd=a_end)
             kernels.append((a_start, ix.launch_node[lid], start, rec))
         if no_launch:
+            why = (f" ({early} of them launched before the profiled window: correlation ids below the first "
+                   "launch's)") if early else ""
             self.warnings.append(f"{no_launch} GPU activities have no CUDA launch with their correlation id "
-                                 "in the trace; they are kept without op attribution")
+                                 f"in the trace{why}; they are kept without an op, link 'no-launch'")
         return kernels
 
 
@@ -466,7 +563,16 @@ def _build_index(trace: Trace) -> Index:
 
 
 _EMPTY = {"layer": [], "trace": [], "mod": None, "op": None, "args": None, "cdtype": None, "aten": None,
-          "atenSizes": None, "seqId": [], "altSeqId": [], "bwdNode": None, "dir": "", "opDir": None}
+          "atenSizes": None, "seqId": [], "altSeqId": [], "bwdNode": None, "dir": "", "opDir": None, "link": None}
+#: the plan's node of a GPU activity whose launch is not in the trace, and its fields
+NO_LAUNCH = -2
+_NO_LAUNCH = dict(_EMPTY, link=dec.LINK_NO_LAUNCH)
+
+
+def _in_cpp_node(ix: Index, key: int) -> bool:
+    """Whether range ``key`` runs inside the backward node of a C++ autograd Function
+    (``torch::autograd::CppNode<X>``)."""
+    return key >= 0 and any(ks.CPP_NODE in ix.name[r] for r in ix.chain[key] if ix.bwd[r])
 
 
 def _base(kind, short, long, start, end, duration, pid, tid) -> dict[str, Any]:
