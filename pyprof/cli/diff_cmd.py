@@ -18,8 +18,8 @@ Examples:
   pyprof diff --fail-above 5 main.dict branch.dict     exit 1 on a regression beyond 5%
 
 \b
-Where both files hold torch.profiler steps (ProfilerStep#N) and their counts differ, time and
-FLOPs are compared per step. --fail-above PCT: exit status 1 when the total time, or the time of
+Each side's step count (torch.profiler's ProfilerStep#N ranges) is shown; where both files hold
+steps and their counts differ, time and FLOPs are compared per step. --fail-above PCT: exit status 1 when the total time, or the time of
 one op, layer or kernel holding at least --min-share percent of either total, grew by more than
 PCT percent (each regression is named on stderr); 0 otherwise. pyprof's own errors exit 2.
 Tables print human units (aligned to the terminal, or -w WIDTH); --csv and --json print raw
@@ -74,6 +74,7 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak
     groupings = _by_list(by)
     pa = profile.load(a, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
     pb = profile.load(b, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    na, nb = diff_mod.step_count(pa.records), diff_mod.step_count(pb.records)
     scale = diff_mod.scale_for(pa.records, pb.records)
     tot = diff_mod.total(pa.df, pb.df, scale)
     tables = {g: diff_mod.compare(pa.df, pb.df, g, scale) for g in groupings}
@@ -84,7 +85,8 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak
         if width is None:
             width = shutil.get_terminal_size((80, 24)).columns
         per = " per step" if scale.per_step else ""
-        out.write(f"A: {a}\nB: {b}\ntotal time{per}: {units.duration(tot.time_a)} -> {units.duration(tot.time_b)} "
+        out.write(f"A: {a} ({_steps(na)})\nB: {b} ({_steps(nb)})\n"
+                  f"total time{per}: {units.duration(tot.time_a)} -> {units.duration(tot.time_b)} "
                   f"({units.FORMATS['+pct'](tot.delta_pct)})\n")
         for g, table in tables.items():
             shown = table.head(top)
@@ -103,6 +105,11 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak
             click.echo(f"pyprof: regression beyond {fail_above:g}%: {line}", err=True)
         if lines:
             sys.exit(1)
+
+
+def _steps(n: int) -> str:
+    """How many steps a side holds, as the header says it."""
+    return "no ProfilerStep ranges" if n == 0 else f"{n} step{'s' if n != 1 else ''}"
 
 
 def _raw(tables, out, as_json: bool) -> None:
