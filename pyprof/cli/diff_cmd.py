@@ -8,7 +8,8 @@ import sys
 import click
 
 HELP = """Compare records file B with A (the baseline): per op, layer and kernel, the time, FLOPs and
-roofline gap of each side and the change in time, largest change first.
+roofline gap of each side and the change in time, largest change first. A and B: record files,
+.parquet files or dataset folders; an export or trace is parsed first.
 
 \b
 Examples:
@@ -44,8 +45,8 @@ def _by_list(value: str) -> list[str]:
 
 
 @click.command("diff", help=HELP, context_settings={"max_content_width": 110})
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
+@click.argument("a", type=click.Path(dir_okay=True))
+@click.argument("b", type=click.Path(dir_okay=True))
 @click.option("--by", "by", default="op,layer,kernel", show_default=True, metavar="LIST",
               help="Groupings compared, comma-separated: op, layer, kernel.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
@@ -64,16 +65,19 @@ def _by_list(value: str) -> list[str]:
 def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak_flops, peak_bw):
     import shutil
 
+    from pyprof.cli import inputs
     from pyprof.errors import UsageError
     from pyprof.prof import render, units
     from pyprof.report import diff as diff_mod
-    from pyprof.report import profile
 
     if as_csv and as_json:
         raise UsageError("--csv and --json are exclusive", "choose one output style")
     groupings = _by_list(by)
-    pa = profile.load(a, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
-    pb = profile.load(b, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    pa = inputs.profile(a, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    pb = inputs.profile(b, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
     na, nb = diff_mod.step_count(pa.records), diff_mod.step_count(pb.records)
     scale = diff_mod.scale_for(pa.records, pb.records)
     tot = diff_mod.total(pa.df, pb.df, scale)
