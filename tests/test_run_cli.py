@@ -90,7 +90,7 @@ def test_sys_exit_nonzero_is_a_failure(tmp_path, capsys):
 def test_script_without_iterations_is_profiled_whole_with_one_line_saying_so(tmp_path, capsys):
     script = _script(tmp_path, body="import torch\nfor _ in range(3):\n    torch.randn(8, 8) @ torch.randn(8, 8)\n")
     out = tmp_path / "o"
-    code, stdout, stderr = _run(["run", "-o", str(out), str(script)], capsys)
+    code, stdout, stderr = _run(["run", "-o", str(out), "--no-calibrate", str(script)], capsys)
     assert code == 0, stderr
     assert [line for line in stderr.splitlines() if "no iteration marked" in line and "whole script" in line]
     assert "whole script" in stdout
@@ -111,8 +111,8 @@ def test_with_iterations_the_first_window_is_dropped_and_only_active_steps_kept(
     records hold the --active steps only (ProfilerStep#2 and #3 after --wait 1 --warmup 1)."""
     script = _script(tmp_path)
     out = tmp_path / "o"
-    code, stdout, stderr = _run(["run", "-o", str(out), "--active", "2", str(script), str(tmp_path / "a"), "6"],
-                                capsys)
+    code, stdout, stderr = _run(["run", "-o", str(out), "--active", "2", "--no-calibrate", str(script),
+                                 str(tmp_path / "a"), "6"], capsys)
     assert code == 0, stderr
     assert "no iteration marked" not in stderr and "6 steps counted" in stdout
     recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
