@@ -141,3 +141,13 @@ def test_prof_of_a_trace_or_export_parses_it_first(tmp_path, capsys):
     want = run_main(capsys, ["prof", "-q", "-c", "idx,kernel,sil", parsed])
     code, out, err = run_main(capsys, ["prof", "-c", "idx,kernel,sil", export])
     assert code == 0 and out == want[1] and "parsed it first" in err
+
+
+def test_a_run_output_folder_stands_for_its_records(tmp_path, capsys):
+    out = tmp_path / "pyprof-out"
+    out.mkdir()
+    assert _main(["parse", "-q", FIXTURE, "-o", out / "records.dict"]) == 0
+    want = run_main(capsys, ["prof", "-q", "--summary", "op", out / "records.dict"])
+    assert want[0] == 0 and run_main(capsys, ["prof", "-q", "--summary", "op", out]) == want
+    code, stdout, err = run_main(capsys, ["diff", out, out / "records.dict"])
+    assert code == 0 and "(0%)" in stdout.splitlines()[2], err

@@ -1,7 +1,7 @@
 """What ``pyprof prof``, ``report`` and ``diff`` accept as records: a record file (parse's or run's
 JSON lines, or PyProf's), stdin, a Parquet file or dataset folder (``pyprof parse --format parquet``),
 or an export not parsed yet (an Nsight/nvprof SQLite file or a torch.profiler trace), which is parsed
-first with one line on stderr saying so.
+first with one line on stderr saying so. A ``pyprof run`` output folder stands for its ``records.dict``.
 
 A Parquet dataset holds one file per input (rank); each file's op instances are numbered within it, so
 prof's table is built per file and the tables joined in file order.
@@ -16,6 +16,24 @@ from typing import Any
 Say = Callable[[str], None]
 
 STDIN, RECORDS, PARQUET, EXPORT = "stdin", "records", "parquet", "export"
+
+
+RUN_RECORDS = "records.dict"  # what `pyprof run` writes in its output folder
+
+
+def resolve(path: str | os.PathLike | None) -> str | None:
+    """``path``, or the ``records.dict`` in it where it is a ``pyprof run`` output folder (one holding
+    that file and no Parquet)."""
+    if path is None or str(path) == "-":
+        return path
+    path = os.fspath(path)
+    inner = os.path.join(path, RUN_RECORDS)
+    if os.path.isdir(path) and os.path.isfile(inner):
+        from pyprof.scale.parquet import parquet_files
+
+        if not parquet_files(path):
+            return inner
+    return path
 
 
 def kind(path: str | os.PathLike | None) -> str:
@@ -75,6 +93,7 @@ def table(path: str | None, say: Say, gpu: str | None = None, peak_flops: float 
     """prof's per-kernel table of any record source (see the module docstring)."""
     from pyprof.prof.table import build, build_file
 
+    path = resolve(path)
     k = kind(path)
     if k == PARQUET:
         from pyprof.scale.readback import file_records
@@ -102,6 +121,7 @@ def profile(path: str, say: Say, gpu: str | None = None, peak_flops: float | Non
     ``ranges`` (steps)."""
     from pyprof.report import profile as prof_mod
 
+    path = resolve(path)
     k = kind(path)
     if k == PARQUET:
         from pyprof.prof.table import build

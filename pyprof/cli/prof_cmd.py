@@ -45,6 +45,7 @@ Examples:
   pyprof prof ranks.parquet/                a Parquet dataset: per-rank summary and stragglers
   pyprof prof --summary op ranks.parquet/   ... or, with -c/--summary, prof's table of its records
   pyprof prof trace.json                    an export or trace: parsed first (one line says so)
+  pyprof prof --summary op pyprof-out/      a `pyprof run` folder: its records.dict
   python prof/prof.py --csv net.dict        the PyProf spelling
 
 \b
@@ -110,6 +111,7 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
 
     per_kernel = {"-c": cols, "--summary": summary, "--gpu": gpu, "--peak-flops": peak_flops, "--peak-bw": peak_bw,
                   "--skip-bad": skip_bad}
+    file = inputs.resolve(file)  # a `pyprof run` output folder: its records.dict
     if file not in (None, "-") and is_parquet(file) and not any(per_kernel.values()):
         from pyprof.scale.query import prof_dataset  # Parquet: per-rank summary and stragglers
 
