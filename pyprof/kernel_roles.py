@@ -1,12 +1,20 @@
 """Which kernels of an op instance do its work: the rule that places FLOPs and bytes, and what a CPU
 kernel is. Shared by ``parse`` (CPU records) and ``prof`` (the cost split); no torch import.
 
-Every kernel row gets one of three roles:
+Every kernel row gets one of four roles:
 
 * ``COMPUTE``: the kernel that does an op's arithmetic. On a GPU, a GEMM, convolution or attention
-  kernel by name (the ``gemm_like`` patterns of ``pyprof/data/tensor_cores.json``, helpers excluded;
-  prof applies them); on a CPU, the aten op that computes (``aten::addmm``,
-  ``aten::mkldnn_convolution``, the SDPA kernels): :func:`cpu_role`.
+  kernel by its full name, short and demangled (the ``gemm_like`` and ``tensor`` patterns of
+  ``pyprof/data/tensor_cores.json``, helpers excluded; prof applies them): cuBLAS/cuBLASLt
+  (``sm90_xmma_gemm_*``, ``nvjet_*``, ``ampere_sgemm_*``, gemv), CUTLASS 2 and 3 (``cutlass::Kernel2<...>``,
+  whose short name is just ``Kernel2``; ``cutlass3x_*``), cuDNN, flash/fmha attention, ROCm's
+  Tensile/hipBLASLt ``Cijk_*`` and Composable Kernel ``ck::``/``ck_tile::`` GEMM, conv and attention
+  kernels. On a CPU, the aten op that computes (``aten::addmm``, ``aten::mkldnn_convolution``, the
+  SDPA kernels): :func:`cpu_role`.
+* ``OP_COMPUTE``: a GPU kernel of a GEMM, convolution or attention op (:func:`is_compute_op`) whose
+  name says nothing (a library's ``kernel``) and that is no helper (copy, fill, elementwise, reduction,
+  layout transform): it carries the op's cost where the instance has no ``COMPUTE`` kernel
+  (:func:`gpu_role`).
 * ``NO_WORK``: CPU ops that move no data of their own: views, allocation, metadata, dispatch wrappers
   whose work is in the op they call (``aten::t``, ``aten::empty``, ``aten::to``), autograd engine
   ranges and custom Function records. They never carry FLOPs or bytes.
@@ -24,7 +32,7 @@ from __future__ import annotations
 import functools
 import re
 
-NO_WORK, WORK, COMPUTE = 0, 1, 2
+NO_WORK, WORK, OP_COMPUTE, COMPUTE = 0, 1, 2, 3
 
 #: aten ops (CPU) that do no work of their own: views, allocation, metadata and pure dispatch.
 CPU_NO_WORK = frozenset({
@@ -75,3 +83,31 @@ def cpu_role(name: str) -> int:
     # autograd nodes (AddmmBackward0), custom Function records and other Python-level ranges
     return NO_WORK
 
+
+#: ops (namespace and overload dropped) whose arithmetic is a GEMM, a convolution or attention
+COMPUTE_OPS = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "matmul", "__matmul__",
+    "__rmatmul__", "linear", "bilinear", "einsum", "tensordot", "_addmm_activation", "_scaled_mm", "_int_mm",
+    "mkldnn_linear", "mkldnn_matmul",
+})
+_COMPUTE_OP = re.compile(r"(?:^|_)conv(?:olution|_|\d|$)|attention")
+
+
+@functools.lru_cache(maxsize=65536)
+def is_compute_op(op: str | None) -> bool:
+    """Whether ``op`` (``linear``, ``aten::addmm.out``, ``cudnn_convolution_backward``) is a GEMM,
+    convolution or attention op."""
+    if not op:
+        return False
+    name = str(op).rpartition("::")[2].split(".", 1)[0]
+    return name in COMPUTE_OPS or bool(_COMPUTE_OP.search(name))
+
+
+def gpu_role(compute_kernel: bool, helper: bool, op: str | None) -> int:
+    """The role of a GPU kernel from what its full name says (``compute_kernel``: a GEMM, convolution or
+    attention kernel; ``helper``: a copy, fill, elementwise, reduction or layout kernel) and its op."""
+    if compute_kernel:
+        return COMPUTE
+    if not helper and is_compute_op(op):
+        return OP_COMPUTE
+    return WORK

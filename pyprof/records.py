@@ -67,6 +67,7 @@ FIELDS: tuple[Field, ...] = (
     Field("tid", "int|str|null", "Thread id of the launching thread (the API call's thread; nvprof: its 32-bit thread id, unsigned; kineto: as the trace gives it, often a string); null when the launch has no API call in the export."),
     Field("device", "int|null", "CUDA device ordinal as the process saw it (after CUDA_VISIBLE_DEVICES); null on CPU."),
     Field("gpu", "str|null", "GPU name from the export's device tables (`NVIDIA H100 80GB HBM3`); null when unknown or CPU."),
+    Field("gpuProps", "props|null", "Properties of `gpu` as the profiler recorded them, the facts prof derives its peaks from: `cc` (compute capability, `\"8.6\"`; AMD: the gfx version, `\"9.0\"` for gfx90a), `sms` (SMs; AMD: compute units; a MIG slice: its own), `clock` (max boost clock, Hz), `bw` (memory bandwidth, bytes/s), `mem` (memory, bytes), `warp` (threads per warp); a key is absent where not recorded (torch.profiler traces record no clock or bandwidth), null when nothing is."),
     Field("stream", "int|null", "CUDA stream id."),
     Field("grid", "list[int]|null", "Grid dimensions `[x, y, z]`."),
     Field("block", "list[int]|null", "Block dimensions `[x, y, z]`."),
@@ -131,6 +132,7 @@ _KINDS = {
     "list[dict]": ("list", "dict", "a list of objects"),
     "list[{text, domain}]": ("list", "dict", "a list of objects"),
     "list[arg]": ("list", "arg", "a list of argument objects"),
+    "props": ("props", None, "an object of device properties (text or number values)"),
 }
 _ELEMENT_TYPES = {"num": _NUM, "str": frozenset((str,)), "dict": frozenset((dict,)), "arg": frozenset((dict,))}
 
@@ -191,6 +193,8 @@ class Check:
             return (self.low is None or v >= self.low) and (self.high is None or v <= self.high)
         if self.kind == "union":
             return any(a.ok(v) for a in self.alternatives)
+        if self.kind == "props":
+            return cls is dict and all(x.__class__ is str or x.__class__ in _NUM and _finite(x) for x in v.values())
         if cls is not list:
             return False
         if self.element is None:
@@ -221,6 +225,8 @@ class Check:
             if float in types and not all(map(_finite, values)):  # NaN, inf (min/max cannot order NaN)
                 return False
             return (self.low is None or min(values) >= self.low) and (self.high is None or max(values) <= self.high)
+        if self.kind == "props":
+            return all(map(self.ok, col))
         if self.kind == "union":  # one alternative's types: its own column test; a mix: value by value
             for a in self.alternatives:
                 if types <= _KIND_TYPES[a.kind]:
@@ -250,7 +256,7 @@ class Check:
         return f'field "{self.name}" is {shown}, expected {self.expected}'
 
 
-_KIND_TYPES = {"str": frozenset((str,)), "num": _NUM, "list": frozenset((list,))}
+_KIND_TYPES = {"str": frozenset((str,)), "num": _NUM, "list": frozenset((list,)), "props": frozenset((dict,))}
 
 
 CHECKS: dict[str, Check] = {f.name: Check(f) for f in FIELDS}

@@ -21,9 +21,11 @@ column of the real table under its real name and declared type:
 Encodings as in real exports: timestamps are integer ns from the session start; ``globalTid`` is
 ``(1 << 48) | (pid << 24) | tid`` and ``globalPid`` the same with the tid bits zero; the main thread's
 tid equals the pid. The builder checks what a real capture guarantees and the parser relies on: the
-push/pop ranges of one thread nest properly and no two of them end in the same nanosecond (nsys's
-mark of ranges the program never popped), an API call ends after it starts, and a kernel starts after
-its launch call began.
+push/pop ranges of one thread nest properly (ranges the program never popped aside: nsys ends them at
+the capture's end, :meth:`Export.never_popped`), an API call ends after it starts, and a kernel starts
+after its launch call began. Nested ranges may end in the same tick (a coarse clock: Windows' 100 ns).
+``ANALYSIS_DETAILS.duration`` (when the capture ended) is written where ``capture_end`` is set or a range
+was never popped; ``null_pid`` writes the kernels' ``globalPid`` as NULL, as some exports do.
 
 Two levels of description:
 
@@ -97,6 +99,9 @@ SCHEMA = {
         nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER""",
     "TARGET_INFO_SESSION_START_TIME": """
         utcEpochNs INTEGER, utcTime TEXT, localTime TEXT""",
+    "ANALYSIS_DETAILS": """
+        globalVid INTEGER NOT NULL, duration INTEGER NOT NULL, startTime INTEGER NOT NULL,
+        stopTime INTEGER NOT NULL""",
 }
 
 
@@ -113,6 +118,7 @@ class Range:
     end: int
     domain: str | None = None  # None: the default domain (domainId 0)
     registered: bool = False   # message as a StringIds textId instead of inline text
+    popped: bool = True        # False: never popped (``end`` is then the capture's end, set by write)
 
 
 @dataclass
@@ -147,6 +153,8 @@ class Export:
     kernels: list[Kernel] = field(default_factory=list)
     threads: dict[int, str] = field(default_factory=dict)  # globalTid -> thread name
     clock: int = 1_000_000_000  # the shared clock of the sequential API (ns since session start)
+    capture_end: int | None = None  # ANALYSIS_DETAILS.duration (default, where needed: after every event)
+    null_pid: bool = False  # kernel rows' globalPid NULL
     _gpu_free: dict[int, int] = field(default_factory=dict)  # stream -> when its last kernel ends
     _next_corr: int = 1
 
@@ -163,6 +171,13 @@ class Export:
         if end <= start:
             raise ValueError(f"range {text!r} ends ({end}) before it starts ({start})")
         r = Range(thread, text, start, end, domain, registered)
+        self.ranges.append(r)
+        return r
+
+    def never_popped(self, thread: int, text: str, start: int, domain: str | None = None) -> Range:
+        """A push range on ``thread`` from ``start`` that the program never popped: nsys ends it when the
+        capture ends (:attr:`capture_end`, which :meth:`write` fills in when unset)."""
+        r = Range(thread, text, start, start + 1, domain, popped=False)
         self.ranges.append(r)
         return r
 
@@ -198,10 +213,7 @@ class Export:
         for r in self.ranges:
             by_thread.setdefault(r.thread, []).append(r)
         for th, rs in by_thread.items():
-            ends = [r.end for r in rs]
-            if len(set(ends)) != len(ends):
-                raise ValueError(f"thread {th}: two push/pop ranges end in the same ns (nsys's mark of a range "
-                                 "the program never popped)")
+            rs = [r for r in rs if r.popped]
             open_: list[Range] = []
             for r in sorted(rs, key=lambda r: (r.start, -r.end)):
                 while open_ and open_[-1].end <= r.start:
@@ -213,6 +225,12 @@ class Export:
     def write(self, path: str | os.PathLike) -> str:
         """Write the export to ``path`` (overwritten) and return the path as a string."""
         self._check()
+        if self.capture_end is None and any(not r.popped for r in self.ranges):
+            last = max([r.end for r in self.ranges] + [k.end for k in self.kernels] + [self.clock])
+            self.capture_end = last + 1_000
+        for r in self.ranges:
+            if not r.popped:
+                r.end = self.capture_end
         path = os.fspath(path)
         if os.path.exists(path):
             os.remove(path)
@@ -235,7 +253,8 @@ class Export:
             kern_rows, api_rows = [], []
             for grid_id, k in enumerate(sorted(self.kernels, key=lambda k: k.start), 1):
                 long_id = sid(k.long_name or k.name)
-                kern_rows.append((k.start, k.end, k.device, 1, 0, k.stream, k.correlation, gpid, long_id, sid(k.name),
+                kern_rows.append((k.start, k.end, k.device, 1, 0, k.stream, k.correlation, None if self.null_pid else gpid,
+                                  long_id, sid(k.name),
                                   long_id, 1, 0, 32, *k.grid, *k.block, 0, 0, 0, 0, grid_id, 0, None, 0))
                 api_rows.append((k.api_start, k.api_end, EVENT_CLASS_CUDA_RUNTIME, k.thread, k.correlation,
                                  sid(k.api), 0, None))
@@ -271,6 +290,9 @@ class Export:
                             [(sid(name), 20, gt) for gt, name in self.threads.items()])
             con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, ?, ?)",
                         (1_765_000_000_000_000_000, "2025-12-06T05:46:40", "2025-12-06T05:46:40"))
+            if self.capture_end is not None:
+                con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?, ?, ?, ?)",
+                            (1 << 48, self.capture_end, 7_000_000_000, 7_000_000_000 + self.capture_end))
             con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, v) for v, i in strings.items()])
             con.commit()
         finally:

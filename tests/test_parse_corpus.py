@@ -5,8 +5,10 @@ start) -- independent of the vectorised sweep the parser uses.
 The rule (nsys-schema.md §2/§4): kernel -> API row with the same correlationId and pid (runtime or
 driver, eventClass 0/1, first row) -> every NVTX range (eventType 59/60; nvprof: MARKER start/end rows
 paired by id) on that thread with start <= apiStart < end, outermost first (start ascending, end
-descending). Push ranges that share their (thread, end) timestamp with another range were never popped
-(nsys closed them at capture end) and are not open ranges.
+descending). Push ranges the program never popped are not open ranges: nsys ends them at the capture's
+end (ANALYSIS_DETAILS.duration), or, where their thread ended first, several at once at the thread's last
+range end: a push range ending at the capture's end, or sharing its (thread, end) with another range where
+that end is the thread's last, was never popped.
 """
 
 from __future__ import annotations
@@ -61,13 +63,15 @@ def _nsys_reference(c):
             api.setdefault((corr, (gt >> 24) & 0xFFFFFF), (gt, start))
     nvtx = "NVTX_EVENTS" in tables
     domains = {}
-    shared = set()
+    shared, capture_end = set(), None
     if nvtx:
         shared = set(c.execute(NSYS_SHARED_ENDS))
+        if "ANALYSIS_DETAILS" in tables:
+            capture_end = c.execute("SELECT MAX(duration) FROM ANALYSIS_DETAILS").fetchone()[0]
         for did, text, tid in c.execute("SELECT domainId, text, textId FROM NVTX_EVENTS WHERE eventType = 75"):
             name = text if text is not None else c.execute("SELECT value FROM StringIds WHERE id = ?", (tid,)).fetchone()[0]
             domains.setdefault(did, name)
-    return acts, api, nvtx, domains, shared
+    return acts, api, nvtx, domains, shared, capture_end
 
 
 NSYS_OPEN = """
@@ -77,7 +81,9 @@ WHERE n.globalTid = ? AND n.eventType IN (59, 60) AND n.start <= ? AND n."end" >
 ORDER BY n.start, n."end" DESC, n.rowid
 """
 NSYS_SHARED_ENDS = """
-SELECT globalTid, "end" FROM NVTX_EVENTS WHERE eventType IN (59, 60) GROUP BY globalTid, "end" HAVING COUNT(*) >= 2
+SELECT globalTid, "end" FROM NVTX_EVENTS n WHERE eventType IN (59, 60) GROUP BY globalTid, "end"
+HAVING COUNT(*) >= 2 AND "end" = (SELECT MAX(m."end") FROM NVTX_EVENTS m
+                                  WHERE m.globalTid = n.globalTid AND m.eventType IN (59, 60))
 """
 
 
@@ -121,7 +127,7 @@ def _records(path):
 @pytest.mark.parametrize("path", corpus_files("nsys"), ids=lambda p: p.name[:60])
 def test_nsys_file_matches_reference(path):
     c = _connect(path)
-    acts, api, nvtx, domains, shared = _nsys_reference(c)
+    acts, api, nvtx, domains, shared, capture_end = _nsys_reference(c)
     n_kernels = sum(1 for a in acts if a[0] == "kernel")
     if n_kernels == 0:
         with pytest.raises(NoKernelsError):
@@ -149,7 +155,7 @@ def test_nsys_file_matches_reference(path):
         if nvtx:
             want = [{"text": text, "domain": domains.get(d, f"domain {d}") if d else None}
                     for text, d, etype, e in c.execute(NSYS_OPEN, (gt, t, t))
-                    if not (etype == 59 and (gt, e) in shared)]
+                    if not (etype == 59 and ((gt, e) in shared or (capture_end and e >= capture_end)))]
         assert rec["ranges"] == want, (kind, corr)
 
 

@@ -44,7 +44,8 @@ def test_match_gpu(name, row):
     assert dev is not None and dev.name == row
 
 
-@pytest.mark.parametrize("name", ["NVIDIA GeForce RTX 3070 Ti", "NVIDIA A30 MIG 2g.12gb", "Orin", "", None,
+# (a MIG slice of a listed GPU matches its share: tests/test_prof_peaks.py; the A10 has no MIG)
+@pytest.mark.parametrize("name", ["NVIDIA GeForce RTX 3070 Ti", "NVIDIA A10 MIG 1g.6gb", "Orin", "", None,
                                   "NVIDIA GeForce RTX 3090 Ti", "Intel(R) Iris(R) Xe Graphics"])
 def test_unlisted_gpus_do_not_match(name):
     assert match_gpu(name) is None

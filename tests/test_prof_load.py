@@ -87,7 +87,8 @@ def test_decoder_on_parsed_corpus(path, tmp_path):
 def _parse_order(**over) -> dict:
     from pyprof.records import FIELD_NAMES
 
-    base = dict(REC, source="nsys", end=9, correlationId=1, pid=2, tid=3, device=0, gpu="NVIDIA A100", stream=7,
+    base = dict(REC, source="nsys", end=9, correlationId=1, pid=2, tid=3, device=0, gpu="NVIDIA A100",
+                gpuProps={"cc": "8.0", "sms": 108}, stream=7,
                 grid=[1, 1, 1], block=[32, 1, 1], bytes=None, copyKind=None, apiName="cudaLaunchKernel",
                 apiStart=0, apiEnd=1, aten=None, atenSizes=None, seqId=[1], altSeqId=[], bwdNode=None, opDir=None,
                 opId=1, subSeqId=0)

@@ -91,7 +91,15 @@ SYNTHETIC = [
     ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_TNT", "hopper", "1"),
     ("sm100_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_cluster2x1x1_execute_kernel", "blackwell", "1"),
     ("void cutlass::device_kernel<cutlass3x_sm100_tensorop_tcgen05_gemm_bf16>", "blackwell", "1"),
-    ("flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4, false, false, cutlass::half_t>>", "ampere", "0"),
+    # FlashAttention 2 computes with mma.sync tensor-core instructions (it needs fp16/bf16 and sm80+);
+    # PyTorch's memory-efficient kernels use tensor cores for 16-bit types and, from sm80, for fp32 (TF32x3)
+    ("flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4, false, false, cutlass::half_t>>", "ampere", "1"),
+    ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "ampere", "1"),
+    ("fmha_cutlassF_f32_aligned_64x64_rf_sm80", "ampere", "1"),
+    ("fmha_cutlassF_f32_aligned_64x64_rf_sm50", "ampere", "0"),
+    # ROCm: Tensile/hipBLASLt kernels name their matrix-core (MFMA) instruction MIaxbxc
+    ("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0_AFC1", None, "1"),
+    ("void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<...>>", None, "1"),
     ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn", "pascal", "-"),
 ]
 

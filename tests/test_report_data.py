@@ -76,7 +76,7 @@ def test_profile_devices_and_peaks(gpu):
     assert len(gpu.df) == len(gpu.records) == 14
     (dev,) = gpu.devices
     assert dev.label == H100 and not dev.is_cpu and dev.kernels == 14
-    assert dev.device == match_gpu(H100) and dev.source == dev.device.source
+    assert dev.device == match_gpu(H100) and dev.source == f"datasheet: {dev.device.source}"  # where they came from
     assert gpu.total_ns == 2 * (100_000 + 10_000 + 160_000 + 150_000 + 20_000 + 30_000)
 
 

@@ -15,16 +15,20 @@ SPLIT_RULE = (
     "(computed once from the op's shapes and dtypes) are split over its kernels in proportion\n"
     "to their durations, so per-kernel figures add up to the instance's exact totals.\n"
     "memcpy/memset records keep their own byte counts (a device-to-device copy twice: read and\n"
-    "written) and take no share of an op's cost."
+    "written), FLOPs n/a and no gap, and take no share of an op's cost."
 )
 
 PEAKS = (
-    "Peaks: dense vendor datasheet figures per GPU (pyprof/data/gpus.csv, source cited per row),\n"
-    "matched from each record's gpu name; --gpu NAME picks a row; --peak-flops (FLOP/s, all\n"
-    "dtypes) and --peak-bw (bytes/s) override. CPU records and unlisted GPUs use the calibration\n"
-    "file ($PYPROF_CALIBRATION or ~/.cache/pyprof/calibration.json, see `pyprof calibrate`).\n"
-    "ideal = max(flops / peak for the kernel's dtype and unit (tensor if tc=1), bytes / bandwidth);\n"
-    "gap = sil / ideal. No peak known: ideal and gap print n/a, with one warning."
+    "Peaks, first that applies: derived from each record's device properties (SMs x clock x the\n"
+    "architecture's rate per SM, pyprof/data/archs.csv; bandwidth as recorded); the datasheet table\n"
+    "(pyprof/data/gpus.csv, matched from the gpu name; MIG slices get their share); the calibration\n"
+    "file ($PYPROF_CALIBRATION or ~/.cache/pyprof/calibration.json, see `pyprof calibrate`; CPU\n"
+    "records too); estimated (SMs with the architecture's typical clock and bandwidth, where the trace\n"
+    "records neither). --gpu NAME picks a datasheet row; --peak-flops (FLOP/s, all dtypes) and\n"
+    "--peak-bw (bytes/s) override. --summary ends with a '# peaks:' line per GPU saying which;\n"
+    "--list-gpus prints the tables. ideal = max(flops / peak for the kernel's dtype and unit (tensor\n"
+    "if tc=1), bytes / bandwidth); gap = sil / ideal. No peak known: ideal and gap print n/a, with\n"
+    "one warning."
 )
 
 
@@ -80,7 +84,8 @@ Summary columns (--summary op|layer|kernel|dir):
               help="With --summary: only the N largest groups, plus the N-row fix-this-first list.")
 @click.option("--sort", type=click.Choice(["time", "excess"]), default="time", show_default=True,
               help="With --summary: order groups by time or by time above the roofline.")
-@click.option("--gpu", metavar="NAME", help="GPU of every record (a name the peak table matches, e.g. 'H100 SXM').")
+@click.option("--gpu", metavar="NAME", help="GPU of every record (a name the datasheet table matches, e.g. 'H100 SXM'); "
+                                             "its datasheet peaks replace the derived ones.")
 @click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for every dtype (overrides the table).")
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s (overrides the table).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
@@ -92,9 +97,11 @@ Summary columns (--summary op|layer|kernel|dir):
               help="Skip records with a wrong-typed or impossible field (\"layer\": 5, a negative or NaN duration) "
                    "and print how many, instead of stopping at the first. Broken lines still stop.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr.")
+@click.option("--list-gpus", is_flag=True, help="Print the peak tables prof uses (per architecture, per GPU: datasheet "
+                                                 "and derived) and, with FILE, where each of its GPUs' peaks come from.")
 @owns_process
 def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, skip_bad,
-         quiet):
+         quiet, list_gpus):
     from pyprof.atomic import atomic_output
     from pyprof.cli import inputs
     from pyprof.cli.memory import tune_for_batch
@@ -108,6 +115,9 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     def say(line: str) -> None:
         if not quiet:
             click.echo(line, err=True)
+
+    if list_gpus:
+        return _list_gpus(file, gpu, peak_flops, peak_bw, output)
 
     per_kernel = {"-c": cols, "--summary": summary, "--gpu": gpu, "--peak-flops": peak_flops, "--peak-bw": peak_bw,
                   "--skip-bad": skip_bad}
@@ -161,8 +171,36 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
                     fh.write("\n" + (render.fit_line(title, width) if style == "aligned" else title) + "\n")
                     first, fmts = _wide_numbers(first, SUMMARY_NAMES, style, FORMATS)
                     render.write(first, SUMMARY_NAMES, fh, style, width or 0, headers, fmts, drop=SUMMARY_DROP)
+            peaks = df.attrs.get("peaks", [])
+            if style in ("space", "aligned") and peaks:  # where the roofline's peaks came from
+                fh.write("\n" + "".join(_comment(f"peaks: {line}", width if style == "aligned" else 0)
+                                         for line in peaks))
         if fh is sys.stdout:
             fh.flush()
+
+
+def _list_gpus(file, gpu, peak_flops, peak_bw, output) -> None:
+    """``--list-gpus``: :func:`pyprof.prof.devices.listing`, then FILE's devices and their peaks."""
+    from pyprof.atomic import atomic_output
+    from pyprof.prof.devices import listing
+    from pyprof.prof.table import build_file
+
+    text = listing()
+    if file is not None:
+        df = build_file(file, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=1)
+        text += f"\n# Devices of {file}\n" + "".join(f"{line}\n" for line in df.attrs.get("peaks", []))
+    with atomic_output(output) as fh:
+        fh.write(text)
+
+
+def _comment(text: str, width: int) -> str:
+    """``# text`` as lines, wrapped within ``width`` characters (0: one line)."""
+    import textwrap
+
+    if width <= 0:
+        return f"# {text}\n"
+    return "".join(f"{ln}\n" for ln in textwrap.wrap(text, max(width, 20), initial_indent="# ",
+                                                      subsequent_indent="#   ", break_long_words=True))
 
 
 def _wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):

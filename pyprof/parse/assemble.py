@@ -29,10 +29,10 @@ from pyprof.parse import decode as dec
 from pyprof.parse.sweep import open_stacks
 
 ACT_COLUMNS = ("kind", "kShortName", "kLongName", "start", "end", "correlationId", "pid", "tid", "device",
-               "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes", "copyKind",
+               "gpu", "gpuProps", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes", "copyKind",
                "apiName", "apiStart", "apiEnd", "thread")
 BASE_KEYS = ("kind", "source", "kShortName", "kLongName", "kDuration", "start", "end", "correlationId", "pid",
-             "tid", "device", "gpu", "stream", "grid", "block", "bytes", "copyKind", "apiName", "apiStart",
+             "tid", "device", "gpu", "gpuProps", "stream", "grid", "block", "bytes", "copyKind", "apiName", "apiStart",
              "apiEnd")
 CHUNK = 2048  # records per output chunk
 
@@ -153,6 +153,8 @@ class Prepared:
     def __init__(self, acts: pd.DataFrame, ranges: pd.DataFrame, source: str, stats: Stats,
                  labels: list[tuple] | None = None, bare_names: bool | None = None):
         self.source = source
+        if "gpuProps" not in acts:  # (a reader that records no device properties)
+            acts = acts.assign(gpuProps=None)
         acts = acts.sort_values(["start", "correlationId"], kind="stable").reset_index(drop=True)
         n = len(acts)
         self.n = n
@@ -266,14 +268,15 @@ class Prepared:
         c = self._columns(lo, hi)
         src = self.source
         cols = [c[k] for k in ("kind", "kShortName", "kLongName", "start", "end", "correlationId", "pid", "tid",
-                               "device", "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
-                               "bytes", "copyKind", "apiName", "apiStart", "apiEnd")]
-        for i, (kind, short, long_, s, e, corr, pid, tid, dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes,
+                               "device", "gpu", "gpuProps", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY",
+                               "blockZ", "bytes", "copyKind", "apiName", "apiStart", "apiEnd")]
+        for i, (kind, short, long_, s, e, corr, pid, tid, dev, gpu, props, stream, gx, gy, gz, bx, by, bz, nbytes,
                 copy, api, a0, a1) in enumerate(zip(*cols, strict=True), lo):
             yield i, {
                 "kind": kind, "source": src, "kShortName": short, "kLongName": long_,
                 "kDuration": e - s if s is not None and e is not None else None, "start": s, "end": e,
-                "correlationId": corr, "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream,
+                "correlationId": corr, "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "gpuProps": props,
+                "stream": stream,
                 "grid": [gx, gy, gz] if gx is not None else None, "block": [bx, by, bz] if bx is not None else None,
                 "bytes": nbytes, "copyKind": copy, "apiName": api, "apiStart": a0, "apiEnd": a1,
             }
@@ -331,16 +334,18 @@ class Prepared:
                              + ',"kDuration":' for k, sh, lg in zip(head_cols["kind"], head_cols["kShortName"],
                                                                      head_cols["kLongName"], strict=True))
             # pid and tid sit next to the device/stream/grid/API fields, and repeat as much
-            mid_names = ("pid", "tid", "device", "gpu", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY",
-                         "blockZ", "bytes", "copyKind", "apiName")
-            mcode, mfirst = group_codes([a[c].to_numpy() for c in (MID_IDS if ids else mid_names)])
+            mid_names = ("pid", "tid", "device", "gpu", "gpuProps", "stream", "gridX", "gridY", "gridZ", "blockX",
+                         "blockY", "blockZ", "bytes", "copyKind", "apiName")
+            # (gpuProps, objects, follow the device and GPU name: left out of the grouping)
+            mcode, mfirst = group_codes([a[c].to_numpy() for c in (MID_IDS if ids else mid_names)
+                                         if c != "gpuProps"])
             m = {c: pylist(a[c].to_numpy()[mfirst]) for c in mid_names}
             mids = _strings("," + orjson.dumps({
-                "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream,
+                "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "gpuProps": props, "stream": stream,
                 "grid": [gx, gy, gz] if gx is not None else None,
                 "block": [bx, by, bz] if bx is not None else None,
                 "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
-                for pid, tid, dev, gpu, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api in zip(
+                for pid, tid, dev, gpu, props, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api in zip(
                     *(m[c] for c in mid_names), strict=True))
             keys = np.empty(self.n, dtype=object)
             keys[:] = self.row_key
@@ -817,9 +822,9 @@ class Streamed:
         heads = _strings(orjson.dumps({"kind": k, "source": self.source, "kShortName": sh, "kLongName": lg})[:-1]
                          .decode() + ',"kDuration":' for k, sh, lg in a.heads)
         mids = _strings("," + orjson.dumps({
-            "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream, "grid": grid, "block": block,
-            "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
-            for pid, tid, dev, gpu, stream, grid, block, nbytes, copy, api in a.mids)
+            "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "gpuProps": props, "stream": stream, "grid": grid,
+            "block": block, "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
+            for pid, tid, dev, gpu, props, stream, grid, block, nbytes, copy, api in a.mids)
         tmpl = '%s%s,"start":%s,"end":%s,"correlationId":%s%s%s,"apiEnd":%s,%s,"opId":%s,"subSeqId":%s}\n'
         fmt = tmpl.__mod__
         for clo, chi in self._chunks(lo, hi):
@@ -843,10 +848,11 @@ class Streamed:
             for j, (h, m, s, e, corr, a0, a1) in enumerate(zip(a.hcode[clo:chi].tolist(), a.mcode[clo:chi].tolist(),
                                                                 *ints, strict=True)):
                 kind, short, long_ = a.heads[h]
-                pid, tid, dev, gpu, stream, grid, block, nbytes, copy, api = a.mids[m]
+                pid, tid, dev, gpu, props, stream, grid, block, nbytes, copy, api = a.mids[m]
                 rec = {"kind": kind, "source": src, "kShortName": short, "kLongName": long_,
                        "kDuration": e - s if s is not None and e is not None else None, "start": s, "end": e,
-                       "correlationId": corr, "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "stream": stream,
+                       "correlationId": corr, "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "gpuProps": props,
+                       "stream": stream,
                        "grid": grid, "block": block, "bytes": nbytes, "copyKind": copy, "apiName": api,
                        "apiStart": a0, "apiEnd": a1}
                 ranges, fields = self._tables[fw[j]][fc[j]]

@@ -5,6 +5,12 @@ nsys (schema doc §3.7): 2025.1+ ``TARGET_INFO_CUDA_DEVICE(gpuId, cudaId, pid)``
 ``META_DATA_CAPTURE`` when present), CUDA adapters only (non-empty ``chipName``); <= 2021.1
 ``TARGET_INFO_CUDA_GPU(deviceId, pid)``. Never ``TARGET_INFO_GPU.id`` directly. Unknown -> None.
 nvprof: ``CUPTI_ACTIVITY_KIND_DEVICE(id, name)``.
+
+Device properties (the record's ``gpuProps``, what prof derives peaks from), by GPU name: nsys 2021.2+
+``TARGET_INFO_GPU`` (``smCount``, ``clockRate`` in Hz, ``memoryBandwidth`` in bytes/s, ``totalMemory``,
+``computeMajor/Minor``, ``threadsPerWarp``); nsys <= 2021.1 ``TARGET_INFO_CUDA_GPU`` and nvprof
+``CUPTI_ACTIVITY_KIND_DEVICE`` (``numMultiprocessors``, ``coreClockRate`` in kHz, ``globalMemoryBandwidth``
+in kB/s, ``globalMemorySize``, ``computeCapabilityMajor/Minor``, ``numThreadsPerWarp``).
 """
 
 from __future__ import annotations
@@ -82,3 +88,68 @@ def nvprof_gpu_names(db: Database, devices: list, strings: dict[int, str]) -> li
     if {"id", "name"} <= set(db.columns("CUPTI_ACTIVITY_KIND_DEVICE")):
         names = {i: strings.get(n) for i, n in db.execute("SELECT id, name FROM CUPTI_ACTIVITY_KIND_DEVICE")}
     return [names.get(d) if d is not None else None for d in devices]
+
+
+def _num(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def device_props(major, minor, sms, clock_hz, bw_bytes, mem_bytes, warp) -> dict | None:
+    """A ``gpuProps`` object: the known ones of these (positive integers), None when none is known."""
+    props = {}
+    if isinstance(major, int) and isinstance(minor, int) and major > 0 and minor >= 0:
+        props["cc"] = f"{major}.{minor}"
+    for key, v in (("sms", sms), ("clock", clock_hz), ("bw", bw_bytes), ("mem", mem_bytes), ("warp", warp)):
+        if _num(v) is not None:
+            props[key] = v
+    return props or None
+
+
+def _by_name(rows) -> dict[str, dict]:
+    """name -> properties, from ``(name, props)`` rows; a name whose rows disagree gets none."""
+    out: dict[str, dict | None] = {}
+    for name, props in rows:
+        if not name or props is None:
+            continue
+        out[name] = props if out.get(name, props) == props else None
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _kilo(v):
+    return v * 1000 if _num(v) is not None else None
+
+
+def nsys_gpu_props(db: Database) -> dict[str, dict]:
+    """GPU name -> its ``gpuProps`` (see the module docstring); names without properties are absent."""
+    rows = []
+    cols = set(db.columns("TARGET_INFO_GPU"))
+    new = ("name", "smCount", "clockRate", "memoryBandwidth", "totalMemory", "computeMajor", "computeMinor",
+           "threadsPerWarp")
+    if {"name", "smCount", "computeMajor", "computeMinor"} <= cols:
+        have = [c if c in cols else "NULL" for c in new]
+        for name, sms, clock, bw, mem, major, minor, warp in db.execute(
+                "SELECT " + ", ".join(have) + " FROM TARGET_INFO_GPU"):
+            rows.append((name, device_props(major, minor, sms, clock, bw, mem, warp)))
+    old = ("name", "numMultiprocessors", "coreClockRate", "globalMemoryBandwidth", "globalMemorySize",
+           "computeCapabilityMajor", "computeCapabilityMinor", "numThreadsPerWarp")
+    cols = set(db.columns("TARGET_INFO_CUDA_GPU")) if db.has("TARGET_INFO_CUDA_GPU") else set()
+    if {"name", "numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor"} <= cols:
+        have = [c if c in cols else "NULL" for c in old]
+        for name, sms, clock, bw, mem, major, minor, warp in db.execute(
+                "SELECT " + ", ".join(have) + " FROM TARGET_INFO_CUDA_GPU"):
+            rows.append((name, device_props(major, minor, sms, _kilo(clock), _kilo(bw), mem, warp)))
+    return _by_name(rows)
+
+
+def nvprof_gpu_props(db: Database, devices: list, strings: dict[int, str]) -> list:
+    """nvprof: ``gpuProps`` per activity device (CUPTI_ACTIVITY_KIND_DEVICE.id), None where unknown."""
+    cols = set(db.columns("CUPTI_ACTIVITY_KIND_DEVICE"))
+    want = ("id", "numMultiprocessors", "coreClockRate", "globalMemoryBandwidth", "globalMemorySize",
+            "computeCapabilityMajor", "computeCapabilityMinor", "numThreadsPerWarp")
+    by_id = {}
+    if {"id", "numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor"} <= cols:
+        have = [c if c in cols else "NULL" for c in want]
+        for dev, sms, clock, bw, mem, major, minor, warp in db.execute(
+                "SELECT " + ", ".join(have) + " FROM CUPTI_ACTIVITY_KIND_DEVICE"):
+            by_id[dev] = device_props(major, minor, sms, _kilo(clock), _kilo(bw), mem, warp)
+    return [by_id.get(d) if d is not None else None for d in devices]

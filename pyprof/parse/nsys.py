@@ -56,7 +56,7 @@ from pyprof.parse.db import (
     translate_errors,
 )
 from pyprof.parse.demangle import demangle
-from pyprof.parse.gpus import nsys_gpu_names
+from pyprof.parse.gpus import nsys_gpu_names, nsys_gpu_props
 
 PID_SHIFT = 24
 ID_MASK = 0xFFFFFF
@@ -217,8 +217,10 @@ class _Nvtx:
     #: messages kept in ``temp.pyprof_text`` at most (where they do not repeat, the table stops growing)
     KNOWN_MAX = 1 << 16
 
-    def __init__(self, path: str, cols: list[str], strings: dict[int, str], arrow: bool):
+    def __init__(self, path: str, cols: list[str], strings: dict[int, str], arrow: bool,
+                 capture_end: int | None = None):
         self.path, self.strings, self.arrow = path, strings, arrow
+        self.capture_end = capture_end
         c = set(cols)
         self.has_type, self.has_text = "eventType" in c, "text" in c
         self.has_text_id, self.has_domain = "textId" in c, "domainId" in c
@@ -639,12 +641,18 @@ class _Nvtx:
             keys, codes_of = keys[order], codes_of[order]
             eq = (keys[1:] == keys[:-1]) & (codes_of[1:] == codes_of[:-1])
             eq[1:] &= ~eq[:-1]  # (the first of each run of equal pairs)
-            raw = (back[codes_of[1:][eq]], keys[1:][eq])
+            last = np.full(len(back), np.iinfo(np.int64).min, dtype=np.int64)
+            np.maximum.at(last, codes_of, keys)
+            at_last = keys[1:][eq] == last[codes_of[1:][eq]]
+            raw = (back[codes_of[1:][eq][at_last]], keys[1:][eq][at_last])
         else:
             keys.sort()
             eq = keys[1:] == keys[:-1]
             eq[1:] &= ~eq[:-1]  # (the first of each run of equal keys: each repeated key once)
             dup = keys[1:][eq]
+            last = np.full(len(back), -1, dtype=np.int64)  # each thread's last end (keys are end-major)
+            np.maximum.at(last, keys & ((1 << bits) - 1), keys >> bits)
+            dup = dup[(dup >> bits) == last[dup & ((1 << bits) - 1)]]
             raw = (back[dup & ((1 << bits) - 1)], (dup >> bits) + lo)
         keys = codes_of = None  # (freed before the domains are read)
         self._accept_dups(*raw)
@@ -682,13 +690,16 @@ class _Nvtx:
     def _dropped(self, thread: np.ndarray, end: np.ndarray, etype: np.ndarray) -> np.ndarray:
         """True for push ranges the program never popped.
 
-        nsys ends such ranges when the capture (or the process) ends, so several of them share one end
-        timestamp on one thread -- which popped ranges cannot do: a program cannot pop two ranges in the
-        same nanosecond. Kept, they would be "open" around every later kernel (mmagic net.sqlite has
-        1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised); so push/pop ranges that
-        share their (thread, end) with another are left out, with a warning.
+        nsys ends such ranges when the capture ends (``ANALYSIS_DETAILS.duration``: any range ending
+        there is one, even alone) or when their thread or process ends, where several of them share one
+        end on one thread, the thread's last. Kept, they would be "open" around every later kernel
+        (mmagic net.sqlite has 1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised).
+        Ranges popped in the same tick elsewhere (nested ranges on a coarse clock: Windows' 100 ns) are
+        kept: :meth:`merge` counts a repeated (thread, end) only at the thread's last end.
         """
         out = np.zeros(len(end), dtype=bool)
+        if self.capture_end is not None:
+            out |= (end >= self.capture_end) & (etype == schema.NVTX_PUSH_POP)
         de = self._dup_ends
         if not len(de):
             return out
@@ -697,7 +708,7 @@ class _Nvtx:
         if len(cand):
             k = pos[cand] * (1 << 32) + self._codes(thread[cand])
             at = np.minimum(np.searchsorted(self._dup_keys, k), len(self._dup_keys) - 1)
-            out[cand] = self._dup_keys[at] == k
+            out[cand] |= self._dup_keys[at] == k
         return out
 
     # -- the windows --------------------------------------------------------------------------------
@@ -987,8 +998,18 @@ class NsysSource(PreparedSource):
         if has_nvtx:
             # the Arrow reader takes the text as bytes only where SQLite stores UTF-8 (nsys always does)
             utf8 = str(db.execute("PRAGMA encoding")[0][0]).upper() == "UTF-8"
-            nvtx = self._nvtx = _Nvtx(self.path, ncols, strings, columnar and utf8)
+            nvtx = self._nvtx = _Nvtx(self.path, ncols, strings, columnar and utf8, self._capture_end())
         return self._windows(nvtx, parallel)
+
+    def _capture_end(self) -> int | None:
+        """When the capture ended (ns, the events' clock): ``ANALYSIS_DETAILS.duration``, where nsys ends
+        the push ranges still open; None where the export does not say."""
+        db = self.db
+        if not db.has(schema.NSYS_ANALYSIS) or "duration" not in db.columns(schema.NSYS_ANALYSIS):
+            return None
+        rows = db.execute(f'SELECT MAX("duration") FROM "{schema.NSYS_ANALYSIS}"')
+        end = rows[0][0] if rows else None
+        return end if type(end) is int and end > 0 else None
 
     def _windows(self, nvtx: _Nvtx | None, parallel: bool) -> Iterator[RangeWindow]:
         self._forked = self._fork(nvtx) if nvtx is not None and parallel and len(nvtx.slices) > 1 else None
@@ -1123,10 +1144,12 @@ class NsysSource(PreparedSource):
                 np.concatenate([p[:, j] for p in parts]) if parts else np.zeros(0, np.int64)
         del parts
         a_pid = (ac["globalTid"] >> PID_SHIFT) & ID_MASK
-        idx = join_first((corr << 24) | pid, (ac.pop("correlationId") << 24) | a_pid) if len(a_pid) else \
+        a_corr = ac.pop("correlationId")
+        idx = join_first((corr << 24) | pid, (a_corr << 24) | a_pid) if len(a_pid) else \
             np.full(len(corr), -1, dtype=np.int64)
-        del a_pid
         idx[corr < 0] = -1
+        self._join_without_pid(idx, corr, pid, a_corr)
+        del a_pid, a_corr
         gt = take(ac.pop("globalTid"), idx)
         a["api_start"] = take(ac.pop("start"), idx)
         a["api_end"] = take(ac.pop("end"), idx)
@@ -1139,13 +1162,14 @@ class NsysSource(PreparedSource):
         kmid_rows = list(kmids)
         gpus = self._gpu_names(pd.DataFrame({"pid": pid[mfirst].astype(np.int64),
                                              "device": [kmid_rows[k][0] for k in a["kmid"][mfirst].tolist()]}))
+        props = self._gpu_props()
         mids = []
         for j, (k, p, t, api_id) in enumerate(zip(a["kmid"][mfirst].tolist(), pid[mfirst].tolist(), tid[mfirst].tolist(),
                                                   api_name[mfirst].tolist(), strict=True)):
             dev, stream, gx, gy, gz, bx, by, bz, nbytes, ck = (v if v >= 0 else None for v in kmid_rows[k])
             copy = None if kmid_rows[k][9] == -3 else "memset" if kmid_rows[k][9] == -2 else \
                 (schema.copy_kind_name(ck) if ck is not None else "unknown")
-            mids.append((p if p >= 0 else None, t if t >= 0 else None, dev, gpus[j], stream,
+            mids.append((p if p >= 0 else None, t if t >= 0 else None, dev, gpus[j], props.get(gpus[j]), stream,
                          [gx, gy, gz] if gx is not None else None, [bx, by, bz] if bx is not None else None, nbytes,
                          copy, strings.get(api_id) if api_id != -1 else None))
         del tid, api_name, mfirst
@@ -1159,6 +1183,24 @@ class NsysSource(PreparedSource):
             a[c] = a[c][order]
         return Activities(a["start"], a["end"], a["corr"], a["api_start"], a["api_end"], a["gt"], a["pid"],
                           a["kind"] == 0, a["head"], a["mcode"], head_rows, mids)
+
+    def _join_without_pid(self, idx: np.ndarray, corr: np.ndarray, pid: np.ndarray, a_corr: np.ndarray) -> None:
+        """Activities whose row has no process (a null ``globalPid``) join their API call on the correlation
+        id alone, where exactly one API row has it (ids are unique per process, not across processes);
+        the rest stay unlinked and are counted in a warning. ``idx`` is filled in place."""
+        lost = np.flatnonzero((pid < 0) & (corr >= 0))
+        if not len(lost):
+            return
+        uniq, first, count = np.unique(a_corr, return_index=True, return_counts=True)
+        found = join_first(corr[lost], uniq)
+        ok = found >= 0
+        ok[ok] = count[found[ok]] == 1
+        idx[lost[ok]] = first[found[ok]]
+        self.warnings.append(
+            f"{len(lost)} kernel/copy row(s) have no process id (a null globalPid): "
+            f"{int(ok.sum())} were joined to their launch by correlation id alone"
+            + (f", {int((~ok).sum())} could not be (no API call, or one per process) and carry no ranges"
+               if not ok.all() else ""))
 
     @staticmethod
     def _head(kind: int, short: int, long_: int, strings: dict[int, str]) -> tuple:
@@ -1178,6 +1220,15 @@ class NsysSource(PreparedSource):
         except LayoutError as exc:
             self.warnings.append(f"GPU names left out: {exc.problem.split(': ', 1)[-1]}")
             return [None] * len(acts)
+
+    def _gpu_props(self) -> dict[str, dict]:
+        """GPU name -> its recorded properties (:func:`nsys_gpu_props`); none, with a warning, where the
+        device tables cannot be read: the properties are optional, the records are not."""
+        try:
+            return nsys_gpu_props(self.db)
+        except LayoutError as exc:
+            self.warnings.append(f"GPU properties left out: {exc.problem.split(': ', 1)[-1]}")
+            return {}
 
     def prepared(self, split: bool = False) -> Streamed:
         """Everything but the ranges read, which stream window by window (``split`` is not used)."""

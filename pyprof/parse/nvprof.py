@@ -20,7 +20,7 @@ from pyprof.parse import schema
 from pyprof.parse.assemble import Prepared, PreparedSource, Stats, _ints, join_first, pylist, take
 from pyprof.parse.db import Database, absent_optional, absent_warning, as_text
 from pyprof.parse.demangle import demangle, short_name
-from pyprof.parse.gpus import nvprof_gpu_names
+from pyprof.parse.gpus import nvprof_gpu_names, nvprof_gpu_props
 
 
 def thread_key(pid, tid) -> np.ndarray:
@@ -188,6 +188,7 @@ class NvprofSource(PreparedSource):
         acts["tid"] = np.where(acts["tid"].to_numpy() != -1, acts["tid"].to_numpy() & 0xFFFFFFFF, -1)
         acts["apiName"] = take(api["apiName"].to_numpy(dtype=object), idx)
         acts["gpu"] = nvprof_gpu_names(self.db, pylist(acts["device"]), strings)
+        acts["gpuProps"] = nvprof_gpu_props(self.db, pylist(acts["device"]), strings)
         ranges = self._ranges(strings)
         self.db.close()
         if not len(ranges):

@@ -1,14 +1,22 @@
-"""Device peaks for the roofline: the GPU table (``pyprof/data/gpus.csv``), overrides and calibration.
+"""Device peaks for the roofline: derived from the device's own properties, the datasheet table
+(``pyprof/data/gpus.csv``), overrides and calibration.
 
-Where a peak comes from, in order:
+Each :class:`Device` says where its peaks came from (:attr:`Device.origin`), first that applies:
 
-1. ``--peak-flops`` / ``--peak-bw`` (or ``peak_flops=``/``peak_bw=`` in the API): one FLOP/s figure used for
-   every dtype and unit, one bandwidth;
-2. the GPU table: dense vendor datasheet figures per GPU, matched by regex against the GPU name in the
-   record (``gpu`` field) or ``--gpu NAME``; each row cites its source;
-3. a calibration file (``$PYPROF_CALIBRATION`` or ``~/.cache/pyprof/calibration.json``), written by
-   ``pyprof calibrate`` through :func:`save_calibration`: used for CPU records (device name
-   :data:`CPU_DEVICE`) and for GPUs the table does not list.
+1. ``given``: ``--peak-flops`` / ``--peak-bw`` (or ``peak_flops=``/``peak_bw=`` in the API): one FLOP/s figure
+   used for every dtype and unit, one bandwidth; ``--gpu NAME`` picks a datasheet row for every record;
+2. ``derived``: from the device properties the profiler recorded (the record's ``gpuProps``: SM count, clock,
+   memory bandwidth, compute capability): FLOP/s = SMs x clock x operations per clock per SM of the
+   architecture (``pyprof/data/archs.csv``), bandwidth as recorded. A MIG slice records its own SMs and
+   bandwidth, so it gets its share; a laptop or Jetson GPU is derived like any other;
+3. ``datasheet``: the GPU table, dense vendor figures per GPU matched by regex against the GPU name (the
+   record's ``gpu``); a MIG slice named ``... MIG 2g.12gb`` gets its share of the row (its SMs and memory);
+   each row cites its source. The table is also the check of the derivation (``tests/test_prof_peaks.py``);
+4. ``calibrated``: a calibration file (``$PYPROF_CALIBRATION`` or ``~/.cache/pyprof/calibration.json``),
+   written by ``pyprof calibrate`` through :func:`save_calibration`: used for CPU records (device name
+   :data:`CPU_DEVICE`) and for GPUs none of the above covers;
+5. ``estimated``: derived as in 2 where the clock or the bandwidth is not recorded (torch.profiler traces
+   record neither): the architecture's typical boost clock and bandwidth per SM stand in.
 
 No peak known: the caller shows ``n/a`` for ideal time and gap (never 0) and warns once.
 """
@@ -24,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -68,7 +77,8 @@ class Device:
     arch: str | None
     flops: dict[str, float] = field(default_factory=dict)  # FLOP/s
     bw: float | None = None  # bytes/s
-    source: str = ""
+    source: str = ""  # how the peaks were found, in words (a datasheet's address, the properties used)
+    origin: str = ""  # given, derived, datasheet, calibrated or estimated (see the module docstring)
 
     def peak(self, dtype: str | None, tensor: bool) -> float | None:
         """FLOP/s for math in ``dtype`` on tensor cores (``tensor``) or CUDA cores; None when unknown.
@@ -87,6 +97,25 @@ class Device:
         col = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}.get(cls, "fp32")
         return f.get(col) or (f.get("fp32") if col in ("fp16", "bf16") else None)
 
+    def describe(self) -> str:
+        """One line: where the peaks came from and the main ones (``derived from device properties: ...;
+        fp32 19.5, tensor fp16 312 TFLOP/s; 1555 GB/s``)."""
+        def tf(v):
+            return "n/a" if v is None else f"{v / 1e12:.3g}"
+
+        figures = (f"{tf(self.flops['any'])} TFLOP/s" if "any" in self.flops else
+                   f"fp32 {tf(self.peak('float32', False))}, tensor fp16 {tf(self.peak('float16', True))} TFLOP/s")
+        bw = "n/a" if self.bw is None else f"{self.bw / 1e9:.0f} GB/s"
+        return f"{self.provenance}; {figures}; {bw}"
+
+    @property
+    def provenance(self) -> str:
+        """Where the peaks came from: :attr:`origin`, then :attr:`source` (once where it says it already)."""
+        origin = self.origin or "datasheet"
+        if not self.source:
+            return origin
+        return self.source if self.source.startswith(origin) else f"{origin}: {self.source}"
+
     @property
     def has_tensor_cores(self) -> bool | None:
         if self.arch is None:
@@ -96,41 +125,215 @@ class Device:
 
 @dataclass(frozen=True)
 class GpuRow:
+    """A datasheet row: the GPU's peaks and what a device of it reports (``cc``, ``sms``, boost ``mhz``,
+    memory ``mem_gb``), and ``mig_sms``, the SMs of one MIG compute slice (0: no MIG)."""
+
     name: str
     pattern: re.Pattern
     device: Device
+    cc: str = ""
+    sms: int = 0
+    mhz: float = 0.0
+    mem_gb: float = 0.0
+    mig_sms: int = 0
 
 
-def _float(cell: str) -> float | None:
-    cell = cell.strip()
+def _float(cell: str | None) -> float | None:
+    cell = (cell or "").strip()
     return float(cell) if cell else None
+
+
+def _data_rows(name: str) -> list[dict]:
+    text = resources.files("pyprof").joinpath(f"data/{name}").read_text()
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    return list(csv.DictReader(io.StringIO("\n".join(lines))))
 
 
 @functools.lru_cache(maxsize=1)
 def gpu_table() -> tuple[GpuRow, ...]:
     """The rows of ``pyprof/data/gpus.csv`` (comment lines start with ``#``), in match order."""
-    text = resources.files("pyprof").joinpath("data/gpus.csv").read_text()
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     rows = []
-    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+    for row in _data_rows("gpus.csv"):
         flops = {c: _float(row[c]) * 1e12 for c in PEAK_COLUMNS if _float(row[c]) is not None}
         bw = _float(row["bw_gbs"])
-        dev = Device(row["name"], row["arch"] or None, flops, bw * 1e9 if bw else None, row["source"])
-        rows.append(GpuRow(row["name"], re.compile(row["match"], re.IGNORECASE), dev))
+        dev = Device(row["name"], row["arch"] or None, flops, bw * 1e9 if bw else None, row["source"], "datasheet")
+        rows.append(GpuRow(row["name"], re.compile(row["match"], re.IGNORECASE), dev, row["cc"].strip(),
+                           int(_float(row["sms"]) or 0), _float(row["mhz"]) or 0.0, _float(row["mem_gb"]) or 0.0,
+                           int(_float(row["mig_sms"]) or 0)))
     return tuple(rows)
 
 
-def match_gpu(name: str | None) -> Device | None:
-    """The table row for a GPU name from an export (``NVIDIA H100 80GB HBM3`` -> H100 SXM), else None.
+_MIG = re.compile(r"\bmig\s+(\d+)g\.(\d+)gb", re.IGNORECASE)
 
-    MIG slices (``A30 MIG 2g.12gb``) are not matched: a slice has a fraction of the peaks.
-    """
-    if not name or "mig" in name.lower().split():
-        return None
+
+def _table_row(name: str) -> GpuRow | None:
     for row in gpu_table():
         if row.pattern.search(name):
-            return row.device
+            return row
     return None
+
+
+def match_gpu(name: str | None) -> Device | None:
+    """The datasheet peaks for a GPU name from an export (``NVIDIA H100 80GB HBM3`` -> H100 SXM), else None.
+
+    A MIG slice (``NVIDIA A30 MIG 2g.12gb``) gets its share of its GPU's row: FLOP/s scaled by its SMs
+    (``N`` compute slices of the row's ``mig_sms`` each, over the GPU's SMs), bandwidth by its memory
+    (``M`` GB over the GPU's). A slice of a GPU without those figures, or named otherwise, is not matched.
+    """
+    if not name:
+        return None
+    mig = _MIG.search(name)
+    if "mig" in name.lower().split() and mig is None:
+        return None
+    row = _table_row(name[:mig.start()] if mig else name)
+    if row is None or mig is None:
+        return row.device if row is not None else None
+    if not (row.mig_sms and row.sms and row.mem_gb):
+        return None
+    n, m = int(mig.group(1)), int(mig.group(2))
+    f_share = min(n * row.mig_sms, row.sms) / row.sms
+    b_share = min(m / row.mem_gb, 1.0)
+    d = row.device
+    return Device(name, d.arch, {k: v * f_share for k, v in d.flops.items()}, d.bw * b_share if d.bw else None,
+                  f"{d.source} ; MIG {n}g.{m}gb: {min(n * row.mig_sms, row.sms)} of {row.sms} SMs, "
+                  f"{m} of {row.mem_gb:g} GB", "datasheet")
+
+
+# -- derived from the device's properties ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArchRow:
+    """One row of ``pyprof/data/archs.csv``: operations per clock per SM by peak column, the typical boost
+    clock (MHz) and bandwidth per SM (bytes/s), the columns halved on GeForce parts."""
+
+    vendor: str
+    cc: str
+    arch: str
+    mhz: float
+    bw_per_sm: float
+    per_clock: dict[str, float]
+    geforce_half: frozenset
+    source: str
+
+
+@functools.lru_cache(maxsize=1)
+def arch_table() -> dict[tuple[str, str], ArchRow]:
+    """``(vendor, cc)`` -> :class:`ArchRow`; ``cc`` is ``"8.6"`` or a major version alone (``"10"``)."""
+    out = {}
+    for row in _data_rows("archs.csv"):
+        per_clock = {c: _float(row[c]) for c in PEAK_COLUMNS if _float(row[c]) is not None}
+        out[(row["vendor"], row["cc"])] = ArchRow(row["vendor"], row["cc"], row["arch"], float(row["mhz"]),
+                                                  float(row["bw_per_sm_gbs"]) * 1e9, per_clock,
+                                                  frozenset(row["geforce_half"].split()), row["source"])
+    return out
+
+
+def vendor(name: str | None, props: dict | None) -> str:
+    """``amd`` for AMD GPUs (by name, or a 64-wide warp, which only AMD GPUs have), else ``nvidia``."""
+    low = (name or "").lower()
+    if low.startswith("amd") or "radeon" in low or "instinct" in low or (props or {}).get("warp") == 64:
+        return "amd"
+    return "nvidia"
+
+
+def arch_row(vendor_name: str, cc: str | None) -> ArchRow | None:
+    """The architecture row of a compute capability (``"8.6"``): the exact one, else its major version's."""
+    if not cc:
+        return None
+    table = arch_table()
+    return table.get((vendor_name, cc)) or table.get((vendor_name, cc.split(".")[0]))
+
+
+def _positive(props: dict, key: str) -> float | None:
+    v = props.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
+def derive(name: str | None, props: dict | None) -> Device | None:
+    """Peaks from a device's recorded properties (a record's ``gpuProps``), or None without an SM count
+    and a known compute capability. ``origin`` is ``derived`` when the clock and the bandwidth were
+    recorded, ``estimated`` when the architecture's typical figure stood in for either."""
+    if not isinstance(props, dict):
+        return None
+    sms = _positive(props, "sms")
+    cc = props.get("cc")
+    vend = vendor(name, props)
+    row = arch_row(vend, cc if isinstance(cc, str) else None)
+    if sms is None or row is None:
+        return None
+    low = (name or "").lower()
+    geforce = "geforce" in low
+    no_tc = vend == "nvidia" and " gtx " in f" {low} "  # GTX 16 (Turing without tensor cores)
+    clock = _positive(props, "clock")
+    bw = _positive(props, "bw")
+    guessed = []
+    if clock is None:
+        clock = row.mhz * 1e6
+        guessed.append(f"typical {row.arch} clock {row.mhz:g} MHz")
+    if bw is None:
+        bw = row.bw_per_sm * sms
+        guessed.append(f"typical {row.arch} bandwidth {row.bw_per_sm / 1e9:g} GB/s per SM")
+    flops = {}
+    for col, ops in row.per_clock.items():
+        if no_tc and col.endswith("_tc"):
+            continue
+        flops[col] = sms * clock * ops * (0.5 if geforce and col in row.geforce_half else 1.0)
+    unit = "CUs" if vend == "amd" else "SMs"
+    text = (f"{int(sms)} {unit} x {clock / 1e9:.3g} GHz x {row.arch} (cc {cc}) rates per clock"
+            + (", GeForce" if geforce and row.geforce_half else "") + (", no tensor cores" if no_tc else ""))
+    if guessed:
+        return Device(name or "", row.arch, flops, bw, f"estimated from {text}; " + ", ".join(guessed),
+                      "estimated")
+    return Device(name or "", row.arch, flops, bw, f"derived from device properties: {text}; bandwidth recorded",
+                  "derived")
+
+
+# Where a derived peak and the datasheet differ by more than 5%, and why: (datasheet rows, peak columns,
+# reason). tests/test_prof_peaks.py holds every other row and column to 5% and these to their reason's range.
+DATASHEET_DIFFERENCES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
+    (("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H100 SXM", "NVIDIA H200 SXM", "NVIDIA B200"),
+     ("tf32_tc", "fp16_tc", "bf16_tc", "fp8_tc", "int8_tc"),
+     "boost clock vs the datasheet's tensor clock: NVIDIA gives Hopper and Blackwell tensor-core peaks at a lower "
+     "clock (H100 SXM and H200 1830 MHz, H100 PCIe 1620, H100 NVL 1545, B200 about 1860) than the maximum boost "
+     "clock the device reports and its FP32/FP64 figures use (1980, 1755, 1785, 1965 MHz), so the derived "
+     "tensor peaks are 6 to 16% higher"),
+)
+
+
+def row_props(row: GpuRow) -> dict:
+    """What a device of a datasheet row reports (``gpuProps``): its compute capability, SMs, boost clock and
+    bandwidth; the input :func:`derive` gets for it."""
+    return {"cc": row.cc, "sms": row.sms, "clock": int(row.mhz * 1e6), "bw": int(row.device.bw or 0)}
+
+
+LIST_COLUMNS = ("fp32", "tf32_tc", "fp16_tc", "fp8_tc", "int8_tc")
+
+
+def listing() -> str:
+    """``pyprof prof --list-gpus``: the per-architecture rates, then each datasheet GPU with its datasheet
+    peaks and the peaks derived from its SMs and clock (the check of the derivation)."""
+    out = ["# Architectures (pyprof/data/archs.csv): operations per clock per SM (AMD: per CU), typical clock",
+           "vendor cc    arch       MHz  GB/s/SM " + " ".join(f"{c:>7}" for c in PEAK_COLUMNS)]
+    for row in arch_table().values():
+        out.append(f"{row.vendor:<6} {row.cc:<5} {row.arch:<9} {row.mhz:>5g} {row.bw_per_sm / 1e9:>8g} "
+                   + " ".join(f"{row.per_clock.get(c, 0):>7g}" if c in row.per_clock else f"{'-':>7}"
+                              for c in PEAK_COLUMNS))
+    out += ["", "# GPUs (pyprof/data/gpus.csv): datasheet TFLOP/s / derived from SMs x MHz (GeForce halving applied);"
+            " bandwidth GB/s",
+            f"{'name':<22} {'cc':<4} {'SMs':>4} {'MHz':>5} " + " ".join(f"{c:>15}" for c in LIST_COLUMNS) + "    GB/s"]
+    for row in gpu_table():
+        derived = derive(row.name, row_props(row))
+        cells = []
+        for c in LIST_COLUMNS:
+            d, v = row.device.flops.get(c), derived.flops.get(c) if derived else None
+            cells.append(f"{'-' if d is None else f'{d / 1e12:.4g}':>7}/{'-' if v is None else f'{v / 1e12:.4g}':<7}")
+        out.append(f"{row.name:<22} {row.cc:<4} {row.sms:>4} {row.mhz:>5g} " + " ".join(cells)
+                   + f" {(row.device.bw or 0) / 1e9:>7g}")
+    out += ["", "A record's GPU is derived from its recorded properties first (SMs, clock, bandwidth, compute",
+            "capability), then matched to the datasheet rows, then the calibration file, then estimated from its",
+            "SMs with the architecture's typical clock and bandwidth; --peak-flops/--peak-bw override."]
+    return "\n".join(out) + "\n"
 
 
 # -- calibration -------------------------------------------------------------------------------------
@@ -224,7 +427,7 @@ def load_calibration(path=None) -> dict[str, Device]:
                 flops.setdefault(tc, float(value))
         arch = "cpu" if name == CPU_DEVICE else None
         out[name] = Device(name, arch, flops, float(entry["bw"]) if entry.get("bw") else None,
-                           f"calibration {target}")
+                           f"calibration {target}", "calibrated")
     return out
 
 
@@ -253,11 +456,23 @@ def override_device(name: str | None, peak_flops: float | None, peak_bw: float |
     flops = {"any": float(peak_flops)} if peak_flops is not None else dict(base.flops if base else {})
     bw = float(peak_bw) if peak_bw is not None else (base.bw if base else None)
     arch = base.arch if base else None
-    return Device(name or (base.name if base else "override"), arch, flops, bw, "command-line override")
+    given = " and ".join(w for w, v in (("--peak-flops", peak_flops), ("--peak-bw", peak_bw)) if v is not None)
+    kept = f"; the rest {base.origin}: {base.source}" if base is not None and (peak_flops is None or peak_bw is None) \
+        else ""
+    return Device(name or (base.name if base else "override"), arch, flops, bw,
+                  f"command-line override ({given}){kept}", "given")
+
+
+def props_key(props: Any) -> Any:
+    """A hashable stand-in for a record's ``gpuProps`` (equal properties, equal keys)."""
+    if isinstance(props, dict):
+        return tuple(sorted((str(k), v if isinstance(v, (int, float, str)) else repr(v)) for k, v in props.items()))
+    return None
 
 
 class DeviceResolver:
-    """Maps a record's GPU name (None for CPU) to a :class:`Device`, caching each distinct name."""
+    """Maps a record's GPU name and device properties (None for CPU) to a :class:`Device`, caching each
+    distinct pair; the order is the module docstring's."""
 
     def __init__(self, gpu: str | None = None, peak_flops: float | None = None, peak_bw: float | None = None,
                  calibration: dict[str, Device] | None = None):
@@ -265,7 +480,7 @@ class DeviceResolver:
         self.peak_flops = peak_flops
         self.peak_bw = peak_bw
         self._calibration = calibration
-        self._cache: dict[str | None, Device | None] = {}
+        self._cache: dict[tuple, Device | None] = {}
         if gpu is not None and match_gpu(gpu) is None and gpu not in self.calibration and peak_flops is None:
             names = ", ".join(r.name for r in gpu_table())
             raise UsageError(f"--gpu {gpu!r} matches no GPU in the peak table",
@@ -277,15 +492,19 @@ class DeviceResolver:
             self._calibration = load_calibration()
         return self._calibration
 
-    def resolve(self, gpu_name: str | None, is_cpu: bool = False) -> Device | None:
-        key = (gpu_name, is_cpu)
+    def resolve(self, gpu_name: str | None, is_cpu: bool = False, props: dict | None = None) -> Device | None:
+        key = (gpu_name, is_cpu, props_key(props))
         if key in self._cache:
             return self._cache[key]
         name = self.gpu or gpu_name
         if is_cpu and self.gpu is None:
             base = self.calibration.get(CPU_DEVICE)
+        elif self.gpu is not None:
+            base = match_gpu(name) or self.calibration.get(name)
         else:
-            base = match_gpu(name) or (self.calibration.get(name) if name else None)
+            derived = derive(name, props)
+            base = derived if derived is not None and derived.origin == "derived" else None
+            base = base or match_gpu(name) or (self.calibration.get(name) if name else None) or derived
         dev = override_device(name, self.peak_flops, self.peak_bw, base)
         self._cache[key] = dev
         return dev

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from pyprof.prof import columns
-from pyprof.prof.devices import gpu_table
+from pyprof.prof.devices import DATASHEET_DIFFERENCES, gpu_table
 from pyprof.prof.summary import SUMMARY_COLUMNS
 
 INTRO = """# pyprof prof
@@ -64,15 +64,20 @@ no forward op is its own instance, priced as the op it ran (record field `opDir`
 dict markers carry no id: see the rule for records without `opId` above.
 
 They go to the kernels that do the work (`pyprof/kernel_roles.py`): the instance's GEMM, convolution
-or attention kernels where it has any (by kernel name on a GPU; on a CPU the aten op that computes,
-such as `aten::addmm` or `aten::mkldnn_convolution`), else its other working kernels. Views,
-allocations, dispatch wrappers and autograd engine records never carry FLOPs or bytes, and neither do
-the copies, reductions and layout transforms beside a GEMM. Among the kernels that take it, the cost
+or attention kernels where it has any (on a GPU by the kernel's full name, short and demangled: cuBLAS
+and cuBLASLt, `nvjet`, CUTLASS 2 and 3 (`Kernel2` is `cutlass::Kernel2<...>`), cuDNN, flash/fmha, ROCm
+`Cijk_*`/hipBLASLt and Composable Kernel; on a CPU the aten op that computes, such as `aten::addmm` or
+`aten::mkldnn_convolution`); else, in a GEMM, convolution or attention op, its kernels that are no
+copy, fill, elementwise, reduction or layout kernel (a library kernel with an uninformative name);
+else its other working kernels. Views, allocations, dispatch wrappers and autograd engine records never
+carry FLOPs or bytes, and neither do the copies, reductions and layout transforms beside a GEMM. Among the kernels that take it, the cost
 is split **in proportion to their durations** (equally when all durations are 0): only there, where
 kernels cannot be told apart, is duration the rule. The per-kernel figures add up exactly to the
 instance's cost. memcpy/memset records keep their own byte count (twice it for a device-to-device copy,
-which reads and writes every byte; FLOPs 0) and take no share of the op's cost. An op without a model
-shows `n/a`, and one warning on stderr lists such ops with their share of kernel time.
+which reads and writes every byte; FLOPs n/a, no ideal or gap) and take no share of the op's cost, so
+an op priced only from such records (its kernels absent from the trace) shows no FLOPs or gap and is
+never ranked as a fix. An op without a model shows `n/a`, and one warning on stderr lists such ops
+with their share of kernel time.
 
 ## What a CPU kernel is
 
@@ -88,6 +93,16 @@ nothing calls it), and the records add up to the time spent in ops.
 - FLOPs are the work the kernel executes; a multiply-add is 2 FLOPs.
 - Causal attention (`is_causal=True`) counts the causal half of the dense figure, the work a fused
   kernel executes. torch's FlopCounterMode counts it dense: halve its attention figure to compare.
+- A bias add is not counted in a GEMM's or convolution's FLOPs (as FlopCounterMode and fvcore; its bytes
+  are). AMD TraceLens counts it (`M·N` for `addmm`/`baddbmm`, `numel(out)` for a biased convolution):
+  the two differ by `1/(2K)` (`K` the reduction length), 0.1% or less on real models.
+  `python scripts/compare_tracelens.py` compares every GEMM, convolution and attention instance of the
+  corpus' TraceLens H100 traces with TraceLens' count (or the same conventions counted by hand), and
+  checks no kernel's achieved FLOP/s or bandwidth is above its peak.
+- A GEMM's or convolution's backward is priced for each input that requires a gradient; a torch.profiler
+  trace records no `requires_grad`, so there every input is taken to need one: a first layer's
+  `linear` backward is priced dX + dW although its trace shows one `aten::mm` (dW) ran, twice
+  TraceLens' count.
 - An op's dtype follows torch's type promotion: a 0-dim tensor does not promote a dimensioned one.
 - Tensor-core eligibility looks at the GEMM's reduction and output dimensions (for attention, the head
   dimension), not the sequence length.
@@ -111,15 +126,37 @@ ROOF = """## Roofline
 
 For every kernel with FLOPs or bytes: ideal = max(FLOPs / peak FLOP/s for its dtype and unit (tensor
 cores if `tc=1`, with fp32 meaning TF32 there), bytes / memory bandwidth); gap = sil / ideal; bound =
-whichever term is larger. Host-device copies get no ideal (the link bounds them, not memory).
+whichever term is larger. memcpy/memset records get no ideal (a copy engine, the host link or a launch
+bounds them, not the roofline).
 
-Peaks come from, in order: `--peak-flops` (FLOP/s for every dtype) and `--peak-bw` (bytes/s); the GPU
-table `pyprof/data/gpus.csv` (dense datasheet figures, source cited per row), matched by regex against
-the record's `gpu` field or `--gpu NAME`; a calibration file (`$PYPROF_CALIBRATION` or
-`~/.cache/pyprof/calibration.json`, written by `pyprof calibrate` through
-`pyprof.prof.devices.save_calibration`) for CPU records (device null, key `cpu`) and unlisted GPUs.
+Peaks come from, in order (the summary's `# peaks:` lines, the report's device table and
+`pyprof prof --list-gpus FILE` say which, per GPU):
+
+1. **given**: `--peak-flops` (FLOP/s for every dtype) and `--peak-bw` (bytes/s); `--gpu NAME` takes a
+   datasheet row for every record.
+2. **derived** from the device properties the profiler recorded (the record's `gpuProps`: SMs, clock,
+   memory bandwidth, compute capability; Nsight Systems and nvprof record all four): FLOP/s per dtype and
+   unit = SMs x clock x operations per clock per SM of the architecture (`pyprof/data/archs.csv`, Maxwell
+   to Blackwell, AMD CDNA 2 to 4), halved for FP32-accumulate tensor math on GeForce parts; bandwidth as
+   recorded. A MIG slice records its own SMs and bandwidth, so it gets its share; laptop and Jetson GPUs
+   are derived like any other.
+3. **datasheet**: the GPU table `pyprof/data/gpus.csv` (dense datasheet figures, source cited per row),
+   matched by regex against the record's `gpu` field. A MIG slice named `... MIG Ng.Mgb` gets N compute
+   slices' SMs (the row's `mig_sms` each: 14 on A100 and A30, 16 on H100 and H200) over the GPU's, and M GB
+   of its memory's bandwidth.
+4. **calibrated**: a calibration file (`$PYPROF_CALIBRATION` or `~/.cache/pyprof/calibration.json`,
+   written by `pyprof calibrate` through `pyprof.prof.devices.save_calibration`) for CPU records (device
+   null, key `cpu`) and GPUs none of the above covers.
+5. **estimated**: derived as in 2 where the clock or bandwidth is not recorded (torch.profiler traces
+   record SMs and compute capability only), with the architecture's typical boost clock and bandwidth per
+   SM.
+
 Where no peak is known, ideal and gap are `n/a` with one warning. CUDA-core fp16/bf16 peaks not listed
-by the vendor fall back to the fp32 peak. MIG slices are not matched (a slice has a fraction of the peaks).
+by the vendor fall back to the fp32 peak.
+
+The datasheet table is the check of the derivation: `tests/test_prof_peaks.py` derives every row's peaks
+from its compute capability, SMs and boost clock, and every export of the corpus from its recorded
+properties, and holds them to 5% of the datasheet, except:
 """
 
 
@@ -131,7 +168,9 @@ def markdown() -> str:
              "(largest time above the roofline); `--sort excess` orders the table by it.\n",
              "| column | meaning |", "|---|---|"]
     parts += [f"| `{name}` | {meaning} |" for name, _, _, meaning in SUMMARY_COLUMNS]
-    parts += ["", TC, ROOF, "### GPU peak table (TFLOP/s, GB/s)\n",
+    parts += ["", TC, ROOF]
+    parts += [f"- {', '.join(names)} ({', '.join(cols)}): {why}." for names, cols, why in DATASHEET_DIFFERENCES]
+    parts += ["", "### GPU peak table (TFLOP/s, GB/s)\n",
               "| GPU | arch | FP64 | FP32 | TF32 TC | FP16 TC | BF16 TC | FP8 TC | INT8 TC | GB/s |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for row in gpu_table():

@@ -40,7 +40,7 @@ import orjson
 from pyprof.errors import InputError
 from pyprof.prof.fields import STATIC, VARYING
 
-_STATIC_SET = frozenset(STATIC)
+_STATIC_SET = frozenset(STATIC) - {"gpuProps"}  # (a later field: record files written before it lack it)
 _VARYING_SET = frozenset(VARYING)
 _INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype"))
 _SHARE = frozenset(("layer", "trace"))
@@ -104,6 +104,9 @@ class Columns:
             elif k == "args":
                 if v is not None:
                     v = pool.setdefault(orjson.dumps(v), v)
+            elif k == "gpuProps":  # one object per distinct content: prof keys devices by its id
+                if v is not None:
+                    v = pool.setdefault(orjson.dumps(v, option=orjson.OPT_SORT_KEYS), v)
             elif k in _SHARE:
                 try:
                     v = pool.setdefault(tuple(v), v)

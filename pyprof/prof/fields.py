@@ -6,6 +6,6 @@ arguments), repeated across a training loop; ``VARYING``: what changes from one 
 (:mod:`pyprof.prof.load`) checks exactly these, since a field prof never reads cannot break its table.
 """
 
-STATIC = ("kind", "kShortName", "kLongName", "tid", "device", "gpu", "stream", "grid", "block", "bytes", "layer",
+STATIC = ("kind", "kShortName", "kLongName", "tid", "device", "gpu", "gpuProps", "stream", "grid", "block", "bytes", "layer",
           "trace", "mod", "op", "args", "cdtype")
 VARYING = ("kDuration", "start", "opId", "seqId", "altSeqId", "dir", "opDir", "subSeqId")

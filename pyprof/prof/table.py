@@ -10,15 +10,17 @@ kernel, because real traces repeat the same op shapes and kernel names thousands
    :func:`pyprof.prof.ops.estimate`, computed once per distinct ``(op, mod, dir, cdtype, args)``.
    ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0.
 3. **The split rule.** An instance's FLOPs and bytes go to the kernels that do its work
-   (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels where it has any, else its
-   other working kernels (never a view, allocation or dispatch record), split among them in proportion
-   to their durations (equally if all are 0), so the per-kernel figures add up exactly to the
-   instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
-   copy: read and written), 0 FLOPs, and take no share of the op's cost.
+   (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels (by full name) where it has
+   any, else, for a GEMM/conv/attention op, its kernels that are no copy, fill, elementwise, reduction
+   or layout kernel, else its other working kernels (never a view, allocation or dispatch record),
+   split among them in proportion to their durations (equally if all are 0), so the per-kernel
+   figures add up exactly to the instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
+   copy: read and written), FLOPs n/a, and take no share of the op's cost.
 4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`), once per distinct name.
 5. **Roofline** (:mod:`pyprof.prof.devices`): ideal = max(flops / peak(dtype, unit), bytes / bandwidth);
-   gap = sil / ideal; bound says which term is larger. Host<->device copies get no ideal (the link,
-   not memory, bounds them).
+   gap = sil / ideal; bound says which term is larger. memcpy/memset records get no ideal and no gap:
+   a copy engine, the host link or a launch bounds them, not the op's roofline, and a gap from a
+   memset's bytes would rank an op whose kernels the trace lacks as a fix.
 
 ``df.attrs["warnings"]`` holds the one-line warnings the CLI prints on stderr (ops without a model with
 their share of kernel time, kernels without an op, GPUs without known peaks).
@@ -44,7 +46,7 @@ from pyprof.prof.params import first_dtype, render
 
 NAN = float("nan")
 
-KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "tid", "device", "gpu", "stream", "grid",
+KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "tid", "device", "gpu", "gpuProps", "stream", "grid",
         "block", "bytes", "layer", "trace", "mod", "op", "args", "cdtype", "opId", "seqId", "altSeqId",
         "dir", "opDir", "subSeqId")
 
@@ -77,7 +79,7 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
     never held whole and a million kernels of a training loop cost little more than their distinct names."""
     getter = itemgetter(*KEYS)
     cols: dict[str, list] = {k: [] for k in KEYS}
-    pools: dict[str, dict] = {k: {} for k in _INTERN + _SHARE + ("args",)}
+    pools: dict[str, dict] = {k: {} for k in _INTERN + _SHARE + ("args", "gpuProps")}
     dumps = orjson.dumps
     rows: list[tuple] = []
     append = rows.append
@@ -95,6 +97,19 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
             alive.append(v)
         return shared
 
+    def _share_props(v):  # one object per distinct content: prof keys devices by its id
+        if v is None:
+            return None
+        shared = by_id.get(id(v))
+        if shared is None:
+            try:
+                shared = pools["gpuProps"].setdefault(dumps(v, option=orjson.OPT_SORT_KEYS), v)
+            except TypeError:
+                shared = v
+            by_id[id(v)] = shared
+            alive.append(v)
+        return shared
+
     def flush():
         for k, col in zip(KEYS, zip(*rows, strict=True), strict=True):
             if k in _INTERN:
@@ -102,6 +117,8 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
                 col = map(pool.setdefault, col, col)
             elif k == "args":  # one object per distinct argument list (training loops repeat them)
                 col = list(map(_share_args, col))
+            elif k == "gpuProps":
+                col = list(map(_share_props, col))
             elif k in _SHARE:
                 pool = pools[k]
                 try:  # the fast path: lists of strings
@@ -122,6 +139,11 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
     if rows:
         flush()
     return cols
+
+
+def _ids(values: np.ndarray) -> np.ndarray:
+    """``id`` of each object (the readers share one ``gpuProps`` object per distinct content)."""
+    return np.fromiter(map(id, values.tolist()), dtype=np.int64, count=len(values))
 
 
 def _obj(values) -> np.ndarray:
@@ -292,7 +314,7 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
     is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)
-    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw["kShortName"], is_cpu))
+    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw, is_cpu))
     codes = _tensor_cores(out, inst, raw, is_kernel, is_cpu, resolver)
     warnings = _coverage_warning(out, inst, sil, is_kernel)
     warnings += _roofline(out, raw, is_kernel, is_cpu, inst, codes, resolver)
@@ -303,7 +325,22 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
                            else v) for k, v in out.items()}, copy=False)
     df.attrs["warnings"] = warnings
     df.attrs["n_costed"] = inst["n_costed"]
+    df.attrs["peaks"] = _peak_sources(raw, is_cpu, codes["device"], resolver)
     return df
+
+
+def _peak_sources(raw: dict, is_cpu: np.ndarray, dcodes: np.ndarray, resolver: DeviceResolver) -> list[str]:
+    """One line per device of the records: its name, where its peaks came from and the main figures
+    (``Device.describe``), in order of first appearance."""
+    lines = []
+    for i in _first_index(dcodes, int(dcodes.max()) + 1 if len(dcodes) else 0).tolist():
+        cpu = bool(is_cpu[i])
+        label = "CPU" if cpu and resolver.gpu is None else resolver.gpu or raw["gpu"][i] or "unknown GPU"
+        dev = resolver.resolve(raw["gpu"][i], cpu, raw["gpuProps"][i])
+        line = f"{label}: " + (dev.describe() if dev is not None else "no peaks known")
+        if line not in lines:
+            lines.append(line)
+    return lines
 
 
 def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dict[str, Any]:
@@ -428,14 +465,26 @@ def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
     }
 
 
-def _roles(kname: np.ndarray, is_cpu: np.ndarray) -> np.ndarray:
-    """Each row's :mod:`pyprof.kernel_roles` role, from its kernel name (once per distinct name)."""
-    if not len(kname):
+def _roles(raw: dict[str, np.ndarray], is_cpu: np.ndarray) -> np.ndarray:
+    """Each row's :mod:`pyprof.kernel_roles` role: a CPU record's from its name, a GPU kernel's from its full
+    name (short and demangled) and its op; once per distinct (names, op, on CPU)."""
+    kname = raw["kShortName"]
+    n = len(kname)
+    if not n:
         return np.zeros(0, np.int8)
-    cpu = _per_distinct(kname, lambda k: kernel_roles.cpu_role(str(k)), np.int8)
-    gpu = _per_distinct(kname, lambda k: kernel_roles.COMPUTE if tensorcores.kernel_class(str(k))[1]
-                        else kernel_roles.WORK, np.int8)
-    return np.where(is_cpu, cpu, gpu)
+    codes, m = _codes(kname, raw["kLongName"], raw["op"], is_cpu)
+    first = _first_index(codes, m).tolist()
+    roles = np.empty(m, np.int8)
+    for j, i in enumerate(first):
+        short = kname[i]
+        if is_cpu[i]:
+            roles[j] = kernel_roles.cpu_role(str(short))
+            continue
+        long_ = raw["kLongName"][i]
+        full = f"{short or ''} {long_ or ''}" if long_ and long_ != short else str(short or "")
+        _, compute, helper = tensorcores.kernel_class(full)
+        roles[j] = kernel_roles.gpu_role(compute, helper, raw["op"][i])
+    return roles[codes]
 
 
 def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_kernel: np.ndarray,
@@ -458,7 +507,9 @@ def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_ker
     nbytes = inst["bytes"][row_key] * share
     copy = ~is_kernel
     if copy.any():
-        flops[copy] = np.where(np.isnan(rec_bytes[copy]), NAN, 0.0)
+        # a memcpy/memset is no op's arithmetic: its FLOPs are unknown (n/a), never 0, so a row priced
+        # only from such records (an op whose kernels the trace lacks) never shows FLOPs
+        flops[copy] = NAN
         # a device-to-device copy reads and writes every byte: twice the bytes copied go through memory
         twice = _per_distinct(kname[copy], lambda k: str(k).endswith("DtoD"), bool)
         nbytes[copy] = rec_bytes[copy] * np.where(twice, 2.0, 1.0)
@@ -486,9 +537,9 @@ def _tensor_cores(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, is_cp
     n = len(is_kernel)
     # device per row: once per distinct (gpu name, on CPU); CPU records have no tensor cores, whatever
     # the calibration says
-    dcodes, dm = _codes(raw["gpu"], is_cpu) if n else (np.zeros(0, np.int64), 0)
+    dcodes, dm = _codes(raw["gpu"], _ids(raw["gpuProps"]), is_cpu) if n else (np.zeros(0, np.int64), 0)
     dfirst = _first_index(dcodes, dm).tolist()
-    devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i])) for i in dfirst]
+    devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i]), raw["gpuProps"][i]) for i in dfirst]
     dev_arch = ["cpu" if is_cpu[i] else d.arch if d is not None else None for i, d in zip(dfirst, devs, strict=True)]
     arch_index = {a: c for c, a in enumerate(dict.fromkeys(dev_arch))}
     arch_code = np.array([arch_index[a] for a in dev_arch], dtype=np.int64)[dcodes] if n else np.zeros(0, np.int64)
@@ -551,7 +602,7 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
         first = _first_index(gcodes, len(uniq))
         pf, pb = np.full(len(uniq), NAN), np.full(len(uniq), NAN)
         for j, i in enumerate(first.tolist()):
-            dev = resolver.resolve(raw["gpu"][i], bool(is_cpu[i]))
+            dev = resolver.resolve(raw["gpu"][i], bool(is_cpu[i]), raw["gpuProps"][i])
             if dev is not None:
                 pf[j] = dev.peak(out["dtype"][i], out["tc"][i] == "1") or NAN
                 pb[j] = dev.bw or NAN
@@ -562,14 +613,12 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
                                 for g, c in zip(raw["gpu"][unknown], is_cpu[unknown], strict=True)])
             missing = labels.value_counts().to_dict()
     flops, nbytes, sil = out["flops"], out["bytes"], out["sil"]
-    host_copy = ~is_kernel
-    if host_copy.any():
-        host_copy[host_copy] = _per_distinct(raw["kShortName"][host_copy], _is_host_copy, bool)
+    copy = ~is_kernel
     with np.errstate(divide="ignore", invalid="ignore"):
         t_f = np.where(flops == 0, 0.0, flops / peak_f * 1e9)
         t_b = nbytes / peak_b * 1e9
         ideal = np.fmax(t_f, t_b)  # NaN only when both terms are unknown
-        ideal = np.where(host_copy | ~(ideal > 0), NAN, ideal)
+        ideal = np.where(copy | ~(ideal > 0), NAN, ideal)
         gap = sil / ideal
         ai = np.where(nbytes > 0, flops / nbytes, NAN)
         pos = sil > 0
@@ -605,12 +654,6 @@ def _beyond_roofline(out: dict, beyond: np.ndarray, sil: np.ndarray) -> list[str
     return [f"{len(rows)} kernel(s), {share:.1f}% of the time, ran faster than the roofline allows (achieved "
             "FLOP/s or bandwidth above the peak): their FLOP/byte model or the peak is wrong; summaries leave "
             "them out of ideal, excess and gap (check --peak-flops/--peak-bw or `pyprof calibrate`)"]
-
-
-def _is_host_copy(kname) -> bool:
-    """A memcpy/memset record that crosses the host link (not device-to-device, not a memset)."""
-    s = str(kname)
-    return not (s.endswith("DtoD") or "memset" in s)
 
 
 def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray) -> list[str]:

@@ -34,7 +34,7 @@ class DeviceInfo:
     def source(self) -> str:
         if self.device is None:
             return "no peaks known (pass --gpu, --peak-flops/--peak-bw, or run `pyprof calibrate`)"
-        return self.device.source or "peak table"
+        return self.device.provenance
 
 
 @dataclass
@@ -103,16 +103,19 @@ def read_env(path: Path) -> dict[str, Any] | None:
 
 def _devices(records: list[dict[str, Any]], df: pd.DataFrame, resolver: DeviceResolver) -> list[DeviceInfo]:
     """Each distinct device of the records (GPU name, or the CPU), largest time first."""
+    from pyprof.prof.devices import props_key
+
     seen: dict[tuple, list] = {}
     sil = df["sil"].fillna(0).tolist() if len(df) else []
     for rec, t in zip(records, sil, strict=True):
         is_cpu = rec.get("device") is None  # as prof tells CPU records (pyprof.prof.table)
-        key = (None if is_cpu else rec.get("gpu") or "unknown GPU", is_cpu)
-        entry = seen.setdefault(key, [0, 0.0])
+        props = None if is_cpu else rec.get("gpuProps")
+        key = (None if is_cpu else rec.get("gpu") or "unknown GPU", is_cpu, props_key(props))
+        entry = seen.setdefault(key, [0, 0.0, props])
         entry[0] += 1
         entry[1] += t
     out = []
-    for (gpu, is_cpu), (n, t) in seen.items():
-        dev = resolver.resolve(None if is_cpu else gpu, is_cpu)
+    for (gpu, is_cpu, _), (n, t, props) in seen.items():
+        dev = resolver.resolve(None if is_cpu else gpu, is_cpu, props)
         out.append(DeviceInfo("CPU" if is_cpu else gpu, dev, is_cpu, n, t))
     return sorted(out, key=lambda d: -d.time_ns)

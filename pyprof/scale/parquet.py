@@ -45,6 +45,7 @@ SUFFIX = ".parquet"
 _BASE_KINDS = {
     "str": "string", "int": "int64", "int|str": "text", "list[int]": "list<int64>", "list[str]": "list<string>",
     "list[{text, domain}]": "ranges", "list[arg]": "json", "list": "json",
+    "props": "json",
 }
 
 

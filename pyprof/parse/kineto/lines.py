@@ -33,7 +33,7 @@ _F_ORDER = ("layer", "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes"
             "bwdNode", "dir", "opDir")
 _HEAD = _F_ORDER[:6]
 _TAIL = _F_ORDER[9:]
-_CPU_API = ("device", "gpu", "stream", "grid", "block", "bytes", "copyKind", "apiName", "apiStart", "apiEnd")
+_CPU_API = ("device", "gpu", "gpuProps", "stream", "grid", "block", "bytes", "copyKind", "apiName", "apiStart", "apiEnd")
 # the decoded fields' fragments: layer...cdtype, aten, atenSizes, seqId, altSeqId...dir, ranges (open, close)
 _FIELDS = b'%b,"aten":%b,"atenSizes":%b,"seqId":%b%b%b%b'
 _LINE = b'%b%d,"start":%d,"end":%d%b' + _FIELDS + b',"opId":%d,"subSeqId":%d}\n'

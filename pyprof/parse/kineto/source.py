@@ -101,6 +101,7 @@ class KinetoSource:
                 f"{self.path}: the trace holds neither GPU kernels nor CPU ops",
                 "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] over at least one active step")
         self._devices = _device_names(self.meta)
+        self._device_props = _device_props(self.meta)
         self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
 
     # -- decoding ------------------------------------------------------------------------------------
@@ -421,6 +422,7 @@ class KinetoSource:
                 stream = ev_tid if isinstance(ev_tid, int) else None
             rec["device"] = device
             rec["gpu"] = self._devices.get(device)
+            rec["gpuProps"] = self._device_props.get(device)
             rec["stream"] = stream
             rec["correlationId"] = corr if isinstance(corr, int) else None
             if lid is None:
@@ -459,7 +461,7 @@ def _base(kind, short, long, start, end, duration, pid, tid) -> dict[str, Any]:
     return {
         "kind": kind, "source": "kineto", "kShortName": short, "kLongName": long, "kDuration": duration,
         "start": start, "end": end, "correlationId": None, "pid": pid, "tid": tid, "device": None,
-        "gpu": None, "stream": None, "grid": None, "block": None, "bytes": None, "copyKind": None,
+        "gpu": None, "gpuProps": None, "stream": None, "grid": None, "block": None, "bytes": None, "copyKind": None,
         "apiName": None, "apiStart": None, "apiEnd": None,
     }
 
@@ -501,4 +503,26 @@ def _device_names(meta: dict) -> dict[int, str]:
             dev = prop.get("id", i)
             # (a lone surrogate, which Python's json reads, cannot be written as UTF-8: replaced)
             out[dev if isinstance(dev, int) else i] = name.encode("utf-8", "replace").decode("utf-8")
+    return out
+
+
+def _device_props(meta: dict) -> dict[int, dict]:
+    """Device id -> its ``gpuProps`` from the trace's ``deviceProperties`` (SMs, compute capability, memory,
+    warp size; torch.profiler records no clock or bandwidth), as ``parse.gpus.device_props`` builds them."""
+    out = {}
+    props = meta.get("deviceProperties")
+    for i, prop in enumerate(props if isinstance(props, list) else []):
+        if not isinstance(prop, dict):
+            continue
+        got = {}
+        major, minor = prop.get("computeMajor"), prop.get("computeMinor")
+        if type(major) is int and type(minor) is int and major > 0 and minor >= 0:
+            got["cc"] = f"{major}.{minor}"
+        for key, name in (("sms", "numSms"), ("mem", "totalGlobalMem"), ("warp", "warpSize")):
+            v = prop.get(name)
+            if type(v) is int and v > 0:
+                got[key] = v
+        dev = prop.get("id", i)
+        if got:
+            out[dev if isinstance(dev, int) else i] = got
     return out
