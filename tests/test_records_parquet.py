@@ -100,6 +100,9 @@ def test_run_outputs_named_alike_parse_into_one_dataset(tmp_path, capsys):
     counts = {r.split(",")[0]: int(r.split(",")[3]) for r in one.splitlines()[1:] if r}
     both = {r.split(",")[0]: int(r.split(",")[3]) for r in out.splitlines()[1:] if r}
     assert both == {k: 2 * v for k, v in counts.items()}
+    devices = [run_main(capsys, ["prof", "--list-gpus", p])[1].split("# Devices of ")[1].split("\n", 1)[1]
+               for p in (ds, ds / "run1-trace.parquet")]
+    assert devices[0] == devices[1] and devices[0].strip()  # each device's peaks line once, not per file
 
 
 def test_a_failed_parse_leaves_no_empty_folder(tmp_path, capsys):

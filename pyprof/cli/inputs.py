@@ -73,7 +73,8 @@ def _parse(path: str, say: Say) -> list[dict[str, Any]]:
 
 
 def _joined(tables: list):
-    """Per-file prof tables as one: rows in file order, ``idx`` numbered through, warnings of all."""
+    """Per-file prof tables as one: rows in file order, ``idx`` numbered through, the list attributes
+    (``warnings``, ``peaks``) of all, each line once."""
     import pandas as pd
 
     if len(tables) == 1:
@@ -81,10 +82,12 @@ def _joined(tables: list):
     df = pd.concat(tables, ignore_index=True)
     if "idx" in df.columns:
         df["idx"] = range(1, len(df) + 1)
-    warnings: list[str] = []
-    for t in tables:
-        warnings += [w for w in t.attrs.get("warnings", []) if w not in warnings]
-    df.attrs["warnings"] = warnings
+    df.attrs = {}
+    for key in ("warnings", "peaks"):
+        lines: list[str] = []
+        for t in tables:
+            lines += [w for w in t.attrs.get(key, []) if w not in lines]
+        df.attrs[key] = lines
     return df
 
 

@@ -182,12 +182,13 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
 def _list_gpus(file, gpu, peak_flops, peak_bw, output) -> None:
     """``--list-gpus``: :func:`pyprof.prof.devices.listing`, then FILE's devices and their peaks."""
     from pyprof.atomic import atomic_output
+    from pyprof.cli import inputs
     from pyprof.prof.devices import listing
-    from pyprof.prof.table import build_file
 
     text = listing()
     if file is not None:
-        df = build_file(file, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=1)
+        df = inputs.table(inputs.resolve(file), lambda _line: None, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw,
+                          workers=1)
         text += f"\n# Devices of {file}\n" + "".join(f"{line}\n" for line in df.attrs.get("peaks", []))
     with atomic_output(output) as fh:
         fh.write(text)
