@@ -58,13 +58,14 @@ def step() -> None:
     _step()
 
 
-def load(path: Any, columns: list[str] | None = None):
+def load(path: Any, columns: list[str] | None = None, prof: bool = False):
     """Kernel records as a pandas DataFrame: a JSON-lines record file (``pyprof parse -o x.dict``), a
-    Parquet file or a dataset folder (``--format parquet``); ``columns``: only these. No torch; Parquet
-    needs the ``scale`` extra. See :mod:`pyprof.scale.frame`."""
+    Parquet file or a dataset folder (``--format parquet``); ``columns``: only these; ``prof=True``:
+    prof's table of them instead (flops, bytes, gap... as ``pyprof prof`` computes them). No torch;
+    Parquet needs the ``scale`` extra. See :mod:`pyprof.scale.frame`."""
     from pyprof.scale import load as _load
 
-    return _load(path, columns)
+    return _load(path, columns, prof)
 
 
 def dataset(path: Any, connection: Any = None):

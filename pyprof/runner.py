@@ -15,6 +15,11 @@ returns (pyprof wraps the optimizer class's ``step`` for the run), not inside th
 ``Optimizer.step#`` range; the first one, before the wrapper exists, at the next module call. ``step_on="all"`` profiles the whole script, for scripts
 with no iteration.
 
+Under ``"auto"`` a script that marks no iteration at all is profiled whole too (``RunResult.whole``), so
+any script runs with no option: the profiler records from the start (step 0 is recorded where the
+schedule would skip or warm it up); when the first iteration boundary comes, that window is dropped
+unexported and the schedule goes on as asked, and when none comes, it is the trace.
+
 A failing script: its traceback is printed on stderr as Python would print it (pyprof's and
 runpy's frames dropped) and :class:`ScriptFailed` is raised (exit status 1, no trace is parsed);
 ``sys.exit(0)`` is a success, ``sys.exit(n)`` a failure. torch is imported here only, lazily.
@@ -32,6 +37,7 @@ import runpy
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +74,8 @@ class RunResult:
     #: wall seconds: ``script`` (the whole script, under the profiler), ``profiled`` (its recorded
     #: steps, from the first active step's start to the last one's end) and ``export`` (writing the trace)
     times: dict[str, float] = field(default_factory=dict)
+    #: the whole script was profiled because, under ``step_on="auto"``, it marked no iteration
+    whole: bool = False
 
 
 class _Stepper:
@@ -87,7 +95,9 @@ class _Stepper:
         self.steps += 1
         self.last = source
         self.stamps.append(time.perf_counter())
-        self.prof.step()
+        with warnings.catch_warnings():  # the step-0 window (see _schedule) was a cycle torch warns of
+            warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle")
+            self.prof.step()
 
     def on_pyprof_step(self) -> None:
         if self.mode in ("optimizer", "all"):
@@ -168,6 +178,24 @@ def _compiling() -> bool:
     return bool(fn()) if fn is not None else False
 
 
+def _schedule(opts: RunOptions):
+    """torch.profiler's schedule for ``opts`` (None: no schedule, the whole script); under ``"auto"`` step
+    0 is recorded (see the module docstring), so a script without iterations still yields a trace."""
+    from torch.profiler import ProfilerAction, schedule
+
+    if opts.step_on == "all":
+        return None
+    base = schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active, repeat=1)
+    recorded = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+    if opts.step_on != "auto" or base(0) in recorded:  # already recording from the start
+        return base
+
+    def whole_until_first_step(step: int):
+        return ProfilerAction.RECORD_AND_SAVE if step == 0 else base(step)
+
+    return whole_until_first_step
+
+
 def _check(opts: RunOptions) -> None:
     if opts.step_on not in STEP_MODES:
         raise UsageError(f"unknown step source {opts.step_on!r}", f"use one of {', '.join(STEP_MODES)}")
@@ -212,7 +240,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     import torch
     from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_post_hook
-    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.profiler import ProfilerActivity, profile
 
     import pyprof
     from pyprof import annotate
@@ -222,8 +250,16 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     written: list[Path] = []
     times = {"export": 0.0}
+    sched = _schedule(opts)
+    # under "auto", the step-0 window recorded in case no iteration is ever marked: dropped at the first
+    # boundary, kept (the whole script) when the script ends before one
+    whole_window = [opts.step_on == "auto" and sched is not None and opts.wait + opts.warmup > 0]
 
     def on_ready(p) -> None:
+        if whole_window[0]:
+            whole_window[0] = False
+            if stepper.steps:  # an iteration was marked: this window is not the trace
+                return
         t = time.perf_counter()
         tmp = trace_path.with_suffix(".json.part")
         p.export_chrome_trace(str(tmp))
@@ -231,9 +267,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         written.append(trace_path)
         times["export"] += time.perf_counter() - t
 
-    kwargs: dict[str, Any] = {}
-    if opts.step_on != "all":
-        kwargs["schedule"] = schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active, repeat=1)
+    kwargs: dict[str, Any] = {} if sched is None else {"schedule": sched}
     prof = profile(activities=activities, on_trace_ready=on_ready, record_shapes=opts.record_shapes,
                    with_stack=opts.with_stack, **kwargs)
     stepper = _Stepper(prof, opts.step_on)
@@ -298,8 +332,10 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             f"{script.name} ran {stepper.steps} steps (counted at {stepper.source}), fewer than "
             f"wait + warmup + 1 = {needed}, so nothing was recorded",
             "lower --wait/--warmup or run more iterations")
-    times["profiled"] = _profiled_seconds(opts, stepper.stamps, t_start, t_end)
-    return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times)
+    whole = opts.step_on == "all" or stepper.steps == 0
+    times["profiled"] = t_end - t_start if whole else _profiled_seconds(opts, stepper.stamps, t_start, t_end)
+    return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times,
+                     whole=whole and opts.step_on == "auto")
 
 
 def _profiled_seconds(opts: RunOptions, stamps: list[float], t_start: float, t_end: float) -> float:

@@ -4,6 +4,7 @@ and the others are kept (exit 2 at the end)."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -110,10 +111,17 @@ def test_bad_addresses(tmp_path, capsys, address, message):
     assert code == 2 and message in err
 
 
-def test_outputs_that_would_collide(tmp_path, capsys):
+def test_outputs_of_inputs_named_alike_are_told_apart_and_the_same_input_twice_refused(tmp_path, capsys):
+    from pyprof.scale.cluster import output_names
+
     a = job(tmp_path / "a", ranks=1)[0]
     b = tmp_path / "b" / a.name
     b.parent.mkdir()
     shutil.copyfile(a, b)
-    code, _, err = run_main(capsys, ["parse", "--cluster", "local:1", a, b, "-o", tmp_path / "out"])
-    assert code == 2 and "outputs would collide" in err
+    stem = a.name[: -len(".sqlite")]
+    outs = output_names([str(a), str(b)], str(tmp_path / "out"), "parquet")
+    assert [Path(o).name for o in outs] == [f"a-{stem}.parquet", f"b-{stem}.parquet"]
+    code, _, err = run_main(capsys, ["parse", "--cluster", "local:1", a, a, "-o", tmp_path / "out"])
+    assert code == 2 and "given twice" in err and not (tmp_path / "out").exists()
+
+

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+import pyprof
 from tests.conftest import run_main
 from tests.scale_exports import job, rank_export
 
@@ -83,9 +84,11 @@ def test_prof_of_one_parquet_file(dataset, capsys, tmp_path):
     assert "Per rank (1 rank, 1 files)" in text and "(one rank: nothing to compare)" in text
 
 
-def test_prof_refuses_record_file_options(dataset, capsys):
-    code, _, err = run_main(capsys, ["prof", dataset, "--summary", "op"])
-    assert code == 2 and "--summary applies to a record file" in err
+def test_record_file_options_give_prof_table_of_the_dataset(dataset, capsys):
+    code, out, err = run_main(capsys, ["prof", dataset, "--summary", "op", "--csv"])
+    assert code == 0, err
+    n = sum(int(row.split(",")[3]) for row in out.splitlines()[1:] if row)  # Count column
+    assert n == len(pyprof.load(dataset))  # every record of every rank, once
     code, out, err = run_main(capsys, ["prof", dataset.parent])  # the files of its sub-folders too
     assert code == 0 and "Per rank (4 ranks, 4 files)" in out, err
 

@@ -133,3 +133,15 @@ def test_odd_characters_in_the_path(tmp_path, capsys):
     code, out, err = run_cli(capsys, f)
     assert code == 0, err
     assert len(out.splitlines()) == 20
+
+
+def test_outputs_of_inputs_named_alike_take_as_many_folders_as_needed(tmp_path):
+    from pyprof.errors import UsageError
+    from pyprof.parse.run import output_names
+
+    paths = [str(tmp_path / "a" / "x" / "trace.json"), str(tmp_path / "b" / "x" / "trace.json"),
+             str(tmp_path / "c" / "net.sqlite")]
+    names = [o.rsplit("/", 1)[-1] for o in output_names(paths, "out")]
+    assert names == ["a-x-trace.dict", "b-x-trace.dict", "net.dict"]  # unique names keep their own
+    with pytest.raises(UsageError, match="given twice"):
+        output_names([paths[0], paths[0]], "out")

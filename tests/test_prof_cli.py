@@ -142,7 +142,7 @@ def test_summary_and_fix_first(dictfile, capsys):
     (b'{"kShortName": "k", "kDuration": 1}\n{"broken": \n', "line 2"),
     (b'{"a": 1}\n', "kShortName"),
     (b"[1, 2]\n", "not a record"),
-    (b"SQLite format 3\x00\x10\x00\x01\x01", "SQLite export"),
+    (b"SQLite format 3\x00\x10\x00\x01\x01", "SQLite database"),  # parsed first: the parser's error
     (b"{'kShortName': 'k', 'kDuration': (}\n", "PyProf"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, what):

@@ -87,11 +87,37 @@ def test_sys_exit_nonzero_is_a_failure(tmp_path, capsys):
     assert code == 1 and "exited with status 3" in stderr
 
 
-def test_script_without_iterations_is_a_one_line_error(tmp_path, capsys):
+def test_script_without_iterations_is_profiled_whole_with_one_line_saying_so(tmp_path, capsys):
+    script = _script(tmp_path, body="import torch\nfor _ in range(3):\n    torch.randn(8, 8) @ torch.randn(8, 8)\n")
+    out = tmp_path / "o"
+    code, stdout, stderr = _run(["run", "-o", str(out), "--no-calibrate", str(script)], capsys)
+    assert code == 0, stderr
+    assert [line for line in stderr.splitlines() if "no iteration marked" in line and "whole script" in line]
+    assert "whole script" in stdout
+    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    mm = [r for r in recs if r["op"] in ("matmul", "__matmul__", "mm")]
+    assert len({r["opId"] for r in mm}) == 3  # all three, not a window of them
+
+
+def test_an_explicit_step_source_that_never_steps_is_a_one_line_error(tmp_path, capsys):
     script = _script(tmp_path, body="import torch\ntorch.randn(8, 8) @ torch.randn(8, 8)\n")
-    code, _, stderr = _run(["run", "-o", str(tmp_path / "o"), str(script)], capsys)
+    code, _, stderr = _run(["run", "-o", str(tmp_path / "o"), "--steps-from", "pyprof", str(script)], capsys)
     assert code == 2
     assert stderr.count("\n") == 1 and "marked no iteration" in stderr and "--steps-from all" in stderr
+
+
+def test_with_iterations_the_first_window_is_dropped_and_only_active_steps_kept(tmp_path, capsys):
+    """The step-0 window recorded in case no iteration comes is not the trace once one does: the
+    records hold the --active steps only (ProfilerStep#2 and #3 after --wait 1 --warmup 1)."""
+    script = _script(tmp_path)
+    out = tmp_path / "o"
+    code, stdout, stderr = _run(["run", "-o", str(out), "--active", "2", "--no-calibrate", str(script),
+                                 str(tmp_path / "a"), "6"], capsys)
+    assert code == 0, stderr
+    assert "no iteration marked" not in stderr and "6 steps counted" in stdout
+    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    steps = {rg["text"] for r in recs for rg in r.get("ranges") or () if rg["text"].startswith("ProfilerStep#")}
+    assert steps == {"ProfilerStep#2", "ProfilerStep#3"}
 
 
 def test_steps_from_all_profiles_a_script_without_iterations(tmp_path, capsys):

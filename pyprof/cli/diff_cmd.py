@@ -8,7 +8,8 @@ import sys
 import click
 
 HELP = """Compare records file B with A (the baseline): per op, layer and kernel, the time, FLOPs and
-roofline gap of each side and the change in time, largest change first.
+roofline gap of each side and the change in time, largest change first. A and B: record files,
+.parquet files or dataset folders; an export or trace is parsed first.
 
 \b
 Examples:
@@ -18,8 +19,8 @@ Examples:
   pyprof diff --fail-above 5 main.dict branch.dict     exit 1 on a regression beyond 5%
 
 \b
-Where both files hold torch.profiler steps (ProfilerStep#N) and their counts differ, time and
-FLOPs are compared per step. --fail-above PCT: exit status 1 when the total time, or the time of
+Each side's step count (torch.profiler's ProfilerStep#N ranges) is shown; where both files hold
+steps and their counts differ, time and FLOPs are compared per step. --fail-above PCT: exit status 1 when the total time, or the time of
 one op, layer or kernel holding at least --min-share percent of either total, grew by more than
 PCT percent (each regression is named on stderr); 0 otherwise. pyprof's own errors exit 2.
 Tables print human units (aligned to the terminal, or -w WIDTH); --csv and --json print raw
@@ -44,8 +45,8 @@ def _by_list(value: str) -> list[str]:
 
 
 @click.command("diff", help=HELP, context_settings={"max_content_width": 110})
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
+@click.argument("a", type=click.Path(dir_okay=True))
+@click.argument("b", type=click.Path(dir_okay=True))
 @click.option("--by", "by", default="op,layer,kernel", show_default=True, metavar="LIST",
               help="Groupings compared, comma-separated: op, layer, kernel.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
@@ -64,16 +65,20 @@ def _by_list(value: str) -> list[str]:
 def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak_flops, peak_bw):
     import shutil
 
+    from pyprof.cli import inputs
     from pyprof.errors import UsageError
     from pyprof.prof import render, units
     from pyprof.report import diff as diff_mod
-    from pyprof.report import profile
 
     if as_csv and as_json:
         raise UsageError("--csv and --json are exclusive", "choose one output style")
     groupings = _by_list(by)
-    pa = profile.load(a, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
-    pb = profile.load(b, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    pa = inputs.profile(a, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    pb = inputs.profile(b, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    na, nb = diff_mod.step_count(pa.records), diff_mod.step_count(pb.records)
     scale = diff_mod.scale_for(pa.records, pb.records)
     tot = diff_mod.total(pa.df, pb.df, scale)
     tables = {g: diff_mod.compare(pa.df, pb.df, g, scale) for g in groupings}
@@ -84,7 +89,8 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak
         if width is None:
             width = shutil.get_terminal_size((80, 24)).columns
         per = " per step" if scale.per_step else ""
-        out.write(f"A: {a}\nB: {b}\ntotal time{per}: {units.duration(tot.time_a)} -> {units.duration(tot.time_b)} "
+        out.write(f"A: {a} ({_steps(na)})\nB: {b} ({_steps(nb)})\n"
+                  f"total time{per}: {units.duration(tot.time_a)} -> {units.duration(tot.time_b)} "
                   f"({units.FORMATS['+pct'](tot.delta_pct)})\n")
         for g, table in tables.items():
             shown = table.head(top)
@@ -103,6 +109,11 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak
             click.echo(f"pyprof: regression beyond {fail_above:g}%: {line}", err=True)
         if lines:
             sys.exit(1)
+
+
+def _steps(n: int) -> str:
+    """How many steps a side holds, as the header says it."""
+    return "no ProfilerStep ranges" if n == 0 else f"{n} step{'s' if n != 1 else ''}"
 
 
 def _raw(tables, out, as_json: bool) -> None:

@@ -26,6 +26,7 @@ Examples:
   pyprof parse rank*.sqlite -o out/ -j 4           # one output per input, in parallel
   pyprof parse net.sqlite -o net.parquet           # Parquet (typed columns; the scale extra)
   pyprof parse rank*.sqlite -o ranks.parquet/      # a Parquet dataset: a file per input, rank/host/file
+  pyprof parse run*/trace.json -o runs.parquet/    # same names: outputs run1-trace.parquet, run2-trace...
   pyprof parse --cluster tcp://head:8786 rank*.sqlite -o ranks/ --format parquet   # on Dask workers
   python parse/parse.py net.sqlite > net.dict      # NVIDIA PyProf's spelling
 
@@ -52,7 +53,6 @@ Bad input exits with status 2 and one line saying what is wrong; no partial outp
 def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str | None, cluster: str | None,
           quiet: bool) -> None:
     from pyprof.cli.memory import no_hugepage_madvise
-    from pyprof.parse.run import parse_file, parse_many
 
     no_hugepage_madvise()
 
@@ -62,6 +62,28 @@ def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: st
 
     if fmt is None:
         fmt = "parquet" if output and output.rstrip(os.sep).endswith(".parquet") else "jsonl"
+    created = bool(output) and not os.path.lexists(output)
+    try:
+        _parse(inputs, output, jobs, fmt, cluster, say)
+    except BaseException:
+        if created:
+            _remove_empty_folder(output)
+        raise
+
+
+def _remove_empty_folder(path: str) -> None:
+    """After a failure: the output folder this command created, where nothing was written into it."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
+            os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str, cluster: str | None,
+           say) -> None:
+    from pyprof.parse.run import parse_file, parse_many
+
     if cluster or fmt == "parquet":
         _scaled(inputs, output, jobs, fmt, cluster, say)
         return

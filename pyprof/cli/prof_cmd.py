@@ -47,6 +47,9 @@ Examples:
   pyprof prof --summary op --top 15 net.dict    per-op totals and the fix-this-first list
   pyprof parse net.sqlite | pyprof prof     reads stdin
   pyprof prof ranks.parquet/                a Parquet dataset: per-rank summary and stragglers
+  pyprof prof --summary op ranks.parquet/   ... or, with -c/--summary, prof's table of its records
+  pyprof prof trace.json                    an export or trace: parsed first (one line says so)
+  pyprof prof --summary op pyprof-out/      a `pyprof run` folder: its records.dict
   python prof/prof.py --csv net.dict        the PyProf spelling
 
 \b
@@ -100,22 +103,29 @@ Summary columns (--summary op|layer|kernel|dir):
 def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, skip_bad,
          quiet, list_gpus):
     from pyprof.atomic import atomic_output
+    from pyprof.cli import inputs
     from pyprof.cli.memory import tune_for_batch
     from pyprof.errors import UsageError
     from pyprof.prof import render
     from pyprof.prof.load import skipping_bad
     from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
-    from pyprof.prof.table import build_file, default_workers
+    from pyprof.prof.table import default_workers
     from pyprof.scale.parquet import is_parquet
+
+    def say(line: str) -> None:
+        if not quiet:
+            click.echo(line, err=True)
 
     if list_gpus:
         return _list_gpus(file, gpu, peak_flops, peak_bw, output)
-    if file not in (None, "-") and is_parquet(file):  # Parquet: per-rank summary and stragglers
-        from pyprof.scale.query import prof_dataset
 
-        return prof_dataset(file, output, as_csv, as_json, width, top, jobs,
-                            {"-c": cols, "--summary": summary, "--gpu": gpu, "--peak-flops": peak_flops,
-                             "--peak-bw": peak_bw, "--skip-bad": skip_bad})
+    per_kernel = {"-c": cols, "--summary": summary, "--gpu": gpu, "--peak-flops": peak_flops, "--peak-bw": peak_bw,
+                  "--skip-bad": skip_bad}
+    file = inputs.resolve(file)  # a `pyprof run` output folder: its records.dict
+    if file not in (None, "-") and is_parquet(file) and not any(per_kernel.values()):
+        from pyprof.scale.query import prof_dataset  # Parquet: per-rank summary and stragglers
+
+        return prof_dataset(file, output, as_csv, as_json, width, top, jobs, per_kernel)
     if as_csv + as_json + bool(width) > 1:
         raise UsageError("--csv, --json and -w are exclusive", "choose one output style")
     if width is None and summary and not (as_csv or as_json):  # a summary is read by a person
@@ -133,7 +143,7 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     jobs = jobs or default_workers()
     tune_for_batch()
     with skipping_bad(skip_bad) as bad:
-        df = build_file(file, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs)
+        df = inputs.table(file, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs)
     if not quiet:
         if bad.count:
             click.echo(f"pyprof: warning: skipped {bad.count} record(s) with a wrong-typed or impossible field "
@@ -172,12 +182,13 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
 def _list_gpus(file, gpu, peak_flops, peak_bw, output) -> None:
     """``--list-gpus``: :func:`pyprof.prof.devices.listing`, then FILE's devices and their peaks."""
     from pyprof.atomic import atomic_output
+    from pyprof.cli import inputs
     from pyprof.prof.devices import listing
-    from pyprof.prof.table import build_file
 
     text = listing()
     if file is not None:
-        df = build_file(file, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=1)
+        df = inputs.table(inputs.resolve(file), lambda _line: None, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw,
+                          workers=1)
         text += f"\n# Devices of {file}\n" + "".join(f"{line}\n" for line in df.attrs.get("peaks", []))
     with atomic_output(output) as fh:
         fh.write(text)

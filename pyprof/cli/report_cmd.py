@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-HELP = """Write one self-contained HTML page about RECORDS (from `pyprof parse` or `pyprof run`).
+HELP = """Write one self-contained HTML page about RECORDS (from `pyprof parse` or `pyprof run`: a
+record file, a .parquet file or dataset folder; an export or trace is parsed first).
 
 \b
 Examples:
@@ -26,10 +27,10 @@ pip install 'pyprof-torch[report]'.
 
 
 @click.command("report", help=HELP, context_settings={"max_content_width": 110})
-@click.argument("records", type=click.Path(dir_okay=False))
+@click.argument("records", type=click.Path(dir_okay=True))
 @click.option("-o", "--output", default="report.html", show_default=True, metavar="PATH",
               help="The HTML file to write (all or nothing).")
-@click.option("--baseline", type=click.Path(dir_okay=False), metavar="RECORDS",
+@click.option("--baseline", type=click.Path(dir_okay=True), metavar="RECORDS",
               help="Records of a baseline run: the page compares RECORDS with it (per op, layer, kernel).")
 @click.option("--env", "env_path", type=click.Path(dir_okay=False), metavar="ENV.JSON",
               help="Thread settings of the profiled process (default: env.json beside RECORDS, as `pyprof run` "
@@ -44,6 +45,7 @@ def report(records, output, baseline, env_path, gpu, peak_flops, peak_bw, quiet)
     from pyprof.report import require_plotly
 
     require_plotly()
+    from pyprof.cli import inputs
     from pyprof.errors import InputError
     from pyprof.prof.units import nbytes
     from pyprof.report import page, profile
@@ -53,8 +55,12 @@ def report(records, output, baseline, env_path, gpu, peak_flops, peak_bw, quiet)
         env = profile.read_env(Path(env_path))
         if env is None:
             raise InputError(f"{env_path} is not a readable env.json", "give the env.json `pyprof run` wrote")
-    p = profile.load(records, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, env=env)
-    base = profile.load(baseline, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw) if baseline else None
+    def say(line: str) -> None:
+        if not quiet:
+            click.echo(line, err=True)
+
+    p = inputs.profile(records, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, env=env)
+    base = inputs.profile(baseline, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw) if baseline else None
     if not quiet:
         for line in p.warnings:
             click.echo(f"pyprof: warning: {line}", err=True)

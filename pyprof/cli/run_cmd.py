@@ -23,14 +23,15 @@ HELP = """Run SCRIPT (with its ARGS) under torch.profiler with pyprof.init(), th
 Examples:
   pyprof run examples/lenet.py                 CPU or GPU, results in ./pyprof-out/
   pyprof run -o out --active 5 train.py --epochs 1
-  pyprof run --steps-from all script.py        no iteration loop: profile everything
+  pyprof run --steps-from all script.py        profile everything, even a script with iterations
   pyprof run examples/lenet.py --report        also write pyprof-out/report.html
 
 \b
 The script runs in this process (runpy) as __main__ with sys.argv = [SCRIPT, *ARGS].
 Iterations are counted at pyprof.step() calls, or at optimizer.step() when the script never
 calls pyprof.step(); the profiler skips --wait steps, warms up --warmup steps and records
---active steps. Output in DIR: trace.json (chrome trace), records.dict (kernel records, for
+--active steps. A script that marks no iteration is profiled whole (one line says so).
+Output in DIR: trace.json (chrome trace), records.dict (kernel records, for
 `pyprof prof DIR/records.dict`), env.json (threads). A CPU-only run treats every CPU op's
 self time as its kernel.
 
@@ -102,7 +103,11 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     for line in source.warnings:
         click.echo(f"pyprof: warning: {line}", err=True)
     mode = "GPU kernels" if source.gpu_mode else "CPU ops (self time)"
-    click.echo(f"pyprof: {result.steps} steps counted at {result.step_source}; {source.n_events} trace events -> "
+    if result.whole:
+        click.echo("pyprof: no iteration marked (no pyprof.step() or optimizer.step() call): profiled the whole "
+                   "script; call pyprof.step() once per iteration to profile chosen steps", err=True)
+    steps = "whole script" if result.whole else f"{result.steps} steps counted at {result.step_source}"
+    click.echo(f"pyprof: {steps}; {source.n_events} trace events -> "
                f"{len(records)} {mode}; wrote {out / 'trace.json'}, {out / 'records.dict'}")
     if not (no_calibrate or peak_flops or peak_bw) and any(r.get("device") is None for r in records):
         _calibrate_cpu_once()

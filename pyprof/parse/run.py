@@ -154,13 +154,52 @@ def _worker(path: str, out: str) -> Result:
         return Result(path=path, out=out, error=str(exc))
 
 
-def output_name(path: str, out_dir: str) -> str:
+EXPORT_SUFFIXES = (".sqlite", ".sql", ".nvvp", ".json.gz", ".json", ".db")
+
+
+def _stem(path: str) -> str:
     base = os.path.basename(path)
-    for ext in (".sqlite", ".sql", ".nvvp", ".json.gz", ".json", ".db"):
+    for ext in EXPORT_SUFFIXES:
         if base.endswith(ext):
-            base = base[: -len(ext)]
-            break
-    return os.path.join(out_dir, base + ".dict")
+            return base[: -len(ext)]
+    return base
+
+
+def output_name(path: str, out_dir: str) -> str:
+    return os.path.join(out_dir, _stem(path) + ".dict")
+
+
+def output_names(paths: list[str], out_dir: str, suffix: str = ".dict") -> list[str]:
+    """Where each input's output goes in ``out_dir``: its name less the export's extension, plus
+    ``suffix``. Inputs that share a name (``run1/trace.json``, ``run2/trace.json``: ``pyprof run``
+    outputs) are told apart by as many of the folders above them as it takes (``run1-trace``,
+    ``run2-trace``). The same input twice is a :class:`~pyprof.errors.UsageError`."""
+    from pyprof.errors import UsageError
+
+    full = [os.path.normpath(os.path.abspath(p)) for p in paths]
+    if len(set(full)) != len(full):
+        dup = next(p for p, f in zip(paths, full, strict=True) if full.count(f) > 1)
+        raise UsageError(f"{dup} is given twice", "give each input once")
+    folders = [f.split(os.sep)[:-1] for f in full]
+    depth = [0] * len(paths)
+
+    def name(i: int) -> str:
+        above = [d for d in folders[i][len(folders[i]) - depth[i]:] if d] if depth[i] else []
+        return "-".join([*above, _stem(paths[i])])
+
+    while True:
+        names = [name(i) for i in range(len(paths))]
+        seen: dict[str, list[int]] = {}
+        for i, n in enumerate(names):
+            seen.setdefault(n, []).append(i)
+        clashes = [i for group in seen.values() if len(group) > 1 for i in group]
+        if not clashes:
+            return [os.path.join(out_dir, n + suffix) for n in names]
+        if all(depth[i] >= len(folders[i]) for i in clashes):
+            raise UsageError("two inputs have the same file name, so their outputs would collide",
+                             "parse them into different output folders")
+        for i in clashes:
+            depth[i] = min(depth[i] + 1, len(folders[i]))
 
 
 class _Lines:
@@ -196,18 +235,14 @@ def _pool_context():
 
 
 def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress: bool | None = None):
-    """Parse each path to ``out_dir/<name>.dict`` in parallel processes; yields Results as they finish.
+    """Parse each path to ``out_dir/<name>.dict`` (:func:`output_names`) in parallel processes; yields
+    Results as they finish.
 
     The workers are pyprof's own processes (forked or spawned: :func:`_pool_context`), so each owns
     itself (:mod:`pyprof.process`). ``progress`` (default: when stderr is a terminal) shows tqdm's bar,
     or a line per finished file without tqdm."""
+    outs = output_names(paths, out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    outs = [output_name(p, out_dir) for p in paths]
-    if len(set(outs)) != len(outs):
-        from pyprof.errors import UsageError
-
-        raise UsageError("two inputs have the same file name, so their outputs would collide",
-                         "parse them into different output folders")
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     if progress is None:
         progress = sys.stderr.isatty()

@@ -44,6 +44,29 @@ def _looks_json(path: str) -> bool:
         return False
 
 
+def is_export(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an export to parse rather than a record file (parse's JSON lines): an SQLite
+    database, a gzip file, or JSON whose first line is not a record (a pretty-printed trace's ``{``, a
+    trace in one line, a list of trace events). A path that cannot be read is not (the record reader
+    says why)."""
+    path = os.fspath(path)
+    try:
+        if not os.path.isfile(path) or is_sqlite(path):
+            return os.path.isfile(path)
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return False
+    if head[:2] == b"\x1f\x8b":
+        return True
+    first = head.lstrip().split(b"\n", 1)[0].strip()
+    if first in (b"{", b"[") or (first[:2] == b"[{" and b'"ph"' in head):  # pretty-printed, or a list of events
+        return True
+    if first[:1] != b"{" or b'"kShortName"' in first:
+        return False  # a record, a PyProf dict line, or not JSON at all: the record reader's to judge
+    return any(k in head for k in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"'))
+
+
 def open_source(path: str | os.PathLike) -> Source:
     """The reader for ``path``; raises :class:`InputError` for a missing, foreign or corrupt file."""
     path = os.fspath(path)

@@ -136,23 +136,25 @@ def _lenient(line: bytes) -> Any:
         return None
 
 
-def read_records(source: str | os.PathLike | IO | None) -> list[dict[str, Any]]:
-    """All records from a path, ``-``/None (stdin) or an open binary/text file object, as a list."""
-    return list(iter_records(source))
+def read_records(source: str | os.PathLike | IO | None, keep_ranges: bool = False) -> list[dict[str, Any]]:
+    """All records from a path, ``-``/None (stdin) or an open binary/text file object, as a list
+    (``keep_ranges``: see :func:`iter_records`)."""
+    return list(iter_records(source, keep_ranges))
 
 
-def iter_records(source: str | os.PathLike | IO | None) -> Iterator[dict[str, Any]]:
+def iter_records(source: str | os.PathLike | IO | None, keep_ranges: bool = False) -> Iterator[dict[str, Any]]:
     """Stream records from a path, ``-``/None (stdin) or an open file object, checking each line.
 
     Records are yielded one at a time so that a caller extracting columns (``table.build``) never holds
     every full record at once. Raises :class:`InputError` for the first bad line, or at the end if there
-    was no record at all.
+    was no record at all. Records come without ``ranges`` (raw NVTX texts prof does not use) unless
+    ``keep_ranges``: the report and diff need them for the ``ProfilerStep#N`` steps.
     """
     if source is None or str(source) == "-":
-        yield from _read(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>")
+        yield from _read(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>", keep_ranges=keep_ranges)
         return
     if hasattr(source, "read"):
-        yield from _read(source, getattr(source, "name", "<stream>"))
+        yield from _read(source, getattr(source, "name", "<stream>"), keep_ranges=keep_ranges)
         return
     path = os.fspath(source)
     try:
@@ -164,7 +166,7 @@ def iter_records(source: str | os.PathLike | IO | None) -> Iterator[dict[str, An
     except PermissionError:
         raise InputError(f"{path}: permission denied", "check the file's permissions") from None
     with fh:
-        yield from _read(fh, path)
+        yield from _read(fh, path, keep_ranges=keep_ranges)
 
 
 # Heavy fields of parse's records, each with the field parse writes right after it. Their values repeat
@@ -193,14 +195,15 @@ class _Decoder:
     unescaped quote, which cannot occur inside a JSON string, so they can only be keys; nested objects
     (arguments, ranges) have no such keys. Where a line has neither of parse's field orders (torch.profiler
     records have ``ranges`` later), it is decoded whole, so the result is always what ``orjson.loads``
-    gives (less ``ranges``).
+    gives (less ``ranges``, unless ``keep_ranges``: then they are decoded like the heavy fields).
 
     With ``checks`` (field -> :class:`~pyprof.records.Check`), each distinct heavy value is checked once,
     when first decoded; after each call ``heavy_ok`` says whether all of the record's passed, and
     ``light`` holds the rest of the record's JSON (None when the line was decoded whole), which
     :class:`_LineReader` checks per distinct mask."""
 
-    def __init__(self, checks: dict[str, Check] | None = None):
+    def __init__(self, checks: dict[str, Check] | None = None, keep_ranges: bool = False):
+        self.keep_ranges = keep_ranges
         self.cache: dict[bytes, Any] = {}  # ',"FIELD":' + value bytes -> the value (passed its check)
         self.invalid: dict[bytes, Any] = {}  # the same, for values that failed their check
         self.checks = checks or {}
@@ -243,10 +246,10 @@ class _Decoder:
             if b < 0:
                 return None
             pieces.append(line[pos:a])
-            if key != "ranges":
-                heavy.append((key, line[a:b], len(start_mark)))
-            elif ranges_last and find(b'],"', a, b) >= 0:
+            if ranges_last and key == "ranges" and find(b'],"', a, b) >= 0:
                 return None
+            if key != "ranges" or self.keep_ranges:
+                heavy.append((key, line[a:b], len(start_mark)))
             pos = b
         pieces.append(line[pos:])
         return pieces, heavy
@@ -278,11 +281,11 @@ class _Decoder:
 
 
 def _read(fh: IO, name: str, allow_empty: bool = False, path: str | None = None,
-          offset: int = 0) -> Iterator[dict[str, Any]]:
+          offset: int = 0, keep_ranges: bool = False) -> Iterator[dict[str, Any]]:
     """The records of ``fh``, checked: one known good as it is read is passed on at once; from one that is
     not, records wait to be checked :data:`CHUNK` at a time, column by column (:meth:`_LineReader.checked`).
     ``path`` and ``offset``: the file and byte where ``fh`` starts, when it is part of a file."""
-    reader = _LineReader(name, check=False, path=path, offset=offset)
+    reader = _LineReader(name, check=False, path=path, offset=offset, keep_ranges=keep_ranges)
     record = reader.record
     recs: list[dict[str, Any]] = []  # records waiting to be checked (and those read after them)
     lines: list[int] = []
@@ -319,10 +322,11 @@ class _LineReader:
     their bounds. A parse record costs one ``bytes.translate``, one lookup and a comparison or two;
     the caller checks the others a chunk at a time, per column, with :meth:`checked`."""
 
-    def __init__(self, name: str, check: bool = True, path: str | None = None, offset: int = 0):
+    def __init__(self, name: str, check: bool = True, path: str | None = None, offset: int = 0,
+                 keep_ranges: bool = False):
         self.name = name
         self.checks = prof_checks()
-        self.decode = _Decoder({c.name: c for c in self.checks if c.name in HEAVY_FIELDS})
+        self.decode = _Decoder({c.name: c for c in self.checks if c.name in HEAVY_FIELDS}, keep_ranges)
         self.legacy: dict | None = None
         self.count = 0
         self.check = check

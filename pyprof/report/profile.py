@@ -77,11 +77,13 @@ def from_records(records: list[dict[str, Any]], name: str = "records", gpu: str 
 
 def load(path: str | os.PathLike, gpu: str | None = None, peak_flops: float | None = None,
          peak_bw: float | None = None, env: dict[str, Any] | None = None) -> Profile:
-    """The profile of a records file (``pyprof parse`` or ``pyprof run`` output). ``env``: the profiled
-    process's settings; None reads ``env.json`` beside the file where ``pyprof run`` wrote one."""
+    """The profile of a records file (``pyprof parse`` or ``pyprof run`` output), read with its records'
+    ``ranges`` (the ``ProfilerStep#N`` steps the timeline and ``diff`` count), so that it equals the
+    profile ``pyprof run --report`` makes of the same records. ``env``: the profiled process's settings;
+    None reads ``env.json`` beside the file where ``pyprof run`` wrote one."""
     from pyprof.prof.load import read_records
 
-    records = read_records(path)
+    records = read_records(path, keep_ranges=True)
     name = os.fspath(path)
     if env is None and name != "-":
         env = read_env(Path(name).with_name("env.json"))

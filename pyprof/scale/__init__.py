@@ -24,12 +24,12 @@ from pyprof.scale.extra import INSTALL, ExtraMissing, require
 __all__ = ["load", "dataset", "ExtraMissing", "INSTALL", "require"]
 
 
-def load(path: str | os.PathLike, columns: list[str] | None = None):
+def load(path: str | os.PathLike, columns: list[str] | None = None, prof: bool = False):
     """Records as a pandas DataFrame: a JSON-lines record file, a Parquet file or a dataset folder
-    (see :mod:`pyprof.scale.frame`)."""
+    (see :mod:`pyprof.scale.frame`); ``prof=True``: prof's table of them (flops, bytes, gap...)."""
     from pyprof.scale.frame import load as _load
 
-    return _load(path, columns)
+    return _load(path, columns, prof)
 
 
 def dataset(path: str | os.PathLike, connection: Any = None):

@@ -43,8 +43,9 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
-def task(path: str, out: str, index: int, fmt: str) -> Done:
-    """Parse ``path`` (the ``index``-th input) to ``out`` in ``fmt``; never raises for bad input."""
+def task(path: str, out: str, index: int, fmt: str, label: str | None = None) -> Done:
+    """Parse ``path`` (the ``index``-th input) to ``out`` in ``fmt``; never raises for bad input.
+    ``label``: the dataset's ``file`` column, where not the input's base name (:func:`labels`)."""
     from pyprof.errors import PyprofError
     from pyprof.parse.run import Result, _worker
 
@@ -52,7 +53,7 @@ def task(path: str, out: str, index: int, fmt: str) -> Done:
         from pyprof.scale.parquet import parse_to_parquet
 
         try:
-            res = parse_to_parquet(path, out, index, threads=1)  # a worker per core: DuckDB on one
+            res = parse_to_parquet(path, out, index, threads=1, label=label)  # a worker per core: DuckDB on one
         except PyprofError as exc:
             res = Result(path=path, out=out, error=str(exc))
     else:
@@ -70,20 +71,27 @@ def _worker_name() -> str:
 
 
 def output_names(paths: list[str], out_dir: str, fmt: str) -> list[str]:
-    """Where each input's output goes; a UsageError when two would collide."""
-    from pyprof.errors import UsageError
-    from pyprof.parse.run import output_name
+    """Where each input's output goes (:func:`pyprof.parse.run.output_names`: inputs of the same name,
+    such as several ``pyprof run`` outputs' ``trace.json``, named by their folders too)."""
+    from pyprof.parse.run import output_names as names
 
-    if fmt == "parquet":
-        from pyprof.scale.parquet import output_name as parquet_name
+    return names(paths, out_dir, ".parquet" if fmt == "parquet" else ".dict")
 
-        outs = [parquet_name(p, out_dir) for p in paths]
-    else:
-        outs = [output_name(p, out_dir) for p in paths]
-    if len(set(outs)) != len(outs):
-        raise UsageError("two inputs have the same file name, so their outputs would collide",
-                         "parse them into different output folders")
-    return outs
+
+def labels(paths: list[str], outs: list[str]) -> list[str | None]:
+    """The ``file`` column of each input's Parquet: None (its base name) where that is unique among the
+    inputs, else its output's name with the input's extension (``run1-trace.json``), so that several
+    ``pyprof run`` outputs' ``trace.json`` stay apart in the per-rank summary."""
+    from pyprof.parse.run import _stem
+
+    bases = [os.path.basename(p) for p in paths]
+    out = []
+    for base, o in zip(bases, outs, strict=True):
+        if bases.count(base) == 1:
+            out.append(None)
+        else:
+            out.append(os.path.splitext(os.path.basename(o))[0] + base[len(_stem(base)):])
+    return out
 
 
 def _failed(path: str, out: str, exc: BaseException):
@@ -104,12 +112,13 @@ def parse_cluster(paths: list[str], out_dir: str, address: str, fmt: str = "json
     require("dask", "distributed")
     from distributed import as_completed
 
-    os.makedirs(out_dir, exist_ok=True)
     outs = output_names(paths, out_dir, fmt)
+    os.makedirs(out_dir, exist_ok=True)
+    names = labels(paths, outs)
     with _client(address, processes) as client:
         futures = {}
         for i, (p, o) in enumerate(zip(paths, outs, strict=True)):
-            fut = client.submit(task, os.path.abspath(p), os.path.abspath(o), i, fmt, pure=False,
+            fut = client.submit(task, os.path.abspath(p), os.path.abspath(o), i, fmt, names[i], pure=False,
                                 key=f"pyprof-parse-{i}-{os.path.basename(p)}")
             futures[fut] = (p, o)
         yield from _collect(as_completed(futures), futures, progress, on_done)
@@ -124,14 +133,15 @@ def parse_local(paths: list[str], out_dir: str, fmt: str = "parquet", jobs: int 
     from pyprof import process
     from pyprof.parse.run import _pool_context
 
-    os.makedirs(out_dir, exist_ok=True)
     outs = output_names(paths, out_dir, fmt)
+    names = labels(paths, outs)
+    os.makedirs(out_dir, exist_ok=True)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     if jobs == 1:
         bar = _bar(len(paths), progress)
         try:
             for i, (p, o) in enumerate(zip(paths, outs, strict=True)):
-                done = task(p, o, i, fmt)
+                done = task(p, o, i, fmt, names[i])
                 if on_done is not None:
                     on_done(done)
                 if bar is not None:
@@ -142,7 +152,8 @@ def parse_local(paths: list[str], out_dir: str, fmt: str = "parquet", jobs: int 
                 bar.close()
         return
     with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=process.own) as pool:
-        futures = {pool.submit(task, p, o, i, fmt): (p, o) for i, (p, o) in enumerate(zip(paths, outs, strict=True))}
+        futures = {pool.submit(task, p, o, i, fmt, names[i]): (p, o)
+                   for i, (p, o) in enumerate(zip(paths, outs, strict=True))}
         yield from _collect(as_completed(futures), futures, progress, on_done)
 
 

@@ -5,7 +5,8 @@ Columns: ``rank``, ``host``, ``file`` (for a record file: the rank in its name, 
 name), then every record field: integers as pandas' nullable ``Int64`` (``start`` of an nvprof export,
 ~1.5e18 ns, would lose digits as a float), text as ``str``, lists as Python lists, ``args`` and
 ``atenSizes`` as JSON text (see :mod:`pyprof.scale.parquet`). A record file needs only pandas; Parquet
-needs pyarrow (the ``scale`` extra).
+needs pyarrow (the ``scale`` extra). ``prof=True`` gives prof's columns (FLOPs, bytes, roofline gap)
+instead of the record fields.
 """
 
 from __future__ import annotations
@@ -85,14 +86,55 @@ def _from_parquet(path: str, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def load(path: str | os.PathLike, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def _prof_table(path: str, columns: Sequence[str] | None) -> pd.DataFrame:
+    """``rank``, ``host``, ``file``, then prof's table of the records (``pyprof prof``'s columns, row ``i``
+    the ``i``-th record), built per file of a dataset (each file numbers its op instances itself)."""
+    from pyprof.prof.table import build, build_file
+
+    parts = []
+    if is_parquet(path):
+        import pyarrow.parquet as pq
+
+        from pyprof.scale.readback import file_records
+
+        for f, recs in file_records(path):
+            table = build(recs)
+            ds = pq.read_table(f, columns=list(DATASET_COLUMNS)).to_pydict()
+            parts.append((ds, table))
+    else:
+        table = build_file(path)
+        m = NAME_RANK.search(os.path.basename(path))
+        n = len(table)
+        parts.append(({"rank": [int(m.group(1)) if m else 0] * n, "host": [None] * n,
+                       "file": [os.path.basename(path)] * n}, table))
+    frames = []
+    for ds, table in parts:
+        head = pd.DataFrame({name: _series(name, ds[name]) for name in DATASET_COLUMNS})
+        frames.append(pd.concat([head, table.reset_index(drop=True)], axis=1))
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df.attrs["warnings"] = list(dict.fromkeys(w for _, t in parts for w in t.attrs.get("warnings", [])))
+    if columns is not None:
+        unknown = [c for c in columns if c not in df.columns]
+        if unknown:
+            from pyprof.errors import UsageError
+
+            raise UsageError(f"no column {unknown[0]!r} in prof's table", "columns: " + ", ".join(df.columns))
+        df = df[list(columns)]
+    return df
+
+
+def load(path: str | os.PathLike, columns: Sequence[str] | None = None, prof: bool = False) -> pd.DataFrame:
     """Records as a DataFrame (see the module's text); ``columns``: only these (a Parquet read then
-    reads only them)."""
+    reads only them). ``prof``: instead of the record fields, prof's table of them (``flops``, ``bytes``,
+    ``gap``... as ``pyprof prof`` computes them; docs/prof.md), after ``rank``, ``host`` and ``file``;
+    ``df.attrs["warnings"]`` holds prof's warnings."""
     path = os.fspath(path)
     if not os.path.exists(path):
         from pyprof.errors import InputError
 
         raise InputError(f"{path}: no such file or folder", "give a record file, a .parquet file or a dataset folder")
+    if prof:
+        return _prof_table(path, columns)
     names = _selected(columns)
     df = _from_parquet(path, names) if is_parquet(path) else _from_lines(path, names)
     return df.reset_index(drop=True)

@@ -199,13 +199,15 @@ def output_name(path: str, out_dir: str) -> str:
     return dict_name(path, out_dir)[: -len(".dict")] + SUFFIX
 
 
-def parse_to_parquet(path: str, out: str, index: int = 0, threads: int | None = None):
+def parse_to_parquet(path: str, out: str, index: int = 0, threads: int | None = None, label: str | None = None):
     """Parse the export ``path`` into the Parquet file ``out`` (all or nothing), its rank and host read by
     :func:`~pyprof.scale.identity.identify` (``index``: its place among the inputs). Returns the
     :class:`pyprof.parse.run.Result` of :func:`pyprof.parse.run.parse_file`, which does the parse: its
     JSON lines go to a temporary file (in ``$TMPDIR``; about 1.5 KB a record), then :func:`convert`
     makes the Parquet. So the records are those of ``pyprof parse -o x.dict``, and bad input raises
-    the same :class:`~pyprof.errors.PyprofError`."""
+    the same :class:`~pyprof.errors.PyprofError`. ``label``: the ``file`` column, where not the input's
+    base name (inputs of the same name in one dataset)."""
+    import dataclasses
     import tempfile
 
     from pyprof.parse.run import parse_file
@@ -215,7 +217,10 @@ def parse_to_parquet(path: str, out: str, index: int = 0, threads: int | None = 
     with tempfile.TemporaryDirectory(prefix="pyprof-parquet-") as tmp:
         lines = os.path.join(tmp, "records.dict")
         res = parse_file(path, lines)
-        res.written = convert(lines, out, identify(path, index), threads)
+        ident = identify(path, index)
+        if label:
+            ident = dataclasses.replace(ident, file=label)
+        res.written = convert(lines, out, ident, threads)
     res.out = out
     return res
 

@@ -1,0 +1,109 @@
+"""Parquet back to records: the record dicts a ``.parquet`` file or a dataset folder holds, so that
+``pyprof prof``, ``report`` and ``diff`` read Parquet as they read a JSON-lines record file.
+
+Each column returns to its field's record type (:data:`pyprof.scale.parquet.KINDS`): ``args`` and
+``atenSizes`` from their JSON text, ``tid`` to an integer where its text is one, ``ranges`` as
+``{"text", "domain"}`` dicts; the dataset's own columns (``rank``, ``host``, ``file``) are left out. The
+records are checked as prof checks a record file's (:func:`pyprof.prof.load.prof_checks`): a bad one
+stops the read with a :class:`~pyprof.errors.RecordError`, or is skipped and counted under
+:func:`pyprof.prof.load.skipping_bad`.
+
+A dataset is read file by file (:func:`file_records`): each file is one input of ``pyprof parse`` (one
+rank), and its op instances (``opId``) are numbered within it, so prof must build each file's table on
+its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from pyprof.errors import InputError
+from pyprof.scale.extra import require
+from pyprof.scale.parquet import KINDS, SUFFIX, parquet_files
+
+HINT = "give a .parquet file or a dataset folder that `pyprof parse --format parquet` wrote"
+_INT = re.compile(r"-?\d{1,18}")
+
+
+def _records(path: str) -> list[dict[str, Any]]:
+    """The records of one Parquet file, their fields restored to their record types."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+        missing = [n for n in ("kShortName", "kDuration") if n not in schema.names]
+        if missing:
+            raise InputError(f"{path}: a Parquet file without the record column {missing[0]!r}, not a record dataset",
+                             HINT)
+        names = [n for n in KINDS if n in schema.names]
+        rows = pq.read_table(path, columns=names).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{path}: not a readable Parquet record file ({first})", HINT) from None
+    json_fields = [n for n in names if KINDS[n] == "json"]
+    text_fields = [n for n in names if KINDS[n] == "text"]
+    loads = orjson.loads
+    for rec in rows:
+        for n in json_fields:
+            v = rec[n]
+            if v is not None:
+                try:
+                    rec[n] = loads(v)
+                except orjson.JSONDecodeError:
+                    pass  # left as its text: the record check names the field
+        for n in text_fields:
+            v = rec[n]
+            if v is not None and _INT.fullmatch(v):
+                rec[n] = int(v)
+    return rows
+
+
+def _checked(path: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``recs`` less those with a bad field (skipped under ``--skip-bad``), else a RecordError."""
+    from pyprof.errors import RecordError
+    from pyprof.prof.load import BAD_HINT, columns_ok, policy, prof_checks
+    from pyprof.records import bad_field
+
+    checks = prof_checks()
+    if columns_ok(recs, checks):
+        return recs
+    keep = []
+    skip = policy()
+    for row, rec in enumerate(recs, 1):
+        bad = bad_field(rec, checks)
+        if bad is None:
+            keep.append(rec)
+            continue
+        problem = bad.problem(rec.get(bad.name))
+        if not skip.skip:
+            raise RecordError(f"{path} row {row}: {problem}", BAD_HINT, name=path, line=row, field=bad.name)
+        skip.add(1, (path, 0, row, problem))
+    return keep
+
+
+def file_records(path: str | os.PathLike) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """``(file, records)`` for each Parquet file of ``path`` (a file, or a dataset folder), in order;
+    an :class:`InputError` where there is none, none is readable, or they hold no record."""
+    require("pyarrow")
+    path = os.fspath(path)
+    files = parquet_files(path)
+    if not files:
+        raise InputError(f"{path}: no {SUFFIX} file in this folder", HINT)
+    n = 0
+    for f in files:
+        recs = _checked(f, _records(f))
+        n += len(recs)
+        yield f, recs
+    if n == 0:
+        raise InputError(f"{path} holds no records", HINT)
+
+
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every record of a Parquet file or dataset folder, file after file."""
+    return [rec for _, recs in file_records(path) for rec in recs]

@@ -1,0 +1,34 @@
+"""Every shipped example runs under plain ``pyprof run EXAMPLE``, with no pyprof option: scripts that
+mark no iteration (simple.py, custom_func_module, user_annotation) are profiled whole, and each run
+yields records of the example's own ops."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+pytest.importorskip("torch")
+
+from pyprof.cli.main import main  # noqa: E402
+from pyprof.prof.devices import CPU_DEVICE, save_calibration  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
+
+EXAMPLES = sorted((REPO / "examples").rglob("*.py"))
+#: script arguments (not pyprof options) that keep an example short on a busy CI machine
+SCRIPT_ARGS = {"lenet.py": ["--batch", "4"]}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: str(p.relative_to(REPO / "examples")))
+def test_example_runs_under_plain_pyprof_run(example, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default output folder, ./pyprof-out
+    cal = tmp_path / "calibration.json"
+    monkeypatch.setenv("PYPROF_CALIBRATION", str(cal))
+    save_calibration(CPU_DEVICE, {"float32": 1e11}, 1e10, cal)  # CPU peaks saved: no measurement in the test
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(example), *SCRIPT_ARGS.get(example.name, [])])
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    assert info.value.code == 0, out.err
+    recs = [orjson.loads(line) for line in (tmp_path / "pyprof-out" / "records.dict").read_bytes().splitlines()]
+    assert recs and any(r.get("op") for r in recs)  # the example's ops, attributed by its markers
+    assert "Summary by op" in out.out
