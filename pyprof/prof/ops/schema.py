@@ -332,6 +332,9 @@ def bind_schema(s: Schema, args: list[Arg], renames: dict[str, str] | None = Non
             return None
         a = _convert(p, pos_args[k])
         fit = _fits(p.kind, p.optional, a)
+        if fit is None and trace_form and a.get("type") == "NoneType" and not p.kind.startswith("Tensor"):
+            # a trace writes an argument it recorded no value of (einsum's equation) as it writes None
+            a, fit = {"name": p.name, "type": "unknown"}, 1
         more = pack_ints and k + 1 < len(pos_args) and pos_args[k + 1].get("type") == "int" and a.get("type") == "int"
         if (fit is None or more) and p.kind.endswith("[]"):
             packed, n = _pack(pos_args[k:], p.kind)
