@@ -7,7 +7,7 @@ as torch prints it (``aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scal
 alpha=1) -> Tensor``), from ``torch._C._jit_get_all_schemas()`` of the installed torch. Left out: other
 namespaces, ``out=`` overloads (a keyword-only argument torch writes into; profilers record the
 functional overload too) and TorchScript overloads without a tensor (``aten::add.int``). The first
-line names the torch version; rerun after a torch upgrade (``tests/test_ops_schema.py`` checks the
+line names the torch version, the second the ops torch tags ``pointwise`` (all their overloads); rerun after a torch upgrade (``tests/test_ops_schema.py`` checks the
 file parses). Read by :mod:`pyprof.prof.ops.schema`.
 """
 
@@ -32,7 +32,23 @@ def text() -> str:
     lines = list(dict.fromkeys(str(s) for s in torch._C._jit_get_all_schemas() if keep(s)))
     order = {t: i for i, t in enumerate(lines)}
     lines.sort(key=lambda t: (t.split("(", 1)[0].split(".", 1)[0], order[t]))
-    return f"# aten schemas of torch {torch.__version__} (scripts/gen_aten_schemas.py)\n" + "\n".join(lines) + "\n"
+    names = sorted({t.split("(", 1)[0].split(".", 1)[0][len("aten::"):] for t in lines})
+    return (f"# aten schemas of torch {torch.__version__} (scripts/gen_aten_schemas.py)\n"
+            f"# pointwise: {' '.join(pointwise(names))}\n" + "\n".join(lines) + "\n")
+
+
+def pointwise(names: list[str]) -> list[str]:
+    """The ops every overload of which torch tags ``pointwise`` (``max`` is not: ``max.dim`` reduces)."""
+    out = []
+    for n in names:
+        packet = getattr(torch.ops.aten, n, None)
+        try:
+            tags = [getattr(packet, o).tags for o in packet.overloads()]
+        except (AttributeError, RuntimeError):
+            continue
+        if tags and all(torch.Tag.pointwise in t for t in tags):
+            out.append(n)
+    return out
 
 
 def main() -> int:

@@ -137,3 +137,20 @@ def test_marker_binds_to_the_overload_torch_resolves(call, aten):
         else:
             got = bnd.args[pname]["value"]
             assert got == v or [got] * len(v or [0]) == v, pname
+
+
+def test_ops_priced_by_what_their_schema_says():
+    """Tagged pointwise ops, views by their return alias and alias spellings get the family's model."""
+    from pyprof.prof.ops import OpCall, estimate, family
+    from pyprof.prof.ops.schema import pointwise_ops, view_ops
+
+    assert {"xlogy", "special_zeta", "logaddexp"} <= pointwise_ops() and "max" not in pointwise_ops()
+    assert {"mT", "broadcast_to", "tensor_split"} <= view_ops() and "add" not in view_ops()
+    a, b = tensor_arg([3, 4]), tensor_arg([4])
+    assert estimate(OpCall("divide", [a, b])) == estimate(OpCall("div", [a, b]))
+    assert family("divide") == family("div") == "pointwise"
+    z = estimate(OpCall("special_zeta", [a, b]))  # one FLOP per output element; read both, write one
+    assert (z.flops, z.bytes) == (12, (12 + 4 + 12) * 4)
+    assert estimate(OpCall("special_zeta", [a, b], "bprop")).flops == 12 + (12 + 12)  # dY·∂ per grad (+ b's sum)
+    mt = estimate(OpCall("mT", [a]))
+    assert (mt.flops, mt.bytes) == (0, 0) and family("mT") == "views"

@@ -204,6 +204,34 @@ def schemas() -> dict[str, tuple[Schema, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+@lru_cache(maxsize=1)
+def pointwise_ops() -> frozenset[str]:
+    """The aten ops torch tags ``pointwise`` (every overload), from the data file's second line."""
+    for line in resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text().splitlines()[:3]:
+        if line.startswith("# pointwise:"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def view_ops() -> frozenset[str]:
+    """The aten ops every overload of which returns a view of an argument (``Tensor(a)``, not written)."""
+    return _views()
+
+
+@lru_cache(maxsize=1)
+def _views() -> frozenset[str]:
+    text = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text()
+    verdict: dict[str, bool] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            continue
+        ret = m.group(4)
+        is_view = bool(re.match(r"^\(?Tensor(\[\])?\([a-z]+\)", ret)) and "!" not in ret
+        verdict[m.group(1)] = verdict.get(m.group(1), True) and is_view
+    return frozenset(k for k, v in verdict.items() if v)
+
+
 def torch_version() -> str:
     """The torch version the data file was written from."""
     first = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text().split("\n", 1)[0]
