@@ -124,6 +124,23 @@ def _addmm(call: OpCall) -> Cost | None:
     return _product(call, m1, m2, bias)
 
 
+@register("addmv", "addr")
+def _addmv(call: OpCall) -> Cost | None:
+    """``addmv(self, mat[M,K], vec[K])``: a matrix-vector product, ``2·M·K``; ``addr(self, vec1[M],
+    vec2[N])``: an outer product added, one multiply-add per element, ``2·M·N``."""
+    b = bound(call)
+    if b is None:
+        return None
+    bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
+    if call.op == "addmv":
+        return _product(call, b.get("mat"), b.get("vec"), bias)
+    v1, v2 = b.get("vec1"), b.get("vec2")
+    s1, s2 = A.shape(v1), A.shape(v2)
+    if s1 is None or s2 is None or len(s1) != 1 or len(s2) != 1:
+        return None
+    return gemm_cost(call, v1, v2, [s1[0], s2[0]], s1[0] * s2[0], bias, [s1[0], s2[0], 1])
+
+
 @register("addbmm")
 def _addbmm(call: OpCall) -> Cost | None:
     b = bound(call)
