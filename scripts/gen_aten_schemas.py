@@ -16,10 +16,14 @@ import sys
 import torch
 
 
+def _is_out(s) -> bool:
+    return any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in s.arguments)
+
+
 def keep(s) -> bool:
     if not s.name.startswith("aten::"):
         return False
-    if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in s.arguments):
+    if _is_out(s):
         return False  # an out= overload
     types = [str(a.type) for a in s.arguments] + [str(r.type) for r in s.returns]
     return any("Tensor" in t for t in types)
@@ -43,7 +47,7 @@ def pointwise(names: list[str]) -> list[str]:
     for n in names:
         packet = getattr(torch.ops.aten, n, None)
         try:
-            tags = [getattr(packet, o).tags for o in packet.overloads()]
+            tags = [getattr(packet, o).tags for o in packet.overloads() if keep(getattr(packet, o)._schema)]
         except (AttributeError, RuntimeError):
             continue
         if tags and all(torch.Tag.pointwise in t for t in tags):

@@ -210,16 +210,19 @@ def _profile(fn, samples, keep: list[int], backward: bool, mode: str, folder: Pa
         pyprof.init()
     try:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-            for i in keep:
+            for i in list(keep):
                 s = samples[i]
-                with torch.profiler.record_function(f"layer:s{i}"):
-                    out = fn(s.input, *s.args, **s.kwargs)
-                if backward:
-                    outs = _outputs_needing_grad(out)
-                    if outs:
-                        seeds = [torch.ones_like(t) for t in outs]
-                        with torch.profiler.record_function(f"layer:s{i}"):
-                            torch.autograd.backward(outs, seeds)
+                try:
+                    with torch.profiler.record_function(f"layer:s{i}"):
+                        out = fn(s.input, *s.args, **s.kwargs)
+                    if backward:
+                        outs = _outputs_needing_grad(out)
+                        if outs:
+                            seeds = [torch.ones_like(t) for t in outs]
+                            with torch.profiler.record_function(f"layer:s{i}"):
+                                torch.autograd.backward(outs, seeds)
+                except Exception:  # noqa: BLE001 - torch refuses this sample here (a random input): leave it out
+                    keep.remove(i)
     finally:
         if mode == "init":
             pyprof.deinit()
@@ -250,6 +253,7 @@ def run_op(op, dtype: str = "float32", mode: str = "init", limit: int | None = N
     """Every sample (up to ``limit``) of OpInfo ``op`` through ``mode`` (see module docstring)."""
     import torch
 
+    from pyprof.errors import NoKernelsError
     from pyprof.prof.ops import canonical, family
     from pyprof.prof.ops.schema import normalize_cached
 
@@ -277,6 +281,9 @@ def run_op(op, dtype: str = "float32", mode: str = "init", limit: int | None = N
         try:
             records = _profile(fn, samples, keep, backward, mode, folder)
             df = _price(records, folder, mode) if records else None
+        except NoKernelsError:
+            result.error = "skipped: the samples run no aten op (nothing to profile)"
+            return result
         except Exception as exc:  # noqa: BLE001 - (a): pyprof must not raise; the row says what did
             result.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
             return result
