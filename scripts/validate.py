@@ -2,6 +2,8 @@
 
     python scripts/validate.py                    # every model of the zoo (5-10 minutes on 2 cores)
     python scripts/validate.py gpt lstm --steps 3
+    python scripts/validate.py --opinfo           # torch's OpInfo catalogue (op_db), CPU float32
+    python scripts/validate.py --opinfo --ops mm einsum --dtypes float32 bfloat16 --modes init plain
 
 Each model trains for a few steps through the path a user runs (``pyprof run`` -> records -> ``prof``);
 its GEMM, convolution and attention FLOPs per direction (fprop, bprop, and recomp where a checkpointed
@@ -9,6 +11,12 @@ forward is re-run by backward) and per module are compared with
 FlopCounterMode's formulas applied by a dispatch mode (causal attention halved: see docs/prof.md), and
 the forward bytes of every nn.Linear / nn.Conv* layer with a hand count from the shapes torch saw.
 Exit status 1 when any total is off by more than 1% or a model fails. See pyprof/validate/.
+
+``--opinfo`` runs every sample input of every op of torch's OpInfo catalogue instead, under ``init()``
+and under plain torch.profiler, through parse + prof, against FlopCounterMode and a dispatch-level byte
+count, and prints the coverage table by family, then one line per op that differs, fails or lacks a
+model (pyprof/validate/opinfo.py; it needs the ``expecttest`` package that torch's test suite imports).
+Exit status 1 when pyprof raised on any op or FLOPs differ.
 """
 
 import argparse
@@ -23,7 +31,16 @@ def main() -> int:
     ap.add_argument("models", nargs="*", choices=[[], *zoo.CASES], default=[], metavar="MODEL",
                     help=f"models to run (default: all of {', '.join(zoo.CASES)})")
     ap.add_argument("--steps", type=int, default=2, help="training steps recorded per model (default 2)")
+    ap.add_argument("--opinfo", action="store_true", help="run torch's OpInfo catalogue instead of the zoo")
+    ap.add_argument("--ops", nargs="*", default=[], help="--opinfo: only these ops (op or op.variant)")
+    ap.add_argument("--dtypes", nargs="*", default=["float32"], choices=["float32", "bfloat16"],
+                    help="--opinfo: dtypes (default float32)")
+    ap.add_argument("--modes", nargs="*", default=["init", "plain"], choices=["init", "plain"],
+                    help="--opinfo: init() + torch.profiler, plain torch.profiler (default both)")
+    ap.add_argument("--limit", type=int, default=None, help="--opinfo: at most this many samples per op")
     args = ap.parse_args()
+    if args.opinfo:
+        return opinfo_main(args)
     outcomes = []
     for name in args.models or list(zoo.CASES):
         t0 = time.perf_counter()
@@ -34,6 +51,27 @@ def main() -> int:
               f"{o.uncovered:.1%} of kernel time in ops without a FLOP model)", file=sys.stderr)
     sys.stdout.write(harness.table(outcomes))
     return 0 if all(o.ok for o in outcomes) else 1
+
+
+def opinfo_main(args) -> int:
+    from pyprof.validate import opinfo
+
+    results = []
+    ops = opinfo.select(args.ops)
+    for n, op in enumerate(ops, 1):
+        for dtype in args.dtypes:
+            for mode in args.modes:
+                t0 = time.perf_counter()
+                r = opinfo.run_op(op, dtype, mode, limit=args.limit)
+                results.append(r)
+                print(f"[{n}/{len(ops)}] {r.name} {dtype} {mode}: "
+                      f"{r.error or f'{len(r.samples)} samples, FLOPs {r.flops_status}, bytes {r.bytes_status}'}"
+                      f" ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    for mode in args.modes:
+        sys.stdout.write(f"\nmode {mode}:\n" + opinfo.table([r for r in results if r.mode == mode]))
+    sys.stdout.write("\n" + opinfo.details(results))
+    bad = any(r.error and not r.skipped for r in results) or any(r.flops_status == "differ" for r in results)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

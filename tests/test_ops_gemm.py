@@ -146,3 +146,12 @@ def test_matmul_agrees_with_flopcountermode_forward_and_backward(sa, sb):
 def test_tensor_core_note_for_odd_dims():
     assert "tensor cores" in cost("mm", [T([30, 64], "float16"), T([64, 64], "float16")]).note
     assert cost("mm", [T([32, 64], "float16"), T([64, 64], "float16")]).note == ""
+
+
+def test_addmv_and_addr():
+    # addmv(self[5], mat[5, 3], vec[3]): 2 * 5 * 3 = 30; backward: d(mat) and d(vec), 30 each
+    assert cost("addmv", [T([5]), T([5, 3]), T([3])]).flops == 30
+    assert cost("addmv", [T([5]), T([5, 3]), T([3])], "bprop").flops == 60
+    assert cost("addmv", [T([5]), T([5, 3], grad=False), T([3])], "bprop").flops == 30  # frozen matrix
+    # addr(self[4, 5], vec1[4], vec2[5]): one multiply-add per element, 2 * 4 * 5 = 40
+    assert cost("addr", [T([4, 5]), T([4]), T([5])]).flops == 40

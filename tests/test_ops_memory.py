@@ -151,3 +151,19 @@ def test_output_sizes_match_torch():
 def test_view_backward_is_free_and_reshape_backward_copies_like_forward():
     assert cost("transpose", [T([4, 6]), S(0), S(1)], "bprop").bytes == 0
     assert cost("reshape", [T([4, 6], contig=False), S(24)], "bprop").bytes == 24 * 4 * 2
+
+
+def test_new_tensors_read_by_schema_name():
+    """``zeros(2, 3)`` (varargs), ``new_zeros(x, [2, 3])`` and a trace's ``aten::zeros`` bind alike; empty
+    allocates only."""
+    from pyprof.prof.ops import OpCall, estimate
+    from pyprof.prof.ops._args import scalar_arg, tensor_arg
+
+    assert estimate(OpCall("zeros", [scalar_arg(2, "size"), scalar_arg(3)])).bytes == 6 * 4
+    x = tensor_arg([5], "float16", name="self")
+    assert estimate(OpCall("new_zeros", [x, scalar_arg([2, 3], "size")], mod="torch.Tensor")).bytes == 6 * 2
+    trace = [{"name": None, "type": "list", "value": [2, 3]}] + [{"name": None, "type": "NoneType", "value": None}] * 4
+    assert estimate(OpCall("aten::zeros", trace)).bytes == 6 * 4
+    assert estimate(OpCall("full", [scalar_arg([4], "size"), scalar_arg(3, "fill_value")])).bytes == 4 * 8  # int64
+    e = estimate(OpCall("empty", [scalar_arg([4, 4], "size")]))
+    assert (e.flops, e.bytes) == (0, 0)

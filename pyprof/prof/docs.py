@@ -130,6 +130,30 @@ nothing calls it), and the records add up to the time spent in ops.
   dimension), not the sequence length.
 - `python scripts/validate.py` checks the GEMM, convolution and attention FLOPs of a model zoo through
   `pyprof run` -> records -> `prof`, per direction and module, against FlopCounterMode's formulas.
+- Arguments are read in one form: bound to the aten schema of the overload that ran (names, positions,
+  defaults; `pyprof/data/aten_schemas.txt`), whichever source recorded them. Ops torch tags `pointwise`
+  without a model of their own cost one FLOP per output element (per input needing a gradient in
+  backward); ops returning an alias of an argument are views (0 FLOPs, 0 bytes).
+
+## Checked against torch's OpInfo catalogue
+
+`python scripts/validate.py --opinfo` runs every sample input of every op of torch's `op_db` (CPU)
+under `init()` + torch.profiler and under plain torch.profiler, through parse and prof, and compares
+FLOPs with FlopCounterMode forward and backward and forward bytes with a dispatch-mode count of each
+aten op's tensor inputs and outputs (views and allocations excluded); the coverage table is in
+`docs/opinfo.md`. Known differences, by convention or by what a trace holds:
+
+- einsum: a pairwise step that sums no letter (`i,j->ij`) is an elementwise product; pyprof counts one
+  multiply per element, FlopCounterMode none (torch runs it as `mul`, which it does not count).
+- Grouped convolution backward: FlopCounterMode's `convolution_backward` formula leaves groups out of
+  the weight gradient (it counts `groups` times the work); pyprof counts the work done, equal to the
+  forward per gradient.
+- A plain torch.profiler trace records no string argument: an `einsum` there has no equation and is
+  `n/a` (under `init()` the marker holds it).
+- Bytes are each op's ideal traffic at the level the user called (each tensor read or written once);
+  the dispatch count sums every aten op a composite runs (intermediates written and read again, extra
+  outputs such as `native_layer_norm`'s mean and rstd, a matmul's reshapes that copy), so composite
+  ops count more there; ops that run one aten kernel (`mm`, `bmm`, `add`) agree exactly.
 """
 
 TC = """## Tensor cores

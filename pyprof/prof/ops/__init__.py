@@ -31,5 +31,10 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     softmax,
     views,
 )
+
+# isort: split
+from pyprof.prof.ops import tagged  # noqa: F401  (last: registers what no family did)
+
+# isort: split
 from pyprof.prof.ops._args import from_sizes, scalar_arg, tensor_arg, tensorlist_arg  # noqa: F401
 from pyprof.prof.ops.registry import Cost, OpCall, canonical, covered_ops, estimate, family  # noqa: F401

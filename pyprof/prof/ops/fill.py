@@ -1,5 +1,5 @@
 """Fill family: fill_, zero_, zeros/ones/full, their ``_like`` and ``new_`` forms, and arange/linspace.
-``empty_like``/``new_empty`` allocate without launching anything: 0 and 0.
+``empty``/``empty_like``/``new_empty`` allocate without launching anything: 0 and 0.
 
 No arithmetic: FLOPs 0. Bytes: the result written once (``numel · itemsize``). ``zeros(size)`` without
 a ``dtype`` argument is float32 (PyTorch's default dtype); ``arange`` of integers is int64 (of floats,
@@ -12,7 +12,7 @@ from __future__ import annotations
 from math import ceil, prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Cost, OpCall, bound, register
 
 
 def _written(call: OpCall, n: int | None, dt: str | None) -> Cost | None:
@@ -40,38 +40,30 @@ def _fill_like(call: OpCall) -> Cost | None:
     return _written(call, A.numel(A.shape(x)), _kw_dtype(call, A.dtype(x)))
 
 
-def _size(call: OpCall, skip_first_tensor: bool) -> list[int] | None:
-    dims: list[int] = []
-    args = [a for a in call.args if not a.get("name") or a.get("name") == "size"]
-    if skip_first_tensor:
-        args = args[1:]
-    for a in args:
-        v = A.value(a)
-        if a.get("type") == "int":
-            dims.append(int(v))
-        elif a.get("type") in ("list", "tuple") and isinstance(v, list) and all(isinstance(d, int) for d in v):
-            dims.extend(v)
-            break
-        else:
-            break
-    if not args or any(isinstance(d, bool) or d < 0 for d in dims):
-        return None
-    return dims
-
-
 @register("zeros", "ones", "full", "new_zeros", "new_ones", "new_full")
 def _fill_new(call: OpCall) -> Cost | None:
-    new = call.op.startswith("new_")
-    dims = _size(call, skip_first_tensor=new)
-    if dims is None:
+    """Read by schema name: ``size`` (a Python call's ``zeros(2, 3)`` is bound as ``size=[2, 3]``),
+    ``dtype``, ``fill_value``; ``new_*`` take ``self``'s dtype by default."""
+    b = bound(call)
+    if b is None:
         return None
-    first = call.args[0] if call.args else None
-    base = A.dtype(first) if new and A.is_tensor(first) else "float32"
-    if call.op in ("full", "new_full") and not new and not any(a.get("name") == "dtype" for a in call.args):
-        fv = [a for a in call.args if not a.get("name")]
-        if len(fv) >= 2 and fv[1].get("type") == "int":
-            base = "int64"  # full(size, 3) is an integer tensor
-    return _written(call, prod(dims), _kw_dtype(call, base))
+    size = A.value(b.get("size"))
+    dims = [size] if isinstance(size, int) and not isinstance(size, bool) else size
+    if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+        return None
+    new = call.op.startswith("new_")
+    base = A.dtype(b.get("self")) if new else "float32"
+    if call.op == "full" and b.get("fill_value", {}).get("type") in ("int", "bool"):
+        base = "int64" if b["fill_value"]["type"] == "int" else "bool"  # full(size, 3) is an integer tensor
+    want = A.value(b.get("dtype"))
+    dt = A.norm_dtype(want) if isinstance(want, str) else base
+    return _written(call, prod(dims), dt)
+
+
+@register("empty", "empty_strided", "new_empty_strided")
+def _empty(call: OpCall) -> Cost | None:
+    """Allocates, launches nothing: 0 and 0."""
+    return Cost(0.0, 0, _kw_dtype(call, "float32"))
 
 
 @register("arange")

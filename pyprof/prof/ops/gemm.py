@@ -8,6 +8,12 @@ Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times
 * Backward (``bprop``; the call carries the forward arguments): ``dA = dC·Bᵀ`` if A requires grad and
   ``dB = Aᵀ·dC`` if B requires grad, each the forward's FLOPs. A tensor whose ``grad`` flag is absent is
   assumed to require grad.
+* einsum runs as torch runs it: pairwise steps (left to right, or opt_einsum's ``path``), each a bmm
+  over the letters both sides sum (letters only one side has are summed out first, no FLOPs), or an
+  elementwise product where a step sums nothing (one multiply per element; FlopCounterMode counts
+  none, torch runs ``mul``). Backward reruns a step's bmm per side of it that needs a gradient.
+* Arguments are read by their aten schema names (``registry.bound``: ``self``/``mat2``, ``equation``/
+  ``tensors``), whatever form the trace recorded them in.
 * Bytes are the ideal traffic: each operand read once and the result written once, in the compute
   dtype (under autocast the GEMM kernel reads the cast copies); backward reads ``dC`` and the other
   operand and writes the gradient, per gradient.
@@ -16,10 +22,11 @@ Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Cost, OpCall, bound, register
 
 
 def _tc_note(dt: str | None, dims: list[int]) -> str:
@@ -86,45 +93,69 @@ def _product(call: OpCall, a: dict | None, b: dict | None, bias: dict | None = N
     return gemm_cost(call, a, b, out, macs, bias, mnk)
 
 
+# The second operand's schema name per aten op (the first is ``self``).
+_OTHER = {"mm": "mat2", "bmm": "mat2", "matmul": "other", "mv": "vec", "dot": "tensor", "vdot": "other"}
+
+
 @register("mm", "bmm", "matmul", "mv", "dot", "vdot")
 def _mm(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "other"))
-    a1 = b.get("input") or b.get("self")
-    a2 = b.get("other") or b.get("mat2") or b.get("vec") or b.get("tensor")
-    return _product(call, a1, a2)
+    b = bound(call)
+    if b is None:
+        return None
+    return _product(call, b.get("self"), b.get(_OTHER[call.op]))
 
 
 @register("rmatmul")
 def _rmatmul(call: OpCall) -> Cost | None:
-    """``Tensor.__rmatmul__(self, other)`` computes ``other @ self``."""
-    b = A.bind(call.args, ("self", "other"))
+    """``Tensor.__rmatmul__(self, other)`` computes ``other @ self`` (bound as ``aten::matmul``)."""
+    b = bound(call)
+    if b is None:
+        return None
     return _product(call, b.get("other"), b.get("self"))
 
 
 @register("addmm", "baddbmm")
 def _addmm(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "mat1", "mat2"))
-    m1 = b.get("mat1") or b.get("batch1")
-    m2 = b.get("mat2") or b.get("batch2")
-    bias = b.get("input") or b.get("self")
-    if A.value(b.get("beta"), 1) == 0:
-        bias = None
+    b = bound(call)
+    if b is None:
+        return None
+    m1, m2 = (b.get("mat1"), b.get("mat2")) if call.op == "addmm" else (b.get("batch1"), b.get("batch2"))
+    bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
     return _product(call, m1, m2, bias)
+
+
+@register("addmv", "addr")
+def _addmv(call: OpCall) -> Cost | None:
+    """``addmv(self, mat[M,K], vec[K])``: a matrix-vector product, ``2·M·K``; ``addr(self, vec1[M],
+    vec2[N])``: an outer product added, one multiply-add per element, ``2·M·N``."""
+    b = bound(call)
+    if b is None:
+        return None
+    bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
+    if call.op == "addmv":
+        return _product(call, b.get("mat"), b.get("vec"), bias)
+    v1, v2 = b.get("vec1"), b.get("vec2")
+    s1, s2 = A.shape(v1), A.shape(v2)
+    if s1 is None or s2 is None or len(s1) != 1 or len(s2) != 1:
+        return None
+    return gemm_cost(call, v1, v2, [s1[0], s2[0]], s1[0] * s2[0], bias, [s1[0], s2[0], 1])
 
 
 @register("addbmm")
 def _addbmm(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "batch1", "batch2"))
-    bias = b.get("input") or b.get("self")
-    if A.value(b.get("beta"), 1) == 0:
-        bias = None
+    b = bound(call)
+    if b is None:
+        return None
+    bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
     return _product(call, b.get("batch1"), b.get("batch2"), bias, sum_batch=True)
 
 
 @register("linear")
 def _linear(call: OpCall) -> Cost | None:
     """``linear(input[..., K], weight[N, K], bias[N])``: ``M = prod(input.shape[:-1])``."""
-    b = A.bind(call.args, ("input", "weight", "bias"))
+    b = bound(call)
+    if b is None:
+        return None
     x, w = b.get("input"), b.get("weight")
     sx, sw = A.shape(x), A.shape(w)
     if sx is None or sw is None or not sx or len(sw) not in (1, 2):
@@ -190,45 +221,107 @@ def _einsum_terms(eq: str, shapes: list[list[int]]):
     return ins, out, sizes
 
 
-def einsum_flops(eq: str, shapes: list[list[int]]) -> tuple[list[int], list[int]] | None:
-    """FLOPs of each pairwise step (left to right, as torch.einsum does without opt_einsum) and the
-    output shape; ``None`` if the equation does not fit the shapes. A step that sums over a letter is a
-    (batched) GEMM: ``2·prod(sizes of all its letters)``; a step summing nothing is an elementwise
-    product (an outer product, ``i,j->ij``): ``prod(...)`` multiplies, no adds."""
+@dataclass
+class _Step:
+    """One pairwise contraction of an einsum, as torch runs it."""
+
+    flops: int  # 2·batch·M·N·K for a bmm; the element count for a step that sums nothing (a mul)
+    gemm: bool  # a bmm (some letter summed over both sides) rather than an elementwise product
+    left: int  # elements of the left operand, after letters only it has are summed out
+    right: int
+    out: int
+    grad_left: bool  # does the left operand need a gradient (any operand it was made of does)?
+    grad_right: bool
+
+
+def _einsum_steps(eq: str, shapes: list[list[int]], grads: list[bool],
+                  path: list[int] | None = None) -> tuple[list[_Step], list[int]] | None:
+    """The pairwise steps of ``torch.einsum`` (aten's ``einsum``, Linear.cpp) and the output shape.
+
+    Operands are contracted left to right (or in the pairs of ``path``, as opt_einsum gives it).
+    Before each step a letter that only one side has and nothing later needs is summed out of that
+    side (a reduction, no GEMM); the letters summed over both sides make a bmm
+    ``[batch, M, K] @ [batch, K, N]``, ``2·batch·M·N·K`` FLOPs; a step that sums no letter is an
+    elementwise product (torch runs ``mul``). ``None`` if the equation does not fit the shapes."""
     parsed = _einsum_terms(eq, shapes)
     if parsed is None:
         return None
-    ins, out, sizes = parsed
-    steps: list[int] = []
-    cur = ins[0]
-    for i, nxt in enumerate(ins[1:], 1):
-        union = list(dict.fromkeys(cur + nxt))
-        later = set(out).union(*[set(x) for x in ins[i + 1:]])
-        summed = [c for c in union if c not in later and c in cur and c in nxt]
-        steps.append((2 if summed else 1) * prod(sizes[c] for c in union))
-        cur = [c for c in union if c in later]
-    return steps, [sizes[c] for c in out]
+    ins, out, _ = parsed
+    # per operand: letter -> size (letters an operand lacks are size 1 for it)
+    ops: list[tuple[dict[str, int], bool]] = [
+        ({c: d for c, d in zip(letters, shp, strict=True)}, g) for letters, shp, g in zip(ins, shapes, grads, strict=True)]
+    counts: dict[str, int] = {}
+    for letters in ins:
+        for c in set(letters):
+            counts[c] = counts.get(c, 0) + 1
+    keep_out = set(out)
+    if path:
+        pairs = [(path[i], path[i + 1]) for i in range(0, len(path) - 1, 2)]
+    else:
+        pairs = [(0, 1)] * (len(ops) - 1)
+    steps: list[_Step] = []
+    for i, j in pairs:
+        if i == j or max(i, j) >= len(ops):
+            return None
+        (a, ga), (b, gb) = ops[i], ops[j]
+        for k in sorted((i, j), reverse=True):
+            del ops[k]
+        summed: list[str] = []
+        for c in list(dict.fromkeys([*a, *b])):
+            if c in keep_out:
+                continue
+            sa, sb = a.get(c, 1), b.get(c, 1)
+            if sa != 1 and sb != 1:
+                counts[c] -= 1
+                if counts[c] == 1:  # no later operand has it: sum it in this product
+                    summed.append(c)
+                    counts[c] = 0
+            elif counts[c] == 1:  # only one side has it and nothing later: summed out of that side first
+                (a if sa != 1 else b).pop(c, None)
+                counts[c] = 0
+        size = {**{c: d for c, d in a.items()}, **{c: d for c, d in b.items() if d != 1 or c not in a}}
+        res = {c: d for c, d in size.items() if c not in summed}
+        n_a, n_b, n_res = prod(a.values()), prod(b.values()), prod(res.values())
+        if summed:
+            flops = 2 * prod(size[c] for c in size if c not in summed) * prod(size[c] for c in summed)
+        else:
+            flops = n_res
+        steps.append(_Step(flops, bool(summed), n_a, n_b, n_res, ga, gb))
+        ops.insert(len(ops) if path else 0, (res, ga or gb))  # left to right: the result is next's left
+    final = ops[-1][0] if ops else {}
+    return steps, [final.get(c, 1) for c in out]
+
+
+def einsum_flops(eq: str, shapes: list[list[int]]) -> tuple[list[int], list[int]] | None:
+    """FLOPs of each pairwise step (see :func:`_einsum_steps`) and the output shape; ``None`` if the
+    equation does not fit the shapes."""
+    res = _einsum_steps(eq, shapes, [True] * len(shapes))
+    return None if res is None else ([s.flops for s in res[0]], res[1])
 
 
 @register("einsum")
 def _einsum(call: OpCall) -> Cost | None:
-    """Pairwise contractions, each ``2·prod(sizes of all letters of both operands)`` FLOPs (see
-    :func:`einsum_flops`).
+    """``aten::einsum(equation, tensors, path)``: its pairwise steps as torch runs them
+    (:func:`_einsum_steps`), each bmm ``2·batch·M·N·K`` FLOPs, each step that sums nothing one
+    multiply per element (torch runs ``mul``; FlopCounterMode counts none for it).
 
-    Backward: with two operands, each operand's gradient is one contraction of the forward's size; with
-    more, each pairwise step's backward is priced as two contractions of its size. A single-operand
-    einsum (transpose, trace, sum) is not a GEMM and has no model here (``None``).
+    Backward: each step's bmm is run again per operand of it that needs a gradient (the left one does
+    when any operand it was made of requires grad); a frozen operand gets none. A single-operand einsum
+    (transpose, trace, sum) is not a product and has no model here (``None``).
     """
-    b = A.bind(call.args, ("equation",))
+    b = bound(call)
+    if b is None:
+        return None
     eq = A.value(b.get("equation"))
-    ops = [a for k, a in b.items() if k != "equation"]
-    operands = A.tensors(ops)
+    operands = A.tensorlist(b.get("tensors")) or []
     if not isinstance(eq, str) or len(operands) < 2:
         return None
     shapes = [A.shape(t) for t in operands]
     if any(s is None for s in shapes):
         return None
-    res = einsum_flops(eq, shapes)  # type: ignore[arg-type]
+    path = A.value(b.get("path"))
+    res = _einsum_steps(eq, shapes, [A.requires_grad(t) for t in operands],  # type: ignore[arg-type]
+                        path if isinstance(path, list) and all(isinstance(x, int) for x in path) else None)
     if res is None:
         return None
     steps, out_shape = res
@@ -236,14 +329,15 @@ def _einsum(call: OpCall) -> Cost | None:
     n_in = A.total(*[A.numel(s) for s in shapes])
     n_out = prod(out_shape)
     if call.direction == "bprop":
-        if len(operands) == 2:
-            grads = [t for t in operands if A.requires_grad(t)]
-            flops = float(steps[0] * len(grads))
-            # per gradient: read dOut and the other operand, write the gradient
-            byts = sum(n_out + A.numel(A.shape(operands[1 - operands.index(g)])) + A.numel(A.shape(g))
-                       for g in grads)
-        else:
-            flops = 2.0 * sum(steps)
-            byts = n_out + 2 * n_in
+        flops = 0.0
+        byts = 0.0
+        for st in steps:
+            # per gradient: read the step's output gradient and the other side, write the gradient
+            if st.grad_left:
+                flops += st.flops
+                byts += st.out + st.right + st.left
+            if st.grad_right:
+                flops += st.flops
+                byts += st.out + st.left + st.right
         return Cost(flops, A.sized(byts, dt), dt, tensor_op=True)
-    return Cost(float(sum(steps)), A.sized(A.total(n_in, n_out), dt), dt, tensor_op=True)
+    return Cost(float(sum(st.flops for st in steps)), A.sized(A.total(n_in, n_out), dt), dt, tensor_op=True)

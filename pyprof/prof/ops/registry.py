@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyprof.prof.ops.schema import normalize_cached
+
 Direction = str  # "fprop" | "bprop" | "optim"
 
 
@@ -30,6 +32,12 @@ class OpCall:
     direction: Direction = "fprop"
     cdtype: str | None = None  # compute dtype under autocast, else None
     mod: str | None = None  # namespace the user called (torch.nn.functional, torch.Tensor, aten, ...)
+    # the arguments in the one form (:mod:`pyprof.prof.ops.schema`), filled by :func:`estimate`: aten
+    # schema name -> argument dict, every argument of the overload that ran (defaults filled in); None
+    # where no overload fits (``problem`` says why)
+    schema: dict[str, dict[str, Any]] | None = None
+    overload: str | None = None  # aten::addmm, aten::add.Tensor, ...
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,21 @@ def covered_ops() -> set[str]:
     return set(_MODELS)
 
 
+def _inplace(op: str) -> bool:
+    """Whether a spelling names an in-place op (``add_``, ``aten::add_.Tensor``, ``__iadd__``)."""
+    base = op.rsplit("::", 1)[-1].split(".", 1)[0] if "::" in op else op.rsplit(".", 1)[-1]
+    return (base.endswith("_") and not base.endswith("__")) or (base.startswith("__i") and base.endswith("__"))
+
+
+def bound(call: OpCall) -> dict[str, dict[str, Any]] | None:
+    """The call's arguments by aten schema name (:mod:`pyprof.prof.ops.schema`): ``call.schema`` when
+    :func:`estimate` filled it, else normalised here (a model called directly)."""
+    if call.schema is not None or call.problem:
+        return call.schema
+    b = normalize_cached(canonical(call.op, call.mod), call.args, inplace=_inplace(call.op))
+    return b.args if b.schema else None
+
+
 def estimate(call: OpCall) -> Cost | None:
     """The op call's cost, or ``None`` when no model covers the op (or its arguments are unknown).
 
@@ -150,8 +173,12 @@ def estimate(call: OpCall) -> Cost | None:
     mod = _MOD_ALIAS.get(call.mod, call.mod)
     if mod is None and call.op.startswith("aten::"):
         mod = "aten"  # aten signatures differ from torch.nn.functional's (mse_loss, batch_norm, ...)
-    if name != call.op or mod != call.mod:
-        call = OpCall(name, call.args, call.direction, call.cdtype, mod)
+    if call.schema is None and not call.problem:
+        bound = normalize_cached(name, call.args, inplace=_inplace(call.op))
+        call = OpCall(name, call.args, call.direction, call.cdtype, mod, bound.args if bound.schema else None,
+                      bound.overload, bound.problem)
+    elif name != call.op or mod != call.mod:
+        call = OpCall(name, call.args, call.direction, call.cdtype, mod, call.schema, call.overload, call.problem)
     try:
         cost = model(call)
     except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError):

@@ -1,0 +1,464 @@
+"""One argument form: an op's recorded arguments bound to the aten schema of the overload that ran.
+
+Arguments reach prof in several forms: a pyprof marker names what the Python call named (``input``,
+``other``; nothing for ``torch.einsum(eq, *operands)``), a torch.profiler trace lists an aten op's
+inputs by position without names, emit_nvtx and NVIDIA PyProf markers carry sizes. :func:`normalize`
+turns any of them, once per distinct call, into the one form cost models read: a dict from the aten
+schema's argument names to argument dicts (:mod:`pyprof.markers` format), every argument of the
+schema present (absent ones carry the schema's default), together with the overload chosen and what
+could not be placed, and why.
+
+The schemas are data (``pyprof/data/aten_schemas.txt``, written by ``scripts/gen_aten_schemas.py``
+from torch's own registry), so prof needs no torch. Python spellings whose aten op has another name
+or other argument names map to it in :data:`PYTHON`; everything else is named as in aten already.
+
+How an overload is chosen: each overload of the aten op is tried; arguments the call named bind by
+name (``input`` and ``self`` are one), the others by position; consecutive tensors (``einsum``'s
+operands, ``torch.cat``'s list) fill a ``Tensor[]`` parameter and consecutive ints an ``int[]`` one
+(``x.view(2, 3)``); a parameter the call left out takes its default, and an overload missing a
+required argument, or with an argument of the wrong kind (a tensor where an int belongs), is out. Of
+the overloads left, the one with fewest conversions wins (an int for a float, a 0-d tensor for a
+number), then the first in torch's registry order, as torch resolves them (a Python number fits a
+``Tensor``: ``torch.add(x, 2)`` runs ``add.Tensor``, listed before ``add.Scalar``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+Arg = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of an aten schema."""
+
+    name: str
+    kind: str  # Tensor, Tensor?, Tensor[], Tensor?[], int, int[], float, float[], bool, bool[], Scalar, str, other
+    optional: bool  # ``T?``: None is a valid value
+    has_default: bool
+    default: Any
+    kwarg_only: bool
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str  # aten op name without namespace or overload: ``addmm``
+    overload: str  # ``""`` for the default overload
+    params: tuple[Param, ...]
+    varargs: bool  # ``...``: the schema takes any further arguments (einsum.sublist)
+
+    @property
+    def full(self) -> str:
+        return f"aten::{self.name}" + (f".{self.overload}" if self.overload else "")
+
+
+@dataclass
+class Bound:
+    """A call bound to a schema: ``args`` maps every schema argument name to its argument dict."""
+
+    schema: Schema | None
+    args: dict[str, Arg] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)  # what the call had that the schema has not
+    problem: str = ""  # why no overload fits ("" when one did)
+
+    @property
+    def overload(self) -> str | None:
+        return self.schema.full if self.schema else None
+
+
+# Python spellings whose aten op has another name, or whose arguments are named otherwise:
+# canonical Python name -> (aten op, {python argument name: aten argument name}).
+PYTHON: dict[str, tuple[str, dict[str, str]]] = {
+    "cross_entropy": ("cross_entropy_loss", {"input": "self"}),
+    "embedding": ("embedding", {"input": "indices"}),
+    "dropout": ("dropout", {"training": "train"}),
+    "alpha_dropout": ("alpha_dropout", {"training": "train"}),
+    "feature_alpha_dropout": ("feature_alpha_dropout", {"training": "train"}),
+    "dropout1d": ("feature_dropout", {"training": "train"}),
+    "dropout2d": ("feature_dropout", {"training": "train"}),
+    "dropout3d": ("feature_dropout", {"training": "train"}),
+    "max_pool1d_with_indices": ("max_pool1d_with_indices", {"input": "self"}),
+    "max_pool2d_with_indices": ("max_pool2d_with_indices", {"input": "self"}),
+    "max_pool3d_with_indices": ("max_pool3d_with_indices", {"input": "self"}),
+    "scaled_dot_product_attention": ("scaled_dot_product_attention", {}),
+    "nll_loss": ("nll_loss", {"input": "self"}),
+    "mse_loss": ("mse_loss", {"input": "self"}),
+    "l1_loss": ("l1_loss", {"input": "self"}),
+    "smooth_l1_loss": ("smooth_l1_loss", {"input": "self"}),
+    "huber_loss": ("huber_loss", {"input": "self"}),
+    "binary_cross_entropy": ("binary_cross_entropy", {"input": "self"}),
+    "binary_cross_entropy_with_logits": ("binary_cross_entropy_with_logits", {"input": "self"}),
+    "kl_div": ("kl_div", {"input": "self"}),
+    "rmatmul": ("matmul", {}),  # Tensor.__rmatmul__(self, other) is other @ self: the model swaps them
+}
+# Python values of arguments aten spells as ints.
+_REDUCTION = {"none": 0, "mean": 1, "sum": 2, "batchmean": 1}
+
+_LINE = re.compile(r"^aten::([\w]+)(?:\.([\w]+))?\((.*)\) -> (.*)$")
+_ALIAS = re.compile(r"\([a-z0-9!|*\s]*\)")
+
+
+def _split(text: str) -> list[str]:
+    """Split at top-level commas (not inside brackets or quotes)."""
+    out, depth, quote, cur = [], 0, "", []
+    for ch in text:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _kind(typ: str) -> tuple[str, bool]:
+    """A schema type -> (kind, optional). ``SymInt[2]?`` -> (``int[]``, True)."""
+    t = _ALIAS.sub("", typ).strip()
+    optional = t.endswith("?")
+    t = t.rstrip("?")
+    lst = ""
+    m = re.match(r"^(.*?)\[\d*\]$", t)
+    if m:
+        t, lst = m.group(1), "[]"
+    inner_opt = t.endswith("?")
+    t = t.rstrip("?")
+    base = {"Tensor": "Tensor", "SymInt": "int", "int": "int", "float": "float", "bool": "bool",
+            "Scalar": "Scalar", "str": "str", "ScalarType": "dtype", "Layout": "other", "Device": "other",
+            "MemoryFormat": "other", "Generator": "other", "Dimname": "str", "complex": "Scalar"}.get(t, "other")
+    if base == "Tensor" and inner_opt and lst:
+        return "Tensor?[]", optional
+    return base + lst, optional
+
+
+def _default(text: str) -> Any:
+    if text == "None":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    if text[:1] in "'\"":
+        return text[1:-1]
+    if text.startswith("["):
+        inner = text[1:-1].strip()
+        return [_default(x.strip()) for x in inner.split(",")] if inner else []
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text  # contiguous_format, long, ...
+
+
+def parse_schema(line: str) -> Schema | None:
+    """One line of ``aten_schemas.txt`` -> :class:`Schema` (None if it is not a schema line)."""
+    m = _LINE.match(line.strip())
+    if not m:
+        return None
+    name, overload, body = m.group(1), m.group(2) or "", m.group(3)
+    params: list[Param] = []
+    kw = False
+    varargs = False
+    for part in _split(body):
+        if part == "*":
+            kw = True
+            continue
+        if part == "...":
+            varargs = True
+            continue
+        decl, eq, dflt = part.partition("=")
+        typ, _, pname = decl.strip().rpartition(" ")
+        kind, optional = _kind(typ)
+        params.append(Param(pname, kind, optional, bool(eq), _default(dflt.strip()) if eq else None, kw))
+    return Schema(name, overload, tuple(params), varargs)
+
+
+@lru_cache(maxsize=1)
+def schemas() -> dict[str, tuple[Schema, ...]]:
+    """Every aten op of the data file -> its overloads, in torch's order (the default one first)."""
+    text = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text()
+    out: dict[str, list[Schema]] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        s = parse_schema(line)
+        if s is not None:
+            out.setdefault(s.name, []).append(s)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+@lru_cache(maxsize=1)
+def pointwise_ops() -> frozenset[str]:
+    """The aten ops torch tags ``pointwise`` (every overload), from the data file's second line."""
+    for line in resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text().splitlines()[:3]:
+        if line.startswith("# pointwise:"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def view_ops() -> frozenset[str]:
+    """The aten ops every overload of which returns a view of an argument (``Tensor(a)``, not written)."""
+    return _views()
+
+
+@lru_cache(maxsize=1)
+def _views() -> frozenset[str]:
+    text = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text()
+    verdict: dict[str, bool] = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            continue
+        ret = m.group(4)
+        is_view = bool(re.match(r"^\(?Tensor(\[\])?\([a-z]+\)", ret)) and "!" not in ret
+        verdict[m.group(1)] = verdict.get(m.group(1), True) and is_view
+    return frozenset(k for k, v in verdict.items() if v)
+
+
+def torch_version() -> str:
+    """The torch version the data file was written from."""
+    first = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text().split("\n", 1)[0]
+    m = re.search(r"torch (\S+)", first)
+    return m.group(1) if m else ""
+
+
+# ------------------------------------------------------------------------------------ binding
+
+_SCALAR_TYPES = {"int", "float", "bool", "complex"}
+
+
+def _fits(kind: str, optional: bool, a: Arg) -> int | None:
+    """0 if argument ``a`` is of the parameter's kind, 1 if torch would accept it anyway (a Python
+    number for a Tensor, an int for a float), None if it cannot be that argument."""
+    t = a.get("type")
+    if t == "unknown":  # a value the source did not record: fits anything but a tensor with a shape
+        return 0 if not kind.startswith("Tensor") or kind.endswith("?") or optional else 1
+    if t == "NoneType":
+        return 0 if optional or kind in ("Tensor?", "other") else None
+    if kind == "Tensor":
+        return 0 if t == "tensor" else (0 if t in _SCALAR_TYPES else None)  # torch wraps a number
+    if kind == "Tensor?":
+        return 0 if t == "tensor" else None
+    if kind in ("Tensor[]", "Tensor?[]"):
+        return 0 if t == "tensorlist" else None
+    if kind == "Scalar":
+        return 0 if t in _SCALAR_TYPES else (1 if t == "tensor" and a.get("shape") == [] else None)
+    if kind in ("int", "float", "bool"):
+        if t == kind:
+            return 0
+        if t in ("int", "bool") and kind in ("int", "float"):
+            return 1
+        if t == "tensor" and a.get("shape") == []:
+            return 1
+        return None
+    if kind.endswith("[]"):  # int[], float[], bool[]
+        if t in ("list", "tuple"):
+            return 0
+        return 1 if t in ("int", "float", "bool") else None  # int[1] dim=1, int[2] stride=2
+    if kind == "str":
+        return 0 if t == "str" else None
+    if kind == "dtype":
+        return 0 if t in ("dtype", "int", "str") else None
+    return 0 if t not in ("tensor", "tensorlist") else None
+
+
+def _convert(p: Param, a: Arg) -> Arg:
+    """``a`` renamed to the parameter; Python values aten spells otherwise converted."""
+    out = dict(a)
+    out["name"] = p.name
+    if p.name == "reduction" and p.kind == "int" and a.get("type") == "str":
+        v = _REDUCTION.get(str(a.get("value")))
+        if v is not None:
+            out["type"], out["value"] = "int", v
+    return out
+
+
+def _default_arg(p: Param) -> Arg:
+    v = p.default
+    if v is None:
+        return {"name": p.name, "type": "NoneType", "value": None, "default": True}
+    kind = {bool: "bool", int: "int", float: "float", str: "str", list: "list"}.get(type(v), "other")
+    return {"name": p.name, "type": kind, "value": v, "default": True}
+
+
+def _pack(items: list[Arg], kind: str) -> tuple[Arg, int]:
+    """Pack leading items into one list argument of ``kind`` (varargs: ``einsum(eq, a, b)``,
+    ``x.view(2, 3)``); returns (the argument, how many items it took)."""
+    if kind in ("Tensor[]", "Tensor?[]"):
+        n = 0
+        while n < len(items) and items[n].get("type") == "tensor" and not items[n].get("name"):
+            n += 1
+        return {"name": "", "type": "tensorlist", "items": items[:n]}, n
+    n = 0
+    while n < len(items) and items[n].get("type") == "int" and (n == 0 or not items[n].get("name")):
+        n += 1
+    return {"name": "", "type": "list", "value": [x.get("value") for x in items[:n]]}, n
+
+
+def bind_schema(s: Schema, args: list[Arg], renames: dict[str, str] | None = None,
+                pack_ints: bool = False) -> tuple[Bound, int] | None:
+    """Bind ``args`` to overload ``s``; (the binding, its mismatch score) or None when it cannot be.
+    ``pack_ints``: consecutive ints fill one ``int[]`` parameter (``x.view(2, 3)``; tried only when no
+    overload takes the call as it is, since ``max_pool2d(x, 2, 2)`` is a kernel size then a stride)."""
+    names = {p.name: p for p in s.params}
+    # a trace (no names at all) lists keyword-only arguments in place (addmm's beta); a Python call cannot
+    trace_form = all(not (a.get("name") or "") for a in args)
+    positional = [p for p in s.params if trace_form or not p.kwarg_only]
+    slot = {p.name: i for i, p in enumerate(positional)}
+    renames = renames or {}
+    pos_args: list[Arg] = []
+    kw_args: dict[str, Arg] = {}
+    dropped: list[str] = []
+    for i, a in enumerate(args):
+        name = a.get("name") or ""
+        name = renames.get(name, name)
+        if name and name not in names:
+            alt = {"input": "self", "self": "input"}.get(name)
+            name = alt if alt in names else name
+        if not name:
+            pos_args.append(a)
+        elif name in names and not kw_args and slot.get(name, -1) == len(pos_args):
+            pos_args.append({**a, "name": ""})  # a leading argument the marker named by its position
+        elif name in names:
+            kw_args[name] = a
+        elif not kw_args and any(not (x.get("name") or "") for x in args[i + 1:]):
+            pos_args.append({**a, "name": ""})  # a leading name from the wrong signature (einsum's ``a``)
+        elif not kw_args and len(pos_args) < len(positional) and positional[len(pos_args)].name not in kw_args:
+            pos_args.append({**a, "name": ""})
+        else:
+            dropped.append(name)
+    out: dict[str, Arg] = {}
+    score = 0
+    pi = 0
+    k = 0
+    while k < len(pos_args):
+        if pi >= len(positional):
+            if s.varargs:
+                out[f"*{k}"] = pos_args[k]
+                k += 1
+                continue
+            return None  # more positional arguments than the overload takes
+        p = positional[pi]
+        if p.name in kw_args:
+            return None
+        a = _convert(p, pos_args[k])
+        fit = _fits(p.kind, p.optional, a)
+        if fit is None and trace_form and a.get("type") == "NoneType" and not p.kind.startswith("Tensor"):
+            # a trace writes an argument it recorded no value of (einsum's equation) as it writes None
+            a, fit = {"name": p.name, "type": "unknown"}, 1
+        more = pack_ints and k + 1 < len(pos_args) and pos_args[k + 1].get("type") == "int" and a.get("type") == "int"
+        if (fit is None or more) and p.kind.endswith("[]"):
+            packed, n = _pack(pos_args[k:], p.kind)
+            if n:
+                out[p.name] = _convert(p, packed)
+                k += n
+                pi += 1
+                continue
+        if fit is None:
+            return None
+        score += fit
+        out[p.name] = a
+        k += 1
+        pi += 1
+    for name, a in kw_args.items():
+        p = names[name]
+        a = _convert(p, a)
+        fit = _fits(p.kind, p.optional, a)
+        if fit is None:
+            return None
+        score += fit
+        out[name] = a
+    for p in s.params:
+        if p.name in out:
+            continue
+        if p.has_default:
+            out[p.name] = _default_arg(p)
+        else:
+            return None  # a required argument the call lacks
+    return Bound(s, out, dropped), score + len(dropped)
+
+
+def aten_name(op: str) -> tuple[str, dict[str, str]]:
+    """The aten op a canonical op name runs, and its argument renames."""
+    if op in PYTHON:
+        return PYTHON[op]
+    return op, {}
+
+
+_DICT = object()  # marks a frozen dict
+
+
+def _freeze(x: Any) -> Any:
+    if isinstance(x, dict):
+        return (_DICT, tuple((k, _freeze(v)) for k, v in x.items()))
+    if isinstance(x, list):
+        return tuple(_freeze(v) for v in x)
+    return x
+
+
+def normalize(op: str, args: list[Arg], inplace: bool = False) -> Bound:
+    """Bind ``args`` of canonical op ``op`` to the aten overload that ran (see module docstring).
+
+    ``inplace`` tries the in-place op's schemas (``add_``) first. Never raises: a call that fits no
+    overload gives a :class:`Bound` with ``schema`` None and ``problem`` saying why."""
+    name, renames = aten_name(op)
+    table = schemas()
+    cands: tuple[Schema, ...] = ()
+    if inplace:
+        cands = table.get(name + "_", ())
+    cands = cands + table.get(name, ())
+    if not cands:
+        return Bound(None, problem=f"no aten schema named {name!r}")
+    best: tuple[Bound, int] | None = None
+    for pack in (False, True):
+        for s in cands:
+            try:
+                r = bind_schema(s, args, renames, pack)
+            except (TypeError, ValueError, AttributeError, LookupError):
+                r = None
+            if r is not None and (best is None or r[1] < best[1]):
+                best = r
+        if best is not None:
+            break
+    if best is None:
+        kinds = ", ".join(f"{a.get('name') or '_'}:{a.get('type')}" for a in args)
+        return Bound(None, problem=f"arguments ({kinds}) fit no overload of aten::{name}")
+    return best[0]
+
+
+@lru_cache(maxsize=65536)
+def _normalize_cached(op: str, frozen: Any, inplace: bool) -> Bound:
+    return normalize(op, _thaw(frozen), inplace)
+
+
+def _thaw(x: Any) -> Any:
+    if isinstance(x, tuple) and len(x) == 2 and x[0] is _DICT:
+        return {k: _thaw(v) for k, v in x[1]}
+    if isinstance(x, tuple):
+        return [_thaw(v) for v in x]
+    return x
+
+
+def normalize_cached(op: str, args: list[Arg], inplace: bool = False) -> Bound:
+    """:func:`normalize`, remembered per distinct (op, arguments)."""
+    try:
+        return _normalize_cached(op, _freeze(args), inplace)
+    except TypeError:  # an unhashable value
+        return normalize(op, args, inplace)
