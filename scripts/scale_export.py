@@ -99,6 +99,9 @@ def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
                 else:
                     exprs.append(f'"{c}"')
             conn.execute(f'INSERT INTO "{t}" ({collist}) SELECT {", ".join(exprs)} FROM "orig_{t}"')
+    if factor > 1 and "ANALYSIS_DETAILS" in tables and "duration" in _cols(conn, "ANALYSIS_DETAILS"):
+        # the capture now ends where the last tile's does (nsys ends the ranges never popped there)
+        conn.execute(f'UPDATE ANALYSIS_DETAILS SET duration = duration + {(factor - 1) * span}')
     conn.commit()
     counts = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in todo}
     conn.close()

@@ -155,7 +155,7 @@ def test_nsys_file_matches_reference(path):
         if nvtx:
             want = [{"text": text, "domain": domains.get(d, f"domain {d}") if d else None}
                     for text, d, etype, e in c.execute(NSYS_OPEN, (gt, t, t))
-                    if not (etype == 59 and ((gt, e) in shared or (capture_end and e >= capture_end)))]
+                    if not (etype == 59 and ((gt, e) in shared or e == capture_end))]
         assert rec["ranges"] == want, (kind, corr)
 
 

@@ -691,7 +691,7 @@ class _Nvtx:
         """True for push ranges the program never popped.
 
         nsys ends such ranges when the capture ends (``ANALYSIS_DETAILS.duration``: any range ending
-        there is one, even alone) or when their thread or process ends, where several of them share one
+        exactly there is one, even alone) or when their thread or process ends, where several of them share one
         end on one thread, the thread's last. Kept, they would be "open" around every later kernel
         (mmagic net.sqlite has 1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised).
         Ranges popped in the same tick elsewhere (nested ranges on a coarse clock: Windows' 100 ns) are
@@ -699,7 +699,7 @@ class _Nvtx:
         """
         out = np.zeros(len(end), dtype=bool)
         if self.capture_end is not None:
-            out |= (end >= self.capture_end) & (etype == schema.NVTX_PUSH_POP)
+            out |= (end == self.capture_end) & (etype == schema.NVTX_PUSH_POP)
         de = self._dup_ends
         if not len(de):
             return out
