@@ -15,6 +15,7 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     copy,
     dropout,
     embedding,
+    engine,
     fill,
     gemm,
     index,
