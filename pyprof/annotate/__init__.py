@@ -26,9 +26,12 @@ Under torch.profiler the markers become ``record_function`` ranges named
 ``markers.to_profiler_name(text)`` (quotes percent-encoded: Kineto writes names into chrome traces
 unescaped); ``markers.from_profiler_name`` recovers the marker.
 
-Compiled and traced code: under ``torch.compile`` (``torch.compiler.is_compiling()``) and
-``torch.jit.trace`` the wrappers take the plain path, so compiled regions run unmarked but correctly;
-``torch.jit.script`` compiles the originals (see :mod:`~pyprof.annotate.patch`).
+Compiled and traced code: TorchDynamo traces the original in each wrapper's place
+(``_torchdynamo_inline``, see :mod:`~pyprof.annotate.ops`), and its tables of torch functions are
+built from the originals (:mod:`~pyprof.annotate.torchtables`), so ``torch.compile`` captures the same
+graphs, breaks and recompiles with ``init()`` as without; compiled regions run unmarked.
+``torch.jit.trace`` takes the plain path; ``torch.jit.script`` compiles the originals (see
+:mod:`~pyprof.annotate.patch`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 
 from pyprof import markers
 from pyprof.annotate import backward as _backward
-from pyprof.annotate import emit, optim, patch
+from pyprof.annotate import emit, optim, patch, torchtables
 from pyprof.annotate import modules as _modules
 from pyprof.annotate.state import LOCK, S
 from pyprof.errors import UsageError
@@ -90,6 +93,7 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
         S.always = not lazy
         S.nvtx = emit.nvtx_attached()
         try:
+            torchtables.prime(_swap)
             patch.patch_namespaces(functions=functions, methods=methods, functional=functional,
                                    extra=extra)
             if modules:
@@ -105,7 +109,15 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
         S.refresh()
 
 
+def _swap(installed: bool) -> None:
+    """The originals back in place (False) or pyprof's wrappers again (True): see torchtables."""
+    with LOCK:
+        patch.swap(installed)
+        _modules.swap(installed)
+
+
 def _undo() -> None:
+    torchtables.uninstall()
     patch.unpatch_all()
     _modules.uninstall()
     _backward.uninstall()

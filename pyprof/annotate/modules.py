@@ -237,6 +237,14 @@ def _off() -> None:
         _pop(st.pop()[1])
 
 
+def swap(installed: bool) -> None:
+    """Put the original ``nn.Module.__call__`` in place (``installed=False``) or :func:`_call` again
+    (``True``) where :func:`_call` is what is installed (see :mod:`pyprof.annotate.torchtables`:
+    TorchDynamo keeps the ``Module.__call__`` it finds at import as the one it may skip)."""
+    if _mode[0] == "call" and not _buried[0]:
+        nn.Module.__call__ = _call if installed else _orig_call
+
+
 def sync() -> None:
     """Patch ``nn.Module.__call__`` when a consumer is present, restore it when none is. In hooks mode
     (global module hooks already registered, as under ``pyprof run``) the hooks stay registered while

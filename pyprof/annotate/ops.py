@@ -236,7 +236,11 @@ _fast_call = _fast.call if _fast is not None else None
 
 
 def make_wrapper(fn, meta: OpMeta):
-    """A Python function standing in for ``fn``; ``__wrapped__`` is the original."""
+    """A Python function standing in for ``fn``; ``__wrapped__`` is the original, and so is
+    ``_torchdynamo_inline``: the attribute TorchDynamo unwraps (as it does for ``torch.compile``'s own
+    wrappers, in every torch since 2.0), so it traces ``fn`` itself, with the rules it has for ``fn``,
+    and never the wrapper (whose closure it would otherwise inline, breaking the graph at builtins it
+    cannot name, recompiling per closure of the one wrapper code object)."""
     St = S
 
     def wrapper(*args, **kwargs):
@@ -254,4 +258,5 @@ def make_wrapper(fn, meta: OpMeta):
     except (AttributeError, TypeError):
         wrapper.__wrapped__ = fn
     wrapper.__pyprof_meta__ = meta
+    wrapper._torchdynamo_inline = fn
     return wrapper
