@@ -52,6 +52,25 @@ __all__ = ["init", "deinit", "is_initialized", "wrap", "range", "step", "add_ste
 
 _step_callbacks: list[Callable[[], Any]] = []
 
+#: The oldest torch release ``init()`` supports (CI runs the torch tests on it and on the newest).
+TORCH_FLOOR = (2, 4)
+
+
+def check_torch(version: str | None = None) -> None:
+    """Raise :class:`~pyprof.errors.UsageError` where torch (``version``: ``torch.__version__``) is
+    older than :data:`TORCH_FLOOR`."""
+    import re
+
+    if version is None:
+        import torch
+
+        version = str(torch.__version__)
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None or (int(m.group(1)), int(m.group(2))) < TORCH_FLOOR:
+        floor = ".".join(map(str, TORCH_FLOOR))
+        raise UsageError(f"pyprof.init() needs torch {floor} or newer, and this is torch {version}",
+                         f"upgrade it (pip install 'torch>={floor}'); pyprof parse and prof need no torch")
+
 
 def _after_fork_in_child() -> None:
     """A forked child (DataLoader worker) does not inherit the parent's Recorders."""
@@ -76,7 +95,8 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
     ``nested=True`` emits ops called inside ops too. ``stack_depth`` user frames are kept in
     ``trace``. ``lazy=False`` builds payloads even when no consumer is attached (for tools that read
     NVTX some other way, and for measuring the payload cost).
-    Raises :class:`~pyprof.errors.UsageError` for an unknown option or a bad value.
+    Raises :class:`~pyprof.errors.UsageError` for an unknown option or a bad value, and where torch is
+    older than :data:`TORCH_FLOOR`.
     """
     if unknown:
         raise UsageError(f"unknown pyprof.init() option(s): {', '.join(sorted(unknown))}",
@@ -84,6 +104,7 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
     if not isinstance(stack_depth, int) or isinstance(stack_depth, bool) or stack_depth < 1:
         raise UsageError(f"pyprof.init(stack_depth={stack_depth!r}) must be an int >= 1",
                          "pass stack_depth=1 for the call site only")
+    check_torch()
     with LOCK:
         if S.initialized:
             return
