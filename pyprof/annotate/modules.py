@@ -52,11 +52,7 @@ _ap = torch.autograd.profiler
 _push = emit.push
 _pop = emit.pop
 
-try:
-    from torch.compiler import is_compiling as _is_compiling
-except ImportError:  # pragma: no cover
-    def _is_compiling() -> bool:
-        return False
+_is_compiling = _ops._is_compiling
 
 
 def _stack() -> list:
