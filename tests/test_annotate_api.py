@@ -187,3 +187,21 @@ def test_operator_dunders_and_extra_namespaces_emit_op_ranges(initialized):
     assert expected <= got
     rsub = next(p for p in rec.payloads("op") if p["op"] == "__rsub__")
     assert rsub["args"][0]["type"] == "tensor" and rsub["args"][1] == {"name": "other", "type": "int", "value": 1}
+
+
+def test_init_refuses_torch_below_the_floor(monkeypatch):
+    """One clear error and nothing patched where torch is older than the floor CI tests."""
+    from pyprof.annotate import TORCH_FLOOR, check_torch
+
+    floor = ".".join(map(str, TORCH_FLOOR))
+    older = f"{TORCH_FLOOR[0]}.{TORCH_FLOOR[1] - 1}.1"
+    monkeypatch.setattr(torch, "__version__", older)
+    with pytest.raises(UsageError, match=f"needs torch {floor} or newer, and this is torch {older}"):
+        pyprof.init()
+    assert not pyprof.is_initialized()
+    assert isinstance(torch.relu, types.BuiltinFunctionType)
+    for ok in (f"{floor}.0", f"{floor}.1+cu121", "2.14.1+cu130", "3.0.0a0"):
+        check_torch(ok)
+    for bad in ("1.13.1", "2.3.1+cpu", "nightly"):
+        with pytest.raises(UsageError):
+            check_torch(bad)

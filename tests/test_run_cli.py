@@ -229,4 +229,8 @@ def test_a_script_using_torch_compile_runs(tmp_path, capsys):
     region = [r for r in recs if r["kShortName"].startswith("Torch-Compiled Region")]
     assert region and all(r["op"] == r["kShortName"] and r["mod"] == "torch.compile" for r in region)
     assert {r["op"] for r in recs if r["dir"] == "fprop"} & {"addmm", "mm", "linear"}
-    assert "Torch-Compiled Region: 0/0" in stdout  # the summary names the compiled region (no recompile)
+    # no recompile: torch names each compiled region by its frame and recompile count ("0/0"), except
+    # torch 2.4, which names none; the summary shows the name
+    names = {r["kShortName"] for r in region}
+    assert names in ({"Torch-Compiled Region: 0/0"}, {"Torch-Compiled Region"}), names
+    assert min(names) in stdout

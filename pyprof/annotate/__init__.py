@@ -26,9 +26,12 @@ Under torch.profiler the markers become ``record_function`` ranges named
 ``markers.to_profiler_name(text)`` (quotes percent-encoded: Kineto writes names into chrome traces
 unescaped); ``markers.from_profiler_name`` recovers the marker.
 
-Compiled and traced code: under ``torch.compile`` (``torch.compiler.is_compiling()``) and
-``torch.jit.trace`` the wrappers take the plain path, so compiled regions run unmarked but correctly;
-``torch.jit.script`` compiles the originals (see :mod:`~pyprof.annotate.patch`).
+Compiled and traced code: TorchDynamo traces the original in each wrapper's place
+(``_torchdynamo_inline``, see :mod:`~pyprof.annotate.ops`), and its tables of torch functions are
+built from the originals (:mod:`~pyprof.annotate.torchtables`), so ``torch.compile`` captures the same
+graphs, breaks and recompiles with ``init()`` as without; compiled regions run unmarked.
+``torch.jit.trace`` takes the plain path; ``torch.jit.script`` compiles the originals (see
+:mod:`~pyprof.annotate.patch`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 
 from pyprof import markers
 from pyprof.annotate import backward as _backward
-from pyprof.annotate import emit, optim, patch
+from pyprof.annotate import emit, optim, patch, torchtables
 from pyprof.annotate import modules as _modules
 from pyprof.annotate.state import LOCK, S
 from pyprof.errors import UsageError
@@ -48,6 +51,25 @@ __all__ = ["init", "deinit", "is_initialized", "wrap", "range", "step", "add_ste
            "remove_step_callback", "consumer_active"]
 
 _step_callbacks: list[Callable[[], Any]] = []
+
+#: The oldest torch release ``init()`` supports (CI runs the torch tests on it and on the newest).
+TORCH_FLOOR = (2, 4)
+
+
+def check_torch(version: str | None = None) -> None:
+    """Raise :class:`~pyprof.errors.UsageError` where torch (``version``: ``torch.__version__``) is
+    older than :data:`TORCH_FLOOR`."""
+    import re
+
+    if version is None:
+        import torch
+
+        version = str(torch.__version__)
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None or (int(m.group(1)), int(m.group(2))) < TORCH_FLOOR:
+        floor = ".".join(map(str, TORCH_FLOOR))
+        raise UsageError(f"pyprof.init() needs torch {floor} or newer, and this is torch {version}",
+                         f"upgrade it (pip install 'torch>={floor}'); pyprof parse and prof need no torch")
 
 
 def _after_fork_in_child() -> None:
@@ -73,7 +95,8 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
     ``nested=True`` emits ops called inside ops too. ``stack_depth`` user frames are kept in
     ``trace``. ``lazy=False`` builds payloads even when no consumer is attached (for tools that read
     NVTX some other way, and for measuring the payload cost).
-    Raises :class:`~pyprof.errors.UsageError` for an unknown option or a bad value.
+    Raises :class:`~pyprof.errors.UsageError` for an unknown option or a bad value, and where torch is
+    older than :data:`TORCH_FLOOR`.
     """
     if unknown:
         raise UsageError(f"unknown pyprof.init() option(s): {', '.join(sorted(unknown))}",
@@ -81,6 +104,7 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
     if not isinstance(stack_depth, int) or isinstance(stack_depth, bool) or stack_depth < 1:
         raise UsageError(f"pyprof.init(stack_depth={stack_depth!r}) must be an int >= 1",
                          "pass stack_depth=1 for the call site only")
+    check_torch()
     with LOCK:
         if S.initialized:
             return
@@ -90,6 +114,7 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
         S.always = not lazy
         S.nvtx = emit.nvtx_attached()
         try:
+            torchtables.prime(_swap)
             patch.patch_namespaces(functions=functions, methods=methods, functional=functional,
                                    extra=extra)
             if modules:
@@ -105,7 +130,15 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
         S.refresh()
 
 
+def _swap(installed: bool) -> None:
+    """The originals back in place (False) or pyprof's wrappers again (True): see torchtables."""
+    with LOCK:
+        patch.swap(installed)
+        _modules.swap(installed)
+
+
 def _undo() -> None:
+    torchtables.uninstall()
     patch.unpatch_all()
     _modules.uninstall()
     _backward.uninstall()

@@ -55,11 +55,7 @@ _ap = torch.autograd.profiler
 _push = emit.push
 _pop = emit.pop
 
-try:
-    from torch.compiler import is_compiling as _is_compiling
-except ImportError:  # pragma: no cover
-    def _is_compiling() -> bool:
-        return False
+_is_compiling = _ops._is_compiling
 
 
 def _stack() -> list:
@@ -246,6 +242,14 @@ def _off() -> None:
     st = getattr(_tls, "mods", None)
     while st:
         _pop(st.pop()[1])
+
+
+def swap(installed: bool) -> None:
+    """Put the original ``nn.Module.__call__`` in place (``installed=False``) or :func:`_call` again
+    (``True``) where :func:`_call` is what is installed (see :mod:`pyprof.annotate.torchtables`:
+    TorchDynamo keeps the ``Module.__call__`` it finds at import as the one it may skip)."""
+    if _mode[0] == "call" and not _buried[0]:
+        nn.Module.__call__ = _call if installed else _orig_call
 
 
 def sync() -> None:

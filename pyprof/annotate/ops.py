@@ -29,6 +29,7 @@ import threading
 
 import orjson
 import torch
+import torch._guards
 
 from pyprof import markers
 from pyprof.annotate import backward, callsite, describe, fastpath
@@ -53,11 +54,18 @@ _Tensor = torch.Tensor
 _VERSION = markers.VERSION
 _dumps = markers.encode  # used for the constant parts; build_payload writes the rest itself
 
-try:
-    from torch.compiler import is_compiling as _is_compiling
-except ImportError:  # torch < 2.3
-    def _is_compiling() -> bool:
-        return False
+_torch_is_compiling = torch.compiler.is_compiling
+_compile_context = torch._guards.CompileContext.try_get
+_tracing_context = torch._guards.TracingContext.try_get
+
+
+def _is_compiling() -> bool:
+    """Whether a ``torch.compile`` session (or ``torch.export``) is running on this thread: while
+    TorchDynamo traces, and while the ops of the compile itself run for real (fake-tensor propagation,
+    AOTAutograd, a backward compiled at its first call), where no marker may be emitted. Newer torch
+    holds ``torch.compiler.is_compiling()`` true for all of it; torch 2.4 sets it only for export, so
+    the compile and tracing contexts TorchDynamo opens on the thread are asked too."""
+    return _torch_is_compiling() or _compile_context() is not None or _tracing_context() is not None
 
 #: What the wrappers ask first (see :func:`make_wrapper`): torch's public check for TorchDynamo
 #: tracing where it has one, else the check for any compile session.
@@ -251,7 +259,11 @@ _RAISED = markers.RAISED
 
 
 def make_wrapper(fn, meta: OpMeta):
-    """A Python function standing in for ``fn``; ``__wrapped__`` is the original."""
+    """A Python function standing in for ``fn``; ``__wrapped__`` is the original, and so is
+    ``_torchdynamo_inline``: the attribute TorchDynamo unwraps (as it does for ``torch.compile``'s own
+    wrappers, in every torch since 2.0), so it traces ``fn`` itself, with the rules it has for ``fn``,
+    and never the wrapper (whose closure it would otherwise inline, breaking the graph at builtins it
+    cannot name, recompiling per closure of the one wrapper code object)."""
     St = S
 
     def wrapper(*args, **kwargs):
@@ -273,4 +285,5 @@ def make_wrapper(fn, meta: OpMeta):
     except (AttributeError, TypeError):
         wrapper.__wrapped__ = fn
     wrapper.__pyprof_meta__ = meta
+    wrapper._torchdynamo_inline = fn
     return wrapper

@@ -40,6 +40,10 @@ TENSOR_SKIP = frozenset({
     "register_hook", "register_post_accumulate_grad_hook", "retain_grad", "backward",
     "requires_grad_", "as_subclass", "module_load", "nbytes", "itemsize", "__torch_function__",
     "__torch_dispatch__", "_make_subclass", "_make_wrapper_subclass", "_dtensor__new__",
+    # torch recognises it by identity with ``torch._C.TensorBase.clone`` where a torch-function mode
+    # sees it: TorchDynamo's copy of a module onto fake tensors (FakeCopyMode, which torch 2.4
+    # uses for every module it calls) would otherwise clone the real parameters. ``torch.clone`` stays.
+    "clone",
     # Python protocol hooks
     "__repr__", "__str__", "__format__", "__hash__", "__bool__", "__int__", "__float__",
     "__complex__", "__index__", "__len__", "__iter__", "__contains__", "__dir__", "__sizeof__",
@@ -152,20 +156,6 @@ def _jit_register(orig, wrapper) -> None:
         _jit_regs.append(("builtin", wrapper))
 
 
-def _reset_dynamo_rules() -> None:
-    """TorchDynamo caches a map from torch callables to tracing rules, built from the attributes
-    of ``torch`` as they were when it was first needed. Drop it (only if dynamo is already imported:
-    importing it costs seconds) so it is rebuilt from the current attributes after a patch/unpatch;
-    a map built while pyprof's wrappers were installed would otherwise leave dynamo unable to trace
-    a later set of wrappers."""
-    import sys
-
-    tr = sys.modules.get("torch._dynamo.trace_rules")
-    fn = getattr(tr, "get_torch_obj_rule_map", None)
-    if fn is not None and hasattr(fn, "cache_clear"):
-        fn.cache_clear()
-
-
 def restore(owner, name: str, orig, had_own: bool) -> None:
     """Put ``owner.name`` back as it was: the original if ``owner`` defined it itself, else nothing
     (the attribute was inherited, so the wrapper set on ``owner`` is deleted and lookup falls through)."""
@@ -183,7 +173,6 @@ def unpatch_all() -> None:
     while _patched:
         owner, name, orig, had_own, _new = _patched.pop()
         restore(owner, name, orig, had_own)
-    _reset_dynamo_rules()
     try:
         from torch import _jit_internal
         from torch.jit import _builtins
@@ -226,8 +215,18 @@ def patch_namespaces(functions=True, methods=True, functional=True, extra=True) 
             seen.add(key)
             patch(owner, name, v)
             n += 1
-    _reset_dynamo_rules()
     return n
+
+
+def swap(installed: bool) -> None:
+    """Put the originals back in place (``installed=False``) or the wrappers again (``True``), keeping
+    the record of the patch: for :mod:`pyprof.annotate.torchtables`, which imports TorchDynamo with
+    the originals in place."""
+    for owner, name, orig, had_own, new in _patched:
+        if installed:
+            setattr(owner, name, new)
+        else:
+            restore(owner, name, orig, had_own)
 
 
 def is_patched(obj, name: str) -> bool:

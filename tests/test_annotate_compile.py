@@ -1,0 +1,167 @@
+"""``torch.compile`` under ``pyprof.init()``: TorchDynamo captures the same graphs, graph breaks and
+compiles (recompiles included) as without it, and computes the same results.
+
+One child process (torch's tables and TorchDynamo's import are process-wide, so the order is the
+test's to choose): ``init()`` first, then TorchDynamo imported and each model compiled with a
+Recorder consuming markers (the wrappers' marker path and the ``Module.__call__`` patch live, and
+Dynamo imported through :mod:`pyprof.annotate.torchtables`); then without pyprof (the reference);
+then under ``init()`` again with Dynamo already imported, through a torch.profiler session that
+starts and stops between steps. Dynamo's counters (``torch._dynamo.utils.counters``) of each run are
+compared. The ``eager`` backend: what pyprof could change is Dynamo's capture, which this backend runs
+in full, without Inductor's code generation (seconds per model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.torch
+torch = pytest.importorskip("torch")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _models():
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+
+        def forward(self, x):
+            return self.net(x)
+
+    class CNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.bn = nn.BatchNorm2d(4)
+            self.fc = nn.Linear(4 * 4 * 4, 4)
+
+        def forward(self, x):
+            x = F.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
+            return self.fc(x.flatten(1))
+
+    class Transformer(nn.Module):
+        """Attention written out (matmul, softmax, dropout, transposes), SDPA, and nn's encoder layer
+        (``F.multi_head_attention_forward``)."""
+
+        def __init__(self, d=16, heads=2):
+            super().__init__()
+            self.heads = heads
+            self.ln = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.drop = nn.Dropout(0.1)
+            self.layer = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.1, batch_first=True)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                       for y in self.qkv(self.ln(x)).chunk(3, dim=-1))
+            att = self.drop(torch.softmax(q @ k.transpose(-2, -1) / (d // self.heads) ** 0.5, dim=-1))
+            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+            x = x + F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d)
+            return self.layer(x)
+
+    return {"mlp": (MLP, (4, 16)), "cnn": (CNN, (2, 3, 8, 8)), "transformer": (Transformer, (2, 5, 16))}
+
+
+def _counts(name: str, scenario: str) -> dict:
+    """Compile model ``name`` afresh, run three training steps; Dynamo's counters and the losses."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    cls, shape = _models()[name]
+    torch.manual_seed(0)
+    model, x = cls(), torch.randn(*shape)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend="eager")
+    ctx = None
+    if scenario == "recorder":
+        from pyprof.annotate.recorder import Recorder
+
+        ctx = Recorder()
+        ctx.__enter__()
+    losses = []
+    for i in range(3):
+        if scenario == "profiler" and i == 1:  # a profiled step between unprofiled ones
+            ctx = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            ctx.__enter__()
+        torch.manual_seed(i)
+        loss = compiled(x).square().mean()
+        loss.backward()
+        losses.append(loss.item())
+        if scenario == "profiler" and i == 1:
+            ctx.__exit__(None, None, None)
+            ctx = None
+    if ctx is not None:
+        ctx.__exit__(None, None, None)
+    return {"graphs": counters["stats"]["unique_graphs"], "breaks": sum(counters["graph_break"].values()),
+            "compiles": counters["frames"]["total"], "losses": losses}
+
+
+def _child() -> None:
+    import pyprof
+
+    out: dict = {"dynamo_imported_first": "torch._dynamo" in sys.modules}
+    pyprof.init()
+    with torch.device("meta"):  # torch's table of factory functions, built after init()
+        out["meta_device"] = str(torch.zeros(2).device)
+    out["with_init"] = {n: _counts(n, "recorder") for n in _models()}
+    pyprof.deinit()
+    out["finder_left"] = [type(f).__name__ for f in sys.meta_path if "pyprof" in type(f).__module__]
+    out["without"] = {n: _counts(n, "none") for n in _models()}
+    pyprof.init()
+    out["with_init_again"] = {n: _counts(n, "profiler") for n in _models()}
+    pyprof.deinit()
+    print("RESULT " + json.dumps(out))
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env, timeout=900,
+                          cwd=str(REPO))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_dynamo_is_imported_under_init(result):
+    assert result["dynamo_imported_first"] is False  # so the first run went through pyprof's finder
+    assert result["finder_left"] == []
+
+
+def test_device_context_still_redirects_factories(result):
+    assert result["meta_device"] == "meta"
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn", "transformer"])
+def test_same_graphs_breaks_and_compiles(result, model):
+    ref = result["without"][model]
+    assert ref["graphs"] >= 1
+    for run in ("with_init", "with_init_again"):
+        got = result[run][model]
+        assert {k: got[k] for k in ("graphs", "breaks", "compiles")} == \
+               {k: ref[k] for k in ("graphs", "breaks", "compiles")}, run
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn", "transformer"])
+def test_same_results(result, model):
+    ref = result["without"][model]["losses"]
+    for run in ("with_init", "with_init_again"):
+        assert result[run][model]["losses"] == pytest.approx(ref, rel=1e-6), run
+
+
+if __name__ == "__main__":
+    _child()
