@@ -136,20 +136,32 @@ def decode_legacy_pyprof(text: str) -> dict[str, Any]:
     """
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        # TypeError: a literal that cannot be built, such as a dict keyed by a list ({[1]: 2})
         raise MarkerError(f"malformed PyProf dict marker: {text[:80]!r}") from None
     if not isinstance(value, dict):
         raise MarkerError(f"malformed PyProf dict marker (not a dict): {text[:80]!r}")
     return as_lists(value)
 
 
+#: the integers a JSON record may hold (what orjson writes: int64 and uint64)
+_INT_LOW, _INT_HIGH = -(2**63), 2**64 - 1
+
+
 def as_lists(value: Any) -> Any:
-    """Tuples as lists, all the way down: a ``literal_eval``'d PyProf dict in the JSON shapes pyprof uses."""
-    if isinstance(value, dict):
+    """A ``literal_eval``'d PyProf dict in the JSON shapes pyprof uses: tuples as lists, all the way
+    down, and every value that is not plain JSON (bytes, complex, set, ``...``, a dict with keys that are
+    not strings, an integer outside 64 bits) as its text, so that it is data a record can hold rather
+    than a value no JSON writer takes."""
+    if value is None or value.__class__ in (str, bool, float):
+        return value
+    if value.__class__ is int:
+        return value if _INT_LOW <= value <= _INT_HIGH else str(value)
+    if value.__class__ is dict and all(k.__class__ is str for k in value):
         return {k: as_lists(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if value.__class__ in (list, tuple):
         return [as_lists(v) for v in value]
-    return value
+    return repr(value)
 
 
 def layer_name(text: str | None) -> str | None:

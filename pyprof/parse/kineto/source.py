@@ -334,7 +334,8 @@ class KinetoSource:
             self.warnings.append(f"{self._unlinked} backward op instances found no forward op with their sequence "
                                  "number (the forward ran before the profiled steps?)")
         if self._malformed:
-            self.warnings.append(f"{self._malformed} malformed pyprof markers were ignored")
+            self.warnings.append(f"{self._malformed} malformed pyprof markers: not decodable, or a field of the wrong type "
+                                 "(left out)")
         missing = self._missing_shapes()
         if missing:
             self.warnings.append(missing)

@@ -1,0 +1,190 @@
+"""Hostile and unlucky inputs, generated and seeded: what an attacker or an unlucky user hands pyprof.
+
+Each class of input gives a result or one line, never a traceback, and loses nothing silently:
+
+* exit 0 with outputs complete (records its own readers accept), or 1/2 with exactly one
+  ``pyprof: error:`` line and no output left behind;
+* memory bounded: the refused big inputs run in a child under an address-space limit (``RLIMIT_AS``),
+  so an input that would take gigabytes fails the test rather than the machine.
+
+No wall-clock assertions; the whole file runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pyprof.records import CHECKS, bad_field
+from tests.conftest import REPO, run_main
+from tests.nsys_synth import Export
+
+SEED = 20261127
+KINETO_GPU = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"
+
+
+def one_line_or_result(code, err: str, outs: list[Path]) -> str | None:
+    """What is wrong with the outcome of a command, or None: exit 0 (outputs present, no traceback) or
+    exit 1/2 with one ``pyprof: error:`` line and none of ``outs`` left."""
+    if "Traceback" in err:
+        return f"traceback: {err[-600:]}"
+    if code == 0:
+        missing = [str(p) for p in outs if not p.exists()]
+        return f"exit 0 without {missing}" if missing else None
+    if code not in (1, 2):
+        return f"exit {code}: {err!r}"
+    lines = err.splitlines()
+    errors = [line for line in lines if line.startswith("pyprof: error: ")]
+    if len(errors) != 1 or not lines[-1].startswith("pyprof: error: "):
+        return f"exit {code} without exactly one error line: {err!r}"
+    left = [str(p) for p in outs if p.exists()]
+    return f"exit {code} left {left}" if left else None
+
+
+def records_ok(path: Path) -> str | None:
+    """None when every line of ``path`` is a record whose fields pass :data:`pyprof.records.CHECKS`."""
+    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+        rec = orjson.loads(line)
+        bad = bad_field(rec, CHECKS.values())
+        if bad is not None:
+            return f"line {n}: {bad.problem(rec.get(bad.name))}"
+    return None
+
+
+# -- 4. decoded markers are data ---------------------------------------------------------------------
+
+#: Python literals that are no JSON value (and the ones that are, of a type no field takes)
+ODD_LITERALS = ["b'xx'", "1j", "{1, 2}", "...", "{1: 2}", "{(1, 2): 'a'}", str(2**70), str(2**64),
+                str(-(2**63) - 1), "1e999", "-1e999", "(1, b'x')", "frozenset()", "{'a': {3: 4}}",
+                "{'a': [1j, ...]}", "[[[[b'']]]]", "set()", "'x'", "3", "True", "None", "[1, 'a']", "{}"]
+#: text that is no literal at all (literal_eval refuses it): a dict keyed by a list, a call, a name
+NON_LITERALS = ["{[1]: 2}", "2 ** 70", "{'mod': 'x', [1]: 2}", "f(1)", "nan", "{{}: 1}"]
+#: ill-typed values in JSON (pyprof markers)
+ODD_JSON = ["5", "1.5", "true", "null", '"x"', "[1, 2]", '["a", 3]', '{"a": 1}', "[{}]", '[{"name": 1}]',
+            '[{"shape": "a"}]', '[{"items": 5}]', "18446744073709551616", "-1e308", "[[[]]]", '""']
+
+
+def _legacy_marker(rng: random.Random) -> str:
+    """A PyProf ``str(dict)`` marker with odd values in its fields (``{'mod': ...}`` or a traceMarker)."""
+    pick = lambda: rng.choice(ODD_LITERALS + ["'torch'", "'conv2d'"])  # noqa: E731
+    if rng.random() < 0.2:
+        return "{'traceMarker': " + rng.choice([pick(), f"[{pick()}, {pick()}]"]) + "}"
+    if rng.random() < 0.1:
+        return "{'mod': " + rng.choice(NON_LITERALS) + "}"
+    fields = {"mod": pick(), "op": pick(),
+              "args": rng.choice([pick(), f"[{pick()}]",
+                                  "[{'name': " + pick() + ", 'type': " + pick() + ", 'value': " + pick() + "}]",
+                                  "[{'name': 'x', 'type': 'tensor', 'shape': " + pick() + ", 'dtype': " + pick() + "}]"])}
+    keys = rng.sample(list(fields), rng.randint(1, 3))
+    return "{'mod': " + fields["mod"] + "".join(f", '{k}': {fields[k]}" for k in keys if k != "mod") + "}"
+
+
+def _pyprof_marker(rng: random.Random) -> str:
+    """A pyprof JSON marker of a random kind whose fields hold ill-typed JSON."""
+    kind = rng.choice(["op", "op", "mod", "bwd", "optim", "range"])
+    keys = {"op": ["op", "ns", "args", "cdtype", "seq", "id", "trace"], "mod": ["path", "cls"],
+            "bwd": ["node", "seq", "id"], "optim": ["cls"], "range": ["name"]}[kind]
+    fields = [f'"{k}":{rng.choice(ODD_JSON)}' for k in rng.sample(keys, rng.randint(1, len(keys)))]
+    if kind == "op" and rng.random() < 0.5:
+        fields.append('"op":"conv2d"')
+    return '{"pyprof":1,"k":"' + kind + '",' + ",".join(fields) + "}"
+
+
+def generated_markers(n: int) -> list[str]:
+    rng = random.Random(SEED)
+    return [(_legacy_marker if i % 2 else _pyprof_marker)(rng) for i in range(n)]
+
+
+def test_generated_markers_are_legal_python_or_json():
+    """The generator makes what it says: odd literals that Python reads, and JSON that is JSON."""
+    import ast
+
+    legacy = [m for m in generated_markers(200) if m.startswith("{'")]
+    read = sum(1 for m in legacy if _literal(ast, m))
+    assert len(legacy) > 60 and read > len(legacy) // 2  # most are literals, a few are not
+    for m in generated_markers(200):
+        if m.startswith('{"'):
+            json.loads(m)
+
+
+def _literal(ast, text) -> bool:
+    try:
+        ast.literal_eval(text)
+        return True
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+
+
+def _export_with_markers(path: Path, texts: list[str]) -> None:
+    ex = Export()
+    main = ex.track(name="python")
+    for text in texts:
+        with main.range(text, domain="pyprof" if text.startswith('{"') else None):
+            main.launch("ampere_sgemm_32x128_tn")
+    ex.write(path)
+
+
+def test_generated_markers_through_parse_then_prof(capsys, tmp_path):
+    """Markers whose literals are no plain JSON (bytes, complex, set, ``...``, int keys, ints of 2^64
+    and more) or whose fields are of the wrong type, one per kernel: parse writes records its own
+    checks accept (never a traceback), counts the damaged markers in one warning, and ``prof`` reads
+    what parse wrote."""
+    texts = generated_markers(300)
+    src, out = tmp_path / "m.sqlite", tmp_path / "m.dict"
+    _export_with_markers(src, texts)
+    code, _, err = run_main(capsys, ["parse", src, "-o", out])
+    assert code == 0, err
+    assert records_ok(out) is None
+    assert len(out.read_bytes().splitlines()) == len(texts)  # no kernel lost
+    warned = [line for line in err.splitlines() if "malformed pyprof/PyProf marker" in line]
+    assert len(warned) == 1
+    n_bad = int(warned[0].split("warning: ")[1].split()[0])
+    assert 0 < n_bad < len(texts)
+    code, table, err = run_main(capsys, ["prof", out])
+    assert code == 0, err
+    assert "Traceback" not in err
+    # prof's own reader, with its checks, read every record back
+    code, summary, err = run_main(capsys, ["prof", "--csv", out])
+    assert code == 0 and len(summary.splitlines()) == len(texts) + 1, err
+
+
+def test_odd_literal_is_stored_as_its_text(capsys, tmp_path):
+    """A value that is no JSON (bytes in args) is kept as its Python text, not lost nor a traceback."""
+    src, out = tmp_path / "m.sqlite", tmp_path / "m.dict"
+    _export_with_markers(src, ["{'mod': 'torch', 'op': 'mul', 'args': [{'name': 'x', 'type': 'int', "
+                               "'value': b'\\x00'}, {'name': 'y', 'type': 'int', 'value': " + str(2**70) + "}]}"])
+    code, _, err = run_main(capsys, ["parse", src, "-o", out])
+    assert code == 0, err
+    (rec,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert rec["op"] == "mul" and [a["value"] for a in rec["args"]] == ["b'\\x00'", str(2**70)]
+
+
+def test_generated_markers_in_a_torch_profiler_trace(capsys, tmp_path):
+    """The same markers as torch.profiler range names (percent-encoded as pyprof names them)."""
+    from pyprof.markers import to_profiler_name
+
+    doc = json.loads(KINETO_GPU.read_text())
+    names = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "user_annotation"
+             and e.get("name", "").startswith("{%22pyprof%22:")]
+    assert names
+    rng = random.Random(SEED)
+    for ev in names:
+        ev["name"] = to_profiler_name(_pyprof_marker(rng))
+    src, out = tmp_path / "t.json", tmp_path / "t.dict"
+    src.write_text(json.dumps(doc))
+    code, _, err = run_main(capsys, ["parse", src, "-o", out])
+    assert code == 0, err
+    assert records_ok(out) is None
+    code, _, err = run_main(capsys, ["prof", out])
+    assert code == 0, err
+
+
+_ = (gzip, os, subprocess, sys, pytest)
