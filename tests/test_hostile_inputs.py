@@ -187,4 +187,100 @@ def test_generated_markers_in_a_torch_profiler_trace(capsys, tmp_path):
     assert code == 0, err
 
 
-_ = (gzip, os, subprocess, sys, pytest)
+# -- 6. no silent loss; every OS error on output is one line ------------------------------------------
+
+
+def _small_export(path: Path, kernels: int = 400) -> None:
+    ex = Export()
+    main = ex.track(name="python")
+    for i in range(kernels):
+        with main.range("layer:x"):
+            main.launch(f"k{i}")
+    ex.write(path)
+
+
+@pytest.mark.parametrize("pages", [1, 2, 5])
+def test_export_cut_short_is_refused(pages, capsys, tmp_path):
+    """An export whose last pages are cut off (a copy or download cut short): refused in one line that
+    says so, never read as a smaller capture."""
+    src, cut, out = tmp_path / "s.sqlite", tmp_path / "cut.sqlite", tmp_path / "o.dict"
+    _small_export(src)
+    data = src.read_bytes()
+    page = int.from_bytes(data[16:18], "big")
+    cut.write_bytes(data[: len(data) - pages * page])
+    code, _, err = run_main(capsys, ["parse", cut, "-o", out])
+    assert one_line_or_result(code, err, [out]) is None
+    assert code == 2 and "truncated" in err
+
+
+def test_locked_database_is_called_locked(capsys, tmp_path):
+    """An export another program holds an exclusive lock on is "locked", not "truncated or corrupt"."""
+    import sqlite3
+
+    src, out = tmp_path / "s.sqlite", tmp_path / "o.dict"
+    _small_export(src, 5)
+    con = sqlite3.connect(src, isolation_level=None)
+    con.execute("BEGIN EXCLUSIVE")
+    try:
+        code, _, err = run_main(capsys, ["parse", src, "-o", out])
+    finally:
+        con.close()
+    assert one_line_or_result(code, err, [out]) is None
+    assert code == 2 and "locked" in err and "corrupt" not in err
+
+
+@pytest.fixture
+def records(tmp_path, capsys) -> Path:
+    src, out = tmp_path / "s.sqlite", tmp_path / "r.dict"
+    _small_export(src, 20)
+    assert run_main(capsys, ["parse", src, "-o", out])[0] == 0
+    return out
+
+
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder", "dev-full"])
+@pytest.mark.parametrize("command", ["parse", "prof", "report"])
+def test_output_os_errors_are_one_line(where, command, records, capsys, tmp_path):
+    if command == "report":
+        pytest.importorskip("plotly")
+    target = {"missing-folder": tmp_path / "no" / "such" / "out", "a-folder": tmp_path,
+              "dev-full": Path("/dev/full")}[where]
+    if where == "dev-full" and not target.exists():
+        pytest.skip("no /dev/full here")
+    if command == "parse" and where == "a-folder":
+        pytest.skip("parse -o FOLDER writes FOLDER/NAME.dict: a folder is a valid output there")
+    args = {"parse": ["parse", tmp_path / "s.sqlite", "-o", target],
+            "prof": ["prof", records, "-o", target],
+            "report": ["report", records, "-o", target]}[command]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = run_main(capsys, args)
+    assert code == 2, err
+    assert one_line_or_result(code, err, []) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing left (no temporary file)
+
+
+def test_output_through_a_symlink_keeps_link_and_mode(records, capsys, tmp_path):
+    """``-o`` over a symlink writes its target (the link stays a link); a private 0600 output stays 0600."""
+    target, link = tmp_path / "private.txt", tmp_path / "link.txt"
+    target.write_text("old\n")
+    target.chmod(0o600)
+    link.symlink_to(target)
+    code, _, err = run_main(capsys, ["prof", records, "-o", link])
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text().startswith("Idx") and (target.stat().st_mode & 0o777) == 0o600
+
+
+def test_closed_pipe_exits_0(records):
+    """``pyprof prof x.dict | head -1``: exit 0, nothing on stderr but warnings."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    big = records.with_name("big.dict")
+    big.write_bytes(records.read_bytes() * 200)
+    proc = subprocess.Popen([sys.executable, "-m", "pyprof", "prof", "-q", big], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout.readline().startswith(b"Idx")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0 and err == "", err
+
+
+_ = (gzip,)
