@@ -12,7 +12,6 @@ No wall-clock assertions; the whole file runs in well under a minute.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import random
@@ -283,4 +282,127 @@ def test_closed_pipe_exits_0(records):
     assert proc.wait() == 0 and err == "", err
 
 
-_ = (gzip,)
+# -- 5. bounded work -----------------------------------------------------------------------------------
+
+#: address space a refused input may take, in the child that parses it (the issue's bound: 2 GB)
+MEMORY_LIMIT = 2 << 30
+
+
+def parse_bounded(src: Path, out: Path, *extra: str, limits: str = "") -> subprocess.CompletedProcess:
+    """``pyprof parse src -o out`` in a child limited to :data:`MEMORY_LIMIT` of address space (an
+    input that needs more fails there, with a MemoryError traceback, rather than here); ``limits``:
+    ``PYPROF_LIMITS`` for it."""
+    code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT})); "
+            "from pyprof.cli.main import main; main(sys.argv[1:])")
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYPROF_LIMITS=limits)
+    return subprocess.run([sys.executable, "-c", code, "parse", str(src), "-o", str(out), *extra],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def _gzip_padded(path: Path, head: bytes, blanks: int) -> None:
+    """``head`` then ``blanks`` bytes of blanks, gzipped (blanks compress about 1000 times)."""
+    import zlib
+
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [c.compress(head)]
+    block = b" " * (1 << 22)
+    parts += [c.compress(block) for _ in range(blanks // len(block))]
+    parts += [c.flush()]
+    path.write_bytes(b"".join(parts))
+
+
+def test_gzip_bomb_is_refused_in_bounded_memory(tmp_path):
+    """A .json.gz of 0.25 MB inflating to 256 MiB, read with the inflate limit at 32 MiB (the default,
+    512 MiB, is the same test much slower): refused in one line, in bounded memory."""
+    src, out = tmp_path / "bomb.json.gz", tmp_path / "o.dict"
+    _gzip_padded(src, b'{"traceEvents": [', 256 << 20)
+    assert src.stat().st_size < 1 << 20
+    r = parse_bounded(src, out, limits="inflate=33554432")
+    assert one_line_or_result(r.returncode, r.stderr, [out]) is None
+    assert r.returncode == 2 and "--limit inflate=" in r.stderr
+
+
+def test_inflate_limit_can_be_raised(tmp_path):
+    """A real trace followed by 40 MiB of blanks: past a 32 MiB limit, read under ``--limit`` of 64 MiB."""
+    src, out = tmp_path / "padded.json.gz", tmp_path / "o.dict"
+    _gzip_padded(src, KINETO_GPU.read_bytes(), 40 << 20)
+    refused = parse_bounded(src, out, limits="inflate=33554432")
+    assert refused.returncode == 2 and "--limit inflate=" in refused.stderr
+    read = parse_bounded(src, out, "--limit", "inflate=67108864", limits="inflate=33554432")
+    assert read.returncode == 0, read.stderr
+    assert records_ok(out) is None
+    bad = parse_bounded(src, out.with_name("x.dict"), "--limit", "inflate=x")
+    assert bad.returncode == 2 and one_line_or_result(2, bad.stderr, [out.with_name("x.dict")]) is None
+
+
+def _nested_export(path: Path, depth: int) -> None:
+    import contextlib
+
+    ex = Export()
+    main = ex.track(name="python")
+    with contextlib.ExitStack() as stack:
+        for i in range(depth):
+            stack.enter_context(main.range(f"layer:l{i}"))
+        main.launch("k")
+    ex.write(path)
+
+
+def test_deep_nvtx_nesting_is_refused(tmp_path):
+    """5,000 NVTX ranges open at once (stacks as long as the nesting, quadratic): refused in one
+    line naming the depth limit, in bounded memory; a nesting under the limit is read, and refused
+    under a lower one."""
+    src, out = tmp_path / "deep.sqlite", tmp_path / "o.dict"
+    _nested_export(src, 5_000)
+    r = parse_bounded(src, out)
+    assert one_line_or_result(r.returncode, r.stderr, [out]) is None
+    assert r.returncode == 2 and "--limit depth=" in r.stderr
+    src = tmp_path / "less.sqlite"
+    _nested_export(src, 1200)
+    assert "--limit depth=" in parse_bounded(src, out, limits="depth=1000").stderr
+    ok = parse_bounded(src, out)
+    assert ok.returncode == 0, ok.stderr
+    assert records_ok(out) is None
+
+
+def _annotation_trace(depth: int, name=lambda i: f"ann{i}") -> dict:
+    events = [{"ph": "X", "cat": "user_annotation", "name": name(i), "pid": 1, "tid": 1, "ts": i,
+               "dur": 10 * depth - 2 * i} for i in range(depth)]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": depth + 1,
+                   "dur": 5, "args": {}})
+    return {"traceEvents": events}
+
+
+def test_deep_user_annotations_are_refused(tmp_path):
+    """20,000 nested torch.profiler user annotations (8.9 GB before): one line, bounded memory."""
+    src, out = tmp_path / "deep.json", tmp_path / "o.dict"
+    src.write_text(json.dumps(_annotation_trace(20_000)))
+    r = parse_bounded(src, out)
+    assert one_line_or_result(r.returncode, r.stderr, [out]) is None
+    assert r.returncode == 2 and "--limit depth=" in r.stderr
+
+
+def test_huge_range_text_is_refused(tmp_path):
+    """One range text of 17 M characters: refused, naming the text limit."""
+    src, out = tmp_path / "long.json", tmp_path / "o.dict"
+    src.write_text(json.dumps(_annotation_trace(1, name=lambda i: "layer:" + "a" * (17 << 20))))
+    r = parse_bounded(src, out)
+    assert one_line_or_result(r.returncode, r.stderr, [out]) is None
+    assert r.returncode == 2 and "--limit text=" in r.stderr
+
+
+def test_recursive_view_named_like_a_cupti_table_is_not_followed(capsys, tmp_path):
+    """A recursive VIEW in place of the kernel table: never read (tables only), so no hang."""
+    import sqlite3
+
+    src, out = tmp_path / "v.sqlite", tmp_path / "o.dict"
+    _small_export(src, 5)
+    con = sqlite3.connect(src)
+    cols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL "
+                "SELECT x + 1 FROM r) SELECT " + ", ".join(f"x AS {c}" for c in cols) + " FROM r")
+    con.commit()
+    con.close()
+    code, _, err = run_main(capsys, ["parse", src, "-o", out])
+    assert one_line_or_result(code, err, [out]) is None
+    assert code == 2 and "no CUDA kernels" in err

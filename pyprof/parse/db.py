@@ -175,7 +175,9 @@ class Database:
                 self.conn: sqlite3.Connection = self._sa.connection.driver_connection  # type: ignore[assignment]
                 self.conn.text_factory = _lenient
                 self.inspector = sqlalchemy.inspect(self._sa)
-                self.tables: set[str] = set(self.inspector.get_table_names()) | set(self.inspector.get_view_names())
+                # tables only: an exporter writes no views, and a view (a recursive one named like a CUPTI
+                # table, say) could make a plain SELECT run for ever
+                self.tables: set[str] = set(self.inspector.get_table_names())
         except BaseException:
             self.close()
             raise

@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from pyprof import markers
+from pyprof.parse import limits
 from pyprof.records import CHECKS
 
 # -- one text ---------------------------------------------------------------------------------------
@@ -241,6 +242,8 @@ def classify(text: str | None, bare_names: bool = False) -> TextInfo:
     as emit_nvtx op names, right for sources known to hold legacy (PyTorch <= 1.x) emit_nvtx text."""
     if not text:
         return TextInfo("plain")
+    if len(text) > 65536 and len(text) > limits.get("text"):  # (a limit is at least 64 KiB)
+        raise limits.exceeded(f"a range text of {len(text):,} characters", "text", len(text))
     if markers.is_pyprof(text):
         return _pyprof(text)
     if markers.is_legacy_pyprof(text):

@@ -17,6 +17,7 @@ from pyprof import process
 from pyprof.atomic import atomic_output
 from pyprof.errors import PyprofError
 from pyprof.parse.db import damaged, integrity_problem
+from pyprof.parse.limits import LimitError
 from pyprof.parse.source import open_source
 from pyprof.records import write_records
 
@@ -53,6 +54,10 @@ def parse_file(path: str, out: str | None) -> Result:
     "truncated or corrupt" error; a sound one (or a JSON trace) re-raises the failure, a pyprof bug."""
     try:
         return _parse_file(path, out)
+    except LimitError as exc:
+        if exc.problem.startswith(path):
+            raise
+        raise LimitError(f"{path}: {exc.problem}", exc.hint) from None
     except (PyprofError, OSError):  # (OSError: the output, e.g. a closed pipe; SQLite raises its own errors)
         raise
     except Exception as exc:

@@ -20,6 +20,7 @@ import orjson
 
 from pyprof.kernel_roles import NO_WORK, cpu_role
 from pyprof.markers import from_profiler_name
+from pyprof.parse import limits
 from pyprof.parse.decode import classify
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.load import Trace
@@ -313,6 +314,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
     li = 0
     stack: list[int] = []
     pop, push = stack.pop, stack.append
+    max_depth = limits.get("depth")
     py: dict[str, tuple] = {}  # Python range name -> (its user frame or None, its module range or ())
     for r in rids:
         s = start[r]
@@ -356,6 +358,9 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
             cut[r] = r if ro == ROLE_OP and not bwd[r] and _is_op_instance(name[r]) else -1
             chain[r] = (r,)
         push(r)
+        if len(stack) > max_depth:  # (ancestor chains are tuples: depth bounds their size)
+            raise limits.exceeded(f"ranges nest more than {max_depth:,} deep on one thread",
+                                  "depth", 2 * max_depth)
     while li < nl:
         t = launches[lids[li]][2]
         while stack and end[stack[-1]] <= t:
