@@ -406,3 +406,40 @@ def test_recursive_view_named_like_a_cupti_table_is_not_followed(capsys, tmp_pat
     code, _, err = run_main(capsys, ["parse", src, "-o", out])
     assert one_line_or_result(code, err, [out]) is None
     assert code == 2 and "no CUDA kernels" in err
+
+
+# -- 10. names are data --------------------------------------------------------------------------------
+
+
+def test_names_reach_terminal_and_csv_as_data(capsys, tmp_path):
+    """An op named like a spreadsheet formula and a kernel name holding terminal escape codes: the
+    table shows no control character, the CSV leads each would-be formula with ``'``."""
+    src, out = tmp_path / "evil.sqlite", tmp_path / "evil.dict"
+    ex = Export()
+    main = ex.track(name="python")
+    evil = {"=HYPERLINK(\"http://x\")": "\x1b[31mred\x1b[0m_kernel", "+cmd|calc": "@SUM(A1)", "-2+3": "k\x07"}
+    for op, kernel in evil.items():
+        with main.range(json.dumps({"pyprof": 1, "k": "op", "ns": "torch", "op": op, "args": []}), domain="pyprof"):
+            main.launch(kernel)
+    ex.write(src)
+    assert run_main(capsys, ["parse", src, "-o", out])[0] == 0
+    for args in (["prof", out], ["prof", "--summary", "op", out], ["prof", "-w", "200", out]):
+        code, text, err = run_main(capsys, args)
+        assert code == 0, err
+        assert not any(c < " " and c != "\n" or "\x7f" <= c <= "\x9f" for c in text), text
+    code, text, _ = run_main(capsys, ["prof", "--csv", out])
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(text)))
+    cells = [c for row in rows[1:] for c in row]
+    assert not [c for c in cells if c[:1] in "=+-@" and len(c) > 1 and not _number(c)]
+    assert {"'=HYPERLINK(\"http://x\")", "'+cmd|calc", "'@SUM(A1)", "'-2+3"} <= set(cells)
+
+
+def _number(v: str) -> bool:
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
