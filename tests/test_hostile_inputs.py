@@ -443,3 +443,44 @@ def _number(v: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+# -- 8. the report over its size cap -------------------------------------------------------------------
+
+
+def test_report_of_huge_arguments_fits_its_cap(capsys, tmp_path):
+    """An op whose string argument holds 9 MB (a page over the 8 MB cap before: a RuntimeError): the
+    page is written under its cap, saying its cells were cut; the records keep the full text."""
+    pytest.importorskip("plotly")
+    from pyprof.report import page
+
+    src, out, html = tmp_path / "big.sqlite", tmp_path / "big.dict", tmp_path / "r.html"
+    ex = Export()
+    main = ex.track(name="python")
+    items = [{"name": "", "type": "tensor", "shape": [4, 4], "dtype": "float32"}] * 400
+    for i in range(20):
+        with main.range(json.dumps({"pyprof": 1, "k": "op", "ns": "torch", "op": "cat", "trace": [f"x.py:{i}:f"],
+                                    "args": [{"name": "tensors", "type": "tensorlist", "items": items}]}),
+                        domain="pyprof"):
+            main.launch("cat_kernel")
+    with main.range(json.dumps({"pyprof": 1, "k": "op", "ns": "torch", "op": "mul",
+                                "args": [{"name": "a", "type": "str", "value": "x" * (9 << 20)}]}), domain="pyprof"):
+        main.launch("mul_kernel")
+    ex.write(src)
+    assert run_main(capsys, ["parse", src, "-o", out])[0] == 0
+    code, _, err = run_main(capsys, ["report", out, "-o", html])
+    assert one_line_or_result(code, err, [html]) is None
+    assert code == 0 and html.stat().st_size <= page.MAX_BYTES
+    assert max(len(line) for line in out.read_text().splitlines()) > 9 << 20
+
+
+def test_report_labels_are_escaped():
+    """A GPU name holding markup is text in the charts' labels (Plotly renders <a href> in them)."""
+    pytest.importorskip("plotly")
+    from pyprof.report import figures
+    from pyprof.report.breakdown import Breakdown
+
+    evil = '<a href="https://x">NVIDIA</a>'
+    fig = figures.breakdown([Breakdown(evil, 100.0, 50.0, 0.0, 0.0, 50.0, 0.0, 0.0)])
+    text = fig.to_json()
+    assert "<a " not in text and "&lt;a" in text
