@@ -484,3 +484,37 @@ def test_report_labels_are_escaped():
     fig = figures.breakdown([Breakdown(evil, 100.0, 50.0, 0.0, 0.0, 50.0, 0.0, 0.0)])
     text = fig.to_json()
     assert "<a " not in text and "&lt;a" in text
+
+
+# -- 9. --cluster ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("address", ["tcp://", "bogus://x", "local:100000", "local:-1", "tcp://host:port"])
+def test_cluster_address_is_checked(address, capsys, tmp_path):
+    """A bad address or an unbounded local:N: one line, exit 2, before any cluster starts."""
+    pytest.importorskip("distributed")
+    src, out = tmp_path / "s.sqlite", tmp_path / "out"
+    _small_export(src, 2)
+    code, _, err = run_main(capsys, ["parse", "--cluster", address, src, "-o", out])
+    assert code == 2 and one_line_or_result(code, err, []) is None
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_local_cluster_serves_no_dashboard(monkeypatch, capsys, tmp_path):
+    """local:N starts its cluster with no dashboard, listening on 127.0.0.1 only."""
+    distributed = pytest.importorskip("distributed")
+    seen = {}
+
+    class Refused(Exception):
+        pass
+
+    def cluster(**kwargs):
+        seen.update(kwargs)
+        raise Refused
+
+    monkeypatch.setattr(distributed, "LocalCluster", cluster)
+    src = tmp_path / "s.sqlite"
+    _small_export(src, 2)
+    with pytest.raises(Refused):
+        run_main(capsys, ["parse", "--cluster", "local:1", src, "-o", tmp_path / "out"])
+    assert seen["dashboard_address"] is None and seen["host"] == "127.0.0.1"
