@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import ast
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 
@@ -173,22 +174,29 @@ def layer_name(text: str | None) -> str | None:
 
 # -- markers inside torch.profiler (Kineto) traces ---------------------------------------------
 # Kineto writes record_function names into export_chrome_trace JSON verbatim: it does not escape
-# '"' (so a raw marker makes the trace invalid JSON) and it turns '\' into '/'. pyprof therefore
-# names its record_function ranges with the marker percent-encoded on exactly three characters
-# ('%' -> %25, '"' -> %22, '\' -> %5C): the trace stays valid JSON and the text is recovered exactly.
+# '"' (so a raw marker makes the trace invalid JSON) and it turns '\' into '/'; and torch's export
+# drops every event whose name holds a character beyond ASCII (a module named `café`, a script under
+# `Código/`). pyprof therefore names its record_function ranges with the marker percent-encoded on
+# '%' (-> %25), '"' (-> %22), '\' (-> %5C) and every non-ASCII character (its UTF-8 bytes, %C3%A9):
+# the trace stays valid JSON, keeps every event, and the text is recovered exactly. (The NVTX text,
+# built in Python or by the C extension, stays plain UTF-8: Nsight keeps it whole.)
 PROFILER_PREFIX = "{%22pyprof%22:"
 
 
 def to_profiler_name(text: str) -> str:
     """The record_function name pyprof uses for marker ``text`` (see the note above)."""
-    return text.replace("%", "%25").replace('"', "%22").replace("\\", "%5C")
+    name = text.replace("%", "%25").replace('"', "%22").replace("\\", "%5C")
+    if name.isascii():
+        return name
+    return "".join(c if c.isascii() else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+                   for c in name)
 
 
 def from_profiler_name(name: str) -> str:
     """Inverse of :func:`to_profiler_name`; other names are returned unchanged."""
     if not name.startswith(PROFILER_PREFIX):
         return name
-    return name.replace("%22", '"').replace("%5C", "\\").replace("%25", "%")
+    return unquote(name, errors="surrogatepass")
 
 
 def is_profiler_marker(name: str | None) -> bool:

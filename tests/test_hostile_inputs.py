@@ -518,3 +518,47 @@ def test_local_cluster_serves_no_dashboard(monkeypatch, capsys, tmp_path):
     with pytest.raises(Refused):
         run_main(capsys, ["parse", "--cluster", "local:1", src, "-o", tmp_path / "out"])
     assert seen["dashboard_address"] is None and seen["host"] == "127.0.0.1"
+
+
+# -- 10. non-ASCII names survive torch.profiler's export ---------------------------------------------
+
+
+@pytest.mark.parametrize("text", ['{"pyprof":1,"k":"range","name":"café 层 %22 \\\\ \\"q\\" 🙂"}',
+                                  '{"pyprof":1,"k":"op","op":"x","trace":["Código/modèle.py:3:f"]}',
+                                  '{"pyprof":1,"k":"mod","path":"a.b"}'])
+def test_profiler_name_is_ascii_and_exact(text):
+    from pyprof.markers import from_profiler_name, is_profiler_marker, to_profiler_name
+
+    name = to_profiler_name(text)
+    assert name.isascii() and '"' not in name and "\\" not in name
+    assert is_profiler_marker(name) and from_profiler_name(name) == text
+
+
+@pytest.mark.torch
+def test_non_ascii_module_range_and_path_survive_pyprof_run(tmp_path):
+    """A module attribute named 层, a ``pyprof.range("café")`` and a script under ``Código/``: torch's
+    chrome-trace export drops events whose name holds non-ASCII; all three reach the records."""
+    pytest.importorskip("torch")
+    script = tmp_path / "Código" / "modèle.py"
+    script.parent.mkdir()
+    script.write_text(
+        "import torch, pyprof\n"
+        "class Café(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.层 = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        with pyprof.range('café'):\n"
+        "            return self.层(x).relu()\n"
+        "m = Café()\n"
+        "for _ in range(2):\n"
+        "    m(torch.randn(2, 4)).sum().backward()\n", encoding="utf-8")
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-m", "pyprof", "run", "--steps-from", "all", "-o", str(out), str(script)],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    layers = {name for rec in recs for name in rec.get("layer") or ()}
+    assert {"café", "层"} <= layers
+    assert any("modèle.py" in site for rec in recs for site in rec.get("trace") or ())
