@@ -562,3 +562,20 @@ def test_non_ascii_module_range_and_path_survive_pyprof_run(tmp_path):
     layers = {name for rec in recs for name in rec.get("layer") or ()}
     assert {"café", "层"} <= layers
     assert any("modèle.py" in site for rec in recs for site in rec.get("trace") or ())
+
+
+def test_pipes_and_devices_are_named_as_such(capsys, tmp_path):
+    """A FIFO or /dev/zero given to parse is "not a regular file" (not "empty"); /dev/zero given to
+    prof is a device (not a MemoryError after reading it for ever)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "o.dict"
+    for path in (fifo, Path("/dev/zero")):
+        if not path.exists():
+            continue
+        code, _, err = run_main(capsys, ["parse", path, "-o", out])
+        assert code == 2 and one_line_or_result(code, err, [out]) is None
+        assert "not a regular file" in err and "empty" not in err
+    if Path("/dev/zero").exists():
+        code, _, err = run_main(capsys, ["prof", "/dev/zero"])
+        assert code == 2 and one_line_or_result(code, err, []) is None and "device" in err
