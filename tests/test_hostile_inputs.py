@@ -579,3 +579,28 @@ def test_pipes_and_devices_are_named_as_such(capsys, tmp_path):
     if Path("/dev/zero").exists():
         code, _, err = run_main(capsys, ["prof", "/dev/zero"])
         assert code == 2 and one_line_or_result(code, err, []) is None and "device" in err
+
+
+def test_multi_file_parse_isolates_an_unexpected_failure(monkeypatch, capsys, tmp_path):
+    """Three inputs, the second hitting an unexpected error (a bug, injected): the other two are
+    written, the failure is named in one line, exit 2."""
+    from pyprof.parse import run as parse_run
+
+    srcs = []
+    for name in ("a", "b", "c"):
+        src = tmp_path / f"{name}.sqlite"
+        _small_export(src, 3)
+        srcs.append(src)
+    real = parse_run._parse_file
+
+    def flaky(path, out):
+        if path.endswith("b.sqlite"):
+            raise KeyError("injected")
+        return real(path, out)
+
+    monkeypatch.setattr(parse_run, "_parse_file", flaky)
+    out = tmp_path / "out"
+    code, _, err = run_main(capsys, ["parse", "-j", "1", *srcs, "-o", out])
+    assert code == 2 and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["a.dict", "c.dict"]
+    assert "b.sqlite" in err and "KeyError" in err
