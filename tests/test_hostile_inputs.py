@@ -604,3 +604,45 @@ def test_multi_file_parse_isolates_an_unexpected_failure(monkeypatch, capsys, tm
     assert code == 2 and "Traceback" not in err
     assert sorted(p.name for p in out.iterdir()) == ["a.dict", "c.dict"]
     assert "b.sqlite" in err and "KeyError" in err
+
+
+# -- 7. Parquet paths are data; foreign Parquet is one line ------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ranks[1]", "run*", "r?"])
+def test_dataset_folder_with_glob_characters_reads_its_own_files(name, capsys, tmp_path):
+    """A dataset folder named with glob characters beside folders its pattern would match: the per-rank
+    summary counts its own kernels only."""
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    from pyprof.scale.query import tables
+
+    src, other = tmp_path / "s.sqlite", tmp_path / "big.sqlite"
+    _small_export(src, 7)
+    _small_export(other, 40)
+    mine = tmp_path / name
+    for folder in (mine, tmp_path / "ranks1", tmp_path / "runx", tmp_path / "rx"):
+        folder.mkdir()
+    assert run_main(capsys, ["parse", "-q", "--format", "parquet", src, "-o", mine / "s.parquet"])[0] == 0
+    for decoy in ("ranks1", "runx", "rx"):
+        assert run_main(capsys, ["parse", "-q", "--format", "parquet", other, "-o", tmp_path / decoy / "s.parquet"])[0] == 0
+    ranks, _ = tables(str(mine))
+    assert int(ranks["kernels"].sum()) == 7
+
+
+@pytest.mark.parametrize("kind", ["foreign", "truncated"])
+def test_foreign_or_truncated_parquet_is_one_line(kind, capsys, tmp_path):
+    pytest.importorskip("duckdb")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "x.parquet"
+    if kind == "foreign":
+        pq.write_table(pa.table({"a": [1, 2]}), path)
+    else:
+        src = tmp_path / "s.sqlite"
+        _small_export(src, 5)
+        assert run_main(capsys, ["parse", "-q", src, "-o", tmp_path / "whole.parquet"])[0] == 0
+        path.write_bytes((tmp_path / "whole.parquet").read_bytes()[:1500])
+    code, _, err = run_main(capsys, ["prof", path])
+    assert code == 2 and one_line_or_result(code, err, []) is None
