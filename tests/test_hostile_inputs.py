@@ -646,3 +646,48 @@ def test_foreign_or_truncated_parquet_is_one_line(kind, capsys, tmp_path):
         path.write_bytes((tmp_path / "whole.parquet").read_bytes()[:1500])
     code, _, err = run_main(capsys, ["prof", path])
     assert code == 2 and one_line_or_result(code, err, []) is None
+
+
+# -- 9. pyprof run: forked children, failed runs ---------------------------------------------------------
+
+
+def _run(tmp_path: Path, script_text: str, out: Path) -> subprocess.CompletedProcess:
+    script = tmp_path / "script.py"
+    script.write_text(script_text)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "pyprof", "run", "--steps-from", "all", "-o", str(out), str(script)],
+                          capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
+
+
+@pytest.mark.torch
+def test_run_forked_child_returning_from_the_script_ends_cleanly(tmp_path):
+    """A script forks; the child returns from the script (no os._exit): the child ends there, and the
+    parent's run completes with its records (before: the child ran pyprof's epilogue and deadlocked)."""
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    r = _run(tmp_path, "import os, torch\n"
+                       "x = torch.randn(8, 8)\n"
+                       "pid = os.fork()\n"
+                       "if pid:\n"
+                       "    os.waitpid(pid, 0)\n"
+                       "    y = x @ x\n", out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (out / "records.dict").stat().st_size > 0
+    assert r.stdout.count("pyprof run:") <= 1 and r.stderr.count("pyprof run:") <= 1
+
+
+@pytest.mark.torch
+def test_failed_run_leaves_no_older_results(tmp_path):
+    """A run that fails in a folder holding an older run's outputs: none of them is left beside it."""
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    out.mkdir()
+    from pyprof.runner import RUN_OUTPUTS
+
+    for name in RUN_OUTPUTS:
+        (out / name).write_text("an older run's\n")
+    r = _run(tmp_path, "import torch\ntorch.randn(2) @ torch.randn(2)\nraise RuntimeError('boom')\n", out)
+    assert r.returncode != 0 and "Traceback" in r.stderr  # the script's own traceback, as Python prints it
+    # (this run's own trace may be there: the profiler exports what it saw before the failure)
+    assert [p.name for p in out.iterdir() if p.read_bytes() == b"an older run's\n"] == []
+    assert not (out / "records.dict").exists() and not (out / "report.html").exists()
