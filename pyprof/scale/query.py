@@ -174,13 +174,15 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
     """``pyprof prof DIR``: the per-rank summary and the straggler table of a dataset, in ``style``
     (``aligned``: human units within ``width`` characters, 0: no limit; ``csv``; ``json``: JSON lines
     with a ``table`` field)."""
-    import duckdb
-
-    from pyprof.errors import InputError
+    from pyprof.errors import InputError, PyprofError
 
     try:
         ranks, slow = tables(path, top, threads)
-    except duckdb.Error as exc:  # a foreign, truncated or wrong-typed Parquet file: DuckDB's words, one line
+    except PyprofError:
+        raise
+    except Exception as exc:  # a foreign, truncated or wrong-typed Parquet file: DuckDB's words, one line
+        if not type(exc).__module__.startswith(("duckdb", "_duckdb")):
+            raise
         reason = " ".join(str(exc).split())[:300]
         raise InputError(f"{path}: cannot read it as a pyprof record dataset ({type(exc).__name__}: {reason})",
                          "give Parquet that `pyprof parse --format parquet` wrote (whole files)") from None
