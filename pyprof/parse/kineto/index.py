@@ -20,7 +20,6 @@ import orjson
 
 from pyprof.kernel_roles import NO_WORK, cpu_role
 from pyprof.markers import from_profiler_name
-from pyprof.parse import limits
 from pyprof.parse.decode import classify
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.load import Trace
@@ -314,6 +313,8 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
     li = 0
     stack: list[int] = []
     pop, push = stack.pop, stack.append
+    from pyprof.parse import limits
+
     max_depth = limits.get("depth")
     py: dict[str, tuple] = {}  # Python range name -> (its user frame or None, its module range or ())
     for r in rids:
