@@ -3,19 +3,43 @@
 ``with atomic_output(path) as fh:`` writes to a temporary file beside ``path`` and renames it into
 place only when the block ends without an exception. ``path`` of ``None`` or ``"-"`` means stdout,
 which cannot be rolled back; callers validate their input before writing the first byte. An existing
-``path`` that is not a regular file (``/dev/null``, a FIFO) is written in place, never replaced. The
+``path`` that is not a regular file (``/dev/null``, a FIFO) is written in place, never replaced.
+
+What the user named stays what it was: a symlink is written through (its target is replaced, the
+link kept); an existing file keeps its permission bits (a private ``0600`` file stays private); a new
 file gets the permissions ``open()`` would give it (``0o666`` less the umask), not the temporary
-file's private ``0o600``.
+file's private ``0o600``. Every OS failure of the output (a missing or read-only folder, a full disk,
+a path that names a folder) is one :class:`~pyprof.errors.OutputError` line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
 from typing import IO
+
+from pyprof.errors import OutputError
+
+#: errors of a write that are the output's, not the input's (a full disk, a quota, a read-only mount)
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+def output_error(path: str, exc: OSError) -> OutputError:
+    """The one line for an OS failure writing ``path``."""
+    reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, IsADirectoryError) or (os.path.isdir(path) and not isinstance(exc, FileNotFoundError)):
+        return OutputError(f"cannot write {path}: it is a folder", "name a file inside it")
+    where = os.path.dirname(os.path.abspath(path))
+    if isinstance(exc, FileNotFoundError):
+        return OutputError(f"cannot write {path}: the folder {where} does not exist", "create it first")
+    return OutputError(f"cannot write {path}: {reason}",
+                       "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
+                       "choose a writable place for the output")
 
 
 @contextlib.contextmanager
@@ -23,21 +47,45 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
     if path is None or str(path) == "-":
         yield sys.stdout.buffer if "b" in mode else sys.stdout
         return
-    path = os.fspath(path)
-    if os.path.exists(path) and not os.path.isfile(path):
+    shown = os.fspath(path)
+    # a symlink is written through: its target is the file replaced (the link stays a link)
+    path = os.path.realpath(shown) if os.path.islink(shown) else shown
+    if os.path.isdir(path):
+        raise OutputError(f"cannot write {shown}: it is a folder", "name a file inside it")
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
         # /dev/null, /dev/stdout, a FIFO: write straight to it. Never rename over it (as root that would
         # replace the device node itself with a regular file).
-        with open(path, mode) as fh:
-            yield fh
+        try:
+            with open(path, mode) as fh:
+                yield fh
+        except OSError as exc:
+            if exc.errno in _WRITE_ERRNOS or exc.filename == path:
+                raise output_error(shown, exc) from None
+            raise
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".part", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".part", dir=directory)
+    except OSError as exc:
+        raise output_error(shown, exc) from None
     try:
         if hasattr(os, "fchmod"):
-            os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, mode) as fh:
-            yield fh
-        os.replace(tmp, path)
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+        try:
+            with os.fdopen(fd, mode) as fh:
+                yield fh
+        except OSError as exc:
+            if exc.errno in _WRITE_ERRNOS and not exc.filename:
+                raise output_error(shown, exc) from None
+            raise
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise output_error(shown, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

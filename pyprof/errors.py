@@ -28,6 +28,11 @@ class NoKernelsError(InputError):
     """The input is a valid export but holds no kernel (no CUDA trace, or nothing ran)."""
 
 
+class OutputError(PyprofError):
+    """An output cannot be written: its folder is missing or read-only, the disk is full, the path names
+    a folder. Nothing partial is left behind."""
+
+
 class UsageError(PyprofError):
     """The command line or an API call asked for something that cannot be done."""
 

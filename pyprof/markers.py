@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import ast
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 
@@ -141,20 +142,32 @@ def decode_legacy_pyprof(text: str) -> dict[str, Any]:
     """
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        # TypeError: a literal that cannot be built, such as a dict keyed by a list ({[1]: 2})
         raise MarkerError(f"malformed PyProf dict marker: {text[:80]!r}") from None
     if not isinstance(value, dict):
         raise MarkerError(f"malformed PyProf dict marker (not a dict): {text[:80]!r}")
     return as_lists(value)
 
 
+#: the integers a JSON record may hold (what orjson writes: int64 and uint64)
+_INT_LOW, _INT_HIGH = -(2**63), 2**64 - 1
+
+
 def as_lists(value: Any) -> Any:
-    """Tuples as lists, all the way down: a ``literal_eval``'d PyProf dict in the JSON shapes pyprof uses."""
-    if isinstance(value, dict):
+    """A ``literal_eval``'d PyProf dict in the JSON shapes pyprof uses: tuples as lists, all the way
+    down, and every value that is not plain JSON (bytes, complex, set, ``...``, a dict with keys that are
+    not strings, an integer outside 64 bits) as its text, so that it is data a record can hold rather
+    than a value no JSON writer takes."""
+    if value is None or value.__class__ in (str, bool, float):
+        return value
+    if value.__class__ is int:
+        return value if _INT_LOW <= value <= _INT_HIGH else str(value)
+    if value.__class__ is dict and all(k.__class__ is str for k in value):
         return {k: as_lists(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if value.__class__ in (list, tuple):
         return [as_lists(v) for v in value]
-    return value
+    return repr(value)
 
 
 def layer_name(text: str | None) -> str | None:
@@ -166,22 +179,29 @@ def layer_name(text: str | None) -> str | None:
 
 # -- markers inside torch.profiler (Kineto) traces ---------------------------------------------
 # Kineto writes record_function names into export_chrome_trace JSON verbatim: it does not escape
-# '"' (so a raw marker makes the trace invalid JSON) and it turns '\' into '/'. pyprof therefore
-# names its record_function ranges with the marker percent-encoded on exactly three characters
-# ('%' -> %25, '"' -> %22, '\' -> %5C): the trace stays valid JSON and the text is recovered exactly.
+# '"' (so a raw marker makes the trace invalid JSON) and it turns '\' into '/'; and torch's export
+# drops every event whose name holds a character beyond ASCII (a module named `café`, a script under
+# `Código/`). pyprof therefore names its record_function ranges with the marker percent-encoded on
+# '%' (-> %25), '"' (-> %22), '\' (-> %5C) and every non-ASCII character (its UTF-8 bytes, %C3%A9):
+# the trace stays valid JSON, keeps every event, and the text is recovered exactly. (The NVTX text,
+# built in Python or by the C extension, stays plain UTF-8: Nsight keeps it whole.)
 PROFILER_PREFIX = "{%22pyprof%22:"
 
 
 def to_profiler_name(text: str) -> str:
     """The record_function name pyprof uses for marker ``text`` (see the note above)."""
-    return text.replace("%", "%25").replace('"', "%22").replace("\\", "%5C")
+    name = text.replace("%", "%25").replace('"', "%22").replace("\\", "%5C")
+    if name.isascii():
+        return name
+    return "".join(c if c.isascii() else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+                   for c in name)
 
 
 def from_profiler_name(name: str) -> str:
     """Inverse of :func:`to_profiler_name`; other names are returned unchanged."""
     if not name.startswith(PROFILER_PREFIX):
         return name
-    return name.replace("%22", '"').replace("%5C", "\\").replace("%25", "%")
+    return unquote(name, errors="surrogatepass")
 
 
 def is_profiler_marker(name: str | None) -> bool:

@@ -220,6 +220,27 @@ def torch_env() -> dict[str, Any]:
     }
 
 
+#: what ``pyprof run`` writes in its folder (the report at its default path)
+RUN_OUTPUTS = ("trace.json", "records.dict", "env.json", "report.html")
+
+
+def _end_forked_child(exit_code: Any, failure: BaseException | None) -> None:
+    """A process the script forked has returned from the script (it did not ``os._exit``): it ends here,
+    as the script would have ended it, without pyprof's epilogue (stopping the parent's profiler,
+    exporting its trace, parsing it: all the parent's to do, and a deadlock in a child)."""
+    if failure is not None and not isinstance(failure, SystemExit):
+        import traceback
+
+        traceback.print_exception(failure)
+    code = exit_code if isinstance(exit_code, int) else (0 if exit_code is None and failure is None else 1)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(code)
+
+
 def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.PathLike,
                opts: RunOptions | None = None) -> RunResult:
     """Run ``script`` under torch.profiler; write ``out_dir/trace.json``; return where and what ran."""
@@ -234,8 +255,12 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     except OSError as exc:
         raise UsageError(f"cannot create output folder {out} ({exc.strerror})", "choose another -o DIR") from None
     trace_path = out / "trace.json"
-    if trace_path.exists():
-        trace_path.unlink()
+    # every output of an earlier run in this folder goes first: a run that fails must not leave an
+    # older run's records or report beside it, to be read as this one's
+    for name in RUN_OUTPUTS:
+        stale = out / name
+        if stale.is_file() or stale.is_symlink():
+            stale.unlink()
 
     import torch
     from torch.nn.modules.module import register_module_forward_pre_hook
@@ -286,6 +311,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     exit_code: Any = None
     t_start = time.perf_counter()
     t_end = None
+    parent = os.getpid()
     prof.start()
     try:
         runpy.run_path(str(script), run_name="__main__")
@@ -298,6 +324,8 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     except BaseException as exc:  # the user's script failed: report it as Python would
         failure = exc
     finally:
+        if os.getpid() != parent:
+            _end_forked_child(exit_code, failure)
         try:
             if failure is None:
                 stepper.flush()

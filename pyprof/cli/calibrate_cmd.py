@@ -35,7 +35,7 @@ Examples:
               help="Most seconds of timed repetitions per measurement.")
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["float32", "bfloat16", "float16"]),
               help="Dtypes to measure (repeatable; default all three).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Calibration file to update.")
+@click.option("-o", "--output", type=click.Path(), default=None, help="Calibration file to update.")
 @click.option("--no-save", is_flag=True, help="Print the figures without saving them.")
 def calibrate(device, size, copy_mb, budget, dtypes, output, no_save):
     from pyprof import calibrate as cal_mod

@@ -25,8 +25,19 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+class _ClosedPipe(Exception):
+    """stdout's reader went away (``pyprof prof x.dict | head -1``): carried past click, which would
+    turn the BrokenPipeError into exit 1, to :func:`main`, which exits 0."""
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _ClosedPipe() from None
 
     def list_commands(self, ctx):
         return sorted(name for name in SUBCOMMANDS if self._load(name) is not None)
@@ -69,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the group, turning :class:`PyprofError` into one line and its exit code."""
     try:
         cli.main(args=argv, prog_name="pyprof", standalone_mode=False)
+        sys.stdout.flush()  # here, not at exit: a closed pipe or a full disk is met while it can be handled
     except PyprofError as exc:
         click.echo(f"pyprof: error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -78,12 +90,19 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        # `pyprof prof net.dict | head`: quiet on a closed pipe.
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            sys.exit(0)
+    except (BrokenPipeError, _ClosedPipe):
+        # `pyprof prof net.dict | head`: quiet on a closed pipe, exit 0. What is still buffered for
+        # stdout goes to /dev/null, so the flush at interpreter exit fails no more.
+        _quiet_stdout()
+        sys.exit(0)
+    except OSError as exc:
+        # an OS failure no reader turned into its own message (stdout on a full disk, say): one line
+        broken = _is_stdout_error()
+        where = f" {exc.filename}" if exc.filename else " the output"
+        click.echo(f"pyprof: error: cannot read or write{where}: {exc.strerror or exc}", err=True)
+        if broken:
+            _quiet_stdout()
+        sys.exit(2)
     except KeyboardInterrupt:
         click.echo("pyprof: interrupted", err=True)
         sys.exit(130)
@@ -91,6 +110,27 @@ def main(argv: list[str] | None = None) -> None:
         raise
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that nothing more fails writing it (at exit either)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        sys.stdout = None  # type: ignore[assignment]
+
+
+def _is_stdout_error() -> bool:
+    """Whether stdout can no longer be written (the OSError met was writing it)."""
+    try:
+        sys.stdout.flush()
+        return False
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 if __name__ == "__main__":

@@ -48,13 +48,25 @@ Bad input exits with status 2 and one line saying what is wrong; no partial outp
               help="Parse on a Dask cluster, a task per file, into the -o folder: tcp://HOST:8786 (a running "
                    "scheduler; inputs and -o on a file system every worker sees) or local:N (N local "
                    "workers). A failing file is named and the others go on; exit 2 at the end if any failed.")
+@click.option("--limit", "limit_specs", multiple=True, metavar="NAME=N",
+              help="Raise a bound on what an export may ask (no real capture reaches the defaults): "
+                   "inflate (bytes a .json.gz may inflate to, default 512 MiB or 100x its size), depth "
+                   "(ranges open at once on a thread, 2000), text (characters of one range text, 16 MiB).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line or warnings on stderr.")
 @owns_process
 def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str | None, cluster: str | None,
-          quiet: bool) -> None:
+          limit_specs: tuple[str, ...], quiet: bool) -> None:
     from pyprof.cli.memory import no_hugepage_madvise
+    from pyprof.parse import limits
 
     no_hugepage_madvise()
+    if limit_specs:
+        try:
+            spec = {**limits.parse_spec(os.environ.get(limits.ENV, "")),
+                    **{k: v for s in limit_specs for k, v in limits.parse_spec(s).items()}}
+        except ValueError as exc:
+            raise UsageError(f"--limit: {exc}", "e.g. --limit depth=5000") from None
+        os.environ[limits.ENV] = ",".join(f"{k}={v}" for k, v in spec.items())
 
     def say(msg: str) -> None:
         if not quiet:

@@ -88,7 +88,7 @@ Summary columns (--summary op|layer|kernel|dir):
                                              "its datasheet peaks replace the derived ones.")
 @click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for every dtype (overrides the table).")
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s (overrides the table).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+@click.option("-o", "--output", type=click.Path(allow_dash=True), default="-",
               help="Write here instead of stdout (all or nothing).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Processes decoding a large (64 MiB+) record file and formatting a long table. "

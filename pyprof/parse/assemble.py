@@ -177,8 +177,8 @@ class Prepared:
             stats.malformed = int(bad[lab_of_range].sum())
             if stats.malformed:
                 stats.warnings.append(
-                    f"{stats.malformed} malformed pyprof/PyProf marker range(s) could not be decoded; their "
-                    "kernels are written with the raw range text in `ranges`")
+                    f"{stats.malformed} malformed pyprof/PyProf marker range(s): not decodable, or a field of "
+                    "the wrong type (left out); their kernels keep the raw range text in `ranges`")
 
         thread = _ints(acts["thread"])
         api_start = _ints(acts["apiStart"])
@@ -705,8 +705,8 @@ class Streamed:
         yield self.n
         if stats.malformed:
             stats.warnings.append(
-                f"{stats.malformed} malformed pyprof/PyProf marker range(s) could not be decoded; their "
-                "kernels are written with the raw range text in `ranges`")
+                f"{stats.malformed} malformed pyprof/PyProf marker range(s): not decodable, or a field of "
+                "the wrong type (left out); their kernels keep the raw range text in `ranges`")
 
     def _link(self, linker, rows, q_sid, decoded, st, nc, r_thread, r_start, r_gidx, r_label, labels, bare,
               fields, ranges_of, row_key, op_local, linked) -> None:

@@ -99,6 +99,12 @@ def translate_errors(path: str) -> Iterator[None]:
         if reason.startswith(("no such column", "no such table")):
             raise LayoutError(f"{path}: the export lacks a table or column pyprof reads ({_one_line(reason)})",
                               REEXPORT) from None
+        if reason.startswith(("database is locked", "database table is locked")):
+            raise InputError(f"{path}: the database is locked by another program ({_one_line(reason)})",
+                             "wait for the program writing it (nsys export) to finish, or copy the file") from None
+        if reason.startswith("unable to open database file"):
+            raise InputError(f"{path}: SQLite cannot open the file ({_one_line(reason)})",
+                             "check that the file and its folder are readable") from None
         raise damaged(path, reason) from None
 
 
@@ -125,6 +131,26 @@ def integrity_problem(path: str | os.PathLike) -> str | None:
         or verdict
 
 
+def cut_short(path: str | os.PathLike) -> str | None:
+    """A file shorter than its SQLite header says (the database size in pages, bytes 28-31, valid when
+    the change counter at bytes 24-27 equals the one at 92-95): a copy or download cut short, whose lost
+    pages SQLite may never visit. The problem in words, or None."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError:
+        return None
+    if len(head) < 100 or head[:16] != SQLITE_MAGIC or head[24:28] != head[92:96]:
+        return None
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if pages and size < pages * page:
+        return f"the file holds {size} bytes, its header says {pages} pages of {page} bytes"
+    return None
+
+
 def sqlite_uri(path: str) -> str:
     """A read-only SQLite URI for ``path``, percent-encoded (so '?', '#', '%' and spaces in names are safe)."""
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
@@ -136,6 +162,9 @@ class Database:
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
         # opened read-only by URI; one connection serves SQLAlchemy's inspector and the raw queries
+        short = cut_short(self.path)
+        if short is not None:
+            raise damaged(self.path, short)
         uri = sqlite_uri(self.path)
         self.engine = sqlalchemy.create_engine(
             "sqlite://", poolclass=NullPool, creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
@@ -146,7 +175,9 @@ class Database:
                 self.conn: sqlite3.Connection = self._sa.connection.driver_connection  # type: ignore[assignment]
                 self.conn.text_factory = _lenient
                 self.inspector = sqlalchemy.inspect(self._sa)
-                self.tables: set[str] = set(self.inspector.get_table_names()) | set(self.inspector.get_view_names())
+                # tables only: an exporter writes no views, and a view (a recursive one named like a CUPTI
+                # table, say) could make a plain SELECT run for ever
+                self.tables: set[str] = set(self.inspector.get_table_names())
         except BaseException:
             self.close()
             raise

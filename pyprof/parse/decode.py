@@ -29,6 +29,8 @@ from typing import Any
 import orjson
 
 from pyprof import markers
+from pyprof.parse import limits
+from pyprof.records import CHECKS
 
 # -- one text ---------------------------------------------------------------------------------------
 
@@ -75,10 +77,12 @@ class TextInfo:
 
 
 def _parse_sizes(text: str):
+    """emit_nvtx's ``sizes = [[..], ..]`` as a list; None when it is not one (``atenSizes`` is a list)."""
     try:
-        return orjson.loads(text.replace("(", "[").replace(")", "]"))
+        sizes = orjson.loads(text.replace("(", "[").replace(")", "]"))
     except orjson.JSONDecodeError:
-        return text
+        return None
+    return sizes if isinstance(sizes, list) else None
 
 
 def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
@@ -117,9 +121,50 @@ def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
     return TextInfo("aten", name=name, seq=seq, stashed=stashed, sizes=sizes, is_bwd_node=node)
 
 
-def _text(v: Any) -> str | None:
-    """A marker field that should be text: itself if it is, else None (a damaged marker)."""
-    return v if isinstance(v, str) else None
+class _Fields:
+    """The fields of one decoded marker, each taken only when it holds a value of the type its record
+    field has (:data:`pyprof.records.CHECKS`), so that parse never writes a record its own readers
+    reject; ``bad`` counts the fields that did not (the marker is then counted as malformed)."""
+
+    __slots__ = ("d", "bad")
+
+    def __init__(self, d: dict[str, Any]):
+        self.d, self.bad = d, 0
+
+    def get(self, key: str, field: str) -> Any:
+        v = self.d.get(key)
+        if v is None or CHECKS[field].ok(v):
+            return v
+        self.bad += 1
+        return None
+
+    def text(self, key: str) -> str | None:
+        v = self.d.get(key)
+        if v is None or isinstance(v, str):
+            return v
+        self.bad += 1
+        return None
+
+    def strings(self, key: str) -> tuple | None:
+        """A list of strings (a call site); items that are not strings are dropped and counted."""
+        v = self.d.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list):
+            self.bad += 1
+            return None
+        out = tuple(t for t in v if isinstance(t, str))
+        self.bad += len(out) != len(v)
+        return out
+
+    def ints(self, key: str) -> tuple:
+        v = self.d.get(key)
+        if v is None:
+            return ()
+        items = v if isinstance(v, list) else [v]
+        out = tuple(s for s in items if _is_int(s))
+        self.bad += len(out) != len(items)
+        return out
 
 
 def _is_int(v: Any) -> bool:
@@ -131,32 +176,36 @@ def _pyprof(text: str) -> TextInfo:
         p = markers.decode(text)
     except markers.MarkerError:
         return TextInfo("plain", malformed=True)
+    f = _Fields(p)
     k = p["k"]
     if k == "op":
-        seqs = p.get("seq") or ()
-        seqs = tuple(s for s in (seqs if isinstance(seqs, list) else [seqs]) if _is_int(s))
-        trace = p.get("trace")
+        seqs = f.ints("seq")
         op_id = p.get("id")
         keys = (*seqs, id_key(op_id)) if _is_int(op_id) else seqs
-        args = p.get("args")
-        ok_args = isinstance(args, list) and all(isinstance(a, dict) for a in args)
-        if not _text(p.get("op")) or not (ok_args or args is None):
-            return TextInfo("plain", malformed=True)  # a damaged marker: never a record field of a wrong type
-        return TextInfo("op", mod=_text(p.get("ns")), op=p["op"], args=args, cdtype=_text(p.get("cdtype")),
-                        trace=tuple(t for t in trace if isinstance(t, str)) if isinstance(trace, list) else None,
-                        fwd_seqs=seqs, fwd_keys=keys)
-    if k == "mod":
-        return TextInfo("mod", layer=_text(p.get("path")) or _text(p.get("cls")))
-    if k == "bwd":
+        op = f.text("op")
+        if not op:
+            return TextInfo("plain", malformed=True)  # no op: not an op instance
+        info = TextInfo("op", mod=f.text("ns"), op=op, args=f.get("args", "args"), cdtype=f.text("cdtype"),
+                        trace=f.strings("trace"), fwd_seqs=seqs, fwd_keys=keys)
+    elif k == "mod":
+        info = TextInfo("mod", layer=f.text("path") or f.text("cls"))
+    elif k == "bwd":
         seq, op_id = p.get("seq"), p.get("id")
-        return TextInfo("bwd", name=_text(p.get("node")), seq=seq if _is_int(seq) else None,
+        info = TextInfo("bwd", name=f.text("node"), seq=seq if _is_int(seq) else None,
                         link_key=id_key(op_id) if _is_int(op_id) else None)
-    if k == "optim":
-        return TextInfo("optim", name=_text(p.get("cls")))
-    if k == "range":  # pyprof.range("attn") names a layer, as a `layer:attn` range does
-        name = str(p.get("name") or "").strip()
-        return TextInfo("layer", layer=markers.layer_name(name) or name) if name else TextInfo("plain")
-    return _plain(str(p.get("name") or ""))
+    elif k == "optim":
+        info = TextInfo("optim", name=f.text("cls"))
+    else:  # range: pyprof.range("attn") names a layer, as a `layer:attn` range does
+        name = (f.text("name") or "").strip()
+        info = TextInfo("layer", layer=markers.layer_name(name) or name) if name else TextInfo("plain")
+    return info if not f.bad else _damaged(info)
+
+
+def _damaged(info: TextInfo) -> TextInfo:
+    """``info`` counted as a malformed marker: a field of it had the wrong type and was left out."""
+    from dataclasses import replace
+
+    return replace(info, malformed=True)
 
 
 def _legacy(text: str) -> TextInfo:
@@ -164,10 +213,13 @@ def _legacy(text: str) -> TextInfo:
         d = markers.decode_legacy_pyprof(text)
     except markers.MarkerError:
         return TextInfo("plain", malformed=True)
+    f = _Fields(d)
     if "traceMarker" in d:
-        t = d["traceMarker"]
-        return TextInfo("trace", trace=tuple(reversed(t)) if isinstance(t, list) else None)
-    return TextInfo("op", mod=d.get("mod"), op=d.get("op"), args=d.get("args"))
+        t = f.strings("traceMarker")
+        info = TextInfo("trace", trace=tuple(reversed(t)) if t is not None else None)
+    else:
+        info = TextInfo("op", mod=f.text("mod"), op=f.text("op"), args=f.get("args", "args"))
+    return info if not f.bad else _damaged(info)
 
 
 #: ``link``: which case of the linking rule named a record's op (docs/records.md, ``pyprof.records``):
@@ -205,6 +257,8 @@ def classify(text: str | None, bare_names: bool = False) -> TextInfo:
     as emit_nvtx op names, right for sources known to hold legacy (PyTorch <= 1.x) emit_nvtx text."""
     if not text:
         return TextInfo("plain")
+    if len(text) > 65536 and len(text) > limits.get("text"):  # (a limit is at least 64 KiB)
+        raise limits.exceeded(f"a range text of {len(text):,} characters", "text", len(text))
     if markers.is_pyprof(text):
         return _pyprof(text)
     if markers.is_legacy_pyprof(text):

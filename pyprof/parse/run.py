@@ -17,6 +17,7 @@ from pyprof import process
 from pyprof.atomic import atomic_output
 from pyprof.errors import PyprofError
 from pyprof.parse.db import damaged, integrity_problem
+from pyprof.parse.limits import LimitError
 from pyprof.parse.source import open_source
 from pyprof.records import write_records
 
@@ -53,6 +54,10 @@ def parse_file(path: str, out: str | None) -> Result:
     "truncated or corrupt" error; a sound one (or a JSON trace) re-raises the failure, a pyprof bug."""
     try:
         return _parse_file(path, out)
+    except LimitError as exc:
+        if exc.problem.startswith(path):
+            raise
+        raise LimitError(f"{path}: {exc.problem}", exc.hint) from None
     except (PyprofError, OSError):  # (OSError: the output, e.g. a closed pipe; SQLite raises its own errors)
         raise
     except Exception as exc:
@@ -148,10 +153,17 @@ def _write_threaded(chunks, fh) -> None:
 
 
 def _worker(path: str, out: str) -> Result:
+    """One file of :func:`parse_many`: its Result, or its failure as one line; whatever one file does
+    (a pyprof bug included) never stops the others."""
     try:
         return parse_file(path, out)
     except PyprofError as exc:
         return Result(path=path, out=out, error=str(exc))
+    except OSError as exc:
+        return Result(path=path, out=out, error=f"{path}: {exc.strerror or exc}")
+    except Exception as exc:  # noqa: BLE001 - a bug in pyprof: named, this file only
+        return Result(path=path, out=out, error=f"{path}: pyprof failed on this file ({type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); please report it")
 
 
 EXPORT_SUFFIXES = (".sqlite", ".sql", ".nvvp", ".json.gz", ".json", ".db")
@@ -256,9 +268,13 @@ def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress
                 yield r
             return
         with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=process.own) as pool:
-            futures = [pool.submit(_worker, p, o) for p, o in zip(paths, outs, strict=False)]
+            futures = {pool.submit(_worker, p, o): (p, o) for p, o in zip(paths, outs, strict=False)}
             for fut in as_completed(futures):
-                r = fut.result()
+                try:
+                    r = fut.result()
+                except Exception as exc:  # noqa: BLE001 - the worker died (killed, out of memory)
+                    p, o = futures[fut]
+                    r = Result(path=p, out=o, error=f"{p}: the worker parsing it died ({type(exc).__name__})")
                 if bar is not None:
                     bar.update(1)
                 yield r

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -77,6 +78,10 @@ def open_source(path: str | os.PathLike) -> Source:
         raise InputError(f"{path}: is a directory, not an export", "pass the .sqlite or .json file inside it")
     if not os.access(path, os.R_OK):
         raise InputError(f"{path}: permission denied", "make the file readable")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        # a FIFO, /dev/zero, a terminal: no size, maybe no end; an export is a file that can be read twice
+        raise InputError(f"{path}: not a regular file (a pipe or a device)",
+                         "save the export to a file first and give its path")
     if os.path.getsize(path) == 0:
         raise InputError(f"{path}: the file is empty", REEXPORT)
     if is_sqlite(path):

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pyprof.parse import limits
+
 
 @dataclass
 class Stacks:
@@ -98,6 +100,7 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
     r_parent = np.full(nr, -1, dtype=np.int64)
     q_inner = np.full(nq, -1, dtype=np.int64)
     fallback: list[tuple[np.ndarray, np.ndarray]] = []
+    max_depth = limits.get("depth")
 
     valid = r_end > r_start
     order = np.lexsort((-r_end, r_start, r_thread))
@@ -120,6 +123,10 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
             fallback.append((g, qs))
             continue
         depth, parent = nested
+        if len(depth) and int(depth.max()) >= max_depth:
+            # a stack is a tuple as long as its depth and a query walks up its ranges: bounded first
+            raise limits.exceeded(f"ranges nest {int(depth.max()) + 1:,} deep on one thread", "depth",
+                                  int(depth.max()) + 1)
         r_depth[g] = depth
         r_parent[g] = np.where(parent >= 0, g[np.maximum(parent, 0)], -1)
         if not len(qs):
@@ -139,9 +146,11 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
     stack_labels: list[tuple] = []
     index: dict[tuple, int] = {}
     r_sid = np.full(nr, -1, dtype=np.int64)
-    max_depth = int(r_depth.max()) if nr else -1
-    for d in range(max_depth + 1):
-        at = np.flatnonzero(r_depth == d)
+    by_depth = np.argsort(r_depth, kind="stable")
+    depth_sorted = r_depth[by_depth]
+    for d in range((int(r_depth.max()) + 1) if nr else 0):
+        lo, hi = np.searchsorted(depth_sorted, [d, d + 1])
+        at = by_depth[lo:hi]  # (one sort, not a scan of every range per depth)
         if not len(at):
             continue
         psid = r_sid[r_parent[at]] if d else np.full(len(at), -1, dtype=np.int64)

@@ -21,6 +21,7 @@ import contextlib
 import functools
 import math
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from operator import itemgetter
@@ -166,6 +167,9 @@ def iter_records(source: str | os.PathLike | IO | None, keep_ranges: bool = Fals
     except PermissionError:
         raise InputError(f"{path}: permission denied", "check the file's permissions") from None
     with fh:
+        mode = os.fstat(fh.fileno()).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero: no end, no lines
+            raise InputError(f"{path}: a device, not a record file", HINT)
         yield from _read(fh, path, keep_ranges=keep_ranges)
 
 

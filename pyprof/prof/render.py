@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Sequence
 from typing import IO
 
@@ -156,6 +157,36 @@ def human_column(series: pd.Series, kind: str, scale: float = 1.0) -> list[str]:
     return units.column((a * scale).tolist() if scale != 1.0 else a.tolist(), kind)
 
 
+#: control characters (C0, DEL, C1): an op or kernel name holding ESC sequences must not drive the terminal
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: a CSV cell a spreadsheet would run as a formula starts with one of these (and is no plain number)
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _printable(col: list[str]) -> list[str]:
+    """A column of text with every control character shown as ``?`` (checked at C speed first)."""
+    if not _CONTROL.search("".join(col)):
+        return col
+    return [_CONTROL.sub("?", v) for v in col]
+
+
+def _is_number(v: str) -> bool:
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
+
+
+def csv_safe(col: list[str]) -> list[str]:
+    """A column of CSV cells with every would-be formula (``=HYPERLINK(...)``, ``+cmd``, ``@SUM``) led by
+    ``'``, so that a spreadsheet shows it as text; numbers (``-5``) and the lone ``-`` of an empty
+    cell are left as they are."""
+    if not any(v.startswith(_FORMULA_START) for v in col):
+        return col
+    return ["'" + v if v.startswith(_FORMULA_START) and len(v) > 1 and not _is_number(v) else v for v in col]
+
+
 def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | None = None,
               human: bool = False) -> list[list[str]]:
     """Each selected column as a list of strings; with ``human``, the columns of :data:`HUMAN` (and
@@ -171,7 +202,7 @@ def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | Non
             out.append(human_column(df[name], kind, scale))
             continue
         fmt = fmt or BY_NAME[name].fmt
-        out.append(format_column(df[name], "sci" if name == "sil" else fmt))
+        out.append(_printable(format_column(df[name], "sci" if name == "sil" else fmt)))
     return out
 
 
@@ -224,6 +255,8 @@ def _chunk_text(df: pd.DataFrame, names: Sequence[str], style: str, fmts, start:
     if style == "json":
         return _json_text(df, names, start, stop)
     cols = formatted(df.iloc[start:stop], names, fmts)
+    if style == "csv":
+        cols = [csv_safe(c) for c in cols]
     if style == "csv" and len(cols) == 1:  # csv.writer quotes a lone empty cell
         buf = io.StringIO()
         csv.writer(buf, lineterminator="\n").writerows(zip(*cols, strict=True))

@@ -53,7 +53,7 @@ def roofline(pts: pd.DataFrame, rfs: list[roofline_mod.Roof]) -> go.Figure:
         peak = units.flop_rate(roof.peak) if roof.peak else "no FLOP/s peak"
         bw = units.byte_rate(roof.bw) if roof.bw else "no bandwidth"
         fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", name=f"roof: {name}", legendgroup="roofs",
+            x=xs, y=ys, mode="lines", name=f"roof: {_esc(name, 80)}", legendgroup="roofs",
             line={"color": "#444" if roof.tensor else "#888", "width": 1.5 if roof.tensor else 1.2,
                   "dash": "solid" if roof.tensor else "dash"},
             hovertemplate=f"{_esc(name)}<br>peak {peak}, memory {bw}<extra></extra>", showlegend=i < 8))
@@ -133,7 +133,7 @@ BREAKDOWN_PARTS = (("busy", "busy (compute)", "#59a14f"), ("comm_exposed", "expo
 def breakdown(items: list[Breakdown]) -> go.Figure:
     """Each device's window as one stacked bar: busy, exposed communication, exposed memcpy, idle."""
     fig = go.Figure()
-    names = [b.device for b in items]
+    names = [_esc(b.device, 400) for b in items]  # (a GPU name is data: Plotly's labels read markup)
     for attr, label, colour in BREAKDOWN_PARTS:
         vals = [b.share(attr) for b in items]
         fig.add_trace(go.Bar(

@@ -54,10 +54,21 @@ def _figures_json(figs: dict[str, Any]) -> str:
 # -- tables ------------------------------------------------------------------------------------------
 
 
+#: characters of one text cell shown on the page (the arguments of a torch.cat of 4,000 tensors, a 100 MB
+#: marker): longer text is cut, with a mark. :func:`write` lowers it when the page would pass MAX_BYTES.
+CELL_CHARS = [2000]
+
+
+def _cut(text: str) -> str:
+    limit = CELL_CHARS[0]
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def _cells(values: list, kind: str, scale: float) -> tuple[list[str], list[str]]:
     """(display text, raw value for sorting) of a column."""
     if kind == "str":
-        text = ["-" if v is None or (isinstance(v, float) and math.isnan(v)) or v == "" else str(v) for v in values]
+        text = ["-" if v is None or (isinstance(v, float) and math.isnan(v)) or v == "" else _cut(str(v))
+                for v in values]
         return text, text
     if kind == "int":
         text = ["-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(int(v)) for v in values]
@@ -307,13 +318,31 @@ def _findings(p: Profile) -> str:
 
 
 def write(p: Profile, path, baseline: Profile | None = None) -> int:
-    """Write the page to ``path`` all or nothing; returns its size in bytes. A page over
-    :data:`MAX_BYTES` is a bug in the caps on rows and points, and raises."""
-    from pyprof.atomic import atomic_output
+    """Write the page to ``path`` all or nothing; returns its size in bytes. A page that would pass
+    :data:`MAX_BYTES` (text cells of megabytes: huge markers, ops of thousands of arguments) is built
+    again with its text cells cut shorter, and says so on stderr; one that passes it even so is one line
+    (:class:`~pyprof.errors.OutputError`), never a partial page."""
+    import sys
 
-    data = build(p, baseline).encode("utf-8")
-    if len(data) > MAX_BYTES:
-        raise RuntimeError(f"the report is {len(data)} bytes, over {MAX_BYTES}")
+    from pyprof.atomic import atomic_output
+    from pyprof.errors import OutputError
+
+    full = CELL_CHARS[0]
+    try:
+        for chars in (full, 200, 40):
+            CELL_CHARS[0] = chars
+            data = build(p, baseline).encode("utf-8")
+            if len(data) <= MAX_BYTES:
+                break
+        else:
+            raise OutputError(f"the report would be {len(data):,} bytes even with its text cut to {chars} "
+                              f"characters a cell, over the page's cap of {MAX_BYTES:,}",
+                              "read the records with `pyprof prof --summary op` instead")
+    finally:
+        CELL_CHARS[0] = full
+    if chars != full:
+        print(f"pyprof: warning: the report passed {MAX_BYTES >> 20} MB: its table cells are cut to {chars} "
+              "characters (the records hold the full text)", file=sys.stderr)
     with atomic_output(path, "wb") as fh:
         fh.write(data)
     return len(data)

@@ -18,6 +18,7 @@ at the end; any other address (``tcp://host:8786``) is an existing scheduler's.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import sys
 from collections.abc import Callable, Iterator
@@ -189,6 +190,15 @@ def _collect(finished, futures: dict, progress: bool | None, on_done) -> Iterato
             bar.close()
 
 
+#: a scheduler's address: [tcp|tls|ws|wss://]HOST:PORT (HOST a name, an IPv4 or a bracketed IPv6 address)
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ws|wss)://)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}$")
+
+
+def max_local_workers() -> int:
+    """The most workers ``local:N`` starts: four per CPU (a worker is a process holding one parse)."""
+    return 4 * (os.cpu_count() or 1)
+
+
 @contextmanager
 def _client(address: str, processes: bool = True):
     """A Dask client of the scheduler at ``address``, or of a LocalCluster for ``local:N``."""
@@ -203,16 +213,23 @@ def _client(address: str, processes: bool = True):
         if not n.isdigit() or int(n) < 1:
             raise UsageError(f"--cluster {address}: N of local:N must be a whole number of workers",
                              "e.g. --cluster local:4")
-        with LocalCluster(n_workers=int(n), threads_per_worker=1, processes=processes, dashboard_address=":0",
-                          silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        most = max_local_workers()
+        if int(n) > most:
+            raise UsageError(f"--cluster {address}: {int(n):,} local workers on {os.cpu_count() or 1} CPUs",
+                             f"use at most local:{most} (each worker is a process parsing one file)")
+        # no dashboard (it would serve the run's file names, unauthenticated), nothing listening beyond
+        # this machine
+        where = {"host": "127.0.0.1"} if processes else {}  # (threads: in-process transport, no socket)
+        with LocalCluster(n_workers=int(n), threads_per_worker=1, processes=processes, dashboard_address=None,
+                          silence_logs=logging.ERROR, **where) as cluster, Client(cluster) as client:
             yield client
         return
-    if "://" not in address and ":" not in address:
+    if not _ADDRESS.match(address):
         raise UsageError(f"--cluster {address}: not a scheduler address",
                          "give tcp://HOST:8786 (a running dask scheduler) or local:N")
     try:
         client = Client(address, timeout="20s")
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(f"--cluster {address}: no Dask scheduler answered ({exc})",
                          "start one (`dask scheduler`, then `dask worker ADDRESS` on each machine) or use local:N") from None
     with client:

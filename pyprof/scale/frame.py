@@ -73,7 +73,14 @@ def _from_parquet(path: str, names: list[str]) -> pd.DataFrame:
         from pyprof.errors import InputError
 
         raise InputError(f"{path}: no {SUFFIX} file in this folder", "give a folder `pyprof parse --format parquet` wrote")
-    table = pa.concat_tables([pq.read_table(f, columns=names) for f in files])
+    try:
+        table = pa.concat_tables([pq.read_table(f, columns=names) for f in files])
+    except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
+        from pyprof.errors import InputError
+
+        reason = " ".join(str(exc).split())[:300]
+        raise InputError(f"{path}: cannot read it as pyprof records ({type(exc).__name__}: {reason})",
+                         "give Parquet that `pyprof parse --format parquet` wrote (whole files)") from None
     out = {}
     for name in names:
         col = table.column(name)

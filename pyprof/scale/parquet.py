@@ -172,7 +172,7 @@ def convert(records_path: str, out: str, ident: Identity, threads: int | None = 
             rel = con.sql(
                 f"SELECT {int(ident.rank)}::BIGINT AS rank, "
                 f"{'NULL' if ident.host is None else _quote(ident.host)}::VARCHAR AS host, "
-                f"{_quote(ident.file)}::VARCHAR AS file, {select} FROM read_json({_quote(records_path)}, "
+                f"{_quote(ident.file)}::VARCHAR AS file, {select} FROM read_json({_quote(glob_literal(records_path))}, "
                 f"format = 'newline_delimited', columns = {columns}, maximum_object_size = {1 << 30})")
             reader = rel.to_arrow_reader(ROW_GROUP) if hasattr(rel, "to_arrow_reader") else rel.fetch_record_batch(ROW_GROUP)
             n = 0
@@ -223,6 +223,13 @@ def parse_to_parquet(path: str, out: str, index: int = 0, threads: int | None = 
         res.written = convert(lines, out, ident, threads)
     res.out = out
     return res
+
+
+def glob_literal(path: str) -> str:
+    """``path`` as a DuckDB file pattern that matches only itself: DuckDB expands ``*``, ``?`` and
+    ``[...]`` in every path it reads, so a folder named ``ranks[1]`` or ``run*`` would read other
+    folders' files too; each such character is put in a class of its own (``[[]``, ``[*]``)."""
+    return "".join(f"[{c}]" if c in "[]*?" else c for c in path)
 
 
 def parquet_files(path: str) -> list[str]:

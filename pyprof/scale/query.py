@@ -19,7 +19,7 @@ import os
 from typing import IO, Any
 
 from pyprof.scale.extra import require
-from pyprof.scale.parquet import SUFFIX, parquet_files
+from pyprof.scale.parquet import SUFFIX, glob_literal, parquet_files
 
 #: name, header, units kind (:mod:`pyprof.prof.units`, or ``int``/``str``), meaning
 RANK_COLUMNS = (
@@ -70,11 +70,11 @@ def dataset(path: str | os.PathLike, connection: Any = None):
     import duckdb
 
     con = connection if connection is not None else duckdb
-    return con.read_parquet(_files(path))
+    return con.read_parquet([glob_literal(f) for f in _files(path)])
 
 
 def _rel_sql(files: list[str]) -> str:
-    quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    quoted = ", ".join("'" + glob_literal(f).replace("'", "''") + "'" for f in files)
     return f"read_parquet([{quoted}])"
 
 
@@ -174,7 +174,18 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
     """``pyprof prof DIR``: the per-rank summary and the straggler table of a dataset, in ``style``
     (``aligned``: human units within ``width`` characters, 0: no limit; ``csv``; ``json``: JSON lines
     with a ``table`` field)."""
-    ranks, slow = tables(path, top, threads)
+    from pyprof.errors import InputError, PyprofError
+
+    try:
+        ranks, slow = tables(path, top, threads)
+    except PyprofError:
+        raise
+    except Exception as exc:  # a foreign, truncated or wrong-typed Parquet file: DuckDB's words, one line
+        if not type(exc).__module__.startswith(("duckdb", "_duckdb")):
+            raise
+        reason = " ".join(str(exc).split())[:300]
+        raise InputError(f"{path}: cannot read it as a pyprof record dataset ({type(exc).__name__}: {reason})",
+                         "give Parquet that `pyprof parse --format parquet` wrote (whole files)") from None
     shown = (("per rank", ranks, RANK_COLUMNS), ("stragglers", slow, STRAGGLER_COLUMNS))
     if style == "json":
         import orjson

@@ -313,6 +313,9 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
     li = 0
     stack: list[int] = []
     pop, push = stack.pop, stack.append
+    from pyprof.parse import limits
+
+    max_depth = limits.get("depth")
     py: dict[str, tuple] = {}  # Python range name -> (its user frame or None, its module range or ())
     for r in rids:
         s = start[r]
@@ -356,6 +359,9 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
             cut[r] = r if ro == ROLE_OP and not bwd[r] and _is_op_instance(name[r]) else -1
             chain[r] = (r,)
         push(r)
+        if len(stack) > max_depth:  # (ancestor chains are tuples: depth bounds their size)
+            raise limits.exceeded(f"ranges nest more than {max_depth:,} deep on one thread",
+                                  "depth", 2 * max_depth)
     while li < nl:
         t = launches[lids[li]][2]
         while stack and end[stack[-1]] <= t:

@@ -14,7 +14,6 @@ that is still not JSON is reported as such.
 
 from __future__ import annotations
 
-import gzip
 import json
 import mmap
 import os
@@ -133,7 +132,7 @@ def read_bytes(path: str | os.PathLike):
         raise InputError(f"{path}: cannot read ({exc.strerror})", "check the file's permissions") from None
     if data[:2] == _GZIP_MAGIC:
         try:
-            data = gzip.decompress(data)
+            data = _gunzip(path, data)
         except (OSError, EOFError, zlib.error):
             raise InputError(
                 f"{path}: truncated or corrupt gzip file",
@@ -142,6 +141,35 @@ def read_bytes(path: str | os.PathLike):
     elif path.endswith(".gz"):
         raise InputError(f"{path}: named .gz but not gzip-compressed", "rename it to .json or gzip it")
     return data[len(_BOM):] if data[:len(_BOM)] == _BOM else data
+
+
+def _gunzip(path: str, data: bytes) -> bytes:
+    """``gzip.decompress`` (every member of the stream), in pieces, refused once the output passes
+    :mod:`pyprof.parse.limits`' bound (``inflate``, or 100 times the compressed size): a small file that
+    inflates to gigabytes (a gzip bomb) is stopped at that bound, its memory with it."""
+    from pyprof.parse import limits
+
+    bound = max(limits.get("inflate"), limits.INFLATE_RATIO * len(data))
+    out: list[bytes] = []
+    total = 0
+    rest = data
+    while rest:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        piece = rest
+        while piece:
+            chunk = d.decompress(piece, 1 << 24)
+            total += len(chunk)
+            if total > bound:
+                raise limits.exceeded(f"{path}: the gzip trace ({len(data):,} bytes) inflates further",
+                                      "inflate", 4 * bound)
+            out.append(chunk)
+            piece = d.unconsumed_tail
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        rest = d.unused_data.lstrip(b"\0")  # (gzip allows zero padding after a member)
+        if rest and rest[:2] != _GZIP_MAGIC:
+            raise OSError("not a gzipped file")
+    return b"".join(out)
 
 
 def _not_json(path: str, exc: Exception) -> InputError:

@@ -440,7 +440,8 @@ class KinetoSource:
                                  "number (the forward ran before the profiled steps?); each is priced as the op "
                                  "it ran (or named by its autograd node), direction bprop")
         if self._malformed:
-            self.warnings.append(f"{self._malformed} malformed pyprof markers were ignored")
+            self.warnings.append(f"{self._malformed} malformed pyprof markers: not decodable, or a field of the wrong type "
+                                 "(left out)")
         missing = self._missing_shapes()
         if missing:
             self.warnings.append(missing)
