@@ -100,13 +100,16 @@ class _Owners:
         self.owner: dict[int, str] = {}
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
+        # the post hook sees kwargs, and runs when a forward raises too (checkpoint's early stop), where
+        # torch has it: the global hook takes with_kwargs from 2.5 on; before, each module's hook does
         params = inspect.signature(register_module_forward_hook).parameters
-        if "always_call" in params:  # the post hook runs when a forward raises too (checkpoint's early stop)
-            posts = [register_module_forward_hook(self._post, with_kwargs=True, always_call=True)]
-        elif "with_kwargs" in params:
-            posts = [register_module_forward_hook(self._post, with_kwargs=True)]
-        else:  # older torch (2.4): no kwargs for the global forward hook, but the per-module one has them
-            posts = [m.register_forward_hook(self._post, with_kwargs=True) for m in self.names]
+        if "with_kwargs" in params:
+            kw = {"always_call": True} if "always_call" in params else {}
+            posts = [register_module_forward_hook(self._post, with_kwargs=True, **kw)]
+        else:
+            kw = {"always_call": True} if "always_call" in inspect.signature(
+                torch.nn.Module.register_forward_hook).parameters else {}
+            posts = [m.register_forward_hook(self._post, with_kwargs=True, **kw) for m in self.names]
         self.handles = [register_module_forward_pre_hook(self._pre), *posts]
 
     def _pre(self, mod, args):
