@@ -119,6 +119,23 @@ def _kilo(v):
     return v * 1000 if _num(v) is not None else None
 
 
+#: the CUPTI device record's property columns, as nvprof and nsys <= 2021.1 (TARGET_INFO_CUDA_GPU) store
+#: them (clock in kHz, bandwidth in kB/s)
+_CUPTI_PROPS = ("numMultiprocessors", "coreClockRate", "globalMemoryBandwidth", "globalMemorySize",
+                "computeCapabilityMajor", "computeCapabilityMinor", "numThreadsPerWarp")
+
+
+def _cupti_device_rows(db: Database, table: str, key: str) -> list[tuple]:
+    """``(key, gpuProps)`` for each row of a CUPTI device table (``key``: the column naming the device)."""
+    cols = set(db.columns(table)) if db.has(table) else set()
+    if not {key, "numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor"} <= cols:
+        return []
+    have = [c if c in cols else "NULL" for c in (key, *_CUPTI_PROPS)]
+    return [(k, device_props(major, minor, sms, _kilo(clock), _kilo(bw), mem, warp))
+            for k, sms, clock, bw, mem, major, minor, warp in db.execute(
+                "SELECT " + ", ".join(have) + f' FROM "{table}"')]
+
+
 def nsys_gpu_props(db: Database) -> dict[str, dict]:
     """GPU name -> its ``gpuProps`` (see the module docstring); names without properties are absent."""
     rows = []
@@ -130,26 +147,11 @@ def nsys_gpu_props(db: Database) -> dict[str, dict]:
         for name, sms, clock, bw, mem, major, minor, warp in db.execute(
                 "SELECT " + ", ".join(have) + " FROM TARGET_INFO_GPU"):
             rows.append((name, device_props(major, minor, sms, clock, bw, mem, warp)))
-    old = ("name", "numMultiprocessors", "coreClockRate", "globalMemoryBandwidth", "globalMemorySize",
-           "computeCapabilityMajor", "computeCapabilityMinor", "numThreadsPerWarp")
-    cols = set(db.columns("TARGET_INFO_CUDA_GPU")) if db.has("TARGET_INFO_CUDA_GPU") else set()
-    if {"name", "numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor"} <= cols:
-        have = [c if c in cols else "NULL" for c in old]
-        for name, sms, clock, bw, mem, major, minor, warp in db.execute(
-                "SELECT " + ", ".join(have) + " FROM TARGET_INFO_CUDA_GPU"):
-            rows.append((name, device_props(major, minor, sms, _kilo(clock), _kilo(bw), mem, warp)))
+    rows += _cupti_device_rows(db, "TARGET_INFO_CUDA_GPU", "name")
     return _by_name(rows)
 
 
 def nvprof_gpu_props(db: Database, devices: list, strings: dict[int, str]) -> list:
     """nvprof: ``gpuProps`` per activity device (CUPTI_ACTIVITY_KIND_DEVICE.id), None where unknown."""
-    cols = set(db.columns("CUPTI_ACTIVITY_KIND_DEVICE"))
-    want = ("id", "numMultiprocessors", "coreClockRate", "globalMemoryBandwidth", "globalMemorySize",
-            "computeCapabilityMajor", "computeCapabilityMinor", "numThreadsPerWarp")
-    by_id = {}
-    if {"id", "numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor"} <= cols:
-        have = [c if c in cols else "NULL" for c in want]
-        for dev, sms, clock, bw, mem, major, minor, warp in db.execute(
-                "SELECT " + ", ".join(have) + " FROM CUPTI_ACTIVITY_KIND_DEVICE"):
-            by_id[dev] = device_props(major, minor, sms, _kilo(clock), _kilo(bw), mem, warp)
+    by_id = dict(_cupti_device_rows(db, "CUPTI_ACTIVITY_KIND_DEVICE", "id"))
     return [by_id.get(d) if d is not None else None for d in devices]
