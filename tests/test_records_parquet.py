@@ -154,3 +154,21 @@ def test_a_run_output_folder_stands_for_its_records(tmp_path, capsys):
     assert want[0] == 0 and run_main(capsys, ["prof", "-q", "--summary", "op", out]) == want
     code, stdout, err = run_main(capsys, ["diff", out, out / "records.dict"])
     assert code == 0 and "(0%)" in stdout.splitlines()[2], err
+
+
+def test_a_bad_record_in_parquet_is_named_by_its_row_or_skipped(pair, tmp_path, capsys):
+    """A record whose field has the wrong type stops prof with its file and row, as a record file's line
+    does; under --skip-bad it is left out and counted."""
+    import pyarrow.parquet as pq
+
+    _, parquet = pair
+    table = pq.read_table(parquet)
+    col = table.column("dir").to_pylist()
+    col[2] = "sideways"  # not one of dir's documented values
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(table.set_column(table.schema.get_field_index("dir"), "dir", [col]), bad)
+    code, _, stderr = run_main(capsys, ["prof", "--summary", "op", str(bad)])
+    assert code == 2 and f"{bad} row 3:" in stderr and '"dir"' in stderr
+    code, stdout, stderr = run_main(capsys, ["prof", "--csv", "-c", "idx,op", "--skip-bad", str(bad)])
+    assert code == 0 and "skipped 1 record" in stderr
+    assert len(stdout.splitlines()) == table.num_rows  # the header, and every record but the bad one

@@ -23,7 +23,7 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from typing import IO, Any
 
@@ -123,6 +123,24 @@ def columns_ok(recs: list[dict[str, Any]], checks: tuple[Check, ...]) -> bool:
     if len(names) == 1:
         rows = [(v,) for v in rows]
     return all(check.column_ok(col) for check, col in zip(checks, zip(*rows, strict=True), strict=True))
+
+
+def good_records(recs: list[dict[str, Any]], places: Sequence[int], checks: tuple[Check, ...],
+                 reject: Callable[[int, Check, dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """``recs`` less those with a bad field, each of which goes to ``reject(place, check, rec)`` (which
+    raises, or counts it): all of them when every column passes (:func:`columns_ok`, at C speed), else
+    record by record, in order, so that the first bad record is the one reported. ``places``: where
+    each record was read (a line, a row)."""
+    if columns_ok(recs, checks):
+        return recs
+    keep = []
+    for rec, place in zip(recs, places, strict=True):
+        bad = bad_field(rec, checks)
+        if bad is None:
+            keep.append(rec)
+        else:
+            reject(place, bad, rec)
+    return keep
 
 
 def _lenient(line: bytes) -> Any:
@@ -364,19 +382,8 @@ class _LineReader:
             self.first_bad = (*self.where, lineno, problem)
 
     def checked(self, recs: list[dict[str, Any]], lines: list[int]) -> list[dict[str, Any]]:
-        """``recs`` (read from ``lines``) less those with a bad field: all of them when every column
-        passes (at C speed), else record by record, in order, so that the first bad record is the one
-        reported."""
-        if columns_ok(recs, self.checks):
-            return recs
-        keep = []
-        for rec, lineno in zip(recs, lines, strict=True):
-            bad = bad_field(rec, self.checks)
-            if bad is None:
-                keep.append(rec)
-            else:
-                self.reject(lineno, bad, rec)
-        return keep
+        """``recs`` (read from ``lines``) less those with a bad field (:func:`good_records`)."""
+        return good_records(recs, lines, self.checks, self.reject)
 
     def _accept(self, rec: dict[str, Any], lineno: int) -> dict[str, Any] | None:
         """A record read but not known good: checked now (``check``), or left to :meth:`checked`."""

@@ -67,24 +67,17 @@ def _records(path: str) -> list[dict[str, Any]]:
 def _checked(path: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``recs`` less those with a bad field (skipped under ``--skip-bad``), else a RecordError."""
     from pyprof.errors import RecordError
-    from pyprof.prof.load import BAD_HINT, columns_ok, policy, prof_checks
-    from pyprof.records import bad_field
+    from pyprof.prof.load import BAD_HINT, good_records, policy, prof_checks
 
-    checks = prof_checks()
-    if columns_ok(recs, checks):
-        return recs
-    keep = []
     skip = policy()
-    for row, rec in enumerate(recs, 1):
-        bad = bad_field(rec, checks)
-        if bad is None:
-            keep.append(rec)
-            continue
+
+    def reject(row: int, bad, rec: dict[str, Any]) -> None:
         problem = bad.problem(rec.get(bad.name))
         if not skip.skip:
             raise RecordError(f"{path} row {row}: {problem}", BAD_HINT, name=path, line=row, field=bad.name)
         skip.add(1, (path, 0, row, problem))
-    return keep
+
+    return good_records(recs, range(1, len(recs) + 1), prof_checks(), reject)
 
 
 def file_records(path: str | os.PathLike) -> Iterator[tuple[str, list[dict[str, Any]]]]:
