@@ -57,14 +57,19 @@ def parsing_note(path: str) -> str:
             f"(`pyprof parse {path} -o records.dict` keeps the records for the next command)")
 
 
+def _parsed(path: str, warnings: list[str], say: Say) -> None:
+    """Once an export parsed: the line saying so, then the parser's warnings."""
+    say(parsing_note(path))
+    for w in warnings:
+        say(f"pyprof: warning: {w}")
+
+
 def _parse(path: str, say: Say) -> list[dict[str, Any]]:
     from pyprof.parse.source import open_source
 
     source = open_source(path)
     records = list(source.records())
-    say(parsing_note(path))
-    for w in source.warnings:
-        say(f"pyprof: warning: {w}")
+    _parsed(path, source.warnings, say)
     if not records:
         from pyprof.errors import NoKernelsError
 
@@ -111,9 +116,7 @@ def table(path: str | None, say: Say, gpu: str | None = None, peak_flops: float 
         with tempfile.TemporaryDirectory(prefix="pyprof-prof-") as tmp:
             lines = os.path.join(tmp, "records.dict")
             res = parse_file(path, lines)
-            say(parsing_note(path))
-            for w in res.warnings:
-                say(f"pyprof: warning: {w}")
+            _parsed(path, res.warnings, say)
             return build_file(lines, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=workers)
     return build_file(path, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=workers)
 
