@@ -92,27 +92,28 @@ def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
     by_id: dict[int, Any] = {}
     alive: list[Any] = []
 
-    def _share_args(v):
-        if v is None:
-            return None
-        shared = by_id.get(id(v))
-        if shared is None:
-            shared = by_id[id(v)] = pools["args"].setdefault(dumps(v), v)
-            alive.append(v)
-        return shared
+    def sharer(pool: dict, option: int = 0, keep_unwritable: bool = False):
+        """One object per distinct JSON text of a value, ``pool`` holding them (``keep_unwritable``: a
+        value orjson cannot write stays its own object)."""
+        def share(v):
+            if v is None:
+                return None
+            shared = by_id.get(id(v))
+            if shared is None:
+                try:
+                    shared = pool.setdefault(dumps(v, option=option), v)
+                except TypeError:
+                    if not keep_unwritable:
+                        raise
+                    shared = v
+                by_id[id(v)] = shared
+                alive.append(v)
+            return shared
+        return share
 
-    def _share_props(v):  # one object per distinct content: prof keys devices by its id
-        if v is None:
-            return None
-        shared = by_id.get(id(v))
-        if shared is None:
-            try:
-                shared = pools["gpuProps"].setdefault(dumps(v, option=orjson.OPT_SORT_KEYS), v)
-            except TypeError:
-                shared = v
-            by_id[id(v)] = shared
-            alive.append(v)
-        return shared
+    _share_args = sharer(pools["args"])
+    # gpuProps: one object per distinct content whatever its key order, since prof keys devices by its id
+    _share_props = sharer(pools["gpuProps"], orjson.OPT_SORT_KEYS, keep_unwritable=True)
 
     def flush():
         for k, col in zip(KEYS, zip(*rows, strict=True), strict=True):
