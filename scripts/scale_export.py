@@ -100,8 +100,16 @@ def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
                     exprs.append(f'"{c}"')
             conn.execute(f'INSERT INTO "{t}" ({collist}) SELECT {", ".join(exprs)} FROM "orig_{t}"')
     if factor > 1 and "ANALYSIS_DETAILS" in tables and "duration" in _cols(conn, "ANALYSIS_DETAILS"):
-        # the capture now ends where the last tile's does (nsys ends the ranges never popped there)
-        conn.execute(f'UPDATE ANALYSIS_DETAILS SET duration = duration + {(factor - 1) * span}')
+        # the capture now ends where the last tile's does, and nsys ends every range never popped there:
+        # each tile's copies of the source's (ending at its capture's end) end at the tiled capture's
+        end = conn.execute("SELECT MAX(duration) FROM ANALYSIS_DETAILS").fetchone()[0]
+        if isinstance(end, int) and end > 0:
+            new_end = end + (factor - 1) * span
+            conn.execute(f'UPDATE ANALYSIS_DETAILS SET duration = duration + {(factor - 1) * span}')
+            if "NVTX_EVENTS" in todo:
+                ends = ", ".join(str(end + k * span) for k in range(factor))
+                conn.execute(f'UPDATE NVTX_EVENTS SET "end" = {new_end} WHERE eventType IN (59, 60) '
+                             f'AND "end" IN ({ends})')
     conn.commit()
     counts = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in todo}
     conn.close()
