@@ -1,4 +1,4 @@
-"""Benchmark: the time pyprof.init() adds per op on CPU, in each state a user can be in.
+"""Benchmark: the time pyprof.init() adds per op on the host, in each state a user can be in.
 
 Workloads: a stream of small tensor ops with no module around them (the per-op cost alone), and a
 tiny MLP (small ops inside modules) without and with autograd recording (which adds the backward
@@ -35,10 +35,10 @@ import pyprof
 from pyprof.annotate.recorder import Recorder
 
 
-def tiny_mlp():
+def tiny_mlp(device: str = "cpu"):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
-    x = torch.randn(4, 16)
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4)).to(device)
+    x = torch.randn(4, 16, device=device)
 
     def run(iters=200):
         for _ in range(iters):
@@ -48,9 +48,9 @@ def tiny_mlp():
     return run
 
 
-def op_stream():
+def op_stream(device: str = "cpu"):
     """Small tensor ops with no module around them: the per-op cost alone."""
-    a, b = torch.randn(4, 16), torch.randn(4, 16)
+    a, b = torch.randn(4, 16, device=device), torch.randn(4, 16, device=device)
 
     def run(iters=500):
         for _ in range(iters):
@@ -201,12 +201,50 @@ def bench(name: str, fn, rounds: int, grad: bool) -> dict:
     return out
 
 
+def gpu_bound(width: int) -> None:
+    """``--device cuda``: does init() (payloads built) make a training step of an MLP of ``width`` slower
+    in wall time? A GPU-bound step hides the host time pyprof adds; a host-bound one shows it. Prints
+    the step's wall time and its GPU time (CUDA events) without and with init()."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(width, width), nn.ReLU())]).cuda()
+    x = torch.randn(256, width, device="cuda")
+
+    def steps(n=50):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(5):
+            model(x).sum().backward()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        start.record()
+        for _ in range(n):
+            model(x).sum().backward()
+        end.record()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / n * 1e3, start.elapsed_time(end) / n
+
+    res = {}
+    for tag in ("A", "C", "A", "C"):  # twice each, alternating; the second pair is kept
+        if tag == "C":
+            pyprof.init(lazy=False)
+        try:
+            res[tag] = steps()
+        finally:
+            if tag == "C":
+                pyprof.deinit()
+    (wa, ga), (wc, gc_) = res["A"], res["C"]
+    print(f"MLP 4x{width} fwd+bwd, batch 256: no init {wa:.3f} ms wall / {ga:.3f} ms GPU; "
+          f"init, payloads built {wc:.3f} ms wall / {gc_:.3f} ms GPU ({wc / wa:.2f}x wall)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog="Targets: B <= 1.2x A; C <= 5 us added per op (op stream).")
     ap.add_argument("--quick", action="store_true", help="5 rounds instead of 15")
     ap.add_argument("--hot", action="store_true",
                     help="only the cost per op and per module range in a tight loop (everything in cache)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where the workloads' tensors live (cuda: the host time added per op with kernels "
+                         "launched, then wall and GPU time of a host-bound and a GPU-bound MLP step)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.hot:
@@ -216,10 +254,14 @@ def main() -> None:
     from pyprof.annotate import ops
     accel = "on" if ops._fast_call is not None else "off (not built, or PYPROF_PURE_PYTHON=1)"
     where = os.path.dirname(os.path.dirname(os.path.abspath(pyprof.__file__)))
-    print(f"torch {torch.__version__}, CPU, 1 thread, thread CPU time; pyprof from {where}, C accelerator {accel}")
-    bench("op stream x500 (add, mul, relu)", op_stream(), rounds, grad=False)
-    bench("tiny MLP x200", tiny_mlp(), rounds, grad=False)
-    bench("tiny MLP x200", tiny_mlp(), rounds, grad=True)
+    dev = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    print(f"torch {torch.__version__}, {dev}, 1 thread, thread CPU time; pyprof from {where}, C accelerator {accel}")
+    bench("op stream x500 (add, mul, relu)", op_stream(args.device), rounds, grad=False)
+    bench("tiny MLP x200", tiny_mlp(args.device), rounds, grad=False)
+    bench("tiny MLP x200", tiny_mlp(args.device), rounds, grad=True)
+    if args.device == "cuda":
+        for width in (64, 4096):
+            gpu_bound(width)
 
 
 if __name__ == "__main__":

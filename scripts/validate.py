@@ -2,6 +2,7 @@
 
     python scripts/validate.py                    # every model of the zoo (5-10 minutes on 2 cores)
     python scripts/validate.py gpt lstm --steps 3
+    python scripts/validate.py --device cuda --tf32  # on a GPU: its kernels, float32 GEMMs as TF32
     python scripts/validate.py --opinfo           # torch's OpInfo catalogue (op_db), CPU float32
     python scripts/validate.py --opinfo --ops mm einsum --dtypes float32 bfloat16 --modes init plain
 
@@ -31,6 +32,11 @@ def main() -> int:
     ap.add_argument("models", nargs="*", choices=[[], *zoo.CASES], default=[], metavar="MODEL",
                     help=f"models to run (default: all of {', '.join(zoo.CASES)})")
     ap.add_argument("--steps", type=int, default=2, help="training steps recorded per model (default 2)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where the zoo trains (cuda: the GPU's kernels are recorded and priced)")
+    ap.add_argument("--tf32", action="store_true", help="--device cuda: float32 GEMMs and convolutions as TF32")
+    ap.add_argument("--keep", metavar="DIR", default=None,
+                    help="keep each model's trace and records under DIR/MODEL (else a temporary folder)")
     ap.add_argument("--opinfo", action="store_true", help="run torch's OpInfo catalogue instead of the zoo")
     ap.add_argument("--ops", nargs="*", default=[], help="--opinfo: only these ops (op or op.variant)")
     ap.add_argument("--dtypes", nargs="*", default=["float32"], choices=["float32", "bfloat16"],
@@ -44,7 +50,8 @@ def main() -> int:
     outcomes = []
     for name in args.models or list(zoo.CASES):
         t0 = time.perf_counter()
-        o = harness.validate(name, steps=args.steps)
+        keep = None if args.keep is None else f"{args.keep}/{name}"
+        o = harness.validate(name, steps=args.steps, workdir=keep, device=args.device, tf32=args.tf32)
         outcomes.append(o)
         status = "ok" if o.ok else ("FAILED" if o.error else f"{len(o.mismatches())} totals off by > 1%")
         print(f"{name}: {status} ({time.perf_counter() - t0:.1f} s; "

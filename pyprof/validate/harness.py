@@ -42,6 +42,7 @@ class Outcome:
     uncovered: float = 0.0  # share of kernel time of ops without a FLOP/byte model
     bytes_pyprof: dict = field(default_factory=dict)  # module path -> fprop bytes (one-op layers)
     bytes_hand: dict = field(default_factory=dict)
+    frame: object = None  # the prof table the figures came from (pandas DataFrame), for further checks
 
     def bytes_mismatches(self, tol: float = TOLERANCE) -> list[tuple]:
         """(module, pyprof, hand) for every one-op layer whose forward bytes differ by more than ``tol``."""
@@ -69,7 +70,7 @@ class Outcome:
 
 _SCRIPT = """\
 from pyprof.validate.zoo import train
-train({name!r}, {steps})
+train({name!r}, {steps}, device={device!r}, tf32={tf32!r})
 """
 
 
@@ -106,8 +107,11 @@ def fprop_bytes(df, modules: set[str]) -> dict[str, float]:
     return out
 
 
-def validate(name: str, steps: int = 2, workdir: str | Path | None = None) -> Outcome:
-    """Run case ``name`` through ``pyprof run`` -> records -> ``prof`` and compare with torch's count."""
+def validate(name: str, steps: int = 2, workdir: str | Path | None = None, device: str = "cpu",
+             tf32: bool = False) -> Outcome:
+    """Run case ``name`` through ``pyprof run`` -> records -> ``prof`` and compare with torch's count,
+    on ``device`` (``"cuda"``: the profiler records the GPU's kernels; ``tf32`` lets float32 GEMMs run
+    as TF32). ``workdir`` keeps the trace and records (else a temporary folder)."""
     import torch
 
     from pyprof.errors import PyprofError
@@ -122,9 +126,10 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None) -> Ou
         folder = Path(workdir or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         script = folder / f"train_{name}.py"
-        script.write_text(_SCRIPT.format(name=name, steps=steps + 2))
+        script.write_text(_SCRIPT.format(name=name, steps=steps + 2, device=device, tf32=tf32))
         try:
-            result = run_script(script, [], folder / "out", RunOptions(wait=1, warmup=1, active=steps, cuda=False))
+            result = run_script(script, [], folder / "out",
+                                RunOptions(wait=1, warmup=1, active=steps, cuda=device.startswith("cuda")))
             records = folder / "records.dict"
             with open(records, "wb") as fh:
                 write_records(KinetoSource(result.trace).records(), fh)
@@ -133,15 +138,17 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None) -> Ou
             outcome.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
             return outcome
     case = zoo.CASES[name]
-    model, x = zoo.build(name)
+    model, x = zoo.build(name, device=device)
     # a compiled model is called through its OptimizedModule wrapper, the root of the records' layers;
     # compiled regions carry no module ranges inside, so only the whole model's totals compare
     outcome.pyprof = pyprof_flops(df, "OptimizedModule" if case.compiled else type(model).__name__)
     ref = reference.count_step(case, model, x)
     outcome.torch = {k: v * steps for k, v in ref.items() if not case.compiled or k[1] == ""}
     if not case.compiled:  # (no module ranges inside compiled regions)
-        outcome.bytes_hand = {m: v * steps for m, v in reference.hand_bytes(case, *zoo.build(name)).items()}
+        hand = reference.hand_bytes(case, *zoo.build(name, device=device))
+        outcome.bytes_hand = {m: v * steps for m, v in hand.items()}
         outcome.bytes_pyprof = fprop_bytes(df, set(outcome.bytes_hand))
+    outcome.frame = df
     kern = df[df["kind"] == "kernel"]
     total = float(kern["sil"].sum())
     if total > 0:

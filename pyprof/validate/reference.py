@@ -176,11 +176,12 @@ def count_step(case, model, x) -> dict[tuple[str, str, str], float]:
     from pyprof.validate.zoo import step
 
     owners = _Owners(model)
-    # on a CPU, torch runs RNNs as one oneDNN kernel that FlopCounterMode does not count; without oneDNN
-    # they run as their GEMMs (same FLOPs), which it does
+    # torch runs RNNs as one oneDNN (CPU) or cuDNN (CUDA) kernel that FlopCounterMode does not count;
+    # without those libraries they run as their GEMMs (same FLOPs), which it does
     rnn = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
     try:
-        with torch.backends.mkldnn.flags(enabled=not rnn), _Counter(owners) as counter:
+        with torch.backends.mkldnn.flags(enabled=not rnn), torch.backends.cudnn.flags(enabled=not rnn), \
+                _Counter(owners) as counter:
             step(case, model, x)
     finally:
         owners.close()

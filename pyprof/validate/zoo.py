@@ -632,17 +632,19 @@ CASES: dict[str, Case] = {
 }
 
 
-def build(name: str, seed: int = 0):
-    """(model, input) of case ``name``, seeded: the harness and its reference build the same ones."""
+def build(name: str, seed: int = 0, device: str = "cpu"):
+    """(model, input) of case ``name`` on ``device``, seeded: the harness and its reference build the same
+    ones (made on the CPU, then moved, so every device starts from the same weights)."""
     case = CASES[name]
     torch.manual_seed(seed)
-    return case.make(), case.make_input()
+    model, x = case.make(), case.make_input()
+    return model.to(device), x.to(device)
 
 
 def step(case: Case, model, x) -> torch.Tensor:
     """One forward and backward; returns the loss."""
     if case.autocast is not None:
-        with torch.autocast("cpu", dtype=case.autocast):
+        with torch.autocast(x.device.type, dtype=case.autocast):
             out = model(x)
     else:
         out = model(x)
@@ -651,15 +653,24 @@ def step(case: Case, model, x) -> torch.Tensor:
     return loss
 
 
-def train(name: str, steps: int) -> None:
-    """``steps`` training steps of case ``name`` (SGD), each ended by ``pyprof.step()``: the script
-    the harness runs under ``pyprof run``."""
+def set_tf32(on: bool) -> None:
+    """Let CUDA run float32 GEMMs and convolutions on tensor cores as TF32 (``on``), or keep them IEEE."""
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def train(name: str, steps: int, device: str = "cpu", tf32: bool = False) -> None:
+    """``steps`` training steps of case ``name`` (SGD) on ``device``, each ended by ``pyprof.step()``:
+    the script the harness runs under ``pyprof run``. ``tf32``: float32 GEMMs and convolutions of a CUDA
+    device may run as TF32 (else torch's matmul default, IEEE, for both)."""
     import pyprof
 
     case = CASES[name]
     for obj, attr in case.wrap:
         pyprof.wrap(obj, attr)
-    model, x = build(name)
+    if device.startswith("cuda"):
+        set_tf32(tf32)
+    model, x = build(name, device=device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     run = torch.compile(model) if case.compiled else model
     for _ in range(steps):
