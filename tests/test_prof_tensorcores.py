@@ -144,3 +144,29 @@ def test_attention_eligibility_looks_at_the_head_dimension_not_the_sequence():
     assert "multiple of 8" not in note
     odd = dict(q, shape=[2, 8, 559, 60])
     assert "60" in tensorcores.eligibility_note("0", "bfloat16", "scaled_dot_product_attention", [odd] * 3, "hopper")
+
+
+def _h200_kernels() -> list[tuple[str, str]]:
+    """(expected tc, kernel name) of every GEMM/conv/attention-like kernel an H200 ran, labelled by hand
+    from what the names say (tests/fixtures/gpu/h200_gemm_kernels.tsv tells how)."""
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "gpu" / "h200_gemm_kernels.tsv"
+    rows = [line.split("\t", 1) for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    return [(tc, name) for tc, name in rows[1:]]
+
+
+def test_h200_kernel_names_get_the_tensor_core_flag_their_names_state():
+    rows = _h200_kernels()
+    assert len(rows) > 100 and {tc for tc, _ in rows} == {"0", "1"}
+    wrong = [(tc, name[:100]) for tc, name in rows if tc_flag(name, True, "hopper") != tc]
+    assert wrong == []
+
+
+def test_xmma_ffma_kernels_are_fp32_fma_not_tensor_cores():
+    # cuBLAS/cuDNN xmma kernels built for FP32 FMA (fp32 without TF32) carry `_ffma_` in their names
+    name = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
+    assert tc_flag(name, True, "hopper") == "0"
+    assert eligibility_note("0", "float32", "linear", [], "hopper").startswith("fp32 without TF32")
+    tf32 = "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize32x32x64_stage3_warpsize2x2x1_tensor16x8x8_aligna4_alignc4_execute_kernel__5x_cublas"
+    assert tc_flag(tf32, True, "hopper") == "1"

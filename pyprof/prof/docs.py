@@ -160,7 +160,7 @@ TC = """## Tensor cores
 
 `tc` is `1` when the kernel's name matches a tensor-core pattern of any architecture (Volta
 `hmma`/`884`, Turing `1688`/`imma`, Ampere `16816`/`xmma`/`tensorop`/`cutlass_80`, Hopper
-`gmma`/`wgmma`/`sm90`/`nvjet`, Blackwell `tcgen05`/`sm100`) and no exclusion (`simt`, `sgemm`, `scudnn`,
+`gmma`/`wgmma`/`sm90`/`nvjet`, Blackwell `tcgen05`/`sm100`) and no exclusion (`simt`, `sgemm`, xmma `_ffma_`, `scudnn`,
 `pooling`, ...); `0` when the kernel is GEMM/conv/attention-like, or belongs to a tensor-core eligible op,
 but did not use them; `-` when not applicable (elementwise kernels, layout helpers, CPU records, GPUs
 without tensor cores). The patterns are data: `pyprof/data/tensor_cores.json`. For `tc=0` kernels the
