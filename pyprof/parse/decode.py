@@ -494,20 +494,29 @@ def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
 class BackwardLinker:
     """Forward op registry keyed by (pid, seq): the latest forward registered at or before a time wins.
 
-    ``add(pid, seq, time, fields, op_id)`` for every forward range carrying a seq (any order; call
+    ``add(pid, seq, time, fields, op_id, tid)`` for every forward range carrying a seq (any order; call
     :meth:`freeze` before lookups); :meth:`find_op` returns the fields with the forward op instance's id,
     or None. That id becomes the backward
     instance's ``opId``: every node an op created runs under it, so the op's backward is one instance
     and is priced once, however many autograd nodes (``AddmmBackward0``, ``TBackward0``...) it has.
+
+    Sequence numbers count per thread: a forward op re-run on the autograd engine's thread (a
+    checkpointed block recomputed during a CUDA backward) can carry the number of an op of the main
+    thread. A lookup that names the forward op's thread (``tid``) looks among that thread's ops first.
     """
 
     def __init__(self) -> None:
         self._raw: dict[tuple, list] = {}
         self._by_key: dict[tuple, tuple[list, list]] = {}
+        self._tids: dict[tuple, set] = {}
         self._frozen = False
 
-    def add(self, pid, seq: int, time: int, fields: dict[str, Any], op_id: int | None = None) -> None:
-        self._raw.setdefault((pid, seq), []).append((time, len(self._raw), (fields, op_id)))
+    def add(self, pid, seq: int, time: int, fields: dict[str, Any], op_id: int | None = None, tid=None) -> None:
+        entry = (time, len(self._raw), (fields, op_id))
+        self._raw.setdefault((pid, seq), []).append(entry)
+        if tid is not None:
+            self._raw.setdefault((pid, seq, tid), []).append(entry)
+            self._tids.setdefault((pid, seq), set()).add(tid)
         self._frozen = False
 
     def freeze(self) -> None:
@@ -517,12 +526,22 @@ class BackwardLinker:
             self._by_key[key] = ([e[0] for e in entries], [e[2] for e in entries])
         self._frozen = True
 
-    def find_op(self, pid, seq: int | None, time: int | None = None) -> tuple[dict[str, Any], int | None] | None:
-        """(fields, op instance id) of the forward op with ``seq`` latest at or before ``time``, or None."""
+    def threads(self, pid, seq: int) -> set:
+        """The threads whose forward ops carry ``seq`` in process ``pid`` (those added with a ``tid``)."""
+        return self._tids.get((pid, seq), set())
+
+    def find_op(self, pid, seq: int | None, time: int | None = None,
+                tid=None) -> tuple[dict[str, Any], int | None] | None:
+        """(fields, op instance id) of the forward op with ``seq`` latest at or before ``time``, or None;
+        on thread ``tid`` where it has one."""
         if seq is None:
             return None
         if not self._frozen:
             self.freeze()
+        entry = self._by_key.get((pid, seq, tid)) if tid is not None else None
+        if entry is not None and (time is None or entry[0][0] <= time):
+            times, values = entry
+            return values[-1] if time is None else values[bisect.bisect_right(times, time) - 1]
         entry = self._by_key.get((pid, seq))
         if not entry:
             return None

@@ -36,7 +36,7 @@ from pyprof.parse.kineto import schema as ks
 EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 #: op argument field -> logical argument (one spelling per trace)
 OP_ARGS = {"ext": "external_id", "seq": "seq", "dims": "input_dims", "types": "input_types", "conc": "concrete",
-           "coll": "collective", "inn": "in_nelems", "outn": "out_nelems", "cdt": "comm_dtype", "gsz": "group_size"}
+           "ftid": "fwd_tid", "coll": "collective", "inn": "in_nelems", "outn": "out_nelems", "cdt": "comm_dtype", "gsz": "group_size"}
 #: op argument fields kept as their JSON text (interned by the scan: a few hundred distinct values among
 #: millions of ops; decoded once each, :meth:`pyprof.parse.kineto.index.Index.value`)
 RAW_ARGS = frozenset({"dims", "types", "conc"})
@@ -200,7 +200,7 @@ def _arg_type(f: str) -> tuple[Any, Any]:
     logical = f.rstrip("0123456789")
     if logical in ("grid", "block"):
         return list[_Int] | None, _as_ints
-    if logical in ("ext", "seq", "correlation", "device", "stream", "bytes", "inn", "outn", "gsz"):
+    if logical in ("ext", "seq", "ftid", "correlation", "device", "stream", "bytes", "inn", "outn", "gsz"):
         return _Int | None, _as_int
     if logical in ("coll", "cdt"):
         return str | None, _as_str

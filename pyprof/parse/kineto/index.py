@@ -44,6 +44,7 @@ class Index:
     parent: list = field(default_factory=list)
     seq: list = field(default_factory=list)     # autograd sequence number (int >= 0) or None
     bwd: list = field(default_factory=list)     # an autograd backward node / evaluate_function range
+    fwd_thread: dict = field(default_factory=dict)  # backward range -> its ``Fwd thread id`` (where recorded)
     cut: list = field(default_factory=list)     # op instance range: outermost namespaced op open (self
     #                                             included; see _is_op_instance), or -1
     chain: list = field(default_factory=list)   # tuple of open op/ann range ids, outermost first, self last
@@ -213,6 +214,8 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                             c = bytes(c)
                             c = texts.setdefault(c, c)
                         args_l.append((a.ext, d, t, c))
+                        if b and type(a.ftid) is int:
+                            ix.fwd_thread[rid] = a.ftid
                         if a.coll is not None:
                             ix.comms[rid] = (a.coll, a.inn, a.outn, a.cdt, a.gsz)
                     else:

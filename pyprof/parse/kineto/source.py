@@ -31,9 +31,10 @@ Op instances: the ranges down to the outermost namespaced op open at a kernel (`
 collective's ``record_param_comms``; under an autograd node too) are decoded once per instance and
 shared by its kernels; ``opId`` is the ``External id`` of the instance's range (the pyprof op
 marker's, the ATen op's, or the backward pass's ``evaluate_function`` range), unique within a trace,
-and a backward instance linked to its forward op takes that op's id. ``Fwd thread id`` is tolerated but not
-needed: a backward node's ``Sequence number`` is looked up by (pid, seq), the latest forward op
-with it before the node runs.
+and a backward instance linked to its forward op takes that op's id. A backward node's ``Sequence
+number`` is looked up by (pid, seq), the latest forward op with it before the node runs, on the
+thread its ``Fwd thread id`` names where that is known (sequence numbers count per thread; see
+:meth:`KinetoSource._forward_tid`).
 
 Speed and memory: the trace is memory-mapped and parsed in chunks (:mod:`pyprof.parse.kineto.load`)
 into typed structs holding only what is read (msgspec, :mod:`pyprof.parse.kineto.events`); each event
@@ -113,6 +114,8 @@ class KinetoSource:
         self._device_props = _device_props(self.meta)
         self._raised = raised_ops(ix)  # op ranges whose call raised: their records did no work
         self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
+        self._fwd_threads: tuple | None = None  # (Fwd thread id -> tid, the linker it was learnt from)
+        self._node_threads: dict | None = None  # (pid, tid, seq) of a backward node -> its Fwd thread id
 
     # -- decoding ------------------------------------------------------------------------------------
 
@@ -184,7 +187,7 @@ class KinetoSource:
             if seq is None:
                 continue
             if ix.bwd[r]:
-                link = (ix.pid[r], seq)
+                link = (ix.pid[r], seq, self._node_thread(r))
             elif link is None:
                 seqs.append(seq)
         if f["dir"] == "bprop":
@@ -267,7 +270,7 @@ class KinetoSource:
         if ctx is None:
             f, op_id, link = self._instance(key)
             if link is not None and linker is not None:
-                found = linker.find_op(link[0], link[1], ix.start[key])
+                found = linker.find_op(link[0], link[1], ix.start[key], self._forward_tid(link, linker))
                 if found is not None and found[0].get("mod") == "aten" and _in_cpp_node(ix, key):
                     # a C++ autograd Function's node (fbgemm's) is made by that Function, never by an aten
                     # op: an aten op with its number only ran before the Function (which records none)
@@ -336,6 +339,41 @@ class KinetoSource:
         memo[last] = got
         return list(got)
 
+    def _node_thread(self, r: int):
+        """The ``Fwd thread id`` of backward range ``r``: its own, or that of the node range with its
+        thread and sequence number (the engine's ``evaluate_function`` range records none)."""
+        ix = self._ix
+        got = ix.fwd_thread.get(r)
+        if got is None and ix.fwd_thread:
+            if self._node_threads is None:
+                self._node_threads = {(ix.pid[n], ix.tid[n], ix.seq[n]): f for n, f in ix.fwd_thread.items()}
+            got = self._node_threads.get((ix.pid[r], ix.tid[r], ix.seq[r]))
+        return got
+
+    def _forward_tid(self, link: tuple, linker: dec.BackwardLinker):
+        """The trace thread of the forward op a backward node links to, or None where unknown.
+
+        A node records its forward op's thread as the profiler's own thread number (``Fwd thread
+        id``), not the trace's ``tid``. Each number is mapped to the thread most often alone in
+        holding the forward ops of its nodes' sequence numbers (the main thread, for a training
+        loop); ambiguous nodes, such as those whose number a recompute on the autograd thread
+        reused, then find their op on that thread."""
+        pid, seq, ftid = link
+        if ftid is None:
+            return None
+        threads = self._fwd_threads
+        if threads is None or threads[1] is not linker:
+            votes: dict[tuple, dict] = {}
+            ix = self._ix
+            for r, f in ix.fwd_thread.items():
+                got = linker.threads(ix.pid[r], ix.seq[r]) if ix.seq[r] is not None else ()
+                if len(got) == 1:
+                    tally = votes.setdefault((ix.pid[r], f), {})
+                    t = next(iter(got))
+                    tally[t] = tally.get(t, 0) + 1
+            threads = self._fwd_threads = ({k: max(v, key=v.__getitem__) for k, v in votes.items()}, linker)
+        return threads[0].get((pid, ftid))
+
     def _register_forward(self, needed: set | None = None) -> dec.BackwardLinker:
         """Every forward op range carrying an autograd seq number (the outermost of equal numbers), or
         only those whose (pid, seq) is in ``needed`` (see :meth:`needed_links`)."""
@@ -358,7 +396,7 @@ class KinetoSource:
                 # an op of another namespace that records no sequence number (fbgemm's): the number of
                 # an aten op inside it was the autograd counter's, not a node it made
                 continue
-            linker.add(ix.pid[r], seq, ix.start[r], {k: f[k] for k in _FWD_KEYS}, op_id)
+            linker.add(ix.pid[r], seq, ix.start[r], {k: f[k] for k in _FWD_KEYS}, op_id, ix.tid[r])
         linker.freeze()
         return linker
 

@@ -50,7 +50,7 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
         try:
             scan(part, second_half(), trace)
             payload = ([getattr(part, c) for c in _COLUMNS], part.skipped, part.n_events,
-                       trace.repaired - repaired0, sorted(part.steps), part.comms)
+                       trace.repaired - repaired0, sorted(part.steps), part.comms, part.fwd_thread)
         except InputError:
             payload = None
         with os.fdopen(fd, "wb") as fh:
@@ -79,11 +79,12 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
 
 
 def _append(ix: Index, columns: list, skipped: int, n_events: int, _repaired: int, steps: list,
-            comms: dict) -> None:
+            comms: dict, fwd_thread: dict) -> None:
     """Append a later part's rows to ``ix``: range and launch ids shift by ``ix``'s counts."""
     off, loff = len(ix.name), len(ix.launches)
     ix.steps.update(r + off for r in steps)
     ix.comms.update((r + off, c) for r, c in comms.items())
+    ix.fwd_thread.update((r + off, t) for r, t in fwd_thread.items())
     for c, values in zip(_COLUMNS, columns, strict=True):
         getattr(ix, c).extend(values)
     threads = ix.threads
