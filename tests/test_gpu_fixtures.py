@@ -69,3 +69,17 @@ def test_recomputed_ops_on_the_autograd_thread_do_not_steal_backward_links(tmp_p
     per_call = 5 * 2 * b * h * s * s * d / 2
     sdpa = kern[(kern["op"] == "scaled_dot_product_attention") & (kern["dir"] == "bprop")]
     assert sdpa["flops"].sum() == pytest.approx(4 * per_call, rel=1e-9)
+
+
+@pytest.mark.torch
+def test_ckpt_llama_on_the_h200_matches_flopcountermode_per_direction_and_module(tmp_path):
+    # the same model and seed on the CPU: FlopCounterMode's count depends only on the shapes
+    pytest.importorskip("torch")
+    from pyprof.validate import harness, reference, zoo
+
+    mine = harness.pyprof_flops(priced("h200_ckpt_llama_fp32", tmp_path), "CheckpointedLlama")
+    model, x = zoo.build("checkpoint_llama")
+    ref = {k: v * 2 for k, v in reference.count_step(zoo.CASES["checkpoint_llama"], model, x).items()}  # 2 steps
+    assert len(ref) > 50 and {d for d, _, _ in ref} == {"fprop", "bprop", "recomp"}
+    assert set(mine) == set(ref)
+    assert {k: mine[k] for k in ref} == pytest.approx(ref, rel=0.01)
