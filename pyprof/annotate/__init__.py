@@ -40,36 +40,21 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from pyprof import markers
-from pyprof.annotate import backward as _backward
-from pyprof.annotate import emit, optim, patch, torchtables
-from pyprof.annotate import modules as _modules
-from pyprof.annotate.state import LOCK, S
-from pyprof.errors import UsageError
+from pyprof import markers, probes
+
+probes.require()  # before the modules below read torch's private names (pyprof/probes.py)
+
+from pyprof.annotate import backward as _backward  # noqa: E402
+from pyprof.annotate import emit, optim, patch, torchtables  # noqa: E402
+from pyprof.annotate import modules as _modules  # noqa: E402
+from pyprof.annotate.state import LOCK, S  # noqa: E402
+from pyprof.errors import UsageError  # noqa: E402
+from pyprof.probes import TORCH_FLOOR, check_torch  # noqa: E402,F401  (re-exported)
 
 __all__ = ["init", "deinit", "is_initialized", "wrap", "range", "step", "add_step_callback",
            "remove_step_callback", "consumer_active"]
 
 _step_callbacks: list[Callable[[], Any]] = []
-
-#: The oldest torch release ``init()`` supports (CI runs the torch tests on it and on the newest).
-TORCH_FLOOR = (2, 4)
-
-
-def check_torch(version: str | None = None) -> None:
-    """Raise :class:`~pyprof.errors.UsageError` where torch (``version``: ``torch.__version__``) is
-    older than :data:`TORCH_FLOOR`."""
-    import re
-
-    if version is None:
-        import torch
-
-        version = str(torch.__version__)
-    m = re.match(r"(\d+)\.(\d+)", version)
-    if m is None or (int(m.group(1)), int(m.group(2))) < TORCH_FLOOR:
-        floor = ".".join(map(str, TORCH_FLOOR))
-        raise UsageError(f"pyprof.init() needs torch {floor} or newer, and this is torch {version}",
-                         f"upgrade it (pip install 'torch>={floor}'); pyprof parse and prof need no torch")
 
 
 def _after_fork_in_child() -> None:
@@ -104,7 +89,7 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
     if not isinstance(stack_depth, int) or isinstance(stack_depth, bool) or stack_depth < 1:
         raise UsageError(f"pyprof.init(stack_depth={stack_depth!r}) must be an int >= 1",
                          "pass stack_depth=1 for the call site only")
-    check_torch()
+    probes.require()
     with LOCK:
         if S.initialized:
             return
