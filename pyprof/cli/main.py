@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "prof": "pyprof.cli.prof_cmd:prof",
     "run": "pyprof.cli.run_cmd:run",
     "calibrate": "pyprof.cli.calibrate_cmd:calibrate",
+    "advise": "pyprof.cli.advise_cmd:advise",
     "report": "pyprof.cli.report_cmd:report",
     "diff": "pyprof.cli.diff_cmd:diff",
 }
@@ -73,6 +74,7 @@ def cli():
                           pyprof report net.dict -o report.html   (one HTML page, offline)
     Without a GPU or Nsight:  pyprof run examples/lenet.py --report   (torch.profiler, CPU)
     Compare two runs:         pyprof diff old.dict new.dict  (--fail-above 5 for CI)
+    What to change first:     pyprof advise net.dict         (estimated time saved per step)
     """
 
 

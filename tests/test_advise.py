@@ -1,0 +1,142 @@
+"""``pyprof advise``: each estimate against its formula worked by hand, on records made from a real H200
+trace (tests/fixtures/gpu), and the command's output and errors."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from pyprof import advise as adv
+from pyprof.cli.main import cli
+from pyprof.parse.kineto import KinetoSource
+from pyprof.report import profile
+
+GPU = Path(__file__).parent / "fixtures" / "gpu"
+
+
+@pytest.fixture(scope="module")
+def lenet_records():
+    return list(KinetoSource(GPU / "h200_lenet.trace.json.gz").records())
+
+
+def _first(records, **want):
+    return next(r for r in records if all(r.get(k) == v for k, v in want.items()))
+
+
+def _tensor(shape):
+    return {"name": None, "type": "tensor", "shape": list(shape), "dtype": "float32", "device": "cuda:0",
+            "contig": True, "grad": False}
+
+
+def test_latency_bound_kernels_save_only_the_roofline_time_removed():
+    assert adv._faster(100_000.0, 50_000.0, 10_000.0) == pytest.approx(20_000.0)  # gap 2: same gap
+    assert adv._faster(1_000_000.0, 10_000.0, 4_000.0) == pytest.approx(994_000.0)  # gap 100: - 6 us
+    assert adv._faster(3_000.0, 1_000.0, 1.0) == adv.MIN_KERNEL_NS  # never below the floor
+    assert adv._faster(3_000.0, None, 1.0) is None  # no roofline: no estimate
+
+
+def test_tf32_saving_of_a_large_fp32_gemm_follows_the_formula(lenet_records):
+    # the lenet trace's first fc1 forward GEMM (fp32, sgemm: no tensor cores), made 4096^3 and 10 ms
+    rec = copy.deepcopy(next(r for r in lenet_records if r["op"] == "linear" and r["dir"] == "fprop"
+                             and "sgemm" in r["kLongName"]))
+    rec["args"] = [dict(_tensor((4096, 4096)), name="input"), dict(_tensor((4096, 4096)), name="weight"),
+                   dict(_tensor((4096,)), name="bias")]
+    rec["atenSizes"] = [[4096], [4096, 4096], [4096, 4096], [], []]
+    rec["kDuration"], rec["end"] = 10_000_000, rec["start"] + 10_000_000
+    p = profile.from_records([rec])
+    dev = next(d.device for d in p.devices if d.label == "NVIDIA H200")
+    row = p.df.iloc[0]
+    assert row["tc"] == "0" and row["note"].startswith("fp32 without TF32")
+    flops = row["flops"]
+    assert flops == pytest.approx(2 * 4096**3, rel=1e-3)
+    ideal = lambda peak: max(flops / peak, row["bytes"] / dev.bw) * 1e9  # noqa: E731
+    t = 10_000_000.0
+    assert t < adv.LATENCY_GAP * ideal(dev.peak("float32", False))  # not latency-bound: same gap
+    expect = t - t * ideal(dev.peak("float32", True)) / ideal(dev.peak("float32", False))
+    got = {a.kind: a for a in adv.advise(p).items}
+    assert got["tf32"].saved_s == pytest.approx(expect / 1e9, rel=1e-9)
+    assert got["tf32"].kernels == 1 and got["tf32"].now_s == pytest.approx(0.01)
+    assert "fc1" in got["tf32"].evidence[0]
+    # bf16 moves half the bytes at the bf16 tensor peak
+    expect_bf16 = t - t * max(flops / dev.peak("bfloat16", True), row["bytes"] / 2 / dev.bw) * 1e9 / ideal(
+        dev.peak("float32", False))
+    assert got["bf16"].saved_s == pytest.approx(expect_bf16 / 1e9, rel=1e-9)
+    assert [a.kind for a in adv.advise(p).items][0] == "bf16"  # largest saving first
+
+
+def test_a_chain_of_pointwise_ops_fuses_into_its_largest_member(lenet_records):
+    # three memory-bound pointwise op instances of one layer, made from the trace's relu record
+    base = _first(lenet_records, op="relu", dir="fprop")
+    chain = []
+    for i, (op, shapes, t) in enumerate([("relu", [(1 << 20,)], 20_000), ("add", [(1 << 20,), (1 << 20,)], 30_000),
+                                         ("mul", [(1 << 20,), (1 << 20,)], 25_000)]):
+        rec = copy.deepcopy(base)
+        rec.update(op=op, mod="torch", opId=1000 + i, args=[dict(_tensor(s), name=n) for s, n in zip(
+            shapes, ("input", "other"), strict=False)], kDuration=t, start=base["start"] + i * 100_000)
+        rec["end"] = rec["start"] + t
+        chain.append(rec)
+    p = profile.from_records(chain)
+    df = p.df
+    assert list(df["bound"]) == ["memory"] * 3
+    ts, bs = list(df["sil"]), list(df["bytes"])
+    expect = sum(ts) - max(bs) * sum(ts) / sum(bs)
+    fuse = next(a for a in adv.advise(p).items if a.kind == "fuse")
+    assert fuse.saved_s == pytest.approx(expect / 1e9, rel=1e-9) and fuse.kernels == 3
+    assert fuse.evidence[0].startswith("relu -> add -> mul in ")
+    # another layer in between breaks the chain: no pair is left to fuse
+    chain[1]["layer"] = [*chain[1]["layer"], "other"]
+    assert not [a for a in adv.advise(profile.from_records(chain)).items if a.kind == "fuse"]
+
+
+def test_the_checkpointed_llama_trace_gets_fusion_advice_for_its_rmsnorms(tmp_path):
+    p = profile.from_records(list(KinetoSource(GPU / "h200_ckpt_llama_fp32.trace.json.gz").records()))
+    result = adv.advise(p)
+    assert result.steps == 2 and result.steps_recorded
+    fuse = next(a for a in result.items if a.kind == "fuse")
+    assert 0 < fuse.saved_s < fuse.now_s < result.step_s
+    assert all("layernorm" in e or "norm @" in e for e in fuse.evidence[:5])
+
+
+def test_the_command_prints_and_writes_json(tmp_path):
+    from pyprof.records import write_records
+
+    out = tmp_path / "ck.dict"
+    with open(out, "wb") as fh:
+        write_records(KinetoSource(GPU / "h200_ckpt_llama_fp32.trace.json.gz").records(), fh)
+    res = CliRunner().invoke(cli, ["advise", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "pyprof advise: 2 steps" in res.output and "[fuse] saves ~" in res.output
+    res = CliRunner().invoke(cli, ["advise", "--json", "-q", str(out)])
+    items = orjson.loads(res.stdout)
+    assert items and {"kind", "saved_s", "evidence", "formula"} <= set(items[0])
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "x.dict"
+    bad.write_text("not json\n")
+    from pyprof.cli.main import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["advise", str(bad)])
+    assert err.value.code == 2
+
+
+def test_docs_advise_md_is_generated_from_the_module():
+    path = Path(__file__).parent.parent / "docs" / "advise.md"
+    assert path.read_text() == adv.markdown(), "run: python -m pyprof.advise > docs/advise.md"
+
+
+def test_layout_transforms_under_a_convolution_are_the_saving(lenet_records):
+    conv = next(r for r in lenet_records if r["op"] == "conv2d" and r["dir"] == "bprop")
+    rec = copy.deepcopy(conv)
+    rec["kShortName"] = "nchwToNhwcKernel"
+    rec["kLongName"] = "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true>(int)"
+    rec["kDuration"], rec["end"] = 50_000, rec["start"] + 50_000
+    other = copy.deepcopy(rec)  # the same kernel under another op is no layout advice
+    other.update(op="relu", start=rec["start"] + 100_000, end=rec["start"] + 190_000, kDuration=90_000)
+    got = next(a for a in adv.advise(profile.from_records([rec, other])).items if a.kind == "layout")
+    assert got.saved_s == pytest.approx(50e-6) and got.kernels == 1
