@@ -53,7 +53,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "fuse": ("Fuse the chain of memory-bound pointwise ops (torch.compile on the module, or one fused op): each "
              "intermediate is then written and read once less.",
              "for each run of >= 2 consecutive memory-bound pointwise op instances of one direction (not the "
-             "optimizer's) and layer: "
+             "optimizer's), layer and step over tensors of one size: "
              "saved = sum(t) - max(max_i(bytes_i) x sum(t) / sum(bytes), 2 us) (the fused kernel moves the "
              "largest member's bytes, at the chain's achieved bandwidth)"),
     "layout": ("Keep convolution activations in the layout the kernels use: "
@@ -194,16 +194,29 @@ def _advise_align(df, devices, per_step):
                       lambda dev, d: dev.peak(d, True), lambda b: b)
 
 
-def _advise_fuse(df, per_step) -> Advice | None:
+def _numel(rec: dict) -> int:
+    """The element count of a record's largest tensor argument (0 where none is recorded)."""
+    best = 0
+    for a in rec.get("args") or ():
+        if isinstance(a, dict) and a.get("type") == "tensor" and isinstance(a.get("shape"), list):
+            n = 1
+            for d in a["shape"]:
+                n *= d if isinstance(d, int) else 0
+            best = max(best, n)
+    return best
+
+
+def _advise_fuse(df, records, per_step) -> Advice | None:
     from pyprof.prof.ops import family
+    from pyprof.report.timeline import step_of
 
     fam: dict = {}
     chains: list[list[tuple]] = []
     run: list[tuple] = []
     key_prev = None
     cols = ("kind", "device", "op", "mod", "dir", "layer", "bound", "sil", "bytes", "trace", "opid")
-    for kind, device, op, mod, d, layer, bound, sil, nbytes, trace, opid in zip(*(df[c] for c in cols),
-                                                                               strict=True):
+    for rec, kind, device, op, mod, d, layer, bound, sil, nbytes, trace, opid in zip(
+            records, *(df[c] for c in cols), strict=True):
         if kind != "kernel" or op is None or d == "optim":
             f = None
         else:
@@ -211,7 +224,8 @@ def _advise_fuse(df, per_step) -> Advice | None:
             if f is None:
                 f = fam[op, mod] = family(op, mod) or ""
         ok = f == "pointwise" and bound == "memory" and _num(nbytes) > 0 and _num(sil) > 0
-        key = (device, d, tuple(layer) if isinstance(layer, (list, tuple)) else ())
+        # one chain: one device, direction, layer and step, its ops over tensors of one size
+        key = (device, d, tuple(layer) if isinstance(layer, (list, tuple)) else (), step_of(rec), _numel(rec))
         item = [op, _num(sil), _num(nbytes), layer, trace, opid]
         if ok and key == key_prev and run and opid is not None and run[-1][5] == opid:
             run[-1][1] += item[1]  # another kernel of the same op instance
@@ -274,7 +288,7 @@ def advise(profile) -> Advised:
     kern = df["kind"] == "kernel" if len(df) else df["kind"]
     step_s = float(df.loc[kern, "sil"].fillna(0).sum()) / per_step / 1e9 if len(df) else 0.0
     found = [_advise_tf32(df, devices, per_step), _advise_bf16(df, devices, per_step),
-             _advise_align(df, devices, per_step), _advise_fuse(df, per_step),
+             _advise_align(df, devices, per_step), _advise_fuse(df, records, per_step),
              _advise_layout(df, records, per_step)]
     items = [a for a in found if a is not None and step_s > 0 and a.saved_s / step_s >= MIN_SHARE]
     items.sort(key=lambda a: -a.saved_s)
