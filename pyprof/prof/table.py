@@ -454,7 +454,33 @@ def _price_calls(calls: tuple[list, ...]) -> tuple[list, list, list, int]:
         costs[j] = cost
         params[j] = render(args)
         dtypes[j] = (cost.dtype if cost is not None and cost.dtype else None) or cd or first_dtype(args)
+    _convs_from_backward(calls, costs, dtypes)
     return costs, params, dtypes, n_costed
+
+
+def _convs_from_backward(calls: tuple[list, ...], costs: list, dtypes: list) -> None:
+    """Price, in place, the forward convolutions no model could price for want of stride/padding (PyTorch
+    1.8 traces record only tensor arguments) with the output shape their backward recorded for the same
+    input and weight shapes (:func:`pyprof.prof.ops.conv.price_with_backward`); the others stay unknown."""
+    from pyprof.prof.ops import OpCall, canonical, conv
+
+    todo = [j for j, (o, kern) in enumerate(zip(calls[0], calls[5], strict=True))
+            if kern and costs[j] is None and o is not None and canonical(o, calls[3][j]) in conv.SIGNATURES]
+    if not todo:
+        return
+    outputs = conv.backward_outputs(OpCall(canonical(o, mod), list(args or []), d or "fprop", cd, mod)
+                                    for o, args, cd, mod, d, kern in zip(*calls, strict=True)
+                                    if kern and o is not None and canonical(o, mod) in conv.BACKWARD)
+    for j in todo:
+        o, args, cd, mod, d = calls[0][j], calls[1][j], calls[2][j], calls[3][j], calls[4][j]
+        try:
+            cost = conv.price_with_backward(OpCall(canonical(o, mod), list(args or []), d or "fprop", cd, mod),
+                                            outputs)
+        except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError):
+            cost = None
+        if cost is not None:
+            costs[j] = cost
+            dtypes[j] = cost.dtype or dtypes[j]
 
 
 def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:

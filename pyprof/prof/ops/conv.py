@@ -13,10 +13,23 @@ FLOPs (a multiply-add is 2; bias adds not counted, as FlopCounterMode and fvcore
 
 Bytes: input, weight, bias read once, output written once; backward: per gradient, ``dY`` and the
 other operand read and the gradient written; ``db`` reads ``dY``.
+
+The backward ops themselves (``convolution_backward``; the old per-backend ``cudnn_convolution_backward``,
+``miopen_convolution_backward``, ``mkldnn_convolution_backward``, ``mps_convolution_backward``, which
+traces of PyTorch 1.8-1.10 record as an op of their own) are priced from their recorded ``input``,
+``grad_output`` and ``weight`` by the same formulas: ``grad_output``'s shape is the forward's output
+shape, so stride, padding and dilation are not needed. The gradients computed are ``output_mask``'s
+where recorded, else those of the tensors that require grad (assumed all where unknown, as elsewhere).
+
+A forward convolution whose trace did not record stride/padding (PyTorch 1.8's ``record_shapes``
+records only tensor arguments) is priced by :func:`price_with_backward` with the output shape of the
+backward op recorded for the same input and weight shapes (the same layer), where exactly one such
+shape exists; FLOPs need only that shape (``2 · N · prod(out spatial) · prod(weight.shape)``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from math import prod
 
 from pyprof.prof.ops import _args as A
@@ -124,3 +137,130 @@ def _conv(call: OpCall) -> Cost | None:
             byts += ny + nb
         return Cost(flops, A.sized(int(byts), dt), dt, tensor_op=True, note=note)
     return Cost(2.0 * macs, A.sized(nx + nw + nb + ny, dt), dt, tensor_op=True, note=note)
+
+
+# backward ops: (params in positional order; which of them are input, grad_output, weight)
+_BWD_OLD = ("input", "grad_output", "weight", "padding", "stride", "dilation", "groups")
+BACKWARD: dict[str, tuple[str, ...]] = {
+    "convolution_backward": ("grad_output", "input", "weight", "bias_sizes", "stride", "padding", "dilation",
+                             "transposed", "output_padding", "groups", "output_mask"),
+    "cudnn_convolution_backward": (*_BWD_OLD, "benchmark", "deterministic", "allow_tf32", "output_mask"),
+    "miopen_convolution_backward": (*_BWD_OLD, "benchmark", "deterministic", "output_mask"),
+    "mkldnn_convolution_backward": (*_BWD_OLD, "output_mask"),
+    "mps_convolution_backward": (*_BWD_OLD, "output_mask"),
+}
+# cudnn_convolution_backward had no allow_tf32 before PyTorch 1.7: 10 arguments, the mask last
+_MASK_LAST = {"cudnn_convolution_backward"}
+
+
+def _backward_shapes(call: OpCall):
+    """(input, grad_output, weight) argument dicts and the bound arguments of a backward call, or ``None``."""
+    params = BACKWARD[call.op]
+    b = A.bind(call.args, params)
+    x, gy, w = b.get("input"), b.get("grad_output"), b.get("weight")
+    sx, sy, sw = A.shape(x), A.shape(gy), A.shape(w)
+    if sx is None or sy is None or sw is None or len(sw) < 3 or len(sx) != len(sy) or len(sy) != len(sw):
+        return None
+    return x, gy, w, b
+
+
+def _mask(call: OpCall, b: dict, x, w) -> tuple[bool, bool, bool | None] | None:
+    """Which gradients the backward computes: (dX, dW, db or None when unknown)."""
+    m = b.get("output_mask")
+    if m is None and call.op in _MASK_LAST and len(call.args) == 10:
+        m = call.args[-1]
+    if m is not None and A.known(m):
+        v = A.value(m)
+        if not isinstance(v, (list, tuple)) or len(v) < 2:
+            return None
+        return bool(v[0]), bool(v[1]), (bool(v[2]) if len(v) > 2 else False)
+    return A.requires_grad(x), A.requires_grad(w), None
+
+
+@register(*BACKWARD)
+def _conv_backward(call: OpCall) -> Cost | None:
+    if call.direction == "bprop":  # the backward of a backward (double backward): not modelled
+        return None
+    got = _backward_shapes(call)
+    if got is None:
+        return None
+    x, gy, w, b = got
+    sx, sy, sw = A.shape(x), A.shape(gy), A.shape(w)
+    tv = b.get("transposed")
+    transposed = bool(A.value(tv, False)) if tv is not None and A.known(tv) else False
+    if tv is not None and not A.known(tv):
+        return None
+    n = sx[0]
+    macs = n * (prod(sx[2:]) if transposed else prod(sy[2:])) * prod(sw)
+    mask = _mask(call, b, x, w)
+    if mask is None:
+        return None
+    dx, dw, db = mask
+    dt = A.compute_dtype(call.cdtype, x, w)
+    nx, ny, nw = prod(sx), prod(sy), prod(sw)
+    flops = 2.0 * macs * (int(dx) + int(dw))
+    byts = (ny + nw + nx) * int(dx) + (nx + ny + nw) * int(dw) + (ny + sy[1]) * int(bool(db))
+    note = "" if db is not None else "output_mask not recorded: gradients of the tensors that require grad"
+    return Cost(flops, A.sized(int(byts), dt), dt, tensor_op=True, note=note)
+
+
+def _key(call: OpCall, first: str, second: str, params: tuple[str, ...]):
+    b = A.bind(call.args, params)
+    s1, s2 = A.shape(b.get(first)), A.shape(b.get(second))
+    return None if s1 is None or s2 is None else (tuple(s1), tuple(s2))
+
+
+def backward_outputs(calls: Iterable[OpCall]) -> dict[tuple, set[tuple[int, ...]]]:
+    """(input shape, weight shape) -> the ``grad_output`` shapes recorded with them by backward convolution
+    calls: the forward outputs of the layers with those shapes."""
+    out: dict[tuple, set[tuple[int, ...]]] = {}
+    for call in calls:
+        params = BACKWARD.get(call.op)
+        if params is None:
+            continue
+        b = A.bind(call.args, params)
+        k = _key(call, "input", "weight", params)
+        sy = A.shape(b.get("grad_output"))
+        if k is not None and sy is not None:
+            out.setdefault(k, set()).add(tuple(sy))
+    return out
+
+
+def _stride_padding(ins: list[int], k: list[int], out: list[int]) -> str:
+    """The (stride, padding) per dim that give ``out`` with dilation 1 and padding at most k // 2, where
+    one pair does; else ``?``."""
+    parts = []
+    for i, kk, o in zip(ins, k, out, strict=True):
+        fits = [(s, p) for s in range(1, i + 1) for p in range(kk // 2 + 1) if (i + 2 * p - kk) // s + 1 == o
+                and i + 2 * p >= kk]
+        parts.append(fits[0] if len(fits) == 1 else None)
+    if any(p is None for p in parts):
+        return "stride/padding not recorded (ambiguous)"
+    return ("stride/padding not recorded; dilation 1 assumed, they fit stride " +
+            ",".join(str(s) for s, _ in parts) + " padding " + ",".join(str(p) for _, p in parts))
+
+
+def price_with_backward(call: OpCall, outputs: dict[tuple, set[tuple[int, ...]]]) -> Cost | None:
+    """A forward, non-transposed convolution the trace gave without stride/padding, priced with the output
+    shape of its backward (:func:`backward_outputs`); ``None`` where none or several shapes fit."""
+    spelling = SIGNATURES.get(call.op)
+    if spelling is None or spelling[1] is not False or call.direction not in ("fprop", "recomp"):
+        return None
+    b = A.bind(call.args, spelling[0])
+    x, w = b.get("input") or b.get("self"), b.get("weight")
+    sx, sw = A.shape(x), A.shape(w)
+    if sx is None or sw is None or len(sw) < 3 or len(sx) != len(sw):
+        return None
+    found = outputs.get((tuple(sx), tuple(sw)))
+    if found is None or len(found) != 1:
+        return None
+    out = list(next(iter(found)))
+    if len(out) != len(sx) or out[0] != sx[0] or out[1] != sw[0] or sx[1] % sw[1]:
+        return None
+    macs = sx[0] * prod(out[2:]) * prod(sw)
+    dt = A.compute_dtype(call.cdtype, x, w)
+    bias = b.get("bias") if A.is_tensor(b.get("bias")) else None
+    nb = A.numel(A.shape(bias)) if bias is not None else 0
+    nbias = 0 if nb is None else nb
+    note = "output shape from its backward; " + _stride_padding(sx[2:], sw[2:], out[2:])
+    return Cost(2.0 * macs, A.sized(prod(sx) + prod(sw) + nbias + prod(out), dt), dt, tensor_op=True, note=note)

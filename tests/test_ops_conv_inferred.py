@@ -1,0 +1,89 @@
+"""Convolutions from traces that recorded only tensor shapes (PyTorch 1.8's ``record_shapes``): the backward
+ops priced from input, grad_output and weight; the forward priced with its backward's output shape."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from conftest import CORPUS
+
+from pyprof.prof.ops import OpCall, conv, estimate
+from pyprof.prof.ops._args import scalar_arg as S
+from pyprof.prof.ops._args import tensor_arg as T
+
+UNKNOWN = {"name": None, "type": "unknown"}
+FWD = 2 * 2 * 32 * 32 * 16 * 3 * 9  # x [2,3,32,32], w [16,3,3,3], y [2,16,32,32]: 2·N·HoWo·Cout·Cin·k²
+
+
+def test_old_cudnn_backward_sizes_only():
+    # PyTorch 1.8: self, grad_output, weight, then 8 arguments the trace did not record
+    args = [T([2, 3, 32, 32], None), T([2, 16, 32, 32], None), T([16, 3, 3, 3], None), *[UNKNOWN] * 8]
+    c = estimate(OpCall("aten::cudnn_convolution_backward", args, "fprop", None, "aten"))
+    assert c.flops == 2 * FWD  # dX and dW, each the forward's; output_mask unknown: both assumed
+    assert c.bytes is None  # no dtype recorded: bytes unknown, not 0
+    assert "output_mask not recorded" in c.note
+
+
+def test_convolution_backward_output_mask():
+    args = [T([2, 16, 32, 32], dtype="float16"), T([2, 3, 32, 32], dtype="float16"),
+            T([16, 3, 3, 3], dtype="float16"), S([16]), S([1, 1]), S([1, 1]), S([1, 1]), S(False), S([0, 0]),
+            S(1), S([False, True, True])]
+    c = estimate(OpCall("aten::convolution_backward", args, "fprop", None, "aten"))
+    assert c.flops == FWD  # the weight gradient only
+    # dW: read X 6144 + dY 32768, write dW 432; db: read dY 32768, write 16
+    assert c.bytes == (6144 + 32768 + 432 + 32768 + 16) * 2
+    assert c.note == ""
+
+
+def test_forward_priced_with_its_backward_output():
+    x, w = T([2, 3, 32, 32]), T([16, 3, 3, 3])
+    fwd = OpCall("conv2d", [x, w, *[UNKNOWN] * 5], "fprop", None, "aten")
+    assert estimate(fwd) is None  # stride/padding unknown: no geometry
+    bwd = OpCall("cudnn_convolution_backward", [x, T([2, 16, 32, 32]), w, *[UNKNOWN] * 8])
+    c = conv.price_with_backward(fwd, conv.backward_outputs([bwd]))
+    assert c.flops == FWD
+    assert "stride 1,1 padding 1,1" in c.note
+    # strided: 32 -> 16 with a 3x3 kernel fits stride 2, padding 1 only
+    b2 = OpCall("cudnn_convolution_backward", [x, T([2, 16, 16, 16]), w, *[UNKNOWN] * 8])
+    c2 = conv.price_with_backward(fwd, conv.backward_outputs([b2]))
+    assert c2.flops == FWD // 4 and "stride 2,2 padding 1,1" in c2.note
+    # two layers with these shapes but different outputs: which one ran is unknown
+    assert conv.price_with_backward(fwd, conv.backward_outputs([bwd, b2])) is None
+    assert conv.price_with_backward(fwd, {}) is None
+
+
+def _resnet50_convs(batch: int) -> list[int]:
+    """Forward FLOPs of torchvision's ResNet-50 convolutions (stride on the 3x3), by hand from the layout."""
+    layers = [(3, 64, 7, 112)]  # (C_in, C_out, k, output side)
+    cin, side = 64, 56
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for b in range(blocks):
+            out = side // (stride if b == 0 else 1)
+            layers += [(cin, width, 1, side), (width, width, 3, out), (width, 4 * width, 1, out)]
+            if b == 0:
+                layers.append((cin, 4 * width, 1, out))
+            cin, side = 4 * width, out
+    return [2 * batch * o * o * co * ci * k * k for ci, co, k, o in layers]
+
+
+def test_resnet50_pytorch18_trace_conv_flops_by_hand():
+    path = CORPUS / "kineto" / "pytorch__kineto__resnet50_num_workers_0.pt.trace.json.gz"
+    if not path.is_file():
+        pytest.skip(f"corpus trace {path.name} not found")
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.prof.table import build
+
+    df = build(KinetoSource(path).records())
+    per = defaultdict(float)
+    for op, opid, fl in zip(df["op"], df["opid"], df["flops"], strict=True):
+        if fl == fl and op in ("conv2d", "cudnn_convolution_backward"):
+            per[(op, opid)] += fl
+    fwd = [v for (op, _), v in sorted(per.items(), key=lambda kv: kv[0][1]) if op == "conv2d"]
+    bwd = [v for (op, _), v in per.items() if op == "cudnn_convolution_backward"]
+    hand = _resnet50_convs(32)
+    assert len(fwd) == 6 * len(hand)  # six training steps, 53 convolutions each
+    for i in range(6):
+        assert sorted(fwd[i * 53:(i + 1) * 53]) == pytest.approx(sorted(hand), rel=1e-12)  # kernel shares summed
+    # backward: dX and dW per layer (the first layer's dX, not computed, is counted: output_mask unrecorded)
+    assert sum(bwd) == pytest.approx(6 * 2 * sum(hand), rel=1e-9)
