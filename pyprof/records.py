@@ -390,6 +390,13 @@ LINK_RULE = [
     "",
     "A kernel belongs to one op instance, so its time and the instance's cost are counted once, however "
     "many of these events enclose it.",
+    "",
+    "A CUDA graph replay is one launch: every kernel it runs (each with its own name and times) takes the "
+    "op around that `cudaGraphLaunch`, as one op instance per replay. A graph replayed by hand "
+    "(`g.replay()`) has no op around its launch in a plain trace (only `ProfilerStep#N`): `pyprof.init()` "
+    "marks `torch.cuda.CUDAGraph.replay` as an op (`mod` `torch.cuda.CUDAGraph`, `op` `replay`, with the "
+    "caller's module path and call site), so its kernels take that (`marker`); the graph's ops are not "
+    "known kernel by kernel, so its FLOPs and bytes are n/a, counted in prof's warning.",
 ]
 
 

@@ -103,6 +103,9 @@ def _pyprof_leftovers() -> list[str]:
     owners = [sys.modules[n] for n in names if n in sys.modules]
     torch = sys.modules["torch"]
     owners.append(torch.Tensor)
+    graphs = sys.modules.get("torch.cuda.graphs")
+    if graphs is not None and isinstance(getattr(graphs, "CUDAGraph", None), type):
+        owners.append(graphs.CUDAGraph)
     for owner in owners:
         for name, value in list(vars(owner).items()):
             fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value

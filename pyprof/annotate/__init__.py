@@ -74,7 +74,8 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
          nested: bool = False, stack_depth: int = 1, lazy: bool = True, **unknown: Any) -> None:
     """Instrument PyTorch. A second call (before :func:`deinit`) is a no-op.
 
-    Categories: ``functions`` (torch.*), ``methods`` (torch.Tensor), ``functional``
+    Categories: ``functions`` (torch.*, and ``torch.cuda.CUDAGraph.replay``: a hand-replayed graph's
+    kernels take its op), ``methods`` (torch.Tensor), ``functional``
     (torch.nn.functional), ``extra`` (torch.linalg/fft/special), ``modules`` (module ranges),
     ``backward`` (per-node backward ranges and ``seq``), ``optimizer`` (optimizer-step ranges).
     ``nested=True`` emits ops called inside ops too. ``stack_depth`` user frames are kept in

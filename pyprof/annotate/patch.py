@@ -10,6 +10,10 @@ Namespaces (each a category of ``init``):
 * ``functional``: ``torch.nn.functional``;
 * ``extra``: ``torch.linalg``, ``torch.fft``, ``torch.special``.
 
+With ``functions``, ``torch.cuda.CUDAGraph.replay`` too (:func:`graph_replay`): a replayed graph's kernels
+run under one ``cudaGraphLaunch`` that no op encloses, so its op range (ns ``torch.cuda.CUDAGraph``, op
+``replay``, with the caller's module path and call site) is what gives them an op.
+
 Every replacement is recorded as (owner, name, original, was-in-owner's-dict) so :func:`unpatch_all`
 restores exactly (deleting the attribute again when the original was inherited). TorchScript keeps
 working: a wrapper of a builtin op is registered in ``torch.jit._builtins`` under the same aten name,
@@ -120,8 +124,20 @@ def extra_functions():
                 yield mod, name, v
 
 
+def graph_replay():
+    """``torch.cuda.CUDAGraph.replay``, where this torch defines it in Python (it does on CPU builds too)."""
+    owner = getattr(getattr(torch, "cuda", None), "CUDAGraph", None)
+    v = vars(owner).get("replay") if isinstance(owner, type) else None
+    if isinstance(v, types.FunctionType):
+        yield owner, "replay", v
+
+
 def _ns_of(owner) -> str:
-    return "torch.Tensor" if owner is torch.Tensor else owner.__name__
+    if owner is torch.Tensor:
+        return "torch.Tensor"
+    if owner is getattr(getattr(torch, "cuda", None), "CUDAGraph", None):
+        return "torch.cuda.CUDAGraph"
+    return owner.__name__
 
 
 def patch(owner, name: str, orig, ns: str | None = None, composite: bool | None = None) -> None:
@@ -203,6 +219,7 @@ def patch_namespaces(functions=True, methods=True, functional=True, extra=True) 
         groups.append(functional_functions())
     if functions:
         groups.append(torch_functions())
+        groups.append(graph_replay())
     if methods:
         groups.append(tensor_methods())
     if extra:
