@@ -14,6 +14,8 @@ and print per trace:
   shapes (``atenSizes`` holds a non-empty shape); ``n/a`` where none did;
 * ``inst%``: the same share counting a kernel as priced when its op instance has FLOPs (prof puts an
   instance's FLOPs on its kernels of the highest role: a GEMM kernel its role rule misses gets none);
+* ``launched%``: the share of all kernel time with a launch in the trace (whatever encloses it, a launch under
+  ``ProfilerStep#N`` alone included: a CUDA graph replayed by hand) whose record carries an op;
 * ``no-launch``: GPU activities with no launch in the trace (their time, in ms).
 
 Usage: ``python scripts/link_coverage.py [TRACE ...]``. Needs no torch and no GPU.
@@ -64,19 +66,23 @@ def coverage(path: Path) -> dict | None:
                               capture_output=True, env=env, check=True)
         flops = [orjson.loads(line).get("flops") for line in prof.stdout.splitlines() if line.strip()]
     assert len(flops) == len(recs), (len(flops), len(recs))
-    t_in = t_op = t_gemm = t_priced = t_inst = t_none = 0
+    t_in = t_op = t_gemm = t_priced = t_inst = t_none = t_launched = t_launched_op = 0
     priced_inst = {(r["opId"], r["dir"]) for r, fl in zip(recs, flops, strict=True)
                    if r.get("opId") is not None and fl is not None and fl > 0}
     for rec, fl in zip(recs, flops, strict=True):
         if rec.get("kind") != "kernel":
             continue
         dur = rec["kDuration"] or 0
+        has_op = rec.get("op") is not None or rec.get("bwdNode") is not None
         if rec.get("apiName") is None:
             t_none += dur
+        else:
+            t_launched += dur
+            t_launched_op += dur if has_op else 0
         inside = any(not r["text"].startswith(STEP) for r in rec.get("ranges") or ())
         if inside:
             t_in += dur
-            if rec.get("op") is not None or rec.get("bwdNode") is not None:
+            if has_op:
                 t_op += dur
         if _gemm(rec["kLongName"]) and "::" in (rec.get("aten") or "") and _shaped(rec.get("atenSizes")):
             t_gemm += dur
@@ -86,7 +92,7 @@ def coverage(path: Path) -> dict | None:
                 t_inst += dur
     return {"in_ms": t_in / 1e6, "op": t_op / t_in if t_in else None, "gemm_ms": t_gemm / 1e6,
             "gemm": t_priced / t_gemm if t_gemm else None, "inst": t_inst / t_gemm if t_gemm else None,
-            "no_launch_ms": t_none / 1e6}
+            "launched": t_launched_op / t_launched if t_launched else None, "no_launch_ms": t_none / 1e6}
 
 
 def _pct(v) -> str:
@@ -96,14 +102,14 @@ def _pct(v) -> str:
 def main(argv: list[str]) -> int:
     paths = [Path(p) for p in argv] or sorted(CORPUS.glob("*.json*"))
     print(f"{'trace':<62} {'in-event ms':>11} {'op%':>7} {'gemm ms':>9} {'gemm%':>7} {'inst%':>7} "
-          f"{'no-launch ms':>12}")
+          f"{'launched%':>9} {'no-launch ms':>12}")
     for p in paths:
         c = coverage(p)
         if c is None:
             print(f"{p.name[:62]:<62} (CPU-only trace)")
             continue
         print(f"{p.name[:62]:<62} {c['in_ms']:>11.2f} {_pct(c['op']):>7} {c['gemm_ms']:>9.2f} "
-              f"{_pct(c['gemm']):>7} {_pct(c['inst']):>7} {c['no_launch_ms']:>12.2f}")
+              f"{_pct(c['gemm']):>7} {_pct(c['inst']):>7} {_pct(c['launched']):>9} {c['no_launch_ms']:>12.2f}")
     return 0
 
 
