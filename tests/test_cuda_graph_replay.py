@@ -119,3 +119,30 @@ def test_prof_counts_each_replayed_kernel_once(marked):
     assert len(rows) == 330
     assert rows["sil"].sum() == sum(r["kDuration"] for r in recs if r["apiName"] == "cudaGraphLaunch")
     assert any("replay" in w and "no FLOP/byte model" in w for w in df.attrs["warnings"])  # n/a, counted
+
+
+@pytest.mark.parametrize("vintage", ("1.8", "2.0", "current"))
+@pytest.mark.parametrize("marked_replay", (False, True))
+def test_hand_replayed_graph_in_each_vintage(vintage, marked_replay, tmp_path):
+    """Two replays of one graph under ``ProfilerStep#N`` alone, as each exporter writes them: without the
+    marker no op; with it, each replay's kernels are one instance of ``replay`` at the user's line."""
+    from tests.test_kineto_link import MAIN, T, _Trace
+
+    t = _Trace(vintage)
+    t.x("user_annotation", "ProfilerStep#3", MAIN, T, 100_000)
+    for start in (T + 1_000, T + 5_000):
+        if marked_replay:
+            t.x("user_annotation", markers.to_profiler_name(REPLAY), MAIN, start, 500)
+        t.launch("cudaGraphLaunch", MAIN, start + 10, [("triton_poi_fused_0", 10), ("sm90_xmma_gemm_f32f32", 40),
+                                                      ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 30)])
+    recs = _kernels(t.write(tmp_path / f"graph_{vintage}.json"))
+    assert [r["kDuration"] for r in recs] == [10_000, 40_000, 30_000] * 2  # own names and times
+    if not marked_replay:
+        assert all(r["op"] is None and r["link"] is None for r in recs)
+        return
+    assert {(r["mod"], r["op"], r["link"], tuple(r["trace"])) for r in recs} == {
+        ("torch.cuda.CUDAGraph", "replay", "marker", ("train.py:42:main",))}
+    first, second = recs[:3], recs[3:]
+    assert len({r["opId"] for r in first}) == len({r["opId"] for r in second}) == 1
+    assert first[0]["opId"] != second[0]["opId"]
+    assert [r["subSeqId"] for r in first] == [r["subSeqId"] for r in second] == [0, 1, 2]

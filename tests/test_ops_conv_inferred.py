@@ -87,3 +87,45 @@ def test_resnet50_pytorch18_trace_conv_flops_by_hand():
         assert sorted(fwd[i * 53:(i + 1) * 53]) == pytest.approx(sorted(hand), rel=1e-12)  # kernel shares summed
     # backward: dX and dW per layer (the first layer's dX, not computed, is counted: output_mask unrecorded)
     assert sum(bwd) == pytest.approx(6 * 2 * sum(hand), rel=1e-9)
+
+
+def _conv_step(vintage: str, tmp_path):
+    """A conv2d forward (x [2,3,32,32], w [16,3,3,3], padding 1: y [2,16,32,32]) and its backward, as each
+    exporter writes them without concrete scalar arguments."""
+    from tests.test_kineto_link import BWD, MAIN, T, _Trace
+
+    x, w, y = [2, 3, 32, 32], [16, 3, 3, 3], [2, 16, 32, 32]
+    t = _Trace(vintage)
+    t.x("user_annotation", "ProfilerStep#1", MAIN, T, 100_000)
+    t.x("cpu_op", "aten::conv2d", MAIN, T + 100, 500, dims=[x, w, [], [], [], [], []],
+        types=["float", "float", "", "GenericList", "GenericList", "GenericList", "Scalar"], seq=5)
+    t.x("cpu_op", "aten::cudnn_convolution", MAIN, T + 110, 400, dims=[x, w, *[[]] * 7],
+        types=["float", "float", *["GenericList"] * 3, *["Scalar"] * 4])
+    t.launch("cudaLaunchKernel", MAIN, T + 120, [("implicit_convolve_sgemm", 50)])
+    node = "CudnnConvolutionBackward" if vintage == "1.8" else "ConvolutionBackward0"
+    t.x("cpu_op", "autograd::engine::evaluate_function: " + node, BWD, T + 10_000, 500)
+    t.x("cpu_op", node, BWD, T + 10_010, 450, seq=5)
+    if vintage == "1.8":  # the old overload: self, grad_output, weight, 8 more
+        t.x("cpu_op", "aten::cudnn_convolution_backward", BWD, T + 10_020, 400, dims=[x, y, w, *[[]] * 8])
+    else:
+        t.x("cpu_op", "aten::convolution_backward", BWD, T + 10_020, 400, dims=[y, x, w, *[[]] * 8],
+            types=["float"] * 3 + ["GenericList"] * 6 + ["Scalar", "GenericList"])
+    t.launch("cudaLaunchKernel", BWD, T + 10_030, [("dgrad_engine", 30), ("wgrad_sgemm", 30)])
+    return t.write(tmp_path / f"conv_{vintage}.json")
+
+
+@pytest.mark.parametrize("vintage", ("1.8", "2.0", "current"))
+def test_conv_without_scalar_arguments_in_each_vintage(vintage, tmp_path):
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.prof.table import build
+
+    recs = [r for r in KinetoSource(_conv_step(vintage, tmp_path)).records() if r["kind"] == "kernel"]
+    df = build(recs, peak_flops=1e15, peak_bw=3e12)
+    fl = dict(zip((r["kShortName"] for r in recs), df["flops"], strict=True))
+    if vintage == "1.8":  # the backward is an op of its own: priced from its shapes, and prices the forward
+        assert fl["implicit_convolve_sgemm"] == FWD
+        assert fl["dgrad_engine"] + fl["wgrad_sgemm"] == 2 * FWD
+        assert df["note"][0].startswith("output shape from its backward")
+    else:  # the backward is the forward op's (linked by sequence number): no shape to take, n/a, counted
+        assert all(f != f for f in fl.values())
+        assert any("cannot price" in w and "conv2d 100.0%" in w for w in df.attrs["warnings"])
