@@ -85,11 +85,13 @@ def test_resnet50_pytorch18_trace_conv_flops_by_hand():
     assert len(fwd) == 6 * len(hand)  # six training steps, 53 convolutions each
     for i in range(6):
         assert sorted(fwd[i * 53:(i + 1) * 53]) == pytest.approx(sorted(hand), rel=1e-12)  # kernel shares summed
-    # backward: dX and dW per layer (the first layer's dX, not computed, is counted: output_mask unrecorded)
-    assert sum(bwd) == pytest.approx(6 * 2 * sum(hand), rel=1e-9)
+    # backward: dX and dW per layer, but no dX for the first (its input, the images, needs none: no
+    # cudnn_convolution_backward_input ran inside its backward op)
+    assert len(bwd) == 6 * 53
+    assert sum(bwd) == pytest.approx(6 * (2 * sum(hand) - hand[0]), rel=1e-12)
 
 
-def _conv_step(vintage: str, tmp_path):
+def _conv_step(vintage: str, tmp_path, children: tuple[str, ...] = ()):
     """A conv2d forward (x [2,3,32,32], w [16,3,3,3], padding 1: y [2,16,32,32]) and its backward, as each
     exporter writes them without concrete scalar arguments."""
     from tests.test_kineto_link import BWD, MAIN, T, _Trace
@@ -107,6 +109,9 @@ def _conv_step(vintage: str, tmp_path):
     t.x("cpu_op", node, BWD, T + 10_010, 450, seq=5)
     if vintage == "1.8":  # the old overload: self, grad_output, weight, 8 more
         t.x("cpu_op", "aten::cudnn_convolution_backward", BWD, T + 10_020, 400, dims=[x, y, w, *[[]] * 8])
+        for i, child in enumerate(children):  # the gradients it ran, as child ops
+            t.x("cpu_op", f"aten::cudnn_convolution_backward_{child}", BWD, T + 10_025 + 100 * i, 90,
+                dims=[[], y, w if child == "input" else x, *[[]] * 7])
     else:
         t.x("cpu_op", "aten::convolution_backward", BWD, T + 10_020, 400, dims=[y, x, w, *[[]] * 8],
             types=["float"] * 3 + ["GenericList"] * 6 + ["Scalar", "GenericList"])
@@ -129,3 +134,15 @@ def test_conv_without_scalar_arguments_in_each_vintage(vintage, tmp_path):
     else:  # the backward is the forward op's (linked by sequence number): no shape to take, n/a, counted
         assert all(f != f for f in fl.values())
         assert any("cannot price" in w and "conv2d 100.0%" in w for w in df.attrs["warnings"])
+
+
+@pytest.mark.parametrize(("children", "grads"), [((), 2), (("input", "weight"), 2), (("weight",), 1)])
+def test_old_backward_counts_the_gradients_its_child_ops_ran(children, grads, tmp_path):
+    """PyTorch 1.8 recorded no output_mask; the backward's child ops say which gradients it computed
+    (a first layer's input needs none); with no child seen, both are counted."""
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.prof.table import build
+
+    recs = [r for r in KinetoSource(_conv_step("1.8", tmp_path, children)).records() if r["kind"] == "kernel"]
+    df = build(recs, peak_flops=1e15, peak_bw=3e12)
+    assert sum(f for r, f in zip(recs, df["flops"], strict=True) if r["dir"] == "bprop") == grads * FWD

@@ -153,8 +153,9 @@ aten op's tensor inputs and outputs (views and allocations excluded); the covera
 - PyTorch 1.8 traces record only tensor arguments: a convolution there has no stride or padding. Its
   FLOPs need only its output shape, taken from the backward op recorded for the same input and weight
   shapes (`cudnn_convolution_backward`'s `grad_output`) where exactly one exists (`note` says so and
-  which stride/padding fit with dilation 1); else `n/a`. That backward, with no `output_mask` recorded,
-  is counted with both gradients: for a layer whose input needs none (the first), twice the work done.
+  which stride/padding fit with dilation 1); else `n/a`. That backward records no `output_mask`; its
+  child ops (`cudnn_convolution_backward_input`, `_weight`) say which gradients ran (`parse` marks the
+  tensor whose gradient did not `grad: false`), else both are counted.
   FLOPs are direct-convolution counts: cuDNN's Winograd kernels do fewer multiplies, so they can show
   above the fp32 peak (prof's roofline warning counts them).
 - Bytes are each op's ideal traffic at the level the user called (each tensor read or written once);
