@@ -382,7 +382,12 @@ LINK_RULE = [
     "4. `collective`: `record_param_comms` or a `c10d::` op: its type, message sizes and group from its "
     "arguments where recorded, else the type from the `nccl:NAME` range inside it or the NCCL/RCCL kernel "
     "name (`ncclKernel_AllReduce_*`, `ncclDevKernel_AllGather_*`; `SendRecv`, `Send`, `Recv`: "
-    "`send_recv`, point-to-point).",
+    "`send_recv`, point-to-point); where no sizes are recorded, the message is the input tensor of the "
+    "`nccl:NAME` range (its `Input Dims`; the output as large for an all-reduce, all-to-all or broadcast, "
+    "else unknown) and the group unknown. A CPU trace of a gloo job has one more record per collective: "
+    "gloo's `gloo:NAME` range on its worker thread (`kDuration`: the whole range; its input tensor as the "
+    "message; the group from the trace's `distributedInfo` where it names one process group), the "
+    "collective's run, beside the `c10d::` op that queued it.",
     "5. `region`: a compiled region (`Torch-Compiled Region: 0/1`, `CompiledFunction`, "
     "`CompiledFunctionBackward`); every kernel of a CUDA graph replayed inside it is one op instance.",
     "6. `annotation`: a `record_function` range (`## forward ##`, `Optimizer.step#Adam.step`); "

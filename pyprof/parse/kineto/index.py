@@ -189,7 +189,13 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                     name_l.append(name)
                     seq_l.append(None)
                     bwd_l.append(False)
-                    args_l.append((a.ext if a is not None else None, None, None, None))
+                    if a is not None and name.startswith(ks.BACKEND_RANGE_PREFIXES) and a.dims is not None:
+                        # a backend's collective (nccl:all_to_all, gloo:all_reduce): its message
+                        d = bytes(a.dims)
+                        t = bytes(a.types) if a.types is not None else None
+                        args_l.append((a.ext, texts.setdefault(d, d), t and texts.setdefault(t, t), None))
+                    else:
+                        args_l.append((a.ext if a is not None else None, None, None, None))
                 else:  # an op
                     a = ev.args
                     name = names.setdefault(name, name)
@@ -450,9 +456,13 @@ def fold_no_work(ix: Index, self_t: list[int]) -> list[int]:
 
 
 def cpu_nodes(ix: Index, self_t: list[int]) -> list[int]:
-    """The op ranges with a positive self time (a CPU trace's records), in start order (stable)."""
+    """The op ranges with a positive self time (a CPU trace's records), and gloo's collective ranges on its
+    worker thread (``gloo:all_reduce``: the collective's run), in start order (stable)."""
     n = len(self_t)
     is_op = np.fromiter(ix.role, dtype=np.int8, count=n) == ROLE_OP
+    gloo = [r for r, name in enumerate(ix.name) if ix.role[r] == ROLE_ANN and name.startswith(ks.GLOO_RANGE_PREFIX)]
+    if gloo:
+        is_op[gloo] = True
     nodes = np.flatnonzero(is_op & (np.fromiter(self_t, dtype=np.int64, count=n) > 0))
     start = np.frombuffer(ix.start, dtype=np.int64)
     return nodes[np.argsort(start[nodes], kind="stable")].tolist()

@@ -112,6 +112,14 @@ COLLECTIVE_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional"
 CPP_NODE = "CppNode<"
 #: the range NCCL's process group opens inside record_param_comms: ``nccl:all_to_all``
 NCCL_RANGE_PREFIX = "nccl:"
+#: the range gloo's process group opens on its worker thread while it runs a collective: ``gloo:all_reduce``
+#: (its Input Dims / Input type: the input tensor). In a CPU trace it is the collective's run, one record.
+GLOO_RANGE_PREFIX = "gloo:"
+#: ranges of a backend's collective, whose Input Dims / Input type the scan keeps (an annotation's are dropped)
+BACKEND_RANGE_PREFIXES = (NCCL_RANGE_PREFIX, GLOO_RANGE_PREFIX)
+#: collectives whose output message is the size of their input (so one recorded tensor gives both)
+SAME_SIZE_COLLECTIVES = frozenset({"all_reduce", "allreduce", "allreduce_", "all_to_all", "alltoall", "alltoall_base",
+                                   "broadcast", "broadcast_", "send_recv"})
 #: op ranges (no namespace) around a torch.compile'd graph: its kernels, a CUDA graph's replay included
 COMPILED_REGIONS = frozenset({"CompiledFunction", "CompiledFunctionBackward"})
 #: NCCL/RCCL kernel names: ``ncclKernel_AllReduce_RING_LL_Sum_float``, ``ncclDevKernel_AllGather_RING_LL``

@@ -264,6 +264,11 @@ class KinetoSource:
                     hit = (2, {"mod": "torch.compile", "op": nm, "link": dec.LINK_REGION})
                 else:  # a custom Python autograd Function's record, another profiler range
                     hit = (3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION})
+            elif nm.startswith(ks.GLOO_RANGE_PREFIX) and nm != ks.GLOO_RANGE_PREFIX:
+                # gloo's run of a collective on its worker thread (a CPU trace's record of it)
+                kind = nm[len(ks.GLOO_RANGE_PREFIX):]
+                hit = (1, {"mod": "c10d", "op": kind, "link": dec.LINK_COLLECTIVE,
+                           "args": self._backend_args(r, kind, self._group_size())})
             elif dec.classify(nm).kind in ("plain", "hint", "optim"):
                 hit = (3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION})
             else:
@@ -279,23 +284,66 @@ class KinetoSource:
         return best[1], best[2]
 
     def _collective(self, node: int, ctx: tuple, kernel: str) -> tuple:
-        """``ctx`` of a collective recorded without its ``Collective name``, with its type from the
-        ``nccl:NAME`` range open inside it at the launch, else from the NCCL/RCCL kernel's name (cached)."""
+        """``ctx`` of a collective recorded without its ``Collective name`` (a ``record_param_comms`` or a
+        ``c10d::`` op without message sizes): a bare ``record_param_comms`` takes its type from the
+        ``nccl:NAME`` range open inside it at the launch, else from the NCCL/RCCL kernel's name; the message
+        comes from that range's Input Dims (:meth:`_backend_args`). Cached per instance."""
         ix = self._ix
-        kind = None
+        kind = rng = None
         for r in reversed(ix.chain[node]) if node >= 0 else ():
             nm = ix.name[r]
             if nm.startswith(ks.NCCL_RANGE_PREFIX):
                 kind = nm[len(ks.NCCL_RANGE_PREFIX):] or None
+                rng = r
                 break
         kind = kind or ks.collective_of_kernel(kernel)
         if kind is None:
             return ctx
-        key = (ctx[2], ctx[1], ctx[0]["dir"], kind)
+        key = (ctx[2], ctx[1], ctx[0]["dir"], kind, rng)
         got = self._coll_cache.get(key)
         if got is None:
-            got = self._coll_cache[key] = (dict(ctx[0], op=kind), ctx[1], ctx[2])
+            f = dict(ctx[0], op=kind) if ctx[0]["op"] == ks.COMMS_OP else dict(ctx[0])
+            if f["args"] is None and rng is not None:  # the message, from the nccl: range's Input Dims
+                f["args"] = self._backend_args(rng, kind, None)
+            got = self._coll_cache[key] = (f, ctx[1], ctx[2])
         return got
+
+    def _backend_args(self, r: int, kind: str, group: int | None) -> list[dict[str, Any]] | None:
+        """The ``input``/``output``/``group_size`` arguments (as ``_comm_fields`` gives them) of a collective
+        known from its backend's range ``r`` (``nccl:NAME``, ``gloo:NAME``), whose Input Dims and Input type
+        are the input tensor: the output is as large for a collective that keeps the size (all-reduce,
+        all-to-all, broadcast), ``group`` times larger for an all-gather and smaller for a reduce-scatter where
+        the group is known, else unknown. None where the range recorded no tensor."""
+        a = self._ix.args[r]
+        got = kineto_args(self._ix.value(a[1]), self._ix.value(a[2]), None) if a is not None else None
+        t = got[0] if got and got[0].get("type") == "tensor" else None
+        if t is None:
+            return None
+        n_in = 1
+        for d in t["shape"]:
+            n_in *= d
+        n_out = None
+        if kind in ks.SAME_SIZE_COLLECTIVES:
+            n_out = n_in
+        elif group and "gather" in kind:
+            n_out = n_in * group
+        elif group and "scatter" in kind and n_in % group == 0:
+            n_out = n_in // group
+        dt = t["dtype"]
+        return [{"name": "input", "type": "tensor", "shape": [n_in], "dtype": dt},
+                {"name": "output", "type": "tensor", "shape": None if n_out is None else [n_out], "dtype": dt},
+                {"name": "group_size", "type": "int", "value": group}]
+
+    def _group_size(self) -> int | None:
+        """The size of the job's one process group, from the trace's ``distributedInfo`` (``pg_config``);
+        None where it names none or several (a collective's group is then unknown)."""
+        info = self.meta.get("distributedInfo")
+        groups = info.get("pg_config") if isinstance(info, dict) else None
+        if isinstance(groups, list) and len(groups) == 1 and isinstance(groups[0], dict):
+            size = groups[0].get("pg_size")
+            if type(size) is int and size > 0:
+                return size
+        return None
 
     def _context(self, node: int, linker: dec.BackwardLinker | None) -> tuple:
         """(fields, op id) of the op instance open at ``node``, cached per instance, backward linked."""
@@ -488,7 +536,7 @@ class KinetoSource:
             self._coll_cache: dict[tuple, tuple] = {}
             for k in kernels:
                 ctx = context(k[1], linker)
-                if ctx[0]["op"] == ks.COMMS_OP:
+                if ctx[0]["op"] == ks.COMMS_OP or (ctx[0]["link"] == dec.LINK_COLLECTIVE and ctx[0]["args"] is None):
                     ctx = self._collective(k[1], ctx, k[3]["kLongName"])
                 inst = (ctx[1], ctx[0]["dir"])
                 n = sub.get(inst, 0)

@@ -19,7 +19,7 @@ from pyprof.prof.ops.registry import Cost, OpCall, register
 
 REDUCING = frozenset({"allreduce", "all_reduce", "allreduce_coalesced", "reduce_scatter", "_reduce_scatter_base",
                       "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced", "reduce_scatter_base", "reduce"})
-MOVING = frozenset({"allgather", "all_gather", "_allgather_base", "allgather_base", "all_gather_into_tensor",
+MOVING = frozenset({"allgather", "all_gather", "_allgather_base", "allgather_base", "_all_gather_base", "all_gather_into_tensor",
                     "allgather_into_tensor_coalesced", "allgather_coalesced", "broadcast", "send", "recv",
                     "alltoall", "alltoall_base", "all_to_all", "all_to_all_single"})
 
