@@ -121,6 +121,22 @@ def table(path: str | None, say: Say, gpu: str | None = None, peak_flops: float 
     return build_file(path, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=workers)
 
 
+def record_sets(path: str | None, say: Say) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The records of any record source, whole (``ranges`` kept), as ``(rank, records)`` pairs: one per
+    file of a Parquet dataset (its name less ``.parquet``: a rank's), else one named ``-``."""
+    from pyprof.prof.load import iter_records
+
+    path = resolve(path)
+    k = kind(path)
+    if k == PARQUET:
+        from pyprof.scale.readback import file_records
+
+        return [(os.path.basename(f).removesuffix(".parquet"), recs) for f, recs in file_records(path)]
+    if k == EXPORT:
+        return [("-", _parse(path, say))]
+    return [("-", list(iter_records(path, keep_ranges=True)))]
+
+
 def profile(path: str, say: Say, gpu: str | None = None, peak_flops: float | None = None,
             peak_bw: float | None = None, env: dict[str, Any] | None = None):
     """The report's :class:`~pyprof.report.profile.Profile` of any record source, its records with their

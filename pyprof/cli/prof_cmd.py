@@ -79,7 +79,9 @@ Summary columns (--summary op|layer|kernel|dir):
               help="Aligned columns in human units (ms, MFLOP, MB), every line within WIDTH characters; "
                    "0: space-separated raw numbers. Default: space-separated rows, and --summary "
                    "aligned to the terminal's width (80 when not a terminal).")
-@click.option("--summary", type=click.Choice(["op", "layer", "kernel", "dir"]), help="Group totals instead of kernels.")
+@click.option("--summary", type=click.Choice(["op", "layer", "kernel", "dir", "comm", "idle"]),
+              help="Group totals instead of kernels; comm: one row per collective (bandwidths, exposed time; "
+                   "on a dataset, arrival skew across ranks); idle: GPU idle time and launches per device and step.")
 @click.option("--top", "top", type=click.IntRange(min=1), metavar="N",
               help="With --summary: only the N largest groups, plus the N-row fix-this-first list.")
 @click.option("--sort", type=click.Choice(["time", "excess"]), default="time", show_default=True,
@@ -137,8 +139,13 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     if file in (None, "-") and sys.stdin.isatty():
         raise UsageError("no record file given and stdin is a terminal",
                          "give FILE (from `pyprof parse x.sqlite -o FILE`) or pipe records in")
-    names = columns.parse_columns(cols)
     style = "csv" if as_csv else "json" if as_json else "aligned" if width else "space"
+    if summary in ("comm", "idle"):
+        if cols or sort != "time" or gpu or peak_flops or peak_bw:
+            raise UsageError(f"--summary {summary} takes no -c, --sort, --gpu or peaks",
+                             f"drop them (--summary {summary} prints its own columns)")
+        return _record_summary(file, summary, style, width or 0, top, output, say)
+    names = columns.parse_columns(cols)
 
     jobs = jobs or default_workers()
     tune_for_batch()
@@ -177,6 +184,66 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
                                          for line in peaks))
         if fh is sys.stdout:
             fh.flush()
+
+
+def _record_summary(file, summary: str, style: str, width: int, top: int | None, output, say) -> None:
+    """``--summary comm`` (:mod:`pyprof.prof.comm`) or ``--summary idle`` (:mod:`pyprof.prof.idle`) of
+    the records themselves (they need launch times and every record field, not prof's table)."""
+    import pandas as pd
+
+    from pyprof.atomic import atomic_output
+    from pyprof.cli import inputs
+    from pyprof.errors import InputError
+    from pyprof.prof import comm, idle, render
+
+    sets = inputs.record_sets(file, say)
+    human = style in ("space", "aligned")
+
+    def table(df, spec, drop=()):
+        names = tuple(c[0] for c in spec)
+        heads = {c[0]: c[1] for c in spec}
+        fmts = {c[0]: c[2] for c in spec}
+        render.write(df, names, fh, style, width, heads, fmts, drop=drop)
+
+    said = []
+
+    def title(text: str) -> None:
+        if human:
+            fh.write(("\n" if said else "") + (render.fit_line(text, width) if width else text) + "\n")
+            said.append(text)
+
+    if summary == "idle":
+        df = pd.concat([idle.idle(recs).assign(device=lambda d, r=rank: d["device"] if r == "-" else r + ":" +
+                                                d["device"]) for rank, recs in sets], ignore_index=True)
+        if df.empty:
+            raise InputError(f"{file}: no GPU kernel, memcpy or memset records",
+                             "--summary idle needs a GPU trace or export (records with a device)")
+        with atomic_output(output) as fh:
+            title("# GPU idle per device and step: host = nothing queued, wait = queued but held, "
+                  "other = launch unknown (docs/prof.md)")
+            table(df, idle.IDLE_COLUMNS, idle.IDLE_DROP)
+        return
+    per_rank = [comm.collectives(recs, rank) for rank, recs in sets]
+    df = pd.concat(per_rank, ignore_index=True)
+    if df.empty:
+        raise InputError(f"{file}: no collective in the records",
+                         "record a torch.distributed job (NCCL kernels, or gloo's ranges in a CPU trace)")
+    unknown = int(df["size"].isna().sum())
+    with atomic_output(output) as fh:
+        title("# collectives (nccl-tests bandwidths: algbw = size / time, busbw = algbw x factor; docs/prof.md)")
+        table(df.head(top) if top else df, comm.COMM_COLUMNS, comm.COMM_DROP)
+        if human:
+            title("# per kind")
+            tot = comm.totals(df)
+            table(tot, tuple(c for c in comm.TOTAL_COLUMNS if c[0] != "rank" or len(sets) > 1))
+        if len(sets) > 1:
+            per, ranks = comm.skew(per_rank)
+            title(f"# arrival skew across {len(sets)} ranks (the k-th collective of a kind on each rank)")
+            table(per.head(top) if top else per, comm.SKEW_COLUMNS)
+            title("# per rank: times last to arrive, and the others' wait for it")
+            table(ranks, comm.RANK_COLUMNS)
+        if human and unknown:
+            title(f"# {unknown} collective(s) without a recorded message size: size and bandwidths n/a")
 
 
 def _list_gpus(file, gpu, peak_flops, peak_bw, output) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import sys
 
 from pyprof.prof import columns
+from pyprof.prof.comm import COMM_COLUMNS, FACTOR_TEXT, RANK_COLUMNS, SKEW_COLUMNS
 from pyprof.prof.devices import DATASHEET_DIFFERENCES, gpu_table
+from pyprof.prof.idle import IDLE_COLUMNS, TINY_NS
 from pyprof.prof.summary import SUMMARY_COLUMNS
 
 INTRO = """# pyprof prof
@@ -214,6 +216,84 @@ properties, and holds them to 5% of the datasheet, except:
 """
 
 
+COMM = """## Collectives (`--summary comm`)
+
+`pyprof prof --summary comm RECORDS` prints one row per collective instance, then totals per kind; on a
+Parquet dataset of several ranks (`pyprof parse rank*.json --format parquet -o ranks/`, then
+`pyprof prof --summary comm ranks/`) also the arrival skew of each collective across ranks and, per rank,
+how often it arrived last and how long the others waited for it.
+
+A collective's *run* is its NCCL/RCCL kernel(s) on a GPU (old names `ncclKernel_AllReduce_RING_LL_Sum_float`
+and new `ncclDevKernel_AllReduce_Sum_f32_RING_LL`, `SendRecv`), or, in a CPU trace of a gloo job, gloo's
+`gloo:NAME` range on its worker thread (the `c10d::` op on the calling thread only queues it). Type, dtype,
+message sizes and group come from `record_param_comms` (`Collective name`, `In msg nelems`, `Out msg
+nelems`, `dtype`, `Group size`) where the trace records them, else from the input tensor of the
+`nccl:NAME` / `gloo:NAME` range (older torch, and gloo), with the group from the trace's
+`distributedInfo` where it names exactly one process group, else unknown (busbw n/a).
+
+Bandwidths are nccl-tests' (its `doc/PERFORMANCE.md`), so they compare with its tables and the link speed:
+
+- `size` is nccl-tests' message size: an all-gather's whole output (n x its input), a reduce-scatter's
+  whole input, else the input buffer;
+- `algbw = size / time`, `time` the run (first kernel start to last kernel end);
+- `busbw = algbw x factor`, for a group of n ranks:
+
+| kind | factor |
+|---|---|
+""" + "\n".join(f"| {k} | {f} |" for k, f in FACTOR_TEXT) + """
+
+`overlap` is the part of the run during which a compute record (a kernel that is no collective, memcpy
+or memset; on a CPU trace, any op) ran on another stream of the same device (another thread of the same
+process); `exposed` = time - overlap.
+
+Across ranks, the k-th collective of a kind on each rank is matched (every rank of a group issues its
+collectives in one order). Arrival is the kernel's launch call (gloo: the start of its range, which a
+free worker takes at once); skew = latest arrival - earliest. The rank that arrives last waits least in
+the collective (its run is the shortest): a rank that is often last, with a large `MadeWait`, is the
+straggler; a rank with long runs that is seldom last is slow to run, not late. Ranks' clocks must agree
+(one host, or synchronised hosts).
+
+| column | meaning |
+|---|---|
+""" + "\n".join(f"| `{n}` | {m} |" for n, _, _, m in COMM_COLUMNS + SKEW_COLUMNS[3:] + RANK_COLUMNS[4:]) + "\n"
+
+IDLE = """## GPU idle time and launches (`--summary idle`)
+
+`pyprof prof --summary idle RECORDS` takes the GPU activities (kernels, memcpy, memset) of each device
+in start order. The device is busy while one of them runs on any stream; each gap between busy periods
+is idle, and is put in one category by the activity that ends it (the first to start after the gap),
+from its launch call:
+
+- `host` (host-bound): the launch call began after the gap began: nothing was queued, the GPU
+  waited for the CPU (Python, the dataloader, or a synchronisation that held the CPU: records carry no
+  sync calls, so a gap after `.item()` is here);
+- `wait` (sync/wait): the activity was queued before the gap began yet started after it: it waited on a
+  dependency (an event of another stream, a collective's peers) or on its own launch latency;
+- `other`: its launch is not in the trace.
+
+Steps are `ProfilerStep#N`: an activity belongs to the last step whose first launch came at or before its
+launch (the autograd thread's backward kernels have no step range open around them). A gap belongs to
+the step of the activity that ends it; `all` is the device's whole timeline. Launch columns count
+kernels: `delay` is the mean of kernel start - launch call start (queueing included), `short%` the
+kernels that ran for less than their launch call took, `tiny%` the kernels under """ + f"{TINY_NS // 1000}" + """ us.
+
+**Holistic Trace Analysis.** HTA's idle time breakdown works per stream: a stream is idle between two
+of its kernels even while another stream runs. Its *host wait* is a gap whose next kernel's launch call
+began after the previous kernel on the stream ended, which is `host` computed per stream
+(`pyprof.prof.idle.idle(records, by_stream=True)`): the two coincide, and `tests/test_prof_idle.py`
+holds them equal on the corpus' HTA traces, computed by HTA's rule from the raw trace. They differ in:
+the unit (per device here: a gap another stream fills is no idle time of the GPU); HTA's *kernel wait*
+(a gap under 30 ns that is no host wait) and *other* are `wait` plus `other` here; a kernel without a
+launch is `other` here, HTA's test finds no launch time and counts it by its gap; HTA drops the last
+profiler step when it reads a trace and rounds to microseconds, here every step is kept at ns.
+Launch delay: HTA measures it from the end of the launch call, here from its start (the call's own
+time included). HTA's *short GPU kernels* are `short%`.
+
+| column | meaning |
+|---|---|
+""" + "\n".join(f"| `{n}` | {m} |" for n, _, _, m in IDLE_COLUMNS) + "\n"
+
+
 def markdown() -> str:
     parts = [INTRO, "## Columns (`-c`)\n", f"Default: `{','.join(columns.DEFAULT)}`; `-c all` prints every column. "
              "The first twenty are NVIDIA PyProf's, with its names and headers.\n", columns.markdown(), "",
@@ -222,7 +302,7 @@ def markdown() -> str:
              "(largest time above the roofline); `--sort excess` orders the table by it.\n",
              "| column | meaning |", "|---|---|"]
     parts += [f"| `{name}` | {meaning} |" for name, _, _, meaning in SUMMARY_COLUMNS]
-    parts += ["", TC, ROOF]
+    parts += ["", COMM, IDLE, TC, ROOF]
     parts += [f"- {', '.join(names)} ({', '.join(cols)}): {why}." for names, cols, why in DATASHEET_DIFFERENCES]
     parts += ["", "### GPU peak table (TFLOP/s, GB/s)\n",
               "| GPU | arch | FP64 | FP32 | TF32 TC | FP16 TC | BF16 TC | FP8 TC | INT8 TC | GB/s |",

@@ -1,0 +1,178 @@
+"""GPU idle time and kernel launches, per device and per step: why the GPU waited, and for what.
+
+``idle(records)`` takes the GPU activities (kernels, memcpy, memset) of each device (its ordinal; the
+activities of every process on it) in start order. The device is *busy* while any of them runs on any stream; each gap between
+busy periods is *idle* and is put in one category by the activity that ends it (the first to start
+after it), from its launch call (``apiStart``, ``apiEnd``):
+
+* ``host`` (host-bound): the launch call began after the gap began: nothing was queued when the
+  device went idle; it waited for the CPU (Python, the dataloader, or a synchronisation that held the
+  CPU: records hold no sync calls, so the gap after a ``.item()`` is here).
+* ``wait`` (sync/wait): the activity was queued before the gap began, yet started after it: it waited
+  on a dependency (an event recorded on another stream, a collective's peers) or on its own launch
+  (the time from the launch call to the GPU, a few microseconds).
+* ``other``: its launch is not in the trace (``link`` ``no-launch``): the cause is unknown.
+
+Steps are ``ProfilerStep#N``: an activity belongs to the last step whose first launch came at or before
+its launch (the step's range is open only on the thread that runs it: the backward kernels the autograd
+thread launches are found by time). Each gap belongs to the step of the activity that ends it; a
+step's ``busy`` is the union of its activities' run times; ``idle%`` = idle / (busy + idle). The
+``all`` row of a device is its whole timeline (first start to last end).
+
+Launches (kernels only): ``delay`` is the mean of kernel start - launch call start (the time a kernel
+waited in the queue, launch latency included); ``short%`` the share of kernels that ran for less time
+than their launch call took (the CPU cannot keep such kernels coming); ``tiny%`` the share of kernels
+under :data:`TINY_NS`, and ``tinyt%`` their share of kernel time.
+
+``by_stream=True`` does the same per stream instead of per device (a gap on a stream is idle for that
+stream even while another stream runs): Holistic Trace Analysis' idle time breakdown works this way.
+Its ``host wait`` is this ``host``, per stream (a kernel whose launch call began after the previous
+kernel on its stream ended); its ``kernel wait`` (a gap under 30 ns that is not host wait) and ``other``
+together are this ``wait`` plus ``other``; it counts a kernel whose launch is missing as ``other`` or
+``kernel wait`` by its gap, and drops the last profiler step (here every step is kept). docs/prof.md
+states the differences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: a kernel under this many ns is tiny
+TINY_NS = 10_000
+STEP_PREFIX = "ProfilerStep#"
+GPU_KINDS = frozenset({"kernel", "memcpy", "memset"})
+
+IDLE_COLUMNS = (
+    ("device", "Device", "str", "Device ordinal (by stream: device:stream)."),
+    ("step", "Step", "str", "ProfilerStep#N open at the launches; 'all' for the device's whole timeline; '-' none."),
+    ("busy", "Busy(ns)", "sci", "Time some GPU activity (kernel, memcpy, memset) ran."),
+    ("idle", "Idle(ns)", "sci", "Gaps between busy periods (each put in the step of the activity ending it)."),
+    ("idle_pct", "Idle(%)", "float", "idle / (busy + idle)."),
+    ("host", "Host(ns)", "sci", "Idle with nothing queued: the next launch call began after the gap began."),
+    ("wait", "Wait(ns)", "sci", "Idle with the next activity queued before the gap: a dependency or launch latency."),
+    ("other", "Other(ns)", "sci", "Idle before an activity whose launch is not in the trace."),
+    ("kernels", "Kernels", "int", "Kernels."),
+    ("delay", "Delay(ns)", "sci", "Mean launch delay: kernel start - launch call start."),
+    ("short_pct", "Short(%)", "float", "Kernels that ran shorter than their launch call took."),
+    ("tiny_pct", "Tiny(%)", "float", f"Kernels under {TINY_NS // 1000} us."),
+    ("tiny_time_pct", "TinyT(%)", "float", "Tiny kernels' share of kernel time."),
+)
+IDLE_NAMES = tuple(c[0] for c in IDLE_COLUMNS)
+IDLE_DROP = ("tiny_time_pct", "other", "kernels", "delay", "busy")
+
+
+def _step(rec: dict[str, Any]) -> str:
+    for r in rec.get("ranges") or ():
+        text = r.get("text") if isinstance(r, dict) else None
+        if isinstance(text, str) and text.startswith(STEP_PREFIX):
+            return text
+    return "-"
+
+
+def activities(records: Iterable[dict[str, Any]], by_stream: bool = False) -> dict[str, pd.DataFrame]:
+    """Per device (or device and stream) key, its GPU activities as columns: start, end, api_start,
+    api_end (NaN without a launch), kernel (bool), step; in start order."""
+    rows: dict[str, list] = {}
+    for rec in records:
+        if rec.get("device") is None or rec.get("kind", "kernel") not in GPU_KINDS:
+            continue
+        start, end = rec.get("start"), rec.get("end")
+        if type(start) is not int:
+            continue
+        if type(end) is not int:
+            end = start + (rec.get("kDuration") or 0)
+        key = f"{rec['device']}" + (f":{rec.get('stream')}" if by_stream else "")
+        a0, a1 = rec.get("apiStart"), rec.get("apiEnd")
+        rows.setdefault(key, []).append((start, end, a0 if type(a0) is int else np.nan,
+                                         a1 if type(a1) is int else np.nan, rec.get("kind", "kernel") == "kernel",
+                                         _step(rec)))
+    out = {}
+    for key, r in rows.items():
+        df = pd.DataFrame(r, columns=["start", "end", "api_start", "api_end", "kernel", "step"])
+        df["step"] = _steps_by_time(df)
+        out[key] = df.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
+    return out
+
+
+def _steps_by_time(df: pd.DataFrame) -> np.ndarray:
+    """Each activity's step by time: the last step whose first launch came at or before its launch (its
+    start without one). The ``ProfilerStep#N`` range is open on the thread that runs the step, so the
+    kernels other threads launch (the autograd engine's backward) find none around their launch."""
+    named = df[df["step"] != "-"]
+    if named.empty:
+        return df["step"].to_numpy()
+    when = named["api_start"].where(named["api_start"].notna(), named["start"])
+    first = when.groupby(named["step"]).min().sort_values(kind="stable")
+    t = df["api_start"].where(df["api_start"].notna(), df["start"]).to_numpy(dtype=float)
+    pos = np.searchsorted(first.to_numpy(dtype=float), t, side="right") - 1
+    names = np.asarray(first.index.tolist() + ["-"], dtype=object)
+    return names[np.where(pos >= 0, pos, len(first))]
+
+
+def gaps(acts: pd.DataFrame) -> pd.DataFrame:
+    """The idle gaps of one device's activities (start order): gap start, end, category, step."""
+    start = acts["start"].to_numpy(dtype=np.int64)
+    end = acts["end"].to_numpy(dtype=np.int64)
+    if len(start) < 2:
+        return pd.DataFrame(columns=["g0", "g1", "cat", "step"])
+    busy_to = np.maximum.accumulate(end)[:-1]  # the busy period's end before each next activity
+    nxt = np.arange(1, len(start))
+    is_gap = start[1:] > busy_to
+    idx = nxt[is_gap]
+    g0, g1 = busy_to[is_gap], start[idx]
+    api = acts["api_start"].to_numpy(dtype=float)[idx]
+    cat = np.where(np.isnan(api), "other", np.where(api > g0, "host", "wait"))
+    return pd.DataFrame({"g0": g0, "g1": g1, "cat": cat, "step": acts["step"].to_numpy()[idx]})
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of intervals given in start order."""
+    if not len(start):
+        return 0
+    total, cur_s, cur_e = 0, int(start[0]), int(end[0])
+    for s, e in zip(start[1:].tolist(), end[1:].tolist(), strict=True):
+        if s > cur_e:
+            total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    return total + cur_e - cur_s
+
+
+def _row(key: str, step: str, acts: pd.DataFrame, gp: pd.DataFrame) -> dict[str, Any]:
+    busy = _union(acts["start"].to_numpy(dtype=np.int64), acts["end"].to_numpy(dtype=np.int64))
+    length = (gp["g1"] - gp["g0"]).astype(float)
+    by = {c: float(length[gp["cat"] == c].sum()) for c in ("host", "wait", "other")}
+    idle = float(length.sum())
+    k = acts[acts["kernel"]]
+    dur = (k["end"] - k["start"]).to_numpy(dtype=float)
+    call = (k["api_end"] - k["api_start"]).to_numpy(dtype=float)
+    delay = (k["start"] - k["api_start"]).to_numpy(dtype=float)
+    known = ~np.isnan(call)
+    n = len(k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {"device": key, "step": step, "busy": float(busy), "idle": idle,
+                "idle_pct": idle / (busy + idle) * 100 if busy + idle > 0 else np.nan, **by, "kernels": n,
+                "delay": float(np.nanmean(delay)) if known.any() else np.nan,
+                "short_pct": float((dur[known] < call[known]).mean() * 100) if known.any() else np.nan,
+                "tiny_pct": float((dur < TINY_NS).mean() * 100) if n else np.nan,
+                "tiny_time_pct": float(dur[dur < TINY_NS].sum() / dur.sum() * 100) if n and dur.sum() > 0 else np.nan}
+
+
+def idle(records: Iterable[dict[str, Any]], by_stream: bool = False, per_step: bool = True) -> pd.DataFrame:
+    """One row per device (or device and stream) and step, then its ``all`` row (columns
+    :data:`IDLE_NAMES`); empty where the records hold no GPU activity."""
+    rows = []
+    for key, acts in sorted(activities(records, by_stream).items()):
+        gp = gaps(acts)
+        if per_step:
+            for step in pd.unique(acts["step"]):
+                if step == "-" and (acts["step"] == "-").all():
+                    continue
+                rows.append(_row(key, step, acts[acts["step"] == step], gp[gp["step"] == step]))
+        rows.append(_row(key, "all", acts, gp))
+    return pd.DataFrame(rows, columns=list(IDLE_NAMES))
