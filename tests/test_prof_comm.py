@@ -229,3 +229,14 @@ def test_cli_comm_on_a_trace_and_bad_input(gloo, capsys):
     assert len(out.splitlines()) == 1 + sum(1 for e in _raw(Path(gloo[0])) if str(e.get("name", "")).startswith("gloo:"))
     code, out, err = run_main(capsys, ["prof", "--summary", "idle", gloo[0]])
     assert code == 2 and out == "" and "no GPU kernel" in err and "Traceback" not in err
+
+
+@pytest.mark.torch
+def test_report_has_the_collectives(gloo, tmp_path, capsys):
+    pytest.importorskip("plotly")
+    out = tmp_path / "r.html"
+    code, _, err = run_main(capsys, ["report", gloo[0], "-o", out])
+    assert code == 0, err
+    text = out.read_text()
+    n = sum(1 for e in _raw(Path(gloo[0])) if str(e.get("name", "")).startswith("gloo:"))
+    assert '<section id="collectives">' in text and f'<span class="count" id="t-comm-count">{n} rows</span>' in text

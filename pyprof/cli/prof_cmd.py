@@ -244,6 +244,9 @@ def _record_summary(file, summary: str, style: str, width: int, top: int | None,
             table(ranks, comm.RANK_COLUMNS)
         if human and unknown:
             title(f"# {unknown} collective(s) without a recorded message size: size and bandwidths n/a")
+        no_group = int((df["size"].notna() & df["busbw"].isna()).sum())
+        if human and no_group:
+            title(f"# {no_group} collective(s) without a recorded group size (older torch records none): busbw n/a")
 
 
 def _list_gpus(file, gpu, peak_flops, peak_bw, output) -> None:

@@ -241,6 +241,10 @@ def build(p: Profile, baseline: Profile | None = None) -> str:
         "Each op by its unique arguments (GEMMs with batch, M, N, K and dtype): how many instances ran, and the "
         "mean, median and standard deviation of their time and achieved FLOP/s."))
 
+    comm = _collectives(p)
+    if comm:
+        sections.append(comm)
+
     if baseline is not None:
         sections.append(_baseline(p, baseline, figs))
 
@@ -249,6 +253,7 @@ def build(p: Profile, baseline: Profile | None = None) -> str:
     nav = "".join(f'<a href="#{sid}">{_e(t)}</a>' for sid, t in (
         ("overview", "Overview"), ("fix-first", "Fix first"), ("roofline", "Roofline"), ("layers", "Layers"),
         ("timeline", "Step"), ("tables", "Tables"), ("shapes", "Shapes"))
+        + ((("collectives", "Collectives"),) if comm else ())
         + ((("baseline", "Baseline"),) if baseline is not None else ()) + (("findings", "Findings"),))
     fig_json = _figures_json(figs)
     title = f"pyprof report: {p.name}"
@@ -265,6 +270,29 @@ def build(p: Profile, baseline: Profile | None = None) -> str:
         f'<script type="application/json" id="pyprof-figures">{fig_json}</script>'
         f"<script>{_asset('page.js')}</script></body></html>")
     return page
+
+
+COMM_TABLE = [("idx", "#", "int", 1.0), ("op", "Op", "str", 1.0), ("kind", "Kind", "str", 1.0),
+              ("dtype", "Dtype", "str", 1.0), ("size", "Size", "byte", 1.0), ("group", "Group", "int", 1.0),
+              ("time", "Time", "dur", 1.0), ("algbw", "AlgBW", "bps", 1e9), ("busbw", "BusBW", "bps", 1e9),
+              ("exposed", "Exposed", "dur", 1.0), ("overlap", "Overlapped", "dur", 1.0),
+              ("device", "Device", "str", 1.0), ("lane", "Stream/thread", "str", 1.0)]
+
+
+def _collectives(p: Profile) -> str:
+    """The collectives of ``--summary comm`` (:mod:`pyprof.prof.comm`); empty where there are none."""
+    from pyprof.prof import comm
+
+    df = comm.collectives(p.records)
+    if df.empty:
+        return ""
+    exposed = units.duration(float(df["exposed"].sum()))
+    return _section(
+        "collectives", "Collectives", table_html(df, COMM_TABLE, "t-comm"),
+        f"Each collective's run (its NCCL kernels, or gloo's range on a CPU): message size, algorithm and bus "
+        f"bandwidth as nccl-tests counts them (docs/prof.md), and the part of it no compute kernel on another "
+        f"stream (op on another thread) hid: {exposed} exposed in all. `pyprof prof --summary comm` prints the "
+        f"same, and on a dataset of ranks their arrival skew.")
 
 
 def _breakdown_table(items: list[breakdown_mod.Breakdown]) -> str:
