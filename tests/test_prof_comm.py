@@ -219,6 +219,14 @@ def test_gloo_skew_across_ranks(gloo, tmp_path, capsys):
     assert "# arrival skew across 2 ranks" in out
     first = next(line.split() for line in out.splitlines() if line.startswith("all_reduce 1 "))
     assert int(first[3]) == abs(starts[0][0] - starts[1][0])
+    # CSV: one table, every collective of every rank with its skew
+    code, out, err = run_main(capsys, ["prof", "--summary", "comm", ds, "--csv"])
+    assert code == 0, err
+    rows = [line.split(",") for line in out.splitlines()]
+    head = rows[0]
+    reduce = [r for r in rows[1:] if r[head.index("Kind")] == "all_reduce"]
+    assert len(reduce) == 2 * len(starts[0])
+    assert {int(r[head.index("Skew(ns)")]) for r in reduce} == {abs(a - b) for a, b in zip(*starts, strict=True)}
 
 
 @pytest.mark.torch

@@ -229,15 +229,23 @@ def _record_summary(file, summary: str, style: str, width: int, top: int | None,
         raise InputError(f"{file}: no collective in the records",
                          "record a torch.distributed job (NCCL kernels, or gloo's ranges in a CPU trace)")
     unknown = int(df["size"].isna().sum())
+    spec = comm.COMM_COLUMNS
+    per = ranks = None
+    if len(sets) > 1:
+        per, ranks = comm.skew(per_rank)
+        if not human:  # one table a program can read: each row with its collective's skew across ranks
+            df = df.merge(per[["kind", "nth", "skew", "last"]], on=["kind", "nth"], how="left")
+            spec = spec + (("nth", "Nth", "int", "Its ordinal among the collectives of its kind on its rank."),
+                           ("skew", "Skew(ns)", "sci", "Its arrival skew across ranks."),
+                           ("last", "Last", "str", "The rank that arrived last at it."))
     with atomic_output(output) as fh:
         title("# collectives (nccl-tests bandwidths: algbw = size / time, busbw = algbw x factor; docs/prof.md)")
-        table(df.head(top) if top else df, comm.COMM_COLUMNS, comm.COMM_DROP)
+        table(df.head(top) if top else df, spec, comm.COMM_DROP)
         if human:
             title("# per kind")
             tot = comm.totals(df)
             table(tot, tuple(c for c in comm.TOTAL_COLUMNS if c[0] != "rank" or len(sets) > 1))
-        if len(sets) > 1:
-            per, ranks = comm.skew(per_rank)
+        if per is not None and human:
             title(f"# arrival skew across {len(sets)} ranks (the k-th collective of a kind on each rank)")
             table(per.head(top) if top else per, comm.SKEW_COLUMNS)
             title("# per rank: times last to arrive, and the others' wait for it")

@@ -192,6 +192,7 @@ def collectives(records: Iterable[dict[str, Any]], rank: str = "-") -> pd.DataFr
                                      "start", "time", "end", "arrival", "factor"])
     df = df.sort_values("start", kind="stable").reset_index(drop=True)
     df.insert(0, "idx", np.arange(1, len(df) + 1))
+    df["nth"] = df.groupby("kind", sort=False).cumcount() + 1  # its ordinal among its kind (skew matches by it)
     size = pd.to_numeric(df["size"], errors="coerce").to_numpy(dtype=float)
     time = df["time"].to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -201,29 +202,43 @@ def collectives(records: Iterable[dict[str, Any]], rank: str = "-") -> pd.DataFr
     df["algbw"] = algbw
     df["busbw"] = algbw * pd.to_numeric(df["factor"], errors="coerce").to_numpy(dtype=float)
     overlap = np.zeros(len(df))
-    for i, row in enumerate(df.itertuples(index=False)):
-        overlap[i] = _covered(compute.get((row.pid, None if row.device == "cpu" else int(row.device)), []),
-                              row.lane, row.start, row.end)
+    dev_key = [(pid, None if d == "cpu" else int(d)) for pid, d in zip(df["pid"], df["device"], strict=True)]
+    lanes: dict[tuple, list[int]] = {}
+    for i, (dev, lane) in enumerate(zip(dev_key, df["lane"], strict=True)):
+        lanes.setdefault((dev, lane), []).append(i)
+    for (dev, lane), rows_i in lanes.items():  # the other lanes' compute, merged once per lane
+        cover = _Cover([(s, e) for s, e, ln in compute.get(dev, ()) if str(ln) != lane])
+        for i in rows_i:
+            overlap[i] = cover.covered(int(df["start"].iat[i]), int(df["end"].iat[i]))
     df["overlap"] = overlap
     df["exposed"] = time - overlap
     return df
 
 
-def _covered(intervals: list, lane: str, start: int, end: int) -> float:
-    """Length of [start, end) covered by the union of ``intervals`` (start, end, lane) on other lanes."""
-    spans = sorted((s, e) for s, e, ln in intervals if str(ln) != lane and e > start and s < end)
-    total, cur_s, cur_e = 0, None, None
-    for s, e in spans:
-        s, e = max(s, start), min(e, end)
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return float(total)
+class _Cover:
+    """The union of intervals (start, end), merged once; :meth:`covered` is how much of [a, b) it covers."""
+
+    def __init__(self, intervals: list[tuple[int, int]]):
+        merged: list[list[int]] = []
+        for s, e in sorted(intervals):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        self.s = np.array([m[0] for m in merged], dtype=np.int64)
+        self.e = np.array([m[1] for m in merged], dtype=np.int64)
+        # covered length before each merged interval starts
+        self.before = np.concatenate(([0], np.cumsum(self.e - self.s)))
+
+    def _upto(self, t: int) -> int:
+        """Covered length of (-inf, t)."""
+        i = int(np.searchsorted(self.s, t, side="right"))  # intervals starting at or before t
+        if i == 0:
+            return 0
+        return int(self.before[i - 1] + min(t, self.e[i - 1]) - self.s[i - 1])
+
+    def covered(self, a: int, b: int) -> float:
+        return float(self._upto(b) - self._upto(a)) if b > a and len(self.s) else 0.0
 
 
 TOTAL_COLUMNS = (
@@ -277,11 +292,7 @@ RANK_COLUMNS = (
 def skew(sets: list[pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per collective, per rank) across the per-rank tables of :func:`collectives` (see the module
     docstring). Collectives some rank lacks (a window cut differently) are left out."""
-    keyed = []
-    for df in sets:
-        d = df.sort_values("start", kind="stable").copy()
-        d["nth"] = d.groupby("kind", sort=False).cumcount() + 1
-        keyed.append(d)
+    keyed = [df for df in sets if len(df)]
     if len(keyed) < 2:
         return pd.DataFrame(columns=[c[0] for c in SKEW_COLUMNS]), pd.DataFrame()
     both = pd.concat(keyed, ignore_index=True)

@@ -221,7 +221,8 @@ COMM = """## Collectives (`--summary comm`)
 `pyprof prof --summary comm RECORDS` prints one row per collective instance, then totals per kind; on a
 Parquet dataset of several ranks (`pyprof parse rank*.json --format parquet -o ranks/`, then
 `pyprof prof --summary comm ranks/`) also the arrival skew of each collective across ranks and, per rank,
-how often it arrived last and how long the others waited for it.
+how often it arrived last and how long the others waited for it. `--csv` and `--json` print one table:
+every collective (of every rank), with, on a dataset, its ordinal `nth`, the `skew` and the `last` rank.
 
 A collective's *run* is its NCCL/RCCL kernel(s) on a GPU (old names `ncclKernel_AllReduce_RING_LL_Sum_float`
 and new `ncclDevKernel_AllReduce_Sum_f32_RING_LL`, `SendRecv`), or, in a CPU trace of a gloo job, gloo's
