@@ -230,13 +230,18 @@ def test_gloo_skew_across_ranks(gloo, tmp_path, capsys):
 
 
 @pytest.mark.torch
-def test_cli_comm_on_a_trace_and_bad_input(gloo, capsys):
+def test_cli_comm_on_a_trace_and_bad_input(gloo, tmp_path, capsys):
     code, out, err = run_main(capsys, ["prof", "--summary", "comm", "--csv", gloo[0]])
     assert code == 0, err
     assert out.splitlines()[0].startswith("Idx,Rank,Device,Lane,Op,Kind,Kernel,Dtype,Size(B),Group,")
     assert len(out.splitlines()) == 1 + sum(1 for e in _raw(Path(gloo[0])) if str(e.get("name", "")).startswith("gloo:"))
-    code, out, err = run_main(capsys, ["prof", "--summary", "idle", gloo[0]])
-    assert code == 2 and out == "" and "no GPU kernel" in err and "Traceback" not in err
+    # a trace without collectives: one line, exit 2, no output file
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                                                  "ts": 10, "dur": 5, "args": {"External id": 1}}]}))
+    code, out, err = run_main(capsys, ["prof", "--summary", "comm", plain, "-o", tmp_path / "out.txt"])
+    assert code == 2 and out == "" and "no collective" in err and "Traceback" not in err
+    assert not (tmp_path / "out.txt").exists()
 
 
 @pytest.mark.torch
@@ -248,3 +253,30 @@ def test_report_has_the_collectives(gloo, tmp_path, capsys):
     text = out.read_text()
     n = sum(1 for e in _raw(Path(gloo[0])) if str(e.get("name", "")).startswith("gloo:"))
     assert '<section id="collectives">' in text and f'<span class="count" id="t-comm-count">{n} rows</span>' in text
+
+
+@pytest.mark.torch
+def test_cpu_idle_of_the_gloo_trace(gloo, capsys):
+    """--summary idle on a CPU trace: each thread's time inside ops (the union of its cpu_op events, read from
+    the raw trace here) and outside them (its first op's start to its last op's end, less that)."""
+    from pyprof.prof.idle import cpu_idle
+
+    events = _raw(Path(gloo[0]))
+    df = cpu_idle(KinetoSource(gloo[0]).records())
+    assert len(df) and (df["step"] == "all").all()  # (the script marks no steps)
+    for row in df.to_dict("records"):
+        tid = int(row["thread"].split(":")[1])
+        iv = sorted((round(e["ts"] * 1000), round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in events
+                    if e.get("cat") == "cpu_op" and e.get("tid") == tid)
+        busy, cur = 0, list(iv[0])
+        for s, e in iv[1:]:
+            if s > cur[1]:
+                busy, cur = busy + cur[1] - cur[0], [s, e]
+            else:
+                cur[1] = max(cur[1], e)
+        busy += cur[1] - cur[0]
+        assert row["busy"] == busy, row
+        assert row["idle"] == max(e for _, e in iv) - iv[0][0] - busy
+    code, out, err = run_main(capsys, ["prof", "--summary", "idle", "--csv", gloo[0]])
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("Thread,Step,InOps(ns),Outside(ns)")

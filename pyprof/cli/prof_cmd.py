@@ -215,9 +215,18 @@ def _record_summary(file, summary: str, style: str, width: int, top: int | None,
     if summary == "idle":
         df = pd.concat([idle.idle(recs).assign(device=lambda d, r=rank: d["device"] if r == "-" else r + ":" +
                                                 d["device"]) for rank, recs in sets], ignore_index=True)
-        if df.empty:
-            raise InputError(f"{file}: no GPU kernel, memcpy or memset records",
-                             "--summary idle needs a GPU trace or export (records with a device)")
+        if df.empty:  # a CPU trace: each thread's time inside and outside ops
+            df = pd.concat([idle.cpu_idle(recs).assign(thread=lambda d, r=rank: d["thread"] if r == "-" else
+                                                       r + ":" + d["thread"]) for rank, recs in sets],
+                           ignore_index=True)
+            if df.empty:
+                raise InputError(f"{file}: no GPU activity and no CPU op records",
+                                 "--summary idle needs a GPU trace or export, or a CPU trace with ops")
+            with atomic_output(output) as fh:
+                title("# a CPU trace: per thread, time inside ops and outside them (Python between ops, "
+                      "dataloader and other waits outside ops); docs/prof.md")
+                table(df, idle.CPU_IDLE_COLUMNS)
+            return
         with atomic_output(output) as fh:
             title("# GPU idle per device and step: host = nothing queued, wait = queued but held, "
                   "other = launch unknown (docs/prof.md)")

@@ -278,6 +278,10 @@ the step of the activity that ends it; `all` is the device's whole timeline. Lau
 kernels: `delay` is the mean of kernel start - launch call start (queueing included), `short%` the
 kernels that ran for less than their launch call took, `tiny%` the kernels under """ + f"{TINY_NS // 1000}" + """ us.
 
+On a CPU trace (no GPU activity) it prints, per thread that ran ops and per step, the time inside ops
+(the union of the op records' spans) and the gaps between them: the thread's Python between ops,
+dataloader waits and blocking waits outside any op (no launch, so no host/wait split).
+
 **Holistic Trace Analysis.** HTA's idle time breakdown works per stream: a stream is idle between two
 of its kernels even while another stream runs. Its *host wait* is a gap whose next kernel's launch call
 began after the previous kernel on the stream ended, which is `host` computed per stream

@@ -176,3 +176,48 @@ def idle(records: Iterable[dict[str, Any]], by_stream: bool = False, per_step: b
                 rows.append(_row(key, step, acts[acts["step"] == step], gp[gp["step"] == step]))
         rows.append(_row(key, "all", acts, gp))
     return pd.DataFrame(rows, columns=list(IDLE_NAMES))
+
+
+CPU_IDLE_COLUMNS = (
+    ("thread", "Thread", "str", "Process:thread that ran ops."),
+    ("step", "Step", "str", "ProfilerStep#N (by time, as on a GPU); 'all' for the thread's whole timeline."),
+    ("busy", "InOps(ns)", "sci", "Time inside some op on the thread."),
+    ("idle", "Outside(ns)", "sci", "Gaps between ops on the thread: Python between ops, dataloader waits, "
+                                   "blocking waits outside ops."),
+    ("idle_pct", "Outside(%)", "float", "outside / (in ops + outside)."),
+    ("gaps", "Gaps", "int", "Gaps between ops."),
+)
+
+
+def cpu_idle(records: Iterable[dict[str, Any]], per_step: bool = True) -> pd.DataFrame:
+    """A CPU trace's records (no device): per thread that ran ops, and per step, the time inside ops and the
+    gaps between them (a thread's time outside any op: its Python, dataloader waits). gloo's collective
+    ranges are no ops and are left out. Empty where no record is a CPU op."""
+    rows: dict[str, list] = {}
+    for rec in records:
+        if rec.get("device") is not None or rec.get("kind", "kernel") != "kernel":
+            continue
+        if str(rec.get("kShortName") or "").startswith("gloo:"):
+            continue
+        start, end = rec.get("start"), rec.get("end")
+        if type(start) is not int or type(end) is not int:
+            continue
+        rows.setdefault(f"{rec.get('pid')}:{rec.get('tid')}", []).append(
+            (start, end, np.nan, np.nan, True, _step(rec)))
+    out = []
+    for key, r in sorted(rows.items()):
+        acts = pd.DataFrame(r, columns=["start", "end", "api_start", "api_end", "kernel", "step"])
+        acts["step"] = _steps_by_time(acts)
+        acts = acts.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
+        gp = gaps(acts)
+        parts = [(s, acts["step"] == s, gp["step"] == s) for s in pd.unique(acts["step"])] if per_step else []
+        if len(parts) == 1 and parts[0][0] == "-":
+            parts = []
+        for step, a_mask, g_mask in [*parts, ("all", slice(None), slice(None))]:
+            a, g = acts[a_mask], gp[g_mask]
+            busy = _union(a["start"].to_numpy(dtype=np.int64), a["end"].to_numpy(dtype=np.int64))
+            outside = float((g["g1"] - g["g0"]).sum())
+            out.append({"thread": key, "step": step, "busy": float(busy), "idle": outside,
+                        "idle_pct": outside / (busy + outside) * 100 if busy + outside > 0 else np.nan,
+                        "gaps": len(g)})
+    return pd.DataFrame(out, columns=[c[0] for c in CPU_IDLE_COLUMNS])
