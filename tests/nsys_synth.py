@@ -323,3 +323,72 @@ class Track:
         start = max(api_end + 2_000, ex._gpu_free.get(stream, 0) + 500)
         ex._gpu_free[stream] = start + duration
         return ex.kernel(self.thread, name, api_start, api_end, start, start + duration, stream=stream, **kw)
+
+
+_TICK = 1_000  # ns between two events of one stack (write_nested)
+
+
+def write_nested(path: str, ranges: int, depth: int, kernels: int = 1) -> dict:
+    """A big export of nested NVTX ranges at ``path`` (overwritten), written in bulk (the
+    :class:`Export` API makes Python objects per event; this makes a million ranges in seconds):
+    ``ranges`` push/pop ranges on the main thread in stacks ``depth`` deep, one stack after another, with
+    ``kernels`` kernels launched inside each stack's innermost range. :class:`Export` writes the base
+    (one range, one kernel), whose rows are replaced. Used by the hostile-input tests and
+    ``scripts/nested_export.py``. Returns the counts written."""
+    if not 1 <= depth <= ranges:
+        raise ValueError("need 1 <= depth <= ranges")
+    ex = Export()
+    main = ex.track(name="python")
+    with main.range("base"):
+        main.launch("base_kernel")
+    ex.write(path)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    (thread,) = con.execute("SELECT globalTid FROM NVTX_EVENTS WHERE eventType = ?", (NVTX_PUSH_POP,)).fetchone()
+    kernel_row = list(con.execute("SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone())
+    api_row = list(con.execute("SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone())
+    (api_name,) = con.execute("SELECT id FROM StringIds WHERE value = ?", (LAUNCH_API,)).fetchone()
+    for table in ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        con.execute(f"DELETE FROM {table}")
+    stacks = -(-ranges // depth)
+    # one stack: pushes at ticks 0..d-1, the kernels' launch calls, then pops in reverse order
+    span = (2 * depth + 3 * kernels + 4) * _TICK
+
+    def nvtx_rows():
+        left = ranges
+        for s in range(stacks):
+            d = min(depth, left)
+            left -= d
+            t0 = 1_000_000 + s * span
+            close = t0 + (d + 3 * kernels + 2) * _TICK  # the innermost pop
+            for i in range(d - 1, -1, -1):  # innermost first: rows in order of their end
+                yield (t0 + i * _TICK, close + (d - 1 - i) * _TICK, NVTX_PUSH_POP, f"layer:n{i % 97}", thread, 0)
+
+    def kernel_rows():
+        corr = 0
+        left = ranges
+        for s in range(stacks):
+            d = min(depth, left)
+            left -= d
+            t = 1_000_000 + s * span + d * _TICK
+            for _ in range(kernels):
+                corr += 1
+                api = api_row[:]
+                api[0], api[1], api[3], api[4], api[5] = t, t + _TICK // 2, thread, corr, api_name
+                k = kernel_row[:]
+                k[0], k[1], k[6] = t + _TICK, t + 2 * _TICK, corr
+                t += 3 * _TICK
+                yield k, api
+
+    con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
+                    "VALUES (?,?,?,?,?,?)", nvtx_rows())
+    krows, arows = [], []
+    for k, api in kernel_rows():
+        krows.append(k)
+        arows.append(api)
+    con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * len(kernel_row))})", krows)
+    con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ({','.join('?' * len(api_row))})", arows)
+    con.commit()
+    con.close()
+    return {"ranges": ranges, "depth": depth, "kernels": len(krows)}

@@ -257,6 +257,43 @@ def test_output_os_errors_are_one_line(where, command, records, capsys, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing left (no temporary file)
 
 
+#: ``pyprof parse SRC -o /dev/full`` with the NVTX ranges read in windows of 100 rows, a forked reader
+#: for them whatever the export's size, printing "forked" where the reader was started
+_FULL_DISK_PARSE = """
+import sys
+from pyprof.parse import fetch, nsys
+nsys.WINDOW_ROWS = nsys.SLICE_ROWS = 100
+fetch.PARALLEL_MIN_ROWS = 10
+fork = nsys.NsysSource._fork
+def spy(nvtx):
+    print("forked", flush=True)
+    return fork(nvtx)
+nsys.NsysSource._fork = staticmethod(spy)
+from pyprof.cli.main import main
+main(["parse", sys.argv[1], "-o", "/dev/full"])
+"""
+
+
+def test_full_disk_parse_with_a_forked_reader_is_one_line(tmp_path):
+    """A full disk met while the forked NVTX reader still has windows to send: one line, exit 2, and
+    nothing at interpreter exit. (Before, the reader was left to the garbage collector, which closed
+    the pipe twice: "Exception ignored ... OSError: Bad file descriptor" after the error line.) Run in
+    a child of its own, as only an interpreter's exit shows it."""
+    from tests.nsys_synth import write_nested
+
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    src = tmp_path / "nested.sqlite"
+    write_nested(src, 60_000, 2)  # 30,000 kernels (a threaded write), 600 windows of ranges
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-c", _FULL_DISK_PARSE, str(src)], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.stdout == "forked\n"
+    assert r.returncode == 2 and r.stderr.startswith("pyprof: error: cannot write /dev/full")
+    assert one_line_or_result(r.returncode, r.stderr, []) is None
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+
+
 def test_output_through_a_symlink_keeps_link_and_mode(records, capsys, tmp_path):
     """``-o`` over a symlink writes its target (the link stays a link); a private 0600 output stays 0600."""
     target, link = tmp_path / "private.txt", tmp_path / "link.txt"

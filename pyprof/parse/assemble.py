@@ -584,13 +584,15 @@ class Streamed:
     numbered (``subSeqId``) in launch order, so the counts of earlier windows carry over. Records are
     written in output order as soon as every record before them is attributed. ``bare_names``: None
     until a text it would change shows up; ``resolve_bare`` then tells it (a look at the whole export).
+    ``close``: what ends the source's reading (a forked reader, connections), called by :meth:`close`.
     """
 
     def __init__(self, acts: Activities, windows, source: str, stats: Stats, bare_names: bool | None = None,
-                 resolve_bare=None):
+                 resolve_bare=None, close=None):
         self.acts, self.source, self.stats = acts, source, stats
         self.n = n = acts.n
         self._windows = windows
+        self._close = close
         self._bare = bare_names
         self._resolve_bare = resolve_bare
         stats.kernels = int(acts.is_kernel.sum())
@@ -611,6 +613,17 @@ class Streamed:
         self._tables: dict[int, list] = {-1: [([], dec.decode([], False).fields)]}
         self._strs: dict[int, np.ndarray] = {}
         self._last_row: dict[int, int] = {}
+
+    def close(self) -> None:
+        """Stop reading windows: the source's reader ended and its connections closed now, not whenever
+        the garbage collector gets to them (after a failed write, that would be at interpreter exit,
+        in no set order with the objects they use). Idempotent; a no-op once every window was read."""
+        stop = getattr(self._windows, "close", None)
+        if stop is not None:
+            stop()
+        if self._close is not None:
+            self._close, close = None, self._close
+            close()
 
     # -- per window ---------------------------------------------------------------------------------
     def _bare_for(self, labels: list) -> bool:

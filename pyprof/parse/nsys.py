@@ -860,8 +860,11 @@ def _reader_child(nvtx: _Nvtx, conn) -> None:
     except BaseException as exc:  # noqa: BLE001 - handed to the parent, which raises it
         try:
             conn.send(("error", exc))
+        except OSError:  # the parent closed the pipe (its write failed): nobody to tell
+            pass
         except Exception:  # noqa: BLE001 - an exception that does not pickle
-            conn.send(("error", RuntimeError(f"the NVTX reader failed: {exc!r}")))
+            with contextlib.suppress(OSError):
+                conn.send(("error", RuntimeError(f"the NVTX reader failed: {exc!r}")))
     finally:
         conn.close()
 
@@ -983,7 +986,7 @@ class NsysSource(PreparedSource):
         except BaseException:
             self._stop()
             raise
-        return Streamed(acts, windows, self.kind, self.stats, resolve_bare=self._legacy_texts)
+        return Streamed(acts, windows, self.kind, self.stats, resolve_bare=self._legacy_texts, close=self._stop)
 
     def _legacy_texts(self) -> bool:
         return self._nvtx.legacy_texts() if self._nvtx is not None else False
@@ -1081,7 +1084,12 @@ class NsysSource(PreparedSource):
 
     @staticmethod
     def _reap(child, conn) -> None:
-        conn.close()
+        """The forked reader ended (asked to by closing its pipe; terminated if it does not end). The
+        pipe may be closed already: where this runs from the garbage collector (a parse that failed
+        and was not closed, at interpreter exit), the connection's own finaliser can have closed its
+        descriptor first, and closing it again is EBADF, not a problem to report."""
+        with contextlib.suppress(OSError):
+            conn.close()
         child.join(timeout=5)
         if child.is_alive():
             child.terminate()

@@ -74,9 +74,15 @@ def _parse_file(path: str, out: str | None) -> Result:
     if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
         # a second process where it pays (a big CPU trace's records), if this process is pyprof's to fork
         prep = source.prepared(split=process.can_fork())
-        with atomic_output(out, "wb") as fh:
-            write_lines(prep, fh)
-            fh.flush()
+        try:
+            with atomic_output(out, "wb") as fh:
+                write_lines(prep, fh)
+                fh.flush()
+        finally:
+            # a failed write (a full disk) ends the source's reading here, before the error line
+            close = getattr(prep, "close", None)
+            if close is not None:
+                close()
     else:
         records = iter(source.records())
         first = next(records, None)
