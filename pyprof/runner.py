@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyprof.atomic import output_error
 from pyprof.errors import PyprofError, UsageError
 
 STEP_MODES = ("auto", "pyprof", "optimizer", "all")
@@ -241,6 +242,21 @@ def _end_forked_child(exit_code: Any, failure: BaseException | None) -> None:
     os._exit(code)
 
 
+def _check_writable(out: Path) -> None:
+    """One line, before the script runs, where files cannot be made in ``out`` (a read-only folder): by
+    making one, not by asking ``os.access``, whose answer depends on who asks (root passes it, and
+    it knows nothing of read-only mounts, ACLs or quotas), and the run would otherwise fail only at
+    the trace's export, after the whole script."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".pyprof-", suffix=".probe", dir=out)
+    except OSError as exc:
+        raise output_error(str(out / "trace.json"), exc) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.PathLike,
                opts: RunOptions | None = None) -> RunResult:
     """Run ``script`` under torch.profiler; write ``out_dir/trace.json``; return where and what ran."""
@@ -254,13 +270,17 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create output folder {out} ({exc.strerror})", "choose another -o DIR") from None
+    _check_writable(out)
     trace_path = out / "trace.json"
     # every output of an earlier run in this folder goes first: a run that fails must not leave an
     # older run's records or report beside it, to be read as this one's
     for name in RUN_OUTPUTS:
         stale = out / name
         if stale.is_file() or stale.is_symlink():
-            stale.unlink()
+            try:
+                stale.unlink()
+            except OSError as exc:
+                raise output_error(str(stale), exc) from None
 
     import torch
     from torch.nn.modules.module import register_module_forward_pre_hook

@@ -297,6 +297,80 @@ def test_full_disk_parse_with_a_forked_reader_is_one_line(tmp_path):
     assert len(r.stderr.splitlines()) == 1, r.stderr
 
 
+@pytest.fixture
+def read_only(tmp_path, monkeypatch) -> Path:
+    """A folder (holding one file) where no file can be made, removed or renamed into: mode 0555. Where
+    the tests run as a user, that is all; as root, who may write there anyway, the kernel's refusal
+    is simulated: ``os.open`` with O_CREAT, ``os.mkdir``, ``os.unlink`` and ``os.replace``/``os.rename``
+    into it raise PermissionError (EACCES), as they do for a user. (A check that asks ``os.access``
+    instead of trying would pass as root and so not be tested here; this tests the handling of
+    the error.)"""
+    import errno
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("x")
+    folder.chmod(0o555)
+    if os.geteuid() == 0:
+        def inside(path) -> bool:
+            return os.path.dirname(os.path.abspath(os.fspath(path))) == str(folder)
+
+        def refuse(path):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+
+        def guard(real, creates=lambda *a, **k: True, target=0):
+            def call(*args, **kw):
+                if inside(args[target]) and creates(*args, **kw):
+                    refuse(args[target])
+                return real(*args, **kw)
+            return call
+
+        monkeypatch.setattr(os, "open", guard(os.open, lambda path, flags, *a, **k: bool(flags & os.O_CREAT)))
+        for name, target in (("mkdir", 0), ("unlink", 0), ("remove", 0), ("replace", 1), ("rename", 1)):
+            monkeypatch.setattr(os, name, guard(getattr(os, name), target=target))
+    yield folder
+    folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("command", ["parse", "parquet", "prof", "report", "parse-two"])
+def test_read_only_output_folder_is_one_line(command, read_only, records, capsys, tmp_path):
+    """An output in a read-only folder: one line saying it cannot be written, exit 2, the folder as
+    it was."""
+    if command == "report":
+        pytest.importorskip("plotly")
+    if command == "parquet":
+        pytest.importorskip("pyarrow")
+    src = tmp_path / "s.sqlite"
+    args = {"parse": ["parse", src, "-o", read_only / "o.dict"],
+            "parquet": ["parse", "--format", "parquet", src, "-o", read_only / "o.parquet"],
+            "prof": ["prof", records, "-o", read_only / "o.txt"],
+            "report": ["report", records, "-o", read_only / "r.html"],
+            "parse-two": ["parse", "-j", "1", src, records, "-o", read_only]}[command]
+    code, _, err = run_main(capsys, args)
+    assert code == 2 and "Traceback" not in err, err
+    lines = err.splitlines()
+    assert lines[-1].startswith("pyprof: error: ")
+    if command != "parse-two":  # (two inputs: a line for each, then the count)
+        assert one_line_or_result(code, err, []) is None
+    assert "cannot write" in err and "Permission denied" in err and "writable" in err
+    assert sorted(p.name for p in read_only.iterdir()) == ["keep.txt"]
+
+
+@pytest.mark.torch
+def test_run_into_a_read_only_folder_fails_before_the_script(read_only, capsys, tmp_path):
+    """``pyprof run -o READ_ONLY``: one line before the script runs (not after it, at the trace's
+    export), exit 2; the older file in the folder untouched."""
+    pytest.importorskip("torch")
+    ran = tmp_path / "ran"
+    script = tmp_path / "s.py"
+    script.write_text(f"open({str(ran)!r}, 'w').write('ran')\n")
+    code, _, err = run_main(capsys, ["run", "--no-calibrate", "--steps-from", "all", "-o", read_only, script])
+    assert code == 2 and one_line_or_result(code, err, []) is None, err
+    assert "cannot write" in err and "Permission denied" in err
+    assert not ran.exists()
+    assert sorted(p.name for p in read_only.iterdir()) == ["keep.txt"]
+
+
 def test_output_through_a_symlink_keeps_link_and_mode(records, capsys, tmp_path):
     """``-o`` over a symlink writes its target (the link stays a link); a private 0600 output stays 0600."""
     target, link = tmp_path / "private.txt", tmp_path / "link.txt"
