@@ -453,9 +453,10 @@ def test_inflate_limit_can_be_raised(monkeypatch, capsys, tmp_path):
 
 
 def test_deep_nvtx_nesting_is_refused(monkeypatch, capsys, tmp_path):
-    """30,000 NVTX ranges open at once (quadratic in the depth: 6 GB for 40,000 with the limit raised):
-    refused in one line naming the depth limit, within the 2 GB bound; a nesting under the limit is
-    read, and refused under a lower one (those two in this process)."""
+    """30,000 NVTX ranges open at once: refused in one line naming the depth limit, within the 2 GB
+    bound; a nesting under the limit is read, and refused under a lower one (those two in this
+    process). (Before #29 the label stacks took the square of the depth: this one needed over 2 GB
+    even with the limit raised; see tests/test_parse_sweep.py for the stacks now.)"""
     from tests.nsys_synth import write_nested
 
     src, out = tmp_path / "deep.sqlite", tmp_path / "o.dict"

@@ -80,3 +80,39 @@ def test_half_open_intervals_and_empty_inputs():
     assert [s.stack_labels[i] if i >= 0 else () for i in s.q_sid.tolist()] == [(1,), (1,), ()]
     e = open_stacks([], [], [], [], [0], [5])
     assert e.q_sid.tolist() == [-1]
+
+
+def test_deep_nesting_keeps_stacks_linear_in_the_depth(monkeypatch):
+    """One stack 5,000 deep (the depth limit raised), distinct labels, a query inside the innermost
+    range and one at each of three levels: the stacks are right, and interning them takes memory
+    linear in the depth (a tuple per stack, as before #29, took 5,000^2 / 2 label ids: 100 MB)."""
+    import tracemalloc
+
+    d = 5_000
+    monkeypatch.setenv("PYPROF_LIMITS", f"depth={d}")
+    start = np.arange(d, dtype=np.int64)
+    end = 3 * d - start
+    qt = np.array([d, 1, 2_500, 3 * d - 1], dtype=np.int64)  # innermost; 2 open; 2,501 open; outermost only
+    tracemalloc.start()
+    try:
+        s = open_stacks(np.zeros(d, np.int64), start, end, np.arange(d) + 100, np.zeros(4, np.int64), qt)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20, peak
+    got = [s.stack_labels[i] for i in s.q_sid.tolist()]
+    assert got == [tuple(range(100, 100 + d)), (100, 101), tuple(range(100, 2_601)), (100,)]
+    assert len(s.stack_labels) == d
+
+
+def test_overlapping_thread_shares_stack_ids_with_nested_ones():
+    """A stack met on a thread whose ranges overlap (the Python sweep) and on a nested thread is one
+    stack id, as the decoders downstream expect (one decode per distinct stack)."""
+    # thread 0 nests A > B; thread 1: A [0,50) overlaps C [20,80) (no nesting), then A > B nested later
+    th = [0, 0, 1, 1, 1, 1]
+    st = [0, 10, 0, 20, 100, 110]
+    en = [100, 50, 50, 80, 200, 150]
+    lab = [1, 2, 1, 3, 1, 2]
+    s = open_stacks(th, st, en, lab, [0, 1], [15, 120])
+    assert s.stack_labels[s.q_sid[0]] == (1, 2) == s.stack_labels[s.q_sid[1]]
+    assert s.q_sid[0] == s.q_sid[1]

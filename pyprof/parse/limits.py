@@ -14,9 +14,10 @@ to ``inflate`` bytes whatever its size. Each limit is raised with ``pyprof parse
 (several allowed), which sets ``PYPROF_LIMITS`` (``depth=5000,text=100000000``), read here, so that
 forked and Dask workers see the same limits.
 
-``depth`` bounds work that grows with the square of the nesting (every distinct stack of labels is
-kept): at the default, a million ranges 2,000 deep parse in 7 s and 0.4 GB; one stack 40,000 deep,
-with the limit raised, takes 6 GB (docs/benchmarks.md, ``scripts/nested_export.py``).
+``depth`` bounds what one record carries (a kernel's record lists every range open at its launch)
+and the sweep's walk up the nesting, one step per level: at the default, a million ranges 2,000 deep
+parse in 8 s and 0.4 GB; one stack 100,000 deep, with the limit raised, in 21 s and 0.2 GB
+(docs/benchmarks.md, ``scripts/nested_export.py``).
 """
 
 from __future__ import annotations

@@ -22,9 +22,72 @@ import numpy as np
 from pyprof.parse import limits
 
 
+class StackLabels:
+    """The interned label stacks: ``stack_labels[sid]`` is a tuple of label ids (outermost first).
+
+    A stack of a nested thread is stored as (its parent's stack id, its own label) and made into its
+    tuple only when asked for (then kept): the consumers ask only for the stacks kernels are launched
+    under, and a tuple per stack would cost the square of the nesting depth (8 GB for one stack
+    40,000 deep). The stacks of overlapping threads (:func:`_sweep_general`) are stored as tuples."""
+
+    def __init__(self) -> None:
+        self._parent: list[int] = []
+        self._label: list[int] = []
+        self._pairs: dict[tuple[int, int], int] = {}  # (parent stack id, label) -> stack id
+        self._tuples: dict[int, tuple] = {}  # stacks stored or already made as tuples
+        self._index: dict[tuple, int] = {}  # stacks stored as tuples -> stack id
+
+    def __len__(self) -> int:
+        return len(self._parent)
+
+    def child(self, parent: int, label: int) -> int:
+        """The id of stack ``parent`` (-1: none) with ``label`` pushed on it (a new id where new)."""
+        sid = self._pairs.get((parent, label))
+        if sid is None:
+            sid = self._pairs[(parent, label)] = len(self._parent)
+            self._parent.append(parent)
+            self._label.append(label)
+        return sid
+
+    def intern(self, labels: tuple) -> int:
+        """The id of the stack ``labels`` (the one a nested thread made, where it did)."""
+        sid = self._index.get(labels)
+        if sid is not None:
+            return sid
+        ps = -1
+        for lab in labels:
+            ps = self._pairs.get((ps, lab), -2)
+            if ps == -2:
+                break
+        if labels and ps >= 0:
+            return ps
+        sid = self._index[labels] = len(self._parent)
+        self._parent.append(-2)  # (never walked: the tuple is kept)
+        self._label.append(-1)
+        self._tuples[sid] = labels
+        return sid
+
+    def __getitem__(self, sid: int) -> tuple:
+        sid = int(sid)
+        if not 0 <= sid < len(self._parent):
+            raise IndexError(sid)
+        done = self._tuples.get(sid)
+        if done is not None:
+            return done
+        chain = []
+        s = sid
+        while s >= 0 and s not in self._tuples:
+            chain.append(self._label[s])
+            s = self._parent[s]
+        out = (self._tuples[s] if s >= 0 else ()) + tuple(reversed(chain))
+        self._tuples[sid] = out
+        return out
+
+
 @dataclass
 class Stacks:
-    """Interned label stacks. ``stack_labels[sid]`` is a tuple of label ids (outermost first).
+    """Interned label stacks. ``stack_labels[sid]`` is a tuple of label ids (outermost first):
+    :class:`StackLabels`.
 
     * ``q_sid[q]``: stack id of query q (-1: nothing open).
     * ``q_chain(q_idx, depth)``: range index at nesting ``depth`` (0 = outermost) of the stacks of
@@ -33,7 +96,7 @@ class Stacks:
       range index (-1 at top level); for registering forward ops.
     """
 
-    stack_labels: list
+    stack_labels: StackLabels
     q_sid: np.ndarray
     r_sid: np.ndarray
     r_parent: np.ndarray
@@ -124,7 +187,7 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
             continue
         depth, parent = nested
         if len(depth) and int(depth.max()) >= max_depth:
-            # a stack is a tuple as long as its depth and a query walks up its ranges: bounded first
+            # a query walks up its ranges one level at a time, and a record lists them all: bounded first
             raise limits.exceeded(f"ranges nest {int(depth.max()) + 1:,} deep on one thread", "depth",
                                   int(depth.max()) + 1)
         r_depth[g] = depth
@@ -143,8 +206,7 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
         q_inner[qs] = np.where(cand >= 0, g[np.maximum(cand, 0)], -1)
 
     # intern label stacks level by level (nested ranges)
-    stack_labels: list[tuple] = []
-    index: dict[tuple, int] = {}
+    stack_labels = StackLabels()
     r_sid = np.full(nr, -1, dtype=np.int64)
     by_depth = np.argsort(r_depth, kind="stable")
     depth_sorted = r_depth[by_depth]
@@ -158,33 +220,21 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
         uniq, inv = np.unique((psid + 1) * width + r_label[at], return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int64)
         for k, key in enumerate(uniq.tolist()):
-            ps, lab = key // width - 1, key % width
-            tup = (stack_labels[ps] if ps >= 0 else ()) + (lab,)
-            sid = index.get(tup)
-            if sid is None:
-                sid = index[tup] = len(stack_labels)
-                stack_labels.append(tup)
-            ids[k] = sid
+            ids[k] = stack_labels.child(key // width - 1, key % width)
         r_sid[at] = ids[inv.reshape(-1)]
     q_sid = np.where(q_inner >= 0, r_sid[np.maximum(q_inner, 0)], -1) if nr else np.full(nq, -1, np.int64)
 
     # overlapping (non-nesting) threads: an active-set sweep in Python
     q_tuples: dict[int, tuple] = {}
     for g, qs in fallback:
-        _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_sid, q_tuples,
-                       stack_labels, index)
+        _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_sid, q_tuples, stack_labels)
     return Stacks(stack_labels, q_sid, r_sid, r_parent, q_inner, r_depth, q_tuples)
 
 
 def _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_sid, q_tuples,
-                   stack_labels, index):
+                   stack_labels: StackLabels):
     def intern(rs: tuple) -> int:
-        tup = tuple(int(r_label[r]) for r in rs)
-        sid = index.get(tup)
-        if sid is None:
-            sid = index[tup] = len(stack_labels)
-            stack_labels.append(tup)
-        return sid
+        return stack_labels.intern(tuple(int(r_label[r]) for r in rs))
 
     starts = r_start[g].tolist()
     ends = r_end[g].tolist()
