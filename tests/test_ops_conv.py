@@ -104,3 +104,23 @@ def test_conv_agrees_with_torch_and_flopcountermode(kind, xs, ws, kw):
         assert bw == fc.get_total_flops()
     else:  # FlopCounterMode prices a grouped conv's weight gradient `groups` times; ours is exact
         assert bw == 2 * fwd and fc.get_total_flops() == fwd + kw["groups"] * fwd
+
+
+def test_convolution_backward_called_as_itself_by_hand():
+    """A compiled backward graph calls ``aten::convolution_backward`` directly: its output_mask says
+    which gradients it computes. x [8, 32, 32, 32], w [64, 32, 3, 3], stride 2, pad 1 -> y [8, 64, 16, 16]:
+    the forward is 2 * 8 * 16*16 * 64*32*3*3 = 75,497,472 FLOPs; dX and dW cost that each."""
+    fwd = 2 * 8 * 16 * 16 * 64 * 32 * 3 * 3
+
+    def call(mask):
+        args = [T([8, 64, 16, 16]), T([8, 32, 32, 32]), T([64, 32, 3, 3]), S([64]), S([2, 2]), S([1, 1]),
+                S([1, 1]), S(False), S([0, 0]), S(1), S(mask)]
+        return estimate(OpCall("convolution_backward", args, "fprop", None, "aten"))
+
+    both = call([True, True, True])
+    assert both.flops == 2 * fwd and both.tensor_op
+    # bytes (float32): dX reads dY, W and writes dX; dW reads X, dY and writes dW; db reads dY, writes 64
+    ny, nx, nw = 8 * 64 * 16 * 16, 8 * 32 * 32 * 32, 64 * 32 * 9
+    assert both.bytes == 4 * ((ny + nw + nx) + (nx + ny + nw) + (ny + 64))
+    assert call([False, True, False]).flops == fwd
+    assert call([False, False, True]).flops == 0
