@@ -104,9 +104,13 @@ FIELDS: tuple[Field, ...] = (
           "`marker` (a pyprof op marker), `op` (a namespaced op: aten, fbgemm, torchvision, a custom "
           "torch.library op), `node` (an autograd node: its forward op's, once linked), `collective` "
           "(record_param_comms or a c10d op), `region` (a compiled region), `annotation` (a record_function "
-          "range); `no-launch`: a GPU activity whose launch is not in the trace; null: no event around the "
-          "launch names work.",
-          values=("marker", "op", "node", "collective", "region", "annotation", "no-launch")),
+          "range); `inductor`: a kernel Inductor generated for a compiled region, joined to its origin ops and "
+          "modules recorded at compile time (`op` `fused:OPS`, `mod` `inductor`); `kernel-name`: such a kernel "
+          "without that record, its origin ops read from its name and its module unknown (`layer` stays the "
+          "compiled module's); `no-launch`: a GPU activity whose launch is not in the trace; null: no event "
+          "around the launch names work.",
+          values=("marker", "op", "node", "collective", "region", "annotation", "inductor", "kernel-name",
+                  "no-launch")),
     Field("subSeqId", "int|null", "Index of this kernel among the kernels launched by the same op instance (0-based, launch order; a memcpy/memset: among that op's copies); null when no op instance is known."),
 )
 
@@ -392,6 +396,14 @@ LINK_RULE = [
     "`CompiledFunctionBackward`); every kernel of a CUDA graph replayed inside it is one op instance.",
     "6. `annotation`: a `record_function` range (`## forward ##`, `Optimizer.step#Adam.step`); "
     "`ProfilerStep#N` names no work.",
+    "",
+    "Inside a compiled region, a kernel Inductor generated (`triton_poi_fused_add_relu_0`, `cpp_fused_*`) "
+    "is an op instance of its own: `link` `inductor` where the trace holds the origins `pyprof run` "
+    "recorded as Inductor compiled (`op` `fused:add+relu`, `mod` `inductor`, `layer` the modules its origin "
+    "nodes came from, `trace` their call site), `kernel-name` where it does not (the ops read from the "
+    "name; the module unknown). An extern call of the generated code (`aten::mm`, attention, convolution) "
+    "keeps its op and price and takes the module of the same call in the compiled graph "
+    "(`pyprof.parse.kineto.inductor`).",
     "",
     "A kernel belongs to one op instance, so its time and the instance's cost are counted once, however "
     "many of these events enclose it.",

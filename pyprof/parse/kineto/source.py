@@ -56,6 +56,7 @@ from typing import Any
 from pyprof.errors import InputError, NoKernelsError
 from pyprof.parse import decode as dec
 from pyprof.parse.demangle import short_name
+from pyprof.parse.kineto import inductor
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.args import kineto_args, sizes_value
 from pyprof.parse.kineto.index import (
@@ -501,6 +502,7 @@ class KinetoSource:
         ``stats`` and ``warnings`` are complete on return. ``pyprof parse`` takes this path, with
         ``split``: a big CPU trace's later records are then planned and written by a forked child
         (:mod:`pyprof.parse.kineto.split_lines`), and only :meth:`KinetoPrepared.lines` can give them."""
+        split = split and inductor.TRACE_KEY not in self.meta  # (compiled kernels are joined in one pass)
         with collector_paused():
             entries, self_t, tail = self._plan(split)
         prep = KinetoPrepared(self, entries, self_t, tail)
@@ -556,6 +558,7 @@ class KinetoSource:
                 tail.collect()  # the child's counts (for stats and warnings)
         self._cache.clear()
         self._decodes.clear()
+        self._compiled(entries)
         if self._unlinked:
             self.warnings.append(f"{self._unlinked} backward op instances found no forward op with their sequence "
                                  "number (the forward ran before the profiled steps?); each is priced as the op "
@@ -567,6 +570,20 @@ class KinetoSource:
         if missing:
             self.warnings.append(missing)
         return entries, self_t, tail
+
+    def _compiled(self, entries: list[tuple]) -> None:
+        """Kernels of compiled regions joined to their modules and origin ops (:mod:`.inductor`), and a
+        warning for those whose module the trace cannot tell."""
+        counts = inductor.attribute(self._ix, entries, self.meta)
+        if counts[inductor.LINK_KERNEL_NAME]:
+            self.warnings.append(
+                f"{counts[inductor.LINK_KERNEL_NAME]} kernels of compiled regions have no Inductor metadata in the "
+                "trace: their origin ops are read from their names, their modules are unknown (link kernel-name; "
+                "record with pyprof run, torch 2.8 or newer, to have them)")
+        if counts["unmatched"]:
+            self.warnings.append(
+                f"{counts['unmatched']} calls inside compiled regions outnumber their graph's extern calls of that op: "
+                "left with the compiled module's layer")
 
     def _missing_shapes(self) -> str:
         """One line when the trace lacks what the cost models need for ops without pyprof markers:

@@ -1,0 +1,228 @@
+"""Kernels of compiled regions (``torch.compile``) tied to the modules and aten ops they came from.
+
+Inside a ``Torch-Compiled Region: F/C`` range a trace shows Inductor's generated kernels (fused Triton
+kernels on a GPU: ``triton_poi_fused_add_relu_0``; ``cpp_fused_*`` C++ kernels run inside the region's
+own time on the CPU, the profiler does not see them apart) and the extern calls of the generated code
+(``aten::addmm``, ``aten::mm``, attention, convolution: each an op of its own, priced as that op). The
+trace gives none of them a module: every one sits in the compiled module's range.
+
+:func:`attribute` rewrites the plan entries of such kernels (``KinetoSource._plan``) from two sources:
+
+* **Inductor's metadata** (``pyprofInductor``, which ``pyprof run`` adds to the trace from
+  :mod:`pyprof.annotate.inductor`): per compiled graph (compile id ``F/C``, forward or backward) each
+  kernel's origin aten ops, module chain and call site. A fused kernel is joined by its name within its
+  region's graph (``link`` ``inductor``: ``op`` ``fused:ops``, ``mod`` ``inductor``, ``layer`` the modules
+  its nodes came from); an extern call keeps its op and arguments (its price) and takes the module of the
+  k-th extern call of the same op in that graph, k counted within the region instance.
+* **The kernel's name** where there is no metadata (a trace recorded without ``pyprof run``, or a torch
+  without provenance tracking): a fused kernel's origin ops are read from its name (Inductor names it
+  by them: ``triton_red_fused__to_copy_add_native_layer_norm_7``), ``link`` ``kernel-name`` says its
+  module is unknown and ``layer`` stays the compiled module's.
+
+A fused kernel is an op instance of its own (``opId`` null; the kernels of a replayed CUDA graph stay the
+graph's one instance, as the linking rule has it); it has no FLOP model (its ops are priced
+nowhere, n/a). The GEMM, convolution and attention work of a compiled region in default mode runs as
+extern calls, which keep their prices.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from pyprof.parse import decode as dec
+from pyprof.parse.kineto.schema import COMPILED_REGIONS
+
+TRACE_KEY = "pyprofInductor"  # (pyprof.annotate.inductor.TRACE_KEY)
+LINK_INDUCTOR, LINK_KERNEL_NAME = "inductor", "kernel-name"
+FUSED_MOD = "inductor"
+FUSED_PREFIX = "fused:"
+_KERNEL = re.compile(r"^(?:triton_[a-z]+_|cpp_)(?:fused_?)?(?P<body>.*?)(?:_?\d+)?$")
+_REGION = dec.COMPILED_REGION + ":"
+
+
+_GENERATED = re.compile(r"^(?:triton_(?:poi|red|per|tem|for|mix|spl|seg)_|cpp_fused_)")
+
+
+def is_generated(name: str) -> bool:
+    """True for a kernel Inductor generated: ``triton_`` and its kind (``poi``ntwise, ``red``uction,
+    ``per``sistent reduction, ``tem``plate, ``for``each...), or ``cpp_fused_``."""
+    return _GENERATED.match(name) is not None
+
+
+@lru_cache(maxsize=1)
+def _aten_names() -> frozenset:
+    """Every aten op name of ``pyprof/data/aten_schemas.txt`` (``native_layer_norm_backward``, ``_to_copy``)."""
+    text = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text()
+    return frozenset(m.group(1) for m in re.finditer(r"^aten::([A-Za-z0-9_]+)[.(]", text, re.M))
+
+
+@lru_cache(maxsize=4096)
+def ops_from_name(name: str) -> tuple[str, ...]:
+    """The origin ops an Inductor kernel's name lists, longest aten op names first
+    (``triton_poi_fused__to_copy_add_native_layer_norm_3`` -> ``_to_copy``, ``add``, ``native_layer_norm``);
+    a word no aten op name covers is kept as it is. Empty for another kernel's name."""
+    m = _KERNEL.match(name) if is_generated(name) else None
+    if m is None or not m.group("body"):
+        return ()
+    known = _aten_names()
+    words = m.group("body").split("_")
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        for j in range(len(words), i, -1):
+            cand = "_".join(words[i:j])
+            if cand in known:
+                break
+        else:
+            j = i + 1
+            cand = words[i]
+            while not cand and j < len(words):  # a stray "_": part of the next word
+                cand = "_" + words[j]
+                j += 1
+        if cand and cand not in out:
+            out.append(cand)
+        i = j
+    return tuple(out)
+
+
+def region_graphs(meta: dict) -> tuple[dict, str]:
+    """({(compile id, backward): (fused kernels by name, extern calls by op in call order)}, status) from
+    a trace's metadata; ``({}, "")`` where the trace has none."""
+    raw = meta.get(TRACE_KEY)
+    if raw is None:
+        return {}, ""
+    if isinstance(raw, (str, bytes)):
+        try:
+            raw = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return {}, "unreadable"
+    if not isinstance(raw, dict) or not isinstance(raw.get("graphs"), list):
+        return {}, "unreadable"
+    graphs: dict[tuple, tuple[dict, dict]] = {}
+    for g in raw["graphs"]:
+        if not isinstance(g, dict) or not isinstance(g.get("kernels"), list):
+            continue
+        fused: dict[str, dict] = {}
+        externs: dict[str, list[dict]] = {}
+        for k in g["kernels"]:
+            if not isinstance(k, dict) or not isinstance(k.get("name"), str):
+                continue
+            if is_generated(k["name"]):
+                fused[k["name"]] = k
+            else:
+                externs.setdefault(_extern_op(k["name"]), []).append(k)
+        graphs[str(g.get("compileId")), bool(g.get("backward"))] = (fused, externs)
+    return graphs, str(raw.get("status", ""))
+
+
+def _extern_op(name: str) -> str:
+    """``extern_kernels.addmm`` / ``torch.ops.aten.mm.default`` -> ``addmm`` / ``mm``."""
+    parts = name.split(".")
+    if len(parts) > 3 and parts[-3] == "aten" or parts[-1] in ("default", "Tensor", "out"):
+        parts = parts[:-1]
+    return parts[-1]
+
+
+def _op_key(op: str) -> str:
+    """A record's op as the graph's extern calls name it (``aten::mm`` -> ``mm``)."""
+    return op.rsplit("::", 1)[-1].split(".")[0]
+
+
+def _region(ix, node: int) -> int | None:
+    """The innermost compiled region open at ``node`` (``Torch-Compiled Region: F/C``, or the
+    ``CompiledFunction`` / ``CompiledFunctionBackward`` range of its autograd function), else None."""
+    if node < 0:
+        return None
+    for r in reversed(ix.chain[node]):
+        name = ix.name[r]
+        if name.startswith(_REGION) or name in COMPILED_REGIONS:
+            return r
+    return None
+
+
+def _graph(graphs: dict, region_name: str, f: dict) -> tuple | None:
+    """The recorded graph a region instance ran: by the compile id its range (or, in the backward pass,
+    its forward op: ``Torch-Compiled Region: F/C``) names, else the only graph of its direction."""
+    bwd = f["dir"] == "bprop"
+    for text in (region_name, f["op"] or ""):
+        if text.startswith(_REGION):
+            return graphs.get((text[len(_REGION):].strip(), bwd))
+    same = [g for (_, b), g in graphs.items() if b == bwd]
+    return same[0] if len(same) == 1 else None
+
+
+def _layer(base: list, chain: list) -> list:
+    """``base`` (the compiled module's layer) extended by the module chain below it."""
+    if not chain:
+        return list(base)
+    top = base[-1] if len(base) > 1 else ""
+    return [*base, *((f"{top}.{c}" if top else c) for c in chain)]
+
+
+def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
+    """Rewrite, in place, the plan entries (``(node, ctx, n, pre)``) of kernels in compiled regions:
+    see the module docstring. Returns counts (``inductor``, ``kernel-name``, ``extern``, ``unmatched``)."""
+    graphs, _status = region_graphs(meta)
+    counts = {LINK_INDUCTOR: 0, LINK_KERNEL_NAME: 0, "extern": 0, "unmatched": 0}
+    seen: dict[int, dict] = {}  # region range -> {op key: {op instance id: k}}
+    new_ctx: dict[tuple, tuple] = {}
+    keep: list = []  # the replaced contexts stay alive: new_ctx is keyed by their ids
+    for i, (node, ctx, n, pre) in enumerate(entries):
+        name = pre["kShortName"] if pre is not None else (ix.name[node] if node >= 0 else "")
+        region = _region(ix, node)
+        if region is None:
+            continue
+        f = ctx[0]
+        graph = _graph(graphs, ix.name[region], f)
+        if is_generated(name):
+            info = graph[0].get(name) if graph is not None else None
+            # a CUDA graph's replay stays one op instance (the records' linking rule); else each kernel is one
+            replay = pre is not None and str(pre.get("apiName") or "").endswith("GraphLaunch")
+            key = (id(ctx), name, replay)
+            got = new_ctx.get(key)
+            if got is None:
+                ops = info.get("ops") if info is not None else None
+                ops = ops if isinstance(ops, list) and ops else list(ops_from_name(name))
+                g = dict(f, mod=FUSED_MOD, op=FUSED_PREFIX + "+".join(ops) if ops else FUSED_PREFIX + name,
+                         args=None, link=LINK_INDUCTOR if info is not None else LINK_KERNEL_NAME, opDir=None)
+                if info is not None:
+                    g["layer"] = _layer(f["layer"], _strings(info.get("layer")))
+                    if info.get("stack"):
+                        g["trace"] = [info["stack"]]
+                got = new_ctx[key] = (g, ctx[1] if replay else None, ctx[2])
+                keep.append(ctx)
+            counts[got[0]["link"]] += 1
+            entries[i] = (node, got, n if replay else 0, pre)
+            continue
+        if graph is None or f["op"] is None or ctx[1] is None or f["mod"] in (dec.COMPILED_MOD, FUSED_MOD):
+            continue
+        op = _op_key(f["op"])
+        calls = graph[1].get(op)
+        if not calls:
+            continue
+        order = seen.setdefault(region, {}).setdefault(op, {})
+        k = order.setdefault(ctx[1], len(order))
+        if k >= len(calls):
+            counts["unmatched"] += 1
+            continue
+        key = (id(ctx), k)
+        got = new_ctx.get(key)
+        if got is None:
+            info = calls[k]
+            g = dict(f, layer=_layer(f["layer"], _strings(info.get("layer"))))
+            if not g["trace"] and info.get("stack"):
+                g["trace"] = [info["stack"]]
+            got = new_ctx[key] = (g, ctx[1], ctx[2])
+            keep.append(ctx)
+        counts["extern"] += 1
+        entries[i] = (node, got, n, pre)
+    return counts
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
