@@ -155,3 +155,17 @@ def test_addmv_and_addr():
     assert cost("addmv", [T([5]), T([5, 3], grad=False), T([3])], "bprop").flops == 30  # frozen matrix
     # addr(self[4, 5], vec1[4], vec2[5]): one multiply-add per element, 2 * 4 * 5 = 40
     assert cost("addr", [T([4, 5]), T([4]), T([5])]).flops == 40
+
+
+def test_an_out_call_recorded_by_a_trace_is_priced_as_the_op():
+    """Inductor's generated code calls ``extern_kernels.addmm(bias, x, w, beta=1, alpha=1, out=buf)``;
+    a trace lists the arguments in place, the output last (aten's .out overload). x [128, 64] @ w [64, 192]:
+    2 * 128 * 64 * 192 = 3,145,728 FLOPs; bytes: bias 192, x 8192, w 12288, out 24576 floats, each once."""
+    def t(*shape):
+        return {"name": None, "type": "tensor", "shape": list(shape), "dtype": "float32"}
+
+    one = {"name": None, "type": "int", "value": 1}
+    c = estimate(OpCall("addmm", [t(192), t(128, 64), t(64, 192), one, one, t(128, 192)], "fprop", None, "aten"))
+    assert c.flops == 2 * 128 * 64 * 192 and c.bytes == 4 * (192 + 8192 + 12288 + 24576)
+    m = estimate(OpCall("mm", [t(128, 64), t(64, 192), t(128, 192)], "fprop", None, "aten"))
+    assert m.flops == 2 * 128 * 64 * 192

@@ -437,6 +437,16 @@ def normalize(op: str, args: list[Arg], inplace: bool = False) -> Bound:
                 best = r
         if best is not None:
             break
+    if best is None and args and args[-1].get("type") == "tensor" and all(not (a.get("name") or "") for a in args):
+        # an out= call recorded by a trace (Inductor's extern_kernels.addmm(..., out=buf)): the output
+        # last, an overload (.out) the table leaves out; the op without it is what ran
+        for s in cands:
+            try:
+                r = bind_schema(s, args[:-1], renames)
+            except (TypeError, ValueError, AttributeError, LookupError):
+                r = None
+            if r is not None and (best is None or r[1] < best[1]):
+                best = r
     if best is None:
         kinds = ", ".join(f"{a.get('name') or '_'}:{a.get('type')}" for a in args)
         return Bound(None, problem=f"arguments ({kinds}) fit no overload of aten::{name}")
