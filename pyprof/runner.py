@@ -96,9 +96,18 @@ class _Stepper:
         self.steps += 1
         self.last = source
         self.stamps.append(time.perf_counter())
+        self.add_compiled()
         with warnings.catch_warnings():  # the step-0 window (see _schedule) was a cycle torch warns of
             warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle")
             self.prof.step()
+
+    def add_compiled(self) -> None:
+        """Put the compiled graphs' kernel origins recorded so far (:mod:`pyprof.annotate.inductor`)
+        into the profiler's trace metadata; the window that ends next exports them."""
+        from pyprof.annotate import inductor
+
+        if inductor.GRAPHS:
+            self.prof.add_metadata_json(inductor.TRACE_KEY, inductor.metadata())
 
     def on_pyprof_step(self) -> None:
         if self.mode in ("optimizer", "all"):
@@ -350,6 +359,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             if failure is None:
                 stepper.flush()
             t_end = time.perf_counter()
+            stepper.add_compiled()
             prof.stop()
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path

@@ -13,6 +13,8 @@ Pieces, one module each:
 * :mod:`~pyprof.annotate.backward`: ``seq`` and per-node backward ranges (mechanism and limits
   documented there);
 * :mod:`~pyprof.annotate.optim`: optimizer-step ranges;
+* :mod:`~pyprof.annotate.inductor`: each kernel Inductor generates, with its origin modules and aten
+  ops, recorded as it is compiled (joined to the trace at parse);
 * :mod:`~pyprof.annotate.emit`: the single push/pop point and its consumers (NVTX tool,
   torch.profiler, :class:`~pyprof.annotate.recorder.Recorder`).
 
@@ -45,7 +47,7 @@ from pyprof import markers, probes
 probes.require()  # before the modules below read torch's private names (pyprof/probes.py)
 
 from pyprof.annotate import backward as _backward  # noqa: E402
-from pyprof.annotate import emit, optim, patch, torchtables  # noqa: E402
+from pyprof.annotate import emit, inductor, optim, patch, torchtables  # noqa: E402
 from pyprof.annotate import modules as _modules  # noqa: E402
 from pyprof.annotate.state import LOCK, S  # noqa: E402
 from pyprof.errors import UsageError  # noqa: E402
@@ -109,6 +111,7 @@ def init(*, functions: bool = True, methods: bool = True, functional: bool = Tru
                 _backward.install()
             if optimizer:
                 optim.install()
+            inductor.install()  # compiled kernels' origins (module, aten ops), recorded as Inductor compiles
         except BaseException:
             _undo()
             raise
@@ -129,6 +132,7 @@ def _undo() -> None:
     _modules.uninstall()
     _backward.uninstall()
     optim.uninstall()
+    inductor.uninstall()
 
 
 def deinit() -> None:

@@ -1,0 +1,313 @@
+"""What each kernel Inductor generates came from, recorded at compile time (``torch.compile``).
+
+A compiled region's kernels (fused Triton kernels on a GPU, C++ kernels on the CPU, and the extern
+calls of the generated code: ``mm``, ``addmm``, attention, convolution) run without pyprof's module
+ranges, so a trace alone ties them to no module. Inductor knows: each kernel's origin nodes in the
+post-grad FX graph, whose ``meta`` holds the module stack (``nn_module_stack``, or
+``fwd_nn_module_stack`` for a backward node), the user's ``stack_trace`` and the ``original_aten`` op.
+
+While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
+
+* Inductor's own kernel provenance tracking is on (``torch._inductor.config.trace.provenance_tracking_level``,
+  its "basic" level 2; torch 2.8 and newer): during code generation it maps each kernel name to its
+  origin nodes (``torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info``). It adds a
+  comment per kernel to the generated wrapper and nothing else: the graph, the kernels and the results
+  are the same.
+* Inductor's caches are bypassed (``force_disable_caches``): a graph loaded from a cache generates no
+  code in this process, so its kernels' origins could not be recorded. The code generated is the
+  same; compiling takes longer.
+* ``GraphLowering.codegen`` is wrapped: after the original has run, :func:`_record` reads the kernels
+  the provenance tracker added and the graph's node metadata, and appends one entry per graph to
+  :data:`GRAPHS` (compile id, forward or backward, and per kernel its name, origin aten ops, module
+  paths and call site).
+
+Inductor's modules are changed when they are imported (an import hook on ``torch._inductor.config`` and
+``torch._inductor.graph``): importing them in ``init()`` would cost seconds to every user, compiling or
+not, and add attributes to ``torch``. Where a torch lacks any of these (torch 2.4 to
+2.7 has no provenance tracking), nothing is patched and :data:`STATE` says why; parse then names fused
+kernels by their names alone (:mod:`pyprof.parse.kineto.inductor`). :func:`metadata` is what
+``pyprof run`` adds to its trace (``torch.profiler``'s ``add_metadata_json``, key :data:`TRACE_KEY`).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import json
+import re
+import sys
+from typing import Any
+
+TRACE_KEY = "pyprofInductor"  # the trace's top-level key (pyprof.parse.kineto.inductor reads it)
+VERSION = 1
+_GRAPH_MODULE = "torch._inductor.graph"
+_CONFIG_MODULE = "torch._inductor.config"
+_LEVEL = 2  # provenance tracking's "basic" level: kernel -> post-grad nodes, no extra node metadata kept
+
+GRAPHS: list[dict[str, Any]] = []  # one entry per generated graph, in compile order
+STATE: dict[str, Any] = {"status": "off", "failures": 0}
+_saved: dict[str, Any] = {}
+_finder: Any = None
+_text: list = [None, ""]  # (what metadata() was built from, its text)
+_generation = [0]  # counts every change of GRAPHS
+_installed = [False]
+
+
+def install() -> None:
+    """Turn provenance tracking on, bypass Inductor's caches and wrap ``GraphLowering.codegen``: now
+    where Inductor's modules are imported, else as each is (nothing of Inductor is imported here). A
+    no-op, with :data:`STATE` saying why, where this torch lacks an interface used."""
+    global _finder
+    if _installed[0]:
+        return
+    _installed[0] = True
+    clear()  # (a new session)
+    STATE.update(status="waiting for torch._inductor", failures=0)
+    if _CONFIG_MODULE in sys.modules:
+        _configure(sys.modules[_CONFIG_MODULE])
+    if _GRAPH_MODULE in sys.modules:
+        _wrap(sys.modules[_GRAPH_MODULE])
+    if _CONFIG_MODULE not in sys.modules or _GRAPH_MODULE not in sys.modules:
+        _finder = _Finder()
+        sys.meta_path.insert(0, _finder)
+
+
+def uninstall() -> None:
+    """Undo :func:`install`: the configuration, the import hook and the wrapper as they were."""
+    global _finder
+    if _finder is not None:
+        try:
+            sys.meta_path.remove(_finder)
+        except ValueError:
+            pass
+        _finder = None
+    _installed[0] = False
+    if "level" in _saved:
+        config = sys.modules[_CONFIG_MODULE]
+        config.trace.provenance_tracking_level = _saved.pop("level")
+        config.force_disable_caches = _saved.pop("caches")
+    cls, orig = _saved.pop("codegen", (None, None))
+    if cls is not None:
+        cls.codegen = orig
+    STATE.update(status="off")
+
+
+def _configure(config) -> None:
+    """Provenance tracking on and caches bypassed, where this torch has both (else :data:`STATE` says so)."""
+    trace_cfg = getattr(config, "trace", None)
+    if trace_cfg is None or not hasattr(trace_cfg, "provenance_tracking_level") \
+            or not hasattr(config, "force_disable_caches"):
+        STATE.update(status="unavailable: this torch has no Inductor provenance tracking (torch 2.8+)")
+        return
+    _saved["level"] = trace_cfg.provenance_tracking_level
+    _saved["caches"] = config.force_disable_caches
+    if not trace_cfg.provenance_tracking_level:
+        trace_cfg.provenance_tracking_level = _LEVEL
+    config.force_disable_caches = True
+
+
+def metadata() -> str:
+    """The recorded graphs as JSON text (what ``pyprof run`` stores under :data:`TRACE_KEY`)."""
+    key = (_generation[0], STATE["status"], STATE["failures"])
+    if _text[0] != key:  # (asked at every step: built again only when a graph was added)
+        _text[:] = [key, json.dumps({"version": VERSION, "status": STATE["status"], "failures": STATE["failures"],
+                                     "graphs": GRAPHS})]
+    return _text[1]
+
+
+def clear() -> None:
+    """Forget the graphs recorded so far."""
+    GRAPHS.clear()
+    _generation[0] += 1
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Configures Inductor once ``torch._inductor.config`` has been executed, and wraps
+    ``GraphLowering.codegen`` once ``torch._inductor.graph`` has."""
+
+    def find_spec(self, name, path=None, target=None):  # noqa: ARG002 - the finder protocol
+        then = {_CONFIG_MODULE: _configure, _GRAPH_MODULE: _wrap}.get(name)
+        if then is None:
+            return None
+        sys.meta_path.remove(self)  # find the real spec, then let it load as usual
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _Loader(spec.loader, then)
+        return spec
+
+
+class _Loader(importlib.abc.Loader):
+    """The module's own loader; ``then(module)`` runs once the module has been executed."""
+
+    def __init__(self, loader, then):
+        self._loader, self._then = loader, then
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        if _installed[0]:
+            self._then(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _wrap(module) -> None:
+    if _finder is not None and _CONFIG_MODULE in sys.modules:
+        _drop_finder()
+    cls = getattr(module, "GraphLowering", None)
+    orig = getattr(cls, "codegen", None)
+    if "codegen" in _saved or "level" not in _saved:
+        return  # (wrapped already, or no provenance tracking to read)
+    if orig is None:
+        STATE.update(status="unavailable: no GraphLowering.codegen in this torch")
+        return
+
+    def codegen(self, *args, **kwargs):
+        before = _kernel_keys()
+        out = orig(self, *args, **kwargs)
+        try:
+            _record(self, before)
+        except Exception:  # noqa: BLE001 - recording must never break a compile
+            STATE["failures"] += 1
+        return out
+
+    codegen.__wrapped__ = orig
+    cls.codegen = codegen
+    _saved["codegen"] = (cls, orig)
+    STATE.update(status="on")
+
+
+def _drop_finder() -> None:
+    global _finder
+    try:
+        sys.meta_path.remove(_finder)
+    except ValueError:
+        pass
+    _finder = None
+
+
+def _tracker() -> dict:
+    from torch._inductor import debug
+
+    return getattr(debug, "_inductor_triton_kernel_to_post_grad_node_info", None) or {}
+
+
+def _kernel_keys() -> set:
+    try:
+        return set(_tracker())
+    except Exception:  # noqa: BLE001
+        return set()
+
+
+def _record(graph, before: set) -> None:
+    """One :data:`GRAPHS` entry for ``graph`` (a ``GraphLowering`` just generated): the kernels the
+    provenance tracker added since ``before``, in code generation order."""
+    import torch
+
+    tracked = _tracker()
+    from torch._inductor import debug
+
+    stacks = getattr(debug, "_inductor_kernel_stack_trace", None) or {}
+    fx = getattr(getattr(graph, "module", None), "graph", None) or getattr(graph, "graph", None)
+    nodes = {n.name: n for n in getattr(fx, "nodes", ())}
+    kernels = []
+    for key, names in tracked.items():
+        if key in before:
+            continue
+        name, _, handle = key.rpartition(":")
+        if not handle.isdigit():
+            name, handle = key, "0"
+        origins = [nodes[n] for n in names if n in nodes]
+        ops = [o for o in _unique(_aten_name(n) for n in origins) if o]
+        main = [n for n in origins if _aten_name(n) == extern_op(name)] or origins  # an extern: its op's node
+        chains = [_module_chain(n) for n in main]
+        stack = (stacks.get(key) or [None])[0]
+        kernels.append({"name": name, "order": int(handle), "ops": ops, "layer": _common(chains),
+                        "modules": _unique(c[-1] if c else "" for c in chains),
+                        "stack": _last_frame(stack) if stack else None})
+    kernels.sort(key=lambda k: k["order"])
+    try:
+        cid = torch._guards.CompileContext.current_compile_id()
+    except Exception:  # noqa: BLE001
+        cid = None
+    _generation[0] += 1
+    GRAPHS.append({"compileId": None if cid is None else str(cid),
+                   "backward": bool(getattr(graph, "is_backward", False)), "kernels": kernels})
+
+
+def _unique(items) -> list:
+    out: list = []
+    for x in items:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def _aten_name(node) -> str | None:
+    """``addmm``: the aten op a node came from (``original_aten``), else its own target's, without
+    namespace or overload; None for a placeholder or a Python builtin (``getitem``)."""
+    target = node.meta.get("original_aten") or node.target
+    name = getattr(target, "__name__", None) if not isinstance(target, str) else None
+    if name is None or getattr(target, "namespace", None) is None:
+        return None
+    return name.split(".")[0]
+
+
+_PATH_ITEM = re.compile(r"""\._modules\[['"]([^'"]+)['"]\]|\[['"]([^'"]+)['"]\]|\[(\d+)\]""")
+
+
+def _module_chain(node) -> list[str]:
+    """The modules a node ran in, outermost first, as paths below the compiled module (``["layers.0",
+    "layers.0.attn"]``); ``[]``: the compiled module's (or function's) own code."""
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
+    out = []
+    for value in stack.values():
+        path = normalize_path(value[0] if isinstance(value, tuple) else str(value))
+        if path and path not in out:
+            out.append(path)
+    return out
+
+
+def _common(chains: list[list[str]]) -> list[str]:
+    """The longest chain every one of ``chains`` starts with (a kernel fused from two modules' nodes
+    belongs to the module holding both)."""
+    if not chains:
+        return []
+    out = []
+    for items in zip(*chains, strict=False):
+        if any(x != items[0] for x in items):
+            break
+        out.append(items[0])
+    return out
+
+
+def extern_op(name: str) -> str:
+    """``extern_kernels.addmm`` / ``torch.ops.aten.mm.default`` -> ``addmm`` / ``mm``: the aten op an
+    extern call of the generated code runs (a fused kernel's name gives itself back)."""
+    parts = name.split(".")
+    if len(parts) >= 2 and parts[-1] in ("default", "Tensor", "out") or (len(parts) > 3 and parts[-3] == "aten"):
+        parts = parts[:-1]
+    return parts[-1]
+
+
+def normalize_path(text: str) -> str:
+    """Dynamo's source text of a module (``L['self'].layers[0]._modules['attn']``) -> ``layers.0.attn``."""
+    text = re.sub(r"^(?:L|G)\[['\"][^'\"]*['\"]\]", "", text)
+    text = _PATH_ITEM.sub(lambda m: "." + next(g for g in m.groups() if g is not None), text)
+    return text.strip(".")
+
+
+def _last_frame(stack: str) -> str | None:
+    """``file.py:12`` of the innermost ``File "...", line N`` of a stack trace, else None."""
+    found = re.findall(r'File "([^"]+)", line (\d+)', stack)
+    if not found:
+        return None
+    path, line = found[-1]
+    return f"{path}:{line}"
