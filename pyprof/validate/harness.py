@@ -8,7 +8,8 @@ For a case of :data:`pyprof.validate.zoo.CASES`, :func:`validate`:
    file and prices it with :func:`pyprof.prof.build_file`, as ``pyprof prof`` does;
 2. sums the per-kernel FLOPs of the GEMM, convolution and attention ops (the families FlopCounterMode
    counts) per direction (``fprop``, ``bprop``, ``recomp``: a checkpointed forward re-run by backward)
-   and per module, inclusive of submodules;
+   and per module, inclusive of submodules (a compiled model's kernels take their modules from the
+   Inductor metadata ``pyprof run`` records);
 3. compares them with :func:`pyprof.validate.reference.count_step` of the same model and input, times the
    number of recorded steps, and the forward bytes of each one-op layer with
    :func:`pyprof.validate.reference.hand_bytes`.
@@ -140,10 +141,10 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None, devic
     case = zoo.CASES[name]
     model, x = zoo.build(name, device=device)
     # a compiled model is called through its OptimizedModule wrapper, the root of the records' layers;
-    # compiled regions carry no module ranges inside, so only the whole model's totals compare
+    # inside its compiled regions, the modules come from Inductor's metadata (pyprof.parse.kineto.inductor)
     outcome.pyprof = pyprof_flops(df, "OptimizedModule" if case.compiled else type(model).__name__)
     ref = reference.count_step(case, model, x)
-    outcome.torch = {k: v * steps for k, v in ref.items() if not case.compiled or k[1] == ""}
+    outcome.torch = {k: v * steps for k, v in ref.items()}
     if not case.compiled:  # (no module ranges inside compiled regions)
         hand = reference.hand_bytes(case, *zoo.build(name, device=device))
         outcome.bytes_hand = {m: v * steps for m, v in hand.items()}

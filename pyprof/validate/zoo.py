@@ -9,7 +9,8 @@
 * :func:`gpt`: a GPT-style decoder (pre-LayerNorm blocks, fused QKV linear, causal
   ``F.scaled_dot_product_attention``, GELU MLP, untied LM head).
 * :func:`lstm`: a two-layer ``nn.LSTM`` with a linear head.
-* :func:`convnet`: a small conv net (conv, BatchNorm, ReLU, pooling, linear), trained under bf16 autocast.
+* :func:`convnet`: a small conv net (conv, BatchNorm, ReLU, pooling, linear), trained under bf16 autocast,
+  and in float32 under ``torch.compile``.
 * :func:`mlp`: a three-layer MLP (the ``torch.compile`` case).
 * :func:`custom_linear`: a linear layer written as a custom ``torch.autograd.Function`` whose forward and
   backward are instrumented with :func:`pyprof.wrap`.
@@ -627,6 +628,7 @@ CASES: dict[str, Case] = {
     "tcn": Case(TCN, lambda: torch.randn(4, 8, 64), {"conv", "gemm"}),
     "broadcast_lora": Case(Broadcasting, lambda: torch.randn(4, 16, 48), {"gemm"}),
     "attn_compiled": Case(AttnBlock, lambda: torch.randn(4, 32, 64), {"gemm", "attention"}, compiled=True),
+    "cnn_compiled": Case(convnet, lambda: torch.randn(8, 3, 32, 32), {"conv", "gemm"}, compiled=True),
     "bert": Case(Bert, padded_tokens, {"gemm", "attention"}),
     "bert_bf16": Case(Bert, padded_tokens, {"gemm", "attention"}, autocast=torch.bfloat16),
 }
