@@ -95,3 +95,15 @@ def test_compiled_models_flops_per_direction_and_module_equal_torchs(name, tmp_p
     gemm = work[work["op"].isin(["addmm", "mm"])]
     assert {lay[-1] for lay in gemm["layer"]} == {"qkv", "proj", "fc"}
     assert {tuple(lay) for lay in work[~work["op"].isin(["addmm", "mm"])]["layer"]} == {("OptimizedModule",)}
+
+
+@pytest.mark.parametrize("source,path", [
+    ("L['self'].fc1", "fc1"),
+    ("L['self'].layers[0].attn", "layers.0.attn"),
+    ("L['self']._modules['net']._modules['0']", "net.0"),
+    ("L['self'].blocks['enc'].mlp", "blocks.enc.mlp"),
+    ("L['self']", ""),
+    ("L['model'].fc", "fc"),  # a compiled function's module argument: the path below it
+])
+def test_dynamo_module_sources_become_module_paths(source, path):
+    assert inductor.normalize_path(source) == path
