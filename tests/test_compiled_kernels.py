@@ -86,3 +86,18 @@ def test_metadata_joins_fused_kernels_by_name_and_direction(tmp_path):
             "inductor", "fused:gelu+gelu_backward+view", ["OptimizedModule", "blocks.1"])
     others = [r for r in recs if r["kShortName"].startswith("triton_") and r["kShortName"] not in (fwd_name, bwd_name)]
     assert others and all(r["link"] == "kernel-name" for r in others)
+
+
+def test_damaged_metadata_falls_back_to_names(tmp_path):
+    """Metadata of the wrong shape (not a list of graphs, kernels that are not objects, fields of the
+    wrong type) never fails a parse: what cannot be read is left to the kernel's name."""
+    graphs = [{"compileId": "0/0", "backward": False, "kernels": [
+        "junk", {"name": "triton_poi_fused_gelu_view_8", "ops": 3, "layer": "blocks.0", "stack": 7}]}, 5]
+    recs = _kernels(_with_metadata(tmp_path, graphs))
+    (r, *_) = [r for r in recs if r["kShortName"] == "triton_poi_fused_gelu_view_8"]
+    assert (r["link"], r["op"], r["layer"], r["trace"]) == ("inductor", "fused:gelu+view", ["OptimizedModule"], [])
+    doc = orjson.loads(gzip.decompress(FIXTURE.read_bytes()))
+    doc["pyprofInductor"] = "not json"
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(orjson.dumps(doc))
+    assert all(r["link"] != "inductor" for r in _kernels(bad))

@@ -186,13 +186,13 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
             key = (id(ctx), name, replay)
             got = new_ctx.get(key)
             if got is None:
-                ops = info.get("ops") if info is not None else None
-                ops = ops if isinstance(ops, list) and ops else list(ops_from_name(name))
+                ops = _strings(info.get("ops")) if info is not None else None
+                ops = ops or list(ops_from_name(name))
                 g = dict(f, mod=FUSED_MOD, op=FUSED_PREFIX + "+".join(ops) if ops else FUSED_PREFIX + name,
                          args=None, link=LINK_INDUCTOR if info is not None else LINK_KERNEL_NAME, opDir=None)
                 if info is not None:
                     g["layer"] = _layer(f["layer"], _strings(info.get("layer")))
-                    if info.get("stack"):
+                    if isinstance(info.get("stack"), str) and info["stack"]:
                         g["trace"] = [info["stack"]]
                 got = new_ctx[key] = (g, ctx[1] if replay else None, ctx[2])
                 keep.append(ctx)
@@ -215,7 +215,7 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
         if got is None:
             info = calls[k]
             g = dict(f, layer=_layer(f["layer"], _strings(info.get("layer"))))
-            if not g["trace"] and info.get("stack"):
+            if not g["trace"] and isinstance(info.get("stack"), str) and info["stack"]:
                 g["trace"] = [info["stack"]]
             got = new_ctx[key] = (g, ctx[1], ctx[2])
             keep.append(ctx)
