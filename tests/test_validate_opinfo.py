@@ -15,9 +15,10 @@ pytestmark = pytest.mark.torch
 
 # OpInfo ops FlopCounterMode counts (all samples) and a pointwise one; einsum was never priced through
 # init() before its arguments were bound to the aten schema.
-OPS = ["mm", "addmm", "einsum", "nn.functional.linear", "add"]
+OPS = ["mm", "addmm", "einsum", "nn.functional.linear", "add", "addbmm", "nn.functional.conv2d",
+       "nn.functional.multi_head_attention_forward"]
 PLAIN = ["addmm", "einsum"]  # also under plain torch.profiler
-LIMIT = 3  # samples per op (einsum: all of them, few of its first ones contract): keeps the file fast
+LIMIT = 3  # samples per op (conv2d's third is grouped) (einsum: all of them, few of its first ones contract): keeps the file fast
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +80,24 @@ def test_table_counts_what_ran(results):
     last = [x for x in text.splitlines() if x.startswith("all")][0].split()
     assert int(last[1]) == len(results)
     assert int(last[2]) == sum(len(r.samples) for r in results)
+
+
+def test_reference_applies_the_documented_conventions():
+    """addbmm, which FlopCounterMode has no formula for, is its batched product (2·b·n·m·p); a grouped
+    convolution's weight gradient is 1/groups of FlopCounterMode's dense figure."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pyprof.validate import opinfo
+
+    b, n, m, p = 3, 4, 5, 6
+    with FlopCounterMode(display=False, custom_mapping=opinfo._conventions()) as fc:
+        torch.addbmm(torch.zeros(n, p), torch.randn(b, n, m), torch.randn(b, m, p))
+    assert fc.get_total_flops() == 2 * b * n * m * p
+    x = torch.randn(1, 4, 5, 5, requires_grad=True)
+    w = torch.randn(4, 2, 3, 3, requires_grad=True)  # groups=2: each output channel sees 2 inputs
+    y = torch.nn.functional.conv2d(x, w, groups=2)
+    with FlopCounterMode(display=False, custom_mapping=opinfo._conventions()) as fc:
+        y.sum().backward()
+    fwd = 2 * y.numel() * 2 * 9  # per output element: C_in/groups · kh · kw multiply-adds
+    assert fc.get_total_flops() == 2 * fwd  # dX and dW, each the forward's work

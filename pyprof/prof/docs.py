@@ -143,13 +143,17 @@ nothing calls it), and the records add up to the time spent in ops.
 under `init()` + torch.profiler and under plain torch.profiler, through parse and prof, and compares
 FLOPs with FlopCounterMode forward and backward and forward bytes with a dispatch-mode count of each
 aten op's tensor inputs and outputs (views and allocations excluded); the coverage table is in
-`docs/opinfo.md`. Known differences, by convention or by what a trace holds:
+`docs/opinfo.md`. FlopCounterMode counts GEMMs, convolutions and attention only, so pyprof's FLOPs
+of those families are compared (a composite such as `multi_head_attention_forward` also has softmax,
+dropout and scaling FLOPs, which it does not count). Its formulas run with the conventions above (a
+grouped weight gradient divided by `groups`, causal attention halved), and `addbmm`, for which it has
+no formula, is priced by its `bmm` formula. Known differences, by convention or by what a trace holds:
 
 - einsum: a pairwise step that sums no letter (`i,j->ij`) is an elementwise product; pyprof counts one
   multiply per element, FlopCounterMode none (torch runs it as `mul`, which it does not count).
-- Grouped convolution backward: FlopCounterMode's `convolution_backward` formula leaves groups out of
-  the weight gradient (it counts `groups` times the work); pyprof counts the work done, equal to the
-  forward per gradient.
+- Attention backward is priced by the fused kernels' formula (scores recomputed: 5 products); where
+  torch runs the math fallback (on CPU for OpInfo's samples), its backward saved the probabilities and
+  runs 4, so pyprof counts 1.25 times FlopCounterMode's count of what ran.
 - A plain torch.profiler trace records no string argument: an `einsum` there has no equation and is
   `n/a` (under `init()` the marker holds it).
 - PyTorch 1.8 traces record only tensor arguments: a convolution there has no stride or padding. Its

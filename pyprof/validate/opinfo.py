@@ -16,7 +16,8 @@ its tensor inputs and of its outputs that are not an input written in place.
 
 Per sample: (a) parse and prof never raise, and a forward record of the sample binds to an aten
 schema (:func:`pyprof.prof.ops.schema.normalize`); (b) where FlopCounterMode counts FLOPs, pyprof's
-forward and backward FLOPs equal them (1%); (c) forward bytes equal the dispatch count (1%);
+forward and backward FLOPs of the families it counts (GEMM, convolution, attention: :data:`COUNTED`)
+equal them (1%), FlopCounterMode applying pyprof's documented conventions (:func:`_conventions`); (c) forward bytes equal the dispatch count (1%);
 (d) whether every op record of the sample has a FLOP and a byte model. :func:`table` prints the
 per-family coverage and the totals; ``python scripts/validate.py --opinfo`` runs the catalogue.
 """
@@ -34,8 +35,8 @@ TOL = 0.01
 
 @dataclass
 class Sample:
-    """One sample's figures: pyprof's (``py_*``) and the references (``fc_*``: FlopCounterMode;
-    ``ref_bytes``: the dispatch count)."""
+    """One sample's figures: pyprof's (``py_*``; ``py_f``/``py_b`` of the :data:`COUNTED` families) and
+    the references (``fc_*``: FlopCounterMode; ``ref_bytes``: the dispatch count)."""
 
     index: int
     fc_f: float = 0.0
@@ -152,13 +153,49 @@ _NO_WORK = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_stri
             "detach", "lift_fresh", "alias", "_local_scalar_dense", "is_same_size", "_to_dense"}
 
 
-def _reference(fn, samples, backward: bool) -> list[tuple[float, float, float]]:
+#: The pyprof families whose FLOPs FlopCounterMode counts (its registry: mm, addmm, bmm, baddbmm,
+#: convolutions, attention). A composite's other work (the softmax of an attention written out, a
+#: decomposition) has FLOPs in pyprof that FlopCounterMode does not count, so only these are compared.
+COUNTED = ("gemm", "conv", "attention")
+#: OpInfo ops whose every sample is causal attention: the reference halves FlopCounterMode's dense
+#: count (docs/prof.md, Conventions), as pyprof/validate/reference.py does per op.
+_CAUSAL = {"nn.functional.scaled_dot_product_attention"}
+
+
+def _conventions():
+    """FlopCounterMode formulas adjusted to pyprof's documented conventions (docs/prof.md): a grouped
+    convolution's weight gradient is its real work (:func:`pyprof.validate.reference._conv_backward`);
+    ``addbmm``, which FlopCounterMode lists no formula for (it is one kernel on CPU), is the ``bmm`` of
+    its batches summed into one matrix: ``bmm``'s formula."""
+    import torch
+    from torch.utils.flop_counter import flop_registry
+
+    from pyprof.validate.reference import _conv_backward
+
+    aten = torch.ops.aten
+
+    def conv_backward(*args, out_val=None, **kwargs):
+        return _conv_backward(flop_registry[aten.convolution_backward], args, kwargs, out_val)
+
+    def addbmm(self, batch1, batch2, *args, out_val=None, **kwargs):
+        return flop_registry[aten.bmm](batch1, batch2, out_val=out_val)
+
+    for f in (conv_backward, addbmm):
+        f._get_raw = True
+    return {aten.convolution_backward: conv_backward, aten.addbmm: addbmm}
+
+
+def _reference(fn, samples, backward: bool, causal: bool = False) -> list[tuple[float, float, float]]:
     """(FlopCounterMode forward, backward, dispatch bytes forward) per sample, or None where the
-    sample raises without pyprof (it is then left out)."""
+    sample raises without pyprof (it is then left out). FlopCounterMode runs with pyprof's conventions
+    (:func:`_conventions`); ``causal`` halves its counts (every FLOP of the sample is attention's)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import FlopCounterMode
+
+    mapping = _conventions()
+    half = 0.5 if causal else 1.0
 
     class Bytes(TorchDispatchMode):
         total = 0
@@ -179,17 +216,17 @@ def _reference(fn, samples, backward: bool) -> list[tuple[float, float, float]]:
     res = []
     for s in samples:
         try:
-            with FlopCounterMode(display=False) as fc:
+            with FlopCounterMode(display=False, custom_mapping=mapping) as fc:
                 out = fn(s.input, *s.args, **s.kwargs)
-            f = fc.get_total_flops()
+            f = fc.get_total_flops() * half
             b = 0.0
             if backward:
                 outs = _outputs_needing_grad(out)
                 if outs:
                     seeds = [torch.ones_like(t) for t in outs]
-                    with FlopCounterMode(display=False) as fc:
+                    with FlopCounterMode(display=False, custom_mapping=mapping) as fc:
                         torch.autograd.backward(outs, seeds)
-                    b = fc.get_total_flops()
+                    b = fc.get_total_flops() * half
             Bytes.total = 0
             with torch.no_grad(), Bytes():
                 fn(s.input, *s.args, **s.kwargs)
@@ -266,7 +303,7 @@ def run_op(op, dtype: str = "float32", mode: str = "init", limit: int | None = N
     fn = _resolve(op)
     try:
         samples = _samples(op, dt, backward, limit)
-        ref = _reference(fn, samples, backward)
+        ref = _reference(fn, samples, backward, causal=op_id(op) in _CAUSAL)
         samples = _samples(op, dt, backward, limit)  # fresh inputs: the reference ran backward on them
     except Exception as exc:  # noqa: BLE001 - the catalogue's own failure: not pyprof's
         result.error = f"skipped: samples raise ({type(exc).__name__})"
@@ -306,12 +343,14 @@ def run_op(op, dtype: str = "float32", mode: str = "init", limit: int | None = N
             if not (fl == fl and nb == nb):  # NaN: no model for this op
                 s.unpriced.add(opn)
                 continue
-            fams[family(opn, mod) or ""] += 1
+            fam = family(opn, mod) or ""
+            fams[fam] += 1
+            counted = float(fl) if fam in COUNTED else 0.0
             if d == "fprop":
-                s.py_f += float(fl)
+                s.py_f += counted
                 s.py_bytes += float(nb)
             elif d == "bprop":
-                s.py_b += float(fl)
+                s.py_b += counted
     result.samples = [by[i] for i in keep]
     result.family = max(fams, key=fams.get) if fams else ""
     return result
