@@ -93,7 +93,7 @@ def _repeat(call: OpCall) -> Cost | None:
             reps.append(v)
         else:
             return None
-    if sx is None or not reps or any(r < 0 for r in reps):
+    if sx is None or any(r < 0 for r in reps):  # reps may be (): a 0-d tensor, or tile's ones
         return None
     if call.op == "tile" and len(reps) < len(sx):
         reps = [1] * (len(sx) - len(reps)) + reps

@@ -24,7 +24,7 @@ from math import prod
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.pointwise import TABLE as _PW
 from pyprof.prof.ops.pointwise import elementwise_cost
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Cost, OpCall, bound, register
 
 # name: (forward per input element, forward per output element, backward per input element, bwd reads x)
 TABLE: dict[str, tuple[int, int, int, bool]] = {
@@ -41,6 +41,7 @@ TABLE: dict[str, tuple[int, int, int, bool]] = {
 _SIG = {"norm": ("input", "p", "dim", "keepdim"), "linalg_vector_norm": ("input", "ord", "dim", "keepdim"),
         "frobenius_norm": ("input", "dim", "keepdim"), "count_nonzero": ("input", "dim")}
 _DEFAULT_SIG = ("input", "dim", "keepdim")
+_CORRECTED = {"var", "std", "var_mean", "std_mean"}  # read by schema: their overloads differ in dim's place
 _NO_GRAD = {"argmax", "argmin", "all", "any", "count_nonzero", "aminmax"}
 
 
@@ -86,6 +87,10 @@ def _reduce(call: OpCall) -> Cost | None:
     if call.op in ("max", "min") and len(ts) >= 2:  # torch.max(a, b): elementwise
         return elementwise_cost(call, ts, _PW["maximum"])
     b = A.bind(call.args, _SIG.get(call.op, _DEFAULT_SIG))
+    sb = bound(call)
+    if call.op in _CORRECTED and sb is not None:  # var(x, True): the bool is ``unbiased``, not a dim
+        b = {"input": sb.get("self"), "dim": sb.get("dim") or {"type": "NoneType", "value": None},
+             "keepdim": sb.get("keepdim")}
     x = b.get("input") or b.get("self")
     sx = A.shape(x)
     if sx is None or not A.known(b.get("dim")) or not A.known(b.get("keepdim")):
@@ -111,3 +116,22 @@ def _reduce(call: OpCall) -> Cost | None:
         byts = A.total(A.sized(no, odt), A.nbytes(x), A.nbytes(x) if reads else 0, A.sized(no, odt) if reads else 0)
         return Cost(float(bwd * n), byts, dt)
     return Cost(float(per_in * n + per_out * no), A.total(A.nbytes(x), A.sized(no, odt)), dt)
+
+
+@register("sum_to_size")
+def _sum_to_size(call: OpCall) -> Cost | None:
+    """``x.sum_to_size(size)``: a sum over the broadcast dims, one add per input element; input read,
+    result written (nothing where ``x`` has the size already: torch returns it). Backward broadcasts dY
+    back (dY read, dX written)."""
+    b = bound(call)
+    if b is None:
+        return None
+    x, size = b.get("self"), A.value(b.get("size"))
+    sx = A.shape(x)
+    if sx is None or not isinstance(size, list) or not all(isinstance(d, int) and d >= 0 for d in size):
+        return None
+    n, no, dt = prod(sx), prod(size), A.dtype(x)
+    if call.direction == "bprop":
+        return Cost(0.0, A.sized(n + no, dt) if A.requires_grad(x) else 0, dt)
+    work = n != no or not size  # torch returns self for a size it already has, except a 0-d one (a sum)
+    return Cost(float(n) if work else 0.0, A.sized(n + no, dt) if work else 0, dt)

@@ -94,13 +94,14 @@ PYTHON: dict[str, tuple[str, dict[str, str]]] = {
     "binary_cross_entropy": ("binary_cross_entropy", {"input": "self"}),
     "binary_cross_entropy_with_logits": ("binary_cross_entropy_with_logits", {"input": "self"}),
     "kl_div": ("kl_div", {"input": "self"}),
+    "split": ("split", {"tensor": "self", "split_size_or_sections": "split_size"}),
     "rmatmul": ("matmul", {}),  # Tensor.__rmatmul__(self, other) is other @ self: the model swaps them
 }
 # Python values of arguments aten spells as ints.
 _REDUCTION = {"none": 0, "mean": 1, "sum": 2, "batchmean": 1}
 
 _LINE = re.compile(r"^aten::([\w]+)(?:\.([\w]+))?\((.*)\) -> (.*)$")
-_ALIAS = re.compile(r"\([a-z0-9!|*\s]*\)")
+_ALIAS = re.compile(r"\([a-z0-9!|*\s>-]*\)")  # (a), (a!), (a -> *)
 
 
 def _split(text: str) -> list[str]:

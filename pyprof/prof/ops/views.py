@@ -17,15 +17,19 @@ from pyprof.prof.ops.registry import Cost, OpCall, register
 PURE_VIEWS = ("view", "view_as", "_unsafe_view", "_reshape_alias", "as_strided", "transpose", "t", "permute",
               "expand", "expand_as", "squeeze", "unsqueeze", "unflatten", "split", "split_with_sizes",
               "chunk", "unbind", "select", "narrow", "slice", "detach", "alias", "movedim", "swapaxes",
-              "unfold", "diagonal", "real", "imag", "view_as_real", "view_as_complex")
+              "unfold", "diagonal", "real", "imag", "view_as_real", "view_as_complex",
+              # views whose schema does not say so: the unsafe forms (no autograd view tracking), and
+              # composites of view/reshape/expand (a 0-d input's atleast_1d is a view too)
+              "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk", "atleast_1d", "atleast_2d",
+              "atleast_3d", "broadcast_tensors", "meshgrid")
 
 
 @register(*PURE_VIEWS)
 def _view(call: OpCall) -> Cost | None:
-    x = A.bind(call.args, ("input",)).get("input")
-    if not A.is_tensor(x):
+    ts = A.tensors(call.args)  # the first tensor, however named (torch.split's is ``tensor``)
+    if not ts:
         return None
-    return Cost(0.0, 0, A.dtype(x))
+    return Cost(0.0, 0, A.dtype(ts[0]))
 
 
 @register("reshape", "flatten", "ravel", "reshape_as")
