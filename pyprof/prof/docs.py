@@ -167,7 +167,11 @@ no formula, is priced by its `bmm` formula. Known differences, by convention or 
 - Bytes are each op's ideal traffic at the level the user called (each tensor read or written once);
   the dispatch count sums every aten op a composite runs (intermediates written and read again, extra
   outputs such as `native_layer_norm`'s mean and rstd, a matmul's reshapes that copy), so composite
-  ops count more there; ops that run one aten kernel (`mm`, `bmm`, `add`) agree exactly.
+  ops count more there; ops that run one aten kernel (`mm`, `bmm`, `add`) agree exactly. The dispatch
+  count also takes no bytes for `torch.tensor` (its data is written outside the dispatcher) and
+  `item` (`_local_scalar_dense`, counted as no work), and counts the whole input of a view copy that
+  reads part of it (`narrow_copy`, `diagonal_copy`) and the outputs of `unsafe_split`/`unsafe_chunk`,
+  views whose schema does not say so.
 """
 
 TC = """## Tensor cores

@@ -16,6 +16,7 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     dropout,
     embedding,
     engine,
+    fft,
     fill,
     gemm,
     index,
@@ -30,6 +31,7 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     rng,
     rnn,
     softmax,
+    viewcopy,
     views,
 )
 

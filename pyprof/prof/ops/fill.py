@@ -5,6 +5,11 @@ No arithmetic: FLOPs 0. Bytes: the result written once (``numel · itemsize``). 
 a ``dtype`` argument is float32 (PyTorch's default dtype); ``arange`` of integers is int64 (of floats,
 float32) with ``ceil((end − start) / step)`` elements; ``linspace(start, end, steps)`` has ``steps``. Backward: a filled tensor's gradient w.r.t.
 its old values is zero and launches nothing: 0 and 0.
+
+Tensors from Python values: ``scalar_tensor(s)`` writes one element (float32 unless ``dtype``);
+``torch.tensor(data)`` writes one element per number of ``data`` (a nested list counted leaf by leaf;
+int64 for integers, float32 for floats, bool for bools, unless ``dtype``), or copies a tensor ``data``
+(read and written); ``item()`` reads one element of its tensor and writes no tensor.
 """
 
 from __future__ import annotations
@@ -88,3 +93,56 @@ def _linspace(call: OpCall) -> Cost | None:
     if not isinstance(steps, int) or steps < 0:
         return None
     return _written(call, steps, _kw_dtype(call, "float32"))
+
+
+def _leaves(v) -> tuple[int, str] | None:
+    """(number of scalars, their default dtype) of a Python value, None if it is not numbers."""
+    if isinstance(v, bool):
+        return 1, "bool"
+    if isinstance(v, int):
+        return 1, "int64"
+    if isinstance(v, float):
+        return 1, "float32"
+    if isinstance(v, list):
+        n, kinds = 0, set()
+        for x in v:
+            r = _leaves(x)
+            if r is None:
+                return None
+            n += r[0]
+            kinds.add(r[1])
+        kind = "float32" if "float32" in kinds else ("int64" if "int64" in kinds else ("bool" if kinds else "float32"))
+        return n, kind
+    return None
+
+
+@register("tensor", "scalar_tensor")
+def _from_python(call: OpCall) -> Cost | None:
+    data = call.args[0] if call.args else None
+    if data is None:
+        return None
+    if call.direction == "bprop":
+        return Cost(0.0, 0, _kw_dtype(call, A.dtype(data)))
+    if A.is_tensor(data):  # torch.tensor(t): a copy
+        n = A.numel(A.shape(data))
+        dt = _kw_dtype(call, A.dtype(data))
+        return Cost(0.0, A.total(A.nbytes(data), A.sized(n, dt)), dt)
+    if not A.known(data):
+        return None
+    kind = data.get("type")
+    # a number the marker could not write (inf, nan: JSON has neither) is still one number
+    leaves = {"int": (1, "int64"), "float": (1, "float32"), "bool": (1, "bool")}.get(kind) or _leaves(A.value(data))
+    if leaves is None:
+        return None
+    n, base = leaves
+    dt = _kw_dtype(call, "float32" if call.op == "scalar_tensor" else base)
+    return _written(call, n, dt)
+
+
+@register("item")
+def _item(call: OpCall) -> Cost | None:
+    ts = A.tensors(call.args)
+    if not ts:
+        return None
+    dt = A.dtype(ts[0])
+    return Cost(0.0, 0 if call.direction == "bprop" else A.sized(1, dt), dt)

@@ -1,0 +1,98 @@
+"""FFT family: ``torch.fft``'s transforms (``fft``/``ifft``, ``rfft``/``irfft``, ``hfft``/``ihfft``, their
+``2``/``n`` forms) and ``fftshift``/``ifftshift``.
+
+FLOPs: a complex transform of ``N`` points (``N`` the product of the transformed lengths) costs
+``5·N·log2(N)`` real FLOPs per batch, the radix-2 Cooley-Tukey count that FFT benchmarks report
+against (FFTW's benchFFT "mflops" = 5 N log2(N) / time; Van Loan, *Computational Frameworks for the
+Fast Fourier Transform*, 1992, §1.4). A transform with a real input or a real output (``rfft``,
+``irfft``, ``hfft``, ``ihfft``) does half: ``2.5·N·log2(N)``, ``N`` being the real signal's length.
+The transformed lengths are the ``n``/``s`` arguments where given (the input is zero-padded or trimmed
+to them), else the input's, and for a complex-to-real transform the last one is ``2·(m − 1)`` for an
+input of ``m`` (the Hermitian half). Over ``B`` batches (the untransformed dims) the count is ``B``
+times that.
+
+Bytes: the input read once and the output written once: complex results are ``complex64`` for a
+float32 input (``complex128`` for float64); a real-to-complex result keeps ``n//2 + 1`` of its last
+dim. Backward: the gradient of a DFT is a DFT of the same size: the same FLOPs; dY read, dX written.
+``fftshift``/``ifftshift`` are rolls: a copy, 0 FLOPs, input read and output written.
+"""
+
+from __future__ import annotations
+
+from math import log2, prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+
+_COMPLEX = {"float32": "complex64", "float16": "complex32", "bfloat16": "complex64", "float64": "complex128"}
+_REAL = {v: k for k, v in _COMPLEX.items() if k != "bfloat16"}
+
+# name: (kind, default dims) -- c2c: complex in and out; r2c: real in, half complex out; c2r: the reverse
+_KINDS = {"fft": "c2c", "ifft": "c2c", "rfft": "r2c", "ihfft": "r2c", "irfft": "c2r", "hfft": "c2r"}
+
+
+def _transform(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp = A.shape(x)
+    dt = A.dtype(x)
+    if shp is None or dt is None:
+        return None
+    base = call.op[len("fft_"):]
+    rank = "n" if base.endswith("n") and base[:-1] in _KINDS else ("2" if base.endswith("2") else "1")
+    kind = _KINDS[base.rstrip("2n") if rank != "1" else base]
+    nd = len(shp)
+    if rank == "1":
+        d = A.value(b.get("dim"), -1)
+        size = A.value(b.get("n"))
+        dims = [d]
+        sizes = [size]
+    else:
+        sizes = A.value(b.get("s"))
+        dims = A.value(b.get("dim"))
+        if dims is None:
+            dims = list(range(nd)) if sizes is None else list(range(nd - len(sizes), nd))
+        elif isinstance(dims, int):
+            dims = [dims]
+        if sizes is None:
+            sizes = [None] * len(dims)
+    if not isinstance(dims, list) or not isinstance(sizes, list) or len(dims) != len(sizes) or not nd:
+        return None
+    if not all(isinstance(d, int) and -nd <= d < nd for d in dims):
+        return None
+    dims = [d % nd for d in dims]
+    lengths = []
+    for i, (d, s) in enumerate(zip(dims, sizes, strict=True)):
+        if s is None or s == -1:
+            s = 2 * (shp[d] - 1) if kind == "c2r" and i == len(dims) - 1 else shp[d]
+        if not isinstance(s, int) or s < 1:
+            return None
+        lengths.append(s)
+    batch = prod(x for i, x in enumerate(shp) if i not in dims)
+    n = prod(lengths)
+    per = 5.0 if kind == "c2c" else 2.5
+    flops = per * batch * n * log2(n) if n > 1 else 0.0
+    real = _REAL.get(dt, dt)
+    cplx = _COMPLEX.get(dt, dt)
+    half = n // lengths[-1] * (lengths[-1] // 2 + 1)
+    out_n, out_dt = {"c2c": (n, cplx), "r2c": (half, cplx), "c2r": (n, real)}[kind]
+    if call.direction == "bprop" and not A.requires_grad(x):
+        return Cost(0.0, 0, out_dt)
+    return Cost(flops, A.total(A.nbytes(x), A.sized(batch * out_n, out_dt)), out_dt)
+
+
+_NAMES = [f"fft_{k}{r}" for k in _KINDS for r in ("", "2", "n")]
+register(*_NAMES)(_transform)
+
+
+@register("fft_fftshift", "fft_ifftshift")
+def _shift(call: OpCall) -> Cost | None:
+    ts = A.tensors(call.args)
+    if not ts or A.shape(ts[0]) is None:
+        return None
+    x = ts[0]
+    if call.direction == "bprop" and not A.requires_grad(x):
+        return Cost(0.0, 0, A.dtype(x))
+    return Cost(0.0, A.sized(2 * A.numel(A.shape(x)), A.dtype(x)), A.dtype(x))

@@ -1,0 +1,118 @@
+"""View-copy family: the ``*_copy`` forms of views (``t_copy``, ``expand_copy``, ``narrow_copy``, ...)
+and the scatters that write a view's elements into a copy of a tensor (``slice_scatter``,
+``select_scatter``, ``diagonal_scatter``, ``as_strided_scatter``).
+
+No arithmetic: FLOPs 0. A ``*_copy`` op materialises the view its name drops the suffix of: the
+viewed elements read once (the input, whole, for an expand: each element is read once and written
+many times) and the result written once, each in the input's dtype; the result's element count is the
+view's (``expand_copy``: the expanded size; ``narrow_copy``: ``length`` of the narrowed dim;
+``diagonal_copy``: the diagonal's length; ``unfold_copy``: the windows; ``as_strided_copy``: ``size``;
+the rest keep the input's count). A ``*_scatter`` op reads ``self`` and ``src`` and writes a result of
+``self``'s shape. Backward: the gradient is a view of dY copied (dY's viewed part read, dX written);
+``expand_copy``'s sums the broadcast copies (one add per dY element); a scatter's splits dY into the
+gradient of ``self`` (dY with the view zeroed: dY read, written) and of ``src`` (the view's part of dY).
+
+Arguments are read by their aten schema names (``registry.bound``).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+
+# views whose copy keeps the element count of the input
+_SAME = ("t", "transpose", "permute", "squeeze", "unsqueeze", "view", "alias", "unbind", "split_with_sizes",
+         "split", "_reshape_alias", "detach", "values", "indices", "view_as_real", "view_as_complex",
+         "_neg_view", "_conj", "ccol_indices", "row_indices", "col_indices", "crow_indices", "_indices",
+         "_values", "lift_fresh")
+
+
+def _int(b: dict, name: str, default: int | None = None) -> int | None:
+    v = A.value(b.get(name), default)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _out_numel(op: str, b: dict, shp: list[int]) -> int | None:
+    """Elements of the view ``op`` (``narrow``, ``expand``, ...) of a tensor of shape ``shp``."""
+    n = prod(shp)
+    if op in _SAME:
+        return n
+    if op == "expand":
+        size = A.value(b.get("size"))
+        if not isinstance(size, list) or len(size) < len(shp):
+            return None
+        lead = len(size) - len(shp)
+        out = [s if s != -1 else shp[i - lead] for i, s in enumerate(size)]
+        return prod(out) if all(isinstance(d, int) and d >= 0 for d in out) else None
+    if op == "narrow":
+        dim, length = _int(b, "dim"), _int(b, "length")
+        if dim is None or length is None or not shp:
+            return None
+        return n // shp[dim] * length if shp[dim] else 0
+    if op == "diagonal":
+        off, d1, d2 = _int(b, "offset", 0), _int(b, "dim1", 0), _int(b, "dim2", 1)
+        if None in (off, d1, d2) or len(shp) < 2:
+            return None
+        a, c = shp[d1], shp[d2]
+        diag = max(0, min(a, c - off) if off >= 0 else min(a + off, c))
+        rest = prod(s for i, s in enumerate(shp) if i not in (d1 % len(shp), d2 % len(shp)))
+        return rest * diag
+    if op == "unfold":
+        dim, size, step = _int(b, "dimension"), _int(b, "size"), _int(b, "step")
+        if None in (dim, size, step) or step <= 0:
+            return None
+        along = shp[dim] if shp else 1
+        windows = (along - size) // step + 1
+        return (n // along if along else 0) * windows * size if windows > 0 else 0
+    if op == "as_strided":
+        size = A.value(b.get("size"))
+        return prod(size) if isinstance(size, list) and all(isinstance(d, int) for d in size) else None
+    return None
+
+
+_VIEWS = ("t", "transpose", "permute", "squeeze", "unsqueeze", "view", "alias", "unbind", "split_with_sizes",
+          "split", "expand", "narrow", "diagonal", "unfold", "as_strided", "detach", "view_as_real",
+          "view_as_complex", "_reshape_alias", "values", "indices", "ccol_indices", "row_indices",
+          "col_indices", "crow_indices", "_indices", "_values", "lift_fresh", "_neg_view", "_conj")
+
+
+@register(*(v + "_copy" for v in _VIEWS))
+def _view_copy(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp = A.shape(x)
+    if shp is None:
+        return None
+    view = call.op[: -len("_copy")]
+    n_out = _out_numel(view, b, shp)
+    if n_out is None:
+        return None
+    dt = A.dtype(x)
+    n_in = prod(shp)
+    read = n_in if view == "expand" else min(n_in, n_out)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        adds = float(n_out) if view == "expand" and n_out > n_in else 0.0
+        return Cost(adds, A.sized(n_out + n_in, dt), dt)
+    return Cost(0.0, A.sized(read + n_out, dt), dt)
+
+
+@register("slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter")
+def _scatter(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x, src = b.get("self"), b.get("src")
+    nx, ns = A.numel(A.shape(x)), A.numel(A.shape(src))
+    if nx is None or ns is None:
+        return None
+    dt = A.dtype(x)
+    if call.direction == "bprop":
+        n = (nx if A.requires_grad(x) else 0) * 2 + (2 * ns if A.requires_grad(src) else 0)
+        return Cost(0.0, A.sized(n, dt), dt)
+    return Cost(0.0, A.total(A.nbytes(x), A.nbytes(src), A.sized(nx, dt)), dt)

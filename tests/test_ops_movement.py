@@ -1,0 +1,88 @@
+"""View copies, scatters, tensors from Python values, FFTs and the reductions read by schema: worked by hand.
+
+The OpInfo samples of the same ops, against torch's dispatch-level byte count, are in
+tests/test_opinfo_coverage.py.
+"""
+
+from __future__ import annotations
+
+from math import log2
+
+from pyprof.prof.ops import OpCall, estimate, family
+from pyprof.prof.ops._args import scalar_arg as S
+from pyprof.prof.ops._args import tensor_arg as T
+
+
+def cost(op, args, direction="fprop", mod="torch"):
+    return estimate(OpCall(op, args, direction, None, mod))
+
+
+def test_view_copies_read_the_view_and_write_it():
+    assert family("t_copy") == "viewcopy"
+    c = cost("t_copy", [T([3, 4])])
+    assert c.flops == 0 and c.bytes == (12 + 12) * 4
+    # expand: the input read once, the expanded result written
+    c = cost("expand_copy", [T([5, 1, 1]), S([5, 5, 5], "size")])
+    assert c.bytes == (5 + 125) * 4
+    assert cost("expand_copy", [T([5, 1, 1]), S([5, 5, 5], "size")], "bprop").flops == 125  # sums the copies
+    # narrow: 2 of 5 along dim 1 of [5, 5, 5]: 50 elements read, 50 written
+    assert cost("narrow_copy", [T([5, 5, 5]), S(1), S(2), S(2)]).bytes == 100 * 4
+    # the diagonal of [4, 6] at offset 3: 3 elements; at offset -2: 2
+    assert cost("diagonal_copy", [T([4, 6]), S(3)]).bytes == 6 * 4
+    assert cost("diagonal_copy", [T([4, 6]), S(-2)]).bytes == 4 * 4
+    # windows of 3, step 2, along a dim of 7: 3 windows of 3, times the other dim's 2, written; the
+    # overlapping windows cover the 14 input elements, each read once
+    assert cost("unfold_copy", [T([2, 7]), S(1), S(3), S(2)]).bytes == (14 + 18) * 4
+    assert cost("as_strided_copy", [T([10]), S([2, 3], "size"), S([1, 2], "stride")]).bytes == 12 * 4
+
+
+def test_scatters_read_self_and_src_and_write_self():
+    c = cost("slice_scatter", [T([8, 4]), T([2, 4]), S(0), S(0), S(2)])
+    assert c.flops == 0 and c.bytes == (32 + 8 + 32) * 4
+    b = cost("slice_scatter", [T([8, 4]), T([2, 4], grad=False), S(0), S(0), S(2)], "bprop")
+    assert b.bytes == 2 * 32 * 4  # only self's gradient: dY read, written with the slice zeroed
+
+
+def test_tensors_from_python_values():
+    assert cost("tensor", [S([[1.0, 2.0], [3.0, 4.0]])]).bytes == 4 * 4  # float32 by default
+    assert cost("tensor", [S([1, 2, 3])]).bytes == 3 * 8  # integers: int64
+    assert cost("tensor", [S(2.0), S("float64", "dtype")]).bytes == 8
+    # inf cannot be written in JSON: the marker holds a float without its value, still one number
+    assert cost("tensor", [{"name": "", "type": "float", "value": None}]).bytes == 4
+    assert cost("scalar_tensor", [S(-5)]).bytes == 4  # float32 unless dtype
+    assert cost("item", [T([], "float64")]).bytes == 8
+
+
+def test_fft_is_five_n_log_n():
+    # a complex transform of 8 points over 3 batches: 5·8·log2(8) each
+    c = cost("fft", [T([3, 8], "complex64")], mod="torch.fft")
+    assert c.flops == 3 * 5 * 8 * 3 and c.bytes == 2 * 24 * 8
+    # a real input padded to n=16 along dim 0 of [10, 2]: 2 batches; the output is complex
+    c = cost("fft", [T([10, 2]), S(16, "n"), S(0, "dim")], mod="torch.fft")
+    assert c.flops == 2 * 5 * 16 * 4 and c.bytes == 20 * 4 + 32 * 8
+    # real to complex: half the work, n//2+1 outputs
+    c = cost("rfft", [T([4, 6])], mod="torch.fft")
+    assert c.flops == 4 * 2.5 * 6 * log2(6) and c.bytes == 24 * 4 + 4 * 4 * 8
+    # complex to real: the last length is 2(m-1)
+    c = cost("irfft", [T([4, 5], "complex64")], mod="torch.fft")
+    assert c.flops == 4 * 2.5 * 8 * 3 and c.bytes == 20 * 8 + 32 * 4
+    # 2-D over the last two dims of [2, 4, 8]: N = 32
+    assert cost("fft2", [T([2, 4, 8], "complex64")], mod="torch.fft").flops == 2 * 5 * 32 * 5
+    assert cost("fftshift", [T([9, 10])], mod="torch.fft").bytes == 2 * 90 * 4
+
+
+def test_reductions_read_by_schema():
+    # var(x, True): the bool is unbiased, so everything is reduced
+    assert cost("var", [T([5, 5]), S(True)]).bytes == (25 + 1) * 4
+    c = cost("sum_to_size", [T([4, 3]), S([1, 3], "size")], mod="torch.Tensor")
+    assert c.flops == 12 and c.bytes == (12 + 3) * 4
+    assert cost("sum_to_size", [T([4, 3]), S([4, 3], "size")], mod="torch.Tensor").bytes == 0  # returns self
+
+
+def test_split_binds_to_its_schema_and_is_a_view():
+    from pyprof.prof.ops.schema import normalize
+
+    b = normalize("split", [T([5, 5], name="tensor"), S([2, 3], "split_size_or_sections")])
+    assert b.overload == "aten::split.sizes" and b.args["split_size"]["value"] == [2, 3]
+    assert cost("split", [T([5, 5], name="tensor"), S(2, "split_size_or_sections")]).bytes == 0
+    assert cost("repeat", [T([]), S([], "repeats")], mod="torch.Tensor").bytes == 2 * 4  # a 0-d tensor
