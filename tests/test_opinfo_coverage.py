@@ -20,6 +20,7 @@ OPS = {
     "t_copy": True, "expand_copy": True, "narrow_copy": False, "slice_scatter": True, "select_scatter": True,
     "split": True, "unsafe_chunk": False, "atleast_2d": True, "scalar_tensor": True, "item": False,
     "var.unbiased": True, "sum_to_size": True, "fft.fft": False, "fft.rfft2": False, "fft.fftshift": True,
+    "sort": True, "topk": True, "argsort": True, "searchsorted": True,
 }
 
 

@@ -1,4 +1,5 @@
-"""View copies, scatters, tensors from Python values, FFTs and the reductions read by schema: worked by hand.
+"""View copies, scatters, tensors from Python values, FFTs, sorting and the reductions read by schema:
+worked by hand.
 
 The OpInfo samples of the same ops, against torch's dispatch-level byte count, are in
 tests/test_opinfo_coverage.py.
@@ -86,3 +87,19 @@ def test_split_binds_to_its_schema_and_is_a_view():
     assert b.overload == "aten::split.sizes" and b.args["split_size"]["value"] == [2, 3]
     assert cost("split", [T([5, 5], name="tensor"), S(2, "split_size_or_sections")]).bytes == 0
     assert cost("repeat", [T([]), S([], "repeats")], mod="torch.Tensor").bytes == 2 * 4  # a 0-d tensor
+
+
+def test_sorting_moves_data_and_counts_no_flops():
+    c = cost("sort", [T([4, 10])])
+    assert c.flops == 0 and c.bytes == 40 * 4 + 40 * 4 + 40 * 8  # values and int64 indices
+    assert cost("argsort", [T([4, 10])]).bytes == c.bytes  # runs sort: both written
+    c = cost("topk", [T([4, 10]), S(3)])
+    assert c.bytes == 40 * 4 + 12 * 4 + 12 * 8  # 3 per slice of the last dim
+    assert cost("topk", [T([4, 10]), S(3)], "bprop").bytes == 12 * 4 + 12 * 8 + 40 * 4  # dY, indices; dX
+    assert cost("median", [T([4, 10])]).bytes == 40 * 4 + 4  # the whole tensor: one value
+    assert cost("kthvalue", [T([4, 10]), S(2), S(0)]).bytes == 40 * 4 + 10 * 4 + 10 * 8
+    c = cost("quantile", [T([4, 10]), T([3]), S(1)])
+    assert c.flops == 3 * 12 and c.bytes == (40 + 3 + 12) * 4  # 3 quantiles of 4 rows: interpolated
+    c = cost("searchsorted", [T([16]), T([5, 5])])
+    assert c.flops == 0 and c.bytes == 16 * 4 + 25 * 4 + 25 * 8
+    assert cost("isin", [T([10]), T([3])]).bytes == 13 * 4 + 10  # one bool per element

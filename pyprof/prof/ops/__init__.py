@@ -31,6 +31,7 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     rng,
     rnn,
     softmax,
+    sorting,
     viewcopy,
     views,
 )

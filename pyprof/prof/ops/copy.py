@@ -15,7 +15,8 @@ from pyprof.prof.ops.registry import Cost, OpCall, register
 
 # explicit casts: method name -> target dtype
 CASTS = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16",
-         "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool"}
+         "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool",
+         "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32"}
 
 
 def _move(call: OpCall, x: dict, target_dtype: str | None, target_device: str | None, always: bool) -> Cost:

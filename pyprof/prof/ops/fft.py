@@ -52,6 +52,10 @@ def _transform(call: OpCall) -> Cost | None:
     else:
         sizes = A.value(b.get("s"))
         dims = A.value(b.get("dim"))
+        if isinstance(sizes, int):
+            sizes = [sizes]
+        if sizes is not None and not isinstance(sizes, list):
+            return None
         if dims is None:
             dims = list(range(nd)) if sizes is None else list(range(nd - len(sizes), nd))
         elif isinstance(dims, int):

@@ -1,0 +1,120 @@
+"""Sorting family: sort, argsort, msort, topk, kthvalue, median/nanmedian, mode, quantile/nanquantile,
+and the searches searchsorted, bucketize and isin.
+
+FLOPs 0: these compare and move data, and how many comparisons they make depends on the algorithm
+(a radix sort makes none), so none is counted, as FlopCounterMode and fvcore count none. The one
+exception is quantile's interpolation between the two neighbouring order statistics: 3 FLOPs per
+output element (a subtract, a multiply and an add).
+
+Bytes: the input read once and every output written once: values in the input's dtype, indices as
+int64 (``sort``, ``topk``, ``kthvalue``, ``median``/``mode`` along a dim return both, and ``argsort``
+and ``msort`` run ``sort``, which writes both; a whole-tensor ``median`` writes one value). A reduction along ``dim`` keeps
+``size/size[dim]`` slices (``topk``: ``k`` per slice). The searches read both tensors and write one
+int64 (``isin``: bool) per element searched for. Backward (values' gradient scattered back by the
+indices): dY and the indices read, dX written; the searches have no gradient.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+
+# op -> (writes values, writes indices) when it reduces along a dim (or sorts)
+_OUTS = {"sort": (True, True), "argsort": (True, True), "msort": (True, True), "topk": (True, True),
+         "kthvalue": (True, True), "median": (True, True), "nanmedian": (True, True), "mode": (True, True)}
+
+
+def _slices(shp: list[int], dim) -> tuple[int, int] | None:
+    """(number of slices along ``dim``, the slice length) of a tensor of shape ``shp``."""
+    if not shp:
+        return 1, 1
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -len(shp) <= dim < len(shp):
+        return None
+    along = shp[dim]
+    return (prod(shp) // along if along else 0), along
+
+
+@register(*_OUTS)
+def _select(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp, dt = A.shape(x), A.dtype(x)
+    if shp is None:
+        return None
+    n = prod(shp)
+    vals, idx = _OUTS[call.op]
+    dim_arg = b.get("dim")
+    if call.op in ("median", "nanmedian") and dim_arg is None:  # the whole tensor: one value
+        n_out, idx = 1, False
+    elif call.op in ("sort", "argsort", "msort"):
+        n_out = n
+    else:
+        s = _slices(shp, A.value(dim_arg, -1))
+        if s is None:
+            return None
+        k = A.value(b.get("k"), 1) if call.op == "topk" else 1
+        if not isinstance(k, int) or k < 0:
+            return None
+        n_out = s[0] * k
+    out = A.total(A.sized(n_out, dt) if vals else 0, A.sized(n_out, "int64") if idx else 0)
+    if call.direction == "bprop":
+        if not vals or not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(0.0, A.total(out, A.nbytes(x)), dt)
+    return Cost(0.0, A.total(A.nbytes(x), out), dt)
+
+
+@register("quantile", "nanquantile")
+def _quantile(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x, q = b.get("self"), b.get("q")
+    shp, dt = A.shape(x), A.dtype(x)
+    if shp is None:
+        return None
+    nq = A.numel(A.shape(q)) if A.is_tensor(q) else 1
+    dim = A.value(b.get("dim"))
+    if dim is None:
+        per = 1
+    else:
+        s = _slices(shp, dim)
+        if s is None:
+            return None
+        per = s[0]
+    n_out = (nq or 1) * per
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float(3 * n_out), A.total(A.sized(n_out, dt), A.nbytes(x)), dt)
+    return Cost(float(3 * n_out), A.total(A.nbytes(x), A.nbytes(q) if A.is_tensor(q) else 0, A.sized(n_out, dt)), dt)
+
+
+@register("searchsorted", "bucketize", "isin")
+def _search(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    if call.op == "searchsorted":
+        table, keys = b.get("sorted_sequence"), b.get("self")
+    elif call.op == "bucketize":
+        table, keys = b.get("boundaries"), b.get("self")
+    else:
+        table, keys = b.get("test_elements"), b.get("elements")
+    n_keys = A.numel(A.shape(keys)) if A.is_tensor(keys) else 1
+    if n_keys is None or (A.is_tensor(table) and A.shape(table) is None):
+        return None
+    if call.op == "isin":
+        out_dt = "bool"
+    else:
+        int32 = A.value(b.get("out_int32"), False)
+        out_dt = "int32" if int32 else "int64"
+    dt = A.dtype(keys) or A.dtype(table)
+    if call.direction == "bprop":
+        return Cost(0.0, 0, dt)
+    reads = A.total(A.nbytes(keys) if A.is_tensor(keys) else 0, A.nbytes(table) if A.is_tensor(table) else 0)
+    return Cost(0.0, A.total(reads, A.sized(n_keys, out_dt)), dt)
