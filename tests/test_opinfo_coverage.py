@@ -21,6 +21,7 @@ OPS = {
     "split": True, "unsafe_chunk": False, "atleast_2d": True, "scalar_tensor": True, "item": False,
     "var.unbiased": True, "sum_to_size": True, "fft.fft": False, "fft.rfft2": False, "fft.fftshift": True,
     "sort": True, "topk": True, "argsort": True, "searchsorted": True,
+    "diag_embed": True, "nn.functional.pixel_shuffle": True, "cross": True, "index_select": True,
 }
 
 

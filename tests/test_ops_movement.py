@@ -103,3 +103,27 @@ def test_sorting_moves_data_and_counts_no_flops():
     c = cost("searchsorted", [T([16]), T([5, 5])])
     assert c.flops == 0 and c.bytes == 16 * 4 + 25 * 4 + 25 * 8
     assert cost("isin", [T([10]), T([3])]).bytes == 13 * 4 + 10  # one bool per element
+
+
+def test_layouts_write_the_result_in_full():
+    assert cost("diag", [T([5])]).bytes == (5 + 25) * 4  # a vector becomes a 5x5 matrix
+    assert cost("diag", [T([5]), S(2)]).bytes == (5 + 49) * 4  # off the diagonal: 7x7
+    assert cost("diag", [T([4, 6])]).bytes == 2 * 4 * 4  # a matrix's diagonal: read and written
+    assert cost("diag_embed", [T([3, 4])]).bytes == (12 + 3 * 16) * 4
+    assert cost("block_diag", [T([2, 3]), T([4]), T([])]).bytes == (6 + 4 + 1 + (2 + 1 + 1) * (3 + 4 + 1)) * 4
+    assert cost("pixel_shuffle", [T([1, 8, 3, 3]), S(2)], mod="torch.nn.functional").bytes == 2 * 72 * 4
+    c = cost("cross", [T([10, 3]), T([10, 3])])
+    assert c.flops == 3 * 30 and c.bytes == 3 * 30 * 4
+    c = cost("diff", [T([4, 6]), S(2)])  # second difference along the last dim: 5 then 4 per row
+    assert c.flops == (5 + 4) * 4 and c.bytes == (24 + 16) * 4
+    c = cost("trace", [T([3, 5])])
+    assert c.flops == 3 and c.bytes == (3 + 1) * 4
+    c = cost("kron", [T([2, 3]), T([4, 5])])
+    assert c.flops == 120 and c.bytes == (6 + 20 + 120) * 4
+
+
+def test_index_ops_of_a_0d_tensor():
+    c = cost("index_select", [T([]), S(0), T([1], "int64")])
+    assert c.bytes == 8 + 2 * 4  # the index, one element read and written
+    c = cost("index_add", [T([]), S(0), T([1], "int64"), T([])])
+    assert c.flops == 1  # one add

@@ -170,7 +170,7 @@ no formula, is priced by its `bmm` formula. Known differences, by convention or 
   ops count more there; ops that run one aten kernel (`mm`, `bmm`, `add`) agree exactly. The dispatch
   count also takes no bytes for `torch.tensor` (its data is written outside the dispatcher) and
   `item` (`_local_scalar_dense`, counted as no work), and counts the whole input of a view copy that
-  reads part of it (`narrow_copy`, `diagonal_copy`) and the outputs of `unsafe_split`/`unsafe_chunk`,
+  reads part of it (`narrow_copy`, `diagonal_copy`, a matrix's `diag`, `trace`) and the outputs of `unsafe_split`/`unsafe_chunk`,
   views whose schema does not say so.
 """
 

@@ -20,6 +20,7 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     fill,
     gemm,
     index,
+    layout,
     loss,
     norm,
     optim,

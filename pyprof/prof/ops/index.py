@@ -42,8 +42,10 @@ def _index_select(call: OpCall) -> Cost | None:
     b = A.bind(call.args, ("input", "dim", "index"))
     x, idx = b.get("input") or b.get("self"), b.get("index")
     sx, si, dim = A.shape(x), A.shape(idx), A.value(b.get("dim"))
-    if sx is None or si is None or not isinstance(dim, int) or not sx:
+    if sx is None or si is None or not isinstance(dim, int):
         return None
+    if not sx:  # a 0-d tensor indexes as one element along dim 0: a 0-d result
+        return _gather_like(call, x, [idx], [])
     out = list(sx)
     out[dim % len(sx)] = prod(si)
     return _gather_like(call, x, [idx], out)
@@ -124,10 +126,10 @@ def _index_add(call: OpCall) -> Cost | None:
     x, idx = b.get("input") or b.get("self"), b.get("index")
     src = b.get("source") if A.is_tensor(b.get("source")) else None
     sx, si, dim = A.shape(x), A.shape(idx), A.value(b.get("dim"))
-    if sx is None or si is None or not isinstance(dim, int) or not sx:
+    if sx is None or si is None or not isinstance(dim, int):
         return None
-    rows = list(sx)
-    rows[dim % len(sx)] = prod(si)
+    rows = list(sx) or [1]  # a 0-d tensor: one element along dim 0
+    rows[dim % len(rows)] = prod(si)
     return _scatter_like(call, x, [idx], src, prod(rows), call.op == "index_add")
 
 

@@ -1,0 +1,140 @@
+"""Layout family: ops that place an input's elements into a new tensor (diag, diag_embed, diagflat,
+block_diag, pixel_shuffle, pixel_unshuffle, channel_shuffle), and small products and differences
+over a layout (cross, linalg_cross, diff, trace, kron).
+
+Bytes: each input read once, the result written once (a diagonal matrix, block-diagonal matrix or
+embedded diagonal is written in full, zeros included; ``diag`` of a matrix reads only its diagonal).
+FLOPs: 0 for the placements; ``cross``: 3 per output element (each component is two products and a
+difference); ``diff``: one subtraction per output element of each order (``n`` times for the n-th
+difference); ``trace``: one add per diagonal element; ``kron``: one multiply per output element.
+Backward, per input needing a gradient: the placements gather dY back (dY read, dX written);
+``cross``'s gradient is a cross product per input (3 FLOPs per element); ``diff``'s and ``trace``'s
+are differences and a broadcast of dY (``diff``: as many FLOPs as forward); ``kron``'s sums the
+products of dY with the other factor (2 FLOPs per output element: a multiply and an add).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+
+
+def _cost(call: OpCall, ins: list[dict], n_out: int | None, fwd: float, bwd_per_input: float,
+          dt: str | None) -> Cost | None:
+    if n_out is None or any(A.shape(t) is None for t in ins):
+        return None
+    if call.direction == "bprop":
+        grads = [t for t in ins if A.requires_grad(t)]
+        return Cost(bwd_per_input * len(grads), A.total(*[A.total(A.sized(n_out, dt), A.nbytes(t)) for t in grads]), dt)
+    return Cost(fwd, A.total(*[A.nbytes(t) for t in ins], A.sized(n_out, dt)), dt)
+
+
+@register("diag", "diagflat", "diag_embed")
+def _diag(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp = A.shape(x)
+    if shp is None:
+        return None
+    k = abs(A.value(b.get("diagonal" if call.op == "diag" else "offset"), 0))
+    if call.op == "diag" and len(shp) == 2:  # the diagonal of a matrix: read and write its elements
+        off = A.value(b.get("diagonal"), 0)
+        m, n = shp
+        d = max(0, min(m, n - off) if off >= 0 else min(m + off, n))
+        if call.direction == "bprop":  # dY placed on the diagonal of a zero matrix
+            return Cost(0.0, A.sized(d + m * n, A.dtype(x)) if A.requires_grad(x) else 0, A.dtype(x))
+        return Cost(0.0, A.sized(2 * d, A.dtype(x)), A.dtype(x))
+    if call.op == "diag_embed":
+        if not shp:
+            return None
+        n_out = prod(shp[:-1]) * (shp[-1] + k) ** 2
+    else:
+        if call.op == "diag" and len(shp) != 1:
+            return None
+        n_out = (prod(shp) + k) ** 2
+    return _cost(call, [x], n_out, 0.0, 0.0, A.dtype(x))
+
+
+@register("block_diag")
+def _block_diag(call: OpCall) -> Cost | None:
+    ts = A.tensors(call.args)
+    if not ts or any(A.shape(t) is None or len(A.shape(t)) > 2 for t in ts):
+        return None
+    shapes = [[1, 1] if not A.shape(t) else ([1] + A.shape(t) if len(A.shape(t)) == 1 else A.shape(t)) for t in ts]
+    n_out = sum(s[0] for s in shapes) * sum(s[1] for s in shapes)
+    return _cost(call, ts, n_out, 0.0, 0.0, A.promote(A.dtype(t) for t in ts))
+
+
+@register("pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle")
+def _shuffle(call: OpCall) -> Cost | None:
+    ts = A.tensors(call.args)
+    if not ts or A.shape(ts[0]) is None:
+        return None
+    return _cost(call, [ts[0]], prod(A.shape(ts[0])), 0.0, 0.0, A.dtype(ts[0]))
+
+
+@register("cross", "linalg_cross")
+def _cross(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x, y = b.get("self"), b.get("other")
+    out = A.broadcast(A.shape(x), A.shape(y))
+    if out is None:
+        return None
+    n = prod(out)
+    dt = A.compute_dtype(call.cdtype, x, y)
+    return _cost(call, [x, y], n, 3.0 * n, 3.0 * n, dt)
+
+
+@register("diff")
+def _diff(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp = A.shape(x)
+    order, dim = A.value(b.get("n"), 1), A.value(b.get("dim"), -1)
+    if shp is None or not shp or not isinstance(order, int) or not isinstance(dim, int) or order < 0:
+        return None
+    extra = [t for t in (b.get("prepend"), b.get("append")) if A.is_tensor(t)]
+    d = dim % len(shp)
+    length = shp[d] + sum((A.shape(t) or [0] * len(shp))[d] if len(A.shape(t) or []) == len(shp) else 1 for t in extra)
+    rest = prod(shp) // shp[d] if shp[d] else 0
+    flops = float(sum(max(0, length - k) for k in range(1, order + 1)) * rest)
+    n_out = max(0, length - order) * rest
+    return _cost(call, [x, *extra], n_out, flops, flops, A.dtype(x))
+
+
+@register("trace")
+def _trace(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp = A.shape(x)
+    if shp is None or len(shp) != 2:
+        return None
+    d, dt = min(shp), A.dtype(x)
+    if call.direction == "bprop":  # dY broadcast onto the diagonal of a zero matrix
+        return Cost(0.0, A.sized(1 + prod(shp), dt) if A.requires_grad(x) else 0, dt)
+    return Cost(float(d), A.sized(d + 1, dt), dt)
+
+
+@register("kron")
+def _kron(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x, y = b.get("self"), b.get("other")
+    sx, sy = A.shape(x), A.shape(y)
+    if sx is None or sy is None:
+        return None
+    nd = max(len(sx), len(sy))
+    sx, sy = [1] * (nd - len(sx)) + sx, [1] * (nd - len(sy)) + sy
+    n = prod(a * c for a, c in zip(sx, sy, strict=True))
+    return _cost(call, [x, y], n, float(n), 2.0 * n, A.compute_dtype(call.cdtype, x, y))
