@@ -97,3 +97,13 @@ def test_other_elementwise_losses():
     assert cost("binary_cross_entropy_with_logits", [a, t], "bprop").flops == 60
     # bytes: input, target, scalar loss
     assert cost("l1_loss", [a, t]).bytes == 40 + 40 + 4
+
+
+def test_margin_and_divergence_losses():
+    x, t = T([8, 5]), T([8, 5])
+    c = cost("soft_margin_loss", [x, t])
+    assert c.flops == 6 * 40 and c.bytes == (40 + 40 + 1) * 4  # reduced to a scalar
+    assert cost("soft_margin_loss", [x, t, S("none", "reduction")]).flops == 5 * 40  # no sum
+    assert cost("kl_div", [x, t], "bprop").flops == 2 * 40 * 2  # both need a gradient
+    assert cost("hinge_embedding_loss", [x, t, S(1.0)]).flops == 4 * 40
+    assert cost("poisson_nll_loss", [x, t]).flops == 4 * 40

@@ -1,13 +1,16 @@
 """Loss family: cross_entropy, nll_loss (nll_loss2d, nll_loss_nd), mse_loss, l1_loss, smooth_l1_loss,
-huber_loss, binary_cross_entropy(_with_logits).
+huber_loss, binary_cross_entropy(_with_logits), soft_margin_loss, hinge_embedding_loss, kl_div,
+poisson_nll_loss.
 
 ``N`` = samples (the target's element count for class-index targets), ``E`` = elements of the input.
 Forward FLOPs: cross_entropy = log_softmax (5·E) + picking and summing the target log-probabilities
 (1 per sample; with probability targets or label smoothing 2·E: multiply and add); nll_loss 1 per sample
 (+1 with class weights); mse 3·E (subtract, square, sum; 2·E with ``reduction='none'``); l1 3·E;
-smooth_l1/huber 4·E; binary_cross_entropy 8·E; with logits 8·E. Backward per input element:
+smooth_l1/huber 4·E; binary_cross_entropy 8·E; with logits 8·E; soft_margin 6·E; hinge_embedding,
+kl_div and poisson_nll 4·E (each formula's operations at :data:`ELEMENTWISE`). Backward per input element:
 cross_entropy ``(softmax − target)·dY/N`` = 3; nll_loss 1 per sample (scatter into a zeroed gradient);
-mse 3 (``2·(x − t)·dY/N``); l1 2; smooth_l1/huber 3; bce 5; with logits 6.
+mse 3 (``2·(x − t)·dY/N``); l1 2; smooth_l1/huber 3; bce 5; with logits 6; soft_margin 4;
+hinge_embedding and kl_div 2; poisson_nll 3.
 Bytes: inputs read once, the loss written (a scalar, or per element with ``reduction='none'``);
 backward reads dY, the input and the target, and writes dX. ``reduction`` may be a string or aten's
 enum (0 none, 1 mean, 2 sum).
@@ -31,6 +34,10 @@ _ATEN_SIG = {
     "binary_cross_entropy": ("input", "target", "weight", "reduction"),
     "binary_cross_entropy_with_logits": ("input", "target", "weight", "pos_weight", "reduction"),
     "cross_entropy_loss": ("input", "target", "weight", "reduction", "ignore_index", "label_smoothing"),
+    "soft_margin_loss": ("input", "target", "reduction"),
+    "hinge_embedding_loss": ("input", "target", "margin", "reduction"),
+    "kl_div": ("input", "target", "reduction", "log_target"),
+    "poisson_nll_loss": ("input", "target", "log_input", "full", "eps", "reduction"),
 }
 # name: (params, forward per element, backward per element)
 ELEMENTWISE: dict[str, tuple[tuple[str, ...], int, int]] = {
@@ -39,6 +46,14 @@ ELEMENTWISE: dict[str, tuple[tuple[str, ...], int, int]] = {
     "binary_cross_entropy": (("input", "target", "weight", "size_average", "reduce", "reduction"), 8, 5),
     "binary_cross_entropy_with_logits": (("input", "target", "weight", "size_average", "reduce", "reduction",
                                           "pos_weight"), 8, 6),
+    # log(1 + exp(−t·x)): multiply, negate, exp, add, log, sum; backward −t·σ(−t·x)·dY/N
+    "soft_margin_loss": (_ELEM, 6, 4),
+    # x where t = 1, max(0, margin − x) where t = −1: subtract, clamp, select, sum; backward select, scale
+    "hinge_embedding_loss": (("input", "target", "margin", "size_average", "reduce", "reduction"), 4, 2),
+    # t·(log t − x): log, subtract, multiply, sum; backward −t·dY/N
+    "kl_div": (("input", "target", "size_average", "reduce", "reduction", "log_target"), 4, 2),
+    # exp(x) − t·x (log_input): exp, multiply, subtract, sum; backward (exp(x) − t)·dY/N
+    "poisson_nll_loss": (("input", "target", "log_input", "full", "size_average", "eps", "reduce", "reduction"), 4, 3),
 }
 
 
