@@ -169,3 +169,12 @@ def test_an_out_call_recorded_by_a_trace_is_priced_as_the_op():
     assert c.flops == 2 * 128 * 64 * 192 and c.bytes == 4 * (192 + 8192 + 12288 + 24576)
     m = estimate(OpCall("mm", [t(128, 64), t(64, 192), t(128, 192)], "fprop", None, "aten"))
     assert m.flops == 2 * 128 * 64 * 192
+
+
+def test_tensordot_is_one_gemm_over_the_contracted_dims():
+    a, b = T([3, 4, 5], name="a"), T([4, 5, 6], name="b")
+    c = cost("tensordot", [a, b, S(2, "dims")], mod="torch")  # contract a's last two with b's first two
+    assert c.flops == 2 * 3 * 6 * 20 and c.bytes == (60 + 120 + 18) * 4
+    c = cost("tensordot", [a, T([5, 3, 2], name="b"), S([[0, 2], [1, 0]], "dims")], mod="torch")
+    assert c.flops == 2 * 4 * 2 * 15  # contracted 3·5; free 4 and 2
+    assert cost("tensordot", [a, b, S(2, "dims")], "bprop", mod="torch").flops == 2 * 2 * 3 * 6 * 20

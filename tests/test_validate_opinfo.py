@@ -16,7 +16,7 @@ pytestmark = pytest.mark.torch
 # OpInfo ops FlopCounterMode counts (all samples) and a pointwise one; einsum was never priced through
 # init() before its arguments were bound to the aten schema.
 OPS = ["mm", "addmm", "einsum", "nn.functional.linear", "add", "addbmm", "nn.functional.conv2d",
-       "nn.functional.multi_head_attention_forward"]
+       "nn.functional.multi_head_attention_forward", "tensordot"]
 PLAIN = ["addmm", "einsum"]  # also under plain torch.profiler
 LIMIT = 3  # samples per op (conv2d's third is grouped) (einsum: all of them, few of its first ones contract): keeps the file fast
 
@@ -42,6 +42,8 @@ def test_every_sample_runs_and_binds_to_a_schema(results):
     for r in results:
         assert not r.error, (r.name, r.mode, r.error)
         assert r.samples, (r.name, r.mode)
+        if r.name == "tensordot" and r.mode == "init":
+            continue  # torch.tensordot(a, b, dims=2) has no aten form (dims_self, dims_other): priced as called
         unbound = [s.index for s in r.samples if not s.bound]
         assert not unbound, (r.name, r.mode, unbound, r.samples[0].problem)
 

@@ -1,4 +1,5 @@
-"""GEMM family: mm, bmm, matmul (and ``@``), addmm, addbmm, baddbmm, linear, mv, dot, vdot, einsum.
+"""GEMM family: mm, bmm, matmul (and ``@``), addmm, addbmm, baddbmm, linear, mv, dot, vdot, einsum,
+tensordot (one product of the free dims of each side over the contracted ones).
 
 Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times a batch).
 
@@ -341,3 +342,35 @@ def _einsum(call: OpCall) -> Cost | None:
                 byts += st.out + st.left + st.right
         return Cost(flops, A.sized(byts, dt), dt, tensor_op=True)
     return Cost(float(sum(st.flops for st in steps)), A.sized(A.total(n_in, n_out), dt), dt, tensor_op=True)
+
+
+@register("tensordot")
+def _tensordot(call: OpCall) -> Cost | None:
+    """``tensordot(a, b, dims)``: ``dims`` an int (the last ``dims`` of ``a`` with the first of ``b``) or
+    two lists; aten's ``tensordot(self, other, dims_self, dims_other)``. One GEMM of ``[free(a),
+    contracted] @ [contracted, free(b)]``, as torch runs it (permute and reshape, then ``mm``)."""
+    b = A.bind(call.args, ("a", "b", "dims"))
+    x, y = b.get("a") or b.get("self"), b.get("b") or b.get("other")
+    sx, sy = A.shape(x), A.shape(y)
+    if sx is None or sy is None:
+        return None
+    if "dims_self" in b or "dims_other" in b or len(A.tensors(call.args)) == 2 and "*0" in b:
+        ds, do = A.value(b.get("dims_self", b.get("dims"))), A.value(b.get("dims_other", b.get("*0")))
+    else:
+        dims = A.value(b.get("dims"), 2)
+        if isinstance(dims, int) and not isinstance(dims, bool):
+            ds, do = list(range(len(sx) - dims, len(sx))), list(range(dims))
+        elif isinstance(dims, list) and len(dims) == 2:
+            ds, do = dims
+        else:
+            return None
+    ds = [ds] if isinstance(ds, int) else ds
+    do = [do] if isinstance(do, int) else do
+    if not isinstance(ds, list) or not isinstance(do, list) or len(ds) != len(do):
+        return None
+    ds, do = [d % len(sx) for d in ds] if sx else [], [d % len(sy) for d in do] if sy else []
+    k = prod(sx[d] for d in ds)
+    free_x = [s for i, s in enumerate(sx) if i not in ds]
+    free_y = [s for i, s in enumerate(sy) if i not in do]
+    m, n = prod(free_x), prod(free_y)
+    return gemm_cost(call, x, y, free_x + free_y, m * n * k, dims=[m, n, k])
