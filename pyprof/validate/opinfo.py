@@ -72,8 +72,8 @@ class OpResult:
     mode: str  # init | plain
     samples: list[Sample] = field(default_factory=list)
     error: str = ""  # pyprof raised (a failure), or why the op was not run (``skipped: ...``)
-    family: str = ""  # pyprof's family of the op's records (the most common, autograd's engine records
-    # only where nothing else is priced), or "" when none priced
+    family: str = ""  # pyprof's family of the op's records (the most common; autograd's engine records
+    # do not count), or "" when none is priced
 
     @property
     def skipped(self) -> bool:
@@ -353,7 +353,7 @@ def run_op(op, dtype: str = "float32", mode: str = "init", limit: int | None = N
             elif d == "bprop":
                 s.py_b += counted
     result.samples = [by[i] for i in keep]
-    work = {k: v for k, v in fams.items() if k != "engine"} or fams  # AccumulateGrad is bookkeeping
+    work = {k: v for k, v in fams.items() if k != "engine"}  # AccumulateGrad is bookkeeping, not the op's
     result.family = max(work, key=work.get) if work else ""
     return result
 
