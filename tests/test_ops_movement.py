@@ -127,3 +127,17 @@ def test_index_ops_of_a_0d_tensor():
     assert c.bytes == 8 + 2 * 4  # the index, one element read and written
     c = cost("index_add", [T([]), S(0), T([1], "int64"), T([])])
     assert c.flops == 1  # one add
+
+
+def test_closeness_eye_logspace_glu():
+    assert cost("isclose", [T([4, 5]), T([4, 5])]).bytes == (20 + 20) * 4 + 20  # a bool per element
+    assert cost("isclose", [T([4, 5]), T([4, 5])]).flops == 6 * 20
+    c = cost("allclose", [T([4, 5]), T([5])])
+    assert c.flops == 7 * 20 and c.bytes == (20 + 5) * 4 + 1
+    assert cost("equal", [T([4, 5]), T([4, 5])]).flops == 2 * 20
+    assert cost("eye", [S(3, "n"), S(4, "m")]).bytes == 12 * 4
+    assert cost("eye", [S(3), S("float64", "dtype")]).bytes == 9 * 8
+    c = cost("logspace", [S(0.0), S(2.0), S(5)])
+    assert c.flops == 10 and c.bytes == 5 * 4
+    c = cost("glu", [T([6, 8])], mod="torch.nn.functional")  # halves of 4 along the last dim
+    assert c.flops == 5 * 24 and c.bytes == (48 + 24) * 4

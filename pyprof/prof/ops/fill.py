@@ -7,7 +7,8 @@ float32) with ``ceil((end − start) / step)`` elements; ``linspace(start, end, 
 its old values is zero and launches nothing: 0 and 0.
 
 Tensors from Python values: ``scalar_tensor(s)`` writes one element (float32 unless ``dtype``);
-``torch.tensor(data)`` writes one element per number of ``data`` (a nested list counted leaf by leaf;
+``eye(n, m)`` writes ``n·m``; ``logspace(start, end, steps, base)`` writes ``steps`` (2 FLOPs each: the
+exponent, then the power); ``torch.tensor(data)`` writes one element per number of ``data`` (a nested list counted leaf by leaf;
 int64 for integers, float32 for floats, bool for bools, unless ``dtype``), or copies a tensor ``data``
 (read and written); ``item()`` reads one element of its tensor and writes no tensor.
 """
@@ -146,3 +147,28 @@ def _item(call: OpCall) -> Cost | None:
         return None
     dt = A.dtype(ts[0])
     return Cost(0.0, 0 if call.direction == "bprop" else A.sized(1, dt), dt)
+
+
+@register("eye")
+def _eye(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    n, m = A.value(b.get("n")), A.value(b.get("m"), None)
+    m = n if m is None else m
+    if not isinstance(n, int) or not isinstance(m, int) or n < 0 or m < 0:
+        return None
+    return _written(call, n * m, A.out_dtype(b, "float32"))
+
+
+@register("logspace")
+def _logspace(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    steps = A.value(b.get("steps"))
+    if not isinstance(steps, int) or steps < 0:
+        return None
+    dt = A.out_dtype(b, "float32")
+    c = _written(call, steps, dt)
+    return c if call.direction == "bprop" else Cost(2.0 * steps, c.bytes, dt)

@@ -48,6 +48,8 @@ TABLE: dict[str, tuple[int, int, bool]] = {
     "logical_or": (1, 0, False), "logical_xor": (1, 0, False), "bitwise_not": (1, 0, False),
     "bitwise_and": (1, 0, False), "bitwise_or": (1, 0, False), "bitwise_xor": (1, 0, False),
     "bitwise_left_shift": (1, 0, False), "bitwise_right_shift": (1, 0, False),
+    "isclose": (6, 0, False),  # |a − b| ≤ atol + rtol·|b|: subtract, two abs, multiply, add, compare
+    "isreal": (1, 0, False),
     # activations
     "relu": (1, 1, True), "relu6": (2, 2, True), "leaky_relu": (2, 2, True), "threshold": (1, 1, True),
     "hardtanh": (2, 2, True), "rrelu": (2, 2, True), "prelu": (2, 3, True),
@@ -63,7 +65,7 @@ TABLE: dict[str, tuple[int, int, bool]] = {
 # gelu(approximate="tanh"): ½x(1 + tanh(√(2/π)(x + 0.044715x³))) is 9 FLOPs, its derivative 15.
 _GELU_TANH = (9, 15, True)
 _BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_not", "logical_and",
-             "logical_or", "logical_xor"}
+             "logical_or", "logical_xor", "isclose", "isreal"}
 _FLOAT_OUT = {"div", "true_divide", "sqrt", "rsqrt", "exp", "log", "sigmoid", "tanh", "erf"}
 
 
@@ -128,3 +130,22 @@ def _outer(call: OpCall) -> Cost | None:
     if sa is None or sb is None or len(sa) != 1 or len(sb) != 1:
         return None
     return elementwise_cost(call, ts, (1, 1, True), out_shape=[sa[0], sb[0]])  # + the reduction add
+
+
+@register("glu")
+def _glu(call: OpCall) -> Cost | None:
+    """``glu(x, dim)``: ``a·σ(b)`` of the two halves of ``x`` along ``dim``: sigmoid (4, as above) and a
+    multiply per output element; backward ``dY·σ(b)`` and ``dY·a·σ(b)·(1 − σ(b))``: 5 per output element.
+    Bytes: ``x`` read, the half-size output written; backward dY and ``x`` read, dX written."""
+    b = A.bind(call.args, ("input", "dim"))
+    x = b.get("input") or b.get("self")
+    shp, dim = A.shape(x), A.value(b.get("dim"), -1)
+    if shp is None or not shp or not isinstance(dim, int) or shp[dim] % 2:
+        return None
+    n = prod(shp)
+    dt = A.compute_dtype(call.cdtype, x)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(5.0 * n / 2, A.sized(n // 2 + 2 * n, dt), dt)
+    return Cost(5.0 * n / 2, A.sized(n + n // 2, dt), dt)

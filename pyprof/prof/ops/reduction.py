@@ -135,3 +135,19 @@ def _sum_to_size(call: OpCall) -> Cost | None:
         return Cost(0.0, A.sized(n + no, dt) if A.requires_grad(x) else 0, dt)
     work = n != no or not size  # torch returns self for a size it already has, except a 0-d one (a sum)
     return Cost(float(n) if work else 0.0, A.sized(n + no, dt) if work else 0, dt)
+
+
+@register("allclose", "equal")
+def _all_compare(call: OpCall) -> Cost | None:
+    """``allclose``: ``isclose`` (6 FLOPs per element, pointwise.py) then ``all`` (1); ``equal``: a compare
+    and ``all`` (2). Both tensors read, one bool written; no gradient."""
+    ts = A.tensors(call.args)
+    if len(ts) < 2:
+        return None
+    n = A.numel(A.broadcast(A.shape(ts[0]), A.shape(ts[1])))
+    if n is None:
+        return None
+    dt = A.compute_dtype(call.cdtype, ts[0], ts[1])
+    if call.direction == "bprop":
+        return Cost(0.0, 0, dt)
+    return Cost(float((7 if call.op == "allclose" else 2) * n), A.total(A.nbytes(ts[0]), A.nbytes(ts[1]), 1), dt)
