@@ -141,3 +141,11 @@ def test_closeness_eye_logspace_glu():
     assert c.flops == 10 and c.bytes == 5 * 4
     c = cost("glu", [T([6, 8])], mod="torch.nn.functional")  # halves of 4 along the last dim
     assert c.flops == 5 * 24 and c.bytes == (48 + 24) * 4
+
+
+def test_upsample_spellings_and_safe_softmax():
+    x = T([1, 2, 3, 3])
+    c = cost("upsample_bilinear", [x, S(None, "size"), S(2, "scale_factor")], mod="torch.nn.functional")
+    assert c.flops == 2 * 36 * (2 * 4 - 1)  # 4 taps per output of [1, 2, 6, 6]
+    assert cost("upsample_nearest", [x, S(None, "size"), S(2, "scale_factor")], mod="torch.nn.functional").flops == 0
+    assert cost("_safe_softmax", [T([4, 5]), S(1)], mod="aten").flops == cost("softmax", [T([4, 5]), S(1)]).flops

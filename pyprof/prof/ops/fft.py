@@ -74,6 +74,8 @@ def _transform(call: OpCall) -> Cost | None:
         if not isinstance(s, int) or s < 1:
             return None
         lengths.append(s)
+    if not lengths:
+        return None
     batch = prod(x for i, x in enumerate(shp) if i not in dims)
     n = prod(lengths)
     per = 5.0 if kind == "c2c" else 2.5

@@ -1,5 +1,5 @@
-"""Resampling family: F.interpolate / upsample (nearest, linear, bilinear, bicubic, trilinear, area) and
-the aten ``upsample_*`` kernels.
+"""Resampling family: F.interpolate / upsample (nearest, linear, bilinear, bicubic, trilinear, area),
+F.upsample_nearest / F.upsample_bilinear (their modes) and the aten ``upsample_*`` kernels.
 
 Output spatial size: ``size`` when given, else ``floor(in · scale_factor)`` per dim. Each output
 element blends ``taps`` input elements (nearest 1, linear 2, bilinear 4, bicubic 16, trilinear 8):
@@ -49,7 +49,7 @@ def _out_spatial(ins: list[int], size, scale) -> list[int] | None:
     return out
 
 
-@register("interpolate", "upsample", *_ATEN)
+@register("interpolate", "upsample", "upsample_nearest", "upsample_bilinear", *_ATEN)
 def _resample(call: OpCall) -> Cost | None:
     if call.op in _ATEN:
         mode, nd, params = _ATEN[call.op]
@@ -59,7 +59,7 @@ def _resample(call: OpCall) -> Cost | None:
         size, ok = A.value(b.get("output_size")), A.known(b.get("output_size"))
     else:
         b = A.bind(call.args, _INTERP)
-        mode = A.value(b.get("mode"), "nearest")
+        mode = A.value(b.get("mode"), "bilinear" if call.op == "upsample_bilinear" else "nearest")
         nd = None
         size, scale, ok = A.value(b.get("size")), A.value(b.get("scale_factor")), A.known(b.get("size"))
     x = b.get("input")

@@ -16,7 +16,7 @@ FWD, BWD = 5, 4
 
 
 @register("softmax", "log_softmax", "softmin", "_softmax", "_log_softmax", "special_softmax",
-          "special_log_softmax")
+          "special_log_softmax", "_safe_softmax")
 def _softmax(call: OpCall) -> Cost | None:
     b = A.bind(call.args, ("input", "dim"))
     x = b.get("input") or b.get("self")
