@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pyprof.prof.intervals import Cover
 from pyprof.prof.ops import _args as A
 
 #: kernels (GPU) or ranges (CPU, gloo) that run a collective
@@ -207,38 +208,13 @@ def collectives(records: Iterable[dict[str, Any]], rank: str = "-") -> pd.DataFr
     for i, (dev, lane) in enumerate(zip(dev_key, df["lane"], strict=True)):
         lanes.setdefault((dev, lane), []).append(i)
     for (dev, lane), rows_i in lanes.items():  # the other lanes' compute, merged once per lane
-        cover = _Cover([(s, e) for s, e, ln in compute.get(dev, ()) if str(ln) != lane])
+        others = [(s, e) for s, e, ln in compute.get(dev, ()) if str(ln) != lane]
+        cover = Cover([s for s, _ in others], [e for _, e in others])
         for i in rows_i:
             overlap[i] = cover.covered(int(df["start"].iat[i]), int(df["end"].iat[i]))
     df["overlap"] = overlap
     df["exposed"] = time - overlap
     return df
-
-
-class _Cover:
-    """The union of intervals (start, end), merged once; :meth:`covered` is how much of [a, b) it covers."""
-
-    def __init__(self, intervals: list[tuple[int, int]]):
-        merged: list[list[int]] = []
-        for s, e in sorted(intervals):
-            if merged and s <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
-        self.s = np.array([m[0] for m in merged], dtype=np.int64)
-        self.e = np.array([m[1] for m in merged], dtype=np.int64)
-        # covered length before each merged interval starts
-        self.before = np.concatenate(([0], np.cumsum(self.e - self.s)))
-
-    def _upto(self, t: int) -> int:
-        """Covered length of (-inf, t)."""
-        i = int(np.searchsorted(self.s, t, side="right"))  # intervals starting at or before t
-        if i == 0:
-            return 0
-        return int(self.before[i - 1] + min(t, self.e[i - 1]) - self.s[i - 1])
-
-    def covered(self, a: int, b: int) -> float:
-        return float(self._upto(b) - self._upto(a)) if b > a and len(self.s) else 0.0
 
 
 TOTAL_COLUMNS = (

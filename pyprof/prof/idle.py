@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pyprof.prof.intervals import union_length
+
 #: a kernel under this many ns is tiny
 TINY_NS = 10_000
 STEP_PREFIX = "ProfilerStep#"
@@ -129,22 +131,8 @@ def gaps(acts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"g0": g0, "g1": g1, "cat": cat, "step": acts["step"].to_numpy()[idx]})
 
 
-def _union(start: np.ndarray, end: np.ndarray) -> int:
-    """Length of the union of intervals given in start order."""
-    if not len(start):
-        return 0
-    total, cur_s, cur_e = 0, int(start[0]), int(end[0])
-    for s, e in zip(start[1:].tolist(), end[1:].tolist(), strict=True):
-        if s > cur_e:
-            total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        elif e > cur_e:
-            cur_e = e
-    return total + cur_e - cur_s
-
-
 def _row(key: str, step: str, acts: pd.DataFrame, gp: pd.DataFrame) -> dict[str, Any]:
-    busy = _union(acts["start"].to_numpy(dtype=np.int64), acts["end"].to_numpy(dtype=np.int64))
+    busy = int(union_length(acts["start"].to_numpy(dtype=np.int64), acts["end"].to_numpy(dtype=np.int64)))
     length = (gp["g1"] - gp["g0"]).astype(float)
     by = {c: float(length[gp["cat"] == c].sum()) for c in ("host", "wait", "other")}
     idle = float(length.sum())
@@ -215,7 +203,7 @@ def cpu_idle(records: Iterable[dict[str, Any]], per_step: bool = True) -> pd.Dat
             parts = []
         for step, a_mask, g_mask in [*parts, ("all", slice(None), slice(None))]:
             a, g = acts[a_mask], gp[g_mask]
-            busy = _union(a["start"].to_numpy(dtype=np.int64), a["end"].to_numpy(dtype=np.int64))
+            busy = int(union_length(a["start"].to_numpy(dtype=np.int64), a["end"].to_numpy(dtype=np.int64)))
             outside = float((g["g1"] - g["g0"]).sum())
             out.append({"thread": key, "step": step, "busy": float(busy), "idle": outside,
                         "idle_pct": outside / (busy + outside) * 100 if busy + outside > 0 else np.nan,

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from pyprof.prof.intervals import union_length
+
 COMM_NAMES = ("nccl", "rccl")
 
 
@@ -41,23 +43,6 @@ def is_comm(rec: dict[str, Any]) -> bool:
     return any(c in name for c in COMM_NAMES)
 
 
-def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Total length covered by the intervals ``[start, end)``."""
-    if not len(starts):
-        return 0.0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    # an interval starts a new run where it begins after everything before it ended
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    run = np.cumsum(new) - 1
-    run_start = s[new]
-    run_end = np.zeros(len(run_start))
-    np.maximum.at(run_end, run, e)
-    return float(np.sum(run_end - run_start))
-
-
 def _span(rec: dict[str, Any]) -> tuple[float, float] | None:
     start = rec.get("start")
     if start is None:
@@ -70,7 +55,7 @@ def _span(rec: dict[str, Any]) -> tuple[float, float] | None:
 
 def _cover(arr: dict[str, np.ndarray], *kinds: str) -> float:
     a = np.concatenate([arr[k] for k in kinds])
-    return union_length(a[:, 0], a[:, 1])
+    return float(union_length(a[:, 0], a[:, 1]))
 
 
 def breakdown(records: list[dict[str, Any]]) -> list[Breakdown]:
