@@ -32,6 +32,19 @@ BLOCK_TORCH = (
 )
 
 
+def hand_union(events, keep) -> tuple[int, int]:
+    """(busy ns, span ns) of the chrome-trace events ``keep`` accepts, worked out by hand from their
+    ``ts``/``dur``: the reference the idle and overlap figures are checked against."""
+    iv = sorted((round(e["ts"] * 1000), round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in events if keep(e))
+    busy, cur = 0, list(iv[0])
+    for s, e in iv[1:]:
+        if s > cur[1]:
+            busy, cur = busy + cur[1] - cur[0], [s, e]
+        else:
+            cur[1] = max(cur[1], e)
+    return busy + cur[1] - cur[0], max(e for _, e in iv) - iv[0][0]
+
+
 def run_main(capsys, argv) -> tuple[int, str, str]:
     """``pyprof ARGV`` run in-process: (exit code, stdout, stderr)."""
     from pyprof.cli.main import main

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, REPO, run_main
+from conftest import CORPUS, REPO, hand_union, run_main
 
 from pyprof.parse.kineto import KinetoSource
 from pyprof.prof.comm import bus_factor, collectives, kind_of, skew
@@ -266,17 +266,9 @@ def test_cpu_idle_of_the_gloo_trace(gloo, capsys):
     assert len(df) and (df["step"] == "all").all()  # (the script marks no steps)
     for row in df.to_dict("records"):
         tid = int(row["thread"].split(":")[1])
-        iv = sorted((round(e["ts"] * 1000), round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in events
-                    if e.get("cat") == "cpu_op" and e.get("tid") == tid)
-        busy, cur = 0, list(iv[0])
-        for s, e in iv[1:]:
-            if s > cur[1]:
-                busy, cur = busy + cur[1] - cur[0], [s, e]
-            else:
-                cur[1] = max(cur[1], e)
-        busy += cur[1] - cur[0]
+        busy, span = hand_union(events, lambda e, tid=tid: e.get("cat") == "cpu_op" and e.get("tid") == tid)
         assert row["busy"] == busy, row
-        assert row["idle"] == max(e for _, e in iv) - iv[0][0] - busy
+        assert row["idle"] == span - busy
     code, out, err = run_main(capsys, ["prof", "--summary", "idle", "--csv", gloo[0]])
     assert code == 0, err
     assert out.splitlines()[0].startswith("Thread,Step,InOps(ns),Outside(ns)")

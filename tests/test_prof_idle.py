@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, run_main
+from conftest import CORPUS, hand_union, run_main
 
 from pyprof.parse.kineto import KinetoSource
 from pyprof.prof.idle import gaps, idle
@@ -127,17 +127,9 @@ def test_device_view_and_steps_on_a_corpus_nccl_trace(capsys):
     assert steps["idle"].sum() == every["idle"]
     assert (steps["host"] + steps["wait"] + steps["other"] == steps["idle"]).all()
     # the device view: idle = span - union of every GPU activity, from the raw events
-    iv = sorted((round(e["ts"] * 1000), round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in events
-                if e.get("cat") in GPU_CATS)
-    busy, cur = 0, list(iv[0])
-    for s, e in iv[1:]:
-        if s > cur[1]:
-            busy, cur = busy + cur[1] - cur[0], [s, e]
-        else:
-            cur[1] = max(cur[1], e)
-    busy += cur[1] - cur[0]
+    busy, span = hand_union(events, lambda e: e.get("cat") in GPU_CATS)
     assert every["busy"] == busy
-    assert every["idle"] == max(e for _, e in iv) - iv[0][0] - busy
+    assert every["idle"] == span - busy
 
 
 def test_cli_idle(capsys):
