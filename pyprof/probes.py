@@ -48,6 +48,16 @@ def _attr(path: str):
     raise AttributeError(path)
 
 
+def _present(path: str) -> Callable[[], str]:
+    def check() -> str:
+        try:
+            _attr(path)
+        except (AttributeError, RuntimeError):
+            return "is missing"
+        return ""
+    return check
+
+
 def _callable(path: str) -> Callable[[], str]:
     def check() -> str:
         try:
@@ -123,20 +133,12 @@ PROBES: tuple[Probe, ...] = (
           _record_function_ops),
     Probe("torch._C._autograd._get_sequence_nr", "tying backward kernels to their forward op", _sequence_nr),
     Probe("torch._C._VariableFunctions", "finding the torch functions to instrument",
-          lambda: "" if _has("torch._C._VariableFunctions") else "is missing"),
+          _present("torch._C._VariableFunctions")),
     Probe("torch._C._jit_get_schemas_for_operator", "naming the arguments of native functions",
           _callable("torch._C._jit_get_schemas_for_operator")),
     Probe("torch._C._is_tracing", "leaving torch.jit.trace recordings unmarked", _tracing_state),
     Probe("nvtx._lib.lib", "handing markers to Nsight Systems", _nvtx_internals),
 )
-
-
-def _has(path: str) -> bool:
-    try:
-        _attr(path)
-    except (AttributeError, RuntimeError):
-        return False
-    return True
 
 
 def failures() -> list[tuple[Probe, str]]:
