@@ -285,8 +285,7 @@ def advise(profile) -> Advised:
     steps = step_count(records)
     per_step = float(steps or 1)
     devices = {d.label: d.device for d in profile.devices if not d.is_cpu and d.device is not None}
-    kern = df["kind"] == "kernel" if len(df) else df["kind"]
-    step_s = float(df.loc[kern, "sil"].fillna(0).sum()) / per_step / 1e9 if len(df) else 0.0
+    step_s = float(df.loc[df["kind"] == "kernel", "sil"].fillna(0).sum()) / per_step / 1e9
     found = [_advise_tf32(df, devices, per_step), _advise_bf16(df, devices, per_step),
              _advise_align(df, devices, per_step), _advise_fuse(df, records, per_step),
              _advise_layout(df, records, per_step)]
