@@ -220,6 +220,11 @@ print("compiled ok", float((run(x) - net(x)).abs().max()))
 def test_a_script_using_torch_compile_runs(tmp_path, capsys):
     """A compiled module under ``pyprof run`` (whose own global module hook made TorchDynamo trace
     pyprof's module stack and fail) trains, gives the eager results, and its GEMMs are priced."""
+    import torch._dynamo
+
+    # the script runs in this process, as a user's would in a fresh one: an nn.Sequential compiled by an
+    # earlier test shares Sequential.forward's code object, whose cache would make this compile a recompile
+    torch._dynamo.reset()
     script = _script(tmp_path, body=COMPILED)
     out = tmp_path / "out"
     code, stdout, stderr = _run(["run", "-o", str(out), "--no-calibrate", str(script)], capsys)
