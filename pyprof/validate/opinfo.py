@@ -150,7 +150,8 @@ def _outputs_needing_grad(out):
             and (t.is_floating_point() or t.is_complex())]
 
 
-_NO_WORK = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "resize_", "set_",
+_NO_WORK = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided", "resize_",
+            "resize_as_", "set_",
             "detach", "lift_fresh", "alias", "_local_scalar_dense", "is_same_size", "_to_dense"}
 
 

@@ -66,9 +66,10 @@ def _fill_new(call: OpCall) -> Cost | None:
     return _written(call, prod(dims), dt)
 
 
-@register("empty", "empty_strided", "new_empty_strided")
+@register("empty", "empty_strided", "new_empty_strided", "empty_permuted", "resize", "resize_as")
 def _empty(call: OpCall) -> Cost | None:
-    """Allocates, launches nothing: 0 and 0."""
+    """Allocates (``resize_``/``resize_as_``: reallocates, the old contents not copied), launches
+    nothing: 0 and 0."""
     return Cost(0.0, 0, _kw_dtype(call, "float32"))
 
 

@@ -11,6 +11,13 @@ zeroed input-sized gradient (one add per dY element; dY and indices read, the gr
 a scatter-like op's gradient gathers dY for the source (read dY at the indices, write the source's
 gradient) and passes dY through for the input.
 
+Out-of-place ``put(x, index, source)`` and ``index_reduce(x, dim, index, source, reduce)`` also copy
+``x`` (read and written once): each tensor is counted once, as torch's dispatch sees them. FLOPs: one
+reduction per source element (``put`` with ``accumulate``, every ``index_reduce``), plus one divide per
+element of ``x`` for ``index_reduce(..., "mean")``. Their backward passes dY to ``x`` (read, written;
+``index_reduce``: one FLOP per element, the mask or scale of the selected places) and gathers dY at the
+indices for ``source``.
+
 ``x[i]`` (``Tensor.__getitem__``) is priced only when its key is one integer index tensor; basic slicing
 returns a view (no kernel) and a boolean mask's result size is data dependent: both give ``None``.
 """
@@ -157,3 +164,37 @@ def _masked_fill(call: OpCall) -> Cost | None:
             return Cost(0.0, 0, dt)
         return Cost(float(n), A.total(A.sized(2 * n, dt), A.nbytes(mask)), dt)
     return Cost(float(n), A.total(A.nbytes(x), A.nbytes(mask), A.sized(n, dt)), dt)
+
+
+def _copying(call: OpCall) -> bool:
+    """Whether the overload that ran is out of place (``put``, not ``put_``): it copies ``self`` first."""
+    base = (call.overload or "").rsplit("::", 1)[-1].split(".", 1)[0]
+    return bool(base) and not base.endswith("_")
+
+
+@register("put", "index_reduce")
+def _put(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "index", "source", "accumulate") if call.op == "put"
+               else ("input", "dim", "index", "source", "reduce", "include_self"))
+    x, idx, src = b.get("input") or b.get("self"), b.get("index"), b.get("source")
+    n, n_src, dt = A.numel(A.shape(x)), A.numel(A.shape(src)), A.dtype(x)
+    if n is None or n_src is None or not A.is_tensor(idx):
+        return None
+    red = A.value(b.get("reduce"))
+    if call.op == "index_reduce" and red not in ("prod", "mean", "amax", "amin"):
+        return None
+    acc = call.op == "index_reduce" or bool(A.value(b.get("accumulate"), False))
+    if call.direction == "bprop":
+        flops, byts = 0.0, 0
+        if A.requires_grad(x):
+            flops += n if call.op == "index_reduce" else 0
+            byts = A.total(byts, A.sized(2 * n, dt))
+        if A.requires_grad(src):
+            flops += n_src if call.op == "index_reduce" else 0
+            byts = A.total(byts, A.nbytes(idx), A.sized(2 * n_src, dt))
+        return Cost(flops, byts, dt)
+    flops = float((n_src if acc else 0) + (n if red == "mean" else 0))
+    if _copying(call):
+        return Cost(flops, A.total(A.sized(2 * n, dt), A.nbytes(idx), A.nbytes(src)), dt)
+    written = n if call.op == "index_reduce" and red == "mean" else n_src  # mean rescales every element
+    return Cost(flops, A.total(A.nbytes(idx), A.nbytes(src), A.sized(written, dt)), dt)

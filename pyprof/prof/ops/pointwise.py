@@ -13,6 +13,12 @@ element to reduce ``dY`` over the dimensions that argument was broadcast along. 
 ``dY`` read once, the forward inputs read once when the derivative needs them, each gradient written
 once. Forward bytes: each tensor argument read once and the output written once (in-place ops read
 and write ``self``). Optimizer-direction calls (``add_`` in an optimizer step) cost as forward.
+
+Complex results from two real tensors: ``complex(real, imag)`` interleaves them (0 FLOPs), ``polar(abs,
+angle)`` is ``abs·cos(angle) + i·abs·sin(angle)`` (4 FLOPs per element); the output is complex of the
+inputs' precision (twice their item size). Backward splits dY's real and imaginary parts (complex: 0
+FLOPs; polar: 4 per element per input that needs a gradient), dY read once, each gradient written.
+``special.ndtr`` is Φ(x) = ½(1 + erf(x/√2)) (4 FLOPs; backward φ(x)·dY, 3), priced from the table.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ TABLE: dict[str, tuple[int, int, bool]] = {
     "softplus": (3, 5, True), "softsign": (3, 4, True), "mish": (5, 9, True), "logsigmoid": (4, 5, True),
     "hardsigmoid": (4, 2, True), "hardswish": (5, 4, True), "tanhshrink": (2, 3, True),
     "softshrink": (2, 1, True), "hardshrink": (1, 1, True),
+    "special_ndtr": (4, 3, True),  # ½(1 + erf(x/√2)) | dY·exp(−x²/2)/√(2π)
 }
 # gelu(approximate="tanh"): ½x(1 + tanh(√(2/π)(x + 0.044715x³))) is 9 FLOPs, its derivative 15.
 _GELU_TANH = (9, 15, True)
@@ -149,3 +156,24 @@ def _glu(call: OpCall) -> Cost | None:
             return Cost(0.0, 0, dt)
         return Cost(5.0 * n / 2, A.sized(n // 2 + 2 * n, dt), dt)
     return Cost(5.0 * n / 2, A.sized(n + n // 2, dt), dt)
+
+
+_COMPLEX = {"float16": "complex32", "float32": "complex64", "float64": "complex128"}
+
+
+@register("complex", "polar")
+def _complex(call: OpCall) -> Cost | None:
+    ts = A.tensors(call.args)[:2]
+    if len(ts) != 2:
+        return None
+    out = A.broadcast(A.shape(ts[0]), A.shape(ts[1]))
+    dt = A.promote([A.dtype(ts[0]), A.dtype(ts[1])])
+    if out is None or dt not in _COMPLEX:
+        return None
+    n, per = prod(out), (0 if call.op == "complex" else 4)
+    if call.direction == "bprop":
+        grads = [t for t in ts if A.requires_grad(t)]
+        if not grads:
+            return Cost(0.0, 0, dt)
+        return Cost(float(per * n * len(grads)), A.total(A.sized(n, _COMPLEX[dt]), *[A.nbytes(g) for g in grads]), dt)
+    return Cost(float(per * n), A.total(A.nbytes(ts[0]), A.nbytes(ts[1]), A.sized(n, _COMPLEX[dt])), dt)

@@ -1,11 +1,13 @@
 """Random family: in-place random fills (uniform_, normal_, bernoulli_, random_, exponential_, ...) and
-random factories (rand, randn, randint, their ``_like`` forms, bernoulli, multinomial excluded).
+random factories (rand, randn, randint, their ``_like`` forms), ``normal(mean, std, size)`` of two
+numbers, and ``multinomial(p, num_samples)``.
 
 Random-number generation is integer work (Philox counters); turning the bits into the distribution is a
 few operations per element that are not counted: FLOPs are 0 by this stated convention. Bytes: the
 result written once (``bernoulli(p)`` also reads ``p`` when it is a tensor). No gradient flows through
 a random draw: backward is 0 and 0. Factories without a ``dtype`` argument are float32
-(``randint``: int64).
+(``randint``: int64). ``multinomial`` reads the probabilities once and writes ``num_samples`` int64
+indices per row (FLOPs 0 by the same convention: drawing is a search of the cumulative sums).
 """
 
 from __future__ import annotations
@@ -31,23 +33,38 @@ def _dtype_kw(call: OpCall, default: str | None) -> str | None:
     return default
 
 
+def _out_of_place(call: OpCall) -> bool:
+    """Whether the overload that ran is not an in-place one (``normal.Tensor_float``, not ``normal_``)."""
+    if call.mod == "torch.Tensor":  # x.normal_(...): the only Tensor method of the name is in place
+        return False
+    base = (call.overload or "").rsplit("::", 1)[-1].split(".", 1)[0]
+    return bool(base) and not base.endswith("_")
+
+
 @register("uniform", "normal", "bernoulli", "random", "exponential", "geometric", "log_normal", "cauchy",
           "rand_like", "randn_like", "randint_like")
 def _fill_random(call: OpCall) -> Cost | None:
     ts = A.tensors(call.args)
+    if not ts and call.op == "normal":  # normal(mean, std, size) of two numbers: a factory
+        return _factory(call)
     if not ts:
         return None
     x = ts[0]
     extra = A.nbytes(ts[1]) if call.op == "bernoulli" and len(ts) > 1 else 0
+    if call.op == "normal" and _out_of_place(call):  # normal(mean, std) of tensors: they are read
+        out = A.broadcast(*[A.shape(t) for t in ts])
+        return _result(call, A.numel(out), A.dtype(x), A.total(*[A.nbytes(t) for t in ts]))
     return _result(call, A.numel(A.shape(x)), _dtype_kw(call, A.dtype(x)), extra)
 
 
 @register("rand", "randn", "randint")
 def _factory(call: OpCall) -> Cost | None:
     ints = [a for a in call.args if a.get("name") in ("", "size") and a.get("type") in ("int", "list", "tuple")]
-    if call.op == "randint":  # randint(low?, high, size): the size is the list argument
+    if call.op in ("randint", "normal"):  # randint(low?, high, size), normal(mean, std, size): the list
         lists = [a for a in ints if a.get("type") in ("list", "tuple")]
         dims = A.value(lists[0]) if lists else None
+        if isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+            return _result(call, prod(dims), _dtype_kw(call, "int64" if call.op == "randint" else "float32"))
     else:
         dims = []
         for a in ints:
@@ -59,3 +76,14 @@ def _factory(call: OpCall) -> Cost | None:
     if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
         return None
     return _result(call, prod(dims), _dtype_kw(call, "int64" if call.op == "randint" else "float32"))
+
+
+@register("multinomial")
+def _multinomial(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "num_samples", "replacement"))
+    p, k = b.get("input") or b.get("self"), A.value(b.get("num_samples"))
+    sp = A.shape(p)
+    if sp is None or not 1 <= len(sp) <= 2 or not isinstance(k, int) or k < 0:
+        return None
+    rows = sp[0] if len(sp) == 2 else 1
+    return _result(call, rows * k, "int64", A.nbytes(p))
