@@ -13,6 +13,7 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     concat,
     conv,
     copy,
+    distance,
     dropout,
     embedding,
     engine,

@@ -14,6 +14,21 @@ hinge_embedding and kl_div 2; poisson_nll 3.
 Bytes: inputs read once, the loss written (a scalar, or per element with ``reduction='none'``);
 backward reads dY, the input and the target, and writes dX. ``reduction`` may be a string or aten's
 enum (0 none, 1 mean, 2 sum).
+
+Losses over rows (:data:`ROWS`; ``E`` the elements of the broadcast inputs, ``R`` the rows: samples,
+the leading dim of a 2-d input, else 1; elementwise ones have ``R = E``): forward ``f·E + r·R``, plus
+``R`` to reduce the per-row losses unless ``reduction='none'`` (which writes ``R`` results); backward
+``b·E`` per floating input that needs a gradient. margin_ranking ``max(0, −t·(x1 − x2) + margin)``:
+f 4, b 2; multi_margin ``max(0, margin − x[y] + x_i)^p`` (× weight): f 4, r 1, b 3;
+multilabel_soft_margin (binary_cross_entropy_with_logits averaged over classes): f 8, r 1, b 6;
+cosine_embedding (cosine similarity, then ``1 − cos`` or ``max(0, cos − margin)``): f 6, r 7, b 6;
+triplet_margin (two pairwise distances, 4 per element each, then ``max(0, d_ap − d_an + margin)``):
+f 8, r 5, b 4 per distance an input is in; ``swap`` adds the positive-negative distance (f 12, r 7);
+triplet_margin_with_distance priced alike where its distance is the default pairwise distance;
+gaussian_nll ``½(log(max(var, eps)) + (x − t)²/var)``: f 7, b 4.
+``multilabel_margin_loss`` compares each sample's target classes (its target up to the first −1) with
+every other class: the count depends on the target's values, not in the record: no model. Nor has
+``ctc_loss``, whose alignment lattice's size is set by the target lengths' values.
 """
 
 from __future__ import annotations
@@ -136,3 +151,51 @@ def _nll(call: OpCall) -> Cost | None:
         return Cost(float(n), A.total(A.sized(n_out, dt), A.nbytes(t), A.nbytes(x)), dt)
     return Cost(float(n * (2 if w is not None else 1)),
                 A.total(A.sized(n, dt), A.nbytes(t), A.sized(n_out, dt)), dt)
+
+
+# name: (params, the tensors read, f per element, r per row, b per element per gradient)
+ROWS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int, int, int]] = {
+    "margin_ranking_loss": (("input1", "input2", "target", "margin", "size_average", "reduce", "reduction"),
+                            ("input1", "input2", "target"), 4, 0, 2),
+    "multi_margin_loss": (("input", "target", "p", "margin", "weight", "size_average", "reduce", "reduction"),
+                          ("input", "target", "weight"), 4, 1, 3),
+    "multilabel_soft_margin_loss": (("input", "target", "weight", "size_average", "reduce", "reduction"),
+                                    ("input", "target", "weight"), 8, 1, 6),
+    "cosine_embedding_loss": (("input1", "input2", "target", "margin", "size_average", "reduce", "reduction"),
+                              ("input1", "input2", "target"), 6, 7, 6),
+    "triplet_margin_loss": (("anchor", "positive", "negative", "margin", "p", "eps", "swap", "size_average",
+                             "reduce", "reduction"), ("anchor", "positive", "negative"), 8, 5, 4),
+    "triplet_margin_with_distance_loss": (("anchor", "positive", "negative", "distance_function", "margin",
+                                           "swap", "reduction"), ("anchor", "positive", "negative"), 8, 5, 4),
+    "gaussian_nll_loss": (("input", "target", "var", "full", "eps", "reduction"), ("input", "target", "var"), 7, 0, 4),
+}
+_ELEMENTWISE_ROWS = {"margin_ranking_loss", "gaussian_nll_loss"}  # one loss per element: R = E
+
+
+@register(*ROWS)
+def _rows_loss(call: OpCall) -> Cost | None:
+    params, names, f, r, bwd = ROWS[call.op]
+    b = A.bind(call.args, params)
+    if call.op.startswith("triplet") and A.value(b.get("distance_function")) not in (None, "PairwiseDistance"):
+        return None  # a user's distance function: its work is not this formula's
+    ts = [b.get(n) or (b.get("self") if n == "input" else None) for n in names]
+    ts = [t for t in ts if A.is_tensor(t)]
+    main = ts[0] if ts else None
+    floats = [t for t in ts if A.dtype(t) in A.FLOATING]
+    out = A.broadcast(*[A.shape(t) for t in floats])
+    red = _reduced(b)
+    if main is None or out is None or red is None:
+        return None
+    e = prod(out)
+    rows = e if call.op in _ELEMENTWISE_ROWS else (out[0] if len(out) == 2 else 1)
+    swap = call.op.startswith("triplet") and bool(A.value(b.get("swap"), False))
+    if swap:
+        f, r = f + 4, r + 2
+    dt = A.compute_dtype(call.cdtype, main)
+    n_out = 1 if red else rows
+    read = A.total(*[A.nbytes(t) for t in ts])
+    if call.direction == "bprop":
+        grads = [t for t in floats if A.requires_grad(t)]
+        per = [bwd * (2 if call.op.startswith("triplet") and t is main else 1) for t in grads]
+        return Cost(float(sum(per) * e), A.total(A.sized(n_out, dt), read, *[A.nbytes(g) for g in grads]), dt)
+    return Cost(float(f * e + r * rows + (rows if red else 0)), A.total(read, A.sized(n_out, dt)), dt)
