@@ -10,6 +10,15 @@ divide per output for avg (lp pooling: pow, add per element and a root per outpu
 scatters dY to the recorded argmax, one add per output (windows may overlap); avg spreads dY over each
 window, one add per window element (plus the divide per output). Bytes: input read, output written
 (max_pool also writes int64 indices when it records them); backward reads dY (and indices), writes dX.
+
+``max_pool{1,2,3}d_with_indices_backward`` (called as an op): one add per dY element, dY and the
+indices read, dX written; its own backward gathers ddX at the indices. ``fractional_max_pool{2,3}d``: windows of ``kernel_size`` at pseudo-random
+offsets, ``output_size`` (or ``floor(in·output_ratio)``) per dim; a compare per window element; its
+aten op always writes the int64 indices and reads its random samples (``N·C·nd`` of the input's dtype,
+drawn first, written once, where the call passes none); backward as max pooling. ``max_unpool{1,2,3}d``: the inverse scatter: the output (``output_size``, or
+``(in − 1)·stride − 2·pad + kernel``) zero-filled and each input element written at its index, no
+arithmetic; input, indices read and the output written once; backward gathers dY at the indices
+(indices read, dX read and written).
 """
 
 from __future__ import annotations
@@ -102,3 +111,79 @@ def _pool(call: OpCall) -> Cost | None:
         return Cost(float(flops), A.total(A.sized(n_out + n_in, dt), A.sized(idx, "int64")), dt)
     flops = per_elem * k_total + per_out * n_out
     return Cost(float(flops), A.total(A.sized(n_in + n_out, dt), A.sized(idx, "int64")), dt)
+
+
+@register("max_pool1d_with_indices_backward", "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward")
+def _max_pool_backward(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("grad_output", "self", "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                           "indices"))
+    dy, x, idx = b.get("grad_output"), b.get("self") or b.get("input"), b.get("indices")
+    n_out, n_in = A.numel(A.shape(dy)), A.numel(A.shape(x))
+    if n_out is None or n_in is None:
+        return None
+    dt = A.dtype(dy)
+    if call.direction == "bprop":  # double backward: ddX gathered at the indices
+        return Cost(0.0, A.total(A.nbytes(idx), A.sized(2 * n_out, dt)), dt)
+    return Cost(float(n_out), A.total(A.nbytes(dy), A.nbytes(idx), A.sized(n_in, dt)), dt)
+
+
+def _spatial(b: dict, name: str, nd: int) -> list | None:
+    v = A.value(b.get(name))
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return [v] * nd
+    return list(v)[-nd:] if isinstance(v, list) and len(v) >= nd else None
+
+
+@register("fractional_max_pool2d", "fractional_max_pool3d")
+def _fractional(call: OpCall) -> Cost | None:
+    nd = 2 if call.op.endswith("2d") else 3
+    b = A.bind(call.args, ("input", "kernel_size", "output_size", "output_ratio", "return_indices",
+                           "_random_samples"))
+    x = b.get("input") or b.get("self")
+    sx, k = A.shape(x), _spatial(b, "kernel_size", nd)
+    if sx is None or len(sx) < nd + 1 or k is None:
+        return None
+    out = _spatial(b, "output_size", nd)
+    if out is None:
+        ratio = _spatial(b, "output_ratio", nd)
+        if ratio is None:
+            return None
+        out = [int(i * r) for i, r in zip(sx[-nd:], ratio, strict=True)]
+    if not all(isinstance(o, int) and o > 0 for o in out + k):
+        return None
+    lead = sx[:-nd]
+    n_in, n_out, dt = prod(sx), prod(lead) * prod(out), A.compute_dtype(call.cdtype, x)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float(n_out), A.total(A.sized(n_out + n_in, dt), A.sized(n_out, "int64")), dt)
+    samples = prod(lead[:2]) * nd if len(lead) == 2 else lead[0] * nd if lead else nd
+    if not A.is_tensor(b.get("_random_samples")):
+        samples *= 2  # drawn first (written), then read
+    return Cost(float(n_out * prod(k)), A.total(A.sized(n_in + n_out + samples, dt), A.sized(n_out, "int64")), dt)
+
+
+@register("max_unpool1d", "max_unpool2d", "max_unpool3d")
+def _unpool(call: OpCall) -> Cost | None:
+    nd = int(call.op[-2])
+    b = A.bind(call.args, ("input", "indices", "kernel_size", "stride", "padding", "output_size"))
+    x, idx = b.get("input") or b.get("self"), b.get("indices")
+    sx = A.shape(x)
+    if sx is None or len(sx) < nd + 1 or not A.is_tensor(idx):
+        return None
+    out = _spatial(b, "output_size", nd)
+    if out is None:
+        k = _spatial(b, "kernel_size", nd)
+        st = _spatial(b, "stride", nd) if A.value(b.get("stride")) is not None else k
+        pad = _spatial(b, "padding", nd) if A.value(b.get("padding")) is not None else [0] * nd
+        if k is None or st is None or pad is None:
+            return None
+        out = [(i - 1) * s - 2 * p + kk for i, s, p, kk in zip(sx[-nd:], st, pad, k, strict=True)]
+    if not all(isinstance(o, int) and o >= 0 for o in out):
+        return None
+    n_in, n_out, dt = prod(sx), prod(sx[:-nd]) * prod(out), A.compute_dtype(call.cdtype, x)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(0.0, A.total(A.nbytes(idx), A.sized(2 * n_in, dt)), dt)
+    return Cost(0.0, A.total(A.nbytes(x), A.nbytes(idx), A.sized(n_out, dt)), dt)
