@@ -6,9 +6,14 @@ dtype (a cast reads 2 bytes and writes 4 for fp16 -> fp32). A ``to``/cast to the
 tensor already has, and ``contiguous`` of a contiguous tensor, return the input and launch nothing:
 FLOPs 0 and bytes 0. Backward: a cast's gradient is cast back (dY read, dX written); clone's and
 contiguous's gradients pass through (0); copy_'s source gradient is dY converted (read and written).
+``repeat_interleave(x, n, dim)`` with an int ``n`` (or an ``output_size``) writes ``n`` copies of each
+element: priced as ``repeat``; with a tensor of counts and no ``output_size``, the result's size is
+their sum, a value not in the record: no model.
 """
 
 from __future__ import annotations
+
+from math import prod
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -163,3 +168,26 @@ def _copy(call: OpCall) -> Cost | None:
             return Cost(0.0, 0, A.dtype(dst))
         return Cost(0.0, A.total(A.sized(n, A.dtype(dst)), A.nbytes(src)), A.dtype(src))
     return Cost(0.0, A.total(A.nbytes(src), A.sized(n, A.dtype(dst))), A.dtype(dst))
+
+
+@register("repeat_interleave")
+def _repeat_interleave(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "repeats", "dim", "output_size"))
+    x, reps = b.get("input") or b.get("self"), b.get("repeats")
+    sx, dim, size = A.shape(x), A.value(b.get("dim")), A.value(b.get("output_size"))
+    if sx is None or not A.is_tensor(x) or not (dim is None or type(dim) is int):
+        return None
+    along = prod(sx) if dim is None or not sx else sx[dim % len(sx)]
+    count = A.value(reps)
+    if type(size) is int and size >= 0:
+        n_out = prod(sx) // along * size if along else 0
+    elif not A.is_tensor(reps) and type(count) is int and count >= 0:
+        n_out = prod(sx) * count
+    else:
+        return None
+    n_in, dt = prod(sx), A.dtype(x)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float(n_out), A.sized(n_out + n_in, dt), dt)
+    return Cost(0.0, A.total(A.nbytes(x), A.nbytes(reps) if A.is_tensor(reps) else 0, A.sized(n_out, dt)), dt)

@@ -18,6 +18,13 @@ element of ``x`` for ``index_reduce(..., "mean")``. Their backward passes dY to 
 ``index_reduce``: one FLOP per element, the mask or scale of the selected places) and gathers dY at the
 indices for ``source``.
 
+``nonzero_static(x, size)`` compares each element with 0 (1 FLOP) and writes ``size`` rows of int64
+coordinates; out-of-place ``masked_scatter(x, mask, source)`` copies ``x`` and places ``source``'s
+elements where ``mask`` holds (each tensor counted once: how many of ``source``'s elements are read is
+the mask's count, not in the record; the in-place form, which writes only those, has no model).
+``nonzero``, ``argwhere``, ``masked_select``: their result's size is the count of the data's nonzeros,
+not in the record: no model.
+
 ``x[i]`` (``Tensor.__getitem__``) is priced only when its key is one integer index tensor; basic slicing
 returns a view (no kernel) and a boolean mask's result size is data dependent: both give ``None``.
 """
@@ -198,3 +205,33 @@ def _put(call: OpCall) -> Cost | None:
         return Cost(flops, A.total(A.sized(2 * n, dt), A.nbytes(idx), A.nbytes(src)), dt)
     written = n if call.op == "index_reduce" and red == "mean" else n_src  # mean rescales every element
     return Cost(flops, A.total(A.nbytes(idx), A.nbytes(src), A.sized(written, dt)), dt)
+
+
+@register("nonzero_static")
+def _nonzero_static(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "size", "fill_value"))
+    x, size = b.get("input") or b.get("self"), A.value(b.get("size"))
+    sx = A.shape(x)
+    if sx is None or not isinstance(size, int) or size < 0:
+        return None
+    if call.direction == "bprop":
+        return Cost(0.0, 0, A.dtype(x))
+    return Cost(float(prod(sx)), A.total(A.nbytes(x), A.sized(size * len(sx), "int64")), A.dtype(x))
+
+
+@register("masked_scatter")
+def _masked_scatter(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "mask", "source"))
+    x, mask, src = b.get("input") or b.get("self"), b.get("mask"), b.get("source")
+    out = A.broadcast(A.shape(x), A.shape(mask))
+    if out is None or not A.is_tensor(src) or not _copying(call):
+        return None
+    n, dt = prod(out), A.dtype(x)
+    if call.direction == "bprop":
+        byts: float | None = 0
+        if A.requires_grad(x):  # dY with the scattered places zeroed
+            byts = A.total(byts, A.nbytes(mask), A.sized(2 * n, dt))
+        if A.requires_grad(src):  # dY's masked elements into a source-sized gradient
+            byts = A.total(byts, A.nbytes(mask), A.sized(n, dt), A.nbytes(src))
+        return Cost(0.0, byts, dt)
+    return Cost(0.0, A.total(A.nbytes(x), A.nbytes(mask), A.nbytes(src), A.sized(n, dt)), dt)

@@ -15,6 +15,13 @@ max/min 2 (compare with the result, select), norm 2 (``dY·x/‖x‖``), var/std
 dY (and the input and output where the derivative needs them) and writes dX.
 
 ``max``/``min`` with a second tensor are the elementwise maximum/minimum and priced as such.
+
+Histograms (``histc``, ``histogram``, ``histogramdd``): the result's size is set by ``bins`` (not by
+the data). Per input element 3 FLOPs (offset, scale, count), 2 more where the range is the data's own
+(a min and a max pass first: ``histc`` with ``min == max``, ``histogram*`` with int bins and no
+``range``), 1 more with ``weight``; ``density`` divides each bin (2 per bin). Bytes: the input (and
+weight, and bin edges given as tensors) read, the counts and the bin edges (``bins + 1`` per dim, not
+written by ``histc``) written. No gradient.
 """
 
 from __future__ import annotations
@@ -151,3 +158,38 @@ def _all_compare(call: OpCall) -> Cost | None:
     if call.direction == "bprop":
         return Cost(0.0, 0, dt)
     return Cost(float((7 if call.op == "allclose" else 2) * n), A.total(A.nbytes(ts[0]), A.nbytes(ts[1]), 1), dt)
+
+
+@register("histc", "histogram", "histogramdd")
+def _histogram(call: OpCall) -> Cost | None:
+    params = ("input", "bins", "min", "max") if call.op == "histc" else ("input", "bins", "range", "weight",
+                                                                            "density")
+    b = A.bind(call.args, params)
+    x, bins, w = b.get("input") or b.get("self"), b.get("bins"), b.get("weight")
+    sx, dt = A.shape(x), A.dtype(x)
+    if sx is None:
+        return None
+    dims = 1 if call.op != "histogramdd" else (sx[-1] if sx else 0)
+    given = A.tensorlist(bins) if A.is_tensor(bins) or (bins or {}).get("type") == "tensorlist" else None
+    if given is not None:  # the bin edges, as tensors
+        counts = [A.numel(A.shape(t)) - 1 for t in given]
+    else:
+        v = A.value(bins, 100)
+        counts = list(v) if isinstance(v, list) else [v] * dims
+    if len(counts) != dims or not all(isinstance(c, int) and c >= 0 for c in counts):
+        return None
+    if call.direction == "bprop":
+        return Cost(0.0, 0, dt)
+    n, cells = prod(sx), prod(counts)
+    if call.op == "histc":
+        own_range = A.value(b.get("min"), 0) == A.value(b.get("max"), 0)
+        edges = 0
+    else:
+        own_range = given is None and A.value(b.get("range")) is None
+        edges = sum(c + 1 for c in counts)
+    flops = (3 + (2 if own_range else 0)) * n + (n // max(dims, 1) if A.is_tensor(w) else 0)
+    if call.op != "histc" and A.value(b.get("density"), False):
+        flops += 2 * cells
+    read = A.total(A.nbytes(x), A.nbytes(w) if A.is_tensor(w) else 0,
+                   *[A.nbytes(t) for t in given or []])
+    return Cost(float(flops), A.total(read, A.sized(cells + edges, dt)), dt)
