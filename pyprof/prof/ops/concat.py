@@ -4,11 +4,17 @@ No arithmetic: FLOPs 0 (a known zero). Bytes: each input read once, the result (
 written once. Backward: the input gradients are slices of dY; when the consumer needs them contiguous
 each is copied once, so bytes are dY read and every gradient written (an upper bound; views cost 0).
 
+``_chunk_cat(tensors, dim, num_chunks)`` splits each tensor into ``num_chunks`` along ``dim`` (padded
+to a multiple of it) and concatenates the chunks: each input read, the padded result written; no
+gradient.
+
 Arguments come as one ``tensorlist`` (pyprof markers) or, in old PyProf markers, as the tensors spread
 over the positional arguments.
 """
 
 from __future__ import annotations
+
+from math import prod
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -28,3 +34,23 @@ def _cat(call: OpCall) -> Cost | None:
             return Cost(0.0, 0, dt)
         return Cost(0.0, A.total(A.sized(n, dt), *[A.nbytes(t) for t in grads]), dt)
     return Cost(0.0, A.total(inb, A.sized(n, A.promote(A.dtype(t) for t in ts))), dt)
+
+
+@register("_chunk_cat")
+def _chunk_cat(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("tensors", "dim", "num_chunks"))
+    ts = A.tensorlist(b.get("tensors")) or []
+    dim, chunks = A.value(b.get("dim")), A.value(b.get("num_chunks"))
+    shapes = [A.shape(t) for t in ts]
+    if not ts or any(not s for s in shapes) or not isinstance(dim, int) or not isinstance(chunks, int) or chunks < 1:
+        return None
+    dt = A.dtype(ts[0]) or "float32"  # the list's items may carry no dtype: the first one's, else float32
+    out = 0
+    for s in shapes:
+        d = dim % len(s)
+        along = -(-s[d] // chunks) * chunks
+        out += prod(s[:d]) * along * prod(s[d + 1:])
+    if call.direction == "bprop":
+        return Cost(0.0, 0, dt)
+    return Cost(0.0, A.total(*[A.sized(A.numel(s), A.dtype(t) or dt) for s, t in zip(shapes, ts, strict=True)],
+                             A.sized(out, dt)), dt)

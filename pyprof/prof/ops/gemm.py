@@ -13,6 +13,13 @@ Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times
   over the letters both sides sum (letters only one side has are summed out first, no FLOPs), or an
   elementwise product where a step sums nothing (one multiply per element; FlopCounterMode counts
   none, torch runs ``mul``). Backward reruns a step's bmm per side of it that needs a gradient.
+* A single-operand einsum is no product: a sum over the letters the output drops (one add per input
+  element; input read, result written; backward broadcasts dY back: dY read, dX written, 0 FLOPs),
+  or, where it only reorders the letters, a view (0 and 0). A repeated letter (a diagonal) has no model.
+* ``inner(a, b)`` is ``tensordot`` over the last dim of each (a 0-d operand: one multiply per element of
+  the other, as torch runs ``mul``). ``bilinear(x1[.., I], x2[.., J], W[O, I, J], b)`` runs as torch's
+  ``_trilinear``: ``x1·W`` (``N·O·I·J`` multiply-adds), then with ``x2`` (``N·O·J``); backward per
+  input that needs a gradient (``x1``, ``x2``, ``W``) the same FLOPs again.
 * Arguments are read by their aten schema names (``registry.bound``: ``self``/``mat2``, ``equation``/
   ``tensors``), whatever form the trace recorded them in.
 * Bytes are the ideal traffic: each operand read once and the result written once, in the compute
@@ -315,6 +322,8 @@ def _einsum(call: OpCall) -> Cost | None:
         return None
     eq = A.value(b.get("equation"))
     operands = A.tensorlist(b.get("tensors")) or []
+    if isinstance(eq, str) and len(operands) == 1:
+        return _einsum_unary(call, eq, operands[0])
     if not isinstance(eq, str) or len(operands) < 2:
         return None
     shapes = [A.shape(t) for t in operands]
@@ -342,6 +351,74 @@ def _einsum(call: OpCall) -> Cost | None:
                 byts += st.out + st.left + st.right
         return Cost(flops, A.sized(byts, dt), dt, tensor_op=True)
     return Cost(float(sum(st.flops for st in steps)), A.sized(A.total(n_in, n_out), dt), dt, tensor_op=True)
+
+
+def _einsum_unary(call: OpCall, eq: str, x: dict) -> Cost | None:
+    """``einsum("ij->i", x)``: a sum over the dropped letters, or a reordering view."""
+    eq = eq.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    sx = A.shape(x)
+    if sx is None or "." in lhs or len(lhs) != len(sx) or len(set(lhs)) != len(lhs):
+        return None
+    if not arrow:
+        out = "".join(sorted(c for c in lhs if lhs.count(c) == 1))
+    if not set(out) <= set(lhs) or len(set(out)) != len(out):
+        return None
+    n, dt = prod(sx), A.compute_dtype(call.cdtype, x)
+    n_out = prod(sx[lhs.index(c)] for c in out)
+    if len(out) == len(lhs):  # a permutation: a view
+        return Cost(0.0, 0, dt)
+    if call.direction == "bprop":
+        return Cost(0.0, A.sized(n + n_out, dt) if A.requires_grad(x) else 0, dt)
+    return Cost(float(n), A.sized(n + n_out, dt), dt)
+
+
+@register("inner")
+def _inner(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "other"))
+    x, y = b.get("input") or b.get("self"), b.get("other")
+    sx, sy = A.shape(x), A.shape(y)
+    if sx is None or sy is None:
+        return None
+    if not sx or not sy:  # a 0-d operand: an elementwise multiply
+        n, dt = prod(sx) * prod(sy), A.compute_dtype(call.cdtype, x, y)
+        if call.direction == "bprop":
+            grads = [t for t in (x, y) if A.requires_grad(t)]
+            return Cost(float(n * len(grads)), A.total(A.sized(n, dt), A.nbytes(x), A.nbytes(y),
+                                                       *[A.nbytes(g) for g in grads]), dt)
+        return Cost(float(n), A.total(A.nbytes(x), A.nbytes(y), A.sized(n, dt)), dt)
+    if sx[-1] != sy[-1]:
+        return None
+    m, n, k = prod(sx[:-1]), prod(sy[:-1]), sx[-1]
+    return gemm_cost(call, x, y, sx[:-1] + sy[:-1], m * n * k, dims=[m, n, k])
+
+
+@register("bilinear")
+def _bilinear(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input1", "input2", "weight", "bias"))
+    x1, x2, w, bias = b.get("input1"), b.get("input2"), b.get("weight"), b.get("bias")
+    s1, s2, sw = A.shape(x1), A.shape(x2), A.shape(w)
+    if s1 is None or s2 is None or sw is None or len(sw) != 3 or not s1 or not s2:
+        return None
+    o, i, j = sw
+    if s1[-1] != i or s2[-1] != j:
+        return None
+    rows = prod(s1[:-1])
+    macs = rows * o * (i * j + j)
+    dt = A.compute_dtype(call.cdtype, x1, x2, w)
+    ins = [t for t in (x1, x2, w) if A.is_tensor(t)]
+    n_out = rows * o
+    bias_b = A.nbytes(bias) if A.is_tensor(bias) else 0
+    if call.direction == "bprop":
+        grads = [t for t in ins if A.requires_grad(t)]
+        if A.is_tensor(bias) and A.requires_grad(bias):
+            grads_b = A.total(A.sized(n_out, dt), bias_b)
+        else:
+            grads_b = 0
+        return Cost(2.0 * macs * len(grads), A.total(*([A.sized(n_out, dt), *[A.nbytes(t) for t in ins],
+                                                          *[A.nbytes(g) for g in grads]] if grads else [0]),
+                                                       grads_b), dt, tensor_op=True)
+    return Cost(2.0 * macs, A.total(*[A.nbytes(t) for t in ins], bias_b, A.sized(n_out, dt)), dt, tensor_op=True)
 
 
 @register("tensordot")

@@ -11,6 +11,13 @@ Backward, per input needing a gradient: the placements gather dY back (dY read, 
 ``cross``'s gradient is a cross product per input (3 FLOPs per element); ``diff``'s and ``trace``'s
 are differences and a broadcast of dY (``diff``: as many FLOPs as forward); ``kron``'s sums the
 products of dY with the other factor (2 FLOPs per output element: a multiply and an add).
+
+``cartesian_prod(a, b, ...)`` writes the ``[Π nᵢ, k]`` grid of the inputs' elements (one input: the
+input itself, no work); ``combinations(x[n], r)`` the ``[C(n, r), r]`` (with replacement
+``C(n + r − 1, r)``) tuples: placements, 0 FLOPs; backward sums dY's entries back onto their source
+(one add per output element). ``gradient(x, dim, spacing)`` writes one tensor of ``x``'s shape per
+differentiated dim (all dims by default), each a central difference scaled by the spacing: 2 FLOPs
+per element per dim; backward as forward, per dim.
 """
 
 from __future__ import annotations
@@ -138,3 +145,49 @@ def _kron(call: OpCall) -> Cost | None:
     sx, sy = [1] * (nd - len(sx)) + sx, [1] * (nd - len(sy)) + sy
     n = prod(a * c for a, c in zip(sx, sy, strict=True))
     return _cost(call, [x, y], n, float(n), 2.0 * n, A.compute_dtype(call.cdtype, x, y))
+
+
+@register("cartesian_prod")
+def _cartesian_prod(call: OpCall) -> Cost | None:
+    ins = A.tensors(call.args)
+    shapes = [A.shape(t) for t in ins]
+    if not ins or any(s is None or len(s) != 1 for s in shapes):
+        return None
+    dt = A.compute_dtype(call.cdtype, *ins)
+    if len(ins) == 1:  # returns its input
+        return Cost(0.0, 0, dt)
+    n_out = prod(s[0] for s in shapes) * len(ins)
+    return _cost(call, ins, n_out, 0.0, float(n_out), dt)
+
+
+@register("combinations")
+def _combinations(call: OpCall) -> Cost | None:
+    from math import comb
+
+    b = A.bind(call.args, ("input", "r", "with_replacement"))
+    x, r, rep = b.get("input") or b.get("self"), A.value(b.get("r"), 2), A.value(b.get("with_replacement"), False)
+    sx = A.shape(x)
+    if sx is None or len(sx) != 1 or not isinstance(r, int) or r < 0:
+        return None
+    n = sx[0]
+    if rep and n + r - 1 < 0:
+        return None
+    count = comb(n + r - 1, r) if rep else comb(n, r)
+    n_out = count * r
+    return _cost(call, [x], n_out, 0.0, float(n_out), A.dtype(x))
+
+
+@register("gradient")
+def _gradient(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "spacing", "dim", "edge_order"))
+    x, dim = b.get("input") or b.get("self"), A.value(b.get("dim"))
+    sx = A.shape(x)
+    if sx is None or not sx:
+        return None
+    dims = len(sx) if dim is None else 1 if isinstance(dim, int) else len(dim) if isinstance(dim, list) else None
+    if dims is None:
+        return None
+    sp = b.get("spacing")
+    spacing = [t for t in A.tensorlist(sp) or []] if sp is not None and sp.get("type") in ("tensor", "tensorlist") else []
+    n = prod(sx)
+    return _cost(call, [x, *spacing], n * dims, 2.0 * n * dims, 2.0 * n * dims, A.dtype(x))

@@ -18,6 +18,11 @@ Bytes: forward reads X (and w, b, running stats), writes Y; backward reads dY an
 
 Positional orders differ: ``F.batch_norm(input, running_mean, running_var, weight, bias, training, ...)``
 but ``torch.batch_norm(input, weight, bias, running_mean, running_var, training, ...)``.
+``_batch_norm_with_update`` is batch norm in training (batch statistics, running ones updated).
+
+``local_response_norm(x[N, C, ...], size)``: each element divided by ``(k + α·avg(x²))^β`` over a window
+of ``size`` channels: square, the window's ``size`` adds, scale and shift, power, divide: ``5 + size``
+per element; backward ``6 + size`` per element (dX through the power and the window); x read, y written.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "group_norm": (_GN, _GN, "stats"),
     "native_group_norm": (("input", "weight", "bias", "N", "C", "HxW", "group", "eps"),) * 2 + ("stats",),
     "batch_norm": (_BN_F, _BN_T, "batch"), "native_batch_norm": (_BN_T, _BN_T, "batch"),
-    "_native_batch_norm_legit": (_BN_T, _BN_T, "batch"), "cudnn_batch_norm": (_BN_T, _BN_T, "batch"),
+    "_native_batch_norm_legit": (_BN_T, _BN_T, "batch"),
+    "_batch_norm_with_update": (("input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"),) * 2
+    + ("stats",), "cudnn_batch_norm": (_BN_T, _BN_T, "batch"),
     "miopen_batch_norm": (_BN_T, _BN_T, "batch"),
     "_native_batch_norm_legit_no_training": (("input", "weight", "bias", "running_mean", "running_var"),) * 2
     + ("eval",),
@@ -84,3 +91,18 @@ def _norm(call: OpCall) -> Cost | None:
         return Cost(float(flops), byts, dt)
     per = {"stats": 5, "rms": 3, "eval": 2}[kind] + (w is not None) + (bias is not None)
     return Cost(float(per * n), A.total(A.nbytes(x), param_bytes, A.sized(n, dt)), dt)
+
+
+@register("local_response_norm")
+def _lrn(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "size", "alpha", "beta", "k"))
+    x, size = b.get("input") or b.get("self"), A.value(b.get("size"))
+    sx = A.shape(x)
+    if sx is None or len(sx) < 3 or not isinstance(size, int) or size < 1:
+        return None
+    n, dt = A.numel(sx), A.compute_dtype(call.cdtype, x)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(float((6 + size) * n), A.sized(3 * n, dt), dt)
+    return Cost(float((5 + size) * n), A.sized(2 * n, dt), dt)

@@ -5,6 +5,8 @@ row's log-sum (the one log per row is negligible): 5 FLOPs. Backward: softmax ``
 is multiply, sum, subtract, multiply = 4 per element; log_softmax ``dX = dY − exp(Y)·Σ dY`` is sum,
 exp, multiply, subtract = 4. Bytes: forward reads X, writes Y; backward reads Y and dY, writes dX.
 The output dtype is the ``dtype`` argument when given (``softmax(x, dim, dtype=torch.float32)``).
+``_softmax_backward_data(dY, Y, dim, input_dtype)``, called as an op, is that backward (4 per element,
+dY and Y read, dX written in ``input_dtype``); its own backward (double backward) costs the same again.
 """
 
 from __future__ import annotations
@@ -32,3 +34,20 @@ def _softmax(call: OpCall) -> Cost | None:
             return Cost(0.0, 0, dt)
         return Cost(float(BWD * n), A.total(A.sized(2 * n, odt), A.sized(n, A.dtype(x))), odt)
     return Cost(float(FWD * n), A.total(A.nbytes(x), A.sized(n, odt)), dt)
+
+
+_DTYPE_CODE = {5: "float16", 6: "float32", 7: "float64", 15: "bfloat16"}  # c10::ScalarType
+
+
+@register("_softmax_backward_data", "_log_softmax_backward_data")
+def _softmax_backward(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("grad_output", "output", "dim", "input_dtype"))
+    dy, y = b.get("grad_output"), b.get("output")
+    n = A.numel(A.shape(dy))
+    if n is None or not A.is_tensor(y):
+        return None
+    want = A.value(b.get("input_dtype"))
+    odt = _DTYPE_CODE.get(want) if isinstance(want, int) else A.norm_dtype(want) if isinstance(want, str) else None
+    odt = odt or A.dtype(dy)
+    dt = A.compute_dtype(call.cdtype, dy)
+    return Cost(float(BWD * n), A.total(A.nbytes(dy), A.nbytes(y), A.sized(n, odt)), dt)
