@@ -22,6 +22,14 @@ the data). Per input element 3 FLOPs (offset, scale, count), 2 more where the ra
 ``range``), 1 more with ``weight``; ``density`` divides each bin (2 per bin). Bytes: the input (and
 weight, and bin edges given as tensors) read, the counts and the bin edges (``bins + 1`` per dim, not
 written by ``histc``) written. No gradient.
+
+Other reductions over a dim: ``renorm(x, p, dim, maxnorm)`` (a norm per sub-tensor, 2 or 3 per element
+as ``norm``, then a rescale, 1): 3 or 4 per element, backward 4; ``trapezoid``/``trapz`` (sums of
+neighbour pairs times the spacing: with ``x`` given, a difference, an add and a multiply per element,
+then the sum: 4; with a scalar spacing 2) and ``cumulative_trapezoid`` (the same, a scan), backward 2
+per element per input needing a gradient; ``hash_tensor`` (one combine per element; an int64 result);
+``segment_reduce(data, reduce, lengths | offsets)`` (one add or compare per element, plus a divide per
+segment for ``mean``; segments: ``lengths``' count, or ``offsets``' less one), backward 1 per element.
 """
 
 from __future__ import annotations
@@ -134,6 +142,8 @@ def _sum_to_size(call: OpCall) -> Cost | None:
     if b is None:
         return None
     x, size = b.get("self"), A.value(b.get("size"))
+    if isinstance(size, int) and not isinstance(size, bool):
+        size = [size]  # x.sum_to_size(3): the size as varargs
     sx = A.shape(x)
     if sx is None or not isinstance(size, list) or not all(isinstance(d, int) and d >= 0 for d in size):
         return None
@@ -193,3 +203,90 @@ def _histogram(call: OpCall) -> Cost | None:
     read = A.total(A.nbytes(x), A.nbytes(w) if A.is_tensor(w) else 0,
                    *[A.nbytes(t) for t in given or []])
     return Cost(float(flops), A.total(read, A.sized(cells + edges, dt)), dt)
+
+
+def _reduced_cost(call: OpCall, ins: list[dict], n: int, n_out: int, fwd: float, bwd_per_input: float,
+                  odt: str | None = None) -> Cost:
+    dt = A.compute_dtype(call.cdtype, *ins)
+    if call.direction == "bprop":
+        grads = [t for t in ins if A.requires_grad(t) and A.dtype(t) in A.FLOATING]
+        if not grads:
+            return Cost(0.0, 0, dt)
+        return Cost(bwd_per_input * len(grads), A.total(A.sized(n_out, dt), *[A.nbytes(t) for t in ins],
+                                                        *[A.nbytes(g) for g in grads]), dt)
+    return Cost(fwd, A.total(*[A.nbytes(t) for t in ins], A.sized(n_out, odt or dt)), dt)
+
+
+@register("renorm")
+def _renorm(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "p", "dim", "maxnorm"))
+    x, p = b.get("input") or b.get("self"), A.value(b.get("p"))
+    if p is None and (b.get("p") or {}).get("type") == "float":
+        p = float("inf")  # a float recorded without its value: inf and nan have no JSON number
+    n = A.numel(A.shape(x))
+    if n is None or not isinstance(p, (int, float)):
+        return None
+    per = 3 if p in (1, 2) or p == float("inf") else 4
+    return _reduced_cost(call, [x], n, n, float(per * n), 4.0 * n)
+
+
+@register("trapezoid", "trapz", "cumulative_trapezoid")
+def _trapezoid(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("y", "x", "dim"))
+    y, x = b.get("y") or b.get("input") or b.get("self"), b.get("x")
+    sy, dim = A.shape(y), A.value(b.get("dim"), -1)
+    if sy is None or not sy or not isinstance(dim, int):
+        return None
+    ins = [y, x] if A.is_tensor(x) else [y]
+    n = prod(sy)
+    along = sy[dim % len(sy)]
+    rest = n // along if along else 0
+    n_out = rest * max(along - 1, 0) if call.op == "cumulative_trapezoid" else rest
+    per = 4 if A.is_tensor(x) else 2
+    return _reduced_cost(call, ins, n, n_out, float(per * n), 2.0 * n)
+
+
+@register("hash_tensor")
+def _hash_tensor(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "dim", "keepdim", "mode"))
+    x, dim = b.get("input") or b.get("self"), A.value(b.get("dim"))
+    sx = A.shape(x)
+    if sx is None:
+        return None
+    dims = [] if dim is None else [dim] if isinstance(dim, int) else dim
+    if not isinstance(dims, list):
+        return None
+    n = prod(sx)
+    n_out = 1 if not dims or not sx else prod(s for i, s in enumerate(sx) if i not in {d % len(sx) for d in dims})
+    if call.direction == "bprop":
+        return Cost(0.0, 0, A.dtype(x))
+    return _reduced_cost(call, [x], n, n_out, float(n), 0.0, "int64")
+
+
+@register("segment_reduce", "_segment_reduce")
+def _segment_reduce(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("data", "reduce", "lengths", "indices", "offsets", "axis", "unsafe", "initial"))
+    x, red = b.get("data") or b.get("input"), A.value(b.get("reduce"))
+    lengths, offsets = b.get("lengths"), b.get("offsets")
+    sx, axis = A.shape(x), A.value(b.get("axis"), 0)
+    if sx is None or not sx or not isinstance(axis, int) or not isinstance(red, str):
+        return None
+    if A.is_tensor(lengths):
+        sl = A.shape(lengths)
+        segs = sl[-1] if sl else None
+        idx = lengths
+    elif A.is_tensor(offsets):
+        so = A.shape(offsets)
+        segs = so[-1] - 1 if so else None
+        idx = offsets
+    else:
+        return None
+    if segs is None or segs < 0:
+        return None
+    n = prod(sx)
+    along = sx[axis % len(sx)]
+    n_out = n // along * segs if along else 0
+    if call.direction == "bprop":
+        return _reduced_cost(call, [x], n, n_out, 0.0, float(n))
+    fwd = n + (n_out if red == "mean" else 0)
+    return Cost(float(fwd), A.total(A.nbytes(x), A.nbytes(idx), A.sized(n_out, A.dtype(x))), A.dtype(x))
