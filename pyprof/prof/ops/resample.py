@@ -8,11 +8,20 @@ Backward scatters ``dY`` onto the taps: ``2·taps`` FLOPs per output element (mu
 1 (an add). Bytes: input read, output written; backward reads dY and writes dX. ``mode='area'`` is
 adaptive average pooling and priced as ``adaptive_avg_pool``'s one add per input element plus a divide
 per output (approximated here as ``in/out`` taps per output).
+
+``_upsample_bilinear2d_aa`` (``antialias=True``; its ``.vec`` form's scale factors give
+``floor(in·scale)``) filters over ``2·ceil(max(in/out, 1)) + 1`` taps per
+dim, in two separable passes (rows, then columns): ``2·taps`` FLOPs per element each pass writes;
+backward the same passes transposed. ``grid_sample``/``grid_sampler_2d``/``_3d`` read ``input`` at the
+points of ``grid[N, *out, nd]``: per output element ``2·taps − 1`` as above (bilinear 4 taps in 2-d, 8
+in 3-d; nearest 1, 0 FLOPs; bicubic 16), plus ``4·nd`` per grid point (unnormalise, floor, weights);
+backward ``2·taps`` per output element for the input's gradient and ``3·taps`` for the grid's. Bytes:
+input and grid read, output written; backward dY, input and grid read, each gradient written.
 """
 
 from __future__ import annotations
 
-from math import floor, prod
+from math import ceil, floor, prod
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -82,3 +91,65 @@ def _resample(call: OpCall) -> Cost | None:
         return Cost(float(n_out * (1 if nearest else 2 * taps)), A.sized(n_in + n_out, dt), dt)
     flops = 0 if nearest else n_out * (2 * taps - 1)
     return Cost(float(flops), A.sized(n_in + n_out, dt), dt)
+
+
+@register("_upsample_bilinear2d_aa")
+def _upsample_aa(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "output_size", "align_corners", "scales_h", "scales_w"))
+    x, size = b.get("input") or b.get("self"), A.value(b.get("output_size"))
+    sx = A.shape(x)
+    if sx is None or len(sx) != 4:
+        return None
+    if size is None:  # the .vec overload: scale factors (a list, or its text where the trace kept that)
+        scales = A.value(b.get("scales_h"))
+        if isinstance(scales, str):
+            try:
+                scales = [float(v) for v in scales.strip("[]").split(",")]
+            except ValueError:
+                return None
+        size = _out_spatial(sx[2:], None, scales)
+    if not isinstance(size, list) or len(size) != 2 or not all(isinstance(o, int) and o > 0 for o in size):
+        return None
+    (h, w), (ho, wo), nc = sx[2:], size, sx[0] * sx[1]
+    taps_h, taps_w = (2 * ceil(max(i / o, 1)) + 1 for i, o in ((h, ho), (w, wo)))
+    flops = 2.0 * nc * (h * wo * taps_w + ho * wo * taps_h)
+    n_in, n_out, dt = prod(sx), nc * ho * wo, A.compute_dtype(call.cdtype, x)
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(flops, A.sized(n_in + n_out, dt), dt)
+    return Cost(flops, A.sized(n_in + n_out, dt), dt)
+
+
+_GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+
+
+@register("grid_sample", "grid_sampler", "grid_sampler_2d", "grid_sampler_3d")
+def _grid_sample(call: OpCall) -> Cost | None:
+    if call.op == "grid_sample":
+        b = A.bind(call.args, ("input", "grid", "mode", "padding_mode", "align_corners"))
+        mode = A.value(b.get("mode"), "bilinear")
+    else:
+        b = A.bind(call.args, ("input", "grid", "interpolation_mode", "padding_mode", "align_corners"))
+        code = A.value(b.get("interpolation_mode"), 0)
+        mode = _GRID_MODES.get(code) if isinstance(code, int) else None
+    x, grid = b.get("input") or b.get("self"), b.get("grid")
+    sx, sg = A.shape(x), A.shape(grid)
+    if sx is None or sg is None or len(sx) not in (4, 5) or len(sg) != len(sx) or not isinstance(mode, str):
+        return None
+    nd = len(sx) - 2
+    taps = {"bilinear": 2 ** nd, "nearest": 1, "bicubic": 16}.get(mode)
+    if taps is None or sg[-1] != nd:
+        return None
+    points = prod(sg[:-1])
+    n_out = points * sx[1]
+    dt = A.compute_dtype(call.cdtype, x, grid)
+    if call.direction == "bprop":
+        flops, byts = 0.0, A.total(A.sized(n_out, dt), A.nbytes(x), A.nbytes(grid))
+        if A.requires_grad(x):
+            flops, byts = flops + 2 * taps * n_out, A.total(byts, A.nbytes(x))
+        if A.requires_grad(grid):
+            flops, byts = flops + 3 * taps * n_out, A.total(byts, A.nbytes(grid))
+        return Cost(flops, byts, dt)
+    per = 0 if mode == "nearest" else 2 * taps - 1
+    return Cost(float(per * n_out + 4 * nd * points), A.total(A.nbytes(x), A.nbytes(grid), A.sized(n_out, dt)), dt)
