@@ -147,13 +147,24 @@ aten op's tensor inputs and outputs (views and allocations excluded); the covera
 of those families are compared (a composite such as `multi_head_attention_forward` also has softmax,
 dropout and scaling FLOPs, which it does not count). Its formulas run with the conventions above (a
 grouped weight gradient divided by `groups`, causal attention halved), and `addbmm`, for which it has
-no formula, is priced by its `bmm` formula. Known differences, by convention or by what a trace holds:
+no formula, is priced by its `bmm` formula, as is `addmm_` (in place) by `addmm`'s; torch's chunked
+`linear_cross_entropy` ops (`torch_nn::_linear_cross_entropy_batch_chunked`, `..._no_reduction`), one
+opaque custom op to FlopCounterMode, count their logits GEMM and the gradient GEMMs they run in forward.
+Known differences, by convention or by what a trace holds:
 
 - einsum: a pairwise step that sums no letter (`i,j->ij`) is an elementwise product; pyprof counts one
   multiply per element, FlopCounterMode none (torch runs it as `mul`, which it does not count).
 - Attention backward is priced by the fused kernels' formula (scores recomputed: 5 products); where
   torch runs the math fallback (on CPU for OpInfo's samples), its backward saved the probabilities and
   runs 4, so pyprof counts 1.25 times FlopCounterMode's count of what ran.
+- `linear_cross_entropy` is priced by the path torch takes (docstring of `pyprof/prof/ops/gemm.py`):
+  the reference `linear` + `cross_entropy`, or the chunked op, which computes the gradients in
+  forward (`reduction` mean or sum) or recomputes the logits in backward (`reduction='none'`). Its
+  cross entropy is left out of FLOPs, as a GEMM's epilogue is. Under `init()` the chunked backward's
+  Python calls are ops of their own; with `reduction='none'` they include two `dot`s per chunk (the
+  picked logits), which pyprof counts (2 FLOPs per element) and FlopCounterMode has no formula for:
+  that backward is 5% above FlopCounterMode's count on OpInfo's small samples (`2·n` against
+  `2·N·C·D` per chunk: negligible at real vocabulary sizes).
 - A plain torch.profiler trace records no string argument: an `einsum` there has no equation and is
   `n/a` (under `init()` the marker holds it).
 - PyTorch 1.8 traces record only tensor arguments: a convolution there has no stride or padding. Its
@@ -171,7 +182,16 @@ no formula, is priced by its `bmm` formula. Known differences, by convention or 
   count also takes no bytes for `torch.tensor` (its data is written outside the dispatcher) and
   `item` (`_local_scalar_dense`, counted as no work), and counts the whole input of a view copy that
   reads part of it (`narrow_copy`, `diagonal_copy`, a matrix's `diag`, `trace`) and the outputs of `unsafe_split`/`unsafe_chunk`,
-  views whose schema does not say so.
+  views whose schema does not say so. Allocations (`empty*`, `resize_`, `resize_as_`) do no work in
+  either count. The composites priced at the Python call (distances, the margin, triplet, cosine and
+  Gaussian losses, `normalize`, `local_response_norm`, `gradient`, the trapezoid rules, `renorm`'s
+  norms, `combinations`, `cartesian_prod`, `bilinear`, `special.ndtr`) count their inputs and result
+  only.
+- Ops whose result's size is a count of the data (`nonzero`, `argwhere`, `masked_select`, `unique`,
+  `unique_consecutive`, in-place `masked_scatter_`, `repeat_interleave` with a tensor of counts and no
+  `output_size`, `index_put` with a boolean mask) have no model: no record holds that count (`n/a`,
+  never a guess). So have `multilabel_margin_loss` and `ctc_loss`, whose work is set by the target's
+  values.
 """
 
 TC = """## Tensor cores

@@ -168,7 +168,10 @@ def _conventions():
     """FlopCounterMode formulas adjusted to pyprof's documented conventions (docs/prof.md): a grouped
     convolution's weight gradient is its real work (:func:`pyprof.validate.reference._conv_backward`);
     ``addbmm``, which FlopCounterMode lists no formula for (it is one kernel on CPU), is the ``bmm`` of
-    its batches summed into one matrix: ``bmm``'s formula."""
+    its batches summed into one matrix: ``bmm``'s formula; ``addmm_`` (in place, which FlopCounterMode
+    lists no formula for: ``linear_cross_entropy``'s chunked backward accumulates ``dW`` with it) is
+    ``addmm``'s formula; the chunked ``linear_cross_entropy`` ops, opaque to FlopCounterMode, count
+    their GEMMs (:func:`chunked_ce`)."""
     import torch
     from torch.utils.flop_counter import flop_registry
 
@@ -182,9 +185,30 @@ def _conventions():
     def addbmm(self, batch1, batch2, *args, out_val=None, **kwargs):
         return flop_registry[aten.bmm](batch1, batch2, out_val=out_val)
 
-    for f in (conv_backward, addbmm):
+    def addmm_(self, mat1, mat2, *args, out_val=None, **kwargs):
+        return flop_registry[aten.addmm](self, mat1, mat2, out_val=out_val)
+
+    def chunked_ce(input, linear_weight, *args, out_val=None, **kwargs):
+        """torch's chunked ``linear_cross_entropy`` op: the logits GEMM, and one per gradient it computes
+        in forward (its ``compute_input_grad``/``compute_linear_weight_grad`` arguments, where given)."""
+        rows = input.shape[0] if input.dim() == 2 else 1
+        macs = rows * linear_weight.shape[0] * input.shape[-1]
+        flags = [a for a in args if isinstance(a, bool)][-3:-1] if len(args) > 10 else []
+        return 2 * macs * (1 + sum(flags))
+
+    mapping = {aten.convolution_backward: conv_backward, aten.addbmm: addbmm, aten.addmm_: addmm_}
+    for f in (conv_backward, addbmm, addmm_, chunked_ce):
         f._get_raw = True
-    return {aten.convolution_backward: conv_backward, aten.addbmm: addbmm}
+    try:  # registers the chunked linear_cross_entropy ops (torch 2.13 and newer), else at their first call
+        import torch.nn.modules.linear_cross_entropy  # noqa: F401
+    except ImportError:
+        pass
+    ns = getattr(torch.ops, "torch_nn", None)
+    for name in ("_linear_cross_entropy_batch_chunked", "_linear_cross_entropy_batch_chunked_no_reduction"):
+        op = getattr(ns, name, None) if ns is not None else None
+        if op is not None:
+            mapping[op] = chunked_ce
+    return mapping
 
 
 def _reference(fn, samples, backward: bool, causal: bool = False) -> list[tuple[float, float, float]]:

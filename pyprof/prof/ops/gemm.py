@@ -20,6 +20,24 @@ Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times
   the other, as torch runs ``mul``). ``bilinear(x1[.., I], x2[.., J], W[O, I, J], b)`` runs as torch's
   ``_trilinear``: ``x1·W`` (``N·O·I·J`` multiply-adds), then with ``x2`` (``N·O·J``); backward per
   input that needs a gradient (``x1``, ``x2``, ``W``) the same FLOPs again.
+* ``linear_cross_entropy(x[N, D], W[C, D], target, options=...)`` is the logits GEMM (``N·C·D``
+  multiply-adds) and a cross entropy over them (``O(N·C)``, left out of FLOPs as a GEMM's epilogue is),
+  priced by the path torch takes: without ``options`` (or where the chunked path does not apply:
+  K-dimensional ``W``, label smoothing, non-int64 targets) ``linear`` then ``cross_entropy``: forward
+  one GEMM, backward one per input (``x``, ``W``) that needs a gradient, the logits written and read.
+  With ``options`` and ``reduction`` mean or sum the chunked op computes the gradients in forward (one
+  GEMM more per input that needs one) and backward only scales them; with ``reduction='none'``
+  forward computes the loss and backward recomputes the logits and the gradients. The chunked
+  backward is a Python function whose calls (``mm``, ``addmm``, ``addmm_``, ``mul``) are recorded as
+  ops of their own, under ``init()`` as in a plain trace, and priced there: the op's own backward is
+  0 and 0. FlopCounterMode sees the chunked forward as one opaque op (0) and counts no ``addmm_``, the
+  in-place GEMM accumulating ``dW`` (the OpInfo reference adds both: ``pyprof/validate/opinfo.py``).
+  In a plain trace the chunked ops themselves (``torch_nn::_linear_cross_entropy_batch_chunked``,
+  ``..._no_reduction``) are priced alike, the gradients computed in forward read from their
+  ``compute_input_grad``/``compute_linear_weight_grad`` arguments; there the aten ops of the backward
+  run under the op's autograd node and are priced by it: the ``..._no_reduction`` op's backward
+  recomputes the logits and each gradient (every input taken to need one: the trace records no
+  ``requires_grad``), the other's only scales its saved gradients.
 * Arguments are read by their aten schema names (``registry.bound``: ``self``/``mat2``, ``equation``/
   ``tensors``), whatever form the trace recorded them in.
 * Bytes are the ideal traffic: each operand read once and the result written once, in the compute
@@ -451,3 +469,78 @@ def _tensordot(call: OpCall) -> Cost | None:
     free_y = [s for i, s in enumerate(sy) if i not in do]
     m, n = prod(free_x), prod(free_y)
     return gemm_cost(call, x, y, free_x + free_y, m * n * k, dims=[m, n, k])
+
+
+_LCE = ("input", "linear_weight", "target", "linear_bias", "weight", "reduction", "ignore_index",
+        "label_smoothing", "options")
+
+
+@register("linear_cross_entropy")
+def _linear_cross_entropy(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, _LCE)
+    x, w, t = b.get("input"), b.get("linear_weight"), b.get("target")
+    sx, sw, st = A.shape(x), A.shape(w), A.shape(t)
+    if sx is None or sw is None or st is None or not 1 <= len(sx) <= 2 or len(sw) < 2 or sx[-1] != sw[-1]:
+        return None
+    red, ls = A.value(b.get("reduction"), "mean"), A.value(b.get("label_smoothing"), 0.0)
+    opts = b.get("options")
+    if not A.known(opts) or not isinstance(red, str) or not isinstance(ls, (int, float)):
+        return None
+    rows, d, classes = (sx[0] if len(sx) == 2 else 1), sx[-1], prod(sw[:-1])
+    macs = rows * classes * d
+    chunked = (opts is not None and opts.get("type") != "NoneType" and len(sw) == 2 and ls == 0
+               and red in ("mean", "sum", "none") and A.dtype(t) == "int64")
+    grads = [g for g in (x, w) if A.requires_grad(g)]
+    bias = b.get("linear_bias") if A.is_tensor(b.get("linear_bias")) else None
+    cw = b.get("weight") if A.is_tensor(b.get("weight")) else None
+    dt = A.compute_dtype(call.cdtype, x, w)
+    logits = A.sized(rows * classes, dt)
+    loss = A.sized(rows if red == "none" else 1, dt)
+    if logits is None or loss is None:
+        return None
+    ins = A.total(A.nbytes(x), A.nbytes(w), A.nbytes(t), A.nbytes(bias) if bias else 0, A.nbytes(cw) if cw else 0)
+    grad_bytes = A.total(*[A.nbytes(g) for g in grads]) if grads else 0
+    note = "chunked path" if chunked else ""
+    if call.direction == "bprop":
+        if not grads:
+            return Cost(0.0, 0, dt, tensor_op=True, note=note)
+        if chunked:  # a Python backward: the ops it calls are recorded (and priced) as their own
+            return Cost(0.0, 0, dt, tensor_op=True, note=note)
+        return Cost(2.0 * macs * len(grads), A.total(loss, 2 * logits, ins, grad_bytes), dt, tensor_op=True)
+    if chunked:
+        extra = len(grads) if red != "none" else 0
+        return Cost(2.0 * macs * (1 + extra), A.total(ins, loss, grad_bytes if extra else 0), dt, tensor_op=True,
+                    note=note)
+    return Cost(2.0 * macs, A.total(ins, 2 * logits, loss), dt, tensor_op=True)
+
+
+_CHUNKED = ("input", "linear_weight", "target", "linear_bias", "weight", "reduction", "ignore_index",
+            "label_smoothing", "batch_chunk_size", "acc_policy", "acc_dtype", "allow_retain_graph",
+            "compute_input_grad", "compute_linear_weight_grad", "compute_linear_bias_grad")
+
+
+@register("_linear_cross_entropy_batch_chunked", "_linear_cross_entropy_batch_chunked_no_reduction")
+def _chunked_cross_entropy(call: OpCall) -> Cost | None:
+    """torch's chunked ``linear_cross_entropy`` ops, as a plain trace records them (see above)."""
+    b = A.bind(call.args, _CHUNKED if call.op.endswith("chunked") else _CHUNKED[:5])
+    x, w = b.get("input"), b.get("linear_weight")
+    sx, sw = A.shape(x), A.shape(w)
+    if sx is None or sw is None or len(sx) != 2 or len(sw) != 2 or sx[1] != sw[1]:
+        return None
+    flags = [A.value(b.get(k)) for k in ("compute_input_grad", "compute_linear_weight_grad")]
+    if call.op.endswith("chunked") and not all(isinstance(f, bool) for f in flags):
+        return None
+    extra = sum(bool(f) for f in flags) if call.op.endswith("chunked") else 0
+    dt = A.compute_dtype(call.cdtype, x, w)
+    if call.direction == "bprop":  # the aten ops of its backward, under its autograd node
+        if call.op.endswith("chunked"):  # the saved gradients scaled: no product
+            return Cost(0.0, A.total(*[A.nbytes(t) for t, f in zip((x, w), flags, strict=True) if f] or [0]) * 2,
+                        dt, tensor_op=True)
+        ng = sum(A.requires_grad(t) for t in (x, w))  # logits recomputed, then each gradient
+        return Cost(2.0 * sx[0] * sw[0] * sx[1] * (1 + ng) if ng else 0.0,
+                    A.total(A.nbytes(x), A.nbytes(w), *[A.nbytes(t) for t in (x, w) if A.requires_grad(t)]),
+                    dt, tensor_op=True)
+    grads = A.total(*[A.nbytes(t) for t, f in zip((x, w), flags, strict=True) if f]) if extra else 0
+    ins = A.total(*[A.nbytes(t) for t in A.tensors(call.args)])
+    return Cost(2.0 * sx[0] * sw[0] * sx[1] * (1 + extra), A.total(ins, A.sized(sx[0], dt), grads), dt,
+                tensor_op=True)
