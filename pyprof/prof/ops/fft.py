@@ -15,6 +15,14 @@ Bytes: the input read once and the output written once: complex results are ``co
 float32 input (``complex128`` for float64); a real-to-complex result keeps ``n//2 + 1`` of its last
 dim. Backward: the gradient of a DFT is a DFT of the same size: the same FLOPs; dY read, dX written.
 ``fftshift``/``ifftshift`` are rolls: a copy, 0 FLOPs, input read and output written.
+
+``stft(x[B?, L], n_fft, hop_length=n_fft//4, win_length, window, center=True)``: frames of ``n_fft``
+samples every ``hop_length``: ``1 + (L' − n_fft) // hop`` frames of the padded length ``L'`` (``center``
+pads ``n_fft//2`` each side first, else ``L' = L``), each multiplied by the window (``n_fft`` FLOPs) and transformed
+(real input: ``2.5·n·log2(n)``, onesided: ``n//2 + 1`` bins kept; a complex input ``5·n·log2(n)``, every
+bin). Bytes: the input (the padded copy written and read where ``center``) and the window read, the
+complex result written (``return_complex=False``: its real view, the same bytes). Backward per frame:
+the inverse transform and the window multiply (the same FLOPs), dY read, dX written.
 """
 
 from __future__ import annotations
@@ -102,3 +110,40 @@ def _shift(call: OpCall) -> Cost | None:
     if call.direction == "bprop" and not A.requires_grad(x):
         return Cost(0.0, 0, A.dtype(x))
     return Cost(0.0, A.sized(2 * A.numel(A.shape(x)), A.dtype(x)), A.dtype(x))
+
+
+@register("stft")
+def _stft(call: OpCall) -> Cost | None:
+    b = A.bind(call.args, ("input", "n_fft", "hop_length", "win_length", "window", "center", "pad_mode",
+                           "normalized", "onesided", "return_complex"))
+    x, n = b.get("input") or b.get("self"), A.value(b.get("n_fft"))
+    sx = A.shape(x)
+    if sx is None or not 1 <= len(sx) <= 2 or type(n) is not int or n < 1:
+        return None
+    hop = A.value(b.get("hop_length"), n // 4)
+    center = A.value(b.get("center"), True)
+    if type(hop) is not int or hop < 1 or not isinstance(center, bool):
+        return None
+    batch, length = (sx[0] if len(sx) == 2 else 1), sx[-1]
+    padded = length + 2 * (n // 2) if center else length
+    if padded < n:
+        return None
+    frames = 1 + (padded - n) // hop
+    cplx = A.dtype(x) in _REAL
+    onesided = A.value(b.get("onesided"), not cplx)
+    bins = n // 2 + 1 if onesided else n
+    per = (5.0 if cplx else 2.5) * n * log2(n) if n > 1 else 0.0
+    flops = batch * frames * (per + n)
+    real = _REAL.get(A.dtype(x), A.dtype(x))
+    out_dt = _COMPLEX.get(real)
+    w = b.get("window") if A.is_tensor(b.get("window")) else None
+    dt = A.dtype(x)
+    if out_dt is None:
+        return None
+    if call.direction == "bprop":
+        if not A.requires_grad(x):
+            return Cost(0.0, 0, dt)
+        return Cost(flops, A.total(A.sized(batch * bins * frames, out_dt), A.nbytes(x)), dt)
+    pad_bytes = 2 * A.sized(batch * padded, dt) if center else 0
+    return Cost(flops, A.total(A.nbytes(x), pad_bytes, A.nbytes(w) if w else 0,
+                               A.sized(batch * bins * frames, out_dt)), dt)
