@@ -9,6 +9,15 @@ that the two agree and that parse writes no undocumented field.
 
 Missing values are ``null`` (never 0 standing in for "unknown").
 
+Every record file starts with a header line, :func:`header_line`: ``{"pyprofRecords": 2, "pyprof":
+"0.1.0", "source": "nsys"}``, the record format's version (:data:`FORMAT_VERSION`), the pyprof that wrote
+it and the source of its records. It has neither ``kShortName`` nor ``kDuration``, so a reader older than
+the header refuses it as "a record without kShortName/kDuration" rather than reading it as a kernel. Every
+reader takes its version from it (:func:`read_version`, :func:`version_of`): a file without one is of
+format 1 (written before the header: the same records, ``tid`` possibly a decimal string, which the
+readers turn into the integer it is); a version newer than :data:`FORMAT_VERSION` is refused in one line.
+Parquet carries the same facts in its file metadata (:mod:`pyprof.scale.parquet`).
+
 :data:`CHECKS` turns each field's documented type (and its ``low``/``high`` bounds or its ``values``) into
 the test ``pyprof prof`` applies to the records it reads (:mod:`pyprof.prof.load`): the type column of
 :data:`FIELDS` is the only statement of a field's type, so the checks and the documentation cannot drift.
@@ -16,8 +25,10 @@ the test ``pyprof prof`` applies to the records it reads (:mod:`pyprof.prof.load
 
 from __future__ import annotations
 
+import functools
 import io
 import math
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -25,6 +36,18 @@ from itertools import chain
 from typing import IO, Any
 
 import orjson
+
+#: the version of the record format: the fields of :data:`FIELDS` with their types. 1: the records before
+#: the header line (no header; ``tid`` an integer or a string); 2: the header line, ``tid`` an integer.
+FORMAT_VERSION = 2
+#: the version of a record file without a header (written before there was one)
+UNVERSIONED = 1
+#: the key of the header line that holds the format version
+HEADER_KEY = "pyprofRecords"
+#: how every header line starts (``orjson`` writes keys in insertion order, without spaces)
+HEADER_PREFIX = b'{"' + HEADER_KEY.encode() + b'":'
+#: what a user with a file of another version is told to do
+NEWER_HINT = "read it with the pyprof that wrote it, or upgrade pyprof (pip install -U pyprof-torch)"
 
 # Durations (ns) and byte counts above this are impossible (2**62 ns is 146 years); the bound keeps them,
 # and sums of a few of them, inside int64.
@@ -64,7 +87,7 @@ FIELDS: tuple[Field, ...] = (
     Field("end", "int", "Kernel end, ns, same clock as `start`."),
     Field("correlationId", "int|null", "CUPTI correlation id joining the kernel to its API call (unique per process)."),
     Field("pid", "int|null", "Process id of the launching process (nsys: `(globalPid >> 24) & 0xFFFFFF`; nvprof: the API call's processId); null when the launch has no API call in the export."),
-    Field("tid", "int|str|null", "Thread id of the launching thread (the API call's thread; nvprof: its 32-bit thread id, unsigned; kineto: as the trace gives it, often a string); null when the launch has no API call in the export."),
+    Field("tid", "int|null", "Thread id of the launching thread (the API call's thread; nvprof: its 32-bit thread id, unsigned; kineto: the trace's `tid`, an integer also where the trace spells it as a decimal string, null where it is any other text); null when the launch has no API call in the export. (Format 1 files may hold it as a decimal string: readers turn it into its integer.)"),
     Field("device", "int|null", "CUDA device ordinal as the process saw it (after CUDA_VISIBLE_DEVICES); null on CPU."),
     Field("gpu", "str|null", "GPU name from the export's device tables (`NVIDIA H100 80GB HBM3`); null when unknown or CPU."),
     Field("gpuProps", "props|null", "Properties of `gpu` as the profiler recorded them, the facts prof derives its peaks from: `cc` (compute capability, `\"8.6\"`; AMD: the gfx version, `\"9.0\"` for gfx90a), `sms` (SMs; AMD: compute units; a MIG slice: its own), `clock` (max boost clock, Hz), `bw` (memory bandwidth, bytes/s), `mem` (memory, bytes), `warp` (threads per warp); a key is absent where not recorded (torch.profiler traces record no clock or bandwidth), null when nothing is."),
@@ -285,15 +308,97 @@ def bad_field(rec: dict[str, Any], checks: Iterable[Check]) -> Check | None:
     return None
 
 
+@functools.cache
+def pyprof_version() -> str:
+    """The installed pyprof's version (``unknown`` in a source checkout that is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyprof-torch")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def header(source: str | None) -> dict[str, Any]:
+    """The header of a record file whose records come from ``source`` (``nsys``, ``nvprof``, ``kineto``;
+    None where unknown): the format version, the pyprof that wrote it, the source."""
+    return {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": source}
+
+
+def header_line(source: str | None) -> bytes:
+    """:func:`header` as the first line of a record file (bytes, newline included)."""
+    return orjson.dumps(header(source)) + b"\n"
+
+
+def is_header(value: Any) -> bool:
+    """Whether a decoded line is a header line (an object with :data:`HEADER_KEY`)."""
+    return value.__class__ is dict and HEADER_KEY in value
+
+
+def check_version(head: dict[str, Any], name: str) -> int:
+    """The format version of the header ``head`` of the file ``name``; an
+    :class:`~pyprof.errors.InputError` where it is not one this pyprof reads (newer, or not a version)."""
+    from pyprof.errors import InputError
+
+    v = head.get(HEADER_KEY)
+    if v.__class__ is not int or v < UNVERSIONED:
+        raise InputError(f"{name}: record format version {v!r} is not one pyprof knows", NEWER_HINT)
+    if v > FORMAT_VERSION:
+        raise InputError(f"{name}: record format version {v} (written by pyprof {head.get('pyprof')}) is newer than "
+                         f"this pyprof {pyprof_version()} reads (up to {FORMAT_VERSION})", NEWER_HINT)
+    return v
+
+
+def version_of(first_line: bytes, name: str) -> int:
+    """The format version of a record file whose first line is ``first_line``: its header's (checked,
+    see :func:`check_version`), or :data:`UNVERSIONED` where that line is no header."""
+    if not first_line.startswith(HEADER_PREFIX):
+        return UNVERSIONED
+    try:
+        head = orjson.loads(first_line)
+    except orjson.JSONDecodeError:
+        from pyprof.errors import InputError
+
+        raise InputError(f"{name} line 1: a broken record file header", "write the file again with "
+                         "`pyprof parse`") from None
+    return check_version(head, name)
+
+
+def read_version(path: str | os.PathLike) -> int:
+    """The format version of the record file ``path`` (see :func:`version_of`); a file that cannot be
+    read is :data:`UNVERSIONED` here (its reader says why)."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 16)
+    except OSError:
+        return UNVERSIONED
+    return version_of(first, os.fspath(path))
+
+
+def thread_id(v: Any) -> int | None:
+    """A ``tid`` as the record field holds it (an integer): a decimal string (torch.profiler traces of
+    some versions, format 1 files) as its integer, any other text null."""
+    if v is None or v.__class__ is int:
+        return v
+    if v.__class__ is str:
+        t = v.strip()
+        if t.isascii() and (t[1:] if t[:1] == "-" else t).isdigit():
+            return int(t)
+        return None
+    return v  # (not an id at all: left for the field's check to name)
+
+
 def dumps(record: dict[str, Any]) -> bytes:
     """One record as a JSON line (bytes, newline included)."""
     return orjson.dumps(record) + b"\n"
 
 
-def write_records(records: Iterable[dict[str, Any]], fh: IO) -> int:
-    """Stream records as JSON lines to a text or binary file object; returns the count.
+def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None = None) -> int:
+    """Stream a record file to a text or binary file object: the header line (:func:`header_line`), then
+    the records as JSON lines; returns the count of records.
 
-    ``records`` that can also give themselves as JSON lines (``prepared()``, as the iterator of
+    ``source``: the header's; None: the first record's ``source`` field. ``records`` that can also give
+    themselves as JSON lines (``prepared()``, as the iterator of
     :meth:`pyprof.parse.kineto.KinetoSource.records` can) are written from those: the same bytes,
     without a dict per record."""
     out = getattr(fh, "buffer", None) if isinstance(fh, io.TextIOBase) else fh
@@ -301,40 +406,53 @@ def write_records(records: Iterable[dict[str, Any]], fh: IO) -> int:
     prepared = getattr(records, "prepared", None)
     if out is not None and prepared is not None:
         prep = prepared()
+        out.write(header_line(source or getattr(getattr(prep, "src", None), "kind", None)))
         for chunk in prep.lines():
             out.write(chunk)
         return prep.n
-    if out is not None:
-        for rec in records:
-            out.write(dumps(rec))
-            n += 1
-        return n
-    for rec in records:  # a text-only stream (StringIO)
-        fh.write(dumps(rec).decode())
+    it = iter(records)
+    first = next(it, None)
+    if source is None and first is not None:
+        source = first.get("source")
+    write = out.write if out is not None else lambda b: fh.write(b.decode())  # (a text-only stream: StringIO)
+    write(header_line(source))
+    if first is None:
+        return 0
+    for rec in chain((first,), it):
+        write(dumps(rec))
         n += 1
     return n
 
 
 def iter_records(fh: IO) -> Iterator[dict[str, Any]]:
-    """Read JSON-lines records. Old PyProf ``str(dict)`` lines are read too (``ast.literal_eval``)."""
+    """Read JSON-lines records (the header line checked and skipped, see :func:`check_version`). Old
+    PyProf ``str(dict)`` lines are read too (``ast.literal_eval``). Format 1's ``tid`` texts become
+    integers (:func:`thread_id`)."""
     from pyprof.markers import MarkerError, decode_legacy_pyprof
 
+    version = UNVERSIONED
     for lineno, line in enumerate(fh, 1):
         if isinstance(line, bytes):
             line = line.decode("utf-8", "replace")
         line = line.strip()
         if not line:
             continue
+        if line.startswith('{"' + HEADER_KEY + '":'):
+            version = version_of(line.encode(), getattr(fh, "name", "<stream>"))
+            continue
         if line.startswith("{'"):
             try:
-                yield decode_legacy_pyprof(line)
+                rec = decode_legacy_pyprof(line)
             except MarkerError as exc:
                 raise ValueError(f"line {lineno}: {exc}") from None
-            continue
-        try:
-            yield orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"line {lineno}: not a JSON record ({exc})") from None
+        else:
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise ValueError(f"line {lineno}: not a JSON record ({exc})") from None
+        if version == UNVERSIONED and rec.__class__ is dict and rec.get("tid").__class__ is str:
+            rec["tid"] = thread_id(rec["tid"])
+        yield rec
 
 
 def markdown() -> str:
@@ -344,6 +462,28 @@ def markdown() -> str:
         "",
         "Generated from `pyprof/records.py` (`python -m pyprof.records > docs/records.md`). "
         "One JSON object per line; `parse` writes them, `prof` reads them.",
+        "",
+        "## Header and format version",
+        "",
+        f"A record file's first line is its header: `{{\"{HEADER_KEY}\":{FORMAT_VERSION},\"pyprof\":\"0.1.0\","
+        f"\"source\":\"nsys\"}}`. `{HEADER_KEY}` is the record format's version (now {FORMAT_VERSION}); `pyprof` "
+        "the version that wrote the file; `source` where its records came from (`nsys`, `nvprof`, `kineto`). "
+        "It has no `kShortName` or `kDuration`, so a pyprof older than the header refuses the file (\"record "
+        "without kShortName/kDuration\") instead of reading it as a kernel. A Parquet file (`pyprof parse "
+        f"--format parquet`) holds the same three facts in its `pyprof` metadata (`format`, `pyprof`, `source`).",
+        "",
+        "Every reader (`pyprof prof`, `report`, `diff`, `advise`, `pyprof.load()`, the Parquet conversion and "
+        "read-back) takes the version from there:",
+        "",
+        f"- {FORMAT_VERSION}: this page.",
+        f"- {UNVERSIONED} (no header line, or Parquet metadata without `format`: files of pyprof before the header): "
+        "still read. Its records are these, except that `tid` may be a decimal string (torch.profiler traces "
+        "that spell it so), which the readers turn into its integer. Parse the export again to get a file "
+        "of the current format.",
+        "- newer than this pyprof knows (or not a version): refused in one line naming the version, exit 2; "
+        "read it with the pyprof that wrote it, or upgrade pyprof.",
+        "",
+        "## Fields",
         "",
         "`null` means unknown, in any field. `pyprof prof` checks every field it reads against the type "
         "below (a number: an integer or a finite float; a range or a list of values where given) and stops "

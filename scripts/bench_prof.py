@@ -52,7 +52,9 @@ def seed_records(source: str) -> tuple[list[dict], str]:
 def records_of(path: Path) -> list[dict]:
     """The records of a record file, or of what ``pyprof parse`` makes of a trace or export."""
     if path.suffix == ".dict":
-        return [orjson.loads(line) for line in path.open("rb") if line.strip()]
+        from pyprof.records import is_header
+
+        return [r for r in map(orjson.loads, filter(bytes.strip, path.open("rb"))) if not is_header(r)]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "seed.dict"
         subprocess.run([sys.executable, "-m", "pyprof.cli.main", "parse", str(path), "-o", str(out)],
@@ -91,7 +93,11 @@ def synthetic() -> list[dict]:
 
 
 def tile(seed: list[dict], n: int, fh) -> None:
-    """Write ``n`` records: copies of ``seed`` with fresh opIds, shifted times, perturbed durations."""
+    """Write a record file of ``n`` records (its header line first): copies of ``seed`` with fresh opIds,
+    shifted times, perturbed durations."""
+    from pyprof.records import header_line
+
+    fh.write(header_line(seed[0].get("source") if seed else None))
     span = max((r.get("end") or 0) for r in seed) - min((r.get("start") or 0) for r in seed) + 1
     max_op = max((r.get("opId") or 0) for r in seed) + 1
     buf: list[bytes] = []
@@ -135,11 +141,13 @@ def make(path: str, n: int, source: str, seed_file: str | None = None, kineto: b
 
 
 def count_records(path: Path) -> int:
-    """Non-blank lines of a record file (what prof turns into rows)."""
+    """Non-blank lines of a record file less its header line (what prof turns into rows)."""
+    from pyprof.records import HEADER_PREFIX
+
     n = 0
     with open(path, "rb") as fh:
         for line in fh:
-            n += bool(line.strip())
+            n += bool(line.strip()) and not line.startswith(HEADER_PREFIX)
     return n
 
 

@@ -46,13 +46,14 @@ def one(path: Path, tmp: Path) -> list[str]:
     warned = "no peak" in q.stderr
     stated = [ln for ln in q.stdout.splitlines() if ln.startswith("# peaks")]
     from pyprof.prof.devices import DeviceResolver
+    from pyprof.records import is_header
 
     resolver = DeviceResolver()
     seen: dict = {}
     with open(out, "rb") as fh:
         for line in fh:
             rec = orjson.loads(line)
-            if rec.get("device") is None:
+            if is_header(rec) or rec.get("device") is None:
                 continue
             key = (rec.get("gpu"), orjson.dumps(rec.get("gpuProps")))
             if key not in seen:

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from pyprof.parse.kineto import KinetoSource  # noqa: E402
 from pyprof.prof.tensorcores import kernel_class  # noqa: E402
-from pyprof.records import write_records  # noqa: E402
+from pyprof.records import is_header, write_records  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "kineto"
 STEP = "ProfilerStep#"
@@ -60,7 +60,7 @@ def coverage(path: Path) -> dict | None:
         out = Path(tmp) / "records.dict"
         with open(out, "wb") as fh:
             write_records(src.records(), fh)
-        recs = [orjson.loads(line) for line in out.read_bytes().splitlines() if line.strip()]
+        recs = [r for r in map(orjson.loads, filter(bytes.strip, out.read_bytes().splitlines())) if not is_header(r)]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         prof = subprocess.run([sys.executable, "-m", "pyprof", "prof", "--json", "-c", "idx,flops", str(out)],
                               capture_output=True, env=env, check=True)

@@ -205,3 +205,29 @@ def _no_pyprof_leftovers():
         left += _diff_from_pristine()
     assert not was_on, "test left pyprof initialised (call pyprof.deinit())"
     assert not left, "pyprof left torch patched after deinit(): " + "; ".join(left[:5])
+
+
+def record_body(data: bytes | str) -> bytes | str:
+    """A record file's text (or bytes) less its header line, checked to be the current format's
+    (``pyprof.records.header_line``): the record lines themselves, as tests compare them."""
+    import orjson
+
+    from pyprof.records import FORMAT_VERSION, HEADER_KEY
+
+    raw = data.encode() if isinstance(data, str) else data
+    head, sep, body = raw.partition(b"\n")
+    assert orjson.loads(head)[HEADER_KEY] == FORMAT_VERSION, f"no record file header: {head[:80]!r}"
+    body = body if sep else b""
+    return body.decode() if isinstance(data, str) else body
+
+
+def record_lines(data: bytes | str) -> list[dict]:
+    """The records of a record file's text (or bytes), its header line checked and skipped."""
+    import orjson
+
+    return [orjson.loads(line) for line in record_body(data).splitlines() if line.strip()]
+
+
+def read_record_file(path) -> list[dict]:
+    """The records of the record file ``path`` (see :func:`record_lines`)."""
+    return record_lines(Path(path).read_bytes())

@@ -7,8 +7,7 @@ import collections
 import sqlite3
 from pathlib import Path
 
-import orjson
-
+from tests.conftest import read_record_file
 from tests.nsys_synth import Export
 
 LINEAR = ('{"pyprof":1,"k":"op","op":"linear","mod":"torch.nn.functional","args":[{"name":"input","type":"tensor",'
@@ -54,7 +53,7 @@ def job(tmp_path: Path, ranks: int = 4, straggler: int = 2) -> list[Path]:
 
 def jsonl_totals(path: Path) -> tuple[int, int, dict]:
     """Records, total kDuration and records per op of a JSON-lines record file."""
-    recs = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    recs = read_record_file(path)
     return len(recs), sum(r["kDuration"] for r in recs), dict(collections.Counter(r["op"] for r in recs))
 
 

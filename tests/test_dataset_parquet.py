@@ -31,7 +31,7 @@ def test_every_record_field_has_a_column():
 
     schema = arrow_schema()
     assert schema.names == [*DATASET_COLUMNS, *(f.name for f in FIELDS)]
-    assert KINDS["args"] == "json" and KINDS["atenSizes"] == "json" and KINDS["tid"] == "text"
+    assert KINDS["args"] == "json" and KINDS["atenSizes"] == "json" and KINDS["tid"] == "int64"
     assert str(schema.field("ranges").type) == "list<item: struct<text: string, domain: string>>"
     assert str(schema.field("grid").type) == "list<item: int64>" and str(schema.field("layer").type) == "list<item: string>"
     assert str(schema.field("kDuration").type) == "int64" and str(schema.field("kShortName").type) == "string"
@@ -128,8 +128,8 @@ def test_rank_from_the_export_or_the_name():
                      "frank3.sqlite": None, "node0_rank-15.nsys.sqlite": "15"}
 
 
-def test_kineto_traces_keep_their_rank_and_text_tids(tmp_path, capsys):
-    """A torch.profiler trace: distributedInfo's rank; thread ids that are text stay text."""
+def test_kineto_traces_keep_their_rank_and_tids(tmp_path, capsys):
+    """A torch.profiler trace: distributedInfo's rank; thread ids as integers in both forms."""
     trace = json.loads(KINETO_GPU.read_text())
     trace["distributedInfo"]["rank"] = 6
     gpu = tmp_path / "gpu.json"
@@ -152,6 +152,7 @@ def test_kineto_traces_keep_their_rank_and_text_tids(tmp_path, capsys):
     a = pyprof.load(tmp_path / "gpu.parquet").drop(columns=["rank", "host", "file"])
     b = pyprof.load(tmp_path / "gpu.dict").drop(columns=["rank", "host", "file"])
     _same_frames(a, b)
+    assert str(a["tid"].dtype) == "Int64" and a["tid"].notna().any()
 
 
 def test_row_groups_and_the_same_bytes_on_any_threads(tmp_path, monkeypatch):

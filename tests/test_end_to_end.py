@@ -12,13 +12,12 @@ from __future__ import annotations
 import csv
 import math
 
-import orjson
 import pytest
 
 try:
-    from conftest import CORPUS, corpus_files, run_main
+    from conftest import CORPUS, corpus_files, read_record_file, run_main
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import CORPUS, corpus_files, run_main
+    from tests.conftest import CORPUS, corpus_files, read_record_file, run_main
 
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.ops import OpCall, estimate
@@ -56,7 +55,7 @@ def test_parse_then_prof(path, tmp_path, capsys):
         assert not records_path.exists()
         return
     assert code == 0, err
-    records = [orjson.loads(line) for line in records_path.open("rb")]
+    records = read_record_file(records_path)
     out = tmp_path / "net.csv"
     code, err = run(["prof", "--csv", "-c", "all", "-o", str(out), str(records_path)], capsys)
     assert code == 0, err

@@ -23,7 +23,7 @@ import orjson
 import pytest
 
 from pyprof.records import CHECKS, bad_field
-from tests.conftest import REPO, run_main
+from tests.conftest import REPO, read_record_file, record_body, run_main
 from tests.nsys_synth import Export
 
 SEED = 20261127
@@ -49,8 +49,9 @@ def one_line_or_result(code, err: str, outs: list[Path]) -> str | None:
 
 
 def records_ok(path: Path) -> str | None:
-    """None when every line of ``path`` is a record whose fields pass :data:`pyprof.records.CHECKS`."""
-    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+    """None when every line of ``path`` after its header is a record whose fields pass
+    :data:`pyprof.records.CHECKS`."""
+    for n, line in enumerate(record_body(path.read_bytes()).splitlines(), 2):
         rec = orjson.loads(line)
         bad = bad_field(rec, CHECKS.values())
         if bad is not None:
@@ -142,7 +143,7 @@ def test_generated_markers_through_parse_then_prof(capsys, tmp_path):
     code, _, err = run_main(capsys, ["parse", src, "-o", out])
     assert code == 0, err
     assert records_ok(out) is None
-    assert len(out.read_bytes().splitlines()) == len(texts)  # no kernel lost
+    assert len(read_record_file(out)) == len(texts)  # no kernel lost
     warned = [line for line in err.splitlines() if "malformed pyprof/PyProf marker" in line]
     assert len(warned) == 1
     n_bad = int(warned[0].split("warning: ")[1].split()[0])
@@ -162,7 +163,7 @@ def test_odd_literal_is_stored_as_its_text(capsys, tmp_path):
                                "'value': b'\\x00'}, {'name': 'y', 'type': 'int', 'value': " + str(2**70) + "}]}"])
     code, _, err = run_main(capsys, ["parse", src, "-o", out])
     assert code == 0, err
-    (rec,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    (rec,) = read_record_file(out)
     assert rec["op"] == "mul" and [a["value"] for a in rec["args"]] == ["b'\\x00'", str(2**70)]
 
 
@@ -473,7 +474,7 @@ def test_deep_nvtx_nesting_is_refused(monkeypatch, capsys, tmp_path):
     code, _, err = run_main(capsys, ["parse", src, "-o", out])
     assert code == 0, err
     assert records_ok(out) is None
-    (rec,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    (rec,) = read_record_file(out)
     assert len(rec["ranges"]) == 1200
 
 
@@ -688,7 +689,7 @@ def test_non_ascii_module_range_and_path_survive_pyprof_run(capsys, tmp_path):
             os._exit(3)
     assert code == 0, err[-2000:]
     assert status.read_text() == "0"  # the child exited 0, where the script ended (not killed, not 3)
-    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    recs = read_record_file(out / "records.dict")
     layers = {name for rec in recs for name in rec.get("layer") or ()}
     assert {"café", "层"} <= layers
     assert any("modèle.py" in site for rec in recs for site in rec.get("trace") or ())

@@ -11,7 +11,7 @@ import pytest
 
 from pyprof.parse.kineto import KinetoSource
 from pyprof.records import FIELD_NAMES
-from tests.conftest import REPO
+from tests.conftest import REPO, read_record_file
 
 GPU = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"
 
@@ -147,4 +147,4 @@ def test_launch_under_only_a_python_frame_has_no_ranges(tmp_path):
     assert recs[0]["ranges"] == [] and recs[0]["op"] is None and recs[0]["kDuration"] == 9000
     out = tmp_path / "t.dict"
     parse_file(str(path), str(out))
-    assert [orjson.loads(x) for x in out.read_bytes().splitlines()] == recs
+    assert read_record_file(out) == recs

@@ -22,7 +22,7 @@ from pyprof.parse.kineto.index import ROLE_ANN, ROLE_OP, ROLE_PY, Index, cpu_nod
 from pyprof.parse.kineto.lines import KinetoPrepared
 from pyprof.parse.run import parse_file
 from pyprof.records import write_records
-from tests.conftest import REPO
+from tests.conftest import REPO, record_body
 
 FIXTURES = REPO / "tests" / "fixtures" / "kineto"
 TRACES = [FIXTURES / "gpu_synthetic.json", FIXTURES / "cpu_unescaped_markers.json.gz"]
@@ -36,7 +36,8 @@ def test_lines_are_the_records_dumped(path):
     assert b"".join(prep.lines(0, 3)) + b"".join(prep.lines(3)) == want
     out = io.BytesIO()
     assert write_records(KinetoSource(path).records(), out) == want.count(b"\n")
-    assert out.getvalue() == want
+    assert record_body(out.getvalue()) == want
+    assert orjson.loads(out.getvalue().split(b"\n", 1)[0])["source"] == "kineto"
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
@@ -95,7 +96,7 @@ def test_split_lines_give_the_same_bytes_counts_and_warnings(tmp_path, monkeypat
     temp = _own_temp(tmp_path, monkeypatch)
     want = b"".join(orjson.dumps(r) + b"\n" for r in KinetoSource(CPU).records())
     one, one_bytes, two, two_bytes = _parse_pair(tmp_path, monkeypatch)
-    assert one_bytes == want and two_bytes == want
+    assert record_body(one_bytes) == want and record_body(two_bytes) == want
     assert _summary(two) == _summary(one) and one.warnings  # (the repaired names)
     with process.owning():
         prep = KinetoSource(CPU).prepared(split=True)

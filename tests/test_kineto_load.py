@@ -15,7 +15,7 @@ from pyprof.errors import InputError
 from pyprof.parse.kineto import KinetoSource
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.load import load_trace, repair_unescaped_names
-from tests.conftest import BLOCK_TORCH, REPO
+from tests.conftest import BLOCK_TORCH, REPO, read_record_file
 
 GPU = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"
 
@@ -136,8 +136,8 @@ def test_cli_parse_reads_a_kineto_trace(tmp_path):
     out = tmp_path / "out.dict"
     res = CliRunner().invoke(cli, ["parse", str(src), "-o", str(out)], standalone_mode=False)
     assert res.exception is None, res.output
-    lines = out.read_bytes().splitlines()
-    assert len(lines) == 6 and all(orjson.loads(line)["source"] == "kineto" for line in lines)
+    recs = read_record_file(out)
+    assert len(recs) == 6 and all(rec["source"] == "kineto" for rec in recs)
 
 
 def test_chunked_parsing_gives_the_same_records(tmp_path, monkeypatch):

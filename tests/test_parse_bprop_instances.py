@@ -24,7 +24,7 @@ import pytest
 
 from pyprof import markers
 from pyprof.parse.source import open_source
-from tests.conftest import run_main
+from tests.conftest import read_record_file, run_main
 from tests.nsys_synth import Export, Track
 
 F = "torch.nn.functional"
@@ -227,7 +227,7 @@ def test_cli_parse_then_prof(tmp_path, capsys):
     code, _, err = run_main(capsys, ["parse", path, "-o", out])
     assert code == 0, err
     assert "6 kernels" in err and "100.0% attributed" in err and "nsys 2024.6.2.225" in err
-    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    lines = read_record_file(out)
     assert len(lines) == 6
     code, text, err = run_main(capsys, ["prof", "--json", "-c", "idx,opid,dir,sub,op,layer,flops", out])
     assert code == 0, err

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO, corpus_file, run_main
+from tests.conftest import REPO, corpus_file, record_lines, run_main
 
 pytestmark = pytest.mark.corpus
 
@@ -29,7 +28,7 @@ def test_stdout_and_summary(capsys):
     path = corpus_file("hpcgroup__pipit")
     code, out, err = run_cli(capsys, path)
     assert code == 0
-    recs = [json.loads(x) for x in out.splitlines()]
+    recs = record_lines(out)
     assert sum(r["kind"] == "kernel" for r in recs) == 5
     assert "5 kernels" in err and "100.0% attributed" in err and "nsys 2022.2.1.31" in err
     code, out2, err = run_cli(capsys, path, "-q")
@@ -132,7 +131,7 @@ def test_odd_characters_in_the_path(tmp_path, capsys):
     f.write_bytes(corpus_file("hpcgroup__pipit").read_bytes())
     code, out, err = run_cli(capsys, f)
     assert code == 0, err
-    assert len(out.splitlines()) == 20
+    assert len(record_lines(out)) == 20
 
 
 def test_outputs_of_inputs_named_alike_take_as_many_folders_as_needed(tmp_path):

@@ -3,14 +3,13 @@ never a traceback. Corpus files are copied to tmp_path before being mutated."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO, corpus_copy, corpus_file, run_main
+from tests.conftest import REPO, corpus_copy, corpus_file, read_record_file, run_main
 
 DLPROF = "MohanadOdema__DLProf"
 
@@ -114,7 +113,7 @@ def test_export_without_nvtx_warns(tmp_path, capsys):
     code, _, err = run_cli(capsys, f, "-o", out)
     assert code == 0
     assert "warning" in err and "no NVTX" in err
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = read_record_file(out)
     assert sum(r["kind"] == "kernel" for r in recs) == 59
     assert all(r["ranges"] == [] and r["op"] is None for r in recs)
 
@@ -135,7 +134,7 @@ def test_null_columns_and_dropped_tables(tmp_path, capsys):
     out = tmp_path / "o.dict"
     code, _, err = run_cli(capsys, f, "-o", out)
     assert code == 0, err
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = read_record_file(out)
     kernels = [r for r in recs if r["kind"] == "kernel"]
     assert len(kernels) == 59
     assert any(r["kShortName"] is None and r["grid"] is None and r["device"] is None for r in kernels)
@@ -159,7 +158,7 @@ def test_garbage_marker_text(tmp_path, capsys):
     code, _, err = run_cli(capsys, f, "-o", out)
     assert code == 0, err
     assert f"{n_bad_new + n_bad_old} malformed" in err
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = read_record_file(out)
     assert sum(r["kind"] == "kernel" for r in recs) == 59
     raw = [r for r in recs if any(x["text"].startswith('{"pyprof":1,"k":"op","ns":') for x in r["ranges"])]
     assert raw  # kernels under a broken marker are still written, with the raw text

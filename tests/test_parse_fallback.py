@@ -17,7 +17,7 @@ import pytest
 from pyprof.markers import encode, make
 from pyprof.parse import fetch
 from pyprof.parse.run import parse_file, parse_many
-from tests.conftest import REPO, corpus_file
+from tests.conftest import REPO, corpus_file, record_body
 from tests.nsys_synth import Export
 
 FAST = ("adbc_driver_sqlite", "adbc_driver_manager", "nanoarrow")
@@ -113,7 +113,7 @@ def test_without_the_fast_extra_parse_still_works(tmp_path):
     src = small_export(tmp_path / "small.sqlite")
     parse_file(str(src), str(tmp_path / "plain.dict"))
     plain = (tmp_path / "plain.dict").read_bytes()
-    assert plain.count(b"\n") == 17  # 4 steps x 2 layers x 2 kernels + 1 on the side thread
+    assert record_body(plain).count(b"\n") == 17  # 4 steps x 2 layers x 2 kernels + 1 on the side thread
     assert _child_parse("missing", src, tmp_path / "child.dict") == plain
 
 

@@ -4,13 +4,12 @@ and the column, exit status 2. Corpus files are copied to tmp_path and rebuilt w
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 import pytest
 
 from pyprof.parse.db import Database
-from tests.conftest import corpus_copy, corpus_file, corpus_files, run_main
+from tests.conftest import corpus_copy, corpus_file, corpus_files, read_record_file, run_main
 
 pytestmark = pytest.mark.corpus
 
@@ -37,7 +36,7 @@ def _drop(path, table: str, *columns: str) -> None:
 def _parse(capsys, path, tmp_path) -> tuple[int, list[dict], str]:
     out = tmp_path / "out.dict"
     code, _, err = run_main(capsys, ["parse", path, "-o", out])
-    recs = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    recs = read_record_file(out) if out.exists() else []
     return code, recs, err
 
 

@@ -19,7 +19,7 @@ from pyprof.markers import encode, make
 from pyprof.parse import fetch, nsys
 from pyprof.parse.run import parse_file
 from pyprof.parse.source import open_source
-from tests.conftest import corpus_file
+from tests.conftest import corpus_file, record_body
 from tests.nsys_synth import Export
 
 CORPUS = ["yyhtbs-yye__mmagic", "MohanadOdema__DLProf", "zx3xyy__assignment2-systems", "Athrun0109__CS336",
@@ -193,5 +193,5 @@ def test_records_equal_the_lines(tmp_path, monkeypatch):
         m.setattr(nsys, "WINDOW_ROWS", 4)
         m.setattr(nsys, "SLICE_ROWS", 1)
         records = list(open_source(path).records())
-    lines = _parse(path, tmp_path / "l.dict", monkeypatch).split(b"\n")[:len(records)]
+    lines = record_body(_parse(path, tmp_path / "l.dict", monkeypatch)).split(b"\n")[:len(records)]
     assert [orjson.loads(orjson.dumps(r)) for r in records] == [orjson.loads(x) for x in lines]

@@ -10,9 +10,9 @@ import sqlite3
 import pytest
 
 try:
-    from conftest import CORPUS, corpus_file, corpus_files, run_main
+    from conftest import CORPUS, corpus_file, corpus_files, read_record_file, run_main
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import CORPUS, corpus_file, corpus_files, run_main
+    from tests.conftest import CORPUS, corpus_file, corpus_files, read_record_file, run_main
 
 from pyprof.parse.db import Database
 from pyprof.parse.gpus import nsys_gpu_props, nvprof_gpu_props
@@ -173,7 +173,7 @@ def test_a30_mig_slice_gets_its_share(tmp_path, capsys):
     out = tmp_path / "mig.dict"
     code, _, err = run_main(capsys, ["parse", corpus_file(A30_MIG), "-o", out])
     assert code == 0, err
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs = read_record_file(out)
     props = {json.dumps(r["gpuProps"], sort_keys=True) for r in recs}
     assert len(props) == 1 and recs[0]["gpu"] == "NVIDIA A30 MIG 2g.12gb" and recs[0]["gpuProps"]["sms"] == 28
     a30 = match_gpu("NVIDIA A30")

@@ -12,16 +12,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import orjson
 import pytest
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("duckdb")
 
 try:
-    from conftest import CORPUS, corpus_file, run_main
+    from conftest import CORPUS, corpus_file, read_record_file, run_main
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import CORPUS, corpus_file, run_main
+    from tests.conftest import CORPUS, corpus_file, read_record_file, run_main
 
 import pyprof  # noqa: E402
 from pyprof.prof.table import build_file  # noqa: E402
@@ -56,7 +55,7 @@ def _main(argv):
 
 def test_parquet_reads_back_as_the_same_records(pair):
     lines, parquet = pair
-    want = [orjson.loads(line) for line in lines.read_bytes().splitlines()]
+    want = read_record_file(lines)
     assert read_records(parquet) == want
 
 

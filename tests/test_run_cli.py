@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from pyprof.cli.main import main  # noqa: E402
-from tests.conftest import REPO  # noqa: E402
+from tests.conftest import REPO, read_record_file  # noqa: E402
 
 TRAIN = """
 import sys
@@ -56,7 +56,7 @@ def test_run_writes_trace_records_env_and_prints_summary_and_findings(tmp_path, 
     assert seen.read_text() == f"__main__ {seen} 5"  # run as __main__ with sys.argv = [script, *args]
     for name in ("trace.json", "records.dict", "env.json"):
         assert (out / name).is_file()
-    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    recs = read_record_file(out / "records.dict")
     assert {r["dir"] for r in recs} >= {"fprop", "bprop", "optim"}
     linear = [r for r in recs if r["op"] == "linear" and r["dir"] == "fprop"]
     assert {r["layer"][-1] for r in linear} == {"0", "2"}  # nn.Sequential children
@@ -94,7 +94,7 @@ def test_script_without_iterations_is_profiled_whole_with_one_line_saying_so(tmp
     assert code == 0, stderr
     assert [line for line in stderr.splitlines() if "no iteration marked" in line and "whole script" in line]
     assert "whole script" in stdout
-    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    recs = read_record_file(out / "records.dict")
     mm = [r for r in recs if r["op"] in ("matmul", "__matmul__", "mm")]
     assert len({r["opId"] for r in mm}) == 3  # all three, not a window of them
 
@@ -115,7 +115,7 @@ def test_with_iterations_the_first_window_is_dropped_and_only_active_steps_kept(
                                  str(tmp_path / "a"), "6"], capsys)
     assert code == 0, stderr
     assert "no iteration marked" not in stderr and "6 steps counted" in stdout
-    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    recs = read_record_file(out / "records.dict")
     steps = {rg["text"] for r in recs for rg in r.get("ranges") or () if rg["text"].startswith("ProfilerStep#")}
     assert steps == {"ProfilerStep#2", "ProfilerStep#3"}
 
@@ -125,7 +125,7 @@ def test_steps_from_all_profiles_a_script_without_iterations(tmp_path, capsys):
     out = tmp_path / "o"
     code, stdout, stderr = _run(["run", "-o", str(out), "--steps-from", "all", str(script)], capsys)
     assert code == 0, stderr
-    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    recs = read_record_file(out / "records.dict")
     mm = [r for r in recs if r["op"] in ("matmul", "__matmul__", "mm")]
     assert len({r["opId"] for r in mm}) == 3
 
@@ -155,7 +155,7 @@ def test_without_markers_ops_come_from_aten_with_shapes_and_python_frames(tmp_pa
     code, stdout, stderr = _run(["run", "-o", str(out), "--no-init", "--with-stack", "--active", "1", str(script),
                                  str(tmp_path / "a"), "4"], capsys)
     assert code == 0, stderr
-    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    recs = read_record_file(out / "records.dict")
     lin = [r for r in recs if r["op"] == "linear" and r["dir"] == "fprop"]
     assert lin and {r["mod"] for r in lin} == {"aten"}
     # no pyprof module paths: the layers are torch.profiler's nn.Module ranges (class and instance index)
@@ -230,7 +230,7 @@ def test_a_script_using_torch_compile_runs(tmp_path, capsys):
     code, stdout, stderr = _run(["run", "-o", str(out), "--no-calibrate", str(script)], capsys)
     assert code == 0, stderr
     assert "compiled ok 0.0" in stdout
-    recs = [orjson.loads(line) for line in (out / "records.dict").read_bytes().splitlines()]
+    recs = read_record_file(out / "records.dict")
     region = [r for r in recs if r["kShortName"].startswith("Torch-Compiled Region")]
     assert region and all(r["op"] == r["kShortName"] and r["mod"] == "torch.compile" for r in region)
     assert {r["op"] for r in recs if r["dir"] == "fprop"} & {"addmm", "mm", "linear"}

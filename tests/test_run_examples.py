@@ -4,14 +4,13 @@ yields records of the example's own ops."""
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
 pytest.importorskip("torch")
 
 from pyprof.cli.main import main  # noqa: E402
 from pyprof.prof.devices import CPU_DEVICE, save_calibration  # noqa: E402
-from tests.conftest import REPO  # noqa: E402
+from tests.conftest import REPO, read_record_file  # noqa: E402
 
 EXAMPLES = sorted((REPO / "examples").rglob("*.py"))
 #: script arguments (not pyprof options) that keep an example short on a busy CI machine
@@ -29,6 +28,6 @@ def test_example_runs_under_plain_pyprof_run(example, tmp_path, capsys, monkeypa
         raise SystemExit(0)
     out = capsys.readouterr()
     assert info.value.code == 0, out.err
-    recs = [orjson.loads(line) for line in (tmp_path / "pyprof-out" / "records.dict").read_bytes().splitlines()]
+    recs = read_record_file(tmp_path / "pyprof-out" / "records.dict")
     assert recs and any(r.get("op") for r in recs)  # the example's ops, attributed by its markers
     assert "Summary by op" in out.out

@@ -19,7 +19,7 @@ from pyprof.errors import PyprofError
 from pyprof.parse.db import damaged, integrity_problem
 from pyprof.parse.limits import LimitError
 from pyprof.parse.source import open_source
-from pyprof.records import write_records
+from pyprof.records import header_line, write_records
 
 
 @dataclass
@@ -76,6 +76,7 @@ def _parse_file(path: str, out: str | None) -> Result:
         prep = source.prepared(split=process.can_fork())
         try:
             with atomic_output(out, "wb") as fh:
+                fh.write(header_line(source.kind))
                 write_lines(prep, fh)
                 fh.flush()
         finally:
@@ -93,7 +94,7 @@ def _parse_file(path: str, out: str | None) -> Result:
                 yield from records
 
         with atomic_output(out, "wb") as fh:
-            res.written = write_records(all_records(), fh)
+            res.written = write_records(all_records(), fh, source=source.kind)
             fh.flush()
     stats = getattr(source, "stats", None)
     if stats is not None:

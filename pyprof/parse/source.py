@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from pyprof.errors import InputError
 from pyprof.parse.db import REEXPORT, Database, is_sqlite
+from pyprof.records import HEADER_PREFIX
 
 
 class Source(Protocol):
@@ -63,7 +64,7 @@ def is_export(path: str | os.PathLike) -> bool:
     first = head.lstrip().split(b"\n", 1)[0].strip()
     if first in (b"{", b"[") or (first[:2] == b"[{" and b'"ph"' in head):  # pretty-printed, or a list of events
         return True
-    if first[:1] != b"{" or b'"kShortName"' in first:
+    if first[:1] != b"{" or b'"kShortName"' in first or first.startswith(HEADER_PREFIX):
         return False  # a record, a PyProf dict line, or not JSON at all: the record reader's to judge
     return any(k in head for k in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"'))
 

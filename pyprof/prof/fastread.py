@@ -13,8 +13,8 @@ a key. The cut gives:
   gathered for a whole block of lines and decoded with one ``orjson.loads`` call;
 * ``ranges``: not decoded (prof does not use it; the line reader skips it too).
 
-Any line that does not cut this way (another field order, a PyProf dict line, a blank line, a bad line)
-goes through :mod:`pyprof.prof.load`'s line reader, with the same errors and the same line numbers; a
+Any line that does not cut this way (the header line, another field order, a PyProf dict line, a blank
+line, a bad line) goes through :mod:`pyprof.prof.load`'s line reader, with the same errors and the same line numbers; a
 block whose varying parts do not decode is read again line by line. So the columns are always those of
 ``table._columns(load.iter_records(path))``.
 
@@ -39,6 +39,7 @@ import orjson
 
 from pyprof.errors import InputError
 from pyprof.prof.fields import STATIC, VARYING
+from pyprof.records import UNVERSIONED, thread_id
 
 _STATIC_SET = frozenset(STATIC) - {"gpuProps"}  # (a later field: record files written before it lack it)
 _VARYING_SET = frozenset(VARYING)
@@ -334,7 +335,7 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
                 key = buf[pos:a] + buf[b:c] + buf[e:f]
                 code = index.get(key)
                 if code is None:
-                    code = _new_static(key, cols)
+                    code = _new_static(key, cols, reader.version)
                 if code is not None and code >= 0:
                     codes.append(code)
                     append(b",{")
@@ -394,8 +395,9 @@ def _block_slow(buf: bytes, cols: Columns, reader, lines_before: int) -> int:
     return lineno
 
 
-def _new_static(key: bytes, cols: Columns) -> int | None:
-    """Decode a new static part; None when it is not one (the line then goes the slow way)."""
+def _new_static(key: bytes, cols: Columns, version: int) -> int | None:
+    """Decode a new static part of a file of record format ``version``; None when it is not one (the
+    line then goes the slow way)."""
     try:
         rec = orjson.loads(key + b"}")
     except orjson.JSONDecodeError:
@@ -403,6 +405,8 @@ def _new_static(key: bytes, cols: Columns) -> int | None:
     if rec.__class__ is not dict or not _STATIC_SET <= rec.keys() or not _VARYING_SET.isdisjoint(rec):
         cols.index[key] = -1  # not parse's layout: lines with this part go the slow way
         return None
+    if version == UNVERSIONED and rec["tid"].__class__ is str:  # format 1: a decimal text
+        rec["tid"] = thread_id(rec["tid"])
     values = tuple(map(rec.get, STATIC))
     if not all(check.ok(values[i]) for i, check in _checks()[0]):
         cols.index[key] = -1  # a bad field: the line reader names (or skips) each line with this part

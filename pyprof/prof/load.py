@@ -32,7 +32,16 @@ import orjson
 from pyprof.errors import InputError, RecordError
 from pyprof.markers import MarkerError, as_lists, decode_legacy_pyprof
 from pyprof.prof.fields import STATIC, VARYING
-from pyprof.records import CHECKS, Check, bad_field
+from pyprof.records import (
+    CHECKS,
+    HEADER_PREFIX,
+    UNVERSIONED,
+    Check,
+    bad_field,
+    check_version,
+    read_version,
+    thread_id,
+)
 
 HINT = "give the output of `pyprof parse FILE.sqlite -o FILE.dict`"
 FIX_HINT = "correct or delete the records with a bad field"
@@ -364,6 +373,9 @@ class _LineReader:
         self.skipped = 0
         self.first_bad: tuple[str, int, int, str] | None = None
         self.where = (path or name, offset)  # how a skipped record's place is told (see BadRecords.first)
+        # the file's record format (pyprof.records): from its header line; a part of a file (``offset``)
+        # reads it from the file's first line
+        self.version = read_version(path) if path is not None and offset > 0 else UNVERSIONED
 
     def state(self) -> tuple:
         return self.count, self.skipped, self.first_bad
@@ -414,11 +426,30 @@ class _LineReader:
             self.masks[mask] = known
         return known
 
+    def header(self, line: bytes, lineno: int) -> None:
+        """A header line (:data:`pyprof.records.HEADER_PREFIX`): its format version, checked, is the
+        version of the lines after it. Only the first line holds one; one further on is a file appended
+        to another (``cat a.dict b.dict``): its version must be the same."""
+        try:
+            head = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise InputError(f"{self.name} line {lineno}: a broken record file header", HINT) from None
+        if head.__class__ is not dict:
+            raise InputError(f"{self.name} line {lineno}: a broken record file header", HINT)
+        version = check_version(head, self.name)
+        if lineno > 1 and version != self.version and self.count:
+            raise InputError(f"{self.name} line {lineno}: a header of record format {version} after records "
+                             f"of format {self.version}", "parse each file into a file of its own")
+        self.version = version
+
     def record(self, line: bytes | str, lineno: int) -> dict[str, Any] | None:
         name = self.name
         if line.__class__ is str:
             line = line.encode()
         if line[:2] == b'{"':  # the fast path: parse's JSON lines
+            if line.startswith(HEADER_PREFIX):
+                self.header(line, lineno)
+                return None
             decode = self.decode
             try:
                 rec = decode(line)
@@ -427,6 +458,8 @@ class _LineReader:
                 if rec is None:
                     raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
                 decode.light = None
+            if self.version == UNVERSIONED and rec.__class__ is dict and rec.get("tid").__class__ is str:
+                rec["tid"] = thread_id(rec["tid"])  # format 1: a torch.profiler trace's decimal text
             if rec.__class__ is dict and "kDuration" in rec and "kShortName" in rec:
                 if not self.check and decode.light is not None and decode.heavy_ok and self._known(decode.light, rec):
                     self.count += 1
@@ -443,6 +476,8 @@ class _LineReader:
                 _normalise_legacy(rec, self.legacy)
         if rec.__class__ is not dict:
             raise InputError(f"{name} line {lineno}: not a record (a JSON {type(rec).__name__})", HINT)
+        if self.version == UNVERSIONED and rec.get("tid").__class__ is str:
+            rec["tid"] = thread_id(rec["tid"])
         if "kShortName" not in rec or "kDuration" not in rec:
             raise InputError(f"{name} line {lineno}: record without kShortName/kDuration", HINT)
         return self._accept(rec, lineno)

@@ -19,10 +19,18 @@ import pandas as pd
 
 from pyprof.scale.extra import require
 from pyprof.scale.identity import NAME_RANK
-from pyprof.scale.parquet import DATASET_COLUMNS, KINDS, SUFFIX, columns_of, is_parquet, parquet_files
+from pyprof.scale.parquet import (
+    DATASET_COLUMNS,
+    KINDS,
+    SUFFIX,
+    columns_of,
+    file_version,
+    is_parquet,
+    parquet_files,
+)
 
 _INT = ("int64",)
-_TEXT = ("string", "text", "json")
+_TEXT = ("string", "json")
 
 
 def _series(name: str, values: list) -> pd.Series:
@@ -47,15 +55,24 @@ def _selected(columns: Sequence[str] | None) -> list[str]:
 
 
 def _from_lines(path: str, names: list[str]) -> pd.DataFrame:
+    """A JSON-lines record file, its header line (the record format, :mod:`pyprof.records`) checked and
+    left out; format 1's ``tid`` texts as integers."""
     from pyprof.errors import InputError
+    from pyprof.records import HEADER_PREFIX, UNVERSIONED, thread_id, version_of
 
     loads = orjson.loads
     with open(path, "rb") as fh:
+        version = version_of(fh.readline(1 << 16), path)
+        fh.seek(0)
         try:
-            records = [loads(line) for line in fh if line.strip()]
+            records = [loads(line) for line in fh if line.strip() and not line.startswith(HEADER_PREFIX)]
         except orjson.JSONDecodeError as exc:
             raise InputError(f"{path}: not a record file (JSON lines) or Parquet: {exc}",
                              "give `pyprof parse`'s output, a .parquet file or a dataset folder") from None
+    if version == UNVERSIONED:
+        for rec in records:
+            if rec.__class__ is dict and rec.get("tid").__class__ is str:
+                rec["tid"] = thread_id(rec["tid"])
     cols = columns_of(records)
     m = NAME_RANK.search(os.path.basename(path))
     n = len(records)
@@ -63,10 +80,25 @@ def _from_lines(path: str, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame({name: _series(name, cols[name]) for name in names})
 
 
+def _file_table(path: str, names: list[str]):
+    """The columns ``names`` of one Parquet file, by its record format (:func:`file_version`): format 1's
+    ``tid`` (text) as integers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pyprof.records import UNVERSIONED, thread_id
+
+    version = file_version(path)
+    table = pq.read_table(path, columns=names)
+    if version == UNVERSIONED and "tid" in names and not pa.types.is_integer(table.schema.field("tid").type):
+        tids = pa.array([thread_id(v) for v in table.column("tid").to_pylist()], pa.int64())
+        table = table.set_column(table.schema.get_field_index("tid"), "tid", tids)
+    return table
+
+
 def _from_parquet(path: str, names: list[str]) -> pd.DataFrame:
     require("pyarrow")
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     files = parquet_files(path)
     if not files:
@@ -74,7 +106,7 @@ def _from_parquet(path: str, names: list[str]) -> pd.DataFrame:
 
         raise InputError(f"{path}: no {SUFFIX} file in this folder", "give a folder `pyprof parse --format parquet` wrote")
     try:
-        table = pa.concat_tables([pq.read_table(f, columns=names) for f in files])
+        table = pa.concat_tables([_file_table(f, names) for f in files])
     except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
         from pyprof.errors import InputError
 

@@ -9,7 +9,6 @@ record type                            Parquet column
 =====================================  ==============================================================
 ``str``, ``str|null``                  string (dictionary-encoded: kernel names, ops repeat)
 ``int``, ``int|null``                  int64
-``int|str|null`` (``tid``)             string: an integer thread id in decimal, a Kineto name as is
 ``list[int]``, ``list[str]`` (+null)   list<int64>, list<string>
 ``list[{text, domain}]`` (``ranges``)  list<struct<text: string, domain: string>>
 ``list[arg]``, ``list`` (``args``,     string: the value as compact JSON text (``json_extract`` in DuckDB,
@@ -19,7 +18,9 @@ record type                            Parquet column
 Files are zstd-compressed in row groups of :data:`ROW_GROUP` records (the last one shorter): a
 reader streams them, DuckDB spreads them over its threads, and the writer holds one group in memory,
 not a file. The file's key-value metadata ``pyprof`` holds, as JSON, the rank and host and where each
-was read (:mod:`pyprof.scale.identity`), and the pyprof version. Given the same input and index, the
+was read (:mod:`pyprof.scale.identity`), the record format's version (``format``:
+:data:`pyprof.records.FORMAT_VERSION`), the pyprof version and the records' source (:func:`file_version`
+reads it back: a file without ``format`` is of format 1, whose ``tid`` is text). Given the same input and index, the
 bytes are the same on any machine with the same pyarrow and DuckDB, whatever their threads: a
 cluster's outputs equal a local run's.
 """
@@ -31,7 +32,15 @@ from typing import Any
 
 import orjson
 
-from pyprof.records import FIELDS
+from pyprof.records import (
+    FIELDS,
+    FORMAT_VERSION,
+    HEADER_KEY,
+    UNVERSIONED,
+    check_version,
+    pyprof_version,
+    read_version,
+)
 from pyprof.scale.extra import require
 from pyprof.scale.identity import Identity
 
@@ -43,7 +52,7 @@ DATASET_COLUMNS = ("rank", "host", "file")
 SUFFIX = ".parquet"
 
 _BASE_KINDS = {
-    "str": "string", "int": "int64", "int|str": "text", "list[int]": "list<int64>", "list[str]": "list<string>",
+    "str": "string", "int": "int64", "list[int]": "list<int64>", "list[str]": "list<string>",
     "list[{text, domain}]": "ranges", "list[arg]": "json", "list": "json",
     "props": "json",
 }
@@ -62,7 +71,7 @@ def is_parquet(path: str) -> bool:
 
 
 def column_kinds() -> dict[str, str]:
-    """Record field -> column kind (``string``, ``int64``, ``text``, ``list<int64>``, ``list<string>``,
+    """Record field -> column kind (``string``, ``int64``, ``list<int64>``, ``list<string>``,
     ``ranges``, ``json``), from the type column of :data:`pyprof.records.FIELDS`; a type without a
     column is a ``ValueError`` (a new field's type needs a line here)."""
     kinds = {}
@@ -81,7 +90,7 @@ def arrow_schema(metadata: dict[bytes, bytes] | None = None):
     """The Arrow schema of a dataset file: :data:`DATASET_COLUMNS`, then every record field."""
     pa = _pa()
     types = {
-        "string": pa.string(), "int64": pa.int64(), "text": pa.string(), "json": pa.string(),
+        "string": pa.string(), "int64": pa.int64(), "json": pa.string(),
         "list<int64>": pa.list_(pa.int64()), "list<string>": pa.list_(pa.string()),
         "ranges": pa.list_(pa.struct([("text", pa.string()), ("domain", pa.string())])),
     }
@@ -98,7 +107,7 @@ def _pa():
     return pa
 
 
-_DUCKDB = {"string": "VARCHAR", "int64": "BIGINT", "text": "VARCHAR", "json": "JSON", "list<int64>": "BIGINT[]",
+_DUCKDB = {"string": "VARCHAR", "int64": "BIGINT", "json": "JSON", "list<int64>": "BIGINT[]",
            "list<string>": "VARCHAR[]", "ranges": "STRUCT(text VARCHAR, domain VARCHAR)[]"}
 
 
@@ -106,40 +115,52 @@ def _json_text(v: Any) -> str | None:
     return None if v is None else orjson.dumps(v).decode()
 
 
-def _text(v: Any) -> str | None:
-    return v if v is None or v.__class__ is str else str(v)
-
-
 def columns_of(records: list[dict[str, Any]]) -> dict[str, list]:
     """The record fields of ``records`` as Python lists, one per field, in the column representation
-    (JSON text for ``json`` fields, ``tid`` as text); missing fields are null. Needs no pyarrow."""
+    (JSON text for ``json`` fields); missing fields are null. Needs no pyarrow."""
     out: dict[str, list] = {}
     for name, kind in KINDS.items():
         values = [r.get(name) for r in records]
         if kind == "json":
             values = [_json_text(v) for v in values]
-        elif kind == "text":
-            values = [_text(v) for v in values]
         out[name] = values
     return out
 
 
-def metadata(ident: Identity) -> dict[bytes, bytes]:
+def metadata(ident: Identity, source: str | None = None) -> dict[bytes, bytes]:
     """The file's key-value metadata: ``pyprof`` -> JSON of the rank, host, where each was read, the
-    input's name and the pyprof version."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        v = version("pyprof-torch")
-    except PackageNotFoundError:  # a source checkout that is not installed
-        v = "unknown"
+    input's name, the record format's version, the pyprof version and the records' source (the
+    facts of a record file's header line, :func:`pyprof.records.header`)."""
     facts = {"rank": ident.rank, "rankFrom": ident.rank_from, "host": ident.host, "hostFrom": ident.host_from,
-             "file": ident.file, "pyprof": v, "records": "docs/records.md"}
+             "file": ident.file, "format": FORMAT_VERSION, "pyprof": pyprof_version(), "source": source,
+             "records": "docs/records.md"}
     return {b"pyprof": orjson.dumps(facts)}
+
+
+def file_version(path: str, schema=None) -> int:
+    """The record format of the Parquet file ``path`` (its ``schema``, where read already), from its
+    ``pyprof`` metadata: :data:`~pyprof.records.UNVERSIONED` where that has no ``format`` (files written
+    before it); an :class:`~pyprof.errors.InputError` for a version this pyprof does not read."""
+    if schema is None:
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path)
+    raw = (schema.metadata or {}).get(b"pyprof")
+    try:
+        facts = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        facts = {}
+    if facts.__class__ is not dict or "format" not in facts:
+        return UNVERSIONED
+    return check_version({"pyprofRecords": facts["format"], "pyprof": facts.get("pyprof")}, path)
 
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _quote_id(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def convert(records_path: str, out: str, ident: Identity, threads: int | None = None) -> int:
@@ -159,7 +180,11 @@ def convert(records_path: str, out: str, ident: Identity, threads: int | None = 
 
     from pyprof.atomic import atomic_output
 
-    schema = arrow_schema(metadata(ident))
+    version = read_version(records_path)  # (an InputError for a newer one)
+    with open(records_path, "rb") as fh:
+        first = fh.readline(1 << 16)
+    source = orjson.loads(first).get("source") if version != UNVERSIONED else None
+    schema = arrow_schema(metadata(ident, source))
     plain = schema.remove_metadata()
     con = duckdb.connect(config={"threads": int(threads)} if threads else {})
     con.execute("SET enable_progress_bar = false")  # its bar would go to stdout
@@ -167,13 +192,15 @@ def convert(records_path: str, out: str, ident: Identity, threads: int | None = 
         with atomic_output(out, "wb") as fh, pq.ParquetWriter(fh, schema, compression=COMPRESSION) as writer:
             if os.path.getsize(records_path) == 0:
                 return 0
-            columns = "{" + ", ".join(f"{_quote(n)}: {_quote(_DUCKDB[k])}" for n, k in KINDS.items()) + "}"
+            # the header line is a row whose only value is the header's key: left out
+            columns = "{" + ", ".join(f"{_quote(n)}: {_quote(_DUCKDB[k])}" for n, k in KINDS.items()) \
+                + f", {_quote(HEADER_KEY)}: 'BIGINT'}}"
             select = ", ".join(f'"{n}"::VARCHAR AS "{n}"' if k == "json" else f'"{n}"' for n, k in KINDS.items())
             rel = con.sql(
                 f"SELECT {int(ident.rank)}::BIGINT AS rank, "
                 f"{'NULL' if ident.host is None else _quote(ident.host)}::VARCHAR AS host, "
                 f"{_quote(ident.file)}::VARCHAR AS file, {select} FROM read_json({_quote(glob_literal(records_path))}, "
-                f"format = 'newline_delimited', columns = {columns}, maximum_object_size = {1 << 30})")
+                f"format = 'newline_delimited', columns = {columns}, maximum_object_size = {1 << 30}) WHERE {_quote_id(HEADER_KEY)} IS NULL")
             reader = rel.to_arrow_reader(ROW_GROUP) if hasattr(rel, "to_arrow_reader") else rel.fetch_record_batch(ROW_GROUP)
             n = 0
             pending = None

@@ -15,11 +15,12 @@ memory, and on a dataset that does fit it was faster and smaller than pandas rea
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import IO, Any
 
 from pyprof.scale.extra import require
-from pyprof.scale.parquet import SUFFIX, glob_literal, parquet_files
+from pyprof.scale.parquet import SUFFIX, file_version, glob_literal, parquet_files
 
 #: name, header, units kind (:mod:`pyprof.prof.units`, or ``int``/``str``), meaning
 RANK_COLUMNS = (
@@ -59,6 +60,10 @@ def _files(path: str | os.PathLike) -> list[str]:
     if not files:
         raise InputError(f"{path}: no {SUFFIX} file in this folder",
                          "write one with `pyprof parse --format parquet FILES -o DIR`")
+    require("pyarrow")
+    for f in files:  # a record format this pyprof reads (its tables use no field whose type changed)
+        with contextlib.suppress(OSError, ValueError):  # (an unreadable file: DuckDB's read names it)
+            file_version(f)
     return files
 
 

@@ -2,7 +2,7 @@
 ``pyprof prof``, ``report`` and ``diff`` read Parquet as they read a JSON-lines record file.
 
 Each column returns to its field's record type (:data:`pyprof.scale.parquet.KINDS`): ``args`` and
-``atenSizes`` from their JSON text, ``tid`` to an integer where its text is one, ``ranges`` as
+``atenSizes`` from their JSON text, ``ranges`` as
 ``{"text", "domain"}`` dicts; the dataset's own columns (``rank``, ``host``, ``file``) are left out. The
 records are checked as prof checks a record file's (:func:`pyprof.prof.load.prof_checks`): a bad one
 stops the read with a :class:`~pyprof.errors.RecordError`, or is skipped and counted under
@@ -11,23 +11,26 @@ stops the read with a :class:`~pyprof.errors.RecordError`, or is skipped and cou
 A dataset is read file by file (:func:`file_records`): each file is one input of ``pyprof parse`` (one
 rank), and its op instances (``opId``) are numbered within it, so prof must build each file's table on
 its own.
+
+Each file's record format is read from its metadata (:func:`pyprof.scale.parquet.file_version`): the
+current one as it is; format 1 (no ``format``), whose ``tid`` column is text, with each ``tid`` turned into
+its integer (:func:`pyprof.records.thread_id`); a newer one refused in one line.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from pyprof.errors import InputError
+from pyprof.records import UNVERSIONED, thread_id
 from pyprof.scale.extra import require
-from pyprof.scale.parquet import KINDS, SUFFIX, parquet_files
+from pyprof.scale.parquet import KINDS, SUFFIX, file_version, parquet_files
 
 HINT = "give a .parquet file or a dataset folder that `pyprof parse --format parquet` wrote"
-_INT = re.compile(r"-?\d{1,18}")
 
 
 def _records(path: str) -> list[dict[str, Any]]:
@@ -41,13 +44,13 @@ def _records(path: str) -> list[dict[str, Any]]:
         if missing:
             raise InputError(f"{path}: a Parquet file without the record column {missing[0]!r}, not a record dataset",
                              HINT)
+        version = file_version(path, schema)
         names = [n for n in KINDS if n in schema.names]
         rows = pq.read_table(path, columns=names).to_pylist()
     except (pa.ArrowException, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"{path}: not a readable Parquet record file ({first})", HINT) from None
     json_fields = [n for n in names if KINDS[n] == "json"]
-    text_fields = [n for n in names if KINDS[n] == "text"]
     loads = orjson.loads
     for rec in rows:
         for n in json_fields:
@@ -57,10 +60,8 @@ def _records(path: str) -> list[dict[str, Any]]:
                     rec[n] = loads(v)
                 except orjson.JSONDecodeError:
                     pass  # left as its text: the record check names the field
-        for n in text_fields:
-            v = rec[n]
-            if v is not None and _INT.fullmatch(v):
-                rec[n] = int(v)
+        if version == UNVERSIONED and "tid" in rec:  # format 1: the thread id as text
+            rec["tid"] = thread_id(rec["tid"])
     return rows
 
 

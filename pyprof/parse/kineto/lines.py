@@ -24,6 +24,7 @@ from pyprof.parse import decode as dec
 from pyprof.parse.kineto.args import sizes_value
 from pyprof.parse.kineto.index import ROLE_OP
 from pyprof.process import collector_paused
+from pyprof.records import thread_id
 
 if TYPE_CHECKING:
     from pyprof.parse.kineto.source import KinetoSource
@@ -237,7 +238,7 @@ class _Writer:
     def _thread(self, pid, tid) -> bytes:
         """A CPU op record's fields from ``correlationId`` to ``apiEnd`` (cached per thread)."""
         got = self.threads.setdefault(pid, {})[tid] = b"," + orjson.dumps(
-            {"correlationId": None, "pid": pid, "tid": tid, **dict.fromkeys(_CPU_API)})[1:-1] + b","
+            {"correlationId": None, "pid": pid, "tid": thread_id(tid), **dict.fromkeys(_CPU_API)})[1:-1] + b","
         return got
 
     def sizes(self, text: bytes | None) -> bytes:

@@ -74,6 +74,7 @@ from pyprof.parse.kineto.load import Trace, load_trace
 from pyprof.parse.kineto.split_lines import plan_in_two
 from pyprof.parse.kineto.split_scan import scan_in_two
 from pyprof.process import collector_paused
+from pyprof.records import thread_id
 
 _FWD_KEYS = ("mod", "op", "args", "cdtype", "layer", "trace")
 # PyTorch 1.8-1.10 ran a convolution's gradients as child ops of its backward op (input, weight): which
@@ -679,7 +680,7 @@ class KinetoSource:
                 kernels.append((start, NO_LAUNCH, start, rec))
                 continue
             pid, tid, a_start, a_end, a_name, _, _ = ix.launches[lid]
-            rec.update(pid=pid, tid=tid, apiName=a_name, apiStart=a_start, apiEnd=a_end)
+            rec.update(pid=pid, tid=thread_id(tid), apiName=a_name, apiStart=a_start, apiEnd=a_end)
             kernels.append((a_start, ix.launch_node[lid], start, rec))
         if no_launch:
             why = (f" ({early} of them launched before the profiled window: correlation ids below the first "
@@ -717,7 +718,7 @@ def _in_cpp_node(ix: Index, key: int) -> bool:
 def _base(kind, short, long, start, end, duration, pid, tid) -> dict[str, Any]:
     return {
         "kind": kind, "source": "kineto", "kShortName": short, "kLongName": long, "kDuration": duration,
-        "start": start, "end": end, "correlationId": None, "pid": pid, "tid": tid, "device": None,
+        "start": start, "end": end, "correlationId": None, "pid": pid, "tid": thread_id(tid), "device": None,
         "gpu": None, "gpuProps": None, "stream": None, "grid": None, "block": None, "bytes": None, "copyKind": None,
         "apiName": None, "apiStart": None, "apiEnd": None,
     }
