@@ -40,15 +40,16 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement in ``tree`` outside ``if TYPE_CHECKING:`` bodies (their ``else`` counts)."""
+def _imports(tree: ast.AST, type_checking: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement in ``tree`` outside ``if TYPE_CHECKING:`` bodies (their ``else`` counts);
+    with ``type_checking``, those inside too (the graph a type checker follows)."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
             return
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if not type_checking and isinstance(node, ast.If) and _is_type_checking(node.test):
             for child in node.orelse:
                 visit(child)
             return
@@ -89,9 +90,9 @@ def _targets(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool,
     return out
 
 
-def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+def import_graph(root: Path = ROOT, type_checking: bool = False) -> dict[str, set[str]]:
     """Module -> the modules of the same package (``root``) its import statements name (self-imports
-    left out)."""
+    left out; ``type_checking``: those under ``if TYPE_CHECKING:`` too)."""
     modules = _modules(root)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -101,7 +102,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         is_package = path.name == "__init__.py"
         edges: set[str] = set()
-        for node in _imports(tree):
+        for node in _imports(tree, type_checking):
             edges |= _targets(node, name, is_package, modules)
         edges.discard(name)
         graph[name] = edges
@@ -228,3 +229,29 @@ def test_cycle_finder_reports_a_circle():
 def test_no_import_circles():
     found = cycles(import_graph())
     assert not found, _report(found)
+
+
+def test_no_import_circles_even_for_the_type_checker():
+    """Imports under ``if TYPE_CHECKING:`` counted too: no circle either. parse/kineto's record writers
+    (lines, split_lines) are imported by the source that uses them and know it only through their own
+    public interface (``lines.PlanSource``), not by importing it for their annotations."""
+    graph = import_graph(type_checking=True)
+    assert {"pyprof.parse.kineto.lines", "pyprof.parse.kineto.split_lines"} <= graph["pyprof.parse.kineto.source"]
+    found = cycles(graph)
+    assert not found, _report(found)
+
+
+def test_the_kineto_writers_read_no_private_name_of_the_source():
+    """lines and split_lines reach the source only through ``PlanSource``'s public names: no
+    ``src._x``, ``self.src._x`` or ``self._src._x``."""
+    found = []
+    for name in ("lines.py", "split_lines.py"):
+        tree = ast.parse((ROOT / "parse" / "kineto" / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+                continue
+            base = node.value
+            if (isinstance(base, ast.Name) and base.id == "src") or (
+                    isinstance(base, ast.Attribute) and base.attr in ("src", "_src")):
+                found.append(f"{name}:{node.lineno}: .{node.attr}")
+    assert not found, found

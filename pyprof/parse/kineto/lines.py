@@ -16,18 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
 from pyprof.parse import decode as dec
 from pyprof.parse.kineto.args import sizes_value
-from pyprof.parse.kineto.index import ROLE_OP
+from pyprof.parse.kineto.index import ROLE_OP, Index
 from pyprof.process import collector_paused
 from pyprof.records import thread_id
-
-if TYPE_CHECKING:
-    from pyprof.parse.kineto.source import KinetoSource
 
 # the decoded fields, in the order decode (and _EMPTY) writes them; aten/atenSizes/seqId are per kernel
 _F_ORDER = ("layer", "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes", "seqId", "altSeqId",
@@ -43,6 +40,28 @@ _GPU_LINE = b'%b' + _FIELDS + b',"opId":%d,"subSeqId":%d}\n'
 _GPU_LINE_NO_OP = b'%b' + _FIELDS + b',"opId":null,"subSeqId":%d}\n'
 _CHUNK = 2048      # lines per yielded chunk of bytes
 _MEMO_MAX = 16384   # entries per fragment cache (ranges prefixes are up to a few kB: pyprof markers are long)
+
+
+class PlanSource(Protocol):
+    """What this module and :mod:`.split_lines` read of a source (:class:`~.source.KinetoSource` is
+    one): its index, the record dict of a plan entry, the plan of a part of its CPU op ranges, and the
+    counts behind its warnings. A public interface, so that they neither reach into the source's own
+    attributes nor import its module (which imports them: no circle, even for the type checker)."""
+
+    stats: Any
+
+    @property
+    def index(self) -> Index: ...
+
+    def record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]: ...
+
+    def plan_part(self, nodes: list[int]) -> list[tuple]: ...
+
+    def prepared(self, split: bool = False) -> KinetoPrepared: ...
+
+    def problem_counts(self) -> tuple[int, int]: ...
+
+    def add_problem_counts(self, unlinked: int, malformed: int) -> None: ...
 
 
 @dataclass
@@ -61,7 +80,7 @@ class KinetoPrepared:
     ``tail`` (see :class:`pyprof.parse.kineto.split_lines.Tail`): the records after ``entries`` are
     planned and written by a forked child; :meth:`lines` then gives them all, :meth:`records` none."""
 
-    def __init__(self, src: KinetoSource, entries: list[tuple], self_t: list[int] | None, tail=None):
+    def __init__(self, src: PlanSource, entries: list[tuple], self_t: list[int] | None, tail=None):
         self.src = src
         self.entries = entries
         self.self_t = self_t
@@ -77,7 +96,7 @@ class KinetoPrepared:
     def records(self, lo: int = 0, hi: int | None = None) -> Iterator[dict[str, Any]]:
         if self.tail is not None:
             raise RuntimeError("a split plan gives JSON lines only (plan with split=False for dicts)")
-        record, self_t = self.src._record, self.self_t
+        record, self_t = self.src.record, self.self_t
         with collector_paused():
             for e in self.entries[lo:hi]:
                 yield record(e, self_t)
@@ -123,7 +142,7 @@ class LazyRecords:
     on first use, and whose :meth:`lines`/:meth:`prepared` let :func:`pyprof.records.write_records`
     write the same records as JSON lines without the dicts."""
 
-    def __init__(self, src: KinetoSource):
+    def __init__(self, src: PlanSource):
         self._src = src
         self._prep: KinetoPrepared | None = None
         self._it: Iterator[dict[str, Any]] | None = None
@@ -149,9 +168,9 @@ class LazyRecords:
 class _Writer:
     """Fragment caches for one pass of :meth:`KinetoPrepared.lines`."""
 
-    def __init__(self, src: KinetoSource, self_t: list[int] | None):
+    def __init__(self, src: PlanSource, self_t: list[int] | None):
         self.src = src
-        self.ix = src._ix
+        self.ix = src.index
         self.self_t = self_t
         self.ctx_frags: dict[int, Any] = {}   # id(ctx) -> fragments (the entries keep ctx alive; cleared
         #                                        now and then: instances are met in time order)
@@ -308,7 +327,7 @@ class _Writer:
         return b"".join(out)
 
     def line(self, entry: tuple) -> bytes:
-        """One record's JSON line: the same bytes as ``orjson.dumps`` of ``KinetoSource._record``'s dict
+        """One record's JSON line: the same bytes as ``orjson.dumps`` of ``KinetoSource.record``'s dict
         (see ``_kernel_fields`` there for what each fragment holds)."""
         node, ctx, n, pre = entry
         frags = self.ctx_frags.get(id(ctx))
@@ -317,7 +336,7 @@ class _Writer:
         ix = self.ix
         chain = ix.chain[node] if node >= 0 else None
         if frags is False or chain == ():  # unusual record: the dict path
-            return orjson.dumps(self.src._record(entry, self.self_t)) + b"\n"
+            return orjson.dumps(self.src.record(entry, self.self_t)) + b"\n"
         op_id = ctx[1]
         aten, sizes, seq = frags[1], frags[2], frags[3]
         if chain is None:

@@ -611,6 +611,27 @@ class KinetoSource:
             return []
         return self.plan_nodes(nodes, self._register_forward(self.needed_links(nodes)))
 
+    # What KinetoPrepared and split_lines read of a source (their PlanSource): public names, so that
+    # they use no private attribute of this class and need not import this module.
+    @property
+    def index(self) -> Index:
+        """The trace's index (:func:`pyprof.parse.kineto.index.scan`): its events as flat arrays."""
+        return self._ix
+
+    def record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]:
+        """The record dict of one plan entry (``self_t``: CPU self times, for a CPU trace's records)."""
+        return self._record(entry, self_t)
+
+    def problem_counts(self) -> tuple[int, int]:
+        """(backward op instances that found no forward op, malformed pyprof markers) counted so far:
+        the counts of the warnings :meth:`prepared` gives."""
+        return self._unlinked, self._malformed
+
+    def add_problem_counts(self, unlinked: int, malformed: int) -> None:
+        """Add the counts of a part planned in another process (:mod:`.split_lines`)."""
+        self._unlinked += unlinked
+        self._malformed += malformed
+
     def plan_nodes(self, nodes: list[int], linker: dec.BackwardLinker) -> list[tuple]:
         """The plan entries of CPU op ranges ``nodes`` (in start order), numbering each op instance's
         records from 0 (callers give whole instances: see :func:`split_lines.split_point`)."""

@@ -23,14 +23,10 @@ import marshal
 import os
 from collections.abc import Iterator
 from itertools import accumulate
-from typing import TYPE_CHECKING
 
 from pyprof.parse.kineto import fork
-from pyprof.parse.kineto.lines import KinetoPrepared, KinetoStats, entry_stats
-
-if TYPE_CHECKING:
-    from pyprof.parse.kineto.index import Index
-    from pyprof.parse.kineto.source import KinetoSource
+from pyprof.parse.kineto.index import Index
+from pyprof.parse.kineto.lines import KinetoPrepared, KinetoStats, PlanSource, entry_stats
 
 #: CPU records from which the later part goes to a forked child (below, the fork costs more than it gains)
 FORK_MIN = 100_000
@@ -58,12 +54,12 @@ def split_point(ix: Index, nodes: list[int]) -> int | None:
     return None
 
 
-def plan_in_two(src: KinetoSource, nodes: list[int], self_t: list[int]) -> tuple[list[int], Tail | None]:
+def plan_in_two(src: PlanSource, nodes: list[int], self_t: list[int]) -> tuple[list[int], Tail | None]:
     """(the nodes this process plans, the child's :class:`Tail` or None). The caller plans its nodes,
     then calls :meth:`Tail.collect` before it reports counts or warnings."""
     if len(nodes) < FORK_MIN or not fork.can_fork():
         return nodes, None
-    cut = split_point(src._ix, nodes)
+    cut = split_point(src.index, nodes)
     if cut is None:
         return nodes, None
     later = nodes[cut:]
@@ -79,13 +75,14 @@ def plan_in_two(src: KinetoSource, nodes: list[int], self_t: list[int]) -> tuple
     return nodes[:cut], tail
 
 
-def _child(src: KinetoSource, nodes: list[int], self_t: list[int], wfd: int, fd: int) -> None:
-    unlinked, malformed = src._unlinked, src._malformed
+def _child(src: PlanSource, nodes: list[int], self_t: list[int], wfd: int, fd: int) -> None:
+    unlinked, malformed = src.problem_counts()
     entries = src.plan_part(nodes)
     prep = KinetoPrepared(src, entries, self_t)
     st = prep.stats
-    msg = marshal.dumps((len(entries), st.kernels, st.copies, st.attributed, src._unlinked - unlinked,
-                         src._malformed - malformed))
+    now_unlinked, now_malformed = src.problem_counts()
+    msg = marshal.dumps((len(entries), st.kernels, st.copies, st.attributed, now_unlinked - unlinked,
+                         now_malformed - malformed))
     with os.fdopen(wfd, "wb") as pipe:
         pipe.write(msg)
     fork.write_fd(fd, prep.lines())
@@ -95,7 +92,7 @@ class Tail:
     """The forked child's part of the records: counts once :meth:`collect` returns, lines from
     :meth:`chunks` or :meth:`copy_into` (:class:`pyprof.parse.fork.ForkedLines`)."""
 
-    def __init__(self, src: KinetoSource, nodes: list[int], self_t: list[int], rfd: int):
+    def __init__(self, src: PlanSource, nodes: list[int], self_t: list[int], rfd: int):
         self.src, self.nodes, self.self_t = src, nodes, self_t
         self._rfd = rfd
         self.n = 0
@@ -118,8 +115,7 @@ class Tail:
             return
         self.n = n
         self.stats = KinetoStats(kernels=kernels, copies=copies, attributed=attributed)
-        self.src._unlinked += unlinked
-        self.src._malformed += malformed
+        self.src.add_problem_counts(unlinked, malformed)
 
     def redo(self) -> Iterator[bytes]:
         """The child's lines, made here (it failed; the caches were cleared, so its instances are
