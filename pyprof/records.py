@@ -30,7 +30,7 @@ import io
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import IO, Any
@@ -183,7 +183,7 @@ def _arg_ok(arg: dict) -> bool:
         return False
 
 
-def _finite(v: int | float) -> bool:
+def _finite(v: Any) -> bool:
     return v.__class__ is not float or math.isfinite(v)
 
 
@@ -195,6 +195,7 @@ class Check:
     both give the same answer."""
 
     __slots__ = ("name", "kind", "element", "low", "high", "allowed", "expected", "alternatives")
+    expected: str  # (set in __init__; declared for the checks of a union, built before it)
 
     def __init__(self, field: Field, base: str | None = None):
         self.name = field.name
@@ -242,7 +243,7 @@ class Check:
             return all(map(_arg_ok, v))
         return self.element != "num" or all(map(_finite, v))
 
-    def column_ok(self, col: list) -> bool:
+    def column_ok(self, col: Sequence[Any]) -> bool:
         """True when every value of ``col`` is valid: the same answer as ``all(map(self.ok, col))``,
         per column rather than per value (a type set, one ``min``/``max``) where it can be."""
         types = set(map(type, col))

@@ -82,8 +82,8 @@ class Columns:
     def __init__(self):
         self.statics: list[tuple] = []
         self.index: dict[Any, int] = {}  # static-part bytes (or a frozen record) -> code
-        self.codes: list[int] = []
-        self.var: dict[str, list] = {k: [] for k in VARYING}
+        self.codes: Any = []  # a list while read, an int64 array once packed (pack)
+        self.var: dict[str, Any] = {k: [] for k in VARYING}  # (each the same: a list or an int64 array)
         self.pools: dict[str, dict] = {k: {} for k in STATIC}
         self.skipped = 0
         self.first_bad: tuple[str, int, int, str] | None = None
@@ -119,6 +119,7 @@ class Columns:
     def record_code(self, rec: dict) -> int:
         """The static code of a record read the slow way (a whole dict)."""
         values = tuple(map(rec.get, STATIC))
+        key: tuple[str, Any]
         try:
             key = ("rec", orjson.dumps(values))
         except TypeError:  # not serialisable: its own static part

@@ -25,7 +25,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import orjson
 
@@ -182,7 +182,7 @@ def iter_records(source: str | os.PathLike | IO | None, keep_ranges: bool = Fals
         yield from _read(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>", keep_ranges=keep_ranges)
         return
     if hasattr(source, "read"):
-        yield from _read(source, getattr(source, "name", "<stream>"), keep_ranges=keep_ranges)
+        yield from _read(cast(IO, source), getattr(source, "name", "<stream>"), keep_ranges=keep_ranges)
         return
     path = os.fspath(source)
     try:
@@ -444,7 +444,7 @@ class _LineReader:
 
     def record(self, line: bytes | str, lineno: int) -> dict[str, Any] | None:
         name = self.name
-        if line.__class__ is str:
+        if isinstance(line, str):
             line = line.encode()
         if line[:2] == b'{"':  # the fast path: parse's JSON lines
             if line.startswith(HEADER_PREFIX):
@@ -485,7 +485,7 @@ class _LineReader:
     def finish(self, allow_empty: bool = False) -> None:
         if self.count > self.skipped or allow_empty:
             return
-        if self.skipped:
+        if self.skipped and self.first_bad is not None:
             raise InputError(f"{self.name}: all {self.skipped} records have a bad field, the first: line "
                              f"{self.first_bad[2]}: {self.first_bad[3]}", FIX_HINT)
         raise InputError(f"{self.name} holds no records (empty file)", HINT)
