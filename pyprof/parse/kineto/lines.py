@@ -281,12 +281,13 @@ class _Writer:
         ix = self.ix
         names, chains, bwd, role, args, seqs = ix.name, ix.chain, ix.bwd, ix.role, ix.args, ix.seq
         starts, ends, pids, tids, self_t = ix.start, ix.end, ix.pid, ix.tid, self.self_t
+        assert self_t is not None  # (CPU records: their self times)
         ctx_frags, heads, threads, atens, memo, closes = (
             self.ctx_frags, self.heads, self.threads, self.names, self.memo, self.closes)
         dumps = orjson.dumps
         sizes_of = self.sizes
         last_pid = last_tid = th = None
-        out = []
+        out: list[bytes] = []
         append = out.append
         for entry in entries:
             node, ctx, n, _ = entry
@@ -314,8 +315,8 @@ class _Writer:
                     seq = dumps(dec._unique([*ctx[0]["seqId"], *extra]))
             pid, tid = pids[node], tids[node]
             if pid is not last_pid or tid is not last_tid:  # (the scan interns them: one object per thread)
-                th = threads.get(pid)
-                th = th.get(tid) if th is not None else None
+                of_pid = threads.get(pid)
+                th = of_pid.get(tid) if of_pid is not None else None
                 if th is None:
                     th = self._thread(pid, tid)
                 last_pid, last_tid = pid, tid
@@ -364,13 +365,15 @@ class _Writer:
             if op_id is None:
                 return _GPU_LINE_NO_OP % (head, frags[0], aten, sizes, seq, frags[4], ranges, close, 0)
             return _GPU_LINE % (head, frags[0], aten, sizes, seq, frags[4], ranges, close, op_id, n)
-        th = self.threads.get(ix.pid[node])
-        th = th.get(ix.tid[node]) if th is not None else None
+        of_pid = self.threads.get(ix.pid[node])
+        th = of_pid.get(ix.tid[node]) if of_pid is not None else None
         if th is None:
             th = self._thread(ix.pid[node], ix.tid[node])
+        self_t = self.self_t
+        assert self_t is not None  # (a CPU record: its self time)
         if op_id is None:
-            return _LINE_NO_OP % (self.heads.get(ix.name[node]) or self._head(node), self.self_t[node],
+            return _LINE_NO_OP % (self.heads.get(ix.name[node]) or self._head(node), self_t[node],
                                   ix.start[node], ix.end[node], th, frags[0], aten, sizes, seq, frags[4], ranges,
                                   close, 0)
-        return _LINE % (self.heads.get(ix.name[node]) or self._head(node), self.self_t[node], ix.start[node],
+        return _LINE % (self.heads.get(ix.name[node]) or self._head(node), self_t[node], ix.start[node],
                         ix.end[node], th, frags[0], aten, sizes, seq, frags[4], ranges, close, op_id, n)

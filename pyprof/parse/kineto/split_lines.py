@@ -108,6 +108,7 @@ class Tail:
         try:
             n, kernels, copies, attributed, unlinked, malformed = marshal.loads(data)
         except (EOFError, ValueError, TypeError):
+            assert self.part is not None  # (set once the child started: plan_in_two)
             self.part.close()
             self.entries = self.src.plan_part(self.nodes)
             self.n = len(self.entries)
@@ -126,7 +127,10 @@ class Tail:
 
     def chunks(self) -> Iterator[bytes]:
         """The child's lines (after the parent's own)."""
-        return self.redo() if self.entries is not None else self.part.chunks()
+        if self.entries is not None:
+            return self.redo()
+        assert self.part is not None
+        return self.part.chunks()
 
     def copy_into(self, out) -> None:
         """Append the child's lines to the binary file object ``out`` (after the parent's own)."""
@@ -134,4 +138,5 @@ class Tail:
             for chunk in self.redo():
                 out.write(chunk)
         else:
+            assert self.part is not None
             self.part.copy_into(out)
