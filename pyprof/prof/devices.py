@@ -154,7 +154,7 @@ def gpu_table() -> tuple[GpuRow, ...]:
     """The rows of ``pyprof/data/gpus.csv`` (comment lines start with ``#``), in match order."""
     rows = []
     for row in _data_rows("gpus.csv"):
-        flops = {c: _float(row[c]) * 1e12 for c in PEAK_COLUMNS if _float(row[c]) is not None}
+        flops = {c: v * 1e12 for c in PEAK_COLUMNS if (v := _float(row[c])) is not None}
         bw = _float(row["bw_gbs"])
         dev = Device(row["name"], row["arch"] or None, flops, bw * 1e9 if bw else None, row["source"], "datasheet")
         rows.append(GpuRow(row["name"], re.compile(row["match"], re.IGNORECASE), dev, row["cc"].strip(),
@@ -222,7 +222,7 @@ def arch_table() -> dict[tuple[str, str], ArchRow]:
     """``(vendor, cc)`` -> :class:`ArchRow`; ``cc`` is ``"8.6"`` or a major version alone (``"10"``)."""
     out = {}
     for row in _data_rows("archs.csv"):
-        per_clock = {c: _float(row[c]) for c in PEAK_COLUMNS if _float(row[c]) is not None}
+        per_clock = {c: v for c in PEAK_COLUMNS if (v := _float(row[c])) is not None}
         out[(row["vendor"], row["cc"])] = ArchRow(row["vendor"], row["cc"], row["arch"], float(row["mhz"]),
                                                   float(row["bw_per_sm_gbs"]) * 1e9, per_clock,
                                                   frozenset(row["geforce_half"].split()), row["source"])
@@ -322,14 +322,14 @@ def listing() -> str:
     out += ["", "# GPUs (pyprof/data/gpus.csv): datasheet TFLOP/s / derived from SMs x MHz (GeForce halving applied);"
             " bandwidth GB/s",
             f"{'name':<22} {'cc':<4} {'SMs':>4} {'MHz':>5} " + " ".join(f"{c:>15}" for c in LIST_COLUMNS) + "    GB/s"]
-    for row in gpu_table():
-        derived = derive(row.name, row_props(row))
+    for gpu in gpu_table():
+        derived = derive(gpu.name, row_props(gpu))
         cells = []
         for c in LIST_COLUMNS:
-            d, v = row.device.flops.get(c), derived.flops.get(c) if derived else None
+            d, v = gpu.device.flops.get(c), derived.flops.get(c) if derived else None
             cells.append(f"{'-' if d is None else f'{d / 1e12:.4g}':>7}/{'-' if v is None else f'{v / 1e12:.4g}':<7}")
-        out.append(f"{row.name:<22} {row.cc:<4} {row.sms:>4} {row.mhz:>5g} " + " ".join(cells)
-                   + f" {(row.device.bw or 0) / 1e9:>7g}")
+        out.append(f"{gpu.name:<22} {gpu.cc:<4} {gpu.sms:>4} {gpu.mhz:>5g} " + " ".join(cells)
+                   + f" {(gpu.device.bw or 0) / 1e9:>7g}")
     out += ["", "A record's GPU is derived from its recorded properties first (SMs, clock, bandwidth, compute",
             "capability), then matched to the datasheet rows, then the calibration file, then estimated from its",
             "SMs with the architecture's typical clock and bandwidth; --peak-flops/--peak-bw override."]
@@ -375,7 +375,7 @@ def save_calibration(device_name: str, flops_by_dtype: dict, bw: float, path=Non
     if not float(bw) > 0:
         raise UsageError(f"calibrated bandwidth is {bw!r}", "bandwidth must be positive bytes/s")
     target = calibration_path(path)
-    data = _read_calibration(target) if target.exists() else {"version": 1, "devices": {}}
+    data: dict[str, Any] = _read_calibration(target) if target.exists() else {"version": 1, "devices": {}}
     data["devices"][device_name] = {
         "flops": flops,
         "bw": float(bw),
@@ -411,7 +411,7 @@ def load_calibration(path=None) -> dict[str, Device]:
     data = _read_calibration(target)
     out = {}
     for name, entry in data["devices"].items():
-        flops = {}
+        flops: dict[str, float] = {}
         for dtype, value in (entry.get("flops") or {}).items():
             cls = dtype_class(dtype)
             if cls is None:
@@ -500,7 +500,7 @@ class DeviceResolver:
         if is_cpu and self.gpu is None:
             base = self.calibration.get(CPU_DEVICE)
         elif self.gpu is not None:
-            base = match_gpu(name) or self.calibration.get(name)
+            base = match_gpu(name) or (self.calibration.get(name) if name is not None else None)
         else:
             derived = derive(name, props)
             base = derived if derived is not None and derived.origin == "derived" else None

@@ -348,7 +348,7 @@ def markdown() -> str:
             return f"{v / 1e12:g}" if v else ""
 
         parts.append(f"| {row.name} | {d.arch} | {t('fp64')} | {t('fp32')} | {t('tf32_tc')} | {t('fp16_tc')} | "
-                     f"{t('bf16_tc')} | {t('fp8_tc')} | {t('int8_tc')} | {d.bw / 1e9:g} |")
+                     f"{t('bf16_tc')} | {t('fp8_tc')} | {t('int8_tc')} | {'' if d.bw is None else f'{d.bw / 1e9:g}'} |")
     return "\n".join(parts) + "\n"
 
 

@@ -19,7 +19,7 @@ import io
 import math
 import re
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 import orjson
@@ -91,7 +91,7 @@ def _one_str(v) -> str:
 def col_str(series: pd.Series) -> list[str]:
     values = series.tolist()
     try:  # each distinct value formatted once (text columns repeat a few names)
-        distinct = dict.fromkeys(values)
+        distinct: dict[Any, Any] = dict.fromkeys(values)
     except TypeError:  # an unhashable cell
         return [_one_str(v) for v in values]
     for v in distinct:
@@ -107,7 +107,7 @@ def _csv_cells(col: list[str]) -> list[str]:
     joined = "".join(col)
     if not any(c in joined for c in _CSV_SPECIAL):
         return col
-    distinct = dict.fromkeys(col)
+    distinct: dict[str, Any] = dict.fromkeys(col)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     for v in distinct:

@@ -318,7 +318,7 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["kind"] = kind
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
-    is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)
+    is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)  # type: ignore[call-overload]
     _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw, is_cpu))
     codes = _tensor_cores(out, inst, raw, is_kernel, is_cpu, resolver)
     warnings = _coverage_warning(out, inst, sil, is_kernel)
@@ -393,7 +393,7 @@ def _instance_ids(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> 
 
 def _not_none(values: np.ndarray) -> np.ndarray:
     """True where an object array holds something other than None (a vectorised identity test)."""
-    return np.not_equal(values, None) if len(values) else np.zeros(0, bool)
+    return np.not_equal(values, None) if len(values) else np.zeros(0, bool)  # type: ignore[call-overload]
 
 
 def _model_dir(raw: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:

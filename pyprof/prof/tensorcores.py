@@ -63,7 +63,9 @@ def tc_flag(name: str, op_tensor_eligible: bool, arch: str | None) -> str:
 
 
 def is_gemm_op(op: str | None) -> bool:
-    return bool(op) and (op in GEMM_OPS or op.startswith(CONV_PREFIX))
+    if not op:
+        return False
+    return op in GEMM_OPS or op.startswith(CONV_PREFIX)
 
 
 def _dims(args, op: str) -> list[int]:
