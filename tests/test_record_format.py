@@ -101,6 +101,17 @@ def test_text_thread_ids_are_integers_now(text_tids):
     assert tids == {int(t) for t in text}
 
 
+def test_every_record_has_every_field_of_its_kind(text_tids):
+    """A kernel launched outside every CPU range (this trace's 102 kernels of the autograd thread) still
+    carries ``ranges``, as an empty list: one record shape, whichever writer built the line."""
+    v2, _ = text_tids
+    recs = read_record_file(v2)
+    shapes = {(r["kind"], frozenset(r)) for r in recs}
+    assert len({kind for kind, _ in shapes}) == len(shapes)
+    bare = [r for r in recs if r["pid"] is not None and r["op"] is None and not r["ranges"]]
+    assert bare  # the case is in the trace
+
+
 def test_a_format1_file_reads_as_the_same_records_and_table(text_tids):
     v2, v1 = text_tids
     want = list(iter_records(v2, keep_ranges=True))

@@ -340,8 +340,8 @@ class _Writer:
             return orjson.dumps(self.src.record(entry, self.self_t)) + b"\n"
         op_id = ctx[1]
         aten, sizes, seq = frags[1], frags[2], frags[3]
-        if chain is None:
-            ranges = close = b""
+        if chain is None:  # launched outside every CPU range: an empty list, as the dict path writes
+            ranges, close = b',"ranges":[', b"]"
         else:
             # the innermost plain ATen op open: its name and input sizes
             role, bwd = ix.role, ix.bwd

@@ -387,7 +387,8 @@ class KinetoSource:
         of ops deeper than the instance's, and the open ranges."""
         f, _, key = ctx
         rec.update(f)
-        if node < 0:
+        if node < 0:  # launched outside every CPU range (e.g. an autograd thread without events)
+            rec["ranges"] = []
             return rec
         ix = self._ix
         chain = ix.chain[node]
@@ -697,7 +698,6 @@ class KinetoSource:
                 early += first is not None and isinstance(corr, int) and corr < first
                 rec["pid"] = None  # the GPU event's pid is the device; the launching process is unknown
                 rec["tid"] = None
-                rec["ranges"] = []
                 kernels.append((start, NO_LAUNCH, start, rec))
                 continue
             pid, tid, a_start, a_end, a_name, _, _ = ix.launches[lid]
