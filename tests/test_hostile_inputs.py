@@ -762,22 +762,124 @@ def test_dataset_folder_with_glob_characters_reads_its_own_files(name, capsys, t
     assert int(ranks["kernels"].sum()) == 7
 
 
-@pytest.mark.parametrize("kind", ["foreign", "truncated"])
-def test_foreign_or_truncated_parquet_is_one_line(kind, capsys, tmp_path):
-    pytest.importorskip("duckdb")
-    pa = pytest.importorskip("pyarrow")
+@pytest.mark.parametrize("ranges", [5, "ProfilerStep#1", [1, 2]])
+def test_ill_typed_ranges_in_a_record_file(ranges, records, capsys, tmp_path):
+    """A record file whose fifth record has ``ranges`` of the wrong type (after four good records of
+    the same shape, which the reader has come to trust): report, diff and advise, which walk ``ranges``
+    for the steps, name the field in one line (before: a TypeError traceback, or a string's characters
+    taken for ranges); prof, which never reads it, gives its table."""
+    lines = records.read_bytes().splitlines()
+    rec = orjson.loads(lines[4])
+    rec["ranges"] = ranges
+    lines[4] = orjson.dumps(rec)
+    bad, html = tmp_path / "bad.dict", tmp_path / "r.html"
+    bad.write_bytes(b"\n".join(lines) + b"\n")
+    for args in (["report", bad, "-o", html], ["diff", records, bad], ["advise", bad]):
+        code, _, err = run_main(capsys, args)
+        assert code == 2 and one_line_or_result(code, err, [html]) is None, err
+        assert 'bad.dict line 5: field "ranges"' in err
+    assert run_main(capsys, ["prof", bad])[0] == 0
+
+
+#: every command that reads records, as ``pyprof ARGS`` with ``{}`` for the input (``{b}``: a good one)
+READERS = (["prof", "{}"], ["prof", "--summary", "op", "{}"], ["prof", "-c", "idx,op,kernel,layer", "{}"],
+           ["prof", "--csv", "{}"], ["report", "{}", "-o", "{html}"], ["diff", "{}", "{b}"], ["advise", "{}"])
+
+
+def _wrong_type(pa, column, rng: random.Random):
+    """A column of the same length as ``column`` holding values of another Arrow type than its own."""
+    n = len(column)
+    t = column.type
+    choices = [pa.array(["x"] * n), pa.array(list(range(n)), pa.int64()), pa.array([1.5] * n),
+               pa.array([[1, 2]] * n), pa.array([{"a": 1}] * n), pa.array([True] * n)]
+    return rng.choice([c for c in choices if c.type != t and not (pa.types.is_list(t) and pa.types.is_list(c.type))])
+
+
+def hostile_parquet(folder: Path, good: Path, n: int) -> list[tuple[str, Path]]:
+    """Parquet files a reader may be handed by mistake or malice, made from ``good`` (a file ``pyprof
+    parse --format parquet`` wrote): foreign, cut short at the head, the middle and the last byte, a
+    dataset folder mixing a good file with a foreign one, and, seeded, ``n`` files each with one
+    record column (``ranges``, ``kDuration`` and ``op`` always among them) replaced by one of
+    another type or dropped."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = tmp_path / "x.parquet"
-    if kind == "foreign":
-        pq.write_table(pa.table({"a": [1, 2]}), path)
-    else:
-        src = tmp_path / "s.sqlite"
-        _small_export(src, 5)
-        assert run_main(capsys, ["parse", "-q", src, "-o", tmp_path / "whole.parquet"])[0] == 0
-        path.write_bytes((tmp_path / "whole.parquet").read_bytes()[:1500])
-    code, _, err = run_main(capsys, ["prof", path])
-    assert code == 2 and one_line_or_result(code, err, []) is None
+    rng = random.Random(SEED)
+    folder.mkdir()
+    out = []
+
+    def put(name, table=None, data=None):
+        path = folder / f"{name}.parquet"
+        if table is not None:
+            pq.write_table(table, path)
+        else:
+            path.write_bytes(data)
+        out.append((name, path))
+        return path
+
+    put("foreign", pa.table({"a": [1, 2], "b": ["x", "y"]}))
+    data = good.read_bytes()
+    for cut in (8, len(data) // 2, len(data) - 1):
+        put(f"cut-{cut}", data=data[:cut])
+    mixed = folder / "mixed"
+    mixed.mkdir()
+    (mixed / "a.parquet").write_bytes(data)
+    pq.write_table(pa.table({"a": [1]}), mixed / "b.parquet")
+    out.append(("mixed-dataset", mixed))
+    table = pq.read_table(good)
+    names = [f for f in table.column_names if f not in ("ranges", "kDuration", "op")]
+    for name in ["ranges", "kDuration", "op", *rng.sample(names, n - 3)]:
+        i = table.column_names.index(name)
+        if rng.random() < 0.2 and name != "ranges":
+            put(f"no-{name}", table.remove_column(i))
+        else:
+            put(f"{name}-typed", table.set_column(i, name, _wrong_type(pa, table.column(i), rng)))
+    return out
+
+
+def test_hostile_parquet_into_every_reader(capsys, tmp_path):
+    """Foreign, truncated and wrong-typed Parquet (a column of another type, or none) into every
+    command that reads records (prof with --summary, -c and --csv, report, diff on either side, advise)
+    and into ``pyprof.load``: a result or one line naming the file, never a traceback (before: a
+    ``ranges`` column of integers was a TypeError in report, diff and advise; the per-rank summary
+    told a wrong-typed column in DuckDB's binder words). A wrong-typed column is named as such."""
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("plotly")
+    import pyprof
+    from pyprof.errors import PyprofError
+
+    src, good = tmp_path / "s.sqlite", tmp_path / "good.parquet"
+    _small_export(src, 12)
+    assert run_main(capsys, ["parse", "-q", "--format", "parquet", src, "-o", good])[0] == 0
+    html = tmp_path / "r.html"
+    problems = []
+    for name, path in hostile_parquet(tmp_path / "bad", good, 8):
+        for args in READERS:
+            argv = [a.format(path, b=good, html=html) for a in args]
+            code, _, err = run_main(capsys, argv)
+            bad = one_line_or_result(code, err, [html] if "report" in args else [])
+            if bad is None and code == 2 and str(path) not in err:
+                bad = "error line does not name the file"
+            if bad is None and code == 2 and name.endswith("-typed") and args[1:] == ["{}"]:
+                column = name.removesuffix("-typed")  # the per-rank summary names the column
+                bad = None if f"column {column!r}" in err or f'"{column}"' in err else f"column not named: {err}"
+            if bad is not None:
+                problems.append(f"{name}: pyprof {' '.join(args)}: {bad}")
+            html.unlink(missing_ok=True)
+        for kw in ({}, {"prof": True}):
+            try:
+                pyprof.load(path, **kw)
+            except PyprofError:
+                pass
+            except Exception as exc:  # noqa: BLE001 - any other exception is what this test looks for
+                problems.append(f"{name}: pyprof.load({kw}): {type(exc).__name__}: {exc}")
+    assert not problems, "\n".join(problems)
+    # a ``ranges`` of integers is a bad field where the steps are read, not a result without them
+    bad_ranges = tmp_path / "bad" / "ranges-typed.parquet"
+    for command in (["report", bad_ranges, "-o", html], ["diff", bad_ranges, good], ["advise", bad_ranges]):
+        code, _, err = run_main(capsys, command)
+        assert code == 2 and 'field "ranges"' in err, err
 
 
 # -- 9. pyprof run: forked children, failed runs ---------------------------------------------------------

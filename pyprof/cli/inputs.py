@@ -131,7 +131,8 @@ def record_sets(path: str | None, say: Say) -> list[tuple[str, list[dict[str, An
     if k == PARQUET:
         from pyprof.scale.readback import file_records
 
-        return [(os.path.basename(f).removesuffix(".parquet"), recs) for f, recs in file_records(path)]
+        return [(os.path.basename(f).removesuffix(".parquet"), recs)
+                for f, recs in file_records(path, keep_ranges=True)]
     if k == EXPORT:
         return [("-", _parse(path, say))]
     return [("-", list(iter_records(path, keep_ranges=True)))]
@@ -149,7 +150,7 @@ def profile(path: str, say: Say, gpu: str | None = None, peak_flops: float | Non
         from pyprof.prof.table import build
         from pyprof.scale.readback import file_records
 
-        parts = list(file_records(path))
+        parts = list(file_records(path, keep_ranges=True))
         records = [r for _, recs in parts for r in recs]
         df = _joined([build(recs, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw) for _, recs in parts])
         return prof_mod.from_records(records, os.fspath(path), gpu, peak_flops, peak_bw, env, df=df)

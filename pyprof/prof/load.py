@@ -112,10 +112,12 @@ def _lines_before(path: str, offset: int) -> int:
 
 
 @functools.cache
-def prof_checks() -> tuple[Check, ...]:
+def prof_checks(ranges: bool = False) -> tuple[Check, ...]:
     """The checks of the fields prof reads (:mod:`pyprof.prof.fields`, the same as ``table.KEYS``) that
-    have a documented type: a field prof never reads cannot break its table, and is not checked."""
-    return tuple(CHECKS[k] for k in STATIC + VARYING if k in CHECKS)
+    have a documented type: a field prof never reads cannot break its table, and is not checked.
+    ``ranges``: ``ranges`` too, for the readers that keep it (the report, diff and advise walk it for
+    the steps: ``"ranges": 5`` must be a bad field there, not a TypeError)."""
+    return tuple(CHECKS[k] for k in STATIC + VARYING + (("ranges",) if ranges else ()) if k in CHECKS)
 
 
 def columns_ok(recs: list[dict[str, Any]], checks: tuple[Check, ...]) -> bool:
@@ -356,15 +358,16 @@ class _LineReader:
     def __init__(self, name: str, check: bool = True, path: str | None = None, offset: int = 0,
                  keep_ranges: bool = False):
         self.name = name
-        self.checks = prof_checks()
-        self.decode = _Decoder({c.name: c for c in self.checks if c.name in HEAVY_FIELDS}, keep_ranges)
+        self.checks = prof_checks(keep_ranges)
+        heavy = HEAVY_FIELDS | {"ranges"} if keep_ranges else HEAVY_FIELDS
+        self.decode = _Decoder({c.name: c for c in self.checks if c.name in heavy}, keep_ranges)
         self.legacy: dict | None = None
         self.count = 0
         self.check = check
         self.bounded = tuple(c for c in self.checks if c.low is not None or c.high is not None)
         self.digits = tuple(c for c in self.checks if any(ch.isdigit() for v in c.allowed or () if v for ch in v))
         self.light_checks = tuple(c for c in self.checks
-                                  if c.name not in HEAVY_FIELDS and c not in self.bounded and c not in self.digits)
+                                  if c.name not in heavy and c not in self.bounded and c not in self.digits)
         self.bounds = tuple((c.name, -math.inf if c.low is None else c.low, math.inf if c.high is None else c.high)
                             for c in self.bounded)
         self.masks: dict[bytes, bool] = {}  # digit mask of a record's light JSON -> its light fields pass

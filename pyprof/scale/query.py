@@ -94,15 +94,25 @@ def _connect(threads: int | None = None):
     return con
 
 
+#: the columns :func:`_groups` reads
+_READ = ("rank", "file", "host", "op", "kShortName", "kDuration", "kind", "start", "end")
+
+
 def _groups(con, path) -> str:
     """One scan of the dataset into a temporary table of its totals per (rank, file, op): every figure
-    of both tables comes from it, so the Parquet files are read once. Returns the table's name."""
+    of both tables comes from it, so the Parquet files are read once. Returns the table's name. Each
+    file's footer is checked first (:func:`pyprof.scale.readback.check_columns`, where pyarrow is
+    installed), so that a foreign or wrong-typed file is named with its column, not in SQL terms."""
+    from pyprof.scale.readback import check_columns
+
+    files = _files(path)
+    check_columns(files, _READ)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE pyprof_groups AS
         SELECT rank, file, min(host) AS host, {_KEY} AS key, sum(kDuration)::BIGINT AS t, count(*) AS n,
                count(*) FILTER (WHERE kind = 'kernel') AS kernels, count(op) AS attributed,
                min(start) AS first, max("end") AS last
-        FROM {_rel_sql(_files(path))} GROUP BY ALL
+        FROM {_rel_sql(files)} GROUP BY ALL
     """)
     return "pyprof_groups"
 

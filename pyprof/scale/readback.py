@@ -65,8 +65,54 @@ def _records(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _checked(path: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``recs`` less those with a bad field (skipped under ``--skip-bad``), else a RecordError."""
+def _column_ok(arrow_type, want: str) -> bool:
+    """Whether a column of ``arrow_type`` holds what pyprof's column kind ``want`` needs (a narrower
+    integer, a float where an integer is written (as a record's number may be), a large or
+    dictionary-encoded string, a null column do)."""
+    import pyarrow.types as t
+
+    if t.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if t.is_null(arrow_type):
+        return True
+    if want == "int64":
+        return t.is_integer(arrow_type) or t.is_floating(arrow_type)
+    if want in ("string", "text", "json"):
+        return t.is_string(arrow_type) or t.is_large_string(arrow_type)
+    return True  # lists: read back and checked record by record (:func:`_checked`)
+
+
+def check_columns(files: list[str], names: tuple[str, ...]) -> None:
+    """An :class:`InputError` naming the first of ``files`` whose footer lacks one of the columns
+    ``names`` or holds it with another type than pyprof writes (``kDuration`` as text), or that is no
+    readable Parquet: what DuckDB would otherwise refuse in its own words (a binder error) once the
+    query runs. Reads footers only; without pyarrow, checks nothing (DuckDB's words stay the message)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - the scale extra brings pyarrow with DuckDB
+        return
+
+    kinds = {"rank": "int64", "host": "string", "file": "string", **KINDS}
+    for f in files:
+        try:
+            schema = pq.read_schema(f)
+        except (pa.ArrowException, OSError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputError(f"{f}: not a readable Parquet record file ({first})", HINT) from None
+        for name in names:
+            if name not in schema.names:
+                raise InputError(f"{f}: a Parquet file without the record column {name!r}, not a record dataset",
+                                 HINT)
+            have = schema.field(name).type
+            if not _column_ok(have, kinds[name]):
+                raise InputError(f"{f}: column {name!r} holds {have}, not {kinds[name]} as in pyprof's records; "
+                                 "not a record dataset", HINT)
+
+
+def _checked(path: str, recs: list[dict[str, Any]], ranges: bool = False) -> list[dict[str, Any]]:
+    """``recs`` less those with a bad field (skipped under ``--skip-bad``), else a RecordError
+    (``ranges``: that field checked too, as the readers that walk it need)."""
     from pyprof.errors import RecordError
     from pyprof.prof.load import BAD_HINT, good_records, policy, prof_checks
 
@@ -78,12 +124,14 @@ def _checked(path: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             raise RecordError(f"{path} row {row}: {problem}", BAD_HINT, name=path, line=row, field=bad.name)
         skip.add(1, (path, 0, row, problem))
 
-    return good_records(recs, range(1, len(recs) + 1), prof_checks(), reject)
+    return good_records(recs, range(1, len(recs) + 1), prof_checks(ranges), reject)
 
 
-def file_records(path: str | os.PathLike) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+def file_records(path: str | os.PathLike, keep_ranges: bool = False) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """``(file, records)`` for each Parquet file of ``path`` (a file, or a dataset folder), in order;
-    an :class:`InputError` where there is none, none is readable, or they hold no record."""
+    an :class:`InputError` where there is none, none is readable, or they hold no record.
+    ``keep_ranges``: for the readers that walk ``ranges`` (report, diff, advise), which is then
+    checked as the other fields are."""
     require("pyarrow")
     path = os.fspath(path)
     files = parquet_files(path)
@@ -91,7 +139,7 @@ def file_records(path: str | os.PathLike) -> Iterator[tuple[str, list[dict[str, 
         raise InputError(f"{path}: no {SUFFIX} file in this folder", HINT)
     n = 0
     for f in files:
-        recs = _checked(f, _records(f))
+        recs = _checked(f, _records(f), keep_ranges)
         n += len(recs)
         yield f, recs
     if n == 0:
