@@ -50,7 +50,7 @@ def test_local_cluster_writes_what_the_local_run_writes(tmp_path, capsys):
     assert code == 2
     assert err.count("pyprof: error:") == 2 and "broken.sqlite: not an SQLite database or a JSON trace" in err
     last = err.rstrip().splitlines()[-1]
-    assert last.startswith(f"pyprof: error: 1 of {len(files) + 1} inputs could not be parsed: broken.sqlite")
+    assert last.startswith(f"pyprof: error: 1 of {len(files) + 1} inputs could not be parsed: {bad};")
     assert len(_same_outputs(tmp_path / "local", tmp_path / "dask")) == len(files)
 
 

@@ -740,6 +740,30 @@ def test_multi_file_parse_isolates_an_unexpected_failure(monkeypatch, capsys, tm
     assert "b.sqlite" in err and "KeyError" in err
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_failed_inputs_are_named_as_given(fmt, capsys, tmp_path):
+    """Inputs of the same name (``pyprof run`` writes every trace as ``trace.json``), one broken: the
+    closing line names it by its path, not a name both share; a single input into a folder that fails
+    is its own one line (before: that line, then "1 of 1 inputs could not be parsed ... the other
+    outputs were written"), with no folder left."""
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+        pytest.importorskip("duckdb")
+    good, broken = tmp_path / "a" / "trace.json", tmp_path / "b" / "trace.json"
+    good.parent.mkdir()
+    broken.parent.mkdir()
+    good.write_bytes(KINETO_GPU.read_bytes())
+    broken.write_text('{"traceEvents": [')
+    out = tmp_path / "out"
+    code, _, err = run_main(capsys, ["parse", "-q", "--format", fmt, good, broken, "-o", f"{out}{os.sep}"])
+    assert code == 2 and err.splitlines()[-1].startswith(f"pyprof: error: 1 of 2 inputs could not be parsed: {broken};")
+    assert "the other outputs were written" in err and len(list(out.iterdir())) == 1
+    alone = tmp_path / "alone"
+    code, _, err = run_main(capsys, ["parse", "-q", "--format", fmt, broken, "-o", f"{alone}{os.sep}"])
+    assert code == 2 and one_line_or_result(code, err, [alone]) is None, err
+    assert err.startswith(f"pyprof: error: {broken}: ")
+
+
 # -- 7. Parquet paths are data; foreign Parquet is one line ------------------------------------------
 
 

@@ -72,7 +72,7 @@ def test_many_files_one_broken_is_named_and_the_others_written(tmp_path, capsys)
     broken.write_bytes(b"not a database")
     code, _, err = run_cli(capsys, good, broken, "-o", tmp_path / "out", "-j", "1")
     last = err.strip().splitlines()[-1]
-    assert code == 2 and last.startswith("pyprof: error: 1 of 2 inputs could not be parsed: broken.sqlite"), err
+    assert code == 2 and last.startswith(f"pyprof: error: 1 of 2 inputs could not be parsed: {broken};"), err
     assert "Traceback" not in err and err.count("pyprof parse:") == 1
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [good.name.rsplit(".sqlite", 1)[0] + ".dict"]
 

@@ -148,17 +148,23 @@ def _scaled(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: 
 
 def _report_many(results, n_inputs: int, say) -> None:
     """One line per parsed input (its warnings first) as the results come; the inputs that failed are
-    named, each with its error, and then together in the one error that sets the exit status."""
+    named, each with its error, and then together (as given: inputs of ``pyprof run`` are all named
+    ``trace.json``) in the one error that sets the exit status. A single input (``-o DIR/``) that
+    failed is its own error line, the only one."""
     failed = []
     for res in results:
         if res.error:
             failed.append(res)
-            click.echo(f"pyprof: error: {res.error}", err=True)
+            if n_inputs > 1:
+                click.echo(f"pyprof: error: {res.error}", err=True)
             continue
         for w in res.warnings:
             say(f"pyprof: warning: {os.path.basename(res.path)}: {w}")
         say(f"pyprof parse: {res.summary()} -> {res.out}")
+    if failed and n_inputs == 1:
+        raise PyprofError(failed[0].error)
     if failed:
-        names = ", ".join(sorted(os.path.basename(r.path) for r in failed))
+        names = ", ".join(sorted(r.path for r in failed))
+        rest = "none was written" if len(failed) == n_inputs else "the other outputs were written"
         raise PyprofError(f"{len(failed)} of {n_inputs} inputs could not be parsed: {names}",
-                          "fix or drop those files; the other outputs were written")
+                          f"fix or drop those files; {rest}")
