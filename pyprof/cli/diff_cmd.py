@@ -134,8 +134,15 @@ def _raw(tables, out, as_json: bool) -> None:
                 out.write(orjson.dumps({"by": g, **{k: clean(v) for k, v in zip(COLUMNS, row, strict=True)}},
                                        option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
         return
+    from pyprof.prof.render import csv_safe, printable
+
+    def cell(v):  # a name is text in a spreadsheet (no formula) and carries no control character
+        if isinstance(v, str):
+            return csv_safe(printable([v]))[0]
+        return "" if clean(v) is None else v
+
     w = csv.writer(out, lineterminator="\n")
     w.writerow(("by",) + COLUMNS)
     for g, table in tables.items():
         for row in table.itertuples(index=False):
-            w.writerow([g] + ["" if clean(v) is None else v for v in row])
+            w.writerow([g] + [cell(v) for v in row])

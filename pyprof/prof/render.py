@@ -163,7 +163,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _printable(col: list[str]) -> list[str]:
+def printable(col: list[str]) -> list[str]:
     """A column of text with every control character shown as ``?`` (checked at C speed first)."""
     if not _CONTROL.search("".join(col)):
         return col
@@ -202,7 +202,7 @@ def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | Non
             out.append(human_column(df[name], kind, scale))
             continue
         fmt = fmt or BY_NAME[name].fmt
-        out.append(_printable(format_column(df[name], "sci" if name == "sil" else fmt)))
+        out.append(printable(format_column(df[name], "sci" if name == "sil" else fmt)))
     return out
 
 
@@ -448,6 +448,7 @@ def write_aligned(cols: list[list[str]], heads: list[str], numeric: list[bool], 
     """Columns of text as an aligned table: a header line, numbers right-aligned, every line at most
     ``width`` characters (0: no limit; see :func:`fit_widths`), and a last line naming the columns left
     out, if any. Also used by ``pyprof diff``."""
+    cols = [printable(c) for c in cols]  # names reach the terminal as text (diff, the per-rank summary)
     natural = [max([len(h)] + [len(s) for s in c]) for h, c in zip(heads, cols, strict=True)]
     flex = flex if flex is not None else [not r for r in numeric]
     widths, left_out = fit_widths(natural, heads, flex, width, drop)

@@ -214,12 +214,18 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
     if style == "csv":
         import csv
 
+        from pyprof.prof.render import csv_safe, printable
+
+        def cell(v):  # an op or host name is text in a spreadsheet (no formula), with no control character
+            v = _plain(v)
+            return "" if v is None else csv_safe(printable([v]))[0] if isinstance(v, str) else v
+
         w = csv.writer(fh, lineterminator="\n")
         for i, (title, df, spec) in enumerate(shown):
             fh.write(("\n" if i else "") + f"# {title}\n")
             w.writerow([c[0] for c in spec])
             for row in df[[c[0] for c in spec]].itertuples(index=False):
-                w.writerow(["" if _plain(v) is None else _plain(v) for v in row])
+                w.writerow([cell(v) for v in row])
         return
     from pyprof.prof.render import fit_line, write_aligned
 
