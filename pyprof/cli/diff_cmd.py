@@ -20,9 +20,10 @@ Examples:
 
 \b
 Each side's step count (torch.profiler's ProfilerStep#N ranges) is shown; where both files hold
-steps and their counts differ, time and FLOPs are compared per step. --fail-above PCT: exit status 1 when the total time, or the time of
-one op, layer or kernel holding at least --min-share percent of either total, grew by more than
-PCT percent (each regression is named on stderr); 0 otherwise. pyprof's own errors exit 2.
+steps and their counts differ, time and FLOPs are compared per step. --fail-above PCT: exit
+status 1 when the total time, or the time of one op, layer or kernel holding at least --min-share
+percent of either total, grew by more than PCT percent (each regression is named on stderr); 0
+otherwise. pyprof's own errors exit 2.
 Tables print human units (aligned to the terminal, or -w WIDTH); --csv and --json print raw
 numbers (ns, FLOPs).
 """
