@@ -154,6 +154,18 @@ def test_generated_markers_through_parse_then_prof(capsys, tmp_path):
     # prof's own reader, with its checks, read every record back
     code, summary, err = run_main(capsys, ["prof", "--csv", out])
     assert code == 0 and len(summary.splitlines()) == len(texts) + 1, err
+    # and so do the readers that keep ranges and walk arguments and call sites (the issue: "prof,
+    # report and diff then reject")
+    for args in (["diff", out, out], ["advise", out]) + ((["report", out, "-o", tmp_path / "r.html"],)
+                                                        if _has("plotly") else ()):
+        code, _, err = run_main(capsys, args)
+        assert code == 0 and "Traceback" not in err, (args, err)
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def test_odd_literal_is_stored_as_its_text(capsys, tmp_path):
