@@ -108,7 +108,7 @@ def test_run_warns_about_a_saved_calibration_taken_with_other_threads(tmp_path, 
 
 
 def _busy_calibration(*args, **kwargs):
-    cal = Calibration(CPU_DEVICE, "crafted CPU, 2 threads", {"float32": 3e10}, 5e9, seconds=0.9,
+    cal = Calibration(CPU_DEVICE, "crafted CPU, 2 threads", {"float32": 3e10, "bfloat16": 3e8}, 5e9, seconds=0.9,
                       spread={"float32": 0.02, "bw": 0.01}, torch="2.13.0", threads=2)
     cal.load = {"cpus": 2, "loadavg": [2.5, 2.0, 1.0], "busy_others": 0.7}
     return cal
@@ -123,7 +123,9 @@ def test_quick_calibration_saves_its_conditions_and_warns_when_taken_under_load(
     monkeypatch.setattr(calibrate, "measure", _busy_calibration)
     _calibrate_cpu_once()
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("pyprof: no saved CPU peaks: measured float32 30 GFLOP/s")
+    # in human units: bfloat16's 0.3 GFLOP/s is no "0 GFLOP/s"
+    assert err[0].startswith("pyprof: no saved CPU peaks: measured float32 30.0 GFLOP/s, bfloat16 300 MFLOP/s, "
+                             "copy 5.00 GB/s in 0.9 s")
     assert err[1] == ("pyprof: warning: the CPU peaks just saved may be off: taken under load (other processes "
                       "used 70% of 2 CPUs); run `pyprof calibrate` on a quiet machine to replace them")
     entry = calibration_entry(CPU_DEVICE)

@@ -194,8 +194,11 @@ def _calibrate_cpu_once() -> None:
     except (PyprofError, OSError) as exc:
         click.echo(f"pyprof: warning: could not calibrate the CPU ({exc}); ideal time and gap show n/a", err=True)
         return
-    rates = ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in cal.flops.items())
-    click.echo(f"pyprof: no saved CPU peaks: measured {rates}, copy {cal.bw / 1e9:.1f} GB/s in "
+    from pyprof.prof.units import byte_rate, flop_rate
+
+    # (in human units: a CPU's 0.3 GFLOP/s of bfloat16 printed as "0 GFLOP/s" read as a zero measurement)
+    rates = ", ".join(f"{k} {flop_rate(v)}" for k, v in cal.flops.items())
+    click.echo(f"pyprof: no saved CPU peaks: measured {rates}, copy {byte_rate(cal.bw)} in "
                f"{cal.seconds:.1f} s, saved to {path} (`pyprof calibrate` measures longer)", err=True)
     found = condition_problems(cal.conditions())
     if found:
