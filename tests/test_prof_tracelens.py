@@ -90,14 +90,13 @@ def test_a_difference_needs_a_convention():
     assert ct.convention(ref, float("nan")) == "unexplained"
 
 
-def test_a_training_trace_differs_only_by_documented_conventions():
+def test_a_training_trace_agrees_on_the_backward_that_ran():
     """The MI250 (ROCm) training trace: its first and only linear layer's backward ran one aten::mm (dW:
-    the input needs no gradient), which pyprof, with no requires_grad in the trace, prices as dX + dW."""
+    the input needs no gradient). The trace records no requires_grad; pyprof prices the backward on
+    the aten op that ran (pyprof/prof/backward.py), dW alone, as TraceLens counts it."""
     ct = _script()
     path = CORPUS / "kineto" / "facebookresearch__HolisticTraceAnalysis__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
     if not path.is_file():
         pytest.skip("MI250 trace not in the corpus")
     outcome, _ = ct.compare(path, reference="hand")
-    assert outcome.instances == 2 and outcome.agree == 1
-    assert [d[3].split(":")[0] for d in outcome.differ] == ["backward priced dX + dW where the trace shows one product ran"]
-    assert outcome.differ[0][2] == pytest.approx(2 * outcome.differ[0][1])
+    assert outcome.instances == 2 and outcome.agree == 2 and outcome.differ == []

@@ -123,10 +123,22 @@ nothing calls it), and the records add up to the time spent in ops.
   `python scripts/compare_tracelens.py` compares every GEMM, convolution and attention instance of the
   corpus' TraceLens H100 traces with TraceLens' count (or the same conventions counted by hand), and
   checks no kernel's achieved FLOP/s or bandwidth is above its peak.
-- A GEMM's or convolution's backward is priced for each input that requires a gradient; a torch.profiler
-  trace records no `requires_grad`, so there every input is taken to need one: a first layer's
-  `linear` backward is priced dX + dW although its trace shows one `aten::mm` (dW) ran, twice
-  TraceLens' count.
+- **Backward is priced on what ran** where the trace shows it: a torch.profiler trace (and an
+  emit_nvtx export) names the aten op each backward record ran under (record fields `aten`,
+  `atenSizes`). A backward instance whose working records all name one is priced as the sum of those
+  ops, each by its own model from its recorded sizes (a first layer's `linear` backward: the one
+  `aten::mm` of dW that ran, not dX + dW), and the forward op's backward formula is not charged as
+  well. It keeps its op, module and direction. On a CPU trace an op that called others with records of
+  their own is priced by its own model (covering them), or, without one, by theirs; on a GPU each
+  kernel's innermost op is, one call per kernel of its highest role. Where an op that ran has no model
+  or its sizes say (or may say) too little (the values of scalar and list arguments are not recorded:
+  attention's `is_causal`, a convolution's stride; only GEMM, elementwise, copy, fill and view ops and
+  `sum` are taken as priced by their sizes), the forward op's formula prices the whole instance, as it
+  does where no record names its op; where the forward op has no formula either (linear algebra), what
+  can be priced is, an unrecorded argument at its default, the rest `n/a` (`pyprof/prof/backward.py`).
+- That formula prices a GEMM's, convolution's or einsum's backward for each input that requires a
+  gradient (the `grad` flag of an `init()` marker: a frozen input gets none); a torch.profiler trace
+  records no `requires_grad`, so there every input is taken to need one.
 - An op's dtype follows torch's type promotion: a 0-dim tensor does not promote a dimensioned one.
 - Tensor-core eligibility looks at the GEMM's reduction and output dimensions (for attention, the head
   dimension), not the sequence length.

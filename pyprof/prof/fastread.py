@@ -41,11 +41,12 @@ from pyprof.errors import InputError
 from pyprof.prof.fields import STATIC, VARYING
 from pyprof.records import UNVERSIONED, thread_id
 
-_STATIC_SET = frozenset(STATIC) - {"gpuProps"}  # (a later field: record files written before it lack it)
+# (later fields: record files written before them lack them)
+_STATIC_SET = frozenset(STATIC) - {"gpuProps", "aten", "atenSizes"}
 _VARYING_SET = frozenset(VARYING)
 _INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype"))
 _SHARE = frozenset(("layer", "trace"))
-_INT_FIELDS = ("kDuration", "start", "opId", "subSeqId")  # integers in parse's records (or null)
+_INT_FIELDS = ("kDuration", "start", "end", "opId", "subSeqId")  # integers in parse's records (or null)
 
 KD, PID, AS, RG, LY, SQ, OI = (b',"kDuration":', b',"pid":', b',"apiStart":', b',"ranges":', b',"layer":',
                                b',"seqId":', b',"opId":')

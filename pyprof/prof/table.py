@@ -46,9 +46,9 @@ from pyprof.prof.params import first_dtype, render
 
 NAN = float("nan")
 
-KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "tid", "device", "gpu", "gpuProps", "stream", "grid",
+KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "end", "tid", "device", "gpu", "gpuProps", "stream", "grid",
         "block", "bytes", "layer", "trace", "mod", "op", "args", "cdtype", "opId", "seqId", "altSeqId",
-        "dir", "opDir", "subSeqId")
+        "dir", "opDir", "subSeqId", "aten", "atenSizes")
 
 # output column <- record field, for the columns copied as they are
 COPIED = {"seq": "seqId", "altseq": "altSeqId", "tid": "tid", "layer": "layer", "trace": "trace",
@@ -319,9 +319,11 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
     is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)  # type: ignore[call-overload]
-    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], _roles(raw, is_cpu))
+    role = _roles(raw, is_cpu)
+    _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], role)
+    ran = _backward_on_what_ran(out, inst, raw, is_kernel, role)
     codes = _tensor_cores(out, inst, raw, is_kernel, is_cpu, resolver)
-    warnings = _coverage_warning(out, inst, sil, is_kernel)
+    warnings = _coverage_warning(out, inst, sil, is_kernel, ran)
     warnings += _roofline(out, raw, is_kernel, is_cpu, inst, codes, resolver)
 
     # copy=False: the columns are this function's own arrays; copying them into consolidated blocks
@@ -553,6 +555,24 @@ def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_ker
     out["dtype"] = inst["dtype"][row_key]
 
 
+def _backward_on_what_ran(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, role: np.ndarray) -> np.ndarray | None:
+    """Backward instances whose records name the aten ops that ran: priced on those ops instead of their
+    forward op's backward formula (:mod:`pyprof.prof.backward`); ``priced`` names the op per row.
+    Returns the mask of the rows so priced (None: none)."""
+    from pyprof.prof.backward import on_what_ran
+
+    formula = (~np.isnan(inst["flops"]) & ~np.isnan(inst["bytes"]))[inst["key"]]  # per instance
+    got = on_what_ran(raw, inst["of"], out["dtype"], role, is_kernel, formula, np.equal(raw["device"], None))
+    if got is None:
+        out["priced"] = _obj([None] * len(is_kernel))
+        return None
+    rows = got["rows"]
+    out["flops"] = np.where(rows, got["flops"], out["flops"])
+    out["bytes"] = np.where(rows, got["bytes"], out["bytes"])
+    out["priced"] = got["priced"]
+    return rows
+
+
 def _per_distinct(values: np.ndarray, fn, dtype=object) -> np.ndarray:
     """``fn(v)`` for every value of an object array, called once per distinct value (names repeat)."""
     items = values.tolist()
@@ -690,8 +710,10 @@ def _beyond_roofline(out: dict, beyond: np.ndarray, sil: np.ndarray) -> list[str
             "them out of ideal, excess and gap (check --peak-flops/--peak-bw or `pyprof calibrate`)"]
 
 
-def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray) -> list[str]:
-    """One line naming the ops without a FLOP/byte model, with their share of kernel time."""
+def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray,
+                      ran: np.ndarray | None = None) -> list[str]:
+    """One line naming the ops without a FLOP/byte model, with their share of kernel time (a backward
+    priced on what ran: its records whose op has no model)."""
     n = len(is_kernel)
     if not n:
         return []
@@ -700,6 +722,8 @@ def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndar
     op = out["op"]
     has_op = _not_none(op)
     no_cost = ~inst["costed"][inst["row_key"]]
+    if ran is not None:
+        no_cost = np.where(ran, np.isnan(out["flops"]) & (out["priced"] != None), no_cost)  # noqa: E711
     lines = []
     uncovered = is_kernel & has_op & no_cost
     if uncovered.any():

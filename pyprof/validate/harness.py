@@ -82,9 +82,12 @@ def pyprof_flops(df, root: str) -> dict[tuple[str, str, str], float]:
 
     out: dict[tuple[str, str, str], float] = {}
     fam_of: dict = {}
-    for d, op, mod, lay, flops in zip(df["dir"], df["op"], df["mod"], df["layer"], df["flops"], strict=True):
+    for d, op, mod, lay, flops, ran in zip(df["dir"], df["op"], df["mod"], df["layer"], df["flops"], df["priced"],
+                                           strict=True):
         if op is None or d not in DIRECTIONS or not flops == flops:  # NaN: no model
             continue
+        if ran:  # a backward priced on what ran: the family of the aten op that ran
+            op, mod = ran, "aten"
         fam = fam_of.get((op, mod))
         if fam is None:  # a recurrent op's work is its GEMMs (torch's side counts them as such)
             fam = fam_of[op, mod] = {"rnn": "gemm"}.get(family(op, mod) or "", family(op, mod) or "")

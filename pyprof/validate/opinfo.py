@@ -360,21 +360,22 @@ def run_op(op, dtype: str = "float32", mode: str = "init", limit: int | None = N
         by[i].problem = by[i].problem or b.problem
     fams: dict[str, int] = defaultdict(int)
     if df is not None:
-        for d, opn, mod, lay, fl, nb in zip(df["dir"], df["op"], df["mod"], df["layer"], df["flops"], df["bytes"],
-                                             strict=True):
+        for d, opn, mod, lay, fl, nb, ran in zip(df["dir"], df["op"], df["mod"], df["layer"], df["flops"],
+                                                  df["bytes"], df["priced"], strict=True):
             i = _sample_of(lay)
             if i not in by or opn is None:
                 continue
             s = by[i]
-            if not (fl == fl and nb == nb):  # NaN: no model for this op
-                s.unpriced.add(opn)
+            if not (fl == fl and nb == nb):  # NaN: no model for this op (or its bytes are unknown)
+                s.unpriced.add(ran or opn)  # a backward priced on what ran: the aten op without a model
+            if not fl == fl:  # FLOPs known with bytes unknown still count in (b)
                 continue
-            fam = family(opn, mod) or ""
+            fam = (family(ran, "aten") if ran else family(opn, mod)) or ""  # a backward priced on what ran
             fams[fam] += 1
             counted = float(fl) if fam in COUNTED else 0.0
             if d == "fprop":
                 s.py_f += counted
-                s.py_bytes += float(nb)
+                s.py_bytes += float(nb) if nb == nb else 0.0
             elif d == "bprop":
                 s.py_b += counted
     result.samples = [by[i] for i in keep]

@@ -1,0 +1,256 @@
+"""Backward priced on what ran: the aten ops a trace shows under an autograd node, each by its own model.
+
+A backward op instance (``dir`` ``bprop``, priced as its forward op's backward: no ``opDir``) is by
+default priced by the forward op's model in ``bprop``, a formula that assumes what the backward runs
+(``linear``: dX and dW, for each input whose ``grad`` flag is not false; a torch.profiler trace records
+no flag, so every input is taken to need one). A torch.profiler trace (and an emit_nvtx export) names
+the aten op each backward record ran under (the record's ``aten``, innermost, with its ``atenSizes``).
+Where every working record of such an instance names one, the instance is priced on what ran, and the
+forward op's backward formula is not charged as well:
+
+* each distinct (aten op, input sizes) of the instance is priced once by that op's own model, forward
+  (it is the op that ran), reading the sizes against the op's aten schema (a size at a ``Tensor``
+  parameter is a tensor in the instance's dtype, ``[]`` a 0-d one); the values of scalar and list
+  arguments are not in the sizes and read as unknown (their defaults where a model takes one); a
+  ``sum`` over dims the sizes do not hold (a bias's gradient) has its FLOPs, one add per input element,
+  and its bytes where exactly one forward argument broadcasts to its input (else unknown), and a fill (``zeros``, ``full``, ``arange``) whose size is such an argument has 0
+  FLOPs and unknown bytes;
+* a call is a record of the op's highest role (:mod:`pyprof.kernel_roles`): on a CPU trace each record
+  is one aten op call; on a GPU one kernel of its highest role per call is assumed (a GEMM's one GEMM
+  kernel), so an op that launches several such kernels (a cuSOLVER factorisation) is counted once per
+  kernel;
+* each such record carries one call's cost; the op's other records, views, dispatch and autograd
+  engine records get none, and copies keep their own bytes;
+* on a CPU trace an op that called others with records of their own (its record's span holds
+  theirs) is priced by its own model, which covers what it called (``clone`` over ``copy_``,
+  ``linalg_pinv`` over ``_linalg_svd`` and ``mm``), as an op instance is named by its outermost op;
+  where it has no model, the ops it called are priced instead; no work counts twice. (A GPU kernel's
+  ``aten`` is the innermost op: there the ops that launched the kernels are priced.)
+
+Where an op that ran has no model, or its sizes do not say enough for its FLOPs and bytes (a
+convolution's stride, a fill's size), or may not (an op outside :data:`SIZED_FAMILIES`, whose model
+would take an unrecorded argument's default: attention's ``is_causal``), the forward op's backward
+formula prices the whole instance if it has one (as before: never half of each); if it has none
+either (linear algebra), the ops that can be priced are (a caller without a model by the ops it
+called; an unrecorded argument at its default, such as ``linalg_solve_triangular``'s ``left``), and
+what is not known is unknown (n/a), never 0.
+An instance with a working record that names no aten op or no sizes (a kernel launched by a custom
+Function's node itself, a trace without ``record_shapes``) keeps its forward op's formula; so does
+the Nsight path without emit_nvtx, where the forward marker's ``grad`` flags say which inputs take a
+gradient (a frozen input none: ``gemm``, ``conv``, ``einsum``). The instance keeps its op, module and
+direction: only its figures change. ``priced`` names, per record, the aten op whose model priced it
+(None elsewhere), so that a check by op family (GEMM FLOPs in backward) takes the family of the op
+that ran.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+from pyprof.kernel_roles import NO_WORK
+
+NAN = float("nan")
+
+
+def _args(aten: str, sizes: list, dtype: str | None) -> list:
+    """Argument dicts of an aten call from its ``Input Dims``, read against the op's schema: a size at a
+    ``Tensor`` parameter is a tensor of that shape (``[]``: a 0-d tensor), a list of sizes a tensor list,
+    and the other arguments, whose values the sizes do not hold, unknown. The first overload, in
+    torch's order, that the sizes fit; else :func:`pyprof.prof.ops.from_sizes`'s reading."""
+    from pyprof.prof.ops import from_sizes
+    from pyprof.prof.ops.schema import schemas
+
+    name = aten.rsplit("::", 1)[-1].split(".", 1)[0]
+    for s in schemas().get(name, ()):
+        if len(s.params) != len(sizes):
+            continue
+        out: list[dict] = []
+        for p, sz in zip(s.params, sizes, strict=True):
+            listed = isinstance(sz, list) and bool(sz)
+            if listed and all(isinstance(x, list) for x in sz):
+                if p.kind not in ("Tensor[]", "Tensor?[]"):
+                    break
+                out.append({"name": "", "type": "tensorlist",
+                            "items": [{"name": "", "type": "tensor", "shape": list(x), "dtype": dtype} for x in sz]})
+            elif listed:
+                if p.kind not in ("Tensor", "Tensor?"):
+                    break
+                out.append({"name": "", "type": "tensor", "shape": [int(x) for x in sz], "dtype": dtype})
+            elif p.kind == "Tensor":
+                out.append({"name": "", "type": "tensor", "shape": [], "dtype": dtype})
+            else:
+                out.append({"name": "", "type": "unknown"})
+        else:
+            return out
+    return from_sizes(sizes, [dtype] * len(sizes))
+
+
+def _price(aten: str, sizes: list, dtype: str | None, cdtype: str | None, fwd_args: list | None = None):
+    """(op name, Cost or None) of one aten call from its recorded input sizes; None where the op has no
+    model or the sizes do not say enough for its FLOPs (a reduction's dims). Bytes may still be unknown
+    (no dtype: a plain trace's tensor lists)."""
+    from pyprof.prof.ops import Cost, OpCall, canonical, estimate, family
+
+    name = canonical(aten, "aten")
+    try:
+        cost = estimate(OpCall(aten, _args(aten, sizes, dtype), "fprop", cdtype, "aten"))
+    except Exception:  # noqa: BLE001 - a model that cannot read these sizes: unknown, never a crash
+        cost = None
+    if cost is None and name == "sum":
+        cost = _sum_over_unknown_dims(sizes, dtype, cdtype, fwd_args)
+    elif cost is None and family(name) == "fill":  # zeros(size), full(size, v), arange(n): no arithmetic
+        cost = Cost(0.0, None, dtype)
+    if cost is not None and cost.flops is None:
+        cost = None
+    return name, cost
+
+
+def _sum_over_unknown_dims(sizes: list, dtype: str | None, cdtype: str | None, fwd_args: list | None):
+    """``sum.dim_IntList`` (how autograd reduces a broadcast gradient: a bias's) whose dims the sizes do
+    not hold: one add per input element whatever the dims, so its FLOPs are known. Its output is the
+    gradient of the forward argument the input broadcast from: the one tensor argument of the forward
+    op, smaller than the input, whose shape broadcasts to it (a ``linear``'s or ``addmm``'s bias); where
+    there is not exactly one, the output and so the bytes are unknown (None)."""
+    from pyprof.prof.ops import Cost, OpCall, estimate, scalar_arg
+    from pyprof.prof.ops import _args as A
+
+    if not sizes or not isinstance(sizes[0], list) or not sizes[0]:
+        return None
+    shp = sizes[0]
+    whole = estimate(OpCall("aten::sum", [{"name": "", "type": "tensor", "shape": shp, "dtype": dtype},
+                                          scalar_arg(None)], "fprop", cdtype, "aten"))
+    if whole is None:
+        return None
+    n = A.numel(shp)
+    fits = set()
+    for a in A.tensors(fwd_args or []):
+        s = A.shape(a)
+        if s is not None and A.numel(s) < n and A.broadcast(s, shp) == list(shp):
+            fits.add(A.numel(s))
+    out = A.sized(n + fits.pop(), dtype) if len(fits) == 1 else None
+    return Cost(whole.flops, out, whole.dtype)
+
+
+#: Families whose figures the input sizes determine (an unrecorded scalar changes none: a GEMM's alpha,
+#: an elementwise op's constant, a copy's non_blocking), and ``sum`` (see :func:`_sum_over_unknown_dims`).
+#: Elsewhere an unrecorded argument can change the count (attention's ``is_causal``, a convolution's
+#: stride): an instance whose forward op has a backward formula keeps it when such an op ran.
+SIZED_FAMILIES = frozenset({"gemm", "pointwise", "views", "viewcopy", "copy", "fill", "concat"})
+
+
+def _sizes_suffice(name: str) -> bool:
+    from pyprof.prof.ops import family
+
+    return name == "sum" or family(name) in SIZED_FAMILIES
+
+
+def _callers(rows: list[int], raw: dict[str, np.ndarray]) -> tuple[list[int], dict[int, int | None]]:
+    """``rows`` (one instance's working CPU records) in start order, and each one's caller among them:
+    the innermost record whose span holds its start on its thread (the profiler's ranges nest)."""
+    start, end, tid = raw["start"], raw.get("end"), raw["tid"]
+    if end is None:
+        return rows, dict.fromkeys(rows)
+    spans = sorted((start[i] if start[i] is not None else -1, -(end[i] if end[i] is not None else -1), i)
+                   for i in rows)
+    caller: dict[int, int | None] = {}
+    stacks: dict[Any, list[tuple[int, int]]] = {}
+    for s, neg_end, i in spans:
+        stack = stacks.setdefault(tid[i], [])
+        while stack and stack[-1][0] <= s:
+            stack.pop()
+        caller[i] = stack[-1][1] if stack else None
+        stack.append((-neg_end, i))
+    return [i for _, _, i in spans], caller
+
+
+def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarray, role: np.ndarray,
+                is_kernel: np.ndarray, formula: np.ndarray, is_cpu: np.ndarray) -> dict[str, Any] | None:
+    """The backward instances priced on what ran: ``rows`` (a mask of their kernel records), per-row
+    ``flops``, ``bytes`` (NaN where the op that ran has no model) and ``priced`` (the aten op, or None);
+    None when no instance qualifies. ``dtype`` is each row's instance dtype; ``formula`` says, per
+    instance, whether its forward op's backward formula prices it (the fallback where an op that ran
+    cannot be priced from its sizes)."""
+    aten, sizes = raw.get("aten"), raw.get("atenSizes")
+    n = len(is_kernel)
+    if aten is None or sizes is None or not n:
+        return None
+    op_dir = raw.get("opDir")
+    cand = is_kernel & (raw["dir"] == "bprop") & np.not_equal(raw["op"], None)
+    if op_dir is not None:
+        cand &= np.equal(op_dir, None)
+    if not cand.any():
+        return None
+    rows = np.flatnonzero(np.isin(inst_of, np.unique(inst_of[cand])) & is_kernel)
+    by_inst: dict[int, list[int]] = {}
+    for i in rows.tolist():
+        if role[i] != NO_WORK:
+            by_inst.setdefault(int(inst_of[i]), []).append(i)
+    cdtype = raw.get("cdtype")
+    prices: dict[tuple, tuple] = {}
+
+    fwd_args = raw.get("args")
+
+    def price(i: int):
+        cd = cdtype[i] if cdtype is not None else None
+        fa = fwd_args[i] if fwd_args is not None and aten[i] == "aten::sum" else None
+        key = (aten[i], orjson.dumps(sizes[i]), dtype[i], cd, id(fa))
+        got = prices.get(key)
+        if got is None:
+            got = prices[key] = _price(aten[i], sizes[i], dtype[i], cd, fa)
+        return got
+
+    bad: set[int] = set()
+    costs: dict[int, tuple] = {}  # row -> (name, cost or None): the rows that carry a call
+    for k, members in by_inst.items():
+        if any(not isinstance(aten[i], str) or not isinstance(sizes[i], list) for i in members):
+            bad.add(k)  # a working record that names no aten op: what ran is not known
+            continue
+        cpu = [i for i in members if is_cpu[i]]
+        order, caller = _callers(cpu, raw) if len(cpu) > 1 else (cpu, dict.fromkeys(cpu))
+        callers = {c for c in caller.values() if c is not None}
+        state: dict[int, str] = {}
+        for i in order + [i for i in members if not is_cpu[i]]:
+            c = caller.get(i)
+            if c is not None and state.get(c) in ("priced", "covered"):
+                state[i] = "covered"  # its caller's model prices its work
+                continue
+            got = price(i)
+            cost = got[1]
+            if formula[k] and not _sizes_suffice(got[0]):
+                bad.add(k)  # its figures may hang on an unrecorded argument: the formula is surer
+                break
+            if cost is not None and cost.bytes is not None:
+                state[i] = "priced"
+            elif formula[k]:  # an op that ran is (partly) unknown: the forward's formula prices it whole
+                bad.add(k)
+                break
+            elif cost is None and i in callers:
+                state[i] = "open"  # no model for the caller: the ops it called are priced
+                continue
+            else:
+                state[i] = "priced" if cost is not None else "unknown"  # its FLOPs, or nothing, known
+            costs[i] = got
+    flops = np.zeros(n)
+    nbytes = np.zeros(n)
+    priced = np.full(n, None, dtype=object)
+    groups: dict[tuple, list[int]] = {}
+    for i in costs:
+        k = int(inst_of[i])
+        if k not in bad:
+            groups.setdefault((k, aten[i], orjson.dumps(sizes[i])), []).append(i)
+    for members in groups.values():
+        name, cost = costs[members[0]]
+        top = max(int(role[i]) for i in members)
+        takers = [i for i in members if role[i] == top]  # one call each
+        flops[takers] = NAN if cost is None else cost.flops
+        nbytes[takers] = NAN if cost is None or cost.bytes is None else cost.bytes
+        priced[takers] = name
+    keep = rows[~np.isin(inst_of[rows], np.fromiter(bad, np.int64, len(bad)))]
+    if not len(keep):
+        return None
+    mask = np.zeros(n, bool)
+    mask[keep] = True
+    return {"rows": mask, "flops": flops, "bytes": nbytes, "priced": priced}

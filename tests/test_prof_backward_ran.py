@@ -1,0 +1,115 @@
+"""Backward priced on what ran (pyprof/prof/backward.py): where a trace names the aten ops under an
+autograd node, they are priced, and the forward op's backward formula is not charged as well.
+
+The torch tests compare with FlopCounterMode, which counts the GEMMs the backward dispatches: a
+first layer's ``linear`` (its input needs no gradient) under plain torch.profiler, whose trace records
+no ``requires_grad``, runs only the weight gradient. The figures of the record tests are worked by
+hand from the shapes (a multiply-add is 2 FLOPs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pyprof.prof import build
+
+X = {"name": "input", "type": "tensor", "shape": [3, 2], "dtype": "float32"}
+W = {"name": "weight", "type": "tensor", "shape": [4, 2], "dtype": "float32"}
+
+
+def rec(i, kernel, d="bprop", aten=None, sizes=None, opid=1, dur=100):
+    """A CPU record of a ``linear`` (x 3x2, weight 4x2) op instance."""
+    return {"kind": "kernel", "kShortName": kernel, "kLongName": kernel, "kDuration": dur, "start": i * 1000,
+            "tid": 1, "device": None, "gpu": None, "layer": ["net"], "mod": "torch.nn.functional",
+            "op": "linear", "args": [X, W], "cdtype": None, "opId": opid, "seqId": [], "altSeqId": [],
+            "dir": d, "subSeqId": i, "aten": aten, "atenSizes": sizes}
+
+
+NODE = "autograd::engine::evaluate_function: MmBackward0"
+
+
+def bprop(df):
+    rows = df[df["dir"] == "bprop"]
+    return float(rows["flops"].sum()), list(rows["priced"])
+
+
+def test_the_backward_is_priced_by_the_ops_that_ran():
+    """Only dW = dYᵀ·x (4x3 @ 3x2) ran: 2·4·3·2 = 48 FLOPs, not the formula's dX + dW (96)."""
+    recs = [rec(0, "aten::mm", "fprop", "aten::mm", [[3, 2], [2, 4]]),
+            rec(1, NODE), rec(2, "aten::mm", "bprop", "aten::mm", [[4, 3], [3, 2]])]
+    df = build(recs, peak_flops=1e12, peak_bw=1e11)
+    flops, priced = bprop(df)
+    assert flops == 48.0
+    assert priced == [None, "mm"]
+    assert df["op"].tolist() == ["linear"] * 3 and df["module"].tolist() == ["net"] * 3  # attribution kept
+    # bytes: dY (4x3 read as 3x4's transpose), x read, dW written, float32
+    assert float(df[df["dir"] == "bprop"]["bytes"].sum()) == 4 * (12 + 6 + 8)
+
+
+def test_two_calls_of_one_shape_are_two_calls():
+    recs = [rec(0, "aten::mm", "fprop", "aten::mm", [[3, 2], [2, 4]]), rec(1, NODE),
+            rec(2, "aten::mm", aten="aten::mm", sizes=[[3, 4], [4, 2]], dur=300),
+            rec(3, "aten::mm", aten="aten::mm", sizes=[[3, 4], [4, 2]], dur=100)]
+    df = build(recs, peak_flops=1e12, peak_bw=1e11)
+    assert df[df["dir"] == "bprop"]["flops"].tolist() == [0.0, 48.0, 48.0]
+
+
+def test_an_op_no_model_prices_falls_back_to_the_whole_formula():
+    """An op that ran and has no model (or too few sizes for one): the forward op's formula prices the
+    instance whole, never half of each."""
+    recs = [rec(0, "aten::mm", "fprop", "aten::mm", [[3, 2], [2, 4]]), rec(1, NODE),
+            rec(2, "aten::mm", aten="aten::mm", sizes=[[4, 3], [3, 2]]),
+            rec(3, "aten::ptest_unknown_op", aten="aten::ptest_unknown_op", sizes=[[3, 4]])]
+    flops, priced = bprop(build(recs, peak_flops=1e12, peak_bw=1e11))
+    assert flops == 96.0 and priced == [None, None, None]  # dX + dW: the formula, every input needing one
+
+
+def test_a_working_record_without_its_aten_op_keeps_the_formula():
+    recs = [rec(0, "aten::mm", "fprop", "aten::mm", [[3, 2], [2, 4]]), rec(1, NODE),
+            rec(2, "aten::mm", aten="aten::mm", sizes=[[4, 3], [3, 2]]), rec(3, "aten::neg")]
+    flops, priced = bprop(build(recs, peak_flops=1e12, peak_bw=1e11))
+    assert flops == 96.0 and not any(priced)
+
+
+def test_records_without_aten_fields_are_priced_as_before():
+    """Record files written before prof read ``aten``: the forward's formula, as ever."""
+    recs = [rec(0, "aten::mm", "fprop"), rec(1, NODE), rec(2, "aten::mm")]
+    for r in recs:
+        del r["aten"], r["atenSizes"]
+    flops, _ = bprop(build(recs, peak_flops=1e12, peak_bw=1e11))
+    assert flops == 96.0
+
+
+@pytest.mark.torch
+def test_first_layer_linear_under_plain_profiler_equals_flopcountermode(tmp_path):
+    """A trace records no requires_grad: the first layer's backward ran dW only (and the second's
+    dX and dW); pyprof's GEMM FLOPs per direction equal FlopCounterMode's."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.prof.ops import family
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    x = torch.randn(5, 16)
+    with FlopCounterMode(display=False) as fc:
+        y = net(x)
+    ref_f = fc.get_total_flops()
+    with FlopCounterMode(display=False) as fc:
+        y.sum().backward()
+    ref_b = fc.get_total_flops()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        net(x).sum().backward()
+    trace = tmp_path / "t.json"
+    prof.export_chrome_trace(str(trace))
+    df = build(list(KinetoSource(trace).records()), peak_flops=1e12, peak_bw=1e11)
+    got = {"fprop": 0.0, "bprop": 0.0}
+    for d, op, mod, ran, fl in zip(df["dir"], df["op"], df["mod"], df["priced"], df["flops"], strict=True):
+        fam = family(ran, "aten") if ran else (family(op, mod) if op else None)
+        if d in got and fam == "gemm" and not math.isnan(fl):
+            got[d] += fl
+    assert got["fprop"] == ref_f > 0
+    assert got["bprop"] == ref_b  # 2 GEMMs for the last layer, 1 for the first: not 4
