@@ -139,6 +139,15 @@ nothing calls it), and the records add up to the time spent in ops.
 - That formula prices a GEMM's, convolution's or einsum's backward for each input that requires a
   gradient (the `grad` flag of an `init()` marker: a frozen input gets none); a torch.profiler trace
   records no `requires_grad`, so there every input is taken to need one.
+- Linear algebra (`torch.linalg`, `cholesky`, `qr`, `lu_*`, `triangular_solve`, ...): the textbook
+  counts of the LAPACK routines torch runs, LAPACK Working Note 41's multiplications and additions
+  (complex: 6 per multiplication, 2 per addition): LU `⅔n³`, Cholesky `⅓n³`, QR `2mn² − ⅔n³` (plus
+  `orgqr` for Q), triangular solve `n²` per right-hand side, inverse LU + solve against the identity;
+  eigen- and singular-value decompositions by Golub and Van Loan's estimates (`eigh` `9n³`, `eig`
+  `25n³`, thin SVD `14mn² + 8n³`). `multi_dot`, `chain_matmul`, `matrix_power`, `cov` and `corrcoef`
+  count their matrix products only (GEMM family: `multi_dot` in torch's cheapest order; a negative
+  power adds its inverse's LU). The formulas, per op, are in `pyprof/prof/ops/linalg.py`. `matrix_exp`
+  has no model: its number of products depends on the matrix's norm, which no trace holds.
 - An op's dtype follows torch's type promotion: a 0-dim tensor does not promote a dimensioned one.
 - Tensor-core eligibility looks at the GEMM's reduction and output dimensions (for attention, the head
   dimension), not the sequence length.
@@ -179,6 +188,12 @@ Known differences, by convention or by what a trace holds:
   `2·N·C·D` per chunk: negligible at real vocabulary sizes).
 - A plain torch.profiler trace records no string argument: an `einsum` there has no equation and is
   `n/a` (under `init()` the marker holds it).
+- Linear algebra: FlopCounterMode counts only the GEMMs a decomposition's backward formula runs; pyprof
+  prices those where they ran and the decompositions by LAWN 41, which FlopCounterMode does not count.
+  `matrix_power` with a negative power counts its inverse's LU (FlopCounterMode: its products only).
+  `svd_lowrank`/`pca_lowrank` are Python composites whose random projections are GEMMs and whose QR and
+  SVD are not: under `init()` their one marker has no model. A plain trace records no dtype for a
+  tensor list: `multi_dot`'s bytes there are `n/a`.
 - PyTorch 1.8 traces record only tensor arguments: a convolution there has no stride or padding. Its
   FLOPs need only its output shape, taken from the backward op recorded for the same input and weight
   shapes (`cudnn_convolution_backward`'s `grad_output`) where exactly one exists (`note` says so and

@@ -22,6 +22,7 @@ from pyprof.prof.ops import (  # noqa: F401  (importing a family registers its m
     gemm,
     index,
     layout,
+    linalg,
     loss,
     norm,
     optim,

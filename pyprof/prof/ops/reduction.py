@@ -117,8 +117,10 @@ def _reduce(call: OpCall) -> Cost | None:
     per_in, per_out, bwd, reads = TABLE[call.op]
     if call.op in ("norm", "linalg_vector_norm"):
         p = A.value(b.get("p") if call.op == "norm" else b.get("ord"), 2)
-        if p == "nuc":  # the nuclear norm sums singular values: an SVD, not a reduction
-            return None
+        if p == "nuc":  # the nuclear norm sums singular values: an SVD's (the linalg family's count)
+            from pyprof.prof.ops.linalg import nuclear_norm
+
+            return nuclear_norm(call, x, dim)
         if p not in (2, 2.0, 1, 1.0, "fro", float("inf"), "inf", float("-inf"), "-inf"):
             per_in = 3
     n, no = prod(sx), prod(out)

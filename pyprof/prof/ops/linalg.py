@@ -1,0 +1,757 @@
+"""Linear-algebra family: factorisations, solves, inverses, determinants, eigen- and singular-value
+decompositions, least squares, matrix norms and ranks (``torch.linalg`` and the older ``torch`` names).
+
+FLOPs are the textbook counts of the LAPACK routine each op runs, per matrix (times the batch):
+LAPACK Working Note 41 (Blackford and Dongarra, *Installation Guide for LAPACK*, 1999, §6.4, the
+multiplications ``M`` and additions ``A`` of each routine, as MAGMA's ``flops.h`` writes them). A real
+FLOP is one multiplication or addition: ``M + A``; complex data counts ``6·M + 2·A`` (a complex multiply
+is 6 real FLOPs, a complex add 2), LAWN 41's rule. For ``A`` m×n, ``k = min(m, n)``, ``r`` right-hand sides:
+
+* LU ``getrf`` (``linalg.lu_factor``, ``lu``): ``M = ½mn² − ⅙n³ + ½mn − ½n² + ⅔n``,
+  ``A = ½mn² − ⅙n³ − ½mn + ⅙n`` (m ≥ n; m and n swapped otherwise): ``⅔n³`` for a square matrix;
+  solve with it, ``getrs``: ``M = rn²``, ``A = r(n² − n)``.
+* Cholesky ``potrf``: ``M = ⅙n³ + ½n² + ⅓n``, ``A = ⅙n³ − ⅙n``; ``potrs``: ``M = r(n² + n)``,
+  ``A = r(n² − n)``; inverse from the factor ``potri``: ``M = ⅓n³ + n² + ⅔n``, ``A = ⅓n³ − ½n² + ⅙n``.
+* LDLᵀ ``sytrf``: ``M = ⅙n³ + ½n² + (10/3)n``, ``A = ⅙n³ − ⅙n``; ``sytrs`` as ``potrs``.
+* Triangular solve ``trsm`` (left, ``A`` n×n, ``B`` n×r): ``M = ½rn(n + 1)``, ``A = ½rn(n − 1)``.
+* QR ``geqrf`` (m ≥ n): ``M = mn² − ⅓n³ + mn + ½n² + (23/6)n``, ``A = mn² − ⅓n³ + ½n² + (5/6)n``
+  (m < n: ``M = nm² − ⅓m³ + 2nm − ½m² + (23/6)m``, ``A = nm² − ⅓m³ + nm − ½m² + (5/6)m``); forming
+  ``Q`` (m×q from k reflectors) ``orgqr``: ``M = 2mqk − (m + q)k² + ⅔k³ + 2qk − k² − (5/3)k``,
+  ``A = 2mqk − (m + q)k² + ⅔k³ + qk − mk + ⅓k``; applying it to C (m×n) ``ormqr`` from the left:
+  ``M = 2nmk − nk² + 2nk``, ``A = 2nmk − nk² + nk`` (from the right, m and n swapped).
+
+Composites are the sum of what torch runs: ``linalg.solve`` = getrf + getrs; ``linalg.inv``/``inverse``
+= getrf + getrs against the identity (r = n: ``(8/3)n³``, torch solves against I); ``det``/``slogdet``/
+``logdet`` = getrf (the product of the diagonal is left out); ``linalg.lu`` = getrf; ``qr`` = geqrf +
+orgqr (``mode="r"``: geqrf alone); ``lstsq`` = geqrf + ormqr (r columns) + trsm (CPU's ``gelsy`` pivots
+its QR, same count); ``cholesky_solve`` = potrs, ``cholesky_inverse`` = potri, ``lu_solve`` = getrs,
+``ldl_solve`` = sytrs; ``householder_product``/``orgqr`` and ``ormqr`` as above; ``tensorinv``/
+``tensorsolve`` as ``inv``/``solve`` of the matrix their dims fold into.
+
+Eigen- and singular-value decompositions are iterative: LAWN 41 gives no count. Golub and Van Loan's
+estimates (*Matrix Computations*, 4th ed., §8.3 and §7.5.6, Fig. 8.6.1) are used, ×4 for complex data:
+symmetric ``eigh`` ``9n³`` (``eigvalsh`` ``(4/3)n³``); general ``eig`` ``25n³`` (``eigvals``
+``10n³``); ``svd`` of m×n (m ≥ n, transposed otherwise) with ``U``, ``V`` full ``4m²n + 8mn² + 9n³``,
+reduced ``14mn² + 8n³``, singular values only (``svdvals``) ``4mn² − (4/3)n³``. ``pinv`` = reduced
+SVD (``eigh`` where ``hermitian``) + the product ``V·S⁺·Uᴴ`` (``2mnk``); ``matrix_rank`` and
+``cond`` (``p`` None, 2, −2) = ``svdvals`` (``eigvalsh`` where ``hermitian``); ``cond`` with another
+``p`` = ``inv`` + two matrix norms; ``matrix_norm``/``norm`` of a matrix: ``"fro"`` 2 per element,
+1/−1/inf/−inf 2 per element (abs and add), ``"nuc"``/2/−2 ``svdvals``; ``linalg.norm`` of a vector (no
+``ord`` or one ``dim``) 2 per element.
+
+Bytes: each input read once and each output written once (factors, pivots as int32, ``tau``, the
+solution); a workspace is not counted.
+
+Not modelled, and why: ``matrix_exp``: the degree of its Taylor approximant and the number of squarings
+depend on the matrix's norm (the data), which no record holds. Backward: the backward formulas are
+composites of GEMMs, triangular solves and elementwise ops; a trace that shows them prices them where
+they ran (:mod:`pyprof.prof.backward`); a call priced as a whole in ``bprop`` (the Nsight path) is
+unknown (``None``), never a guess.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+
+_COMPLEX = ("complex64", "complex128", "complex32")
+_REAL_OF = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
+PIVOT_BYTES = 4  # pivots and info are int32
+
+
+# -- LAWN 41 counts: (multiplications, additions) per matrix ------------------------------------------------
+
+def getrf(m: int, n: int) -> tuple[float, float]:
+    if m < n:
+        return _getrf_wide(m, n)
+    return (0.5 * m * n * n - n ** 3 / 6 + 0.5 * m * n - 0.5 * n * n + 2 * n / 3,
+            0.5 * m * n * n - n ** 3 / 6 - 0.5 * m * n + n / 6)
+
+
+def _getrf_wide(m: int, n: int) -> tuple[float, float]:
+    """getrf of an m×n matrix with m < n: the m×n count with the roles of m and n swapped."""
+    return (0.5 * n * m * m - m ** 3 / 6 + 0.5 * n * m - 0.5 * m * m + 2 * m / 3,
+            0.5 * n * m * m - m ** 3 / 6 - 0.5 * n * m + m / 6)
+
+
+def getrs(n: int, r: int) -> tuple[float, float]:
+    return r * n * n, r * (n * n - n)
+
+
+def potrf(n: int) -> tuple[float, float]:
+    return n ** 3 / 6 + n * n / 2 + n / 3, n ** 3 / 6 - n / 6
+
+
+def potrs(n: int, r: int) -> tuple[float, float]:
+    return r * (n * n + n), r * (n * n - n)
+
+
+def potri(n: int) -> tuple[float, float]:
+    return n ** 3 / 3 + n * n + 2 * n / 3, n ** 3 / 3 - n * n / 2 + n / 6
+
+
+def sytrf(n: int) -> tuple[float, float]:
+    return n ** 3 / 6 + n * n / 2 + 10 * n / 3, n ** 3 / 6 - n / 6
+
+
+def trsm(n: int, r: int) -> tuple[float, float]:
+    return 0.5 * r * n * (n + 1), 0.5 * r * n * (n - 1)
+
+
+def geqrf(m: int, n: int) -> tuple[float, float]:
+    if m >= n:
+        return (m * n * n - n ** 3 / 3 + m * n + n * n / 2 + 23 * n / 6,
+                m * n * n - n ** 3 / 3 + n * n / 2 + 5 * n / 6)
+    return (n * m * m - m ** 3 / 3 + 2 * n * m - m * m / 2 + 23 * m / 6,
+            n * m * m - m ** 3 / 3 + n * m - m * m / 2 + 5 * m / 6)
+
+
+def orgqr(m: int, q: int, k: int) -> tuple[float, float]:
+    return (2 * m * q * k - (m + q) * k * k + 2 * k ** 3 / 3 + 2 * q * k - k * k - 5 * k / 3,
+            2 * m * q * k - (m + q) * k * k + 2 * k ** 3 / 3 + q * k - m * k + k / 3)
+
+
+def ormqr(m: int, n: int, k: int, left: bool = True) -> tuple[float, float]:
+    if not left:
+        m, n = n, m
+    return 2 * n * m * k - n * k * k + 2 * n * k, 2 * n * m * k - n * k * k + n * k
+
+
+def _sum(*parts: tuple[float, float]) -> tuple[float, float]:
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+
+def _flops(ma: tuple[float, float], batch: int, dt: str | None) -> float:
+    """LAWN 41's rule: real ``M + A``; complex ``6M + 2A``."""
+    m, a = ma
+    return batch * (6 * m + 2 * a if dt in _COMPLEX else m + a)
+
+
+# -- Golub and Van Loan's estimates (iterative decompositions) -------------------------------------------------
+
+def svd_flops(m: int, n: int, uv: bool, full: bool) -> float:
+    if m < n:
+        m, n = n, m
+    if not uv:
+        return 4 * m * n * n - 4 * n ** 3 / 3
+    return 4 * m * m * n + 8 * m * n * n + 9 * n ** 3 if full else 14 * m * n * n + 8 * n ** 3
+
+
+def eigh_flops(n: int, vectors: bool) -> float:
+    return 9 * n ** 3 if vectors else 4 * n ** 3 / 3
+
+
+def eig_flops(n: int, vectors: bool) -> float:
+    return 25 * n ** 3 if vectors else 10 * n ** 3
+
+
+# -- argument helpers -------------------------------------------------------------------------------------------
+
+def _matrix(x) -> tuple[int, int, int] | None:
+    """(batch, rows, cols) of a tensor of at least 2 dims."""
+    s = A.shape(x)
+    if s is None or len(s) < 2:
+        return None
+    return prod(s[:-2]), s[-2], s[-1]
+
+
+def _n(x) -> int:
+    return A.numel(A.shape(x)) or 0
+
+
+def _bytes(dt: str | None, *counts: float) -> float | None:
+    return A.sized(int(sum(counts)), dt)
+
+
+def _bool(b: dict, name: str, default: bool) -> bool:
+    v = A.value(b.get(name), default)
+    return v if isinstance(v, bool) else default
+
+
+def _cost(call: OpCall, flops: float, dt: str | None, elems: float, extra_bytes: float = 0.0) -> Cost | None:
+    """Forward only: a whole-op call in ``bprop`` is unknown (the backward's ops are priced where they ran)."""
+    if call.direction != "fprop":
+        return None
+    size = A.itemsize(dt)
+    if size is None:
+        return None
+    return Cost(float(flops), float(elems * size + extra_bytes), dt)
+
+
+def _setup(call: OpCall, name: str):
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get(name)
+    mat = _matrix(x)
+    if mat is None:
+        return None
+    return b, x, mat, A.dtype(x)
+
+
+def _real(dt: str | None) -> str | None:
+    return _REAL_OF.get(dt, dt)
+
+
+def _rhs(a_shape: list[int], b_shape: list[int], left: bool = True) -> tuple[int, int] | None:
+    """(right-hand sides per system, elements of B) of a solve ``A X = B``: B a vector batch when it has
+    one dim fewer than A (torch's rule), else a matrix."""
+    if len(b_shape) == len(a_shape) - 1 or len(b_shape) == 1:
+        return 1, prod(b_shape)
+    if len(b_shape) < 2:
+        return None
+    return (b_shape[-1] if left else b_shape[-2]), prod(b_shape)
+
+
+# -- models -------------------------------------------------------------------------------------------------------
+
+@register("linalg_cholesky", "linalg_cholesky_ex", "cholesky")
+def _cholesky(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    info = PIVOT_BYTES * bt if call.op.endswith("_ex") else 0
+    return _cost(call, _flops(potrf(n), bt, dt), dt, 2 * _n(x), info)
+
+
+@register("cholesky_solve", "_cholesky_solve_helper")
+def _cholesky_solve(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    rhs, fac = b.get("self"), b.get("input2") if call.op == "cholesky_solve" else b.get("A")
+    mf, mr = _matrix(fac), _matrix(rhs)
+    if mf is None or mr is None:
+        return None
+    dt = A.dtype(rhs)
+    batch = max(mf[0], mr[0])
+    return _cost(call, _flops(potrs(mf[1], mr[2]), batch, dt), dt, 2 * _n(rhs) + _n(fac))
+
+
+@register("cholesky_inverse")
+def _cholesky_inverse(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    return _cost(call, _flops(potri(n), bt, dt), dt, 2 * _n(x))
+
+
+@register("linalg_lu_factor", "linalg_lu_factor_ex", "_lu_with_info", "lu")
+def _lu_factor(call: OpCall) -> Cost | None:
+    got = _setup(call, "A" if call.op.startswith("linalg_") else "self")
+    if got is None and call.op == "lu":  # torch.lu(A, pivot, get_infos): Python, no aten schema of its own
+        ts = A.tensors(call.args)
+        mat = _matrix(ts[0]) if ts else None
+        got = None if mat is None else ({}, ts[0], mat, A.dtype(ts[0]))
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    extra = PIVOT_BYTES * bt * (min(m, n) + (1 if call.op != "linalg_lu_factor" else 0))
+    return _cost(call, _flops(getrf(m, n), bt, dt), dt, 2 * _n(x), extra)
+
+
+@register("linalg_lu")
+def _lu(call: OpCall) -> Cost | None:
+    got = _setup(call, "A")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    k = min(m, n)
+    out = bt * (m * k + k * n + (m * m if _bool(b, "pivot", True) else 0))  # P, L, U
+    return _cost(call, _flops(getrf(m, n), bt, dt), dt, _n(x) + out)
+
+
+@register("lu_unpack")
+def _lu_unpack(call: OpCall) -> Cost | None:
+    got = _setup(call, "LU_data")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    k = min(m, n)
+    out = bt * ((m * k + k * n) * _bool(b, "unpack_data", True) + m * m * _bool(b, "unpack_pivots", True))
+    return _cost(call, 0.0, dt, _n(x) + out, PIVOT_BYTES * bt * k)
+
+
+@register("linalg_lu_solve", "lu_solve")
+def _lu_solve(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    lu, rhs = (b.get("LU"), b.get("B")) if call.op == "linalg_lu_solve" else (b.get("LU_data"), b.get("self"))
+    ml, sb = _matrix(lu), A.shape(rhs)
+    if ml is None or sb is None:
+        return None
+    got = _rhs(A.shape(lu), sb, _bool(b, "left", True))
+    if got is None:
+        return None
+    r, nb = got
+    dt = A.dtype(rhs)
+    batch = max(ml[0], prod(sb[:-2]) if len(sb) > 2 else 1)
+    return _cost(call, _flops(getrs(ml[1], r), batch, dt), dt, _n(lu) + 2 * nb, PIVOT_BYTES * ml[0] * ml[1])
+
+
+@register("linalg_solve", "linalg_solve_ex", "_linalg_solve_ex")
+def _solve(call: OpCall) -> Cost | None:
+    got = _setup(call, "A")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    sb = A.shape(b.get("B"))
+    if sb is None:
+        return None
+    rhs = _rhs(A.shape(x), sb, _bool(b, "left", True))
+    if rhs is None:
+        return None
+    r, nb = rhs
+    batch = max(bt, prod(sb[:-2]) if len(sb) > 2 else 1)
+    extra = PIVOT_BYTES * bt * n * (call.op == "_linalg_solve_ex")  # it also returns LU and pivots
+    lu_out = _n(x) if call.op == "_linalg_solve_ex" else 0
+    return _cost(call, _flops(_sum(getrf(n, n), getrs(n, r)), batch, dt), dt, _n(x) + 2 * nb + lu_out, extra)
+
+
+@register("linalg_inv", "linalg_inv_ex", "inverse")
+def _inv(call: OpCall) -> Cost | None:
+    got = _setup(call, "self" if call.op == "inverse" else "A")
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    return _cost(call, _flops(_sum(getrf(n, n), getrs(n, n)), bt, dt), dt, 2 * _n(x))
+
+
+@register("linalg_det", "det", "_linalg_det", "logdet", "linalg_slogdet", "slogdet", "_linalg_slogdet")
+def _det(call: OpCall) -> Cost | None:
+    got = _setup(call, "A" if call.op in ("linalg_det", "_linalg_det", "linalg_slogdet", "_linalg_slogdet")
+                 else "self")
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    outs = bt * (2 if "slogdet" in call.op else 1)
+    lu = _n(x) if call.op.startswith("_linalg") else 0  # the private forms return LU and pivots too
+    return _cost(call, _flops(getrf(n, n), bt, dt), dt, _n(x) + outs + lu, PIVOT_BYTES * bt * n * bool(lu))
+
+
+@register("linalg_qr", "qr")
+def _qr(call: OpCall) -> Cost | None:
+    got = _setup(call, "A" if call.op == "linalg_qr" else "self")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    k = min(m, n)
+    if call.op == "linalg_qr":
+        mode = A.value(b.get("mode"), "reduced")
+    else:
+        mode = "reduced" if _bool(b, "some", True) else "complete"
+    q = {"reduced": k, "complete": m, "r": 0}.get(mode)
+    if q is None:
+        return None
+    ma = geqrf(m, n) if not q else _sum(geqrf(m, n), orgqr(m, q, k))
+    r_rows = m if mode == "complete" else k
+    return _cost(call, _flops(ma, bt, dt), dt, _n(x) + bt * (m * q + r_rows * n))
+
+
+@register("geqrf")
+def _geqrf(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    return _cost(call, _flops(geqrf(m, n), bt, dt), dt, 2 * _n(x) + bt * min(m, n))
+
+
+@register("linalg_householder_product", "orgqr")
+def _householder(call: OpCall) -> Cost | None:
+    got = _setup(call, "input" if call.op == "linalg_householder_product" else "self")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    tau = A.shape(b.get("tau") if call.op == "linalg_householder_product" else b.get("input2"))
+    if not tau:
+        return None
+    k = tau[-1]
+    return _cost(call, _flops(orgqr(m, n, k), bt, dt), dt, 2 * _n(x) + bt * k)
+
+
+@register("ormqr")
+def _ormqr(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    b, x, (bt, _, _), dt = got
+    tau, c = A.shape(b.get("input2")), b.get("input3")
+    mc = _matrix(c)
+    if not tau or mc is None:
+        return None
+    return _cost(call, _flops(ormqr(mc[1], mc[2], tau[-1], _bool(b, "left", True)), mc[0], dt), dt,
+                 _n(x) + bt * tau[-1] + 2 * _n(c))
+
+
+@register("linalg_solve_triangular", "triangular_solve")
+def _triangular(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    if call.op == "triangular_solve":
+        tri, rhs, left = b.get("A"), b.get("self"), True
+    else:
+        tri, rhs, left = b.get("self"), b.get("B"), _bool(b, "left", True)
+    mt, mr = _matrix(tri), _matrix(rhs)
+    if mt is None or mr is None:
+        return None
+    dt = A.dtype(rhs)
+    r = mr[2] if left else mr[1]
+    batch = max(mt[0], mr[0])
+    clone = _n(tri) if call.op == "triangular_solve" else 0  # it returns a copy of A too
+    return _cost(call, _flops(trsm(mt[1], r), batch, dt), dt, _n(tri) + 2 * _n(rhs) + clone)
+
+
+@register("linalg_ldl_factor", "linalg_ldl_factor_ex")
+def _ldl(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    extra = PIVOT_BYTES * bt * (n + (call.op.endswith("_ex")))
+    return _cost(call, _flops(sytrf(n), bt, dt), dt, 2 * _n(x), extra)
+
+
+@register("linalg_ldl_solve")
+def _ldl_solve(call: OpCall) -> Cost | None:
+    got = _setup(call, "LD")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    rhs = b.get("B")
+    mr = _matrix(rhs)
+    if mr is None:
+        return None
+    return _cost(call, _flops(potrs(n, mr[2]), max(bt, mr[0]), dt), dt, _n(x) + 2 * _n(rhs), PIVOT_BYTES * bt * n)
+
+
+def _gvl(flops: float, batch: int, dt: str | None) -> float:
+    return batch * flops * (4 if dt in _COMPLEX else 1)
+
+
+@register("linalg_eigh", "_linalg_eigh", "linalg_eigvalsh")
+def _eigh(call: OpCall) -> Cost | None:
+    got = _setup(call, "self" if call.op != "_linalg_eigh" else "A")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    vectors = call.op == "linalg_eigh" or (call.op == "_linalg_eigh" and _bool(b, "compute_v", True))
+    values = A.sized(bt * n, _real(dt)) or 0  # real eigenvalues
+    return _cost(call, _gvl(eigh_flops(n, vectors), bt, dt), dt, _n(x) + (_n(x) if vectors else 0), values)
+
+
+@register("linalg_eig", "linalg_eigvals", "_linalg_eigvals")
+def _eig(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    vectors = call.op == "linalg_eig"
+    cplx = dt if dt in _COMPLEX else {"float32": "complex64", "float64": "complex128"}.get(dt)
+    out = A.sized(bt * n + (_n(x) if vectors else 0), cplx) or 0
+    return _cost(call, _gvl(eig_flops(n, vectors), bt, dt), dt, _n(x), out)
+
+
+def _svd_cost(call: OpCall, x, bt: int, m: int, n: int, dt: str | None, uv: bool, full: bool) -> Cost | None:
+    k = min(m, n)
+    s_elems = bt * k * (A.itemsize(_real(dt)) or 0) / (A.itemsize(dt) or 1)
+    uv_elems = bt * ((m * m + n * n) if full else (m * k + k * n)) if uv else 0
+    return _cost(call, _gvl(svd_flops(m, n, uv, full), bt, dt), dt, _n(x) + s_elems + uv_elems)
+
+
+@register("linalg_svd", "_linalg_svd", "svd")
+def _svd(call: OpCall) -> Cost | None:
+    got = _setup(call, "self" if call.op == "svd" else "A")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    if call.op == "svd":
+        uv, full = _bool(b, "compute_uv", True), not _bool(b, "some", True)
+    else:
+        uv = call.op == "linalg_svd" or _bool(b, "compute_uv", True)
+        full = _bool(b, "full_matrices", call.op == "linalg_svd")
+    return _svd_cost(call, x, bt, m, n, dt, uv, full)
+
+
+@register("linalg_svdvals", "nuclear_norm")
+def _svdvals(call: OpCall) -> Cost | None:
+    got = _setup(call, "A" if call.op == "linalg_svdvals" else "self")
+    if got is None:
+        return None
+    _, x, (bt, m, n), dt = got
+    return _svd_cost(call, x, bt, m, n, dt, False, False)
+
+
+def _spectral(call: OpCall, x, bt: int, m: int, n: int, dt: str | None, hermitian: bool) -> Cost | None:
+    """Singular values (eigenvalues where hermitian), one scalar written per matrix."""
+    flops = _gvl(eigh_flops(n, False), bt, dt) if hermitian and m == n else _gvl(svd_flops(m, n, False, False), bt, dt)
+    return _cost(call, flops, dt, _n(x) + bt)
+
+
+@register("linalg_matrix_rank")
+def _matrix_rank(call: OpCall) -> Cost | None:
+    got = _setup(call, "self") or _setup(call, "input")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    return _spectral(call, x, bt, m, n, dt, _bool(b, "hermitian", False))
+
+
+def nuclear_norm(call: OpCall, x, dim) -> Cost | None:
+    """``norm(x, "nuc", dim)`` (the reduction family's ``norm``): the singular values of the matrices over
+    ``dim`` (the last two by default), one scalar written per matrix."""
+    shp = A.shape(x)
+    if not shp or len(shp) < 2:
+        return None
+    d = dim if isinstance(dim, list) and len(dim) == 2 else [-2, -1]
+    m, n = shp[d[0]], shp[d[1]]
+    bt = _n(x) // (m * n) if m * n else 0
+    return _spectral(call, x, bt, m, n, A.dtype(x), False)
+
+
+@register("linalg_pinv", "pinverse")
+def _pinv(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    k = min(m, n)
+    herm = _bool(b, "hermitian", False) and m == n
+    decomp = eigh_flops(n, True) if herm else svd_flops(m, n, True, False)
+    flops = _gvl(decomp, bt, dt) + _flops((m * n * k, m * n * k), bt, dt)  # V·S⁺·Uᴴ: a product
+    return _cost(call, flops, dt, 2 * _n(x))
+
+
+def _matrix_norm_flops(ordv, x, bt: int, m: int, n: int, dt: str | None) -> float | None:
+    if ordv in ("fro", 1, -1, float("inf"), float("-inf"), "inf", "-inf"):
+        return 2.0 * _n(x)
+    if ordv in ("nuc", 2, -2):
+        return _gvl(svd_flops(m, n, False, False), bt, dt)
+    return None
+
+
+@register("linalg_matrix_norm")
+def _matrix_norm(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    dim = A.value(b.get("dim"), [-2, -1])
+    if dim not in ([-2, -1], [-1, -2], (-2, -1)) and not (isinstance(dim, list) and len(dim) == 2):
+        return None
+    shp = A.shape(x)
+    if isinstance(dim, list) and sorted(d % len(shp) for d in dim) != [len(shp) - 2, len(shp) - 1]:
+        m, n = shp[dim[0]], shp[dim[1]]
+        bt = _n(x) // (m * n) if m * n else 0
+    flops = _matrix_norm_flops(A.value(b.get("ord"), "fro"), x, bt, m, n, dt)
+    if flops is None:
+        return None
+    return _cost(call, flops, dt, _n(x) + bt)
+
+
+@register("linalg_norm")
+def _norm(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp, dt = A.shape(x), A.dtype(x)
+    if shp is None:
+        return None
+    ordv, dim = A.value(b.get("ord")), A.value(b.get("dim"))
+    matrix = (isinstance(dim, list) and len(dim) == 2) or (dim is None and ordv is not None and len(shp) == 2)
+    if not matrix:  # a vector norm: square (or abs) and add per element
+        out = prod(s for i, s in enumerate(shp) if not isinstance(dim, list) or i not in [d % len(shp) for d in dim]) \
+            if dim is not None else 1
+        if isinstance(dim, int):
+            out = _n(x) // shp[dim] if shp[dim] else 0
+        return _cost(call, 2.0 * _n(x), dt, _n(x) + out)
+    d = dim if isinstance(dim, list) else [-2, -1]
+    m, n = shp[d[0]], shp[d[1]]
+    bt = _n(x) // (m * n) if m * n else 0
+    flops = _matrix_norm_flops("fro" if ordv is None else ordv, x, bt, m, n, dt)
+    if flops is None:
+        return None
+    return _cost(call, flops, dt, _n(x) + bt)
+
+
+@register("linalg_cond")
+def _cond(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    p = A.value(b.get("p"))
+    if p in (None, 2, -2):
+        return _spectral(call, x, bt, m, n, dt, False)
+    inv = _flops(_sum(getrf(n, n), getrs(n, n)), bt, dt)
+    norms = _matrix_norm_flops(p, x, bt, m, n, dt)
+    if norms is None:
+        return None
+    return _cost(call, inv + 2 * norms, dt, 3 * _n(x) + bt)
+
+
+@register("linalg_lstsq")
+def _lstsq(call: OpCall) -> Cost | None:
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    sb = A.shape(b.get("b"))
+    if sb is None:
+        return None
+    rhs = _rhs(A.shape(x), sb)
+    if rhs is None:
+        return None
+    r, nb = rhs
+    k = min(m, n)
+    ma = _sum(geqrf(m, n), ormqr(m, r, k), trsm(k, r))
+    return _cost(call, _flops(ma, max(bt, prod(sb[:-2]) if len(sb) > 2 else 1), dt), dt, _n(x) + 2 * nb)
+
+
+def _fold(shp: list[int], ind: int) -> tuple[int, int] | None:
+    if not 0 < ind < len(shp):
+        return None
+    return prod(shp[:ind]), prod(shp[ind:])
+
+
+@register("linalg_tensorinv")
+def _tensorinv(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp, dt = A.shape(x), A.dtype(x)
+    got = _fold(shp or [], A.value(b.get("ind"), 2))
+    if got is None or got[0] != got[1]:
+        return None
+    n = got[0]
+    return _cost(call, _flops(_sum(getrf(n, n), getrs(n, n)), 1, dt), dt, 2 * _n(x))
+
+
+@register("linalg_tensorsolve")
+def _tensorsolve(call: OpCall) -> Cost | None:
+    b = bound(call)
+    if b is None:
+        return None
+    x, y = b.get("self"), b.get("other")
+    sx, sy, dt = A.shape(x), A.shape(y), A.dtype(x)
+    if sx is None or sy is None:
+        return None
+    dims = A.value(b.get("dims"))
+    if dims:  # the dims named are moved to the end first: the count is the same
+        return None if not isinstance(dims, list) else _tensorsolve_n(call, x, y, sx, sy, dt)
+    return _tensorsolve_n(call, x, y, sx, sy, dt)
+
+
+def _tensorsolve_n(call: OpCall, x, y, sx: list[int], sy: list[int], dt: str | None) -> Cost | None:
+    n = prod(sy)
+    if not n or _n(x) != n * n:
+        return None
+    return _cost(call, _flops(_sum(getrf(n, n), getrs(n, 1)), 1, dt), dt, _n(x) + 2 * n)
+
+
+@register("_linalg_check_errors")
+def _check_errors(call: OpCall) -> Cost | None:
+    """The check after a factorisation: is any ``info`` (int32, one per matrix) non-zero: one compare per
+    entry, ``info`` read."""
+    b = bound(call)
+    if b is None or A.shape(b.get("info")) is None:
+        return None
+    n = _n(b.get("info"))
+    return Cost(float(n), float(PIVOT_BYTES * n), "int32") if call.direction == "fprop" else None
+
+
+# -- GEMM chains: their FLOPs are matrix products only, as the GEMM family counts them ------------------------
+
+def chain_order_macs(dims: list[int]) -> int:
+    """The fewest multiply-adds of a product of matrices ``dims[i]×dims[i+1]`` (the classic dynamic
+    programme over split points, as ``torch.linalg.multi_dot`` orders its products)."""
+    k = len(dims) - 1
+    best = [[0] * k for _ in range(k)]
+    for span in range(1, k):
+        for i in range(k - span):
+            j = i + span
+            best[i][j] = min(best[i][s] + best[s + 1][j] + dims[i] * dims[s + 1] * dims[j + 1] for s in range(i, j))
+    return best[0][k - 1]
+
+
+@register("linalg_multi_dot", "chain_matmul", family="gemm")
+def _multi_dot(call: OpCall) -> Cost | None:
+    """``2·`` the fewest multiply-adds of the chain (a 1-D first or last operand is a row or column);
+    bytes: the operands read, the result written (intermediates are left out, as for a GEMM's)."""
+    b = bound(call)
+    if b is None:
+        return None
+    items = A.tensorlist(b.get("tensors") if call.op == "linalg_multi_dot" else b.get("matrices"))
+    if not items or len(items) < 2 and call.op == "linalg_multi_dot":
+        return None
+    shapes = [A.shape(t) for t in items]
+    if any(s is None for s in shapes):
+        return None
+    first = [1, *shapes[0]] if len(shapes[0]) == 1 else shapes[0]
+    last = [*shapes[-1], 1] if len(shapes[-1]) == 1 else shapes[-1]
+    mats = [first, *shapes[1:-1], last] if len(shapes) > 1 else [first]
+    if any(len(s) != 2 for s in mats) or any(a[1] != c[0] for a, c in zip(mats, mats[1:], strict=False)):
+        return None
+    dims = [mats[0][0]] + [s[1] for s in mats]
+    dt = A.compute_dtype(call.cdtype, *items)
+    if call.direction != "fprop":
+        return None
+    elems = sum(_n(t) for t in items) + dims[0] * dims[-1]
+    return Cost(2.0 * chain_order_macs(dims), A.sized(elems, dt), dt, tensor_op=True)
+
+
+@register("linalg_matrix_power", "matrix_power", family="gemm")
+def _matrix_power(call: OpCall) -> Cost | None:
+    """torch's binary powering of ``self`` (n×n): ``k = |n|``; ``k`` 2: one product, 3: two, else one
+    squaring per bit after the first and one product per set bit after the first; a negative ``n``
+    inverts first (getrf + getrs, LAWN 41). Each product ``2n³``; bytes: input read, result written."""
+    got = _setup(call, "self")
+    if got is None:
+        return None
+    b, x, (bt, m, n), dt = got
+    p = A.value(b.get("n"))
+    if not isinstance(p, int) or m != n:
+        return None
+    k = abs(p)
+    if k <= 1:
+        products = 0
+    elif k == 2:
+        products = 1
+    elif k == 3:
+        products = 2
+    else:
+        products = (k.bit_length() - 1) + (bin(k).count("1") - 1)
+    flops = bt * products * 2.0 * n ** 3
+    if p < 0:
+        flops += _flops(_sum(getrf(n, n), getrs(n, n)), bt, dt)
+    if call.direction != "fprop":
+        return None
+    return Cost(flops, A.sized(2 * _n(x), dt), dt, tensor_op=True)
+
+
+@register("cov", "corrcoef", family="gemm")
+def _cov(call: OpCall) -> Cost | None:
+    """The product of the centred ``self`` (v variables × o observations; 1-D: one variable) with its
+    conjugate transpose: ``2·v²·o``; the centring, weighting and (corrcoef) normalisation are O(v·o) and
+    left out, as a GEMM's bias is. Bytes: ``self`` (and weights) read, the v×v result written."""
+    b = bound(call)
+    if b is None:
+        return None
+    x = b.get("self")
+    shp, dt = A.shape(x), A.dtype(x)
+    if shp is None or len(shp) > 2:
+        return None
+    v, o = (1, shp[0]) if len(shp) == 1 else (shp[0], shp[1])
+    if call.direction != "fprop":
+        return None
+    weights = sum(A.nbytes(b.get(k)) or 0 for k in ("fweights", "aweights") if A.is_tensor(b.get(k)))
+    size = A.sized(_n(x) + v * v, dt)
+    return Cost(2.0 * v * v * o, None if size is None else size + weights, dt, tensor_op=True)

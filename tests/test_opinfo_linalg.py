@@ -1,0 +1,54 @@
+"""Linear algebra from torch's OpInfo catalogue through the user's path, against FlopCounterMode.
+
+FlopCounterMode counts the GEMMs these ops run: in forward for the GEMM chains (``multi_dot``, ``cov``),
+in backward for the decompositions, whose backward formulas are GEMMs, triangular solves and
+elementwise ops. pyprof prices the backward on the aten ops that ran (pyprof/prof/backward.py) and the
+forward by LAWN 41 (pyprof/prof/ops/linalg.py); its GEMM FLOPs must equal FlopCounterMode's, forward
+and backward, on every sample. The expected figures are torch's, computed in the test from the same
+samples. One sample per op keeps the file fast.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.torch
+
+# ops whose samples FlopCounterMode counts (forward or backward GEMMs)
+OPS = ["linalg.inv", "linalg.cholesky", "linalg.qr", "linalg.solve_triangular", "linalg.multi_dot", "cov",
+       "linalg.lstsq", "ormqr"]
+PLAIN = ["linalg.inv", "linalg.qr"]  # also under plain torch.profiler
+LIMIT = 1
+
+
+@pytest.fixture(scope="module")
+def results():
+    pytest.importorskip("torch")
+    pytest.importorskip("expecttest")  # torch's test suite, which holds op_db, imports it
+    from pyprof.validate import opinfo
+
+    ops = [o for o in opinfo.select(OPS) if opinfo.op_id(o) in OPS]
+    assert {opinfo.op_id(o) for o in ops} == set(OPS)
+    return [opinfo.run_op(o, "float32", mode, limit=LIMIT)
+            for o in ops for mode in (("init", "plain") if opinfo.op_id(o) in PLAIN else ("init",))]
+
+
+def test_gemm_flops_equal_flopcountermode_forward_and_backward(results):
+    for r in results:
+        assert not r.error, (r.name, r.mode, r.error)
+        counted = [s for s in r.samples if s.flops_counted]
+        assert counted, (r.name, r.mode)  # torch counts GEMMs on these samples: the check is not empty
+        for s in counted:
+            assert s.flops_agree, (r.name, r.mode, s.index, s.py_f, s.fc_f, s.py_b, s.fc_b)
+
+
+def test_the_ops_have_a_model_of_their_own(results):
+    """Each op has a model of the linear-algebra family (the GEMM chains of the GEMM family), and its
+    records are priced by it, not left without a figure."""
+    from pyprof.prof.ops import canonical, family
+
+    for r in results:
+        assert family(r.name) in ("linalg", "gemm"), r.name
+        unpriced = {o for s in r.samples for o in s.unpriced}
+        # the op as a marker names it (``inv``) and as aten does (``linalg_inv``)
+        assert not unpriced & {r.name.rsplit(".", 1)[-1], canonical(r.name)}, (r.name, r.mode, unpriced)
