@@ -193,7 +193,11 @@ Known differences, by convention or by what a trace holds:
   `matrix_power` with a negative power counts its inverse's LU (FlopCounterMode: its products only).
   `svd_lowrank`/`pca_lowrank` are Python composites whose random projections are GEMMs and whose QR and
   SVD are not: under `init()` their one marker has no model. A plain trace records no dtype for a
-  tensor list: `multi_dot`'s bytes there are `n/a`.
+  tensor list: `multi_dot`'s bytes there are `n/a`. In a decomposition's backward priced on what ran,
+  an op whose output size is an argument the trace does not record has FLOPs and `n/a` bytes: a
+  `zeros`/`new_zeros` (`qr`, `cond`), a `sum` over dims no forward argument's shape identifies (`cov`,
+  `corrcoef`, `householder_product`); and `matrix_power(A, 0)`'s backward runs in a node with no aten
+  op (`CopyBackwards`), `n/a`.
 - PyTorch 1.8 traces record only tensor arguments: a convolution there has no stride or padding. Its
   FLOPs need only its output shape, taken from the backward op recorded for the same input and weight
   shapes (`cudnn_convolution_backward`'s `grad_output`) where exactly one exists (`note` says so and
