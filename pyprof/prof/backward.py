@@ -125,11 +125,14 @@ def _sum_over_unknown_dims(sizes: list, dtype: str | None, cdtype: str | None, f
     if whole is None:
         return None
     n = A.numel(shp)
-    fits = set()
+    if n is None:
+        return None
+    fits: set[int] = set()
     for a in A.tensors(fwd_args or []):
         s = A.shape(a)
-        if s is not None and A.numel(s) < n and A.broadcast(s, shp) == list(shp):
-            fits.add(A.numel(s))
+        k = A.numel(s) if s is not None else None
+        if k is not None and k < n and A.broadcast(s, shp) == list(shp):
+            fits.add(k)
     out = A.sized(n + fits.pop(), dtype) if len(fits) == 1 else None
     return Cost(whole.flops, out, whole.dtype)
 
@@ -178,9 +181,9 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     if aten is None or sizes is None or not n:
         return None
     op_dir = raw.get("opDir")
-    cand = is_kernel & (raw["dir"] == "bprop") & np.not_equal(raw["op"], None)
+    cand = is_kernel & (raw["dir"] == "bprop") & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
     if op_dir is not None:
-        cand &= np.equal(op_dir, None)
+        cand &= np.equal(op_dir, None)  # type: ignore[call-overload]
     if not cand.any():
         return None
     rows = np.flatnonzero(np.isin(inst_of, np.unique(inst_of[cand])) & is_kernel)

@@ -562,7 +562,8 @@ def _backward_on_what_ran(out: dict, inst: dict, raw: dict, is_kernel: np.ndarra
     from pyprof.prof.backward import on_what_ran
 
     formula = (~np.isnan(inst["flops"]) & ~np.isnan(inst["bytes"]))[inst["key"]]  # per instance
-    got = on_what_ran(raw, inst["of"], out["dtype"], role, is_kernel, formula, np.equal(raw["device"], None))
+    got = on_what_ran(raw, inst["of"], out["dtype"], role, is_kernel, formula,
+                      np.equal(raw["device"], None))  # type: ignore[call-overload]
     if got is None:
         out["priced"] = _obj([None] * len(is_kernel))
         return None
