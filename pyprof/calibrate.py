@@ -4,7 +4,8 @@ On the GPU when one is present (``torch.cuda``), else on the CPU with all of tor
 threads. Each figure is the best of timed repetitions after a warm-up, repeated until the best
 :data:`AGREE` runs agree within :data:`STABLE_WITHIN` or the time budget is spent (:func:`time_stable`):
 
-* **FLOP/s**: ``torch.mm`` of two ``n x n`` matrices, ``2 n^3`` FLOPs each, for float32, bfloat16 and
+* **FLOP/s**: ``torch.mm`` of two ``n x n`` matrices, ``2 n^3`` FLOPs each (``n`` smaller where a
+  dtype other than float32 is so slow that the runs would not fit the budget: :func:`gemm_size`), for float32, bfloat16 and
   float16 where the device runs them (a dtype that raises, or runs below 1% of float32 as CPU
   float16 does without native support, is reported and skipped, never saved as a peak);
 * **bandwidth**: ``dst.copy_(src)`` of a large buffer, ``2 x size`` bytes moved (read + write).
@@ -218,6 +219,21 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "CPU"
 
 
+_PROBE_N = 256
+"""Side of the probe GEMM that sizes each dtype's measurement (:func:`gemm_size`)."""
+
+
+def gemm_size(n: int, probe_rate: float, budget: float) -> int:
+    """The side of the timed GEMMs: ``n``, or smaller where the probe's rate says that :data:`AGREE`
+    runs of ``n x n`` would not fit in ``budget`` (a dtype the CPU runs slowly, such as bfloat16
+    without native support at a fraction of a GFLOP/s: 1024^3 would take seconds per run). A multiple
+    of 64, at least the probe's side."""
+    if probe_rate <= 0 or not math.isfinite(probe_rate):
+        return _PROBE_N
+    fit = int((probe_rate * budget / (2.0 * AGREE)) ** (1.0 / 3.0)) // 64 * 64
+    return max(_PROBE_N, min(n, fit))
+
+
 def measure(device: str | None = None, n: int | None = None, copy_mb: int | None = None,
             budget: float = 1.0, dtypes: tuple[str, ...] = DTYPES) -> Calibration:
     """Measure peaks on ``device`` (``"cuda"``/``"cpu"``; None: the GPU when present), each figure by
@@ -252,17 +268,22 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
             cal.skipped[name] = "not in this torch"
             continue
         try:
-            a = torch.randn(n, n, device=device).to(dtype)
-            b = torch.randn(n, n, device=device).to(dtype)
-            c = torch.empty(n, n, device=device, dtype=dtype)
+            a = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)
+            b = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)
+            c = torch.empty(_PROBE_N, _PROBE_N, device=device, dtype=dtype)
             # a quick probe first: a dtype the device emulates slowly would eat the whole budget
-            probe = best_rate(lambda a=a, b=b, c=c: torch.mm(a[:256, :256], b[:256, :256], out=c[:256, :256]),
-                              2.0 * 256**3, 0.05, cuda, min_reps=2)
+            probe = best_rate(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), 2.0 * _PROBE_N**3, 0.05, cuda, min_reps=2)
             f32 = cal.flops.get("float32")
             if f32 and probe < 0.01 * f32:
                 cal.skipped[name] = f"emulated ({probe / 1e9:.1f} GFLOP/s at 256x256, under 1% of float32)"
                 continue
-            timing = time_stable(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), 2.0 * n**3, budget, cuda)
+            # float32, the reference, keeps n: a 256^3 probe under-reads a fast dtype's rate
+            m = n if name == "float32" else gemm_size(n, probe, budget)
+            if m != _PROBE_N:
+                a = torch.randn(m, m, device=device).to(dtype)
+                b = torch.randn(m, m, device=device).to(dtype)
+                c = torch.empty(m, m, device=device, dtype=dtype)
+            timing = time_stable(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), 2.0 * m**3, budget, cuda)
         except (RuntimeError, TypeError) as exc:
             cal.skipped[name] = f"unsupported ({str(exc).splitlines()[0][:80]})"
             continue

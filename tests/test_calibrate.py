@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from pyprof.calibrate import best_rate, measure  # noqa: E402
+from pyprof.calibrate import AGREE, best_rate, gemm_size, measure  # noqa: E402
 from pyprof.cli.main import main  # noqa: E402
 from pyprof.prof.devices import CPU_DEVICE, DeviceResolver, load_calibration  # noqa: E402
 
@@ -24,6 +24,19 @@ def test_best_rate_is_work_over_the_best_time():
     rate = best_rate(fn, 1.0, budget=0.05, cuda=False)
     assert 50 < rate <= 100  # one unit of work per >= 10 ms
     assert len(calls) >= 4  # warm-up + at least three timed calls
+
+
+def test_a_slow_dtype_is_timed_on_a_gemm_that_fits_the_budget():
+    """bfloat16 on a CPU without native support runs at ~0.3 GFLOP/s: AGREE runs of 1024^3 would take
+    ~21 s of a 0.2 s quick calibration. The side shrinks so that they fit; a fast dtype keeps n."""
+    slow = gemm_size(1024, 0.3e9, 0.2)
+    assert slow % 64 == 0 and 256 <= slow < 1024
+    assert AGREE * 2.0 * 256**3 / 0.3e9 < 0.5  # the floor itself: well under a second
+    fast = 50e9
+    assert gemm_size(1024, fast, 0.2) == 1024
+    fit = gemm_size(4096, fast, 0.2)
+    assert AGREE * 2.0 * fit**3 / fast <= 0.2 < AGREE * 2.0 * (fit + 64) ** 3 / fast
+    assert gemm_size(1024, 0.0, 0.2) == gemm_size(1024, float("nan"), 0.2) == 256
 
 
 def test_measure_cpu_small():
