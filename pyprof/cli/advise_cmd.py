@@ -17,8 +17,12 @@ Examples:
 \b
 Kinds: tf32 (fp32 GEMMs/convs off tensor cores), bf16 (autocast), align (fp16/bf16 dims not
 multiples of 8), fuse (chains of memory-bound pointwise ops), layout (channels_last instead of
-layout transforms). Per step: divided by the ProfilerStep ranges recorded (pyprof run records them).
-Estimates are models (docs/advise.md), not measurements: check a change by profiling it.
+layout transforms), optim (foreach/fused optimizers), dataloader (waits in DataLoader.__next__, read
+from the trace: the one given, or trace.json beside pyprof run's records), threads (more intra-op
+threads than cores, from pyprof run's env.json), launch (host-bound GPU idle: CUDA graphs), comm
+(exposed collectives). Per step: divided by the ProfilerStep ranges recorded (pyprof run records
+them). Estimates are models (docs/advise.md, with how they compared with measured savings), not
+measurements: check a change by profiling it.
 """
 
 
@@ -43,8 +47,18 @@ def advise(records, as_json, gpu, peak_flops, peak_bw, quiet):
     if not quiet:
         for line in p.warnings:
             click.echo(f"pyprof: warning: {line}", err=True)
-    result = adv.advise(p)
+    from pyprof.advise.spans import read_spans, trace_beside
+    from pyprof.errors import InputError
+
+    spans = None
+    trace = trace_beside(records)
+    if trace is not None:
+        try:
+            spans = read_spans(trace)
+        except InputError as exc:  # the records are read: only the dataloader advice is lost
+            say(f"pyprof: warning: {trace}: not read for DataLoader waits ({exc})")
+    result = adv.advise(p, spans)
     if as_json:
-        click.echo(orjson.dumps([a.as_json() for a in result.items], option=orjson.OPT_INDENT_2).decode())
+        click.echo(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(adv.format_text(result), nl=False)

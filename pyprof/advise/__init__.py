@@ -1,0 +1,137 @@
+"""``pyprof advise``: concrete changes ranked by the time each would save per step, with the evidence
+and the formula behind every estimate.
+
+Input is a :class:`pyprof.report.profile.Profile` (records priced by prof: FLOPs, bytes, tensor cores,
+roofline), with the profiled process's env.json and the trace's step and DataLoader ranges where they
+are at hand. Per step means divided by the number of ``ProfilerStep#N`` ranges around the records
+(``pyprof run`` and torch.profiler schedules record them); records without steps count as one step,
+and the output says so. Every estimate is a model, stated in :data:`KINDS` and in each advice's
+``formula``; where the records cannot support an advice it is left out, never shown as 0; where they
+show the problem but the saving cannot be estimated (or the estimate was withdrawn after measurement)
+the advice shows with no number and the reason (``no_estimate``). One module per kind (or family of
+kinds) in this package.
+
+The GEMM estimates keep each kernel's efficiency: a kernel that ran at ``gap`` times its roofline time
+(``ideal = max(FLOPs / peak, bytes / bandwidth)``) is assumed to run at the same gap against the
+roofline of the change (a higher peak, fewer bytes), unless it is latency-bound (``gap`` above
+:data:`LATENCY_GAP`): then it saves only the roofline time the change removes. No kernel is assumed
+to get faster than :data:`MIN_KERNEL_NS` (launch and tail latency). The kinds (``python -m pyprof.advise`` prints the
+table that docs/advise.md holds):
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from pyprof.advise import comm, dataloader, fuse, gemm, launch, layout, optim, threads
+from pyprof.advise.common import LATENCY_GAP, MIN_KERNEL_NS, MIN_SHARE, Advice, Context, faster, ideal, numel
+
+__all__ = ["KINDS", "LATENCY_GAP", "MIN_KERNEL_NS", "MIN_SHARE", "Advice", "Advised", "advise", "faster",
+           "format_text", "ideal", "markdown", "numel"]
+
+_faster = faster  # the name the tests of the first version use
+
+#: kind -> (what to change, the estimate's formula), in the order they are computed
+KINDS: dict[str, tuple[str, str]] = {**gemm.KINDS, **fuse.KINDS, **layout.KINDS, **optim.KINDS,
+                                     **dataloader.KINDS, **threads.KINDS, **launch.KINDS, **comm.KINDS}
+#: the functions, in order: dataloader before launch (launch leaves out the dataloader's wait)
+_RULES = (gemm.tf32, gemm.bf16, gemm.align, fuse.fuse, layout.layout, optim.optim, dataloader.dataloader,
+          threads.threads, launch.launch, comm.comm)
+
+
+@dataclass
+class Advised:
+    """What :func:`advise` found: the advice, largest saving first (withdrawn estimates last), the step
+    count it divided by and the kernel time per step it compares with."""
+
+    items: list[Advice]
+    steps: int
+    steps_recorded: bool
+    step_s: float  # kernel time per step
+
+
+def context(profile, spans: dict[str, list] | None = None) -> Context:
+    """What the kinds read of ``profile`` (and the trace's ``spans``); ``steps``: the ProfilerStep count."""
+    from pyprof.report.diff import step_count
+
+    steps = step_count(profile.records)
+    devices = {d.label: d.device for d in profile.devices if not d.is_cpu and d.device is not None}
+    return Context(profile.df, profile.records, float(steps or 1), devices, profile.env, spans, steps=steps)
+
+
+def advise(profile, spans: dict[str, list] | None = None) -> Advised:
+    """The advice for ``profile`` (:class:`pyprof.report.profile.Profile`), largest saving first.
+    ``spans``: the trace's annotations (:func:`pyprof.advise.spans.read_spans`), for the
+    dataloader advice."""
+    ctx = context(profile, spans)
+    df, steps, per_step = ctx.df, ctx.steps, ctx.per_step
+    step_s = float(df.loc[df["kind"] == "kernel", "sil"].fillna(0).sum()) / per_step / 1e9
+    found = [rule(ctx) for rule in _RULES]
+    items = [a for a in found if a is not None and step_s > 0
+             and (a.saved_s is None or a.saved_s / step_s >= MIN_SHARE)]
+    items.sort(key=lambda a: (a.saved_s is None, -(a.saved_s or 0.0)))
+    return Advised(items, steps or 1, bool(steps), step_s)
+
+
+def _seconds(s: float) -> str:
+    from pyprof.prof.units import duration
+
+    return duration(s * 1e9)
+
+
+def format_text(result: Advised, width: int = 100) -> str:
+    """The advice as a person reads it: one block per change, largest saving first."""
+    import textwrap
+
+    head = (f"{result.steps} step{'s' if result.steps != 1 else ''}" if result.steps_recorded
+            else "no ProfilerStep ranges: the whole window counted as one step")
+    lines = [f"pyprof advise: {head}; kernel time {_seconds(result.step_s)} per step"]
+    if not result.items:
+        lines.append("No change found that this model can estimate (kinds: " + ", ".join(KINDS) + ").")
+        return "\n".join(lines) + "\n"
+    for i, a in enumerate(result.items, 1):
+        lines.append("")
+        if a.saved_s is None:
+            lines.append(f"{i}. [{a.kind}] saving not estimated" + (f" ({a.kernels} kernels now taking "
+                                                                       f"{_seconds(a.now_s)} per step)" if a.kernels else ""))
+        else:
+            share = a.saved_s / result.step_s if result.step_s else math.nan
+            lines.append(f"{i}. [{a.kind}] saves ~{_seconds(a.saved_s)} per step ({share:.1%} of kernel time; "
+                         + (f"{a.kernels} kernels now taking " if a.kernels else "now ") + f"{_seconds(a.now_s)} per step)")
+        lines += textwrap.wrap(a.change, width, initial_indent="   ", subsequent_indent="   ")
+        lines += ["   where: " + e for e in a.evidence]
+        if a.no_estimate:
+            lines += textwrap.wrap("no estimate: " + a.no_estimate, width, initial_indent="   ", subsequent_indent="     ")
+        else:
+            lines += textwrap.wrap("estimate: " + a.formula, width, initial_indent="   ", subsequent_indent="     ")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(result: Advised) -> list[dict[str, Any]]:
+    return [a.as_json() for a in result.items]
+
+
+def markdown() -> str:
+    """docs/advise.md's generated part: the kinds, their changes and formulas, then the measured check
+    (:data:`pyprof.advise.measured.TABLE`)."""
+    import re
+
+    from pyprof.advise import measured
+
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", __doc__.split("\n\n", 1)[1].strip()).replace("``", "`")
+    out = ["# pyprof advise", "", "Generated by `python -m pyprof.advise`; the text is pyprof/advise/'s.", "",
+           text, "", "| kind | change | estimate |", "|---|---|---|"]
+    for k, (change, formula) in KINDS.items():
+        out.append(f"| `{k}` | {change} | {formula} |")
+    out += ["", f"Constants: a kernel is never assumed faster than {MIN_KERNEL_NS / 1e3:g} us; advice saving less than "
+            f"{MIN_SHARE:.1%} of a step's kernel time is not shown. `pyprof advise --json` prints one object per "
+            "advice with `kind`, `saved_s` (seconds per step; null where not estimated, with `no_estimate`), "
+            "`now_s`, `kernels`, `change`, `evidence` and `formula`.", "", measured.markdown()]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

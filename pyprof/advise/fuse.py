@@ -1,0 +1,78 @@
+"""``fuse``: chains of memory-bound pointwise ops that one fused kernel would run, each intermediate
+written and read once less."""
+
+from __future__ import annotations
+
+import statistics
+
+from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, site
+
+#: Chains of pointwise op instances shorter than this are not worth a fusion advice.
+MIN_CHAIN = 2
+
+KINDS = {
+    "fuse": ("Fuse the chain of memory-bound pointwise ops (torch.compile on the module, or one fused op): each "
+             "intermediate is then written and read once less.",
+             "for each run of >= 2 consecutive memory-bound pointwise op instances of one direction (not the "
+             "optimizer's), layer and step over tensors of one size: "
+             "saved = sum(t) - max(max_i(bytes_i) x sum(t) / sum(bytes), 2 us) (the fused kernel moves the "
+             "largest member's bytes, at the chain's achieved bandwidth); a chain that recurs in several steps "
+             "(same ops and call site) counts its median saving over them, once a step"),
+}
+
+
+def fuse(ctx: Context) -> Advice | None:
+    from pyprof.prof.ops import family
+    from pyprof.report.timeline import step_of
+
+    df = ctx.df
+    fam: dict = {}
+    chains: list[list[list]] = []
+    run: list[list] = []
+    key_prev = None
+    cols = ("kind", "device", "op", "mod", "dir", "layer", "bound", "sil", "bytes", "trace", "opid")
+    for rec, kind, device, op, mod, d, layer, bound, sil, nbytes, trace, opid in zip(
+            ctx.records, *(df[c] for c in cols), strict=True):
+        if kind != "kernel" or op is None or d == "optim":
+            f = None
+        else:
+            f = fam.get((op, mod))
+            if f is None:
+                f = fam[op, mod] = family(op, mod) or ""
+        ok = f == "pointwise" and bound == "memory" and num(nbytes) > 0 and num(sil) > 0
+        # one chain: one device, direction, layer and step, its ops over tensors of one size
+        key = (device, d, tuple(layer) if isinstance(layer, (list, tuple)) else (), step_of(rec), numel(rec))
+        item = [op, num(sil), num(nbytes), layer, trace, opid]
+        if ok and key == key_prev and run and opid is not None and run[-1][5] == opid:
+            run[-1][1] += item[1]  # another kernel of the same op instance
+            run[-1][2] += item[2]
+        elif ok and key == key_prev and run:
+            run.append(item)
+        else:
+            if len(run) >= MIN_CHAIN:
+                chains.append(run)
+            run = [item] if ok else []
+        key_prev = key if ok else None
+    if len(run) >= MIN_CHAIN:
+        chains.append(run)
+    # one chain recurs once a step: its saving is the median over the steps it ran in, times the steps
+    # (a noisy machine pauses a single op now and then; one such pause must not make the estimate)
+    groups: dict[tuple, list[tuple[float, float, int]]] = {}
+    for chain in chains:
+        t = sum(c[1] for c in chain)
+        b = sum(c[2] for c in chain)
+        fused = max(max(c[2] for c in chain) * t / b, min(MIN_KERNEL_NS, t))
+        label = " -> ".join(c[0] for c in chain[:4]) + (" -> ..." if len(chain) > 4 else "")
+        groups.setdefault((label, site(chain[0][3], chain[0][4])), []).append((t - fused, t, len(chain)))
+    saved_rows, total, now, n = [], 0.0, 0.0, 0
+    for (label, where), runs in groups.items():
+        saved = statistics.median(r[0] for r in runs) * len(runs)
+        if saved <= 0:
+            continue
+        saved_rows.append((f"{label} in {where}", saved))
+        total += saved
+        now += statistics.median(r[1] for r in runs) * len(runs)
+        n += sum(r[2] for r in runs)
+    if not n:
+        return None
+    return ctx.make("fuse", *KINDS["fuse"], total, saved_rows, n, now)

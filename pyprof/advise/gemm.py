@@ -1,0 +1,73 @@
+"""GEMM/convolution advice that moves kernels to a higher peak: TF32 and bf16 on tensor cores, and
+fp16/bf16 dimensions padded to multiples of 8 (``tf32``, ``bf16``, ``align``)."""
+
+from __future__ import annotations
+
+from pyprof.advise.common import Advice, Context, faster, ideal, num, site
+
+KINDS = {
+    "tf32": ("Let float32 GEMMs and convolutions run on tensor cores as TF32: "
+             "`torch.backends.cuda.matmul.allow_tf32 = True` (or `torch.set_float32_matmul_precision('high')`) "
+             "and `torch.backends.cudnn.allow_tf32 = True`.",
+             "for each fp32 GEMM/conv kernel without tensor cores (tc=0) on a GPU with TF32: "
+             "saved = t - max(t x ideal_TF32 / ideal_now, 2 us), ideal = max(FLOPs / peak, bytes / bandwidth); a "
+             "latency-bound kernel (t > 10 x ideal_now) saves ideal_now - ideal_TF32"),
+    "bf16": ("Run float32 GEMMs and convolutions in bfloat16 under `torch.autocast('cuda', dtype=torch.bfloat16)`.",
+             "for each fp32 GEMM/conv/attention kernel on a GPU with bf16 tensor cores: saved = t - max(t x "
+             "ideal_bf16 / ideal_now, 2 us), ideal_bf16 = max(FLOPs / bf16 tensor peak, bytes / 2 / bandwidth); a "
+             "latency-bound kernel (t > 10 x ideal_now) saves ideal_now - ideal_bf16"),
+    "align": ("Pad the GEMM/conv dimensions named in the evidence to multiples of 8 (vocabulary, hidden and "
+              "head sizes, channels) so that fp16/bf16 kernels can use tensor cores.",
+              "for each fp16/bf16 GEMM/conv kernel without tensor cores whose note names a dimension not a multiple "
+              "of 8: saved = t - max(t x ideal_tensor / ideal_now, 2 us); a latency-bound kernel (t > 10 x ideal_now) "
+              "saves ideal_now - ideal_tensor"),
+}
+
+
+def _peak_swap(ctx: Context, kind: str, select, new_peak, new_bytes) -> Advice | None:
+    """An advice whose change moves selected kernels to another peak (and byte count)."""
+    df = ctx.df
+    saved_rows, total, now, n = [], 0.0, 0.0, 0
+    cols = ("sil", "flops", "bytes", "dtype", "tc", "note", "gpu", "layer", "trace", "op", "ideal")
+    for sil, flops, nbytes, dtype, tc, note, gpu, layer, trace, op, ideal_now in zip(*(df[c] for c in cols),
+                                                                                     strict=True):
+        dev = ctx.devices.get(gpu)
+        if dev is None or not select(dtype, tc, note or "", op, dev):
+            continue
+        t, fl, nb = num(sil), num(flops), num(nbytes)
+        if fl <= 0:
+            continue
+        new = faster(t, num(ideal_now) or None, ideal(fl, new_bytes(nb), new_peak(dev, dtype), dev.bw))
+        if new is None or new >= t:
+            continue
+        saved_rows.append((f"{op} in {site(layer, trace)}", t - new))
+        total += t - new
+        now += t
+        n += 1
+    if not n:
+        return None
+    return ctx.make(kind, *KINDS[kind], total, saved_rows, n, now)
+
+
+def _fp32_gemm(dtype, tc, note, op, dev) -> bool:
+    from pyprof.prof.tensorcores import is_gemm_op
+
+    return (dtype or "").removeprefix("torch.") == "float32" and tc in ("0", "1") and is_gemm_op(op)
+
+
+def tf32(ctx: Context) -> Advice | None:
+    return _peak_swap(ctx, "tf32", lambda d, tc, note, op, dev: tc == "0" and note.startswith("fp32 without TF32")
+                      and dev.peak("float32", True) is not None,
+                      lambda dev, d: dev.peak("float32", True), lambda b: b)
+
+
+def bf16(ctx: Context) -> Advice | None:
+    return _peak_swap(ctx, "bf16", lambda d, tc, note, op, dev: _fp32_gemm(d, tc, note, op, dev)
+                      and dev.peak("bfloat16", True) is not None,
+                      lambda dev, d: dev.peak("bfloat16", True), lambda b: b / 2)
+
+
+def align(ctx: Context) -> Advice | None:
+    return _peak_swap(ctx, "align", lambda d, tc, note, op, dev: tc == "0" and note.startswith("dims not multiple of 8")
+                      and dev.peak(d, True) is not None,
+                      lambda dev, d: dev.peak(d, True), lambda b: b)

@@ -1,0 +1,41 @@
+"""``layout``: layout transforms (cuDNN's NCHW<->NHWC kernels, oneDNN reorders) under convolutions,
+which channels_last activations avoid."""
+
+from __future__ import annotations
+
+from pyprof.advise.common import Advice, Context, num, site
+
+LAYOUT_KERNELS = ("nchwtonhwc", "nhwctonchw", "nchw_to_nhwc", "nhwc_to_nchw")
+#: CPU ops under a convolution that only change the layout (oneDNN reorders). Not the copy_ a convolution
+#: makes of its input: the slow (non-oneDNN) path copies to contiguous whatever the layout, so that copy
+#: is no layout mismatch (scripts/validate.py --advise: 62 ms of such copies per step, 7 ms saved by
+#: channels_last inputs)
+REORDER_ATEN = ("aten::to_mkldnn", "aten::to_dense", "aten::mkldnn_reorder_conv2d_weight",
+                "aten::mkldnn_reorder_conv3d_weight", "aten::contiguous")
+
+KINDS = {
+    "layout": ("Keep convolution activations in the layout the kernels use: "
+               "`model.to(memory_format=torch.channels_last)` and channels_last inputs (CPU: the oneDNN reorders "
+               "go away the same way, or run the model under `torch.jit.freeze` / `torch.compile`).",
+               "saved = the time of the layout-transform kernels (nchwToNhwc, nhwcToNchw, oneDNN reorders) "
+               "under convolution ops"),
+}
+
+
+def layout(ctx: Context) -> Advice | None:
+    df = ctx.df
+    saved_rows, total, n = [], 0.0, 0
+    for rec, op, sil, layer, trace, name in zip(ctx.records, df["op"], df["sil"], df["layer"], df["trace"],
+                                                df["longkernel"], strict=True):
+        low = str(name or "").lower()
+        gpu_layout = any(k in low for k in LAYOUT_KERNELS)
+        cpu_reorder = rec.get("device") is None and rec.get("aten") in REORDER_ATEN
+        if not (gpu_layout or cpu_reorder) or not str(op or "").startswith("conv"):
+            continue
+        t = num(sil)
+        saved_rows.append((f"{op} in {site(layer, trace)}", t))
+        total += t
+        n += 1
+    if not n:
+        return None
+    return ctx.make("layout", *KINDS["layout"], total, saved_rows, n, total)

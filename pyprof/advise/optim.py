@@ -1,0 +1,144 @@
+"""``optim``: an optimizer that loops over its parameters (``foreach=False``: a few small ops per
+parameter) where ``foreach=True`` or ``fused=True`` runs one pass over all of them.
+
+The records' ``optim`` direction holds the optimizer's ops (``pyprof.init`` marks every
+``optimizer.step``); a step already made of ``_foreach_*`` or ``_fused_*`` ops gets no advice. The
+loop's ops over one parameter's tensors come one after another: a run of ops over tensors of one size
+(scalar ops, the step counter and ``.item()``, left out) is one parameter's ops, or several
+parameters' of one size one after another; the shortest run is one parameter's ``m`` ops (a model
+whose every parameter follows another of its size would count half its parameters).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+
+from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, us
+
+#: tensors a fused update reads or writes per parameter element: Adam/AdamW p, g, m, v read and p, m,
+#: v written; SGD with momentum p, g, buf read and p, buf written (3 without momentum); Adagrad and
+#: RMSprop one state: 5
+TENSORS = {"Adam": 7, "AdamW": 7, "NAdam": 7, "RAdam": 7, "Adamax": 7, "SGD": 5, "Adagrad": 5, "RMSprop": 5}
+ITEMSIZE = {"float32": 4, "float": 4, "float64": 8, "double": 8, "float16": 2, "half": 2, "bfloat16": 2,
+            "c10::Half": 2, "c10::BFloat16": 2}
+_CLS = (re.compile(r'"k":"optim","cls":"(\w+)"'), re.compile(r"Optimizer\.step#(\w+)\.step"))
+
+KINDS = {
+    "optim": ("Use the optimizer's multi-tensor or fused implementation: `torch.optim.AdamW(params, foreach=True)` "
+              "or `fused=True` (Adam, AdamW, SGD, Adagrad; CPU and CUDA).",
+              "per optimizer step (per thread, or per GPU): k = tensors the fused update touches per element "
+              "(Adam/AdamW 7, SGD 5 with momentum, 3 without), runs = the loop's ops over tensors of one size n "
+              "(m = the shortest run: ops per parameter), B_fused = sum over runs of k x itemsize x n x len/m; "
+              "T_fused = B_fused x sum(t) / sum(bytes) (the loop's achieved bandwidth); saved = sum(t) - T_fused, "
+              "sum(t) = the time inside the loop's ops (kernels; CPU ops' self time), the median step's times "
+              "the steps. The Python between the ops "
+              "is left out: in a profiled run it is mostly the instrumentation's (scripts/validate.py --advise: "
+              "145 ms of a 179 ms loop whose unprofiled step took 45 ms)"),
+}
+
+
+def _cls(rec: dict) -> str | None:
+    for r in rec.get("ranges") or ():
+        text = r.get("text") if isinstance(r, dict) else None
+        if isinstance(text, str):
+            for pat in _CLS:
+                m = pat.search(text)
+                if m:
+                    return m.group(1)
+    return None
+
+
+def _zero_grad(rec: dict) -> bool:
+    return any("zero_grad" in str(r.get("text") or "") for r in rec.get("ranges") or () if isinstance(r, dict))
+
+
+def _itemsize(rec: dict) -> int | None:
+    best, size = -1, None
+    for a in rec.get("args") or ():
+        if isinstance(a, dict) and a.get("type") == "tensor" and isinstance(a.get("shape"), list):
+            n = 1
+            for d in a["shape"]:
+                n *= d if isinstance(d, int) else 0
+            if n > best:
+                best, size = n, ITEMSIZE.get(str(a.get("dtype") or "").removeprefix("torch."))
+    return size
+
+
+def optim(ctx: Context) -> Advice | None:
+    from pyprof.report.timeline import step_of
+
+    df = ctx.df
+    windows: dict[tuple, list] = {}  # (step, lane) -> op instances [opid, n, itemsize, t, bytes, start, end]
+    classes: set[str] = set()
+    cols = ("dir", "sil", "bytes", "opid", "op")
+    for rec, d, sil, nbytes, opid, op in zip(ctx.records, *(df[c] for c in cols), strict=True):
+        if d != "optim" or rec.get("kind", "kernel") != "kernel" or _zero_grad(rec):
+            continue
+        cls = _cls(rec)
+        name = f"{op} {rec.get('aten') or ''} {rec.get('kShortName') or ''} {cls or ''}".lower()
+        if "_foreach_" in name or "_fused_" in name or "fused" in (cls or "").lower():
+            return None  # already one pass over the parameters
+        if cls:
+            classes.add(cls)
+        lane = ("gpu", rec["device"]) if rec.get("device") is not None else ("cpu", rec.get("pid"), rec.get("tid"))
+        items = windows.setdefault((step_of(rec), lane), [])
+        start, end = rec.get("start"), rec.get("end")
+        if items and opid is not None and items[-1][0] == opid:  # another kernel of the same op instance
+            it = items[-1]
+            it[3] += num(sil)
+            it[4] += num(nbytes)
+            it[6] = max(it[6], end or 0)
+            continue
+        items.append([opid, numel(rec), _itemsize(rec), num(sil), num(nbytes), start or 0, end or 0])
+    if not windows:
+        return None
+    change, formula = KINDS["optim"]
+    # runs of one tensor size; scalar ops (numel <= 1: the step counter, .item()) are no members
+    runs_of: dict[tuple, list[tuple[int, int, int | None]]] = {}
+    for key, items in windows.items():
+        runs: list[list] = []
+        prev = None
+        for _, n, size, *_ in items:
+            if n <= 1:
+                continue
+            if prev == n:
+                runs[-1][1] += 1
+            else:
+                runs.append([n, 1, size])
+            prev = n
+        runs_of[key] = [tuple(r) for r in runs]
+    lengths = [r[1] for runs in runs_of.values() for r in runs]
+    cls = sorted(classes)[0] if len(classes) == 1 else None
+    t_ops = sum(it[3] for items in windows.values() for it in items)
+    b_loop = sum(it[4] for items in windows.values() for it in items)
+    # the median step's time inside the ops, times the steps (one paused op must not make the estimate)
+    by_step: dict = {}
+    for (step, _), items in windows.items():
+        by_step[step] = by_step.get(step, 0.0) + sum(it[3] for it in items)
+    now = statistics.median(by_step.values()) * len(by_step)
+    span = sum(max(it[6] for it in items) - min(it[5] for it in items) for items in windows.values())
+    n_ops = sum(len(items) for items in windows.values())
+    ev = [(f"{cls or 'optimizer'} step: {n_ops / ctx.per_step:.0f} ops per step, "
+           f"{len(lengths) / max(len(windows), 1):.0f} parameter runs of {min(lengths) if lengths else 0}+ ops; "
+           f"{us(t_ops / ctx.per_step)} per step inside the ops, {us(span / ctx.per_step)} from the first to the last",
+           None)]
+    if not lengths or b_loop <= 0 or t_ops <= 0:
+        return ctx.make("optim", change, formula, None, ev, n_ops, now,
+                        "the optimizer's ops have no byte counts (no shapes recorded)")
+    m = min(lengths)
+    k = TENSORS.get(cls or "")
+    if k == 5 and cls == "SGD" and m < 2:
+        k = 3
+    if k is None or any(size is None for runs in runs_of.values() for *_, size in runs):
+        why = (f"no fused-update model for {cls}" if cls and k is None else
+               "several optimizer classes or an unknown one" if k is None else "a parameter dtype without a size")
+        return ctx.make("optim", change, formula, None, ev, n_ops, now, why)
+    b_fused = sum(k * size * n * length / m for runs in runs_of.values() for n, length, size in runs)
+    gpu = any(lane[0] == "gpu" for _, lane in windows)
+    fused = max(b_fused * now / b_loop, MIN_KERNEL_NS * len(windows) if gpu else 0.0)  # one kernel per step
+    if fused >= now:
+        return None
+    ev.append((f"fused: {b_fused / ctx.per_step / 1e6:.2f} MB per step at the loop's "
+               f"{b_loop / t_ops:.2f} GB/s = {us(fused / ctx.per_step)}", None))
+    return ctx.make("optim", change, formula, now - fused, ev, n_ops, now)

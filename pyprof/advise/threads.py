@@ -1,0 +1,41 @@
+"""``threads``: CPU thread oversubscription, intra-op threads x processes above the physical cores.
+
+Evidence: the profiled process's intra-op thread count and the machine's physical cores from ``pyprof
+run``'s env.json (torch.get_num_threads(), /proc/cpuinfo), and the processes (``LOCAL_WORLD_SIZE``, or
+the distinct processes in the records). torch.profiler does not record OpenMP's worker threads, so the
+records alone cannot show the oversubscription: without env.json there is no advice. The saving is not
+estimated: how much time-slicing and OpenMP's spinning barriers cost depends on the scheduler and on what
+else runs on the cores, and the measured gains (docs/advise.md, scripts/validate.py --advise) do not
+follow the share of time in multi-threaded ops.
+"""
+
+from __future__ import annotations
+
+from pyprof.advise.common import Advice, Context, num
+
+NO_ESTIMATE = ("the cost of oversubscription depends on the scheduler and the machine's other load; "
+               "not modelled (measured gains did not follow the multi-threaded ops' time)")
+
+KINDS = {
+    "threads": ("Run no more intra-op threads than physical cores: `torch.set_num_threads(cores // processes)` "
+                "or OMP_NUM_THREADS=cores/processes in each process's environment.",
+                "not estimated: " + NO_ESTIMATE),
+}
+
+
+def threads(ctx: Context) -> Advice | None:
+    env = ctx.env or {}
+    n = env.get("intra_op_threads")
+    cores = env.get("physical_cores") or env.get("usable_cpus") or env.get("logical_cpus")
+    if not n or not cores:
+        return None
+    procs = int(env.get("processes") or 1)
+    procs = max(procs, len({r.get("pid") for r in ctx.records if r.get("pid") is not None}))
+    if n * procs <= cores:
+        return None
+    cpu_ns = float(sum(num(r.get("kDuration")) for r in ctx.records if r.get("device") is None))
+    ev = [(f"{n} intra-op threads x {procs} process(es) = {n * procs} threads on {cores} physical cores "
+           f"(env.json: torch.get_num_threads(), /proc/cpuinfo; processes: LOCAL_WORLD_SIZE or the records' pids)",
+           None),
+          (f"set torch.set_num_threads({max(cores // procs, 1)})", None)]
+    return ctx.make("threads", *KINDS["threads"], None, ev, 0, cpu_ns, NO_ESTIMATE)
