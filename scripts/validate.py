@@ -5,6 +5,8 @@
     python scripts/validate.py --device cuda --tf32  # on a GPU: its kernels, float32 GEMMs as TF32
     python scripts/validate.py --opinfo           # torch's OpInfo catalogue (op_db), CPU float32
     python scripts/validate.py --opinfo --ops mm einsum --dtypes float32 bfloat16 --modes init plain
+    python scripts/validate.py --advise           # pyprof advise's estimates vs measured savings (CPU)
+    python scripts/validate.py --advise optim fuse --reps 5
 
 Each model trains for a few steps through the path a user runs (``pyprof run`` -> records -> ``prof``);
 its GEMM, convolution and attention FLOPs per direction (fprop, bprop, and recomp where a checkpointed
@@ -18,6 +20,11 @@ and under plain torch.profiler, through parse + prof, against FlopCounterMode an
 count, and prints the coverage table by family, then one line per op that differs, fails or lacks a
 model (pyprof/validate/opinfo.py; it needs the ``expecttest`` package that torch's test suite imports).
 Exit status 1 when pyprof raised on any op or FLOPs differ.
+
+``--advise`` profiles a model per advice kind with ``pyprof run``, reads ``pyprof advise --json``, applies
+the advised change, times the step before and after in fresh processes (medians of the steps after a
+warm-up, repeated), and prints predicted vs measured savings (pyprof/validate/advice.py). Exit status 1
+when a case failed or a kind whose estimate stands missed it by more than 30%.
 """
 
 import argparse
@@ -29,7 +36,7 @@ from pyprof.validate import harness, zoo
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", choices=[[], *zoo.CASES], default=[], metavar="MODEL",
+    ap.add_argument("models", nargs="*", default=[], metavar="MODEL",
                     help=f"models to run (default: all of {', '.join(zoo.CASES)})")
     ap.add_argument("--steps", type=int, default=2, help="training steps recorded per model (default 2)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
@@ -44,9 +51,16 @@ def main() -> int:
     ap.add_argument("--modes", nargs="*", default=["init", "plain"], choices=["init", "plain"],
                     help="--opinfo: init() + torch.profiler, plain torch.profiler (default both)")
     ap.add_argument("--limit", type=int, default=None, help="--opinfo: at most this many samples per op")
+    ap.add_argument("--advise", action="store_true", help="check pyprof advise's estimates (MODEL: advice kinds)")
+    ap.add_argument("--reps", type=int, default=3, help="--advise: timed runs of each variant (default 3)")
     args = ap.parse_args()
     if args.opinfo:
         return opinfo_main(args)
+    if args.advise:
+        return advise_main(args)
+    unknown = [m for m in args.models if m not in zoo.CASES]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}: choose from {', '.join(zoo.CASES)}")
     outcomes = []
     for name in args.models or list(zoo.CASES):
         t0 = time.perf_counter()
@@ -79,6 +93,20 @@ def opinfo_main(args) -> int:
     sys.stdout.write("\n" + opinfo.details(results))
     bad = any(r.error and not r.skipped for r in results) or any(r.flops_status == "differ" for r in results)
     return 1 if bad else 0
+
+
+def advise_main(args) -> int:
+    from pyprof.validate import advice
+
+    unknown = [k for k in args.models if k not in advice.CASES]
+    if unknown:
+        print(f"validate.py: unknown advice kind(s) {', '.join(unknown)}: choose from {', '.join(advice.CASES)}",
+              file=sys.stderr)
+        return 2
+    checks = advice.run(args.models or None, reps=args.reps, keep=args.keep,
+                        log=lambda line: print(line, file=sys.stderr, flush=True))
+    sys.stdout.write(advice.table(checks))
+    return 1 if any(c.error or (c.within is False and not c.withdrawn) for c in checks) else 0
 
 
 if __name__ == "__main__":

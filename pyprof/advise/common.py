@@ -30,12 +30,15 @@ class Advice:
     kernels: int = 0
     now_s: float = 0.0  # time per step of what the change touches
     no_estimate: str | None = None
+    model_s: float | None = None  # a withdrawn estimate: what the model gave (not a prediction to use)
 
     def as_json(self) -> dict[str, Any]:
         out = {"kind": self.kind, "saved_s": self.saved_s, "now_s": self.now_s, "kernels": self.kernels,
                "change": self.change, "evidence": self.evidence, "formula": self.formula}
         if self.no_estimate:
             out["no_estimate"] = self.no_estimate
+        if self.model_s is not None:
+            out["model_s"] = self.model_s
         return out
 
 
@@ -62,6 +65,18 @@ class Context:
         saved = None if total_ns is None else total_ns / self.per_step / 1e9
         return Advice(kind, saved, change, formula, evidence(rows, self.per_step), n, now_ns / self.per_step / 1e9,
                       no_estimate)
+
+
+def withdraw(advice: Advice | None, reason: str) -> Advice | None:
+    """``advice`` with its estimate withdrawn (``saved_s`` None, ``no_estimate`` the reason); the number
+    the model gave stays in the evidence, marked as such."""
+    if advice is None or advice.saved_s is None:
+        return advice
+    from pyprof.prof.units import duration
+
+    advice.evidence.insert(0, f"the model's estimate, withdrawn: {duration(advice.saved_s * 1e9)} per step")
+    advice.model_s, advice.saved_s, advice.no_estimate = advice.saved_s, None, reason
+    return advice
 
 
 def site(layer, trace) -> str:

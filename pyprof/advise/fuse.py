@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import statistics
 
-from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, site
+from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, site, withdraw
 
 #: Chains of pointwise op instances shorter than this are not worth a fusion advice.
 MIN_CHAIN = 2
+
+#: why CPU chains get no number (scripts/validate.py --advise, docs/advise.md)
+CPU_WITHDRAWN = ("withdrawn on the CPU: torch.compile's saving there is not the memory passes the model counts "
+                 "(it also fuses the backward and drops per-op dispatch): measured / predicted 2.6, 1.4 and 0.53 "
+                 "in three tries (docs/advise.md)")
 
 KINDS = {
     "fuse": ("Fuse the chain of memory-bound pointwise ops (torch.compile on the module, or one fused op): each "
@@ -17,7 +22,8 @@ KINDS = {
              "optimizer's), layer and step over tensors of one size: "
              "saved = sum(t) - max(max_i(bytes_i) x sum(t) / sum(bytes), 2 us) (the fused kernel moves the "
              "largest member's bytes, at the chain's achieved bandwidth); a chain that recurs in several steps "
-             "(same ops and call site) counts its median saving over them, once a step"),
+             "(same ops and call site) counts its median saving over them, once a step. CPU records: shown without a "
+             "number (withdrawn after measurement: docs/advise.md)"),
 }
 
 
@@ -42,7 +48,7 @@ def fuse(ctx: Context) -> Advice | None:
         ok = f == "pointwise" and bound == "memory" and num(nbytes) > 0 and num(sil) > 0
         # one chain: one device, direction, layer and step, its ops over tensors of one size
         key = (device, d, tuple(layer) if isinstance(layer, (list, tuple)) else (), step_of(rec), numel(rec))
-        item = [op, num(sil), num(nbytes), layer, trace, opid]
+        item = [op, num(sil), num(nbytes), layer, trace, opid, device]
         if ok and key == key_prev and run and opid is not None and run[-1][5] == opid:
             run[-1][1] += item[1]  # another kernel of the same op instance
             run[-1][2] += item[2]
@@ -64,6 +70,7 @@ def fuse(ctx: Context) -> Advice | None:
         fused = max(max(c[2] for c in chain) * t / b, min(MIN_KERNEL_NS, t))
         label = " -> ".join(c[0] for c in chain[:4]) + (" -> ..." if len(chain) > 4 else "")
         groups.setdefault((label, site(chain[0][3], chain[0][4])), []).append((t - fused, t, len(chain)))
+    cpu = any(c[6] is None or c[6] != c[6] for chain in chains for c in chain)
     saved_rows, total, now, n = [], 0.0, 0.0, 0
     for (label, where), runs in groups.items():
         saved = statistics.median(r[0] for r in runs) * len(runs)
@@ -75,4 +82,5 @@ def fuse(ctx: Context) -> Advice | None:
         n += sum(r[2] for r in runs)
     if not n:
         return None
-    return ctx.make("fuse", *KINDS["fuse"], total, saved_rows, n, now)
+    advice = ctx.make("fuse", *KINDS["fuse"], total, saved_rows, n, now)
+    return withdraw(advice, CPU_WITHDRAWN) if cpu else advice

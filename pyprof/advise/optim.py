@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, us
+from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, us, withdraw
 
 #: tensors a fused update reads or writes per parameter element: Adam/AdamW p, g, m, v read and p, m,
 #: v written; SGD with momentum p, g, buf read and p, buf written (3 without momentum); Adagrad and
@@ -23,6 +23,11 @@ TENSORS = {"Adam": 7, "AdamW": 7, "NAdam": 7, "RAdam": 7, "Adamax": 7, "SGD": 5,
 ITEMSIZE = {"float32": 4, "float": 4, "float64": 8, "double": 8, "float16": 2, "half": 2, "bfloat16": 2,
             "c10::Half": 2, "c10::BFloat16": 2}
 _CLS = (re.compile(r'"k":"optim","cls":"(\w+)"'), re.compile(r"Optimizer\.step#(\w+)\.step"))
+
+#: why CPU optimizer loops get no number (scripts/validate.py --advise, docs/advise.md)
+CPU_WITHDRAWN = ("withdrawn on the CPU: a profiled CPU op's self time carries the profiler's cost per op, and an "
+                 "optimizer loop is hundreds of small ops: the model gave 2.6-3 times the saving fused=True "
+                 "measured (docs/advise.md)")
 
 KINDS = {
     "optim": ("Use the optimizer's multi-tensor or fused implementation: `torch.optim.AdamW(params, foreach=True)` "
@@ -34,7 +39,8 @@ KINDS = {
               "sum(t) = the time inside the loop's ops (kernels; CPU ops' self time), the median step's times "
               "the steps. The Python between the ops "
               "is left out: in a profiled run it is mostly the instrumentation's (scripts/validate.py --advise: "
-              "145 ms of a 179 ms loop whose unprofiled step took 45 ms)"),
+              "145 ms of a 179 ms loop whose unprofiled step took 45 ms). CPU records: shown without a number "
+              "(withdrawn after measurement: docs/advise.md)"),
 }
 
 
@@ -141,4 +147,5 @@ def optim(ctx: Context) -> Advice | None:
         return None
     ev.append((f"fused: {b_fused / ctx.per_step / 1e6:.2f} MB per step at the loop's "
                f"{b_loop / t_ops:.2f} GB/s = {us(fused / ctx.per_step)}", None))
-    return ctx.make("optim", change, formula, now - fused, ev, n_ops, now)
+    advice = ctx.make("optim", change, formula, now - fused, ev, n_ops, now)
+    return withdraw(advice, CPU_WITHDRAWN) if not gpu else advice
