@@ -52,3 +52,20 @@ def test_the_ops_have_a_model_of_their_own(results):
         unpriced = {o for s in r.samples for o in s.unpriced}
         # the op as a marker names it (``inv``) and as aten does (``linalg_inv``)
         assert not unpriced & {r.name.rsplit(".", 1)[-1], canonical(r.name)}, (r.name, r.mode, unpriced)
+
+
+def test_a_composite_without_a_model_is_priced_on_what_it_ran():
+    """``svd_lowrank`` is a Python function of torch: under ``init()`` it is one op instance, with no model
+    of its own, around the GEMMs and the QR/SVD it calls. Its forward is priced on those ops, and its
+    GEMM FLOPs equal FlopCounterMode's, forward and backward."""
+    pytest.importorskip("torch")
+    pytest.importorskip("expecttest")
+    from pyprof.validate import opinfo
+
+    (op,) = [o for o in opinfo.select(["svd_lowrank"]) if opinfo.op_id(o) == "svd_lowrank"]
+    r = opinfo.run_op(op, "float32", "init", limit=LIMIT)
+    assert not r.error, r.error
+    counted = [s for s in r.samples if s.flops_counted]
+    assert counted and all(s.fc_f > 0 for s in counted)
+    for s in counted:
+        assert s.flops_agree, (s.index, s.py_f, s.fc_f, s.py_b, s.fc_b)

@@ -27,6 +27,10 @@ forward op's backward formula is not charged as well:
   where it has no model, the ops it called are priced instead; no work counts twice. (A GPU kernel's
   ``aten`` is the innermost op: there the ops that launched the kernels are priced.)
 
+A forward instance whose op has no model at all (a Python composite such as ``svd_lowrank``, which
+torch runs as the GEMMs and factorisations it calls) is priced on what ran by the same rules, with no
+formula to fall back on: what its ops' models price is known, the rest n/a.
+
 Where an op that ran has no model, or its sizes do not say enough for its FLOPs and bytes (a
 convolution's stride, a fill's size), or may not (an op outside :data:`SIZED_FAMILIES`, whose model
 would take an unrecorded argument's default: attention's ``is_causal``), the forward op's backward
@@ -170,12 +174,15 @@ def _callers(rows: list[int], raw: dict[str, np.ndarray]) -> tuple[list[int], di
 
 
 def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarray, role: np.ndarray,
-                is_kernel: np.ndarray, formula: np.ndarray, is_cpu: np.ndarray) -> dict[str, Any] | None:
+                is_kernel: np.ndarray, formula: np.ndarray, is_cpu: np.ndarray,
+                unmodelled: np.ndarray | None = None) -> dict[str, Any] | None:
     """The backward instances priced on what ran: ``rows`` (a mask of their kernel records), per-row
     ``flops``, ``bytes`` (NaN where the op that ran has no model) and ``priced`` (the aten op, or None);
     None when no instance qualifies. ``dtype`` is each row's instance dtype; ``formula`` says, per
     instance, whether its forward op's backward formula prices it (the fallback where an op that ran
-    cannot be priced from its sizes)."""
+    cannot be priced from its sizes). ``unmodelled`` (per instance) marks forward instances whose op
+    has no model at all (no FLOPs): they are priced on what ran the same way (a Python composite such
+    as ``svd_lowrank``: the GEMMs and factorisations it called), with no formula to fall back on."""
     aten, sizes = raw.get("aten"), raw.get("atenSizes")
     n = len(is_kernel)
     if aten is None or sizes is None or not n:
@@ -184,6 +191,8 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     cand = is_kernel & (raw["dir"] == "bprop") & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
     if op_dir is not None:
         cand &= np.equal(op_dir, None)  # type: ignore[call-overload]
+    if unmodelled is not None:  # forward instances of an op without a model: priced on what they ran
+        cand |= is_kernel & (raw["dir"] == "fprop") & unmodelled[inst_of] & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
     if not cand.any():
         return None
     rows = np.flatnonzero(np.isin(inst_of, np.unique(inst_of[cand])) & is_kernel)

@@ -557,13 +557,15 @@ def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_ker
 
 def _backward_on_what_ran(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, role: np.ndarray) -> np.ndarray | None:
     """Backward instances whose records name the aten ops that ran: priced on those ops instead of their
-    forward op's backward formula (:mod:`pyprof.prof.backward`); ``priced`` names the op per row.
+    forward op's backward formula, and forward instances of an op without a model: priced on the ops it
+    ran (:mod:`pyprof.prof.backward`); ``priced`` names the op per row.
     Returns the mask of the rows so priced (None: none)."""
     from pyprof.prof.backward import on_what_ran
 
     formula = (~np.isnan(inst["flops"]) & ~np.isnan(inst["bytes"]))[inst["key"]]  # per instance
+    unmodelled = np.isnan(inst["flops"])[inst["key"]]
     got = on_what_ran(raw, inst["of"], out["dtype"], role, is_kernel, formula,
-                      np.equal(raw["device"], None))  # type: ignore[call-overload]
+                      np.equal(raw["device"], None), unmodelled)  # type: ignore[call-overload]
     if got is None:
         out["priced"] = _obj([None] * len(is_kernel))
         return None
