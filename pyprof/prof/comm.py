@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -119,7 +119,7 @@ def message_size(kind: str | None, n_in: int | None, n_out: int | None, group: i
         n = n_in if n_in is not None else (n_out * group if n_out is not None and group else None)
     else:
         n = n_in if n_in is not None else n_out
-    return A.sized(n, dtype)
+    return cast("int | None", A.sized(n, dtype))  # int elements: int bytes
 
 
 #: NCCL/RCCL kernel names, old and new: ``ncclKernel_AllReduce_RING_LL_Sum_float``,

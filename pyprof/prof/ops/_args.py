@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from math import prod
-from typing import Any
+from typing import Any, TypeGuard, overload
 
 Arg = dict[str, Any]
 
@@ -101,8 +101,8 @@ def bind(args: Sequence[Arg], params: Sequence[str]) -> dict[str, Arg]:
     return out
 
 
-def is_tensor(a: Arg | None) -> bool:
-    return bool(a) and a.get("type") == "tensor"
+def is_tensor(a: Arg | None) -> TypeGuard[Arg]:
+    return a is not None and bool(a) and a.get("type") == "tensor"
 
 
 def tensors(args: Iterable[Arg]) -> list[Arg]:
@@ -141,6 +141,10 @@ def dtype(a: Arg | None) -> str | None:
     return norm_dtype(a.get("dtype")) if is_tensor(a) else None
 
 
+@overload
+def numel(shp: Sequence[int]) -> int: ...
+@overload
+def numel(shp: Sequence[int] | None) -> int | None: ...
 def numel(shp: Sequence[int] | None) -> int | None:
     return None if shp is None else prod(shp)
 
@@ -152,12 +156,16 @@ def nbytes(a: Arg | None) -> int | None:
     return None if n is None or s is None else n * s
 
 
-def sized(n: int | None, dt: str | None) -> int | None:
+def sized(n: float | None, dt: str | None) -> float | None:
     """``n`` elements of dtype ``dt`` in bytes, or ``None``."""
     s = itemsize(dt)
     return None if n is None or s is None else n * s
 
 
+@overload
+def total(*parts: float) -> float: ...
+@overload
+def total(*parts: float | None) -> float | None: ...
 def total(*parts: float | None) -> float | None:
     """Sum, unknown if any part is unknown (an unknown term never silently counts as 0)."""
     acc = 0.0

@@ -15,6 +15,7 @@ over the positional arguments.
 from __future__ import annotations
 
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -46,7 +47,7 @@ def _chunk_cat(call: OpCall) -> Cost | None:
         return None
     dt = A.dtype(ts[0]) or "float32"  # the list's items may carry no dtype: the first one's, else float32
     out = 0
-    for s in shapes:
+    for s in cast("list[list[int]]", shapes):  # none is None (checked above)
         d = dim % len(s)
         along = -(-s[d] // chunks) * chunks
         out += prod(s[:d]) * along * prod(s[d + 1:])

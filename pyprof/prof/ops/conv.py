@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.gemm import _tc_note
@@ -103,7 +104,7 @@ def conv_geometry(call: OpCall):
         pad = A.ints(pad_arg, nd, 0)
     if stride is None or dil is None or out_pad is None or (pad is None and pv != "same"):
         return None
-    out_sp = list(ins) if pv == "same" else conv_out_spatial(ins, k, stride, pad, dil, transposed, out_pad)
+    out_sp = list(ins) if pv == "same" else conv_out_spatial(ins, k, stride, cast("list[int]", pad), dil, transposed, out_pad)
     if any(o <= 0 for o in out_sp):
         return None
     n = sx[0] if batched else 1
@@ -119,12 +120,13 @@ def _conv(call: OpCall) -> Cost | None:
     if g is None:
         return None
     x, w, bias, out, transposed, ins, n = g
-    sw = A.shape(w)
+    sw = cast("list[int]", A.shape(w))  # conv_geometry checked it
     conv_pts = prod(ins) if transposed else prod(out[-len(ins):])
     macs = n * conv_pts * prod(sw)
     dt = A.compute_dtype(call.cdtype, x, w)
-    nx, nw, ny = A.numel(A.shape(x)), prod(sw), prod(out)
-    nb = A.numel(A.shape(bias)) if bias is not None else 0
+    nx, nw, ny = cast(int, A.numel(A.shape(x))), prod(sw), prod(out)  # conv_geometry checked it
+    # an unknown (None) raises TypeError here: cost() answers None
+    nb = cast(int, A.numel(A.shape(bias)) if bias is not None else 0)
     # implicit-GEMM view for the tensor-core note: M = N*out points, N = C_out, K = C_in/g * prod(k)
     note = _tc_note(dt, [sw[1], sw[0]]) if not transposed else _tc_note(dt, [sw[0], sw[1]])
     if call.direction == "bprop":
@@ -185,7 +187,7 @@ def _conv_backward(call: OpCall) -> Cost | None:
     if got is None:
         return None
     x, gy, w, b = got
-    sx, sy, sw = A.shape(x), A.shape(gy), A.shape(w)
+    sx, sy, sw = (cast("list[int]", A.shape(t)) for t in (x, gy, w))  # _backward_shapes checked them
     tv = b.get("transposed")
     transposed = bool(A.value(tv, False)) if tv is not None and A.known(tv) else False
     if tv is not None and not A.known(tv):
@@ -236,8 +238,9 @@ def _stride_padding(ins: list[int], k: list[int], out: list[int]) -> str:
         parts.append(fits[0] if len(fits) == 1 else None)
     if any(p is None for p in parts):
         return "stride/padding not recorded (ambiguous)"
+    fit = cast("list[tuple[int, int]]", parts)  # none is None (checked above)
     return ("stride/padding not recorded; dilation 1 assumed, they fit stride " +
-            ",".join(str(s) for s, _ in parts) + " padding " + ",".join(str(p) for _, p in parts))
+            ",".join(str(s) for s, _ in fit) + " padding " + ",".join(str(p) for _, p in fit))
 
 
 def price_with_backward(call: OpCall, outputs: dict[tuple, set[tuple[int, ...]]]) -> Cost | None:

@@ -14,6 +14,7 @@ their sum, a value not in the record: no model.
 from __future__ import annotations
 
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -80,7 +81,8 @@ def _permuted_copy(call: OpCall) -> Cost | None:
         return None
     if call.direction == "bprop" and not A.requires_grad(x):
         return Cost(0.0, 0, A.dtype(x))
-    return Cost(0.0, A.sized(2 * A.numel(A.shape(x)), A.dtype(x)), A.dtype(x))
+    # the shape was checked above
+    return Cost(0.0, A.sized(2 * cast(int, A.numel(A.shape(x))), A.dtype(x)), A.dtype(x))
 
 
 @register("repeat", "tile")

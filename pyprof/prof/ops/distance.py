@@ -21,13 +21,14 @@ catalogue").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
 
 
-def _cost(call: OpCall, ins: list[dict], per_fwd: float, n_out: int, per_bwd: float) -> Cost:
+def _cost(call: OpCall, ins: Sequence[dict | None], per_fwd: float, n_out: int, per_bwd: float) -> Cost:
     dt = A.compute_dtype(call.cdtype, *ins)
     read = A.total(*[A.nbytes(t) for t in ins])
     if call.direction == "bprop":

@@ -28,12 +28,13 @@ the inverse transform and the window multiply (the same FLOPs), dY read, dX writ
 from __future__ import annotations
 
 from math import log2, prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, bound, register
 
-_COMPLEX = {"float32": "complex64", "float16": "complex32", "bfloat16": "complex64", "float64": "complex128"}
-_REAL = {v: k for k, v in _COMPLEX.items() if k != "bfloat16"}
+_COMPLEX: dict[str | None, str] = {"float32": "complex64", "float16": "complex32", "bfloat16": "complex64", "float64": "complex128"}
+_REAL: dict[str | None, str | None] = {v: k for k, v in _COMPLEX.items() if k != "bfloat16"}
 
 # name: (kind, default dims) -- c2c: complex in and out; r2c: real in, half complex out; c2r: the reverse
 _KINDS = {"fft": "c2c", "ifft": "c2c", "rfft": "r2c", "ihfft": "r2c", "irfft": "c2r", "hfft": "c2r"}
@@ -109,7 +110,8 @@ def _shift(call: OpCall) -> Cost | None:
     x = ts[0]
     if call.direction == "bprop" and not A.requires_grad(x):
         return Cost(0.0, 0, A.dtype(x))
-    return Cost(0.0, A.sized(2 * A.numel(A.shape(x)), A.dtype(x)), A.dtype(x))
+    # the shape was checked above
+    return Cost(0.0, A.sized(2 * cast(int, A.numel(A.shape(x))), A.dtype(x)), A.dtype(x))
 
 
 @register("stft")
@@ -144,6 +146,7 @@ def _stft(call: OpCall) -> Cost | None:
         if not A.requires_grad(x):
             return Cost(0.0, 0, dt)
         return Cost(flops, A.total(A.sized(batch * bins * frames, out_dt), A.nbytes(x)), dt)
-    pad_bytes = 2 * A.sized(batch * padded, dt) if center else 0
+    # dt is a known dtype: out_dt was found for it
+    pad_bytes = 2 * cast(float, A.sized(batch * padded, dt)) if center else 0
     return Cost(flops, A.total(A.nbytes(x), pad_bytes, A.nbytes(w) if w else 0,
                                A.sized(batch * bins * frames, out_dt)), dt)

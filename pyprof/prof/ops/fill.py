@@ -16,6 +16,7 @@ int64 for integers, float32 for floats, bool for bools, unless ``dtype``), or co
 from __future__ import annotations
 
 from math import ceil, prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, bound, register
@@ -131,7 +132,7 @@ def _from_python(call: OpCall) -> Cost | None:
         return Cost(0.0, A.total(A.nbytes(data), A.sized(n, dt)), dt)
     if not A.known(data):
         return None
-    kind = data.get("type")
+    kind = cast(str, data.get("type"))
     # a number the marker could not write (inf, nan: JSON has neither) is still one number
     leaves = {"int": (1, "int64"), "float": (1, "float32"), "bool": (1, "bool")}.get(kind) or _leaves(A.value(data))
     if leaves is None:
@@ -172,4 +173,5 @@ def _logspace(call: OpCall) -> Cost | None:
         return None
     dt = A.out_dtype(b, "float32")
     c = _written(call, steps, dt)
-    return c if call.direction == "bprop" else Cost(2.0 * steps, c.bytes, dt)
+    # steps is an int >= 0: _written gives a Cost
+    return c if call.direction == "bprop" else Cost(2.0 * steps, cast(Cost, c).bytes, dt)

@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, bound, register
@@ -65,7 +66,7 @@ def _tc_note(dt: str | None, dims: list[int]) -> str:
     return f"dims {bad} not multiples of {mult}: tensor cores may be unused" if bad else ""
 
 
-def gemm_cost(call: OpCall, a: dict, b: dict, out_shape: list[int] | None, macs: int | None,
+def gemm_cost(call: OpCall, a: dict | None, b: dict | None, out_shape: list[int] | None, macs: int | None,
               bias: dict | None = None, dims: list[int] | None = None) -> Cost:
     """The cost of ``out = a @ b (+ bias)`` with ``macs`` multiply-adds, forward or backward."""
     dt = A.compute_dtype(call.cdtype, a, b)
@@ -74,8 +75,8 @@ def gemm_cost(call: OpCall, a: dict, b: dict, out_shape: list[int] | None, macs:
     nbias = A.numel(A.shape(bias)) if A.is_tensor(bias) else 0
     note = _tc_note(dt, dims or [])
     if call.direction == "bprop":
-        flops = 0.0
-        bytes_ = 0.0
+        flops: float | None = 0.0
+        bytes_: float | None = 0.0
         if A.requires_grad(a):  # dA = dC @ B^T: read dC and B, write dA
             flops = A.total(flops, None if macs is None else 2 * macs)
             bytes_ = A.total(bytes_, A.sized(A.total(nc, nb, na), dt))
@@ -534,7 +535,8 @@ def _chunked_cross_entropy(call: OpCall) -> Cost | None:
     dt = A.compute_dtype(call.cdtype, x, w)
     if call.direction == "bprop":  # the aten ops of its backward, under its autograd node
         if call.op.endswith("chunked"):  # the saved gradients scaled: no product
-            return Cost(0.0, A.total(*[A.nbytes(t) for t, f in zip((x, w), flags, strict=True) if f] or [0]) * 2,
+            # an unknown (None) raises TypeError here: cost() answers None
+            return Cost(0.0, cast(float, A.total(*[A.nbytes(t) for t, f in zip((x, w), flags, strict=True) if f] or [0])) * 2,
                         dt, tensor_op=True)
         ng = sum(A.requires_grad(t) for t in (x, w))  # logits recomputed, then each gradient
         return Cost(2.0 * sx[0] * sw[0] * sx[1] * (1 + ng) if ng else 0.0,

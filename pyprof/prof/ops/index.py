@@ -31,13 +31,15 @@ returns a view (no kernel) and a boolean mask's result size is data dependent: b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
 
 
-def _gather_like(call: OpCall, x: dict, idx_tensors: list[dict], out_shape: list[int] | None) -> Cost | None:
+def _gather_like(call: OpCall, x: dict | None, idx_tensors: Sequence[dict | None], out_shape: list[int] | None) -> Cost | None:
     sx = A.shape(x)
     if sx is None or out_shape is None:
         return None
@@ -100,10 +102,11 @@ def _getitem(call: OpCall) -> Cost | None:
     sx = A.shape(x)
     if sx is None or not A.is_tensor(key) or A.dtype(key) not in ("int64", "int32"):
         return None
-    return _gather_like(call, x, [key], A.shape(key) + sx[1:])
+    # an unknown (None) raises TypeError here: cost() answers None
+    return _gather_like(call, x, [key], cast("list[int]", A.shape(key)) + sx[1:])
 
 
-def _scatter_like(call: OpCall, x: dict, idx: list[dict], src: dict | None, n_src: int | None,
+def _scatter_like(call: OpCall, x: dict | None, idx: Sequence[dict | None], src: dict | None, n_src: int | None,
                   accumulate: bool) -> Cost | None:
     """``n_src`` elements written into ``x`` at ``idx`` (from ``src`` or a scalar)."""
     sx = A.shape(x)
@@ -192,6 +195,7 @@ def _put(call: OpCall) -> Cost | None:
         return None
     acc = call.op == "index_reduce" or bool(A.value(b.get("accumulate"), False))
     if call.direction == "bprop":
+        byts: float | None
         flops, byts = 0.0, 0
         if A.requires_grad(x):
             flops += n if call.op == "index_reduce" else 0

@@ -22,13 +22,15 @@ per element per dim; backward as forward, per dim.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, bound, register
 
 
-def _cost(call: OpCall, ins: list[dict], n_out: int | None, fwd: float, bwd_per_input: float,
+def _cost(call: OpCall, ins: Sequence[dict | None], n_out: int | None, fwd: float, bwd_per_input: float,
           dt: str | None) -> Cost | None:
     if n_out is None or any(A.shape(t) is None for t in ins):
         return None
@@ -69,9 +71,9 @@ def _diag(call: OpCall) -> Cost | None:
 @register("block_diag")
 def _block_diag(call: OpCall) -> Cost | None:
     ts = A.tensors(call.args)
-    if not ts or any(A.shape(t) is None or len(A.shape(t)) > 2 for t in ts):
+    if not ts or any(A.shape(t) is None or len(cast("list[int]", A.shape(t))) > 2 for t in ts):
         return None
-    shapes = [[1, 1] if not A.shape(t) else ([1] + A.shape(t) if len(A.shape(t)) == 1 else A.shape(t)) for t in ts]
+    shapes = [[1, 1] if not (s := A.shape(t)) else ([1] + s if len(s) == 1 else s) for t in ts]
     n_out = sum(s[0] for s in shapes) * sum(s[1] for s in shapes)
     return _cost(call, ts, n_out, 0.0, 0.0, A.promote(A.dtype(t) for t in ts))
 
@@ -81,7 +83,7 @@ def _shuffle(call: OpCall) -> Cost | None:
     ts = A.tensors(call.args)
     if not ts or A.shape(ts[0]) is None:
         return None
-    return _cost(call, [ts[0]], prod(A.shape(ts[0])), 0.0, 0.0, A.dtype(ts[0]))
+    return _cost(call, [ts[0]], prod(cast("list[int]", A.shape(ts[0]))), 0.0, 0.0, A.dtype(ts[0]))
 
 
 @register("cross", "linalg_cross")
@@ -156,7 +158,7 @@ def _cartesian_prod(call: OpCall) -> Cost | None:
     dt = A.compute_dtype(call.cdtype, *ins)
     if len(ins) == 1:  # returns its input
         return Cost(0.0, 0, dt)
-    n_out = prod(s[0] for s in shapes) * len(ins)
+    n_out = prod(s[0] for s in cast("list[list[int]]", shapes)) * len(ins)
     return _cost(call, ins, n_out, 0.0, float(n_out), dt)
 
 

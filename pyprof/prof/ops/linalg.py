@@ -52,12 +52,13 @@ unknown (``None``), never a guess.
 from __future__ import annotations
 
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, bound, register
 
 _COMPLEX = ("complex64", "complex128", "complex32")
-_REAL_OF = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
+_REAL_OF: dict[str | None, str | None] = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
 PIVOT_BYTES = 4  # pivots and info are int32
 
 
@@ -285,7 +286,7 @@ def _lu_solve(call: OpCall) -> Cost | None:
     ml, sb = _matrix(lu), A.shape(rhs)
     if ml is None or sb is None:
         return None
-    got = _rhs(A.shape(lu), sb, _bool(b, "left", True))
+    got = _rhs(cast("list[int]", A.shape(lu)), sb, _bool(b, "left", True))  # _matrix found its shape
     if got is None:
         return None
     r, nb = got
@@ -303,7 +304,7 @@ def _solve(call: OpCall) -> Cost | None:
     sb = A.shape(b.get("B"))
     if sb is None:
         return None
-    rhs = _rhs(A.shape(x), sb, _bool(b, "left", True))
+    rhs = _rhs(cast("list[int]", A.shape(x)), sb, _bool(b, "left", True))  # _matrix found its shape
     if rhs is None:
         return None
     r, nb = rhs
@@ -545,7 +546,7 @@ def _matrix_norm(call: OpCall) -> Cost | None:
     dim = A.value(b.get("dim"), [-2, -1])
     if dim not in ([-2, -1], [-1, -2], (-2, -1)) and not (isinstance(dim, list) and len(dim) == 2):
         return None
-    shp = A.shape(x)
+    shp = cast("list[int]", A.shape(x))  # _matrix found its shape
     if isinstance(dim, list) and sorted(d % len(shp) for d in dim) != [len(shp) - 2, len(shp) - 1]:
         m, n = shp[dim[0]], shp[dim[1]]
         bt = _n(x) // (m * n) if m * n else 0
@@ -606,7 +607,7 @@ def _lstsq(call: OpCall) -> Cost | None:
     sb = A.shape(b.get("b"))
     if sb is None:
         return None
-    rhs = _rhs(A.shape(x), sb)
+    rhs = _rhs(cast("list[int]", A.shape(x)), sb)  # _matrix found its shape
     if rhs is None:
         return None
     r, nb = rhs
@@ -692,7 +693,7 @@ def _multi_dot(call: OpCall) -> Cost | None:
     items = A.tensorlist(b.get("tensors") if call.op == "linalg_multi_dot" else b.get("matrices"))
     if not items or len(items) < 2 and call.op == "linalg_multi_dot":
         return None
-    shapes = [A.shape(t) for t in items]
+    shapes = cast("list[list[int]]", [A.shape(t) for t in items])  # a None among them is refused next
     if any(s is None for s in shapes):
         return None
     first = [1, *shapes[0]] if len(shapes[0]) == 1 else shapes[0]

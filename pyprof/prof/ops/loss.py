@@ -34,6 +34,7 @@ every other class: the count depends on the target's values, not in the record: 
 from __future__ import annotations
 
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -129,7 +130,7 @@ def _cross_entropy(call: OpCall) -> Cost | None:
         if not A.requires_grad(x):
             return Cost(0.0, 0, dt)
         return Cost(3.0 * e, A.total(A.sized(n_out, dt), A.nbytes(x), A.nbytes(t), A.nbytes(x)), dt)
-    flops = 5 * e + (2 * e if probs or smooth else n)
+    flops = 5 * e + (2 * e if probs or smooth else cast(int, n))  # None raises TypeError: cost() answers None
     return Cost(float(flops), A.total(A.nbytes(x), A.nbytes(t), A.sized(n_out, dt)), dt)
 
 

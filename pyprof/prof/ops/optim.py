@@ -24,6 +24,9 @@ and states have the parameters' dtypes (PyTorch's default); the fused forms read
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import cast
+
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.pointwise import TABLE as PW
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -33,13 +36,13 @@ FOREACH = ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "rs
            "tanh", "erf", "expm1", "log1p", "floor", "ceil", "round", "trunc", "frac", "sin", "cos")
 
 
-def _numel(ts: list[dict]) -> int | None:
+def _numel(ts: Sequence[dict | None]) -> int | None:
     return A.total(*[A.numel(A.shape(t)) for t in ts])  # type: ignore[return-value]
 
 
 @register(*("_foreach_" + op for op in FOREACH), "_foreach_norm", "_foreach_zero", "_foreach_copy")
 def _foreach(call: OpCall) -> Cost | None:
-    lists = [A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"]
+    lists = [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
     if not lists or not lists[0]:
         return None
     first = lists[0]
@@ -101,7 +104,7 @@ def _sgd_per_elem(call: OpCall) -> tuple[int, bool]:
 
 @register("_fused_adam", "_fused_adamw")
 def _fused_adam(call: OpCall) -> Cost | None:
-    lists = [A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"]
+    lists = [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
     if len(lists) < 4 or not lists[0]:
         return None
     p, g, m, v = lists[:4]
@@ -120,7 +123,7 @@ def _fused_adam(call: OpCall) -> Cost | None:
 
 @register("_fused_sgd")
 def _fused_sgd(call: OpCall) -> Cost | None:
-    lists = [A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"]
+    lists = [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
     if len(lists) < 2 or not lists[0]:
         return None
     p, g = lists[:2]
@@ -137,7 +140,7 @@ def _fused_sgd(call: OpCall) -> Cost | None:
 def _fused_adagrad(call: OpCall) -> Cost | None:
     """Adagrad: ``s += g²`` 2, ``p −= lr·g/(√s + ε)`` 4 = 6 per element (+2 weight decay).
     Bytes: p, g, s read; p, s written."""
-    lists = [A.tensorlist(a) for a in call.args if a.get("type") == "tensorlist"]
+    lists = [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
     if len(lists) < 3 or not lists[0]:
         return None
     p, g, s = lists[:3]

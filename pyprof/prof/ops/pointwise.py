@@ -24,6 +24,7 @@ FLOPs; polar: 4 per element per input that needs a gradient), dY read once, each
 from __future__ import annotations
 
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -102,9 +103,10 @@ def elementwise_cost(call: OpCall, ts: list[dict], per: tuple[int, int, bool],
     if call.direction == "bprop":
         grads = [t for t in ts if A.requires_grad(t) and A.dtype(t) in A.FLOATING | {None}]
         flops = 0.0
-        byts = A.sized(n, odt) if grads else 0
+        byts: float | None = A.sized(n, odt) if grads else 0
         for g in grads:
-            flops += bwd * n + (n if A.numel(A.shape(g)) < n else 0)
+            # an unknown (None) raises TypeError here: cost() answers None
+            flops += bwd * n + (n if cast(int, A.numel(A.shape(g))) < n else 0)
             byts = A.total(byts, A.nbytes(g))
         if reads and grads:
             byts = A.total(byts, in_bytes)

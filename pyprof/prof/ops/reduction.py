@@ -34,7 +34,9 @@ segment for ``mean``; segments: ``lengths``' count, or ``offsets``' less one), b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
+from typing import Any, cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.pointwise import TABLE as _PW
@@ -101,7 +103,7 @@ def _reduce(call: OpCall) -> Cost | None:
     ts = A.tensors(call.args)
     if call.op in ("max", "min") and len(ts) >= 2:  # torch.max(a, b): elementwise
         return elementwise_cost(call, ts, _PW["maximum"])
-    b = A.bind(call.args, _SIG.get(call.op, _DEFAULT_SIG))
+    b: dict[str, Any] = A.bind(call.args, _SIG.get(call.op, _DEFAULT_SIG))
     sb = bound(call)
     if call.op in _CORRECTED and sb is not None:  # var(x, True): the bool is ``unbiased``, not a dim
         b = {"input": sb.get("self"), "dim": sb.get("dim") or {"type": "NoneType", "value": None},
@@ -184,7 +186,8 @@ def _histogram(call: OpCall) -> Cost | None:
     dims = 1 if call.op != "histogramdd" else (sx[-1] if sx else 0)
     given = A.tensorlist(bins) if A.is_tensor(bins) or (bins or {}).get("type") == "tensorlist" else None
     if given is not None:  # the bin edges, as tensors
-        counts = [A.numel(A.shape(t)) - 1 for t in given]
+        # an unknown (None) raises TypeError here: cost() answers None
+        counts = [cast(int, A.numel(A.shape(t))) - 1 for t in given]
     else:
         v = A.value(bins, 100)
         counts = list(v) if isinstance(v, list) else [v] * dims
@@ -207,7 +210,7 @@ def _histogram(call: OpCall) -> Cost | None:
     return Cost(float(flops), A.total(read, A.sized(cells + edges, dt)), dt)
 
 
-def _reduced_cost(call: OpCall, ins: list[dict], n: int, n_out: int, fwd: float, bwd_per_input: float,
+def _reduced_cost(call: OpCall, ins: Sequence[dict | None], n: int, n_out: int, fwd: float, bwd_per_input: float,
                   odt: str | None = None) -> Cost:
     dt = A.compute_dtype(call.cdtype, *ins)
     if call.direction == "bprop":

@@ -90,7 +90,7 @@ _BINARY = {"add", "sub", "mul", "div", "truediv", "floordiv", "mod", "pow", "mat
 # ``aten::linalg_vector_norm``).
 _NS_PREFIX = {"torch.linalg": "linalg_", "torch.special": "special_", "torch.fft": "fft_"}
 # Old PyProf markers name namespaces without the ``torch.`` prefix.
-_MOD_ALIAS = {"Tensor": "torch.Tensor", "nn.functional": "torch.nn.functional"}
+_MOD_ALIAS: dict[str | None, str | None] = {"Tensor": "torch.Tensor", "nn.functional": "torch.nn.functional"}
 
 
 def canonical(op: str, mod: str | None = None) -> str:

@@ -18,7 +18,7 @@ from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
 
 
-def _result(call: OpCall, n: int | None, dt: str | None, extra: int | None = 0) -> Cost | None:
+def _result(call: OpCall, n: int | None, dt: str | None, extra: float | None = 0) -> Cost | None:
     if n is None:
         return None
     if call.direction == "bprop":

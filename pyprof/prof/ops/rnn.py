@@ -30,6 +30,7 @@ parameter list (a trace that did not record it) the op has no model.
 from __future__ import annotations
 
 from math import prod
+from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -53,7 +54,7 @@ def _states(hx) -> list[list[int]] | None:
     items = A.tensorlist(hx)
     cand = [A.shape(t) for t in items] if items else []
     if cand and all(s is not None and len(s) == 3 for s in cand):
-        return cand
+        return cast("list[list[int]]", cand)
     return None
 
 
@@ -65,7 +66,7 @@ def _rnn(call: OpCall) -> Cost | None:
     sx = A.shape(x)
     if not sx or not A.is_tensor(x) or not items or (packed and len(sx) != 2):
         return None
-    params = [A.shape(t) for t in items]
+    params = cast("list[list[int]]", [A.shape(t) for t in items])  # a None among them is refused next
     if any(s is None or len(s) not in (1, 2) for s in params) or not any(len(s) == 2 for s in params):
         return None
     n = prod(sx[:-1])

@@ -53,7 +53,7 @@ def _out_numel(op: str, b: dict, shp: list[int]) -> int | None:
         return n // shp[dim] * length if shp[dim] else 0
     if op == "diagonal":
         off, d1, d2 = _int(b, "offset", 0), _int(b, "dim1", 0), _int(b, "dim2", 1)
-        if None in (off, d1, d2) or len(shp) < 2:
+        if off is None or d1 is None or d2 is None or len(shp) < 2:
             return None
         a, c = shp[d1], shp[d2]
         diag = max(0, min(a, c - off) if off >= 0 else min(a + off, c))
@@ -61,7 +61,7 @@ def _out_numel(op: str, b: dict, shp: list[int]) -> int | None:
         return rest * diag
     if op == "unfold":
         dim, size, step = _int(b, "dimension"), _int(b, "size"), _int(b, "step")
-        if None in (dim, size, step) or step <= 0:
+        if dim is None or size is None or step is None or step <= 0:
             return None
         along = shp[dim] if shp else 1
         windows = (along - size) // step + 1

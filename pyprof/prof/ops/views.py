@@ -11,6 +11,8 @@ never on a kernel row). Same for their backward (reshaping dY).
 
 from __future__ import annotations
 
+from typing import cast
+
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
 
@@ -40,4 +42,4 @@ def _reshape(call: OpCall) -> Cost | None:
     dt = A.dtype(x)
     if x.get("contig") is True:
         return Cost(0.0, 0, dt)
-    return Cost(0.0, A.sized(2 * A.numel(A.shape(x)), dt), dt)
+    return Cost(0.0, A.sized(2 * cast(int, A.numel(A.shape(x))), dt), dt)  # shape checked above
