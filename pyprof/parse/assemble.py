@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -480,7 +480,10 @@ class PreparedSource:
     """The :class:`~pyprof.parse.source.Source` methods shared by the SQLite sources (nsys, nvprof):
     each defines ``_load()``, which reads its export once into a :class:`Prepared` that builds the records."""
 
-    def prepared(self, split: bool = False) -> Prepared:
+    if TYPE_CHECKING:  # each source's own (nsys's makes a Streamed)
+        def _load(self) -> Prepared | Streamed: ...
+
+    def prepared(self, split: bool = False) -> Prepared | Streamed:
         """Everything read and attributed. ``split`` (two processes where it pays, as for a big
         torch.profiler CPU trace) is accepted and not used: an export's lines cost too little to make
         for a second process to gain (see :func:`pyprof.parse.run.write_lines`)."""

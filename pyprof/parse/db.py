@@ -22,7 +22,7 @@ import os
 import sqlite3
 import urllib.parse
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 import sqlalchemy
@@ -264,7 +264,7 @@ class Database:
         rows = self.execute(sql)
         return pd.DataFrame.from_records(rows, columns=list(wanted), coerce_float=False)
 
-    def strings(self, table: str, key: str = "id", value: str = "value") -> dict[int, str]:
+    def strings(self, table: str, key: str = "id", value: str = "value") -> dict[int, str | None]:
         """A string table as a dict (StringIds / StringTable); {} where the table or either column is
         absent (names then read as nulls). Values are text whatever a damaged record holds; rows whose
         id is no integer are left out."""
@@ -274,7 +274,7 @@ class Database:
         return {k: as_text(v) for k, v in rows if type(k) is int}  # (a damaged row's id may be no integer)
 
 
-def absent_optional(db: Database, wanted: dict[str, Iterable[str]]) -> dict[str, list[str]]:
+def absent_optional(db: Database, wanted: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
     """Per table that holds rows, the optional columns of ``wanted`` it lacks: the readers read them as
     nulls, and say so in one warning (:func:`absent_warning`)."""
     out = {t: db.missing(t, cols) for t, cols in wanted.items()}

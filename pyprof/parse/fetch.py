@@ -26,6 +26,7 @@ import mmap
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from typing import cast
 
 import numpy as np
 
@@ -172,7 +173,7 @@ def arrow_ints(view, j: int, null: int | None = None) -> np.ndarray:
     out = np.frombuffer(child.buffer(1), dtype=np.int64, count=n, offset=child.offset * 8).copy()
     valid = _valid(child, n)
     if valid is not None:
-        out[~valid] = null
+        out[~valid] = cast(int, null)  # not None: nulls with null=None raised above
     return out
 
 

@@ -82,7 +82,7 @@ def nsys_gpu_names(db: Database, acts: pd.DataFrame) -> list:
     return [names[(p, d)] for p, d in zip(pids.tolist(), devs.tolist(), strict=False)]
 
 
-def nvprof_gpu_names(db: Database, devices: list, strings: dict[int, str]) -> list:
+def nvprof_gpu_names(db: Database, devices: list, strings: dict[int, str | None]) -> list:
     """nvprof: CUPTI_ACTIVITY_KIND_DEVICE.id -> StringTable name."""
     names = {}
     if {"id", "name"} <= set(db.columns("CUPTI_ACTIVITY_KIND_DEVICE")):
@@ -151,7 +151,7 @@ def nsys_gpu_props(db: Database) -> dict[str, dict]:
     return _by_name(rows)
 
 
-def nvprof_gpu_props(db: Database, devices: list, strings: dict[int, str]) -> list:
+def nvprof_gpu_props(db: Database, devices: list, strings: dict[int, str | None]) -> list:
     """nvprof: ``gpuProps`` per activity device (CUPTI_ACTIVITY_KIND_DEVICE.id), None where unknown."""
     by_id = dict(_cupti_device_rows(db, "CUPTI_ACTIVITY_KIND_DEVICE", "id"))
     return [by_id.get(d) if d is not None else None for d in devices]

@@ -91,7 +91,7 @@ class NvprofSource(PreparedSource):
         if absent:
             self.warnings.append(absent_warning(absent))
 
-    def _kernels(self, strings: dict[int, str]) -> pd.DataFrame:
+    def _kernels(self, strings: dict[int, str | None]) -> pd.DataFrame:
         frames = [self.db.select(t, KERNEL_WANT) for t in schema.NVPROF_KERNEL_TABLES]
         k = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
         k = k.drop_duplicates(["correlationId", "start", "end"])
@@ -142,7 +142,7 @@ class NvprofSource(PreparedSource):
         api = api.drop_duplicates("correlationId", keep="first")
         return api[["correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd"]]
 
-    def _ranges(self, strings: dict[int, str]) -> pd.DataFrame:
+    def _ranges(self, strings: dict[int, str | None]) -> pd.DataFrame:
         empty = pd.DataFrame({c: [] for c in ("thread", "pid", "start", "end", "text", "domain")})
         table = schema.NVPROF_MARKER
         if not self.db.has_rows(table):
@@ -152,9 +152,9 @@ class NvprofSource(PreparedSource):
             self.warnings.append(f"table {table} has no column {absent[0]!r}: its NVTX ranges cannot be rebuilt")
             return empty
         cols = set(self.db.columns(table))
-        obj, name, domain = (f"s.{c}" if c in cols else "NULL" for c in MARKER_OPTIONAL)
+        obj_c, name_c, domain_c = (f"s.{c}" if c in cols else "NULL" for c in MARKER_OPTIONAL)
         rows = self.db.execute(
-            f'SELECT s.timestamp, {obj}, {name}, {domain}, e.timestamp FROM "{table}" s '
+            f'SELECT s.timestamp, {obj_c}, {name_c}, {domain_c}, e.timestamp FROM "{table}" s '
             f'JOIN "{table}" e ON e.id = s.id AND (e.flags & {schema.NVPROF_MARKER_END}) '
             f"WHERE (s.flags & {schema.NVPROF_MARKER_START})"
         )

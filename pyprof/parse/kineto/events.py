@@ -189,7 +189,8 @@ def event_types(sample: list) -> EventTypes:
     event = msgspec.defstruct("KinetoEvent", [*((f, EVENT_TYPES[f], None) for f in EVENT_FIELDS),
                                               ("args", args | None, None)], gc=False)
     checks = tuple((f, k, types[f][1]) for f, k in keys)
-    return EventTypes(event, args, msgspec.json.Decoder(list[event]), tuple(keys), gpu_fields, checks)
+    return EventTypes(event, args, msgspec.json.Decoder(list[event]),  # type: ignore[valid-type]  # made at run time
+                      tuple(keys), gpu_fields, checks)
 
 
 def _arg_type(f: str) -> tuple[Any, Any]:

@@ -17,6 +17,7 @@ import signal
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator
+from typing import cast
 
 from pyprof import process
 
@@ -82,7 +83,7 @@ class ForkedLines:
                     while chunk := fh.read(READ_BYTES):
                         yield chunk
             else:
-                yield from self.redo()
+                yield from cast("Callable[[], Iterator[bytes]]", self.redo)()  # chunks() needs a redo
         finally:
             self._finalizer()
 
@@ -91,7 +92,7 @@ class ForkedLines:
         where ``out`` has a descriptor that takes it, else in chunks; made here if it failed."""
         try:
             if not self.finished():
-                for chunk in self.redo():
+                for chunk in cast("Callable[[], Iterator[bytes]]", self.redo)():  # as does copy_into()
                     out.write(chunk)
                 return
             out.flush()

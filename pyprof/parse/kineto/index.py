@@ -13,7 +13,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import orjson
@@ -23,6 +23,9 @@ from pyprof.markers import RAISED, from_profiler_name
 from pyprof.parse.decode import classify
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.load import Trace
+
+if TYPE_CHECKING:
+    from pyprof.parse.kineto.events import EventTypes
 
 ROLE_OP, ROLE_ANN, ROLE_PY = 0, 1, 2
 _MISSING = object()
@@ -35,8 +38,8 @@ class Index:
 
     name: list = field(default_factory=list)
     role: list = field(default_factory=list)
-    start: list = field(default_factory=list)
-    end: list = field(default_factory=list)
+    start: Any = field(default_factory=list)  # a list while scanning, an array("q") once finish() packs it
+    end: Any = field(default_factory=list)    # (the same)
     pid: list = field(default_factory=list)
     tid: list = field(default_factory=list)
     args: list = field(default_factory=list)    # op: (external id, dims, types, concrete: JSON texts, see
@@ -164,7 +167,7 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                 if pid != last_pid or tid != last_tid:
                     key = (pid, tid)
                     key = keys.setdefault(key, key)
-                    lst = threads.get(key)
+                    lst = threads.get(key)  # type: ignore[assignment]  # a None is replaced next (hot loop: no cast)
                     if lst is None:
                         lst = threads[key] = []
                     last_pid, last_tid = pid, tid
@@ -239,11 +242,11 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                 a = ev.args
                 key = (pid, ev.tid)
                 lid = len(ix.launches)
-                ix.launches.append((key[0], key[1], start, end, ev.name, trace.types.gpu_arg(a, "correlation"),
+                ix.launches.append((key[0], key[1], start, end, ev.name, cast("EventTypes", trace.types).gpu_arg(a, "correlation"),
                                     a.ext if a is not None else None))
                 ix.launch_threads.setdefault(key, []).append(lid)
             else:
-                a, arg = ev.args, trace.types.gpu_arg
+                a, arg = ev.args, cast("EventTypes", trace.types).gpu_arg  # (set once events were decoded)
                 ix.gpu.append((code, ev.name, start, end, ev.pid, ev.tid, arg(a, "correlation"), arg(a, "device"),
                                arg(a, "stream"), arg(a, "grid"), arg(a, "block"), arg(a, "bytes")))
 
@@ -282,7 +285,7 @@ def _backward_seqs(ix: Index) -> None:
     that one is such a range still without one (which then hands it on in turn, if later in scan order)."""
     name, seq = ix.name, ix.seq
     prefix = ks.BACKWARD_PREFIX
-    is_op, up = ix.anc
+    is_op, up = cast(tuple, ix.anc)  # (finish() computed it)
     below = is_op & (up >= 0)
     gives = below & np.fromiter((v is not None for v in seq), dtype=bool, count=len(seq))
     # the ranges that can take a seq, and the ones that then can give it on

@@ -21,7 +21,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import orjson
@@ -243,7 +243,7 @@ def _ends_in_event(data, start: int, pos: int) -> bool:
         return False
     starts = [b.end() - 1 for b in _BOUNDARY.finditer(tail)][-16:]
     if lo == start:
-        starts.insert(0, _NONSPACE.search(tail).start())
+        starts.insert(0, cast("re.Match[bytes]", _NONSPACE.search(tail)).start())  # tail is not blank
     for s in reversed(starts):
         last = _loads_or_repaired(tail[s:])
         if last is not None:

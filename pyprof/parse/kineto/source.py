@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from pyprof.errors import InputError, NoKernelsError
 from pyprof.parse import decode as dec
@@ -216,7 +216,7 @@ class KinetoSource:
                 f["args"] = self._conv_grads(op_node, f["args"], kids)
         return f, op_id, link
 
-    def _conv_grads(self, node: int, args: list, kids: tuple[str, str]) -> list:
+    def _conv_grads(self, node: int, args: list | None, kids: tuple[str, str]) -> list | None:
         """``args`` of an old convolution backward op, its input (first) and weight (third) marked
         ``grad: false`` where the child op computing that gradient did not run inside ``node``."""
         ix = self._ix
@@ -655,6 +655,7 @@ class KinetoSource:
         if pre is None:
             ix = self._ix
             name = ix.name[node]
+            self_t = cast("list[int]", self_t)  # no pre: a CPU trace's entry, which comes with its self times
             rec = _base("kernel", name, name, ix.start[node], ix.end[node], self_t[node], ix.pid[node], ix.tid[node])
         else:
             rec = dict(pre)
@@ -666,6 +667,7 @@ class KinetoSource:
     def _gpu_kernels(self) -> list:
         ix = self._ix
         by_corr: dict = {}
+        lid: int | None
         for lid, launch in enumerate(ix.launches):
             if launch[5] is not None:
                 by_corr[launch[5]] = lid
@@ -723,7 +725,7 @@ def _build_index(trace: Trace) -> Index:
     return ix
 
 
-_EMPTY = {"layer": [], "trace": [], "mod": None, "op": None, "args": None, "cdtype": None, "aten": None,
+_EMPTY: dict[str, Any] = {"layer": [], "trace": [], "mod": None, "op": None, "args": None, "cdtype": None, "aten": None,
           "atenSizes": None, "seqId": [], "altSeqId": [], "bwdNode": None, "dir": "", "opDir": None, "link": None}
 #: the plan's node of a GPU activity whose launch is not in the trace, and its fields
 NO_LAUNCH = -2
@@ -751,7 +753,7 @@ def _dim3(value) -> list[int] | None:
     return None
 
 
-def _copy_kind(role: str, name: str) -> tuple[str, str]:
+def _copy_kind(role: str, name: str) -> tuple[str, str | None]:
     if role == "memset":
         return "memset", "memset"
     for kind in ks.COPY_KINDS:
@@ -793,7 +795,7 @@ def _device_props(meta: dict) -> dict[int, dict]:
     for i, prop in enumerate(props if isinstance(props, list) else []):
         if not isinstance(prop, dict):
             continue
-        got = {}
+        got: dict[str, Any] = {}
         major, minor = prop.get("computeMajor"), prop.get("computeMinor")
         if type(major) is int and type(minor) is int and major > 0 and minor >= 0:
             got["cc"] = f"{major}.{minor}"
