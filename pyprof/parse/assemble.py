@@ -533,7 +533,7 @@ class RangeWindow:
     thread: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    gidx: np.ndarray
+    gidx: np.ndarray | None  # (None until the windows are numbered: see nsys.windows)
     label: np.ndarray
     labels: list
     t_hi: int | None

@@ -26,7 +26,7 @@ import re
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -71,7 +71,7 @@ def nsys_version(db: Database) -> str:
             if ver:
                 extra = [f"schema {meta['EXPORT_SCHEMA_VERSION']}"] if meta.get("EXPORT_SCHEMA_VERSION") else []
                 if meta.get("EXPORT_PLATFORM"):
-                    extra.append(meta["EXPORT_PLATFORM"])
+                    extra.append(cast(str, meta["EXPORT_PLATFORM"]))  # (not None: checked above)
                 return f"{ver} ({', '.join(extra)})" if extra else str(ver)
     pattern = re.compile(r"nsight-systems/(\d{4}\.\d+(?:\.\d+)*)")
     if {"name", "value"} <= set(db.columns("TARGET_INFO_SYSTEM_ENV")):
@@ -217,7 +217,7 @@ class _Nvtx:
     #: messages kept in ``temp.pyprof_text`` at most (where they do not repeat, the table stops growing)
     KNOWN_MAX = 1 << 16
 
-    def __init__(self, path: str, cols: list[str], strings: dict[int, str], arrow: bool,
+    def __init__(self, path: str, cols: list[str], strings: dict[int, str | None], arrow: bool,
                  capture_end: int | None = None):
         self.path, self.strings, self.arrow = path, strings, arrow
         self.capture_end = capture_end
@@ -242,7 +242,7 @@ class _Nvtx:
         self._sqlite = None
         self._synced: dict[str, int] = {}  # per connection: how many of `known` its table holds
         self._mine: list[int] = []  # the slices this process read
-        self._spill = None
+        self._spill: IO[bytes] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -355,9 +355,10 @@ class _Nvtx:
     def _read_arrow(self, cond: str):
         """A slice's batches through ADBC (see :meth:`_read_sqlite`); raises where that reader fails or
         a message is a REAL."""
-        reader = self._arrow()
+        reader = cast(fetch.ArrowReader, self._arrow())  # (only called where the Arrow reader opened)
         self._known_table(reader.run, "arrow")
         out = []
+        vals: list
         s = 1  # (the first row only types the columns)
         for view in reader.batches(self._slice_sql(cond, True)):
             ints = [fetch.arrow_ints(view, j, _NULL if j == 4 else -1)[s:] for j in range(6)]
@@ -395,7 +396,7 @@ class _Nvtx:
                 at, vals = [], []
                 if self.has_text:
                     at = [i for i, v in enumerate(cols[7]) if v is not None]
-                    vals = [v if type(v) is bytes else as_text(v).encode("utf-8", "surrogatepass")
+                    vals = [v if type(v) is bytes else cast(str, as_text(v)).encode("utf-8", "surrogatepass")
                             for v in (cols[7][i] for i in at)]
                 out.append((ints, kid, np.array(at, dtype=np.int64), vals))
         return out
@@ -434,7 +435,7 @@ class _Nvtx:
         self._close(s)
 
     def _open(self) -> None:
-        self._cur = {c: [] for c in ("thread", "start", "end", "etype", "kind", "value", "domain")}
+        self._cur: dict[str, list] = {c: [] for c in ("thread", "start", "end", "etype", "kind", "value", "domain")}
         self._cur_n = 0
         self._cur_texts: dict[bytes, int] = {}
 
@@ -502,23 +503,24 @@ class _Nvtx:
                 return
             self._widen(at.start)
         self._kbuf[at] = end
-        self._kcodes[at] = tc
+        cast(np.ndarray, self._kcodes)[at] = tc  # (_widen made it)
 
     def _widen(self, n: int) -> None:
         """The first ``n`` packed keys as ends, with their thread codes beside them."""
         mask = (1 << _KEY_SHIFT) - 1
-        self._kcodes = np.empty(len(self._kbuf), dtype=np.int32)
+        kbuf, base = cast(np.ndarray, self._kbuf), cast(int, self._base)  # (_key set both)
+        self._kcodes = np.empty(len(kbuf), dtype=np.int32)
         for lo in range(0, n, 1 << 20):
-            part = self._kbuf[lo:min(n, lo + (1 << 20))]
+            part = kbuf[lo:min(n, lo + (1 << 20))]
             self._kcodes[lo:lo + len(part)] = part & mask
-            part[:] = (part >> _KEY_SHIFT) + self._base
+            part[:] = (part >> _KEY_SHIFT) + base
 
     def _ends_codes(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """Ends and thread codes of keys lo..hi-1 of this process's."""
-        part = self._kbuf[lo:hi]
+        part = cast(np.ndarray, self._kbuf)[lo:hi]
         if self._kcodes is not None:
             return part.copy(), self._kcodes[lo:hi].astype(np.int64)
-        return (part >> _KEY_SHIFT) + self._base, part & ((1 << _KEY_SHIFT) - 1)
+        return (part >> _KEY_SHIFT) + cast(int, self._base), part & ((1 << _KEY_SHIFT) - 1)
 
     def _learn(self) -> None:
         """The open window's new messages join the known ones (up to :data:`KNOWN_MAX`): the slices
@@ -564,7 +566,7 @@ class _Nvtx:
         table, window order, domain rows."""
         ends = None
         if self._kn:
-            k = self._kbuf[:self._kn]
+            k = cast(np.ndarray, self._kbuf)[:self._kn]  # (_key made it)
             a, b = (k.min(), k.max()) if self._kcodes is not None else \
                 ((k.min() >> _KEY_SHIFT) + self._base, (k.max() >> _KEY_SHIFT) + self._base)
             ends = (int(a), int(b))
@@ -574,7 +576,7 @@ class _Nvtx:
     def key_chunks(self) -> Iterator[np.ndarray]:
         """This process's keys, a million at a time (then, if not packed, their thread codes as int32)."""
         for lo in range(0, self._kn, _KEY_CHUNK):
-            yield self._kbuf[lo:min(self._kn, lo + _KEY_CHUNK)]
+            yield cast(np.ndarray, self._kbuf)[lo:min(self._kn, lo + _KEY_CHUNK)]  # (self._kn > 0: _key made it)
         if self._kcodes is not None:
             for lo in range(0, self._kn, _KEY_CHUNK):
                 yield self._kcodes[lo:min(self._kn, lo + _KEY_CHUNK)]
@@ -627,13 +629,13 @@ class _Nvtx:
                 part = keys[at:min(mine + theirs, at + _KEY_CHUNK)]
                 fill(part)
                 if not other["wide"]:
-                    put(at, (part >> _KEY_SHIFT) + other["base"], codes[part & mask])
+                    put(at, (part >> _KEY_SHIFT) + other["base"], cast(np.ndarray, codes)[part & mask])
             if other["wide"]:
                 for at in range(mine, mine + theirs, _KEY_CHUNK):
                     part = keys[at:min(mine + theirs, at + _KEY_CHUNK)]
                     t = np.empty(len(part), dtype=np.int32)
                     fill(t)
-                    put(at, part.copy(), codes[t])
+                    put(at, part.copy(), cast(np.ndarray, codes)[t])  # (codes: made where other is)
         keys = keys[:mine + theirs]
         back = self._thread_table()
         if wide:
@@ -654,7 +656,7 @@ class _Nvtx:
             np.maximum.at(last, keys & ((1 << bits) - 1), keys >> bits)
             dup = dup[(dup >> bits) == last[dup & ((1 << bits) - 1)]]
             raw = (back[dup & ((1 << bits) - 1)], (dup >> bits) + lo)
-        keys = codes_of = None  # (freed before the domains are read)
+        keys = codes_of = None  # type: ignore[assignment]  # (freed before the domains are read)
         self._accept_dups(*raw)
         meta = {**(other["meta"] if other is not None else {}), **self._meta}
         flat = [m for s in sorted(meta) for m in meta[s]]
@@ -810,6 +812,12 @@ def _merge(payloads: list) -> tuple:
     return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}, texts
 
 
+def _no_ranges() -> RangeWindow:
+    """A window of no ranges (an export without NVTX ranges, or whose ranges were all dropped)."""
+    z = [np.zeros(0, np.int64) for _ in range(5)]
+    return RangeWindow(z[0], z[1], z[2], z[3], z[4], [], None)
+
+
 def _concat(wins: list[RangeWindow]) -> RangeWindow:
     """Windows as one (labels renumbered)."""
     labels: list = []
@@ -818,7 +826,7 @@ def _concat(wins: list[RangeWindow]) -> RangeWindow:
         codes.append(w.label + len(labels))
         labels += w.labels
     cat = [np.concatenate([getattr(w, c) for w in wins]) for c in ("thread", "start", "end")]
-    return RangeWindow(*cat, None, np.concatenate(codes), labels, None)
+    return RangeWindow(cat[0], cat[1], cat[2], None, np.concatenate(codes), labels, None)
 
 
 def _in_order(windows: Iterator[RangeWindow], ordered) -> Iterator[RangeWindow]:
@@ -842,7 +850,7 @@ def _in_order(windows: Iterator[RangeWindow], ordered) -> Iterator[RangeWindow]:
             prev.t_hi = int(win.start[0])
             yield prev
         prev = win
-    yield prev if prev is not None else RangeWindow(*(np.zeros(0, np.int64) for _ in range(5)), [], None)
+    yield prev if prev is not None else _no_ranges()
 
 
 def _reader_child(nvtx: _Nvtx, conn) -> None:
@@ -991,7 +999,7 @@ class NsysSource(PreparedSource):
     def _legacy_texts(self) -> bool:
         return self._nvtx.legacy_texts() if self._nvtx is not None else False
 
-    def _ranges(self, strings: dict[int, str], counts: dict[str, int], parallel: bool, columnar: bool):
+    def _ranges(self, strings: dict[int, str | None], counts: dict[str, int], parallel: bool, columnar: bool):
         """The NVTX range windows (:class:`_Nvtx`), read in a forked process where ``parallel``; a
         generator that ends with the warnings about them."""
         db = self.db
@@ -1031,7 +1039,7 @@ class NsysSource(PreparedSource):
         dropped = kept = 0
         try:
             if nvtx is None:
-                yield RangeWindow(*(np.zeros(0, np.int64) for _ in range(5)), [], None)
+                yield _no_ranges()
             else:
                 for win in _in_order(self._nvtx_windows(nvtx, forked), lambda: nvtx.ordered):
                     kept += len(win.start)
@@ -1095,7 +1103,7 @@ class NsysSource(PreparedSource):
             child.terminate()
             child.join()
 
-    def _activities(self, counts: dict[str, int], api: fetch.Pending, strings: dict[int, str],
+    def _activities(self, counts: dict[str, int], api: fetch.Pending, strings: dict[int, str | None],
                     columnar: bool) -> Activities:
         """Kernels, copies and their API calls -> :class:`Activities` (in output order). Each slice of
         kernels is made compact as it is read: what repeats (kind and names; device, stream, grid, block,
@@ -1121,13 +1129,13 @@ class NsysSource(PreparedSource):
             cols["kmid"].append(_intern_rows([c["deviceId"], c["streamId"], *grid, nbytes, copyk], kmids))
 
         for task in self._kernel_tasks(counts, columnar):
-            k = fetch.run_task(db, task)
+            k = cast(np.ndarray, fetch.run_task(db, task))  # (an "ints" task: an array)
             kc = dict(zip(KERNEL_COLS, k.T, strict=True)) if columnar else _kernel_unpack(k)
             if kc is None:  # a grid/block value too big to pack: this slice's columns one by one
                 plain = fetch.Task("ints", task.sql.replace(_kernel_select(db), _cols(db, schema.NSYS_KERNEL,
                                                                                        KERNEL_COLS)),
                                    len(KERNEL_COLS))
-                kc = dict(zip(KERNEL_COLS, fetch.run_task(db, plain).T, strict=True))
+                kc = dict(zip(KERNEL_COLS, cast(np.ndarray, fetch.run_task(db, plain)).T, strict=True))
             n = len(kc["start"])
             long_ids = np.where(kc["demangledName"] >= 0, kc["demangledName"], kc["mangledName"])
             # integer stand-ins for what the record says as text: kind (0 kernel, 1 memcpy, 2 memset),
@@ -1135,7 +1143,7 @@ class NsysSource(PreparedSource):
             add(0, kc, kc["shortName"], long_ids, np.full(n, -1, dtype=np.int64), np.full(n, -3, dtype=np.int64))
             del k, kc
         for name, task in self._copy_tasks(counts):
-            mc = dict(zip(COPY_COLS, fetch.run_task(db, task).T, strict=True))
+            mc = dict(zip(COPY_COLS, cast(np.ndarray, fetch.run_task(db, task)).T, strict=True))
             code = mc["copyKind"] if name == "memcpy" else np.full(len(mc["start"]), -2, dtype=np.int64)
             add(1 if name == "memcpy" else 2, mc, code, code, mc["bytes"], code)
         a = {}
@@ -1211,7 +1219,7 @@ class NsysSource(PreparedSource):
                if not ok.all() else ""))
 
     @staticmethod
-    def _head(kind: int, short: int, long_: int, strings: dict[int, str]) -> tuple:
+    def _head(kind: int, short: int, long_: int, strings: dict[int, str | None]) -> tuple:
         if kind == 0:
             lg = strings.get(long_)
             return ("kernel", strings.get(short), demangle(lg) if isinstance(lg, str) and lg.startswith("_Z") else lg)
