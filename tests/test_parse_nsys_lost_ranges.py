@@ -15,16 +15,21 @@ from __future__ import annotations
 import orjson
 
 from pyprof.markers import encode, make
+from pyprof.records import FORMAT_VERSION, HEADER_KEY
 from tests.nsys_synth import Export
 from tests.test_parse_speed_windows import _same_every_way
 
 
 def _records(out: bytes) -> tuple[dict[str, list[str]], list[str]]:
-    """Kernel name -> the texts of its ranges, and the warnings (the lines after the records)."""
+    """Kernel name -> the texts of its ranges, and the warnings (the lines after the records; the
+    record file's header line is checked to come first)."""
     recs, warnings = {}, []
-    for line in out.split(b"\n"):
+    for i, line in enumerate(out.split(b"\n")):
         if line.startswith(b"{"):
             r = orjson.loads(line)
+            if HEADER_KEY in r:
+                assert i == 0 and r[HEADER_KEY] == FORMAT_VERSION, (i, r)
+                continue
             recs[r["kShortName"]] = [x["text"] for x in r["ranges"]]
         elif line:
             warnings.append(line.decode())
