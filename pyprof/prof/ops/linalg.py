@@ -750,7 +750,8 @@ def _cov(call: OpCall) -> Cost | None:
     shp, dt = A.shape(x), A.dtype(x)
     if shp is None or len(shp) > 2:
         return None
-    v, o = (1, shp[0]) if len(shp) == 1 else (shp[0], shp[1])
+    # 0-d: one variable, one observation (torch.cov's reading); 1-D: one variable
+    v, o = (shp[0], shp[1]) if len(shp) == 2 else (1, shp[0] if shp else 1)
     if call.direction != "fprop":
         return None
     weights = sum(A.nbytes(b.get(k)) or 0 for k in ("fweights", "aweights") if A.is_tensor(b.get(k)))
