@@ -69,6 +69,10 @@ CPU_COMPUTE = frozenset({
 
 _BACKWARD_NODE = re.compile(r"Backward\d*$")
 
+#: the range of a C++ kernel Inductor generated, as ``torch._inductor.config.cpp.enable_kernel_profile``
+#: names it (``graph_0_cpp_fused_relu_0``; ``graph_<N>_`` absent where the graph has no id)
+INDUCTOR_CPP_KERNEL = re.compile(r"^(?:graph_\d+_)?cpp_fused_|^graph_\d+_cpp_")
+
 
 @functools.lru_cache(maxsize=65536)
 def cpu_role(name: str) -> int:
@@ -83,6 +87,8 @@ def cpu_role(name: str) -> int:
         if ns in ("autograd", "torch::autograd"):
             return NO_WORK
         return WORK  # an extension's op (torchvision::nms): its own kernel
+    if INDUCTOR_CPP_KERNEL.match(name):
+        return WORK  # a compiled region's C++ kernel (pyprof.parse.kineto.inductor joins it to its origins)
     # autograd nodes (AddmmBackward0), custom Function records and other Python-level ranges
     return NO_WORK
 

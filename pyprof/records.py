@@ -128,7 +128,8 @@ FIELDS: tuple[Field, ...] = (
           "torch.library op), `node` (an autograd node: its forward op's, once linked), `collective` "
           "(record_param_comms or a c10d op), `region` (a compiled region), `annotation` (a record_function "
           "range); `inductor`: a kernel Inductor generated for a compiled region, joined to its origin ops and "
-          "modules recorded at compile time (`op` `fused:OPS`, `mod` `inductor`); `kernel-name`: such a kernel "
+          "modules recorded at compile time (`op` `fused:OPS`, `mod` `inductor`), or an extern call of the "
+          "generated code (`aten::mm`) whose module was taken from that record (its op its own); `kernel-name`: such a kernel "
           "without that record, its origin ops read from its name and its module unknown (`layer` stays the "
           "compiled module's); `no-launch`: a GPU activity whose launch is not in the trace; null: no event "
           "around the launch names work.",
@@ -538,13 +539,15 @@ LINK_RULE = [
     "6. `annotation`: a `record_function` range (`## forward ##`, `Optimizer.step#Adam.step`); "
     "`ProfilerStep#N` names no work.",
     "",
-    "Inside a compiled region, a kernel Inductor generated (`triton_poi_fused_add_relu_0`, `cpp_fused_*`) "
-    "is an op instance of its own: `link` `inductor` where the trace holds the origins `pyprof run` "
-    "recorded as Inductor compiled (`op` `fused:add+relu`, `mod` `inductor`, `layer` the modules its origin "
-    "nodes came from, `trace` their call site), `kernel-name` where it does not (the ops read from the "
-    "name; the module unknown). An extern call of the generated code (`aten::mm`, attention, convolution) "
-    "keeps its op and price and takes the module of the same call in the compiled graph "
-    "(`pyprof.parse.kineto.inductor`).",
+    "Inside a compiled region, a kernel Inductor generated (`triton_poi_fused_add_relu_0`; on a CPU trace "
+    "`graph_0_cpp_fused_relu_0`, the range each C++ kernel opens while `pyprof.init()` has Inductor's "
+    "`cpp.enable_kernel_profile` on) is an op instance of its own: `link` `inductor` where the trace holds "
+    "the origins `pyprof run` recorded as Inductor compiled (`op` `fused:add+relu`, `mod` `inductor`, "
+    "`layer` the innermost module holding all its origin nodes, `trace` their call site; the k-th call of "
+    "a kernel Inductor reuses takes the graph's k-th call of it), `kernel-name` where it does not (the "
+    "ops read from the name; the module unknown). An extern call of the generated code (`aten::mm`, "
+    "attention, convolution) keeps its op and price and takes the module of the same call in the "
+    "compiled graph, `link` `inductor` (`pyprof.parse.kineto.inductor`).",
     "",
     "A kernel belongs to one op instance, so its time and the instance's cost are counted once, however "
     "many of these events enclose it.",

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 import pyprof  # noqa: E402
 from pyprof.annotate import inductor  # noqa: E402
+from pyprof.parse.kineto import inductor as inductor_parse  # noqa: E402
 from pyprof.validate import harness  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -43,12 +44,13 @@ def test_inductor_compiles_the_same_graphs_and_results_under_init_and_deinit_res
 
     def settings():  # (torch 2.4-2.7 has no provenance tracking level)
         return (getattr(config.trace, "provenance_tracking_level", None), getattr(config, "force_disable_caches", None),
-                GraphLowering.codegen)
+                GraphLowering.codegen, config.cpp.enable_kernel_profile)
 
     before = settings()
     plain_counts, plain = _compile_and_run()
     pyprof.init()
     try:
+        assert config.cpp.enable_kernel_profile is True  # (each C++ kernel a profiler range of its own)
         counts, outs = _compile_and_run()
         graphs = list(inductor.GRAPHS)
     finally:
@@ -97,6 +99,13 @@ def test_compiled_models_flops_per_direction_and_module_equal_torchs(name, tmp_p
     gemm = work[work["op"].isin(["addmm", "mm"])]
     assert {lay[-1] for lay in gemm["layer"]} == {"qkv", "proj", "fc"}
     assert {tuple(lay) for lay in work[~work["op"].isin(["addmm", "mm"])]["layer"]} == {("OptimizedModule",)}
+    # the C++ kernels are records of their own, named by their origin ops, in the modules they came from
+    fused = df[compiled & (df["mod"] == "inductor")]
+    assert len(fused) and all(k.startswith("graph_") and "_cpp_fused_" in k for k in fused["kernel"])
+    assert {"ln", "fc"} <= {lay[-1] for lay in fused["layer"]} and set(fused["dir"]) == {"fprop", "bprop"}
+    assert all(op.startswith("fused:") and op != "fused:" + inductor_parse.kernel_name(k)
+               for op, k in zip(fused["op"], fused["kernel"], strict=True))
+    assert o.attributed is not None
 
 
 @pytest.mark.parametrize("source,path", [

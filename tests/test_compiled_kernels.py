@@ -101,3 +101,46 @@ def test_damaged_metadata_falls_back_to_names(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_bytes(orjson.dumps(doc))
     assert all(r["link"] != "inductor" for r in _kernels(bad))
+
+
+CPU_FIXTURE = Path(__file__).parent / "fixtures" / "kineto" / "cpu_compiled_mlp.trace.json.gz"
+
+
+@pytest.mark.parametrize("name,generated,bare", [
+    ("graph_0_cpp_fused_relu_0", True, "cpp_fused_relu_0"),
+    ("graph_12_cpp_fused_sum_threshold_backward_1", True, "cpp_fused_sum_threshold_backward_1"),
+    ("cpp_fused_relu_0", True, "cpp_fused_relu_0"),
+    ("graph_0_something", False, "graph_0_something"),
+    ("aten::relu", False, "aten::relu"),
+])
+def test_profiled_cpp_kernel_ranges_are_generated_kernels_that_do_work(name, generated, bare):
+    """``cpp.enable_kernel_profile`` names each C++ kernel's range ``graph_<N>_<kernel>``: a kernel of its
+    own on a CPU trace (its self time is not folded into the compiled region's), joined by its bare name."""
+    from pyprof.kernel_roles import NO_WORK, cpu_role
+    from pyprof.parse.kineto.inductor import is_generated, kernel_name
+
+    assert is_generated(name) is generated and kernel_name(name) == bare
+    if generated:
+        assert cpu_role(name) != NO_WORK
+
+
+def test_cpu_compiled_trace_cpp_kernels_and_extern_calls_take_their_modules():
+    """A real CPU trace (``pyprof run`` of the zoo's mlp_compiled, torch 2.13, three steps:
+    ``Sequential(Linear, ReLU, Linear, ReLU, Linear)`` under ``torch.compile``, see the fixtures' README):
+    every C++ kernel range of the raw trace is a record of its own, named by its origin ops, in its module;
+    the forward's one ``cpp_fused_relu_0`` kernel, called for both ReLUs, takes ReLU ``1`` then ``3``; the
+    extern GEMMs take their Linear layers in call order."""
+    doc = orjson.loads(gzip.decompress(CPU_FIXTURE.read_bytes()))
+    raw = [e["name"] for e in doc["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("graph_")]
+    recs = _kernels(CPU_FIXTURE)
+    cpp = [r for r in recs if r["kShortName"].startswith("graph_")]
+    assert [r["kShortName"] for r in cpp] == raw and len(raw) == 15
+    for r in cpp:
+        assert (r["link"], r["mod"]) == ("inductor", "inductor")
+        assert all(op in r["kShortName"] for op in r["op"].removeprefix("fused:").split("+")), r
+    relus = [r["layer"] for r in cpp if r["kShortName"] == "graph_0_cpp_fused_relu_0"]
+    assert relus == [["OptimizedModule", "1"], ["OptimizedModule", "3"]] * 3
+    assert {r["dir"] for r in cpp if "backward" in r["kShortName"]} == {"bprop"}
+    fwd = [r["layer"][-1] for r in recs if r["kShortName"] == "aten::addmm"]
+    assert fwd == ["0", "2", "4"] * 3
+    assert all(r["link"] == "inductor" for r in recs if r["kShortName"] in ("aten::addmm", "aten::mm"))

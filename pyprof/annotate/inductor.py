@@ -13,6 +13,11 @@ While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
   origin nodes (``torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info``). It adds a
   comment per kernel to the generated wrapper and nothing else: the graph, the kernels and the results
   are the same.
+* Inductor's C++ kernels announce themselves to the profiler (``torch._inductor.config.cpp.enable_kernel_profile``,
+  torch 2.4 and newer): each generated C++ kernel opens a record function named ``graph_<N>_<kernel name>``
+  while it runs, so a CPU trace shows each kernel's time apart from its compiled region's (without it,
+  the profiler sees the region's own time only). The kernels compute as before; the handle costs a
+  record function per kernel call, recorded only while the profiler is on.
 * Inductor's caches are bypassed (``force_disable_caches``): a graph loaded from a cache generates no
   code in this process, so its kernels' origins could not be recorded. The code generated is the
   same; compiling takes longer.
@@ -23,9 +28,9 @@ While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
 
 Inductor's modules are changed when they are imported (an import hook on ``torch._inductor.config`` and
 ``torch._inductor.graph``): importing them in ``init()`` would cost seconds to every user, compiling or
-not, and add attributes to ``torch``. Where a torch lacks any of these (torch 2.4 to
-2.7 has no provenance tracking), nothing is patched and :data:`STATE` says why; parse then names fused
-kernels by their names alone (:mod:`pyprof.parse.kineto.inductor`). :func:`metadata` is what
+not, and add attributes to ``torch``. Where a torch lacks provenance tracking (torch 2.4 to
+2.7), only kernel profiling is turned on, nothing is wrapped and :data:`STATE` says why; parse then names
+fused kernels by their names alone (:mod:`pyprof.parse.kineto.inductor`). :func:`metadata` is what
 ``pyprof run`` adds to its trace (``torch.profiler``'s ``add_metadata_json``, key :data:`TRACE_KEY`).
 """
 
@@ -82,6 +87,8 @@ def uninstall() -> None:
             pass
         _finder = None
     _installed[0] = False
+    if "profile" in _saved:
+        sys.modules[_CONFIG_MODULE].cpp.enable_kernel_profile = _saved.pop("profile")
     if "level" in _saved:
         config = sys.modules[_CONFIG_MODULE]
         config.trace.provenance_tracking_level = _saved.pop("level")
@@ -93,7 +100,12 @@ def uninstall() -> None:
 
 
 def _configure(config) -> None:
-    """Provenance tracking on and caches bypassed, where this torch has both (else :data:`STATE` says so)."""
+    """Kernel profiling on (every torch that has it), provenance tracking on and caches bypassed, where
+    this torch has both (else :data:`STATE` says so)."""
+    cpp_cfg = getattr(config, "cpp", None)
+    if cpp_cfg is not None and hasattr(cpp_cfg, "enable_kernel_profile") and "profile" not in _saved:
+        _saved["profile"] = cpp_cfg.enable_kernel_profile
+        cpp_cfg.enable_kernel_profile = True
     trace_cfg = getattr(config, "trace", None)
     if trace_cfg is None or not hasattr(trace_cfg, "provenance_tracking_level") \
             or not hasattr(config, "force_disable_caches"):

@@ -1,8 +1,9 @@
 """Kernels of compiled regions (``torch.compile``) tied to the modules and aten ops they came from.
 
 Inside a ``Torch-Compiled Region: F/C`` range a trace shows Inductor's generated kernels (fused Triton
-kernels on a GPU: ``triton_poi_fused_add_relu_0``; ``cpp_fused_*`` C++ kernels run inside the region's
-own time on the CPU, the profiler does not see them apart) and the extern calls of the generated code
+kernels on a GPU: ``triton_poi_fused_add_relu_0``; on the CPU, C++ kernels as ranges of their own,
+``graph_0_cpp_fused_relu_0``, where Inductor's ``cpp.enable_kernel_profile`` was on, as ``pyprof.init()``
+sets it, else inside the region's own time, not seen apart) and the extern calls of the generated code
 (``aten::addmm``, ``aten::mm``, attention, convolution: each an op of its own, priced as that op). The
 trace gives none of them a module: every one sits in the compiled module's range.
 
@@ -12,8 +13,11 @@ trace gives none of them a module: every one sits in the compiled module's range
   :mod:`pyprof.annotate.inductor`): per compiled graph (compile id ``F/C``, forward or backward) each
   kernel's origin aten ops, module chain and call site. A fused kernel is joined by its name within its
   region's graph (``link`` ``inductor``: ``op`` ``fused:ops``, ``mod`` ``inductor``, ``layer`` the modules
-  its nodes came from); an extern call keeps its op and arguments (its price) and takes the module of the
-  k-th extern call of the same op in that graph, k counted within the region instance.
+  its nodes came from, ``op`` ``fused:NAME`` where its nodes name no aten op); Inductor reuses one kernel
+  for identical code, so the k-th call of a name in a region instance takes the graph's k-th call of it.
+  An extern call keeps its op and arguments (its price) and takes the module of the k-th extern call of
+  the same op in that graph, k counted within the region instance (``link`` ``inductor`` too: its module
+  came from the record).
 * **The kernel's name** where there is no metadata (a trace recorded without ``pyprof run``, or a torch
   without provenance tracking): a fused kernel's origin ops are read from its name (Inductor names it
   by them: ``triton_red_fused__to_copy_add_native_layer_norm_7``), ``link`` ``kernel-name`` says its
@@ -46,12 +50,20 @@ _REGION = dec.COMPILED_REGION + ":"
 
 
 _GENERATED = re.compile(r"^(?:triton_(?:poi|red|per|tem|for|mix|spl|seg)_|cpp_fused_)")
+_PROFILED = re.compile(r"^graph_\d+_(?=cpp_)")  # enable_kernel_profile's range of a C++ kernel
+
+
+def kernel_name(name: str) -> str:
+    """The kernel's name as Inductor generated it: ``graph_0_cpp_fused_relu_0`` (the range a C++ kernel
+    opens under ``torch._inductor.config.cpp.enable_kernel_profile``) -> ``cpp_fused_relu_0``."""
+    return _PROFILED.sub("", name, count=1) if name.startswith("graph_") else name
 
 
 def is_generated(name: str) -> bool:
     """True for a kernel Inductor generated: ``triton_`` and its kind (``poi``ntwise, ``red``uction,
-    ``per``sistent reduction, ``tem``plate, ``for``each...), or ``cpp_fused_``."""
-    return _GENERATED.match(name) is not None
+    ``per``sistent reduction, ``tem``plate, ``for``each...), or ``cpp_fused_`` (also as its profiled
+    range, ``graph_0_cpp_fused_...``)."""
+    return _GENERATED.match(kernel_name(name)) is not None
 
 
 @lru_cache(maxsize=1)
@@ -66,6 +78,7 @@ def ops_from_name(name: str) -> tuple[str, ...]:
     """The origin ops an Inductor kernel's name lists, longest aten op names first
     (``triton_poi_fused__to_copy_add_native_layer_norm_3`` -> ``_to_copy``, ``add``, ``native_layer_norm``);
     a word no aten op name covers is kept as it is. Empty for another kernel's name."""
+    name = kernel_name(name)
     m = _KERNEL.match(name) if is_generated(name) else None
     if m is None or not m.group("body"):
         return ()
@@ -91,7 +104,8 @@ def ops_from_name(name: str) -> tuple[str, ...]:
 
 
 def region_graphs(meta: dict) -> tuple[dict, str]:
-    """({(compile id, backward): (fused kernels by name, extern calls by op in call order)}, status) from
+    """({(compile id, backward): (fused kernels' calls by name, extern calls by op, each in call order)},
+    status) from
     a trace's metadata; ``({}, "")`` where the trace has none."""
     raw = meta.get(TRACE_KEY)
     if raw is None:
@@ -107,13 +121,13 @@ def region_graphs(meta: dict) -> tuple[dict, str]:
     for g in raw["graphs"]:
         if not isinstance(g, dict) or not isinstance(g.get("kernels"), list):
             continue
-        fused: dict[str, dict] = {}
+        fused: dict[str, list[dict]] = {}
         externs: dict[str, list[dict]] = {}
         for k in g["kernels"]:
             if not isinstance(k, dict) or not isinstance(k.get("name"), str):
                 continue
             if is_generated(k["name"]):
-                fused[k["name"]] = k
+                fused.setdefault(k["name"], []).append(k)
             else:
                 externs.setdefault(_extern_op(k["name"]), []).append(k)
         graphs[str(g.get("compileId")), bool(g.get("backward"))] = (fused, externs)
@@ -180,15 +194,15 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
         f = ctx[0]
         graph = _graph(graphs, ix.name[region], f)
         if is_generated(name):
-            info = graph[0].get(name) if graph is not None else None
             # a CUDA graph's replay stays one op instance (the records' linking rule); else each kernel is one
             replay = pre is not None and str(pre.get("apiName") or "").endswith("GraphLaunch")
-            key = (id(ctx), name, replay)
+            info = _fused_call(graph, kernel_name(name), seen.setdefault(region, {}), -1 if replay else i)
+            key = (id(ctx), name, replay, id(info))
             got = new_ctx.get(key)
             if got is None:
                 ops = _strings(info.get("ops")) if info is not None else None
                 ops = ops or list(ops_from_name(name))
-                g = dict(f, mod=FUSED_MOD, op=FUSED_PREFIX + "+".join(ops) if ops else FUSED_PREFIX + name,
+                g = dict(f, mod=FUSED_MOD, op=FUSED_PREFIX + "+".join(ops) if ops else FUSED_PREFIX + kernel_name(name),
                          args=None, link=LINK_INDUCTOR if info is not None else LINK_KERNEL_NAME, opDir=None)
                 if info is not None:
                     g["layer"] = _layer(f["layer"], _strings(info.get("layer")))
@@ -214,7 +228,7 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
         got = new_ctx.get(key)
         if got is None:
             info = calls[k]
-            g = dict(f, layer=_layer(f["layer"], _strings(info.get("layer"))))
+            g = dict(f, layer=_layer(f["layer"], _strings(info.get("layer"))), link=LINK_INDUCTOR)
             if not g["trace"] and isinstance(info.get("stack"), str) and info["stack"]:
                 g["trace"] = [info["stack"]]
             got = new_ctx[key] = (g, ctx[1], ctx[2])
@@ -222,6 +236,22 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
         counts["extern"] += 1
         entries[i] = (node, got, n, pre)
     return counts
+
+
+def _fused_call(graph: tuple | None, name: str, seen: dict, inst) -> dict | None:
+    """The recorded call of fused kernel ``name`` that this one is: the k-th call of that name in its
+    region instance takes the graph's k-th call (Inductor reuses one kernel for identical code: two
+    ReLUs, two calls of ``cpp_fused_relu_0``); a kernel recorded once takes that one for every call.
+    ``seen`` counts the region instance's calls by name (``inst``: the entry, one per call; -1 for every
+    kernel of a replayed CUDA graph, which replays the graph's calls as one)."""
+    calls = graph[0].get(name) if graph is not None else None
+    if not calls:
+        return None
+    order = seen.setdefault(("fused", name), {})
+    k = order.setdefault(inst, len(order))
+    if len(calls) == 1:
+        return calls[0]
+    return calls[k] if k < len(calls) else None
 
 
 def _strings(value: Any) -> list[str]:
