@@ -41,6 +41,7 @@ class Outcome:
     torch: dict = field(default_factory=dict)
     error: str = ""
     uncovered: float = 0.0  # share of kernel time of ops without a FLOP/byte model
+    attributed: tuple = (None, None)  # compiled cases: kernel time with module and op; regions' own time
     bytes_pyprof: dict = field(default_factory=dict)  # module path -> fprop bytes (one-op layers)
     bytes_hand: dict = field(default_factory=dict)
     frame: object = None  # the prof table the figures came from (pandas DataFrame), for further checks
@@ -100,6 +101,39 @@ def pyprof_flops(df, root: str) -> dict[tuple[str, str, str], float]:
     return out
 
 
+def attributed_share(records, root: str = "OptimizedModule") -> tuple[float | None, float | None]:
+    """(kernel share, own share) of a compiled model's time: the kernel records whose layer starts with
+    its ``root`` (``kDuration``; a CPU trace's self times).
+
+    * kernel share: of the time of its kernels (Inductor's generated kernels, the generated code's extern
+      calls, anything else run inside), the part whose module and op came from Inductor's record of the
+      compiled graph (``link`` ``inductor``: a generated kernel named by its origin aten ops, or an extern
+      call that kept its own op; a generated kernel whose origin nodes name no aten op, ``fused:NAME``,
+      does not count). Its module is the innermost one holding all its origin nodes: the compiled module
+      itself for its own code, or for a kernel fused from several of its children.
+    * own share: the compiled regions' own time (``Torch-Compiled Region``, its autograd node, Dynamo's
+      guard checks: the wrapper's Python, allocations, and on a CPU trace without Inductor's kernel
+      profiling every C++ kernel's time too) over all of the model's time. It names no op.
+
+    None where there is no such time."""
+    from pyprof.parse.kineto.inductor import FUSED_MOD, FUSED_PREFIX, LINK_INDUCTOR, kernel_name
+
+    own = kern = hit = 0
+    for rec in records:
+        lay = rec.get("layer")
+        if rec.get("kind") != "kernel" or not lay or lay[0] != root:
+            continue
+        t = rec.get("kDuration") or 0
+        if rec.get("mod") == "torch.compile" or rec.get("link") in ("region", "annotation"):
+            own += t
+            continue
+        kern += t
+        unnamed = rec.get("mod") == FUSED_MOD and rec.get("op") == FUSED_PREFIX + kernel_name(rec["kShortName"])
+        if rec.get("link") == LINK_INDUCTOR and rec.get("op") and not unnamed:
+            hit += t
+    return (hit / kern if kern else None), (own / (own + kern) if own + kern else None)
+
+
 def fprop_bytes(df, modules: set[str]) -> dict[str, float]:
     """{module path: forward bytes} of the kernels whose innermost layer is one of ``modules``."""
     out: dict[str, float] = {}
@@ -121,7 +155,7 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None, devic
     from pyprof.errors import PyprofError
     from pyprof.parse.kineto import KinetoSource
     from pyprof.prof import build_file
-    from pyprof.records import write_records
+    from pyprof.records import iter_records, write_records
     from pyprof.runner import RunOptions, run_script
     from pyprof.validate import reference, zoo
 
@@ -138,6 +172,9 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None, devic
             with open(records, "wb") as fh:
                 write_records(KinetoSource(result.trace).records(), fh)
             df = build_file(records, peak_flops=1e12, peak_bw=1e11, workers=1)
+            if zoo.CASES[name].compiled:
+                with open(records, "rb") as fh:
+                    outcome.attributed = attributed_share(iter_records(fh))
         except (PyprofError, Exception) as exc:  # the row says what failed; the other cases still run
             outcome.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
             return outcome
@@ -165,6 +202,10 @@ def _ratio(a: float, b: float) -> str:
     if b == 0:
         return "-" if a == 0 else "inf"
     return f"{a / b:.4f}"
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -202,4 +243,10 @@ def table(outcomes: list[Outcome]) -> str:
                          f"{ok:>5}/{len(keys):<5}  {worst or '-'}")
     if bytes_lines:
         lines += ["", "Bytes of one-op layers (nn.Linear, nn.Conv*) against a hand count:", *bytes_lines]
+    shares = [f"{o.name:<16} {_pct(o.attributed[0]):>10} {_pct(o.attributed[1]):>10}"
+              for o in outcomes if o.attributed != (None, None)]
+    if shares:
+        lines += ["", "Compiled models (attributed_share): kernel time with its module and op from Inductor's record;",
+                  "the compiled regions' own time (no op) as a share of the model's time",
+                  f"{'model':<16} {'module+op':>10} {'own time':>10}", *shares]
     return "\n".join(lines) + "\n"
