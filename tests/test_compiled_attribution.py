@@ -5,6 +5,7 @@ computed, and joined at parse, so compiled models' FLOPs per direction and per m
 
 from __future__ import annotations
 
+import math
 import types
 
 import pytest
@@ -40,11 +41,14 @@ def _compile_and_run(seed: int = 0):
 
 def test_inductor_compiles_the_same_graphs_and_results_under_init_and_deinit_restores():
     from torch._inductor import config
+    from torch._inductor.codegen import wrapper as wrapper_module
     from torch._inductor.graph import GraphLowering
+
+    wrapper = getattr(wrapper_module, "PythonWrapperCodegen", None) or wrapper_module.WrapperCodeGen
 
     def settings():  # (torch 2.4-2.7 has no provenance tracking level)
         return (getattr(config.trace, "provenance_tracking_level", None), getattr(config, "force_disable_caches", None),
-                GraphLowering.codegen, config.cpp.enable_kernel_profile)
+                GraphLowering.codegen, config.cpp.enable_kernel_profile, wrapper.generate_kernel_call)
 
     before = settings()
     plain_counts, plain = _compile_and_run()
@@ -62,6 +66,12 @@ def test_inductor_compiles_the_same_graphs_and_results_under_init_and_deinit_res
         assert [g["backward"] for g in graphs] == [False, True]
         layers = {tuple(k["layer"]) for g in graphs for k in g["kernels"] if k["ops"] in (["addmm"], ["mm"])}
         assert layers == {("0",), ("2",)}
+        # each generated kernel's tensors, as compiled: the forward's ReLU writes the [5, 16] activation
+        fused = [k for g in graphs for k in g["kernels"] if k["name"].startswith("cpp_")]
+        assert fused and all(k["bytes"] == sum(4 * math.prod(sh) for sh, dt, _ in k["tensors"]) for k in fused)
+        assert all(dt == "float32" and acc in ("r", "w") for k in fused for _, dt, acc in k["tensors"])
+        relu = [k for k in graphs[0]["kernels"] if "relu" in k["ops"]]
+        assert len(relu) == 1 and [[5, 16], "float32", "w"] in relu[0]["tensors"]
 
 
 def test_without_provenance_tracking_nothing_is_patched():

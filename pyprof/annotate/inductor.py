@@ -25,6 +25,11 @@ While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
   the provenance tracker added and the graph's node metadata, and appends one entry per graph to
   :data:`GRAPHS` (compile id, forward or backward, and per kernel its name, origin aten ops, module
   paths and call site).
+* The Python wrapper's ``generate_kernel_call`` is wrapped: each generated kernel's call passes its
+  buffers, whose static sizes and dtypes are known then; the entry of the kernel keeps them
+  (``tensors``: shape, dtype, read or written) and their sum (``bytes``: the tensors it actually reads
+  and writes, each once; null where a size is symbolic or an argument is no plain buffer). prof does not
+  price fused kernels from them yet.
 
 Inductor's modules are changed when they are imported (an import hook on ``torch._inductor.config`` and
 ``torch._inductor.graph``): importing them in ``init()`` would cost seconds to every user, compiling or
@@ -52,6 +57,8 @@ _LEVEL = 2  # provenance tracking's "basic" level: kernel -> post-grad nodes, no
 GRAPHS: list[dict[str, Any]] = []  # one entry per generated graph, in compile order
 STATE: dict[str, Any] = {"status": "off", "failures": 0}
 _saved: dict[str, Any] = {}
+_WRAPPER_MODULE = "torch._inductor.codegen.wrapper"
+_calls: list = []  # (kernel name, its tensor arguments) per kernel call of the graph being generated
 _finder: Any = None
 _text: list = [None, ""]  # (what metadata() was built from, its text)
 _generation = [0]  # counts every change of GRAPHS
@@ -93,9 +100,10 @@ def uninstall() -> None:
         config = sys.modules[_CONFIG_MODULE]
         config.trace.provenance_tracking_level = _saved.pop("level")
         config.force_disable_caches = _saved.pop("caches")
-    cls, orig = _saved.pop("codegen", (None, None))
-    if cls is not None:
-        cls.codegen = orig
+    for attr in ("codegen", "generate_kernel_call"):
+        cls, orig = _saved.pop(attr, (None, None))
+        if cls is not None:
+            setattr(cls, attr, orig)
     STATE.update(status="off")
 
 
@@ -183,6 +191,7 @@ def _wrap(module) -> None:
 
     def codegen(self, *args, **kwargs):
         before = _kernel_keys()
+        _calls.clear()
         out = orig(self, *args, **kwargs)
         try:
             _record(self, before)
@@ -193,7 +202,63 @@ def _wrap(module) -> None:
     codegen.__wrapped__ = orig
     cls.codegen = codegen
     _saved["codegen"] = (cls, orig)
+    _wrap_calls(sys.modules.get(_WRAPPER_MODULE))
     STATE.update(status="on")
+
+
+def _wrap_calls(module) -> None:
+    """Wrap the Python wrapper's ``generate_kernel_call``: each kernel call's tensor arguments (their
+    sizes and dtypes, known as the code is generated) are kept in :data:`_calls` for :func:`_record`.
+    Nothing is wrapped where this torch's wrapper has no such method (the kernels' bytes are then
+    unknown); the generated code is the same either way."""
+    cls = getattr(module, "PythonWrapperCodegen", None) or getattr(module, "WrapperCodeGen", None)
+    orig = getattr(cls, "generate_kernel_call", None)
+    if orig is None:
+        return
+
+    def generate_kernel_call(self, kernel_name, call_args, *args, **kwargs):
+        try:
+            _calls.append((kernel_name, _tensors(call_args, kwargs.get("arg_types"))))
+        except Exception:  # noqa: BLE001 - recording must never break a compile
+            _calls.append((kernel_name, None))
+        return orig(self, kernel_name, call_args, *args, **kwargs)
+
+    generate_kernel_call.__wrapped__ = orig
+    cls.generate_kernel_call = generate_kernel_call
+    _saved["generate_kernel_call"] = (cls, orig)
+
+
+_BUFFER_NAME = re.compile(r"^(?:buf|primals_|arg|tangents_|getitem|reinterpret_tensor|mm|addmm|convolution)")
+
+
+def _tensors(call_args, arg_types) -> list | None:
+    """``[[shape, dtype, access], ...]``: the buffers a kernel call passes (each once), ``access`` ``r``
+    (a C++ kernel's ``const T*``), ``w`` (its ``T*``: written; a buffer updated in place is read too,
+    which its type does not tell) or ``?`` (a Triton kernel's: not told). None where an argument that may be a tensor cannot be resolved to a buffer of
+    static size (a symbolic shape, an expression of the generated code): its bytes are then unknown."""
+    from torch._inductor.virtualized import V
+
+    graph = V.graph
+    out, seen = [], set()
+    types = list(arg_types) if arg_types is not None else []
+    for i, arg in enumerate(call_args):
+        kind = str(types[i]) if i < len(types) else ""
+        pointer = kind.endswith("*")
+        if not isinstance(arg, str) or arg in seen:
+            continue
+        buf = graph.try_get_buffer(arg) if hasattr(graph, "try_get_buffer") else None
+        if buf is None or not hasattr(buf, "get_size"):
+            if pointer or _BUFFER_NAME.match(arg):  # a tensor not resolved (a view's expression...)
+                return None
+            continue  # a size or a literal
+        try:
+            shape = [int(d) for d in buf.get_size()]
+        except TypeError:
+            return None
+        seen.add(arg)
+        access = ("r" if kind.startswith("const ") else "w") if pointer else "?"
+        out.append([shape, str(buf.get_dtype()).removeprefix("torch."), access])
+    return out
 
 
 def _drop_finder() -> None:
@@ -245,6 +310,7 @@ def _record(graph, before: set) -> None:
                         "modules": _unique(c[-1] if c else "" for c in chains),
                         "stack": _last_frame(stack) if stack else None})
     kernels.sort(key=lambda k: k["order"])
+    _attach_tensors(kernels)
     try:
         cid = torch._guards.CompileContext.current_compile_id()
     except Exception:  # noqa: BLE001
@@ -252,6 +318,38 @@ def _record(graph, before: set) -> None:
     _generation[0] += 1
     GRAPHS.append({"compileId": None if cid is None else str(cid),
                    "backward": bool(getattr(graph, "is_backward", False)), "kernels": kernels})
+
+
+def _attach_tensors(kernels: list[dict]) -> None:
+    """Each generated kernel's tensors (``tensors``: see :func:`_tensors`) and ``bytes`` (their sum, each
+    buffer once; null where unknown): the k-th call of a kernel name in :data:`_calls` is the k-th
+    kernel of that name in code generation order."""
+    calls: dict[str, list] = {}
+    for name, tensors in _calls:
+        calls.setdefault(name, []).append(tensors)
+    taken: dict[str, int] = {}
+    for k in kernels:
+        if not k["name"].startswith(("cpp_", "triton_")):
+            continue  # (an extern call: priced as its op)
+        i = taken[k["name"]] = taken.get(k["name"], -1) + 1
+        got = calls.get(k["name"], [])
+        tensors = got[i] if i < len(got) else None
+        sizes = None if tensors is None else [_nbytes(shape, dtype) for shape, dtype, _ in tensors]
+        k["tensors"] = tensors
+        k["bytes"] = None if sizes is None or None in sizes else sum(sizes)
+
+
+def _nbytes(shape: list[int], dtype: str) -> int | None:
+    """A tensor's bytes (None: a dtype this torch does not name)."""
+    import torch
+
+    dt = getattr(torch, dtype, None)
+    if not isinstance(dt, torch.dtype):
+        return None
+    n = dt.itemsize
+    for d in shape:
+        n *= d
+    return n
 
 
 def _unique(items) -> list:
