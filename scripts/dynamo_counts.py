@@ -1,0 +1,94 @@
+"""Dynamo's graphs, graph breaks and recompiles for the zoo's compiled models, with and without pyprof.
+
+    python scripts/dynamo_counts.py                      # mlp_compiled attn_compiled cnn_compiled
+    python scripts/dynamo_counts.py attn_compiled --steps 3
+
+Each (model, mode) runs in a fresh child process (Dynamo's caches and counters are process-wide): the
+model of :mod:`pyprof.validate.zoo` compiled with ``torch.compile`` (Inductor, default mode) and trained
+for ``--steps`` SGD steps, either plainly (``plain``) or under ``pyprof.init()`` with torch.profiler on
+for the last step (``init``: what ``pyprof run`` does). From ``torch._dynamo.utils.counters``: the
+unique graphs, the graph breaks (sum over reasons), the recompiles (``recompiles`` counter, else frames
+compiled beyond the first per code object are not told apart: ``frames`` total is shown too). The
+losses of both modes must be bit-identical. Prints one line per model; exit status 1 when any count or
+loss differs. Needs torch; runs on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ("mlp_compiled", "attn_compiled", "cnn_compiled")
+
+
+def child(name: str, mode: str, steps: int) -> dict:
+    import torch
+    from torch._dynamo.utils import counters
+
+    if mode == "init":
+        import pyprof
+
+        pyprof.init()
+    from pyprof.validate import zoo
+
+    case = zoo.CASES[name]
+    model, x = zoo.build(name)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    run = torch.compile(model)
+    losses = []
+    for i in range(steps):
+        prof = None
+        if mode == "init" and i == steps - 1:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
+            prof.__enter__()
+        opt.zero_grad()
+        losses.append(zoo.step(case, run, x).item())
+        opt.step()
+        if prof is not None:
+            prof.__exit__(None, None, None)
+    return {"graphs": counters["stats"]["unique_graphs"], "breaks": sum(counters["graph_break"].values()),
+            "recompiles": sum(counters["recompiles"].values()), "frames": counters["frames"]["total"],
+            "losses": losses, "torch": torch.__version__}
+
+
+def run_child(name: str, mode: str, steps: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, __file__, "--child", name, mode, str(steps)], capture_output=True,
+                          text=True, env=env, cwd=str(ROOT), timeout=1800)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--child"]:
+        print("RESULT " + json.dumps(child(argv[1], argv[2], int(argv[3]))))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", default=[], choices=[[], *MODELS], metavar="MODEL")
+    ap.add_argument("--steps", type=int, default=3, help="training steps per run (default 3)")
+    args = ap.parse_args(argv)
+    bad = False
+    print(f"{'model':<16} {'torch':<14} {'graphs':>13} {'breaks':>13} {'recompiles':>13} {'frames':>13}  losses")
+    for name in args.models or MODELS:
+        plain, init = run_child(name, "plain", args.steps), run_child(name, "init", args.steps)
+        if "error" in plain or "error" in init:
+            print(f"{name:<16} FAILED: {plain.get('error') or init.get('error')}")
+            bad = True
+            continue
+        cells = [f"{plain[k]:>5} / {init[k]:<5}" for k in ("graphs", "breaks", "recompiles", "frames")]
+        same = plain["losses"] == init["losses"]
+        bad = bad or not same or any(plain[k] != init[k] for k in ("graphs", "breaks", "recompiles", "frames"))
+        print(f"{name:<16} {plain['torch']:<14} {' '.join(cells)}  {'identical' if same else 'DIFFER'}")
+    print("(each cell: without pyprof / under pyprof.init() with the profiler on)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
