@@ -5,8 +5,9 @@
 
 Each (model, mode) runs in a fresh child process (Dynamo's caches and counters are process-wide): the
 model of :mod:`pyprof.validate.zoo` compiled with ``torch.compile`` (Inductor, default mode) and trained
-for ``--steps`` SGD steps, either plainly (``plain``) or under ``pyprof.init()`` with torch.profiler on
-for the last step (``init``: what ``pyprof run`` does). From ``torch._dynamo.utils.counters``: the
+for ``--steps`` SGD steps, either plainly (``plain``) or as ``pyprof run`` runs a script (``pyprof``:
+:func:`pyprof.runner.run_script`, ``pyprof.init()``, torch.profiler's schedule, one wait and one
+warm-up step). From ``torch._dynamo.utils.counters``: the
 unique graphs, the graph breaks (sum over reasons), the recompiles (``recompiles`` counter, else frames
 compiled beyond the first per code object are not told apart: ``frames`` total is shown too). The
 losses of both modes must be bit-identical. Prints one line per model; exit status 1 when any count or
@@ -26,14 +27,34 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("mlp_compiled", "attn_compiled", "cnn_compiled")
 
 
+_SCRIPT = """\
+import json, sys
+from scripts.dynamo_counts import train
+json.dump(train({name!r}, {steps}, pyprof_step=True), open({out!r}, "w"))
+"""
+
+
 def child(name: str, mode: str, steps: int) -> dict:
+    """``plain``: train here. ``pyprof``: train in a script run as ``pyprof run`` runs it (run_script:
+    torch.profiler, ``pyprof.init()``, its step schedule and its global forward pre-hook)."""
+    if mode == "plain":
+        return train(name, steps)
+    import tempfile
+
+    from pyprof.runner import RunOptions, run_script
+
+    with tempfile.TemporaryDirectory() as tmp:
+        script, out = Path(tmp) / "train.py", Path(tmp) / "counts.json"
+        script.write_text(_SCRIPT.format(name=name, steps=steps, out=str(out)))
+        run_script(script, [], Path(tmp) / "out", RunOptions(wait=1, warmup=1, active=max(1, steps - 2)))
+        return json.loads(out.read_text())
+
+
+def train(name: str, steps: int, pyprof_step: bool = False) -> dict:
+    """``steps`` SGD steps of the zoo's compiled model ``name``; Dynamo's counters and the losses."""
     import torch
     from torch._dynamo.utils import counters
 
-    if mode == "init":
-        import pyprof
-
-        pyprof.init()
     from pyprof.validate import zoo
 
     case = zoo.CASES[name]
@@ -41,16 +62,14 @@ def child(name: str, mode: str, steps: int) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     run = torch.compile(model)
     losses = []
-    for i in range(steps):
-        prof = None
-        if mode == "init" and i == steps - 1:
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
-            prof.__enter__()
+    for _ in range(steps):
         opt.zero_grad()
         losses.append(zoo.step(case, run, x).item())
         opt.step()
-        if prof is not None:
-            prof.__exit__(None, None, None)
+        if pyprof_step:
+            import pyprof
+
+            pyprof.step()
     return {"graphs": counters["stats"]["unique_graphs"], "breaks": sum(counters["graph_break"].values()),
             "recompiles": sum(counters["recompiles"].values()), "frames": counters["frames"]["total"],
             "losses": losses, "torch": torch.__version__}
@@ -72,12 +91,12 @@ def main(argv: list[str]) -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", default=[], choices=[[], *MODELS], metavar="MODEL")
-    ap.add_argument("--steps", type=int, default=3, help="training steps per run (default 3)")
+    ap.add_argument("--steps", type=int, default=3, help="training steps per run (default 3, at least 3)")
     args = ap.parse_args(argv)
     bad = False
     print(f"{'model':<16} {'torch':<14} {'graphs':>13} {'breaks':>13} {'recompiles':>13} {'frames':>13}  losses")
     for name in args.models or MODELS:
-        plain, init = run_child(name, "plain", args.steps), run_child(name, "init", args.steps)
+        plain, init = run_child(name, "plain", args.steps), run_child(name, "pyprof", args.steps)
         if "error" in plain or "error" in init:
             print(f"{name:<16} FAILED: {plain.get('error') or init.get('error')}")
             bad = True
@@ -86,7 +105,7 @@ def main(argv: list[str]) -> int:
         same = plain["losses"] == init["losses"]
         bad = bad or not same or any(plain[k] != init[k] for k in ("graphs", "breaks", "recompiles", "frames"))
         print(f"{name:<16} {plain['torch']:<14} {' '.join(cells)}  {'identical' if same else 'DIFFER'}")
-    print("(each cell: without pyprof / under pyprof.init() with the profiler on)")
+    print("(each cell: without pyprof / under pyprof run)")
     return 1 if bad else 0
 
 
