@@ -54,10 +54,24 @@ def test_the_ops_have_a_model_of_their_own(results):
         assert not unpriced & {r.name.rsplit(".", 1)[-1], canonical(r.name)}, (r.name, r.mode, unpriced)
 
 
+def test_an_op_without_a_model_is_never_priced_by_its_views():
+    """A forward op without a model is priced on what it ran only where the ops it called do its work:
+    ``nonzero`` does its work in its own record and calls only an ``as_strided_`` view, so it stays
+    n/a (no model), never 0 FLOPs and 0 bytes summed from the view."""
+    pytest.importorskip("torch")
+    pytest.importorskip("expecttest")
+    from pyprof.validate import opinfo
+
+    (op,) = [o for o in opinfo.select(["nonzero"]) if opinfo.op_id(o) == "nonzero"]
+    r = opinfo.run_op(op, "float32", "init", limit=LIMIT)
+    assert not r.error, r.error
+    assert r.samples and all("nonzero" in s.unpriced for s in r.samples), [s.unpriced for s in r.samples]
+
+
 def test_a_composite_without_a_model_is_priced_on_what_it_ran():
-    """``svd_lowrank`` is a Python function of torch: under ``init()`` it is one op instance, with no model
-    of its own, around the GEMMs and the QR/SVD it calls. Its forward is priced on those ops, and its
-    GEMM FLOPs equal FlopCounterMode's, forward and backward."""
+    """``svd_lowrank`` is a Python function of torch: under ``init()`` one op instance, with no model of
+    its own, around the GEMMs and the QR/SVD it calls (and a ``randn`` of an unrecorded size, n/a). Its
+    GEMM FLOPs equal FlopCounterMode's, forward and backward, on every sample."""
     pytest.importorskip("torch")
     pytest.importorskip("expecttest")
     from pyprof.validate import opinfo

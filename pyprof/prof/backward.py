@@ -28,8 +28,10 @@ forward op's backward formula is not charged as well:
   ``aten`` is the innermost op: there the ops that launched the kernels are priced.)
 
 A forward instance whose op has no model at all (a Python composite such as ``svd_lowrank``, which
-torch runs as the GEMMs and factorisations it calls) is priced on what ran by the same rules, with no
-formula to fall back on: what its ops' models price is known, the rest n/a.
+torch runs as the GEMMs and factorisations it calls) is priced on what ran by the same rules (an op that ran
+without a model shows n/a on its own records), and a caller without a model none of whose callees does
+FLOPs (``nonzero``, whose own record does the work around an ``as_strided_`` view) is n/a on its own
+record, never the 0 of its views.
 
 Where an op that ran has no model, or its sizes do not say enough for its FLOPs and bytes (a
 convolution's stride, a fill's size), or may not (an op outside :data:`SIZED_FAMILIES`, whose model
@@ -173,6 +175,20 @@ def _callers(rows: list[int], raw: dict[str, np.ndarray]) -> tuple[list[int], di
     return [i for _, _, i in spans], caller
 
 
+def _idle_callers(state: dict[int, str], caller: dict[int, int | None], costs: dict[int, tuple]) -> list[int]:
+    """The callers without a model (``open``) that handed no work on: none of the ops they called does
+    FLOPs or is itself such a caller. ``nonzero`` calls only an ``as_strided_`` view and does its work in
+    its own record: that record is n/a (no model), never the 0 of its view."""
+    idle = []
+    for c, st in state.items():
+        if st == "open":
+            kids = [i for i, p in caller.items() if p == c]
+            if not any(state.get(i) == "open" or (i in costs and costs[i][1] is not None and costs[i][1].flops > 0)
+                       for i in kids):
+                idle.append(c)
+    return idle
+
+
 def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarray, role: np.ndarray,
                 is_kernel: np.ndarray, formula: np.ndarray, is_cpu: np.ndarray,
                 unmodelled: np.ndarray | None = None) -> dict[str, Any] | None:
@@ -191,8 +207,11 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     cand = is_kernel & (raw["dir"] == "bprop") & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
     if op_dir is not None:
         cand &= np.equal(op_dir, None)  # type: ignore[call-overload]
+    forward: set[int] = set()
     if unmodelled is not None:  # forward instances of an op without a model: priced on what they ran
-        cand |= is_kernel & (raw["dir"] == "fprop") & unmodelled[inst_of] & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
+        fwd = is_kernel & (raw["dir"] == "fprop") & unmodelled[inst_of] & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
+        forward = set(np.unique(inst_of[fwd]).tolist())
+        cand |= fwd
     if not cand.any():
         return None
     rows = np.flatnonzero(np.isin(inst_of, np.unique(inst_of[cand])) & is_kernel)
@@ -245,6 +264,9 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
             else:
                 state[i] = "priced" if cost is not None else "unknown"  # its FLOPs, or nothing, known
             costs[i] = got
+        if k in forward:
+            for c in _idle_callers(state, caller, costs):
+                costs[c] = (price(c)[0], None)  # its own work has no model: n/a on its record
     flops = np.zeros(n)
     nbytes = np.zeros(n)
     priced = np.full(n, None, dtype=object)

@@ -136,8 +136,10 @@ nothing calls it), and the records add up to the time spent in ops.
   `sum` are taken as priced by their sizes), the forward op's formula prices the whole instance, as it
   does where no record names its op; where the forward op has no formula either (linear algebra), what
   can be priced is, an unrecorded argument at its default, the rest `n/a` (`pyprof/prof/backward.py`).
-  A forward instance of an op without a model (a Python composite such as `svd_lowrank`, or `einsum`
-  in a trace that records no equation) is priced on what it ran by the same rules.
+  A forward instance of an op without a model (a Python composite such as `svd_lowrank`, `einsum` in a
+  trace that records no equation) is priced on what it ran by the same rules, where the ops it called
+  do its work; an op that handed no work on (`nonzero` around an `as_strided_` view) is `n/a` on its
+  own record, never the 0 of its views.
 - That formula prices a GEMM's, convolution's or einsum's backward for each input that requires a
   gradient (the `grad` flag of an `init()` marker: a frozen input gets none); a torch.profiler trace
   records no `requires_grad`, so there every input is taken to need one.
