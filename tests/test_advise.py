@@ -115,6 +115,35 @@ def test_the_command_prints_and_writes_json(tmp_path):
     assert items and {"kind", "saved_s", "evidence", "formula"} <= set(items[0])
 
 
+def test_the_report_has_the_advice_that_the_command_prints(tmp_path):
+    """``pyprof report`` gets an Advice section: the same changes, in the same order, with the same
+    savings per step as ``pyprof advise --json`` on the same records."""
+    import html
+    import re
+
+    pytest.importorskip("plotly")
+    from pyprof.prof.units import duration
+    from pyprof.records import write_records
+
+    out = tmp_path / "ck.dict"
+    with open(out, "wb") as fh:
+        write_records(KinetoSource(GPU / "h200_ckpt_llama_fp32.trace.json.gz").records(), fh)
+    items = orjson.loads(CliRunner().invoke(cli, ["advise", "--json", "-q", str(out)]).stdout)
+    assert items
+    page = tmp_path / "r.html"
+    res = CliRunner().invoke(cli, ["report", "-q", str(out), "-o", str(page)])
+    assert res.exit_code == 0, res.output
+    text = page.read_text()
+    section = text[text.index('<section id="advice">'):]
+    section = section[:section.index("</section>")]
+    rows = re.findall(r"<tr><td class='num'>(\d+)</td><td>([^<]*)</td><td class='num'>([^<]*)</td>", section)
+    assert [int(i) for i, _, _ in rows] == list(range(1, len(items) + 1))
+    assert [k for _, k, _ in rows] == [a["kind"] for a in items]
+    assert [html.unescape(s) for _, _, s in rows] == [
+        "not estimated" if a["saved_s"] is None else duration(a["saved_s"] * 1e9) for a in items]
+    assert '<a href="#advice">Advice</a>' in text
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "x.dict"
     bad.write_text("not json\n")

@@ -47,6 +47,17 @@ def advise(records, as_json, gpu, peak_flops, peak_bw, quiet):
     if not quiet:
         for line in p.warnings:
             click.echo(f"pyprof: warning: {line}", err=True)
+    result = advice_for(p, records, say)
+    if as_json:
+        click.echo(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(adv.format_text(result), nl=False)
+
+
+def advice_for(p, records, say):
+    """``pyprof advise``'s result for the profile ``p`` of the records at ``records`` (a path), with the
+    DataLoader waits of the trace beside them where there is one (the report's advice section too)."""
+    from pyprof import advise as adv
     from pyprof.advise.spans import read_spans, trace_beside
     from pyprof.errors import InputError
 
@@ -57,8 +68,4 @@ def advise(records, as_json, gpu, peak_flops, peak_bw, quiet):
             spans = read_spans(trace)
         except InputError as exc:  # the records are read: only the dataloader advice is lost
             say(f"pyprof: warning: {trace}: not read for DataLoader waits ({exc})")
-    result = adv.advise(p, spans)
-    if as_json:
-        click.echo(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2).decode())
-    else:
-        click.echo(adv.format_text(result), nl=False)
+    return adv.advise(p, spans)

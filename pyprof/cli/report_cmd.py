@@ -64,5 +64,7 @@ def report(records, output, baseline, env_path, gpu, peak_flops, peak_bw, quiet)
     if not quiet:
         for line in p.warnings:
             click.echo(f"pyprof: warning: {line}", err=True)
-    size = page.write(p, output, base)
+    from pyprof.cli.advise_cmd import advice_for
+
+    size = page.write(p, output, base, advice_for(p, records, say))
     click.echo(f"pyprof: wrote {output} ({nbytes(size)}, {len(p.records)} records)", err=True)

@@ -164,7 +164,9 @@ def _write_report(records, df, path, name, env, peak_flops, peak_bw) -> None:
     from pyprof.report import page, profile
 
     p = profile.from_records(records, name=name, peak_flops=peak_flops, peak_bw=peak_bw, env=env, df=df)
-    size = page.write(p, path)
+    from pyprof.cli.advise_cmd import advice_for
+
+    size = page.write(p, path, advised=advice_for(p, name, lambda line: click.echo(line, err=True)))
     click.echo(f"pyprof: wrote {path} ({nbytes(size)})", err=True)
 
 

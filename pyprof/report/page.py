@@ -168,8 +168,9 @@ def _chart(fid: str) -> str:
     return f'<div class="chart" id="{fid}"></div>'
 
 
-def build(p: Profile, baseline: Profile | None = None) -> str:
-    """The page of ``p`` (with the comparison against ``baseline`` where given) as HTML text."""
+def build(p: Profile, baseline: Profile | None = None, advised: Any = None) -> str:
+    """The page of ``p`` (with the comparison against ``baseline`` where given, and ``pyprof advise``'s
+    result ``advised``, a :class:`pyprof.advise.Advised`, as its own section) as HTML text."""
     import pyprof
 
     figs: dict[str, Any] = {}
@@ -244,6 +245,8 @@ def build(p: Profile, baseline: Profile | None = None) -> str:
     comm = _collectives(p)
     if comm:
         sections.append(comm)
+    if advised is not None:
+        sections.append(_advice(advised))
 
     if baseline is not None:
         sections.append(_baseline(p, baseline, figs))
@@ -254,6 +257,7 @@ def build(p: Profile, baseline: Profile | None = None) -> str:
         ("overview", "Overview"), ("fix-first", "Fix first"), ("roofline", "Roofline"), ("layers", "Layers"),
         ("timeline", "Step"), ("tables", "Tables"), ("shapes", "Shapes"))
         + ((("collectives", "Collectives"),) if comm else ())
+        + ((("advice", "Advice"),) if advised is not None else ())
         + ((("baseline", "Baseline"),) if baseline is not None else ()) + (("findings", "Findings"),))
     fig_json = _figures_json(figs)
     title = f"pyprof report: {p.name}"
@@ -293,6 +297,34 @@ def _collectives(p: Profile) -> str:
         f"bandwidth as nccl-tests counts them (docs/prof.md), and the part of it no compute kernel on another "
         f"stream (op on another thread) hid: {exposed} exposed in all. `pyprof prof --summary comm` prints the "
         f"same, and on a dataset of ranks their arrival skew.")
+
+
+def _advice(advised: Any) -> str:
+    """``pyprof advise``'s changes (:mod:`pyprof.advise`), largest estimated saving first: what to change,
+    the saving per step, the evidence and the formula (or why no estimate is given)."""
+    if not advised.items:
+        return _section("advice", "Advice", "<p>No change found that the advice models can estimate.</p>")
+    rows = []
+    for i, a in enumerate(advised.items, 1):
+        if a.saved_s is None:
+            saved, share = "not estimated", "-"
+        else:
+            saved = units.duration(a.saved_s * 1e9)
+            share = f"{a.saved_s / advised.step_s:.1%}" if advised.step_s else "-"
+        basis = ("no estimate: " + a.no_estimate) if a.no_estimate else a.formula
+        evidence = "".join(f"<li>{_e(_cut(e))}</li>" for e in a.evidence)
+        rows.append(f"<tr><td class='num'>{i}</td><td>{_e(a.kind)}</td><td class='num'>{_e(saved)}</td>"
+                    f"<td class='num'>{_e(share)}</td><td>{_e(a.change)}</td><td><ul>{evidence}</ul></td>"
+                    f"<td>{_e(_cut(basis))}</td></tr>")
+    steps = f"{advised.steps} step{'s' if advised.steps != 1 else ''}" if advised.steps_recorded \
+        else "no ProfilerStep ranges: the whole window as one step"
+    body = ("<table><thead><tr><th class='num'>#</th><th>kind</th><th class='num'>saves per step</th>"
+            "<th class='num'>of kernel time</th><th>change</th><th>evidence</th><th>estimate</th></tr></thead>"
+            "<tbody>" + "".join(rows) + "</tbody></table>")
+    return _section("advice", "Advice", body,
+                    f"What `pyprof advise` would change, largest estimated saving first ({steps}; kernel time "
+                    f"{_e(units.duration(advised.step_s * 1e9))} per step). Each estimate is a model, its formula "
+                    f"beside it; docs/advise.md says which were checked against measured savings.")
 
 
 def _breakdown_table(items: list[breakdown_mod.Breakdown]) -> str:
@@ -345,7 +377,7 @@ def _findings(p: Profile) -> str:
     return _section("findings", "CPU findings", f"<pre>{_e(text)}</pre>", note)
 
 
-def write(p: Profile, path, baseline: Profile | None = None) -> int:
+def write(p: Profile, path, baseline: Profile | None = None, advised: Any = None) -> int:
     """Write the page to ``path`` all or nothing; returns its size in bytes. A page that would pass
     :data:`MAX_BYTES` (text cells of megabytes: huge markers, ops of thousands of arguments) is built
     again with its text cells cut shorter, and says so on stderr; one that passes it even so is one line
@@ -359,7 +391,7 @@ def write(p: Profile, path, baseline: Profile | None = None) -> int:
     try:
         for chars in (full, 200, 40):
             CELL_CHARS[0] = chars
-            data = build(p, baseline).encode("utf-8")
+            data = build(p, baseline, advised).encode("utf-8")
             if len(data) <= MAX_BYTES:
                 break
         else:
