@@ -56,6 +56,7 @@ def kineto(name: str) -> Path:
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     """A real ``pyprof run`` of a for-loop AdamW fed by a DataLoader that sleeps 2 ms per sample."""
+    pytest.importorskip("torch")
     from pyprof.cli.main import main
 
     d = tmp_path_factory.mktemp("loop")
