@@ -196,14 +196,16 @@ def _real(dt: str | None) -> str | None:
     return _REAL_OF.get(dt, dt)
 
 
-def _rhs(a_shape: list[int], b_shape: list[int], left: bool = True) -> tuple[int, int] | None:
-    """(right-hand sides per system, elements of B) of a solve ``A X = B``: B a vector batch when it has
-    one dim fewer than A (torch's rule), else a matrix."""
+def _rhs(a_shape: list[int], b_shape: list[int], a_batch: int, left: bool = True) -> tuple[int, int, int] | None:
+    """(right-hand sides per system, elements of B, systems) of a solve ``A X = B``: B a vector batch
+    when it has one dim fewer than A (torch's rule), else a matrix; the systems are A's ``a_batch`` or
+    B's batch, whichever broadcasting makes larger."""
+    systems = max(a_batch, prod(b_shape[:-2]) if len(b_shape) > 2 else 1)
     if len(b_shape) == len(a_shape) - 1 or len(b_shape) == 1:
-        return 1, prod(b_shape)
+        return 1, prod(b_shape), systems
     if len(b_shape) < 2:
         return None
-    return (b_shape[-1] if left else b_shape[-2]), prod(b_shape)
+    return (b_shape[-1] if left else b_shape[-2]), prod(b_shape), systems
 
 
 # -- models -------------------------------------------------------------------------------------------------------
@@ -286,12 +288,11 @@ def _lu_solve(call: OpCall) -> Cost | None:
     ml, sb = _matrix(lu), A.shape(rhs)
     if ml is None or sb is None:
         return None
-    got = _rhs(cast("list[int]", A.shape(lu)), sb, _bool(b, "left", True))  # _matrix found its shape
+    got = _rhs(cast("list[int]", A.shape(lu)), sb, ml[0], _bool(b, "left", True))  # _matrix found its shape
     if got is None:
         return None
-    r, nb = got
+    r, nb, batch = got
     dt = A.dtype(rhs)
-    batch = max(ml[0], prod(sb[:-2]) if len(sb) > 2 else 1)
     return _cost(call, _flops(getrs(ml[1], r), batch, dt), dt, _n(lu) + 2 * nb, PIVOT_BYTES * ml[0] * ml[1])
 
 
@@ -304,11 +305,10 @@ def _solve(call: OpCall) -> Cost | None:
     sb = A.shape(b.get("B"))
     if sb is None:
         return None
-    rhs = _rhs(cast("list[int]", A.shape(x)), sb, _bool(b, "left", True))  # _matrix found its shape
+    rhs = _rhs(cast("list[int]", A.shape(x)), sb, bt, _bool(b, "left", True))  # _matrix found its shape
     if rhs is None:
         return None
-    r, nb = rhs
-    batch = max(bt, prod(sb[:-2]) if len(sb) > 2 else 1)
+    r, nb, batch = rhs
     extra = PIVOT_BYTES * bt * n * (call.op == "_linalg_solve_ex")  # it also returns LU and pivots
     lu_out = _n(x) if call.op == "_linalg_solve_ex" else 0
     return _cost(call, _flops(_sum(getrf(n, n), getrs(n, r)), batch, dt), dt, _n(x) + 2 * nb + lu_out, extra)
@@ -607,13 +607,13 @@ def _lstsq(call: OpCall) -> Cost | None:
     sb = A.shape(b.get("b"))
     if sb is None:
         return None
-    rhs = _rhs(cast("list[int]", A.shape(x)), sb)  # _matrix found its shape
+    rhs = _rhs(cast("list[int]", A.shape(x)), sb, bt)  # _matrix found its shape
     if rhs is None:
         return None
-    r, nb = rhs
+    r, nb, batch = rhs
     k = min(m, n)
     ma = _sum(geqrf(m, n), ormqr(m, r, k), trsm(k, r))
-    return _cost(call, _flops(ma, max(bt, prod(sb[:-2]) if len(sb) > 2 else 1), dt), dt, _n(x) + 2 * nb)
+    return _cost(call, _flops(ma, batch, dt), dt, _n(x) + 2 * nb)
 
 
 def _fold(shp: list[int], ind: int) -> tuple[int, int] | None:
