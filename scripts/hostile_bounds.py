@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import json
 import os
 import shutil
@@ -35,39 +34,31 @@ SECONDS = 60
 TIMEOUT = 300  # a case that runs longer is killed and reported as such
 
 
+# The inputs are the hostile suite's own builders (tests/test_hostile_inputs.py), so that the bounds
+# printed here are those of the cases the tests check.
+
 def _gzip_bomb(path: Path, inflated: int) -> None:
-    block = 4 << 20
-    path.write_bytes(gzip.compress(b'{"traceEvents": [', 9) + gzip.compress(b" " * block, 9) * (inflated // block))
+    from tests.test_hostile_inputs import _gzip_padded
+
+    _gzip_padded(path, b'{"traceEvents": [', inflated)
 
 
 def _annotations(path: Path, depth: int, name=lambda i: f"ann{i}") -> None:
-    events = [{"ph": "X", "cat": "user_annotation", "name": name(i), "pid": 1, "tid": 1, "ts": i,
-               "dur": 10 * depth - 2 * i} for i in range(depth)]
-    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": depth + 1,
-                   "dur": 5, "args": {}})
-    path.write_text(json.dumps({"traceEvents": events}))
+    from tests.test_hostile_inputs import _annotation_trace
+
+    path.write_text(json.dumps(_annotation_trace(depth, name)))
 
 
 def _small(path: Path, kernels: int = 400) -> None:
-    from tests.nsys_synth import Export
+    from tests.test_hostile_inputs import _small_export
 
-    ex = Export()
-    main = ex.track(name="python")
-    for i in range(kernels):
-        with main.range("layer:x"):
-            main.launch(f"k{i}")
-    ex.write(path)
+    _small_export(path, kernels)
 
 
 def _marker_export(path: Path, texts: list[str]) -> None:
-    from tests.nsys_synth import Export
+    from tests.test_hostile_inputs import _export_with_markers
 
-    ex = Export()
-    main = ex.track(name="python")
-    for text in texts:
-        with main.range(text, domain="pyprof" if text.startswith('{"') else None):
-            main.launch("ampere_sgemm_32x128_tn")
-    ex.write(path)
+    _export_with_markers(path, texts)
 
 
 def _parquet(tmp: Path) -> Path:
