@@ -12,7 +12,10 @@ While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
   its "basic" level 2; torch 2.8 and newer): during code generation it maps each kernel name to its
   origin nodes (``torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info``). It adds a
   comment per kernel to the generated wrapper and nothing else: the graph, the kernels and the results
-  are the same.
+  are the same. A torch without it (2.4 to 2.7) gets the same map from the scheduler: the C++ and Triton
+  backends' ``define_kernel`` and ``Scheduler.codegen_extern_call`` are wrapped, and each kernel they
+  generate is kept with its nodes' ``origins`` (:func:`_wrap_scheduler`). A backward node there carries
+  no module stack; it takes the one of the forward node with its sequence number (``seq_nr``).
 * Inductor's C++ kernels announce themselves to the profiler (``torch._inductor.config.cpp.enable_kernel_profile``,
   torch 2.4 and newer): each generated C++ kernel opens a record function named ``graph_<N>_<kernel name>``
   while it runs, so a CPU trace shows each kernel's time apart from its compiled region's (without it,
@@ -33,10 +36,12 @@ While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
 
 Inductor's modules are changed when they are imported (an import hook on ``torch._inductor.config`` and
 ``torch._inductor.graph``): importing them in ``init()`` would cost seconds to every user, compiling or
-not, and add attributes to ``torch``. Where a torch lacks provenance tracking (torch 2.4 to
-2.7), only kernel profiling is turned on, nothing is wrapped and :data:`STATE` says why; parse then names
-fused kernels by their names alone (:mod:`pyprof.parse.kineto.inductor`). :func:`metadata` is what
-``pyprof run`` adds to its trace (``torch.profiler``'s ``add_metadata_json``, key :data:`TRACE_KEY`).
+not, and add attributes to ``torch``. Where a torch cannot bypass Inductor's caches, only kernel
+profiling is turned on, nothing is wrapped and :data:`STATE` says why; parse then names fused kernels by
+their names alone (:mod:`pyprof.parse.kineto.inductor`). A generated kernel with no origin op copies the
+graph's inputs into the layout an op needs: it is named ``copy``, in the modules of the ops that read
+them (:func:`_name_input_copies`). :func:`metadata` is what ``pyprof run`` adds to its trace
+(``torch.profiler``'s ``add_metadata_json``, key :data:`TRACE_KEY`).
 """
 
 from __future__ import annotations
@@ -58,7 +63,9 @@ GRAPHS: list[dict[str, Any]] = []  # one entry per generated graph, in compile o
 STATE: dict[str, Any] = {"status": "off", "failures": 0}
 _saved: dict[str, Any] = {}
 _WRAPPER_MODULE = "torch._inductor.codegen.wrapper"
-_calls: list = []  # (kernel name, its tensor arguments) per kernel call of the graph being generated
+_origins: dict[str, list[str]] = {}  # without provenance tracking: kernel "name:k" -> origin node names
+_forward_chains: dict[str, dict] = {}  # compile id -> forward node's sequence number -> its module chain
+_calls: list = []  # (kernel name, its tensor arguments, its arguments' names) per kernel call of the graph
 _finder: Any = None
 _text: list = [None, ""]  # (what metadata() was built from, its text)
 _generation = [0]  # counts every change of GRAPHS
@@ -96,14 +103,16 @@ def uninstall() -> None:
     _installed[0] = False
     if "profile" in _saved:
         sys.modules[_CONFIG_MODULE].cpp.enable_kernel_profile = _saved.pop("profile")
+    config = sys.modules.get(_CONFIG_MODULE)
     if "level" in _saved:
-        config = sys.modules[_CONFIG_MODULE]
         config.trace.provenance_tracking_level = _saved.pop("level")
+    if "caches" in _saved:
         config.force_disable_caches = _saved.pop("caches")
-    for attr in ("codegen", "generate_kernel_call"):
-        cls, orig = _saved.pop(attr, (None, None))
+    for attr in ("codegen", "generate_kernel_call", "codegen_extern_call", *_DEFINERS):
+        cls, name, orig = _saved.pop(attr, (None, None, None))
         if cls is not None:
-            setattr(cls, attr, orig)
+            setattr(cls, name, orig)
+    _origins.clear()
     STATE.update(status="off")
 
 
@@ -114,15 +123,17 @@ def _configure(config) -> None:
     if cpp_cfg is not None and hasattr(cpp_cfg, "enable_kernel_profile") and "profile" not in _saved:
         _saved["profile"] = cpp_cfg.enable_kernel_profile
         cpp_cfg.enable_kernel_profile = True
-    trace_cfg = getattr(config, "trace", None)
-    if trace_cfg is None or not hasattr(trace_cfg, "provenance_tracking_level") \
-            or not hasattr(config, "force_disable_caches"):
-        STATE.update(status="unavailable: this torch has no Inductor provenance tracking (torch 2.8+)")
+    if "caches" in _saved:
         return
-    _saved["level"] = trace_cfg.provenance_tracking_level
+    if not hasattr(config, "force_disable_caches"):
+        STATE.update(status="unavailable: this torch cannot bypass Inductor's caches (force_disable_caches)")
+        return
+    trace_cfg = getattr(config, "trace", None)
+    if trace_cfg is not None and hasattr(trace_cfg, "provenance_tracking_level"):
+        _saved["level"] = trace_cfg.provenance_tracking_level
+        if not trace_cfg.provenance_tracking_level:
+            trace_cfg.provenance_tracking_level = _LEVEL
     _saved["caches"] = config.force_disable_caches
-    if not trace_cfg.provenance_tracking_level:
-        trace_cfg.provenance_tracking_level = _LEVEL
     config.force_disable_caches = True
 
 
@@ -138,6 +149,7 @@ def metadata() -> str:
 def clear() -> None:
     """Forget the graphs recorded so far."""
     GRAPHS.clear()
+    _forward_chains.clear()
     _generation[0] += 1
 
 
@@ -183,13 +195,17 @@ def _wrap(module) -> None:
         _drop_finder()
     cls = getattr(module, "GraphLowering", None)
     orig = getattr(cls, "codegen", None)
-    if "codegen" in _saved or "level" not in _saved:
-        return  # (wrapped already, or no provenance tracking to read)
+    if "codegen" in _saved or "caches" not in _saved:
+        return  # (wrapped already, or Inductor's caches cannot be bypassed)
     if orig is None:
         STATE.update(status="unavailable: no GraphLowering.codegen in this torch")
         return
+    own = "level" not in _saved  # no provenance tracking: kernel origins taken from the scheduler
 
     def codegen(self, *args, **kwargs):
+        if own:
+            _wrap_scheduler()
+            _origins.clear()
         before = _kernel_keys()
         _calls.clear()
         out = orig(self, *args, **kwargs)
@@ -201,9 +217,76 @@ def _wrap(module) -> None:
 
     codegen.__wrapped__ = orig
     cls.codegen = codegen
-    _saved["codegen"] = (cls, orig)
+    _saved["codegen"] = (cls, "codegen", orig)
     _wrap_calls(sys.modules.get(_WRAPPER_MODULE))
-    STATE.update(status="on")
+    STATE.update(status="on: kernel origins from Inductor's scheduler (no provenance tracking in this torch)"
+                 if own else "on")
+
+
+# (key in _saved, module, class, method): where a torch without provenance tracking names a generated
+# kernel (``define_kernel`` returns its name; its nodes' ``origins`` are the post-grad nodes it came from)
+_DEFINERS = {"define_cpp": ("torch._inductor.codegen.cpp", "CppScheduling", "define_kernel"),
+             "define_triton": ("torch._inductor.codegen.triton", "TritonScheduling", "define_kernel")}
+
+
+def _wrap_scheduler() -> None:
+    """Where this torch has no provenance tracking, keep what it would have mapped: each kernel
+    ``define_kernel`` names (C++ and Triton) and each extern call the scheduler generates, with the names
+    of its origin nodes, in :data:`_origins` under ``name:k`` (k counts kernels in generation order, as
+    the tracker's handles do). Wrapped once, at the first graph generated; ``uninstall`` undoes it.
+    The generated code is the same: each wrapper calls the original and reads its arguments."""
+    import importlib
+
+    for key, (module_name, cls_name, attr) in _DEFINERS.items():
+        if key in _saved:
+            continue
+        try:
+            cls = getattr(importlib.import_module(module_name), cls_name, None)
+        except Exception:  # noqa: BLE001 - a backend this install cannot import (no Triton)
+            cls = None
+        orig = getattr(cls, attr, None) if cls is not None and attr in vars(cls) else None
+        if orig is not None:
+            setattr(cls, attr, _defining(orig))
+            _saved[key] = (cls, attr, orig)
+    scheduler = sys.modules.get("torch._inductor.scheduler")
+    cls = getattr(scheduler, "Scheduler", None)
+    orig = getattr(cls, "codegen_extern_call", None)
+    if orig is not None and "codegen_extern_call" not in _saved:
+
+        def codegen_extern_call(self, scheduler_node, *args, **kwargs):
+            out = orig(self, scheduler_node, *args, **kwargs)
+            node = getattr(scheduler_node, "node", None)
+            name = getattr(node, "python_kernel_name", None)
+            if name:
+                _note(str(name), getattr(node, "origins", ()))
+            return out
+
+        codegen_extern_call.__wrapped__ = orig
+        cls.codegen_extern_call = codegen_extern_call
+        _saved["codegen_extern_call"] = (cls, "codegen_extern_call", orig)
+
+
+def _defining(orig):
+    def define_kernel(self, src_code, nodes, *args, **kwargs):
+        name = orig(self, src_code, nodes, *args, **kwargs)
+        try:
+            origins: set = set()
+            for n in nodes if isinstance(nodes, (list, tuple)) else ():
+                for part in n.get_nodes() if hasattr(n, "get_nodes") else (n,):
+                    origins |= set(getattr(getattr(part, "node", None), "origins", None) or ())
+            _note(name, origins)
+        except Exception:  # noqa: BLE001 - recording must never break a compile
+            STATE["failures"] += 1
+        return name
+
+    define_kernel.__wrapped__ = orig
+    return define_kernel
+
+
+def _note(name: str, origins) -> None:
+    """One kernel of the graph being generated: ``name`` and its origin nodes' names."""
+    names = sorted(o.name for o in origins if getattr(o, "op", None) == "call_function")
+    _origins[f"{name}:{len(_origins) + 1}"] = names
 
 
 def _wrap_calls(module) -> None:
@@ -218,14 +301,15 @@ def _wrap_calls(module) -> None:
 
     def generate_kernel_call(self, kernel_name, call_args, *args, **kwargs):
         try:
-            _calls.append((kernel_name, _tensors(call_args, kwargs.get("arg_types"))))
+            _calls.append((kernel_name, _tensors(call_args, kwargs.get("arg_types")),
+                           [a for a in call_args if isinstance(a, str)]))
         except Exception:  # noqa: BLE001 - recording must never break a compile
-            _calls.append((kernel_name, None))
+            _calls.append((kernel_name, None, []))
         return orig(self, kernel_name, call_args, *args, **kwargs)
 
     generate_kernel_call.__wrapped__ = orig
     cls.generate_kernel_call = generate_kernel_call
-    _saved["generate_kernel_call"] = (cls, orig)
+    _saved["generate_kernel_call"] = (cls, "generate_kernel_call", orig)
 
 
 _BUFFER_NAME = re.compile(r"^(?:buf|primals_|arg|tangents_|getitem|reinterpret_tensor|mm|addmm|convolution)")
@@ -246,7 +330,8 @@ def _tensors(call_args, arg_types) -> list | None:
         pointer = kind.endswith("*")
         if not isinstance(arg, str) or arg in seen:
             continue
-        buf = graph.try_get_buffer(arg) if hasattr(graph, "try_get_buffer") else None
+        lookup = getattr(graph, "try_get_buffer", None) or getattr(graph, "get_buffer", None)  # (torch < 2.6)
+        buf = lookup(arg) if lookup is not None else None
         if buf is None or not hasattr(buf, "get_size"):
             if pointer or _BUFFER_NAME.match(arg):  # a tensor not resolved (a view's expression...)
                 return None
@@ -271,6 +356,10 @@ def _drop_finder() -> None:
 
 
 def _tracker() -> dict:
+    """Kernel (``name:k``) -> its origin post-grad nodes' names: Inductor's provenance tracker's, else
+    what :func:`_wrap_scheduler` kept for the graph being generated."""
+    if "level" not in _saved:
+        return _origins
     from torch._inductor import debug
 
     return getattr(debug, "_inductor_triton_kernel_to_post_grad_node_info", None) or {}
@@ -294,6 +383,17 @@ def _record(graph, before: set) -> None:
     stacks = getattr(debug, "_inductor_kernel_stack_trace", None) or {}
     fx = getattr(getattr(graph, "module", None), "graph", None) or getattr(graph, "graph", None)
     nodes = {n.name: n for n in getattr(fx, "nodes", ())}
+    try:
+        cid = torch._guards.CompileContext.current_compile_id()
+    except Exception:  # noqa: BLE001
+        cid = None
+    backward = _is_backward(graph, nodes.values())
+    forward_chains = _forward_chains.setdefault(str(cid), {})
+    if not backward:  # (its backward, compiled later, finds its forward nodes' modules by sequence number)
+        for n in nodes.values():
+            chain, seq = _module_chain(n), n.meta.get("seq_nr")
+            if chain and seq is not None:
+                forward_chains.setdefault(seq, chain)
     kernels = []
     for key, names in tracked.items():
         if key in before:
@@ -304,20 +404,49 @@ def _record(graph, before: set) -> None:
         origins = [nodes[n] for n in names if n in nodes]
         ops = [o for o in _unique(_aten_name(n) for n in origins) if o]
         main = [n for n in origins if _aten_name(n) == extern_op(name)] or origins  # an extern: its op's node
-        chains = [_module_chain(n) for n in main]
+        chains = [_module_chain(n) or forward_chains.get(n.meta.get("seq_nr"), []) for n in main]
         stack = (stacks.get(key) or [None])[0]
         kernels.append({"name": name, "order": int(handle), "ops": ops, "layer": _common(chains),
                         "modules": _unique(c[-1] if c else "" for c in chains),
                         "stack": _last_frame(stack) if stack else None})
     kernels.sort(key=lambda k: k["order"])
     _attach_tensors(kernels)
-    try:
-        cid = torch._guards.CompileContext.current_compile_id()
-    except Exception:  # noqa: BLE001
-        cid = None
+    _name_input_copies(kernels, nodes, forward_chains)
     _generation[0] += 1
-    GRAPHS.append({"compileId": None if cid is None else str(cid),
-                   "backward": bool(getattr(graph, "is_backward", False)), "kernels": kernels})
+    GRAPHS.append({"compileId": None if cid is None else str(cid), "backward": backward, "kernels": kernels})
+
+
+def _name_input_copies(kernels: list[dict], nodes: dict, forward_chains: dict) -> None:
+    """A generated kernel with no origin op (``cpp_fused_0``) copies graph inputs into the layout an op
+    needs (e.g. a convolution's input and weights to channels-last): its op is ``copy`` and its modules
+    are those of the ops that take the inputs it reads (the k-th call of its name, in :data:`_calls`).
+    Left as it is where its arguments name no graph input."""
+    calls: dict[str, list] = {}
+    for name, _, args in _calls:
+        calls.setdefault(name, []).append(args)
+    taken: dict[str, int] = {}
+    for k in kernels:
+        if not k["name"].startswith(("cpp_", "triton_")):
+            continue
+        i = taken[k["name"]] = taken.get(k["name"], -1) + 1
+        if k["ops"]:
+            continue
+        got = calls.get(k["name"], [])
+        inputs = [nodes[a] for a in (got[i] if i < len(got) else ()) if getattr(nodes.get(a), "op", "") == "placeholder"]
+        users = [u for n in inputs for u in n.users if _aten_name(u)]
+        if not users:
+            continue
+        chains = [_module_chain(u) or forward_chains.get(u.meta.get("seq_nr"), []) for u in users]
+        k.update(ops=["copy"], layer=_common(chains), modules=_unique(c[-1] if c else "" for c in chains))
+
+
+def _is_backward(graph, nodes) -> bool:
+    """True for a backward graph: Inductor says so (``is_backward``, torch 2.5+), else AOTAutograd's
+    backward takes the output gradients as inputs named ``tangents_N``."""
+    flag = getattr(graph, "is_backward", None)
+    if flag is not None:
+        return bool(flag)
+    return any(n.op == "placeholder" and n.name.startswith("tangents_") for n in nodes)
 
 
 def _attach_tensors(kernels: list[dict]) -> None:
@@ -325,7 +454,7 @@ def _attach_tensors(kernels: list[dict]) -> None:
     buffer once; null where unknown): the k-th call of a kernel name in :data:`_calls` is the k-th
     kernel of that name in code generation order."""
     calls: dict[str, list] = {}
-    for name, tensors in _calls:
+    for name, tensors, _args in _calls:
         calls.setdefault(name, []).append(tensors)
     taken: dict[str, int] = {}
     for k in kernels:
@@ -407,8 +536,16 @@ def extern_op(name: str) -> str:
     return parts[-1]
 
 
+_GETATTR = re.compile(r"""getattr\(([^(),]*), ['"]([^'"]+)['"]\)""")
+
+
 def normalize_path(text: str) -> str:
-    """Dynamo's source text of a module (``L['self'].layers[0]._modules['attn']``) -> ``layers.0.attn``."""
+    """Dynamo's source text of a module (``L['self'].layers[0]._modules['attn']``, or torch 2.4's
+    ``getattr(L['fn'], '0')``) -> ``layers.0.attn``."""
+    while True:  # getattr(X, 'name') -> X.name, innermost first
+        text, n = _GETATTR.subn(lambda m: f"{m.group(1)}.{m.group(2)}", text)
+        if not n:
+            break
     text = re.sub(r"^(?:L|G)\[['\"][^'\"]*['\"]\]", "", text)
     text = _PATH_ITEM.sub(lambda m: "." + next(g for g in m.groups() if g is not None), text)
     return text.strip(".")

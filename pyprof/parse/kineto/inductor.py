@@ -19,7 +19,7 @@ trace gives none of them a module: every one sits in the compiled module's range
   the same op in that graph, k counted within the region instance (``link`` ``inductor`` too: its module
   came from the record).
 * **The kernel's name** where there is no metadata (a trace recorded without ``pyprof run``, or a torch
-  without provenance tracking): a fused kernel's origin ops are read from its name (Inductor names it
+  whose Inductor caches could not be bypassed): a fused kernel's origin ops are read from its name (Inductor names it
   by them: ``triton_red_fused__to_copy_add_native_layer_norm_7``), ``link`` ``kernel-name`` says its
   module is unknown and ``layer`` stays the compiled module's.
 
