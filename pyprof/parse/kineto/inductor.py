@@ -224,14 +224,14 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
         if k >= len(calls):
             counts["unmatched"] += 1
             continue
-        key = (id(ctx), k)
-        got = new_ctx.get(key)
+        extern_key = (id(ctx), k)
+        got = new_ctx.get(extern_key)
         if got is None:
             info = calls[k]
             g = dict(f, layer=_layer(f["layer"], _strings(info.get("layer"))), link=LINK_INDUCTOR)
             if not g["trace"] and isinstance(info.get("stack"), str) and info["stack"]:
                 g["trace"] = [info["stack"]]
-            got = new_ctx[key] = (g, ctx[1], ctx[2])
+            got = new_ctx[extern_key] = (g, ctx[1], ctx[2])
             keep.append(ctx)
         counts["extern"] += 1
         entries[i] = (node, got, n, pre)
