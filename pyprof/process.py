@@ -13,7 +13,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 _owned = False
 
@@ -29,9 +33,48 @@ def owned() -> bool:
     return _owned
 
 
-def can_fork() -> bool:
-    """May a library function fork a worker now? Only in an owned process on a platform with fork."""
-    return _owned and hasattr(os, "fork")
+def can_fork(cpus: int = 1) -> bool:
+    """May a library function fork a worker now? Only in an owned process on a platform with fork (and,
+    where a worker only pays beside this process, ``cpus`` = 2: with a second CPU)."""
+    return _owned and hasattr(os, "fork") and (os.cpu_count() or 1) >= cpus
+
+
+def workers(asked: int | None, tasks: int) -> int:
+    """How many worker processes for ``tasks`` tasks: ``asked`` (None or 0: one per CPU), never more
+    than the tasks, at least one."""
+    return max(1, min(asked or os.cpu_count() or 1, tasks))
+
+
+def pool(n: int, spawn: bool = False) -> ProcessPoolExecutor | None:
+    """Every pool of worker processes pyprof starts: ``n`` processes, forked where
+    :func:`can_fork` (they inherit this process's imports and data), else with ``spawn`` fresh
+    interpreters (the arguments are pickled: nothing of a caller's threads is inherited), else None.
+    None too where processes cannot be made here. On None the caller does the work in this process.
+    Each worker owns its process (:func:`own`): pyprof made it for its own work."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if not (can_fork() or spawn):
+        return None
+    try:
+        ctx = multiprocessing.get_context("fork" if can_fork() else "spawn")
+        return ProcessPoolExecutor(n, mp_context=ctx, initializer=own)
+    except (OSError, NotImplementedError, ValueError):
+        return None
+
+
+def fork(child: Callable[[], object]) -> int:
+    """Fork a child that runs ``child()`` and exits: status 0 if it returned, 1 if it raised (it never
+    returns into the caller's code). The child's pid, in this process. Only where :func:`can_fork`."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
 
 
 @contextlib.contextmanager

@@ -5,12 +5,11 @@ Kept apart from the click command so that tests, benchmarks and other code call 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue
 import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
 from pyprof import process
@@ -246,35 +245,29 @@ def _progress_bar(total: int):
     return tqdm(total=total, unit="file", file=sys.stderr, desc="pyprof parse")
 
 
-def _pool_context():
-    """How :func:`parse_many` starts its workers: forked where pyprof owns this process (``pyprof
-    parse``: cheap, they inherit the imports), else spawned (fresh interpreters: a library caller's
-    process may hold threads that a forked child would deadlock on)."""
-    return multiprocessing.get_context("fork" if process.can_fork() else "spawn")
-
-
 def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress: bool | None = None):
     """Parse each path to ``out_dir/<name>.dict`` (:func:`output_names`) in parallel processes; yields
     Results as they finish.
 
-    The workers are pyprof's own processes (forked or spawned: :func:`_pool_context`), so each owns
-    itself (:mod:`pyprof.process`). ``progress`` (default: when stderr is a terminal) shows tqdm's bar,
+    The workers are pyprof's own processes (:func:`pyprof.process.pool`: forked where pyprof owns this
+    process, else spawned; in this process where none can be started), so each owns itself. ``progress`` (default: when stderr is a terminal) shows tqdm's bar,
     or a line per finished file without tqdm."""
     outs = output_names(paths, out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
+    jobs = process.workers(jobs, len(paths))
     if progress is None:
         progress = sys.stderr.isatty()
     bar = _progress_bar(len(paths)) if progress else None
+    pool = process.pool(jobs, spawn=True) if jobs > 1 else None
     try:
-        if jobs == 1:
+        if pool is None:
             for p, o in zip(paths, outs, strict=False):
                 r = _worker(p, o)
                 if bar is not None:
                     bar.update(1)
                 yield r
             return
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=process.own) as pool:
+        with pool:
             futures = {pool.submit(_worker, p, o): (p, o) for p, o in zip(paths, outs, strict=False)}
             for fut in as_completed(futures):
                 try:

@@ -301,18 +301,11 @@ def _parallel_chunks(df, names, style, fmts, spans, workers):
     """Chunk texts formatted by forked processes (they inherit the table, nothing is sent to them), in
     order; None where processes cannot be started or this process is not pyprof's to fork
     (:func:`pyprof.process.can_fork`; then the caller formats in this process)."""
-    import concurrent.futures
-    import multiprocessing
-
     from pyprof import process
 
-    if not process.can_fork():
-        return None
-    ctx = multiprocessing.get_context("fork")
     _SHARED["job"] = (df, names, style, fmts)
-    try:
-        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx)
-    except (OSError, NotImplementedError):
+    pool = process.pool(workers)
+    if pool is None:
         _SHARED.clear()
         return None
     return _ordered(pool, spans, 2 * workers)

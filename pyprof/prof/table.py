@@ -227,20 +227,17 @@ def _parallel_columns(path: str, workers: int):
     """Decode a large record file on ``workers`` forked processes (JSON decoding is most of prof's time).
     None when it cannot, or may not (a process pyprof does not own: :func:`pyprof.process.can_fork`); the
     caller then reads it in this process, which also reports any bad line."""
-    import concurrent.futures
-    import multiprocessing
-
     from pyprof import process
     from pyprof.prof.load import split_ranges
 
-    if not process.can_fork():
+    pool = process.pool(workers)
+    if pool is None:
         return None
     jobs = [(path, a, b) for a, b in split_ranges(path, workers * 2)]
     try:
-        ctx = multiprocessing.get_context("fork")
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        with pool:
             parts = list(pool.map(_range_columns, jobs))
-    except Exception:  # a bad line (reported exactly by the sequential read), or no processes here
+    except Exception:  # a bad line (reported exactly by the sequential read), or a worker died
         return None
     cols = parts[0]
     for part in parts[1:]:

@@ -129,16 +129,16 @@ def parse_local(paths: list[str], out_dir: str, fmt: str = "parquet", jobs: int 
                 progress: bool | None = None, on_done: Callable[[Done], None] | None = None) -> Iterator:
     """:func:`parse_cluster` on this machine's processes (``jobs``, default the CPUs), the way
     :func:`pyprof.parse.run.parse_many` runs them: forked where pyprof owns the process, else spawned."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     from pyprof import process
-    from pyprof.parse.run import _pool_context
 
     outs = output_names(paths, out_dir, fmt)
     names = labels(paths, outs)
     os.makedirs(out_dir, exist_ok=True)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
-    if jobs == 1:
+    jobs = process.workers(jobs, len(paths))
+    pool = process.pool(jobs, spawn=True) if jobs > 1 else None
+    if pool is None:
         bar = _bar(len(paths), progress)
         try:
             for i, (p, o) in enumerate(zip(paths, outs, strict=True)):
@@ -152,7 +152,7 @@ def parse_local(paths: list[str], out_dir: str, fmt: str = "parquet", jobs: int 
             if bar is not None:
                 bar.close()
         return
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=process.own) as pool:
+    with pool:
         futures = {pool.submit(task, p, o, i, fmt, names[i]): (p, o)
                    for i, (p, o) in enumerate(zip(paths, outs, strict=True))}
         yield from _collect(as_completed(futures), futures, progress, on_done)

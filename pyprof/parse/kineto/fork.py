@@ -26,26 +26,17 @@ READ_BYTES = 16 << 20
 
 
 def can_fork() -> bool:
-    """May the reader fork a worker, and would it gain? Only in a process pyprof owns
-    (:func:`pyprof.process.can_fork`: ``fork`` there, and no caller's threads to deadlock a child) with a
-    second core (the child shares the parent's prepared records without copying)."""
-    return process.can_fork() and (os.cpu_count() or 1) >= 2
+    """May the reader fork a worker, and would it gain? :func:`pyprof.process.can_fork` with a second
+    core (the child shares the parent's prepared records without copying)."""
+    return process.can_fork(cpus=2)
 
 
 def start(child: Callable[[int], None], redo: Callable[[], Iterator[bytes]] | None = None) -> ForkedLines:
-    """Fork; the child runs ``child(fd)``, which writes its output to file descriptor ``fd`` (and may
-    do more: see split_lines), and exits 0 if it returned, 1 if it raised. ``redo`` makes the
-    child's lines here when it failed (None: the caller reads :attr:`ForkedLines.path` itself, after
-    :meth:`ForkedLines.finished`)."""
+    """Fork (:func:`pyprof.process.fork`); the child runs ``child(fd)``, which writes its output to file
+    descriptor ``fd`` (and may do more: see split_lines). ``redo`` makes the child's lines here when it
+    failed (None: the caller reads :attr:`ForkedLines.path` itself, after :meth:`ForkedLines.finished`)."""
     fd, path = tempfile.mkstemp(prefix="pyprof-part-", suffix=".part")
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            child(fd)
-            code = 0
-        finally:
-            os._exit(code)
+    pid = process.fork(lambda: child(fd))
     os.close(fd)
     return ForkedLines(pid, path, redo)
 
