@@ -31,7 +31,7 @@ from math import log2, prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 _COMPLEX: dict[str | None, str] = {"float32": "complex64", "float16": "complex32", "bfloat16": "complex64", "float64": "complex128"}
 _REAL: dict[str | None, str | None] = {v: k for k, v in _COMPLEX.items() if k != "bfloat16"}
@@ -40,14 +40,9 @@ _REAL: dict[str | None, str | None] = {v: k for k, v in _COMPLEX.items() if k !=
 _KINDS = {"fft": "c2c", "ifft": "c2c", "rfft": "r2c", "ihfft": "r2c", "irfft": "c2r", "hfft": "c2r"}
 
 
-def _transform(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get("self")
-    shp = A.shape(x)
-    dt = A.dtype(x)
-    if shp is None or dt is None:
+@binds("self")
+def _transform(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
+    if dt is None:
         return None
     base = call.op[len("fft_"):]
     rank = "n" if base.endswith("n") and base[:-1] in _KINDS else ("2" if base.endswith("2") else "1")

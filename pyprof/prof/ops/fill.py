@@ -19,7 +19,7 @@ from math import ceil, prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 
 def _written(call: OpCall, n: int | None, dt: str | None) -> Cost | None:
@@ -48,12 +48,10 @@ def _fill_like(call: OpCall) -> Cost | None:
 
 
 @register("zeros", "ones", "full", "new_zeros", "new_ones", "new_full")
-def _fill_new(call: OpCall) -> Cost | None:
+@binds()
+def _fill_new(call: OpCall, b: Bound) -> Cost | None:
     """Read by schema name: ``size`` (a Python call's ``zeros(2, 3)`` is bound as ``size=[2, 3]``),
     ``dtype``, ``fill_value``; ``new_*`` take ``self``'s dtype by default."""
-    b = bound(call)
-    if b is None:
-        return None
     size = A.value(b.get("size"))
     dims = [size] if isinstance(size, int) and not isinstance(size, bool) else size
     if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
@@ -152,10 +150,8 @@ def _item(call: OpCall) -> Cost | None:
 
 
 @register("eye")
-def _eye(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _eye(call: OpCall, b: Bound) -> Cost | None:
     n, m = A.value(b.get("n")), A.value(b.get("m"), None)
     m = n if m is None else m
     if not isinstance(n, int) or not isinstance(m, int) or n < 0 or m < 0:
@@ -164,10 +160,8 @@ def _eye(call: OpCall) -> Cost | None:
 
 
 @register("logspace")
-def _logspace(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _logspace(call: OpCall, b: Bound) -> Cost | None:
     steps = A.value(b.get("steps"))
     if not isinstance(steps, int) or steps < 0:
         return None

@@ -53,7 +53,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 
 def _tc_note(dt: str | None, dims: list[int]) -> str:
@@ -125,39 +125,31 @@ _OTHER = {"mm": "mat2", "bmm": "mat2", "matmul": "other", "mv": "vec", "dot": "t
 
 
 @register("mm", "bmm", "matmul", "mv", "dot", "vdot")
-def _mm(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _mm(call: OpCall, b: Bound) -> Cost | None:
     return _product(call, b.get("self"), b.get(_OTHER[call.op]))
 
 
 @register("rmatmul")
-def _rmatmul(call: OpCall) -> Cost | None:
+@binds()
+def _rmatmul(call: OpCall, b: Bound) -> Cost | None:
     """``Tensor.__rmatmul__(self, other)`` computes ``other @ self`` (bound as ``aten::matmul``)."""
-    b = bound(call)
-    if b is None:
-        return None
     return _product(call, b.get("other"), b.get("self"))
 
 
 @register("addmm", "baddbmm")
-def _addmm(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _addmm(call: OpCall, b: Bound) -> Cost | None:
     m1, m2 = (b.get("mat1"), b.get("mat2")) if call.op == "addmm" else (b.get("batch1"), b.get("batch2"))
     bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
     return _product(call, m1, m2, bias)
 
 
 @register("addmv", "addr")
-def _addmv(call: OpCall) -> Cost | None:
+@binds()
+def _addmv(call: OpCall, b: Bound) -> Cost | None:
     """``addmv(self, mat[M,K], vec[K])``: a matrix-vector product, ``2·M·K``; ``addr(self, vec1[M],
     vec2[N])``: an outer product added, one multiply-add per element, ``2·M·N``."""
-    b = bound(call)
-    if b is None:
-        return None
     bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
     if call.op == "addmv":
         return _product(call, b.get("mat"), b.get("vec"), bias)
@@ -169,20 +161,16 @@ def _addmv(call: OpCall) -> Cost | None:
 
 
 @register("addbmm")
-def _addbmm(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _addbmm(call: OpCall, b: Bound) -> Cost | None:
     bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
     return _product(call, b.get("batch1"), b.get("batch2"), bias, sum_batch=True)
 
 
 @register("linear")
-def _linear(call: OpCall) -> Cost | None:
+@binds()
+def _linear(call: OpCall, b: Bound) -> Cost | None:
     """``linear(input[..., K], weight[N, K], bias[N])``: ``M = prod(input.shape[:-1])``."""
-    b = bound(call)
-    if b is None:
-        return None
     x, w = b.get("input"), b.get("weight")
     sx, sw = A.shape(x), A.shape(w)
     if sx is None or sw is None or not sx or len(sw) not in (1, 2):
@@ -327,7 +315,8 @@ def einsum_flops(eq: str, shapes: list[list[int]]) -> tuple[list[int], list[int]
 
 
 @register("einsum")
-def _einsum(call: OpCall) -> Cost | None:
+@binds()
+def _einsum(call: OpCall, b: Bound) -> Cost | None:
     """``aten::einsum(equation, tensors, path)``: its pairwise steps as torch runs them
     (:func:`_einsum_steps`), each bmm ``2·batch·M·N·K`` FLOPs, each step that sums nothing one
     multiply per element (torch runs ``mul``; FlopCounterMode counts none for it).
@@ -336,9 +325,6 @@ def _einsum(call: OpCall) -> Cost | None:
     when any operand it was made of requires grad); a frozen operand gets none. A single-operand einsum
     (transpose, trace, sum) is not a product and has no model here (``None``).
     """
-    b = bound(call)
-    if b is None:
-        return None
     eq = A.value(b.get("equation"))
     operands = A.tensorlist(b.get("tensors")) or []
     if isinstance(eq, str) and len(operands) == 1:

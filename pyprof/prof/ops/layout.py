@@ -27,7 +27,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 
 def _cost(call: OpCall, ins: Sequence[dict | None], n_out: int | None, fwd: float, bwd_per_input: float,
@@ -41,14 +41,8 @@ def _cost(call: OpCall, ins: Sequence[dict | None], n_out: int | None, fwd: floa
 
 
 @register("diag", "diagflat", "diag_embed")
-def _diag(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get("self")
-    shp = A.shape(x)
-    if shp is None:
-        return None
+@binds("self")
+def _diag(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     k = abs(A.value(b.get("diagonal" if call.op == "diag" else "offset"), 0))
     if call.op == "diag" and len(shp) == 2:  # the diagonal of a matrix: read and write its elements
         off = A.value(b.get("diagonal"), 0)
@@ -87,10 +81,8 @@ def _shuffle(call: OpCall) -> Cost | None:
 
 
 @register("cross", "linalg_cross")
-def _cross(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _cross(call: OpCall, b: Bound) -> Cost | None:
     x, y = b.get("self"), b.get("other")
     out = A.broadcast(A.shape(x), A.shape(y))
     if out is None:
@@ -101,14 +93,10 @@ def _cross(call: OpCall) -> Cost | None:
 
 
 @register("diff")
-def _diff(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get("self")
-    shp = A.shape(x)
+@binds("self")
+def _diff(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     order, dim = A.value(b.get("n"), 1), A.value(b.get("dim"), -1)
-    if shp is None or not shp or not isinstance(order, int) or not isinstance(dim, int) or order < 0:
+    if not shp or not isinstance(order, int) or not isinstance(dim, int) or order < 0:
         return None
     extra = [t for t in (b.get("prepend"), b.get("append")) if A.is_tensor(t)]
     d = dim % len(shp)
@@ -120,13 +108,9 @@ def _diff(call: OpCall) -> Cost | None:
 
 
 @register("trace")
-def _trace(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get("self")
-    shp = A.shape(x)
-    if shp is None or len(shp) != 2:
+@binds("self")
+def _trace(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
+    if len(shp) != 2:
         return None
     d, dt = min(shp), A.dtype(x)
     if call.direction == "bprop":  # dY broadcast onto the diagonal of a zero matrix
@@ -135,10 +119,8 @@ def _trace(call: OpCall) -> Cost | None:
 
 
 @register("kron")
-def _kron(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _kron(call: OpCall, b: Bound) -> Cost | None:
     x, y = b.get("self"), b.get("other")
     sx, sy = A.shape(x), A.shape(y)
     if sx is None or sy is None:

@@ -55,7 +55,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, bound, register
 
 _COMPLEX = ("complex64", "complex128", "complex32")
 _REAL_OF: dict[str | None, str | None] = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
@@ -221,10 +221,8 @@ def _cholesky(call: OpCall) -> Cost | None:
 
 
 @register("cholesky_solve", "_cholesky_solve_helper")
-def _cholesky_solve(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _cholesky_solve(call: OpCall, b: Bound) -> Cost | None:
     rhs, fac = b.get("self"), b.get("input2") if call.op == "cholesky_solve" else b.get("A")
     mf, mr = _matrix(fac), _matrix(rhs)
     if mf is None or mr is None:
@@ -280,10 +278,8 @@ def _lu_unpack(call: OpCall) -> Cost | None:
 
 
 @register("linalg_lu_solve", "lu_solve")
-def _lu_solve(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _lu_solve(call: OpCall, b: Bound) -> Cost | None:
     lu, rhs = (b.get("LU"), b.get("B")) if call.op == "linalg_lu_solve" else (b.get("LU_data"), b.get("self"))
     ml, sb = _matrix(lu), A.shape(rhs)
     if ml is None or sb is None:
@@ -391,10 +387,8 @@ def _ormqr(call: OpCall) -> Cost | None:
 
 
 @register("linalg_solve_triangular", "triangular_solve")
-def _triangular(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _triangular(call: OpCall, b: Bound) -> Cost | None:
     if call.op == "triangular_solve":
         tri, rhs, left = b.get("A"), b.get("self"), True
     else:
@@ -557,14 +551,8 @@ def _matrix_norm(call: OpCall) -> Cost | None:
 
 
 @register("linalg_norm")
-def _norm(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get("self")
-    shp, dt = A.shape(x), A.dtype(x)
-    if shp is None:
-        return None
+@binds("self")
+def _norm(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     ordv, dim = A.value(b.get("ord")), A.value(b.get("dim"))
     matrix = (isinstance(dim, list) and len(dim) == 2) or (dim is None and ordv is not None and len(shp) == 2)
     if not matrix:  # a vector norm: square (or abs) and add per element
@@ -623,10 +611,8 @@ def _fold(shp: list[int], ind: int) -> tuple[int, int] | None:
 
 
 @register("linalg_tensorinv")
-def _tensorinv(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _tensorinv(call: OpCall, b: Bound) -> Cost | None:
     x = b.get("self")
     shp, dt = A.shape(x), A.dtype(x)
     got = _fold(shp or [], A.value(b.get("ind"), 2))
@@ -637,10 +623,8 @@ def _tensorinv(call: OpCall) -> Cost | None:
 
 
 @register("linalg_tensorsolve")
-def _tensorsolve(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _tensorsolve(call: OpCall, b: Bound) -> Cost | None:
     x, y = b.get("self"), b.get("other")
     sx, sy, dt = A.shape(x), A.shape(y), A.dtype(x)
     if sx is None or sy is None:
@@ -659,13 +643,11 @@ def _tensorsolve_n(call: OpCall, x, y, sx: list[int], sy: list[int], dt: str | N
 
 
 @register("_linalg_check_errors")
-def _check_errors(call: OpCall) -> Cost | None:
+@binds("info")
+def _check_errors(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     """The check after a factorisation: is any ``info`` (int32, one per matrix) non-zero: one compare per
     entry, ``info`` read."""
-    b = bound(call)
-    if b is None or A.shape(b.get("info")) is None:
-        return None
-    n = _n(b.get("info"))
+    n = _n(x)
     return Cost(float(n), float(PIVOT_BYTES * n), "int32") if call.direction == "fprop" else None
 
 
@@ -684,12 +666,10 @@ def chain_order_macs(dims: list[int]) -> int:
 
 
 @register("linalg_multi_dot", "chain_matmul", family="gemm")
-def _multi_dot(call: OpCall) -> Cost | None:
+@binds()
+def _multi_dot(call: OpCall, b: Bound) -> Cost | None:
     """``2·`` the fewest multiply-adds of the chain (a 1-D first or last operand is a row or column);
     bytes: the operands read, the result written (intermediates are left out, as for a GEMM's)."""
-    b = bound(call)
-    if b is None:
-        return None
     items = A.tensorlist(b.get("tensors") if call.op == "linalg_multi_dot" else b.get("matrices"))
     if not items or len(items) < 2 and call.op == "linalg_multi_dot":
         return None
@@ -739,16 +719,12 @@ def _matrix_power(call: OpCall) -> Cost | None:
 
 
 @register("cov", "corrcoef", family="gemm")
-def _cov(call: OpCall) -> Cost | None:
+@binds("self")
+def _cov(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     """The product of the centred ``self`` (v variables × o observations; 1-D: one variable) with its
     conjugate transpose: ``2·v²·o``; the centring, weighting and (corrcoef) normalisation are O(v·o) and
     left out, as a GEMM's bias is. Bytes: ``self`` (and weights) read, the v×v result written."""
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get("self")
-    shp, dt = A.shape(x), A.dtype(x)
-    if shp is None or len(shp) > 2:
+    if len(shp) > 2:
         return None
     # 0-d: one variable, one observation (torch.cov's reading); 1-D: one variable
     v, o = (shp[0], shp[1]) if len(shp) == 2 else (1, shp[0] if shp else 1)

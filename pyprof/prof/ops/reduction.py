@@ -41,7 +41,7 @@ from typing import Any, cast
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.pointwise import TABLE as _PW
 from pyprof.prof.ops.pointwise import elementwise_cost
-from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, bound, register
 
 # name: (forward per input element, forward per output element, backward per input element, bwd reads x)
 TABLE: dict[str, tuple[int, int, int, bool]] = {
@@ -138,13 +138,11 @@ def _reduce(call: OpCall) -> Cost | None:
 
 
 @register("sum_to_size")
-def _sum_to_size(call: OpCall) -> Cost | None:
+@binds()
+def _sum_to_size(call: OpCall, b: Bound) -> Cost | None:
     """``x.sum_to_size(size)``: a sum over the broadcast dims, one add per input element; input read,
     result written (nothing where ``x`` has the size already: torch returns it). Backward broadcasts dY
     back (dY read, dX written)."""
-    b = bound(call)
-    if b is None:
-        return None
     x, size = b.get("self"), A.value(b.get("size"))
     if isinstance(size, int) and not isinstance(size, bool):
         size = [size]  # x.sum_to_size(3): the size as varargs

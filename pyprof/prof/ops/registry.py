@@ -14,10 +14,12 @@ they import it.)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.schema import normalize_cached
 
 Direction = str  # "fprop" | "bprop" | "optim"
@@ -156,6 +158,32 @@ def bound(call: OpCall) -> dict[str, dict[str, Any]] | None:
         return call.schema
     b = normalize_cached(canonical(call.op, call.mod), call.args, inplace=_inplace(call.op))
     return b.args if b.schema else None
+
+
+Bound = dict[str, dict[str, Any]]  # a call's arguments by aten schema name (:func:`bound`)
+
+
+def binds(subject: str | None = None) -> Callable[[Callable[..., Cost | None]], Model]:
+    """The opening most models share, as a decorator: the model is called with the call's arguments
+    bound (:func:`bound`), ``model(call, b)``; with ``subject`` (an argument's name, ``"self"``) also
+    with that argument, its shape and its dtype, ``model(call, b, x, shape, dtype)``. The cost is
+    unknown (None) where the call does not bind or the subject's shape is unknown."""
+
+    def deco(model: Callable[..., Cost | None]) -> Model:
+        @functools.wraps(model)
+        def opened(call: OpCall) -> Cost | None:
+            b = bound(call)
+            if b is None:
+                return None
+            if subject is None:
+                return model(call, b)
+            x = b.get(subject)
+            shp = A.shape(x)
+            return None if shp is None else model(call, b, x, shp, A.dtype(x))
+
+        return opened
+
+    return deco
 
 
 def estimate(call: OpCall) -> Cost | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 # op -> (writes values, writes indices) when it reduces along a dim (or sorts)
 _OUTS = {"sort": (True, True), "argsort": (True, True), "msort": (True, True), "topk": (True, True),
@@ -37,14 +37,8 @@ def _slices(shp: list[int], dim) -> tuple[int, int] | None:
 
 
 @register(*_OUTS)
-def _select(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get("self")
-    shp, dt = A.shape(x), A.dtype(x)
-    if shp is None:
-        return None
+@binds("self")
+def _select(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     n = prod(shp)
     vals, idx = _OUTS[call.op]
     dim_arg = b.get("dim")
@@ -69,14 +63,9 @@ def _select(call: OpCall) -> Cost | None:
 
 
 @register("quantile", "nanquantile")
-def _quantile(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
-    x, q = b.get("self"), b.get("q")
-    shp, dt = A.shape(x), A.dtype(x)
-    if shp is None:
-        return None
+@binds("self")
+def _quantile(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
+    q = b.get("q")
     nq = A.numel(A.shape(q)) if A.is_tensor(q) else 1
     dim = A.value(b.get("dim"))
     if dim is None:
@@ -95,10 +84,8 @@ def _quantile(call: OpCall) -> Cost | None:
 
 
 @register("searchsorted", "bucketize", "isin")
-def _search(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _search(call: OpCall, b: Bound) -> Cost | None:
     if call.op == "searchsorted":
         table, keys = b.get("sorted_sequence"), b.get("self")
     elif call.op == "bucketize":

@@ -20,7 +20,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 # views whose copy keeps the element count of the input
 _SAME = ("t", "transpose", "permute", "squeeze", "unsqueeze", "view", "alias", "unbind", "split_with_sizes",
@@ -79,14 +79,8 @@ _VIEWS = ("t", "transpose", "permute", "squeeze", "unsqueeze", "view", "alias", 
 
 
 @register(*(v + "_copy" for v in _VIEWS))
-def _view_copy(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get("self")
-    shp = A.shape(x)
-    if shp is None:
-        return None
+@binds("self")
+def _view_copy(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     view = call.op[: -len("_copy")]
     n_out = _out_numel(view, b, shp)
     if n_out is None:
@@ -103,10 +97,8 @@ def _view_copy(call: OpCall) -> Cost | None:
 
 
 @register("slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter")
-def _scatter(call: OpCall) -> Cost | None:
-    b = bound(call)
-    if b is None:
-        return None
+@binds()
+def _scatter(call: OpCall, b: Bound) -> Cost | None:
     x, src = b.get("self"), b.get("src")
     nx, ns = A.numel(A.shape(x)), A.numel(A.shape(src))
     if nx is None or ns is None:
