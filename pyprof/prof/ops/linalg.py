@@ -51,11 +51,13 @@ unknown (``None``), never a guess.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, Model, OpCall, binds, bound, register
 
 _COMPLEX = ("complex64", "complex128", "complex32")
 _REAL_OF: dict[str | None, str | None] = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
@@ -181,6 +183,20 @@ def _cost(call: OpCall, flops: float, dt: str | None, elems: float, extra_bytes:
     return Cost(float(flops), float(elems * size + extra_bytes), dt)
 
 
+def _on_matrix(subject: str | Callable[[str], str]) -> Callable[[Callable[..., Cost | None]], Model]:
+    """:func:`binds` for a model of one (batched) matrix argument: it is called as ``model(call, b, x,
+    batch, m, n, dtype)``; None where that argument is no matrix (fewer than 2 dims)."""
+
+    def deco(model: Callable[..., Cost | None]) -> Model:
+        def opened(call: OpCall, b: Bound, x: A.Arg, shp: list[int], dt: str | None) -> Cost | None:
+            mat = _matrix(x)
+            return None if mat is None else model(call, b, x, *mat, dt)
+
+        return binds(subject)(functools.wraps(model)(opened))
+
+    return deco
+
+
 def _setup(call: OpCall, name: str):
     b = bound(call)
     if b is None:
@@ -211,11 +227,8 @@ def _rhs(a_shape: list[int], b_shape: list[int], a_batch: int, left: bool = True
 # -- models -------------------------------------------------------------------------------------------------------
 
 @register("linalg_cholesky", "linalg_cholesky_ex", "cholesky")
-def _cholesky(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    _, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _cholesky(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     info = PIVOT_BYTES * bt if call.op.endswith("_ex") else 0
     return _cost(call, _flops(potrf(n), bt, dt), dt, 2 * _n(x), info)
 
@@ -233,11 +246,8 @@ def _cholesky_solve(call: OpCall, b: Bound) -> Cost | None:
 
 
 @register("cholesky_inverse")
-def _cholesky_inverse(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    _, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _cholesky_inverse(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     return _cost(call, _flops(potri(n), bt, dt), dt, 2 * _n(x))
 
 
@@ -256,22 +266,16 @@ def _lu_factor(call: OpCall) -> Cost | None:
 
 
 @register("linalg_lu")
-def _lu(call: OpCall) -> Cost | None:
-    got = _setup(call, "A")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix("A")
+def _lu(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     k = min(m, n)
     out = bt * (m * k + k * n + (m * m if _bool(b, "pivot", True) else 0))  # P, L, U
     return _cost(call, _flops(getrf(m, n), bt, dt), dt, _n(x) + out)
 
 
 @register("lu_unpack")
-def _lu_unpack(call: OpCall) -> Cost | None:
-    got = _setup(call, "LU_data")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix("LU_data")
+def _lu_unpack(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     k = min(m, n)
     out = bt * ((m * k + k * n) * _bool(b, "unpack_data", True) + m * m * _bool(b, "unpack_pivots", True))
     return _cost(call, 0.0, dt, _n(x) + out, PIVOT_BYTES * bt * k)
@@ -293,11 +297,8 @@ def _lu_solve(call: OpCall, b: Bound) -> Cost | None:
 
 
 @register("linalg_solve", "linalg_solve_ex", "_linalg_solve_ex")
-def _solve(call: OpCall) -> Cost | None:
-    got = _setup(call, "A")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix("A")
+def _solve(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     sb = A.shape(b.get("B"))
     if sb is None:
         return None
@@ -311,32 +312,22 @@ def _solve(call: OpCall) -> Cost | None:
 
 
 @register("linalg_inv", "linalg_inv_ex", "inverse")
-def _inv(call: OpCall) -> Cost | None:
-    got = _setup(call, "self" if call.op == "inverse" else "A")
-    if got is None:
-        return None
-    _, x, (bt, m, n), dt = got
+@_on_matrix(lambda op: "self" if op == "inverse" else "A")
+def _inv(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     return _cost(call, _flops(_sum(getrf(n, n), getrs(n, n)), bt, dt), dt, 2 * _n(x))
 
 
 @register("linalg_det", "det", "_linalg_det", "logdet", "linalg_slogdet", "slogdet", "_linalg_slogdet")
-def _det(call: OpCall) -> Cost | None:
-    got = _setup(call, "A" if call.op in ("linalg_det", "_linalg_det", "linalg_slogdet", "_linalg_slogdet")
-                 else "self")
-    if got is None:
-        return None
-    _, x, (bt, m, n), dt = got
+@_on_matrix(lambda op: "A" if op in ("linalg_det", "_linalg_det", "linalg_slogdet", "_linalg_slogdet") else "self")
+def _det(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     outs = bt * (2 if "slogdet" in call.op else 1)
     lu = _n(x) if call.op.startswith("_linalg") else 0  # the private forms return LU and pivots too
     return _cost(call, _flops(getrf(n, n), bt, dt), dt, _n(x) + outs + lu, PIVOT_BYTES * bt * n * bool(lu))
 
 
 @register("linalg_qr", "qr")
-def _qr(call: OpCall) -> Cost | None:
-    got = _setup(call, "A" if call.op == "linalg_qr" else "self")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix(lambda op: "A" if op == "linalg_qr" else "self")
+def _qr(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     k = min(m, n)
     if call.op == "linalg_qr":
         mode = A.value(b.get("mode"), "reduced")
@@ -351,20 +342,14 @@ def _qr(call: OpCall) -> Cost | None:
 
 
 @register("geqrf")
-def _geqrf(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    _, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _geqrf(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     return _cost(call, _flops(geqrf(m, n), bt, dt), dt, 2 * _n(x) + bt * min(m, n))
 
 
 @register("linalg_householder_product", "orgqr")
-def _householder(call: OpCall) -> Cost | None:
-    got = _setup(call, "input" if call.op == "linalg_householder_product" else "self")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix(lambda op: "input" if op == "linalg_householder_product" else "self")
+def _householder(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     tau = A.shape(b.get("tau") if call.op == "linalg_householder_product" else b.get("input2"))
     if not tau:
         return None
@@ -373,11 +358,8 @@ def _householder(call: OpCall) -> Cost | None:
 
 
 @register("ormqr")
-def _ormqr(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    b, x, (bt, _, _), dt = got
+@_on_matrix("self")
+def _ormqr(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     tau, c = A.shape(b.get("input2")), b.get("input3")
     mc = _matrix(c)
     if not tau or mc is None:
@@ -404,21 +386,15 @@ def _triangular(call: OpCall, b: Bound) -> Cost | None:
 
 
 @register("linalg_ldl_factor", "linalg_ldl_factor_ex")
-def _ldl(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    _, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _ldl(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     extra = PIVOT_BYTES * bt * (n + (call.op.endswith("_ex")))
     return _cost(call, _flops(sytrf(n), bt, dt), dt, 2 * _n(x), extra)
 
 
 @register("linalg_ldl_solve")
-def _ldl_solve(call: OpCall) -> Cost | None:
-    got = _setup(call, "LD")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix("LD")
+def _ldl_solve(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     rhs = b.get("B")
     mr = _matrix(rhs)
     if mr is None:
@@ -431,24 +407,18 @@ def _gvl(flops: float, batch: int, dt: str | None) -> float:
 
 
 @register("linalg_eigh", "_linalg_eigh", "linalg_eigvalsh")
-def _eigh(call: OpCall) -> Cost | None:
-    got = _setup(call, "self" if call.op != "_linalg_eigh" else "A")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix(lambda op: "self" if op != "_linalg_eigh" else "A")
+def _eigh(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     vectors = call.op == "linalg_eigh" or (call.op == "_linalg_eigh" and _bool(b, "compute_v", True))
     values = A.sized(bt * n, _real(dt)) or 0  # real eigenvalues
     return _cost(call, _gvl(eigh_flops(n, vectors), bt, dt), dt, _n(x) + (_n(x) if vectors else 0), values)
 
 
 @register("linalg_eig", "linalg_eigvals", "_linalg_eigvals")
-def _eig(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    _, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _eig(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     vectors = call.op == "linalg_eig"
-    cplx = dt if dt in _COMPLEX else {"float32": "complex64", "float64": "complex128"}.get(dt)
+    cplx = dt if dt in _COMPLEX else {"float32": "complex64", "float64": "complex128"}.get(dt or "")
     out = A.sized(bt * n + (_n(x) if vectors else 0), cplx) or 0
     return _cost(call, _gvl(eig_flops(n, vectors), bt, dt), dt, _n(x), out)
 
@@ -461,11 +431,8 @@ def _svd_cost(call: OpCall, x, bt: int, m: int, n: int, dt: str | None, uv: bool
 
 
 @register("linalg_svd", "_linalg_svd", "svd")
-def _svd(call: OpCall) -> Cost | None:
-    got = _setup(call, "self" if call.op == "svd" else "A")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix(lambda op: "self" if op == "svd" else "A")
+def _svd(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     if call.op == "svd":
         uv, full = _bool(b, "compute_uv", True), not _bool(b, "some", True)
     else:
@@ -475,11 +442,8 @@ def _svd(call: OpCall) -> Cost | None:
 
 
 @register("linalg_svdvals", "nuclear_norm")
-def _svdvals(call: OpCall) -> Cost | None:
-    got = _setup(call, "A" if call.op == "linalg_svdvals" else "self")
-    if got is None:
-        return None
-    _, x, (bt, m, n), dt = got
+@_on_matrix(lambda op: "A" if op == "linalg_svdvals" else "self")
+def _svdvals(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     return _svd_cost(call, x, bt, m, n, dt, False, False)
 
 
@@ -511,11 +475,8 @@ def nuclear_norm(call: OpCall, x, dim) -> Cost | None:
 
 
 @register("linalg_pinv", "pinverse")
-def _pinv(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _pinv(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     k = min(m, n)
     herm = _bool(b, "hermitian", False) and m == n
     decomp = eigh_flops(n, True) if herm else svd_flops(m, n, True, False)
@@ -532,11 +493,8 @@ def _matrix_norm_flops(ordv, x, bt: int, m: int, n: int, dt: str | None) -> floa
 
 
 @register("linalg_matrix_norm")
-def _matrix_norm(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _matrix_norm(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     dim = A.value(b.get("dim"), [-2, -1])
     if dim not in ([-2, -1], [-1, -2], (-2, -1)) and not (isinstance(dim, list) and len(dim) == 2):
         return None
@@ -571,11 +529,8 @@ def _norm(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | Non
 
 
 @register("linalg_cond")
-def _cond(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _cond(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     p = A.value(b.get("p"))
     if p in (None, 2, -2):
         return _spectral(call, x, bt, m, n, dt, False)
@@ -587,11 +542,8 @@ def _cond(call: OpCall) -> Cost | None:
 
 
 @register("linalg_lstsq")
-def _lstsq(call: OpCall) -> Cost | None:
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
+@_on_matrix("self")
+def _lstsq(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     sb = A.shape(b.get("b"))
     if sb is None:
         return None
@@ -690,14 +642,11 @@ def _multi_dot(call: OpCall, b: Bound) -> Cost | None:
 
 
 @register("linalg_matrix_power", "matrix_power", family="gemm")
-def _matrix_power(call: OpCall) -> Cost | None:
+@_on_matrix("self")
+def _matrix_power(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     """torch's binary powering of ``self`` (n×n): ``k = |n|``; ``k`` 2: one product, 3: two, else one
     squaring per bit after the first and one product per set bit after the first; a negative ``n``
     inverts first (getrf + getrs, LAWN 41). Each product ``2n³``; bytes: input read, result written."""
-    got = _setup(call, "self")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
     p = A.value(b.get("n"))
     if not isinstance(p, int) or m != n:
         return None

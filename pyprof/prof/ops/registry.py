@@ -163,11 +163,12 @@ def bound(call: OpCall) -> dict[str, dict[str, Any]] | None:
 Bound = dict[str, dict[str, Any]]  # a call's arguments by aten schema name (:func:`bound`)
 
 
-def binds(subject: str | None = None) -> Callable[[Callable[..., Cost | None]], Model]:
+def binds(subject: str | Callable[[str], str] | None = None) -> Callable[[Callable[..., Cost | None]], Model]:
     """The opening most models share, as a decorator: the model is called with the call's arguments
-    bound (:func:`bound`), ``model(call, b)``; with ``subject`` (an argument's name, ``"self"``) also
-    with that argument, its shape and its dtype, ``model(call, b, x, shape, dtype)``. The cost is
-    unknown (None) where the call does not bind or the subject's shape is unknown."""
+    bound (:func:`bound`), ``model(call, b)``; with ``subject`` (an argument's name, ``"self"``, or a
+    function of the op's name giving it) also with that argument, its shape and its dtype,
+    ``model(call, b, x, shape, dtype)``. The cost is unknown (None) where the call does not bind or
+    the subject's shape is unknown."""
 
     def deco(model: Callable[..., Cost | None]) -> Model:
         @functools.wraps(model)
@@ -177,7 +178,7 @@ def binds(subject: str | None = None) -> Callable[[Callable[..., Cost | None]], 
                 return None
             if subject is None:
                 return model(call, b)
-            x = b.get(subject)
+            x = b.get(subject if isinstance(subject, str) else subject(call.op))
             shp = A.shape(x)
             return None if shp is None else model(call, b, x, shp, A.dtype(x))
 
