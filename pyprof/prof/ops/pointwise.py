@@ -47,6 +47,7 @@ TABLE: dict[str, tuple[int, int, bool]] = {
     "clamp": (2, 1, True), "clip": (2, 1, True), "clamp_min": (1, 1, True), "clamp_max": (1, 1, True),
     "maximum": (1, 1, True), "minimum": (1, 1, True), "fmax": (1, 1, True), "fmin": (1, 1, True),
     "where": (1, 1, True), "lerp": (3, 2, True), "addcmul": (3, 2, True), "addcdiv": (3, 3, True),
+    "fma": (2, 1, True),  # prims::fma(a, b, c) = a·b + c: Inductor's decomposition of softmax's backward
     "nan_to_num": (3, 1, True), "tril": (1, 1, False), "triu": (1, 1, False),
     # comparisons and logic (no gradient)
     "eq": (1, 0, False), "ne": (1, 0, False), "lt": (1, 0, False), "le": (1, 0, False),
