@@ -90,10 +90,15 @@ def test_inductor_compiles_the_same_graphs_and_results_under_init_and_deinit_res
     assert all(k["ops"] for g in graphs for k in g["kernels"]), graphs
     # each generated kernel's tensors, as compiled: the forward's ReLU writes the [2, 4, 6, 6] activation
     fused = [k for g in graphs for k in g["kernels"] if k["name"].startswith("cpp_")]
-    assert fused and all(k["bytes"] == sum(4 * math.prod(sh) for sh, dt, _ in k["tensors"]) for k in fused)
-    assert all(dt == "float32" and acc in ("r", "w") for k in fused for _, dt, acc in k["tensors"])
+    # (a buffer updated in place, ``rw``, is read and written: its bytes count twice)
+    assert fused and all(k["bytes"] == sum(4 * math.prod(sh) * len(acc) for sh, dt, acc in k["tensors"])
+                         for k in fused)
+    assert all(dt == "float32" and acc in ("r", "w", "rw") for k in fused for _, dt, acc in k["tensors"])
     relu = [k for k in graphs[0]["kernels"] if "relu" in k["ops"]]
-    assert len(relu) == 1 and [[2, 4, 6, 6], "float32", "w"] in relu[0]["tensors"]
+    assert len(relu) == 1 and [[2, 4, 6, 6], "float32"] in [t[:2] for t in relu[0]["tensors"]]
+    # and its origin node as the call prof prices (pyprof.prof.ops.fused): relu of the convolution's output
+    assert {"name": "aten::relu.default", "type": "op",
+            "items": [{"type": "tensor", "shape": [2, 4, 6, 6], "dtype": "float32"}]} in relu[0]["nodes"]
 
 
 def test_without_provenance_tracking_the_schedulers_kernels_are_read():

@@ -30,9 +30,13 @@ While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
   paths and call site).
 * The Python wrapper's ``generate_kernel_call`` is wrapped: each generated kernel's call passes its
   buffers, whose static sizes and dtypes are known then; the entry of the kernel keeps them
-  (``tensors``: shape, dtype, read or written) and their sum (``bytes``: the tensors it actually reads
-  and writes, each once; null where a size is symbolic or an argument is no plain buffer). prof does not
-  price fused kernels from them yet.
+  (``tensors``: shape, dtype, read, written or both) and their sum (``bytes``: the tensors it actually
+  reads and writes, each once, one updated in place twice; null where a size is symbolic or an argument
+  is no plain buffer).
+* Each generated kernel's origin nodes are kept as the calls prof prices (``nodes``: per node its aten
+  op and arguments, shapes and dtypes from ``meta['val']``, scalars from ``args``; see
+  :func:`_origin_calls`): parse puts them and the tensors in the kernel's record (``args``) and prof
+  prices the kernel as the sum of its nodes' ops (:mod:`pyprof.prof.ops.fused`).
 
 Inductor's modules are changed when they are imported (an import hook on ``torch._inductor.config`` and
 ``torch._inductor.graph``): importing them in ``init()`` would cost seconds to every user, compiling or
@@ -395,9 +399,9 @@ def _record(graph, before: set) -> None:
             if chain and seq is not None:
                 forward_chains.setdefault(seq, chain)
     kernels = []
-    for key, names in tracked.items():
-        if key in before:
-            continue
+    fresh = [(key, names) for key, names in tracked.items() if key not in before]
+    uses = _node_uses(fresh)
+    for key, names in fresh:
         name, _, handle = key.rpartition(":")
         if not handle.isdigit():
             name, handle = key, "0"
@@ -406,9 +410,12 @@ def _record(graph, before: set) -> None:
         main = [n for n in origins if _aten_name(n) == extern_op(name)] or origins  # an extern: its op's node
         chains = [_module_chain(n) or forward_chains.get(n.meta.get("seq_nr"), []) for n in main]
         stack = (stacks.get(key) or [None])[0]
-        kernels.append({"name": name, "order": int(handle), "ops": ops, "layer": _common(chains),
-                        "modules": _unique(c[-1] if c else "" for c in chains),
-                        "stack": _last_frame(stack) if stack else None})
+        entry = {"name": name, "order": int(handle), "ops": ops, "layer": _common(chains),
+                 "modules": _unique(c[-1] if c else "" for c in chains),
+                 "stack": _last_frame(stack) if stack else None}
+        if name.startswith(("cpp_", "triton_")):
+            entry["nodes"] = _origin_calls(names, nodes, uses)
+        kernels.append(entry)
     kernels.sort(key=lambda k: k["order"])
     _attach_tensors(kernels)
     _name_input_copies(kernels, nodes, forward_chains)
@@ -449,10 +456,117 @@ def _is_backward(graph, nodes) -> bool:
     return any(n.op == "placeholder" and n.name.startswith("tangents_") for n in nodes)
 
 
+def _node_uses(fresh: list) -> tuple[set, dict]:
+    """(the nodes an extern call of the graph came from, how many generated kernels list each node) of
+    a graph's ``(kernel key, origin node names)``: such a node's work is priced at its extern call (an
+    ``addmm`` whose bias add Inductor fused into a kernel), and a node computed by several kernels (a
+    reduction split in two) counts a share in each, so that no FLOP is counted twice."""
+    externs: set = set()
+    counts: dict[str, int] = {}
+    for key, names in fresh:
+        name, _, handle = key.rpartition(":")
+        name = name if handle.isdigit() else key
+        if name.startswith(("cpp_", "triton_")):
+            for n in set(names):
+                counts[n] = counts.get(n, 0) + 1
+        else:
+            externs.update(names)
+    return externs, counts
+
+
+def _origin_calls(names, nodes: dict, uses: tuple[set, dict]) -> list[dict]:
+    """A generated kernel's origin nodes as the calls prof prices (``pyprof.prof.ops.fused``): per node
+    that computes (not a placeholder, nor a Python builtin such as ``getitem``) an argument object
+    ``{"name": "aten::add.Tensor", "type": "op", "items": [its arguments]}``, the arguments in aten's
+    order as :func:`_node_arg` gives them (``items`` null where a size is unknown), ``share`` k where k
+    kernels list the node, ``extern`` true where an extern call came from it too. A node the graph does
+    not hold is ``{"name": null, "type": "op"}``: the kernel's FLOPs are then unknown. A kernel whose
+    nodes are graph inputs only (a copy into another layout) gets ``{"name": "inputs", "type": "int",
+    "value": k}`` instead: it computes nothing."""
+    externs, counts = uses
+    out: list[dict] = []
+    inputs = 0
+    for nm in _unique(names):
+        node = nodes.get(nm)
+        if node is None:
+            out.append({"name": None, "type": "op"})
+            continue
+        target = node.target
+        namespace = getattr(target, "namespace", None)
+        if node.op in ("placeholder", "get_attr"):
+            inputs += 1
+            continue
+        if node.op != "call_function" or namespace is None:
+            continue  # (no work of its own: getitem)
+        op = str(target)
+        op = op.replace(".", "::", 1) if op.startswith(namespace + ".") else f"{namespace}::{op}"
+        try:
+            items = [_node_arg(a) for a in node.args] + [_node_arg(v, k) for k, v in node.kwargs.items()]
+        except _Unknown:
+            items = None
+        call = {"name": op, "type": "op", "items": items}
+        if counts.get(nm, 1) > 1:
+            call["share"] = counts[nm]
+        if nm in externs:
+            call["extern"] = True
+        out.append(call)
+    if inputs and not out:  # a copy of graph inputs (into another layout): computes nothing
+        out.append({"name": "inputs", "type": "int", "value": inputs})
+    return out
+
+
+class _Unknown(Exception):
+    """An argument whose size or value cannot be told at compile time (a symbolic size)."""
+
+
+def _node_arg(value, name: str | None = None) -> dict:
+    """One argument of an FX node in the argument format of :mod:`pyprof.markers` (unnamed where
+    positional): another node is the tensor (or number) its ``meta['val']`` holds; a non-finite float
+    (``-inf`` of a mask) is its text, as JSON has no such number. Raises :class:`_Unknown` for a
+    symbolic size or a value that holds none."""
+    import math
+
+    import torch
+
+    arg: dict[str, Any] = {"name": name} if name else {}
+    if isinstance(value, torch.fx.Node):
+        value = value.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            shape = list(value.shape)
+            if not all(type(d) is int for d in shape):
+                raise _Unknown
+            return {**arg, "type": "tensor", "shape": shape, "dtype": str(value.dtype).removeprefix("torch.")}
+        if value is None or not isinstance(value, (bool, int, float)):
+            raise _Unknown
+    if value is None:
+        return {**arg, "type": "NoneType", "value": None}
+    if isinstance(value, bool):
+        return {**arg, "type": "bool", "value": value}
+    if isinstance(value, int):
+        return {**arg, "type": "int", "value": value}
+    if isinstance(value, float):
+        return {**arg, "type": "float", "value": value} if math.isfinite(value) else \
+            {**arg, "type": "other", "value": str(value)}
+    if isinstance(value, str):
+        return {**arg, "type": "str", "value": value}
+    if isinstance(value, torch.dtype):
+        return {**arg, "type": "dtype", "value": str(value).removeprefix("torch.")}
+    if isinstance(value, (list, tuple)):
+        items = [_node_arg(v) for v in value]
+        if items and all(i["type"] == "tensor" for i in items):
+            return {**arg, "type": "tensorlist", "items": items}
+        if all(i["type"] in ("int", "float", "bool") for i in items):
+            return {**arg, "type": "list", "value": [i["value"] for i in items]}
+        raise _Unknown
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise _Unknown
+    return {**arg, "type": "other", "value": str(value)}  # a device, layout or memory format
+
+
 def _attach_tensors(kernels: list[dict]) -> None:
-    """Each generated kernel's tensors (``tensors``: see :func:`_tensors`) and ``bytes`` (their sum, each
-    buffer once; null where unknown): the k-th call of a kernel name in :data:`_calls` is the k-th
-    kernel of that name in code generation order."""
+    """Each generated kernel's tensors (``tensors``: see :func:`_tensors`; ``rw``: :func:`_in_place`) and
+    ``bytes`` (their sum, each buffer once, one updated in place twice; null where unknown): the k-th
+    call of a kernel name in :data:`_calls` is the k-th kernel of that name in code generation order."""
     calls: dict[str, list] = {}
     for name, tensors, _args in _calls:
         calls.setdefault(name, []).append(tensors)
@@ -462,20 +576,33 @@ def _attach_tensors(kernels: list[dict]) -> None:
             continue  # (an extern call: priced as its op)
         i = taken[k["name"]] = taken.get(k["name"], -1) + 1
         got = calls.get(k["name"], [])
-        tensors = got[i] if i < len(got) else None
-        sizes = None if tensors is None else [_nbytes(shape, dtype) for shape, dtype, _ in tensors]
+        tensors = _in_place(got[i]) if i < len(got) else None
+        sizes = None if tensors is None else [_nbytes(shape, dtype, 2 if acc == "rw" else 1)
+                                               for shape, dtype, acc in tensors]
         k["tensors"] = tensors
         k["bytes"] = None if sizes is None or None in sizes else sum(sizes)
 
 
-def _nbytes(shape: list[int], dtype: str) -> int | None:
-    """A tensor's bytes (None: a dtype this torch does not name)."""
+def _in_place(tensors: list | None) -> list | None:
+    """``tensors`` with the buffers a C++ kernel updates in place marked ``rw`` (read, then written:
+    their bytes count twice). Inductor passes them first, as ``T*`` (its ``in_out_ptr``), before the
+    ``const T*`` inputs and the ``T*`` outputs, so a written buffer before the first read one is one; a
+    kernel that reads no other buffer cannot be told apart, and its buffers stay ``w``."""
+    if not tensors:
+        return tensors
+    first_read = next((i for i, t in enumerate(tensors) if t[2] == "r"), 0)
+    return [[sh, dt, "rw"] if i < first_read and acc == "w" else [sh, dt, acc]
+            for i, (sh, dt, acc) in enumerate(tensors)]
+
+
+def _nbytes(shape: list[int], dtype: str, times: int = 1) -> int | None:
+    """A tensor's bytes, ``times`` over (None: a dtype this torch does not name)."""
     import torch
 
     dt = getattr(torch, dtype, None)
     if not isinstance(dt, torch.dtype):
         return None
-    n = dt.itemsize
+    n = dt.itemsize * times
     for d in shape:
         n *= d
     return n
