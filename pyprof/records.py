@@ -107,7 +107,14 @@ FIELDS: tuple[Field, ...] = (
     Field("trace", "list[str]", "Python call site of the op, innermost first (`train.py:42:forward`); from pyprof or PyProf markers."),
     Field("mod", "str|null", "Namespace of the op the user called: `torch`, `torch.Tensor`, `torch.nn.functional`, ... ; `aten` when known only from emit_nvtx/kineto."),
     Field("op", "str|null", "Operator name (`conv2d`, `__matmul__`, `linear`; `addmm` for an aten-only source). For backward kernels, the forward op."),
-    Field("args", "list[arg]|null", "The op's arguments in PyProf's format (see `pyprof.markers`): tensors with shape/dtype, scalars with value; each an argument object (below)."),
+    Field("args", "list[arg]|null", "The op's arguments in PyProf's format (see `pyprof.markers`): tensors with shape/dtype, scalars with value; each an argument object (below). "
+          "A kernel Inductor generated (`mod` `inductor`, `link` `inductor`): `buffers`, a tensor list of the buffers it "
+          "reads and writes as compiled, each tensor named `r`, `w`, `rw` (updated in place) or `?` (not told: a Triton "
+          "kernel's), left out where a size is unknown; then one argument of type `op` per origin node that computes: "
+          "`name` its aten op (`aten::add.Tensor`; null: a node not recorded), `items` its arguments in aten's order "
+          "(null: a size unknown at compile time), `share` k where k kernels compute the node, `extern` true where an "
+          "extern call of the graph came from it too; instead, `inputs` (an int: how many) where its origin nodes are "
+          "graph inputs only (a copy into another layout). prof prices the kernel from them (prof.md, Conventions)."),
     Field("cdtype", "str|null", "Dtype the op computed in (the autocast dtype when autocast was on), else null: use the tensor args' dtype."),
     Field("opId", "int|null", "Identifier of the op instance that launched the kernel (unique within a record file); kernels of one op instance share it."),
     Field("aten", "str|null", "Innermost aten op open at launch (`aten::cudnn_convolution`), from emit_nvtx or kineto, without seq suffixes."),

@@ -143,9 +143,12 @@ def test_compiled_models_flops_per_direction_and_module_equal_torchs(name, tmp_p
     # the linear layers' GEMMs sit in their modules (qkv, proj, fc); attention in the block's own code
     gemm = work[work["op"].isin(["addmm", "mm"])]
     assert {lay[-1] for lay in gemm["layer"]} == {"qkv", "proj", "fc"}
-    assert {tuple(lay) for lay in work[~work["op"].isin(["addmm", "mm"])]["layer"]} == {("OptimizedModule",)}
-    # the C++ kernels are records of their own, named by their origin ops, in the modules they came from
+    extern = work[(work["mod"] != "inductor") & ~work["op"].isin(["addmm", "mm"])]
+    assert {tuple(lay) for lay in extern["layer"]} == {("OptimizedModule",)}
+    # the C++ kernels are records of their own, named by their origin ops, in the modules they came from,
+    # each priced from its origin ops and buffers (tests/test_compiled_fused_cost.py)
     fused = df[compiled & (df["mod"] == "inductor")]
+    assert fused["flops"].notna().all() and fused["bytes"].notna().all() and (fused["bytes"] > 0).all()
     assert len(fused) and all(k.startswith("graph_") and "_cpp_fused_" in k for k in fused["kernel"])
     assert {"ln", "fc"} <= {lay[-1] for lay in fused["layer"]} and set(fused["dir"]) == {"fprop", "bprop"}
     assert all(op.startswith("fused:") and op != "fused:" + inductor_parse.kernel_name(k)

@@ -155,6 +155,22 @@ nothing calls it), and the records add up to the time spent in ops.
 - An op's dtype follows torch's type promotion: a 0-dim tensor does not promote a dimensioned one.
 - Tensor-core eligibility looks at the GEMM's reduction and output dimensions (for attention, the head
   dimension), not the sequence length.
+- **A kernel Inductor generated** (`torch.compile`; record `mod` `inductor`, `op` `fused:OPS`) is priced
+  from what `pyprof run` recorded as it was compiled (its `args`, docs/records.md): its FLOPs are the sum
+  of its origin nodes' (the post-grad graph's aten ops it computes), each priced by the model an eager
+  call of that op gets, from the node's shapes and scalar arguments; its bytes are the buffers it reads
+  and writes as compiled, each once (one updated in place twice: read, then written), not the sum of its
+  ops' bytes, since what a fused kernel keeps in registers never reaches memory. A node that `k` kernels
+  compute counts `1/k` in each; the extern calls (`mm`, `addmm`, convolution, attention) keep their own
+  records and prices, and a node an extern call came from too counts there, not in the kernel; a kernel
+  that only copies graph inputs (into another layout) counts 0. Where a
+  node has no model (note `fused: flops n/a (OP)`) or a size unknown at compile time, the kernel's FLOPs
+  are `n/a`, never the part that could be priced; where a buffer's size is unknown, its bytes are. An
+  op torch decomposes before Inductor sees it is priced as its decomposition: a compiled `layer_norm` is
+  `var_mean`, `sub`, `add`, `rsqrt`, `mul`, `mul`, `add`, and `softmax` `amax`, `sub`, `exp`, `sum`,
+  `div`: the decomposed `layer_norm` counts about 8 FLOPs per element against its composite model's 7
+  (`var_mean` 4, then four pointwise ops), softmax the same 5. A kernel named only from its name (a trace
+  without `pyprof run`'s record) has no arguments: `n/a`.
 - `python scripts/validate.py` checks the GEMM, convolution and attention FLOPs of a model zoo through
   `pyprof run` -> records -> `prof`, per direction and module, against FlopCounterMode's formulas.
 - Arguments are read in one form: bound to the aten schema of the overload that ran (names, positions,

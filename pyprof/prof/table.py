@@ -64,6 +64,10 @@ def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args
         from pyprof.prof.ops import Cost
 
         return Cost(0.0, 0.0, None, note="raised: no work")
+    from pyprof.prof.ops import fused
+
+    if fused.is_fused(op, mod):  # a kernel Inductor generated: its origin ops and buffers (ops/fused.py)
+        return fused.fused_cost(args)
     try:
         return estimate(OpCall(op, list(args or []), direction or "fprop", cdtype, mod))
     except Exception:  # a model that cannot read these arguments: unknown, never a crash
@@ -742,8 +746,36 @@ def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndar
             more = f", and {len(part) - 12} more" if len(part) > 12 else ""
             lines.append(f"{what.format(n=len(part))}, {part.sum():.1f}% of kernel time "
                          f"(their flops/bytes show n/a): {listed}{more}")
+    lines += _fused_warning(out, inst, dur, total, is_kernel)
     no_op = is_kernel & ~has_op
     if no_op.any():
         lines.append(f"{int(no_op.sum())} kernel(s), {dur[no_op].sum() / total * 100:.1f}% of kernel time, "
                      "carry no op (no pyprof/PyProf marker around their launch): flops/bytes n/a")
+    return lines
+
+
+def _fused_warning(out: dict, inst: dict, dur: np.ndarray, total: float, is_kernel: np.ndarray) -> list[str]:
+    """One line per unknown of the kernels Inductor generated (:mod:`pyprof.prof.ops.fused`): how many
+    have FLOPs n/a, with their share of kernel time and why (the first reasons), and how many bytes n/a."""
+    from pyprof.prof.ops.fused import FUSED_MOD, is_fused
+
+    fused = is_kernel & np.equal(out["mod"], FUSED_MOD)  # type: ignore[call-overload]
+    if not fused.any():
+        return []
+    rows = np.flatnonzero(fused)
+    fused[rows] = [is_fused(o, FUSED_MOD) for o in out["op"][rows].tolist()]
+    lines = []
+    for col, what in (("flops", "FLOPs"), ("bytes", "bytes")):
+        unknown = fused & np.isnan(out[col])
+        if not unknown.any():
+            continue
+        line = (f"{int(unknown.sum())} kernel(s) Inductor generated, {dur[unknown].sum() / total * 100:.1f}% of "
+                f"kernel time, have {what} n/a")
+        if col == "flops":
+            notes = inst["note"][inst["row_key"]][unknown].tolist()
+            why = list(dict.fromkeys(n.removeprefix("fused: flops n/a (").removesuffix(")") for n in notes if n))
+            line += f": {', '.join(why[:8])}" if why else ""
+        else:
+            line += ": a buffer of unknown size, or no record of its buffers"
+        lines.append(line)
     return lines

@@ -24,9 +24,11 @@ trace gives none of them a module: every one sits in the compiled module's range
   module is unknown and ``layer`` stays the compiled module's.
 
 A fused kernel is an op instance of its own (``opId`` null; the kernels of a replayed CUDA graph stay the
-graph's one instance, as the linking rule has it); it has no FLOP model (its ops are priced
-nowhere, n/a). The GEMM, convolution and attention work of a compiled region in default mode runs as
-extern calls, which keep their prices.
+graph's one instance, as the linking rule has it). Joined to its metadata, its ``args`` (:func:`fused_args`)
+are the buffers it reads and writes (``buffers``) and its origin nodes' calls, from which prof prices it
+(:mod:`pyprof.prof.ops.fused`); named from its name alone, ``args`` is null and its FLOPs and bytes n/a.
+The GEMM, convolution and attention work of a compiled region in default mode runs as extern calls,
+which keep their prices.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from pyprof import records
 from pyprof.parse import decode as dec
 from pyprof.parse.kineto.schema import COMPILED_REGIONS
 
@@ -203,7 +206,8 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
                 ops = _strings(info.get("ops")) if info is not None else None
                 ops = ops or list(ops_from_name(name))
                 g = dict(f, mod=FUSED_MOD, op=FUSED_PREFIX + "+".join(ops) if ops else FUSED_PREFIX + kernel_name(name),
-                         args=None, link=LINK_INDUCTOR if info is not None else LINK_KERNEL_NAME, opDir=None)
+                         args=fused_args(info), link=LINK_INDUCTOR if info is not None else LINK_KERNEL_NAME,
+                         opDir=None)
                 if info is not None:
                     g["layer"] = _layer(f["layer"], _strings(info.get("layer")))
                     if isinstance(info.get("stack"), str) and info["stack"]:
@@ -236,6 +240,31 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
         counts["extern"] += 1
         entries[i] = (node, got, n, pre)
     return counts
+
+
+def fused_args(info: dict | None) -> list | None:
+    """A generated kernel's ``args`` from its recorded entry: ``buffers`` (a tensor list of the buffers it
+    reads and writes, each named by its access; left out where unknown) and its origin nodes' calls
+    (arguments of type ``op``), what prof prices it by (``pyprof.prof.ops.fused``); None where nothing
+    was recorded."""
+    if info is None:
+        return None
+    args: list = []
+    tensors = info.get("tensors")
+    if isinstance(tensors, list) and all(isinstance(t, list) and len(t) == 3 for t in tensors):
+        args.append({"name": "buffers", "type": "tensorlist",
+                     "items": [{"name": acc, "type": "tensor", "shape": sh, "dtype": dt} for sh, dt, acc in tensors]})
+    nodes = info.get("nodes")
+    if isinstance(nodes, list):
+        args.extend(n if isinstance(n, dict) and (n.get("type") == "op" or n.get("name") == "inputs")
+                    else _UNKNOWN_NODE for n in nodes)
+    # damaged metadata: what the record's checks would reject is unknown (a node: the FLOPs; buffers: bytes)
+    ok = records.CHECKS["args"].ok
+    return [a if a.get("type") != "op" or ok([a]) else _UNKNOWN_NODE
+            for a in args if a.get("type") == "op" or ok([a])] or None
+
+
+_UNKNOWN_NODE = {"name": None, "type": "op"}  # an origin node whose call is unknown (prof: FLOPs n/a)
 
 
 def _fused_call(graph: tuple | None, name: str, seen: dict, inst) -> dict | None:

@@ -1,0 +1,94 @@
+"""The cost of a kernel Inductor generated (``torch.compile``), from what it was compiled from.
+
+Such a kernel's record (``mod`` ``inductor``, ``op`` ``fused:OPS``; docs/records.md) carries in ``args``
+what :mod:`pyprof.annotate.inductor` recorded as the kernel was generated:
+
+* ``buffers``, a tensor list: the buffers the kernel reads and writes, each named by its access (``r``,
+  ``w``, ``rw`` for one updated in place, ``?`` where the kernel's signature does not tell, a Triton
+  kernel's). Its **bytes** are their sizes, each once, an ``rw`` one twice (read, then written). No
+  ``buffers``: the bytes are unknown (a symbolic size, an argument that is no plain buffer).
+* one argument of type ``op`` per origin node of the post-grad graph that computes (``aten::add.Tensor``,
+  ``items`` its arguments in aten's order, from the node's ``meta['val']`` and scalar arguments). Its
+  **FLOPs** are the sum of theirs, each node priced by the model the op of that name gets as an eager
+  call (:func:`pyprof.prof.ops.registry.estimate`, as the op's own forward). A node that several kernels
+  list (a reduction split in two) counts ``1/share`` in each; a node an extern call of the graph also came
+  from (``extern``) is priced at that call (``mm``, ``addmm``, convolution, attention keep their own
+  records and prices) and counts 0 here. Where any node has no model, unknown sizes or is missing,
+  the kernel's FLOPs are unknown: never the sum of the part that could be priced.
+* ``inputs`` (an int) instead of ``op`` arguments: the kernel's origin nodes are graph inputs only; it
+  copies them (into another layout) and computes nothing: 0 FLOPs.
+
+No torch here: the arguments are the record's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.registry import Cost, OpCall, canonical, estimate
+
+FUSED_MOD = "inductor"  # the record's ``mod`` of a kernel Inductor generated (docs/records.md)
+FUSED_PREFIX = "fused:"
+BUFFERS = "buffers"
+INPUTS = "inputs"  # a kernel whose origin nodes are graph inputs only: a copy (a layout change)
+ACCESS = ("r", "w", "rw", "?")
+
+
+def is_fused(op: Any, mod: Any) -> bool:
+    """Whether a record's (op, mod) is a kernel Inductor generated."""
+    return mod == FUSED_MOD and isinstance(op, str) and op.startswith(FUSED_PREFIX)
+
+
+def buffer_bytes(args: list | None) -> float | None:
+    """The bytes of the ``buffers`` argument (see the module docstring); None where it is absent or a
+    size or dtype is unknown."""
+    arg = next((a for a in args or () if isinstance(a, dict) and a.get("name") == BUFFERS
+                and a.get("type") == "tensorlist"), None)
+    if arg is None or not isinstance(arg.get("items"), list):
+        return None
+    total = 0.0
+    for t in arg["items"]:
+        n = A.nbytes(t) if isinstance(t, dict) else None
+        if n is None or t.get("name") not in ACCESS:
+            return None
+        total += 2 * n if t["name"] == "rw" else n
+    return total
+
+
+def origin_flops(args: list | None) -> tuple[float | None, str]:
+    """(the FLOPs of the ``op`` arguments, summed; the first op that could not be priced, or ``""``).
+    None where there is no ``op`` argument or one cannot be priced."""
+    calls = [a for a in args or () if isinstance(a, dict) and a.get("type") == "op"]
+    if not calls:
+        copies = any(isinstance(a, dict) and a.get("name") == INPUTS and a.get("type") == "int"
+                     and isinstance(a.get("value"), int) and a["value"] > 0 for a in args or ())
+        return (0.0, "") if copies else (None, "no origin ops recorded")
+    total = 0.0
+    for c in calls:
+        name = c.get("name")
+        if not isinstance(name, str) or not name:
+            return None, "an origin node not recorded"
+        if c.get("extern") is True:
+            continue  # (priced at its extern call)
+        items = c.get("items")
+        if not isinstance(items, list):
+            return None, f"{canonical(name)}: sizes unknown"
+        cost = estimate(OpCall(name, items, "fprop", None, "aten"))
+        if cost is None or cost.flops is None:
+            return None, canonical(name)
+        share = c.get("share", 1)
+        if not isinstance(share, int) or isinstance(share, bool) or share < 1:
+            return None, f"{canonical(name)}: share {share!r}"
+        total += cost.flops / share
+    return total, ""
+
+
+def fused_cost(args: list | None) -> Cost:
+    """A generated kernel's :class:`Cost`: FLOPs of its origin ops, bytes of its buffers (each None where
+    unknown, independently), the dtype its buffers promote to; ``note`` names what left FLOPs unknown."""
+    flops, missing = origin_flops(args)
+    buf = next((a for a in args or () if isinstance(a, dict) and a.get("name") == BUFFERS), None)
+    items = buf.get("items") if isinstance(buf, dict) else None
+    dtype = A.promote(t.get("dtype") for t in items if isinstance(t, dict)) if isinstance(items, list) else None
+    return Cost(flops, buffer_bytes(args), dtype, note=f"fused: flops n/a ({missing})" if missing else "")
