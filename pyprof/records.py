@@ -109,8 +109,8 @@ FIELDS: tuple[Field, ...] = (
     Field("op", "str|null", "Operator name (`conv2d`, `__matmul__`, `linear`; `addmm` for an aten-only source). For backward kernels, the forward op."),
     Field("args", "list[arg]|null", "The op's arguments in PyProf's format (see `pyprof.markers`): tensors with shape/dtype, scalars with value; each an argument object (below). "
           "A kernel Inductor generated (`mod` `inductor`, `link` `inductor`): `buffers`, a tensor list of the buffers it "
-          "reads and writes as compiled, each tensor named `r`, `w`, `rw` (updated in place) or `?` (not told: a Triton "
-          "kernel's), left out where a size is unknown; then one argument of type `op` per origin node that computes: "
+          "reads and writes as compiled, each tensor named `r`, `w`, `rw` (updated in place) or `?` (not told), as the "
+          "kernel's signature names it (`in_ptr`, `out_ptr`, `in_out_ptr`), left out where a size is unknown; then one argument of type `op` per origin node that computes: "
           "`name` its aten op (`aten::add.Tensor`; null: a node not recorded), `items` its arguments in aten's order "
           "(null: a size unknown at compile time), `share` k where k kernels compute the node, `extern` true where an "
           "extern call of the graph came from it too; instead, `inputs` (an int: how many) where its origin nodes are "

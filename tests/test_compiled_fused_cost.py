@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import types
 
 import pytest
 
@@ -79,6 +80,43 @@ def test_parse_carries_the_recorded_entry_and_damage_is_unknown():
     assert damaged == [{"name": None, "type": "op"}, {"name": None, "type": "op"}]
     c = fused_cost(damaged)
     assert c.flops is None and c.bytes is None
+
+
+_CPP_SOURCE = """#include <torch/csrc/inductor/cpp_prefix.h>
+extern "C"  void  Placeholder.KERNEL_NAME(float* in_out_ptr0,
+                       const float* in_ptr0,
+                       bool* out_ptr0,
+                       const int64_t ks0)
+{
+    auto tmp0 = in_ptr0[0];
+}
+"""
+_TRITON_SOURCE = """import triton
+@triton_heuristics.pointwise(size_hints={'x': 256}, triton_meta={'signature': {'in_out_ptr0': '*fp32'}})
+@triton.jit
+def triton_poi_fused_add_relu_0(in_out_ptr0, in_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+"""
+
+
+def test_each_buffers_access_is_read_from_its_kernels_signature():
+    """Inductor names a kernel's buffer parameters in_ptrN (read), out_ptrN (written) and in_out_ptrN
+    (updated in place: read and written, its bytes counted twice), in C++ and Triton alike."""
+    from pyprof.annotate.inductor import _access, _pointer_params
+
+    graph = types.SimpleNamespace(wrapper_code=types.SimpleNamespace(src_to_kernel={
+        _CPP_SOURCE: "cpp_fused_relu_threshold_backward_0", _TRITON_SOURCE: "triton_poi_fused_add_relu_0"}))
+    params = _pointer_params(graph)
+    assert params == {"cpp_fused_relu_threshold_backward_0": ["in_out_ptr", "in_ptr", "out_ptr"],
+                      "triton_poi_fused_add_relu_0": ["in_out_ptr", "in_ptr"]}
+    told = [[[4, 8], "float32", "?"], [[4, 8], "float32", "?"]]  # (a Triton call's types tell nothing)
+    assert [a for _, _, a in _access(told, params["triton_poi_fused_add_relu_0"])] == ["rw", "r"]
+    # no signature (or one that does not match): a C++ kernel's in-place buffers come before its inputs
+    cpp = [[[4], "float32", "w"], [[4], "float32", "r"], [[4], "bool", "w"]]
+    assert [a for _, _, a in _access(cpp, None)] == ["rw", "r", "w"]
+    assert [a for _, _, a in _access(cpp, ["in_ptr"])] == ["rw", "r", "w"]
+    assert [a for _, _, a in _access([[[4], "float32", "w"]], None)] == ["w"]  # cannot be told: stays w
+    assert _pointer_params(types.SimpleNamespace()) == {}
 
 
 def _record(op, args, dur=1000, mod="inductor", kname="graph_0_cpp_fused_add_relu_0"):

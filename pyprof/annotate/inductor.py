@@ -30,9 +30,9 @@ While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
   paths and call site).
 * The Python wrapper's ``generate_kernel_call`` is wrapped: each generated kernel's call passes its
   buffers, whose static sizes and dtypes are known then; the entry of the kernel keeps them
-  (``tensors``: shape, dtype, read, written or both) and their sum (``bytes``: the tensors it actually
-  reads and writes, each once, one updated in place twice; null where a size is symbolic or an argument
-  is no plain buffer).
+  (``tensors``: shape, dtype, read, written or both, as the kernel's signature names them) and their
+  sum (``bytes``: the tensors it actually reads and writes, each once, one updated in place twice; null
+  where a size is symbolic or an argument is no plain buffer).
 * Each generated kernel's origin nodes are kept as the calls prof prices (``nodes``: per node its aten
   op and arguments, shapes and dtypes from ``meta['val']``, scalars from ``args``; see
   :func:`_origin_calls`): parse puts them and the tensors in the kernel's record (``args``) and prof
@@ -417,7 +417,7 @@ def _record(graph, before: set) -> None:
             entry["nodes"] = _origin_calls(names, nodes, uses)
         kernels.append(entry)
     kernels.sort(key=lambda k: k["order"])
-    _attach_tensors(kernels)
+    _attach_tensors(kernels, _pointer_params(graph))
     _name_input_copies(kernels, nodes, forward_chains)
     _generation[0] += 1
     GRAPHS.append({"compileId": None if cid is None else str(cid), "backward": backward, "kernels": kernels})
@@ -563,8 +563,8 @@ def _node_arg(value, name: str | None = None) -> dict:
     return {**arg, "type": "other", "value": str(value)}  # a device, layout or memory format
 
 
-def _attach_tensors(kernels: list[dict]) -> None:
-    """Each generated kernel's tensors (``tensors``: see :func:`_tensors`; ``rw``: :func:`_in_place`) and
+def _attach_tensors(kernels: list[dict], params: dict[str, list[str]] | None = None) -> None:
+    """Each generated kernel's tensors (``tensors``: see :func:`_tensors`; accesses: :func:`_access`) and
     ``bytes`` (their sum, each buffer once, one updated in place twice; null where unknown): the k-th
     call of a kernel name in :data:`_calls` is the k-th kernel of that name in code generation order."""
     calls: dict[str, list] = {}
@@ -576,20 +576,42 @@ def _attach_tensors(kernels: list[dict]) -> None:
             continue  # (an extern call: priced as its op)
         i = taken[k["name"]] = taken.get(k["name"], -1) + 1
         got = calls.get(k["name"], [])
-        tensors = _in_place(got[i]) if i < len(got) else None
+        tensors = _access(got[i], (params or {}).get(k["name"])) if i < len(got) else None
         sizes = None if tensors is None else [_nbytes(shape, dtype, 2 if acc == "rw" else 1)
                                                for shape, dtype, acc in tensors]
         k["tensors"] = tensors
         k["bytes"] = None if sizes is None or None in sizes else sum(sizes)
 
 
-def _in_place(tensors: list | None) -> list | None:
-    """``tensors`` with the buffers a C++ kernel updates in place marked ``rw`` (read, then written:
-    their bytes count twice). Inductor passes them first, as ``T*`` (its ``in_out_ptr``), before the
-    ``const T*`` inputs and the ``T*`` outputs, so a written buffer before the first read one is one; a
-    kernel that reads no other buffer cannot be told apart, and its buffers stay ``w``."""
+_SIGNATURE = re.compile(r"(?:\bvoid|\bdef)\s+[\w.{}]+\s*\(([^)]*)\)")  # (its name: Placeholder.KERNEL_NAME)
+_POINTER = re.compile(r"\b(in_out_ptr|in_ptr|out_ptr)\d+\b")
+_ACCESS = {"in_out_ptr": "rw", "in_ptr": "r", "out_ptr": "w"}
+
+
+def _pointer_params(graph) -> dict[str, list[str]]:
+    """{kernel name: the kind of each buffer parameter of its signature, in order} of the kernels
+    ``graph`` generated, read from their source (the wrapper's ``src_to_kernel``): Inductor names a
+    kernel's buffers ``in_ptrN`` (read), ``out_ptrN`` (written) and ``in_out_ptrN`` (updated in place),
+    in a C++ kernel's ``void kernel(...)`` and a Triton kernel's ``def triton_...(...)`` alike."""
+    sources = getattr(getattr(graph, "wrapper_code", None), "src_to_kernel", None) or {}
+    out: dict[str, list[str]] = {}
+    for src, name in list(sources.items()):
+        m = _SIGNATURE.search(src) if isinstance(src, str) and isinstance(name, str) else None
+        if m is not None:
+            out[name] = [p.group(1) for p in _POINTER.finditer(m.group(1))]
+    return out
+
+
+def _access(tensors: list | None, params: list[str] | None) -> list | None:
+    """``tensors`` with each buffer's access from the kernel's signature (``params``, one per buffer:
+    ``in_out_ptr`` is ``rw``, read then written, its bytes counted twice); where the signature is not
+    known or does not match, a C++ kernel's ``in_out_ptr`` buffers are told by their place: Inductor
+    passes them first, as ``T*``, before the ``const T*`` inputs, so a written buffer before the first
+    read one is one (a kernel that reads no other buffer cannot be told apart then: its stay ``w``)."""
     if not tensors:
         return tensors
+    if params is not None and len(params) == len(tensors):
+        return [[sh, dt, _ACCESS[p]] for (sh, dt, _), p in zip(tensors, params, strict=True)]
     first_read = next((i for i, t in enumerate(tensors) if t[2] == "r"), 0)
     return [[sh, dt, "rw"] if i < first_read and acc == "w" else [sh, dt, acc]
             for i, (sh, dt, acc) in enumerate(tensors)]

@@ -159,8 +159,8 @@ nothing calls it), and the records add up to the time spent in ops.
   from what `pyprof run` recorded as it was compiled (its `args`, docs/records.md): its FLOPs are the sum
   of its origin nodes' (the post-grad graph's aten ops it computes), each priced by the model an eager
   call of that op gets, from the node's shapes and scalar arguments; its bytes are the buffers it reads
-  and writes as compiled, each once (one a C++ kernel updates in place twice: read, then written; a
-  Triton kernel's signature does not tell, so there each counts once), not the sum of its
+  and writes as compiled, each once (one its signature names `in_out_ptr`, updated in place, twice:
+  read, then written), not the sum of its
   ops' bytes, since what a fused kernel keeps in registers never reaches memory. A node that `k` kernels
   compute counts `1/k` in each; the extern calls (`mm`, `addmm`, convolution, attention) keep their own
   records and prices, and a node an extern call came from too counts there, not in the kernel; a kernel

@@ -3,9 +3,9 @@
 Such a kernel's record (``mod`` ``inductor``, ``op`` ``fused:OPS``; docs/records.md) carries in ``args``
 what :mod:`pyprof.annotate.inductor` recorded as the kernel was generated:
 
-* ``buffers``, a tensor list: the buffers the kernel reads and writes, each named by its access (``r``,
-  ``w``, ``rw`` for one updated in place, ``?`` where the kernel's signature does not tell, a Triton
-  kernel's). Its **bytes** are their sizes, each once, an ``rw`` one twice (read, then written). No
+* ``buffers``, a tensor list: the buffers the kernel reads and writes, each named by its access as the
+  kernel's signature has it (``r``, ``w``, ``rw`` for one updated in place, ``?`` where not told). Its
+  **bytes** are their sizes, each once, an ``rw`` one twice (read, then written). No
   ``buffers``: the bytes are unknown (a symbolic size, an argument that is no plain buffer).
 * one argument of type ``op`` per origin node of the post-grad graph that computes (``aten::add.Tensor``,
   ``items`` its arguments in aten's order, from the node's ``meta['val']`` and scalar arguments). Its
