@@ -180,10 +180,6 @@ _SCRIPT = textwrap.dedent('''
 @pytest.mark.torch
 def test_compiled_kernels_price_as_the_same_ops_run_eagerly(tmp_path):
     torch = pytest.importorskip("torch")
-    from torch._inductor import config
-
-    if not hasattr(getattr(config, "trace", None), "provenance_tracking_level"):
-        pytest.skip("this torch's Inductor has no provenance tracking: no record of the kernels' origins")
     from pyprof.parse.kineto import KinetoSource
     from pyprof.runner import RunOptions, run_script
 

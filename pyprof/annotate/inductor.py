@@ -400,7 +400,7 @@ def _record(graph, before: set) -> None:
                 forward_chains.setdefault(seq, chain)
     kernels = []
     fresh = [(key, names) for key, names in tracked.items() if key not in before]
-    uses = _node_uses(fresh)
+    uses = _node_uses(fresh, nodes)
     for key, names in fresh:
         name, _, handle = key.rpartition(":")
         if not handle.isdigit():
@@ -456,11 +456,13 @@ def _is_backward(graph, nodes) -> bool:
     return any(n.op == "placeholder" and n.name.startswith("tangents_") for n in nodes)
 
 
-def _node_uses(fresh: list) -> tuple[set, dict]:
+def _node_uses(fresh: list, nodes: dict) -> tuple[set, dict]:
     """(the nodes an extern call of the graph came from, how many generated kernels list each node) of
     a graph's ``(kernel key, origin node names)``: such a node's work is priced at its extern call (an
     ``addmm`` whose bias add Inductor fused into a kernel), and a node computed by several kernels (a
-    reduction split in two) counts a share in each, so that no FLOP is counted twice."""
+    reduction split in two) counts a share in each, so that no FLOP is counted twice. An extern call's
+    nodes are those of its own aten op (torch 2.4's ``origins`` of an extern call also name the
+    pointwise nodes of its inputs, which their own kernel computes)."""
     externs: set = set()
     counts: dict[str, int] = {}
     for key, names in fresh:
@@ -470,7 +472,8 @@ def _node_uses(fresh: list) -> tuple[set, dict]:
             for n in set(names):
                 counts[n] = counts.get(n, 0) + 1
         else:
-            externs.update(names)
+            op = extern_op(name)
+            externs.update(n for n in names if n in nodes and _aten_name(nodes[n]) == op)
     return externs, counts
 
 

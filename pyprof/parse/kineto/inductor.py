@@ -157,7 +157,7 @@ def _region(ix, node: int) -> int | None:
         return None
     for r in reversed(ix.chain[node]):
         name = ix.name[r]
-        if name.startswith(_REGION) or name in COMPILED_REGIONS:
+        if name.startswith(dec.COMPILED_REGION) or name in COMPILED_REGIONS:  # (torch 2.4: no "F/C")
             return r
     return None
 
