@@ -157,8 +157,9 @@ class _Stepper:
         self.wrapped.clear()
 
     def on_module_call(self, *_args: Any) -> None:
-        # a global module hook runs inside compiled regions too, where TorchDynamo would trace it (and
-        # fail on the state it changes): a pending step waits for the next eager module call
+        # called before a module's range opens, by pyprof's module instrumentation or by a global module
+        # hook (see run_script), neither traced by TorchDynamo; not while a compile runs the module for
+        # real: a pending step waits for the next eager module call
         if self.pending and not _compiling():
             self.pending = False
             if not self.pyprof_seen:
@@ -178,6 +179,41 @@ class _Stepper:
         if self.pyprof_seen:
             return "pyprof.step()"
         return "optimizer.step()" if self.steps else "none"
+
+
+def _modules():
+    """:mod:`pyprof.annotate.modules` (imports torch)."""
+    from pyprof.annotate import modules
+
+    return modules
+
+
+def _pass(*_args: Any) -> None:
+    """What TorchDynamo traces in place of the runner's module hook: nothing."""
+
+
+def _unseen_by_dynamo(hook):
+    """``hook`` as a global module forward pre-hook TorchDynamo neither compiles nor traces.
+
+    Dynamo meets a global hook two ways. The hooks of a compiled module whose ``forward`` is the user's
+    run frame by frame before its compiled forward, and Dynamo would compile each such frame into a
+    graphless one of its own (a guarded cache lookup per call, a frame the user's program has not):
+    ``torch.compiler.disable`` runs the hook there uncompiled, and Dynamo counts no frame for its
+    wrapper (torch's own code). A submodule's call inside a compiled forward, where Dynamo inlines
+    the hooks: ``_torchdynamo_inline`` (the attribute Dynamo unwraps, as for ``torch.compile``'s own
+    wrappers) hands it :func:`_pass` to trace, so the disabled wrapper breaks no graph and the hook's
+    state is neither traced nor guarded on. Without ``torch.compiler.disable``: ``hook`` itself."""
+    import torch
+
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    if disable is None:
+        return hook
+    wrapped = disable(hook)
+    try:
+        wrapped._torchdynamo_inline = _pass
+    except (AttributeError, TypeError):
+        return hook
+    return wrapped
 
 
 def _compiling() -> bool:
@@ -326,11 +362,14 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
                    with_stack=opts.with_stack, **kwargs)
     stepper = _Stepper(prof, opts.step_on)
     was_initialized = pyprof.is_initialized()
-    # registered before pyprof.init() so that a deferred step is taken before pyprof opens the
-    # module's range (global hooks run in registration order)
-    module_hook = register_module_forward_pre_hook(stepper.on_module_call)
     if opts.init:
         pyprof.init()
+    # a deferred step is taken at the next module call, before pyprof opens the module's range: through
+    # pyprof's own module instrumentation (a global forward hook would put it into hooks mode, see
+    # pyprof.annotate.modules); without it, through torch's global hook, kept out of TorchDynamo's frames
+    module_hook = None
+    if not (opts.init and _modules().add_before_call(stepper.on_module_call)):
+        module_hook = register_module_forward_pre_hook(_unseen_by_dynamo(stepper.on_module_call))
     annotate.add_step_callback(stepper.on_pyprof_step)
     hook = register_optimizer_step_post_hook(stepper.on_optimizer_step)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -364,7 +403,10 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path
             hook.remove()
-            module_hook.remove()
+            if module_hook is not None:
+                module_hook.remove()
+            else:
+                _modules().remove_before_call(stepper.on_module_call)
             stepper.unwrap()
             annotate.remove_step_callback(stepper.on_pyprof_step)
             if opts.init and not was_initialized:

@@ -6,9 +6,12 @@ test's to choose): ``init()`` first, then TorchDynamo imported and each model co
 Recorder consuming markers (the wrappers' marker path and the ``Module.__call__`` patch live, and
 Dynamo imported through :mod:`pyprof.annotate.torchtables`); then without pyprof (the reference);
 then under ``init()`` again with Dynamo already imported, through a torch.profiler session that
-starts and stops between steps. Dynamo's counters (``torch._dynamo.utils.counters``) of each run are
-compared. The ``eager`` backend: what pyprof could change is Dynamo's capture, which this backend runs
-in full, without Inductor's code generation (seconds per model).
+starts and stops between steps; last, trained with an optimizer as ``pyprof run`` runs a script
+(:func:`pyprof.runner.run_script`: its profiler schedule, ``init()``, and the profiler steps it takes
+at optimizer steps, deferred to the next module call), against the same training without pyprof.
+Dynamo's counters (``torch._dynamo.utils.counters``) of each run are compared: graphs, graph breaks,
+recompiles and the frames it compiled. The ``eager`` backend: what pyprof could change is Dynamo's
+capture, which this backend runs in full, without Inductor's code generation (seconds per model).
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ def _counts(name: str, scenario: str) -> dict:
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend="eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01) if scenario in ("train", "run") else None
     ctx = None
     if scenario == "recorder":
         from pyprof.annotate.recorder import Recorder
@@ -100,6 +104,9 @@ def _counts(name: str, scenario: str) -> dict:
         torch.manual_seed(i)
         loss = compiled(x).square().mean()
         loss.backward()
+        if opt is not None:  # under pyprof run: a profiler step, taken at the next module call
+            opt.step()
+            opt.zero_grad()
         losses.append(loss.item())
         if scenario == "profiler" and i == 1:
             ctx.__exit__(None, None, None)
@@ -107,7 +114,32 @@ def _counts(name: str, scenario: str) -> dict:
     if ctx is not None:
         ctx.__exit__(None, None, None)
     return {"graphs": counters["stats"]["unique_graphs"], "breaks": sum(counters["graph_break"].values()),
-            "compiles": counters["frames"]["total"], "losses": losses}
+            "recompiles": sum(counters["recompiles"].values()), "compiles": counters["frames"]["total"],
+            "compiled_ok": counters["frames"]["ok"], "losses": losses}
+
+
+_RUN_SCRIPT = """\
+import json, sys
+sys.path.insert(0, {tests!r})
+from test_annotate_compile import _counts
+json.dump({{n: _counts(n, "run") for n in {names!r}}}, open({out!r}, "w"))
+"""
+
+
+def _run_counts(names) -> dict:
+    """``_counts(name, "run")`` for each model, in a script run as ``pyprof run`` runs it."""
+    import tempfile
+
+    from pyprof.runner import RunOptions, run_script
+
+    with tempfile.TemporaryDirectory() as tmp:
+        script, out = Path(tmp) / "train.py", Path(tmp) / "counts.json"
+        script.write_text(_RUN_SCRIPT.format(tests=str(Path(__file__).resolve().parent), names=list(names),
+                                             out=str(out)))
+        result = run_script(script, [], Path(tmp) / "out", RunOptions(wait=1, warmup=1, active=1))
+        counts = json.loads(out.read_text())
+    counts["_steps"] = result.steps
+    return counts
 
 
 def _child() -> None:
@@ -124,6 +156,8 @@ def _child() -> None:
     pyprof.init()
     out["with_init_again"] = {n: _counts(n, "profiler") for n in _models()}
     pyprof.deinit()
+    out["train"] = {n: _counts(n, "train") for n in _models()}
+    out["run"] = _run_counts(_models())
     print("RESULT " + json.dumps(out))
 
 
@@ -152,8 +186,20 @@ def test_same_graphs_breaks_and_compiles(result, model):
     assert ref["graphs"] >= 1
     for run in ("with_init", "with_init_again"):
         got = result[run][model]
-        assert {k: got[k] for k in ("graphs", "breaks", "compiles")} == \
-               {k: ref[k] for k in ("graphs", "breaks", "compiles")}, run
+        keys = ("graphs", "breaks", "recompiles", "compiles", "compiled_ok")
+        assert {k: got[k] for k in keys} == {k: ref[k] for k in keys}, run
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn", "transformer"])
+def test_same_frames_graphs_breaks_and_recompiles_under_pyprof_run(result, model):
+    # every frame Dynamo compiled counts: a pyprof hook compiled as a graphless frame of its own (one
+    # more guarded cache lookup per call) is a program the user did not write
+    assert result["run"]["_steps"] == 3 * len(_models())  # the optimizer steps drove the profiler
+    ref, got = result["train"][model], result["run"][model]
+    assert ref["graphs"] >= 1
+    keys = ("graphs", "breaks", "recompiles", "compiles", "compiled_ok")
+    assert {k: got[k] for k in keys} == {k: ref[k] for k in keys}
+    assert got["losses"] == pytest.approx(ref["losses"], rel=1e-6)
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn", "transformer"])

@@ -10,10 +10,17 @@ measured at about 1.6 us per module call on top of the two hook calls, more than
 costs with the patch. Hooks registered on modules, and global hooks registered later, run inside
 the range, as they did after pyprof's global hooks.
 
-Exception: when global forward hooks are already registered as the consumer appears (``pyprof run``
-registers one to take deferred profiler steps *before* a module's range opens), every module call
-takes the slow path anyway, so pyprof registers its own global hook pair after them, keeping their
-order (:data:`_mode` says which mechanism is on).
+Exception: when someone else's global forward hooks are already registered as the consumer appears,
+every module call takes the slow path anyway, so pyprof registers its own global hook pair after
+them, keeping their order (:data:`_mode` says which mechanism is on).
+
+``pyprof run`` takes a deferred profiler step at the next module call, *before* that module's range
+opens: it registers a callback with :func:`add_before_call` (called by :func:`_call` and :func:`_pre`
+outside compiled regions, and keeping the instrumentation installed while registered), not a global
+forward hook. A global hook would put pyprof into hooks mode for every ``pyprof run``, and
+TorchDynamo, which runs the global hooks of a compiled module (``torch.compile(model)`` of a module
+whose ``forward`` is the user's) as frames of their own, compiled each hook into a graphless frame
+of its own (one more guarded cache lookup per hook per call) that the user's program has not.
 
 A module called with no module open on its thread is a root; paths come from the root's
 ``named_modules()`` (cached per root, refreshed once when a module is not found, e.g. added after the
@@ -166,9 +173,11 @@ _orig_call = nn.Module.__call__  # replaced by _on() with what Module.__call__ i
 
 def _call(self, *args, **kwargs):
     """``nn.Module.__call__`` while a consumer is present: the original inside a "mod" range."""
-    if _is_dynamo_compiling() or (S.idle and not _ap._is_profiler_enabled) or _mode[0] != "call":
+    if _is_dynamo_compiling() or _mode[0] != "call":
         return _orig_call(self, *args, **kwargs)  # compile check first: see ops.make_wrapper
-    if _is_compiling():
+    if _before:
+        _run_before(self)
+    if (S.idle and not _ap._is_profiler_enabled) or _is_compiling():
         return _orig_call(self, *args, **kwargs)
     _open(self)
     try:
@@ -185,7 +194,11 @@ def _pre(module, inputs):
     """Global forward pre-hook (hooks mode, see module docstring). The compile check comes first:
     TorchDynamo folds it, so a compiled region reads no pyprof state and guards on none (reading the
     idle flag there made every profiler start or stop recompile the region)."""
-    if _is_compiling() or (S.idle and not _ap._is_profiler_enabled):
+    if _is_compiling():
+        return None
+    if _before:
+        _run_before(module)
+    if S.idle and not _ap._is_profiler_enabled:
         return None
     _open(module)
     return None
@@ -258,10 +271,40 @@ def sync() -> None:
     :func:`pyprof.init` is on: every module call takes torch's hook path anyway, and a hook set that
     changed when a profiler starts would make TorchDynamo recompile compiled regions in the profile."""
     with LOCK:
-        if _enabled[0] and (not S.idle or _ap._is_profiler_enabled or _global_hooks()):
+        if _enabled[0] and (not S.idle or _ap._is_profiler_enabled or _global_hooks() or _before):
             _on()
         else:
             _off()
+
+
+_before: list = []  # callbacks of add_before_call
+
+
+def add_before_call(fn) -> bool:
+    """Call ``fn(module)`` at every eager module call, before the module's range opens (never inside a
+    compiled region, nor while a compile runs). The instrumentation stays installed while any is
+    registered, so ``fn`` is called with no profiler recording too. ``fn`` must be cheap: it runs
+    around every module call. False, and nothing registered, where the module instrumentation is not
+    enabled (no ``pyprof.init()``, or ``init(modules=False)``)."""
+    with LOCK:
+        if not _enabled[0]:
+            return False
+        if fn not in _before:
+            _before.append(fn)
+    sync()
+    return True
+
+
+def remove_before_call(fn) -> None:
+    with LOCK:
+        if fn in _before:
+            _before.remove(fn)
+    sync()
+
+
+def _run_before(module) -> None:
+    for fn in tuple(_before):
+        fn(module)
 
 
 def _global_hooks() -> bool:
@@ -306,6 +349,7 @@ def install() -> None:
 
 def uninstall() -> None:
     _enabled[0] = False
+    _before.clear()
     while _prof_patched:
         name, orig = _prof_patched.pop()
         setattr(_ap, name, orig)
