@@ -2,14 +2,15 @@
 
     python scripts/dynamo_counts.py                      # mlp_compiled attn_compiled cnn_compiled
     python scripts/dynamo_counts.py attn_compiled --steps 3
+    python scripts/dynamo_counts.py --no-init            # as pyprof run --no-init runs it
 
 Each (model, mode) runs in a fresh child process (Dynamo's caches and counters are process-wide): the
 model of :mod:`pyprof.validate.zoo` compiled with ``torch.compile`` (Inductor, default mode) and trained
 for ``--steps`` SGD steps, either plainly (``plain``) or as ``pyprof run`` runs a script (``pyprof``:
 :func:`pyprof.runner.run_script`, ``pyprof.init()``, torch.profiler's schedule, one wait and one
-warm-up step). From ``torch._dynamo.utils.counters``: the
-unique graphs, the graph breaks (sum over reasons), the recompiles (``recompiles`` counter, else frames
-compiled beyond the first per code object are not told apart: ``frames`` total is shown too). The
+warm-up step; ``--no-init``: without ``pyprof.init()``). From ``torch._dynamo.utils.counters``: the
+unique graphs, the graph breaks (sum over reasons), the recompiles (``recompiles`` counter) and the
+frames Dynamo compiled (``frames`` total: a frame of a hook Dynamo compiles shows here only). The
 losses of both modes must be bit-identical. Prints one line per model; exit status 1 when any count or
 loss differs. Needs torch; runs on the CPU.
 """
@@ -36,7 +37,8 @@ json.dump(train({name!r}, {steps}, pyprof_step=True), open({out!r}, "w"))
 
 def child(name: str, mode: str, steps: int) -> dict:
     """``plain``: train here. ``pyprof``: train in a script run as ``pyprof run`` runs it (run_script:
-    torch.profiler, ``pyprof.init()``, its step schedule and its global forward pre-hook)."""
+    torch.profiler, ``pyprof.init()``, its step schedule and its deferred-step callback); ``noinit``:
+    the same without ``pyprof.init()``."""
     if mode == "plain":
         return train(name, steps)
     import tempfile
@@ -46,7 +48,8 @@ def child(name: str, mode: str, steps: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         script, out = Path(tmp) / "train.py", Path(tmp) / "counts.json"
         script.write_text(_SCRIPT.format(name=name, steps=steps, out=str(out)))
-        run_script(script, [], Path(tmp) / "out", RunOptions(wait=1, warmup=1, active=max(1, steps - 2)))
+        run_script(script, [], Path(tmp) / "out",
+                   RunOptions(wait=1, warmup=1, active=max(1, steps - 2), init=mode != "noinit"))
         return json.loads(out.read_text())
 
 
@@ -92,11 +95,13 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", default=[], choices=[[], *MODELS], metavar="MODEL")
     ap.add_argument("--steps", type=int, default=3, help="training steps per run (default 3, at least 3)")
+    ap.add_argument("--no-init", action="store_true", help="run as pyprof run --no-init (no pyprof.init())")
     args = ap.parse_args(argv)
     bad = False
     print(f"{'model':<16} {'torch':<14} {'graphs':>13} {'breaks':>13} {'recompiles':>13} {'frames':>13}  losses")
     for name in args.models or MODELS:
-        plain, init = run_child(name, "plain", args.steps), run_child(name, "pyprof", args.steps)
+        plain = run_child(name, "plain", args.steps)
+        init = run_child(name, "noinit" if args.no_init else "pyprof", args.steps)
         if "error" in plain or "error" in init:
             print(f"{name:<16} FAILED: {plain.get('error') or init.get('error')}")
             bad = True
@@ -105,7 +110,7 @@ def main(argv: list[str]) -> int:
         same = plain["losses"] == init["losses"]
         bad = bad or not same or any(plain[k] != init[k] for k in ("graphs", "breaks", "recompiles", "frames"))
         print(f"{name:<16} {plain['torch']:<14} {' '.join(cells)}  {'identical' if same else 'DIFFER'}")
-    print("(each cell: without pyprof / under pyprof run)")
+    print(f"(each cell: without pyprof / under pyprof run{' --no-init' if args.no_init else ''})")
     return 1 if bad else 0
 
 
