@@ -216,6 +216,41 @@ def _unseen_by_dynamo(hook):
     return wrapped
 
 
+class _GlobalModuleHook:
+    """``fn`` as a global module forward pre-hook (``register_module_forward_pre_hook``), registered as
+    it is until TorchDynamo is imported (nothing compiles before; importing it for the wrapper would
+    cost seconds of every run), then, at the first module call after, as :func:`_unseen_by_dynamo`
+    makes it: the outermost module's hooks run eagerly before any compiled region of it runs."""
+
+    def __init__(self, fn):
+        import torch
+
+        self.fn = fn
+        self.handle = None
+        self.compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+        if "torch._dynamo" in sys.modules:
+            self._register(_unseen_by_dynamo(fn))
+        else:
+            self._register(self._until_dynamo)
+
+    def _register(self, hook) -> None:
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        if self.handle is not None:
+            self.handle.remove()
+        self.handle = register_module_forward_pre_hook(hook)
+
+    def _until_dynamo(self, *args: Any) -> None:
+        if self.compiling():  # traced in a compiled region before any eager module call: do nothing
+            return
+        if "torch._dynamo" in sys.modules:
+            self._register(_unseen_by_dynamo(self.fn))
+        self.fn(*args)
+
+    def remove(self) -> None:
+        self.handle.remove()
+
+
 def _compiling() -> bool:
     """Whether TorchDynamo is tracing the caller (``torch.compiler.is_compiling``; False without it)."""
     import torch
@@ -328,7 +363,6 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
                 raise output_error(str(stale), exc) from None
 
     import torch
-    from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_post_hook
     from torch.profiler import ProfilerActivity, profile
 
@@ -369,7 +403,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     # pyprof.annotate.modules); without it, through torch's global hook, kept out of TorchDynamo's frames
     module_hook = None
     if not (opts.init and _modules().add_before_call(stepper.on_module_call)):
-        module_hook = register_module_forward_pre_hook(_unseen_by_dynamo(stepper.on_module_call))
+        module_hook = _GlobalModuleHook(stepper.on_module_call)
     annotate.add_step_callback(stepper.on_pyprof_step)
     hook = register_optimizer_step_post_hook(stepper.on_optimizer_step)
     saved_argv, saved_path = sys.argv[:], sys.path[:]

@@ -8,7 +8,8 @@ Dynamo imported through :mod:`pyprof.annotate.torchtables`); then without pyprof
 then under ``init()`` again with Dynamo already imported, through a torch.profiler session that
 starts and stops between steps; last, trained with an optimizer as ``pyprof run`` runs a script
 (:func:`pyprof.runner.run_script`: its profiler schedule, ``init()``, and the profiler steps it takes
-at optimizer steps, deferred to the next module call), against the same training without pyprof.
+at optimizer steps, deferred to the next module call), with and without ``init()``, against the same
+training without pyprof.
 Dynamo's counters (``torch._dynamo.utils.counters``) of each run are compared: graphs, graph breaks,
 recompiles and the frames it compiled. The ``eager`` backend: what pyprof could change is Dynamo's
 capture, which this backend runs in full, without Inductor's code generation (seconds per model).
@@ -126,8 +127,9 @@ json.dump({{n: _counts(n, "run") for n in {names!r}}}, open({out!r}, "w"))
 """
 
 
-def _run_counts(names) -> dict:
-    """``_counts(name, "run")`` for each model, in a script run as ``pyprof run`` runs it."""
+def _run_counts(names, init: bool = True) -> dict:
+    """``_counts(name, "run")`` for each model, in a script run as ``pyprof run`` runs it (``init=False``:
+    as ``pyprof run --no-init`` does)."""
     import tempfile
 
     from pyprof.runner import RunOptions, run_script
@@ -136,7 +138,7 @@ def _run_counts(names) -> dict:
         script, out = Path(tmp) / "train.py", Path(tmp) / "counts.json"
         script.write_text(_RUN_SCRIPT.format(tests=str(Path(__file__).resolve().parent), names=list(names),
                                              out=str(out)))
-        result = run_script(script, [], Path(tmp) / "out", RunOptions(wait=1, warmup=1, active=1))
+        result = run_script(script, [], Path(tmp) / "out", RunOptions(wait=1, warmup=1, active=1, init=init))
         counts = json.loads(out.read_text())
     counts["_steps"] = result.steps
     return counts
@@ -158,6 +160,7 @@ def _child() -> None:
     pyprof.deinit()
     out["train"] = {n: _counts(n, "train") for n in _models()}
     out["run"] = _run_counts(_models())
+    out["run_no_init"] = _run_counts(_models(), init=False)
     print("RESULT " + json.dumps(out))
 
 
@@ -190,12 +193,13 @@ def test_same_graphs_breaks_and_compiles(result, model):
         assert {k: got[k] for k in keys} == {k: ref[k] for k in keys}, run
 
 
+@pytest.mark.parametrize("run", ["run", "run_no_init"])
 @pytest.mark.parametrize("model", ["mlp", "cnn", "transformer"])
-def test_same_frames_graphs_breaks_and_recompiles_under_pyprof_run(result, model):
+def test_same_frames_graphs_breaks_and_recompiles_under_pyprof_run(result, model, run):
     # every frame Dynamo compiled counts: a pyprof hook compiled as a graphless frame of its own (one
     # more guarded cache lookup per call) is a program the user did not write
-    assert result["run"]["_steps"] == 3 * len(_models())  # the optimizer steps drove the profiler
-    ref, got = result["train"][model], result["run"][model]
+    assert result[run]["_steps"] == 3 * len(_models())  # the optimizer steps drove the profiler
+    ref, got = result["train"][model], result[run][model]
     assert ref["graphs"] >= 1
     keys = ("graphs", "breaks", "recompiles", "compiles", "compiled_ok")
     assert {k: got[k] for k in keys} == {k: ref[k] for k in keys}
