@@ -188,39 +188,12 @@ def _modules():
     return modules
 
 
-def _pass(*_args: Any) -> None:
-    """What TorchDynamo traces in place of the runner's module hook: nothing."""
-
-
-def _unseen_by_dynamo(hook):
-    """``hook`` as a global module forward pre-hook TorchDynamo neither compiles nor traces.
-
-    Dynamo meets a global hook two ways. The hooks of a compiled module whose ``forward`` is the user's
-    run frame by frame before its compiled forward, and Dynamo would compile each such frame into a
-    graphless one of its own (a guarded cache lookup per call, a frame the user's program has not):
-    ``torch.compiler.disable`` runs the hook there uncompiled, and Dynamo counts no frame for its
-    wrapper (torch's own code). A submodule's call inside a compiled forward, where Dynamo inlines
-    the hooks: ``_torchdynamo_inline`` (the attribute Dynamo unwraps, as for ``torch.compile``'s own
-    wrappers) hands it :func:`_pass` to trace, so the disabled wrapper breaks no graph and the hook's
-    state is neither traced nor guarded on. Without ``torch.compiler.disable``: ``hook`` itself."""
-    import torch
-
-    disable = getattr(getattr(torch, "compiler", None), "disable", None)
-    if disable is None:
-        return hook
-    wrapped = disable(hook)
-    try:
-        wrapped._torchdynamo_inline = _pass
-    except (AttributeError, TypeError):
-        return hook
-    return wrapped
-
-
 class _GlobalModuleHook:
     """``fn`` as a global module forward pre-hook (``register_module_forward_pre_hook``), registered as
     it is until TorchDynamo is imported (nothing compiles before; importing it for the wrapper would
-    cost seconds of every run), then, at the first module call after, as :func:`_unseen_by_dynamo`
-    makes it: the outermost module's hooks run eagerly before any compiled region of it runs."""
+    cost seconds of every run), then, at the first module call after, as
+    :func:`pyprof.annotate.modules.unseen_by_dynamo` makes it: the outermost module's hooks run
+    eagerly before any compiled region of it runs."""
 
     def __init__(self, fn):
         import torch
@@ -229,7 +202,7 @@ class _GlobalModuleHook:
         self.handle = None
         self.compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
         if "torch._dynamo" in sys.modules:
-            self._register(_unseen_by_dynamo(fn))
+            self._register(_modules().unseen_by_dynamo(fn))
         else:
             self._register(self._until_dynamo)
 
@@ -244,7 +217,7 @@ class _GlobalModuleHook:
         if self.compiling():  # traced in a compiled region before any eager module call: do nothing
             return
         if "torch._dynamo" in sys.modules:
-            self._register(_unseen_by_dynamo(self.fn))
+            self._register(_modules().unseen_by_dynamo(self.fn))
         self.fn(*args)
 
     def remove(self) -> None:

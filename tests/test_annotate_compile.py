@@ -9,7 +9,7 @@ then under ``init()`` again with Dynamo already imported, through a torch.profil
 starts and stops between steps; last, trained with an optimizer as ``pyprof run`` runs a script
 (:func:`pyprof.runner.run_script`: its profiler schedule, ``init()``, and the profiler steps it takes
 at optimizer steps, deferred to the next module call), with and without ``init()``, against the same
-training without pyprof.
+training without pyprof; and beside a global module hook of the user's (pyprof's hooks mode).
 Dynamo's counters (``torch._dynamo.utils.counters``) of each run are compared: graphs, graph breaks,
 recompiles and the frames it compiled. The ``eager`` backend: what pyprof could change is Dynamo's
 capture, which this backend runs in full, without Inductor's code generation (seconds per model).
@@ -91,11 +91,15 @@ def _counts(name: str, scenario: str) -> dict:
     counters.clear()
     compiled = torch.compile(model, backend="eager")
     opt = torch.optim.SGD(model.parameters(), lr=0.01) if scenario in ("train", "run") else None
-    ctx = None
-    if scenario == "recorder":
+    ctx = hook = None
+    if scenario in ("hook", "hook_recorder"):  # the user's global module hook: pyprof in hooks mode
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        hook = register_module_forward_pre_hook(lambda module, inputs: None)
+    if scenario in ("recorder", "hook_recorder"):
         from pyprof.annotate.recorder import Recorder
 
-        ctx = Recorder()
+        ctx = rec = Recorder()
         ctx.__enter__()
     losses = []
     for i in range(3):
@@ -114,9 +118,12 @@ def _counts(name: str, scenario: str) -> dict:
             ctx = None
     if ctx is not None:
         ctx.__exit__(None, None, None)
+    if hook is not None:
+        hook.remove()
+    paths = sorted({p["path"] for p in rec.payloads("mod")}) if scenario.endswith("recorder") else None
     return {"graphs": counters["stats"]["unique_graphs"], "breaks": sum(counters["graph_break"].values()),
             "recompiles": sum(counters["recompiles"].values()), "compiles": counters["frames"]["total"],
-            "compiled_ok": counters["frames"]["ok"], "losses": losses}
+            "compiled_ok": counters["frames"]["ok"], "losses": losses, "paths": paths}
 
 
 _RUN_SCRIPT = """\
@@ -161,6 +168,10 @@ def _child() -> None:
     out["train"] = {n: _counts(n, "train") for n in _models()}
     out["run"] = _run_counts(_models())
     out["run_no_init"] = _run_counts(_models(), init=False)
+    out["hook"] = _counts("transformer", "hook")
+    pyprof.init()
+    out["hook_init"] = _counts("transformer", "hook_recorder")
+    pyprof.deinit()
     print("RESULT " + json.dumps(out))
 
 
@@ -204,6 +215,16 @@ def test_same_frames_graphs_breaks_and_recompiles_under_pyprof_run(result, model
     keys = ("graphs", "breaks", "recompiles", "compiles", "compiled_ok")
     assert {k: got[k] for k in keys} == {k: ref[k] for k in keys}
     assert got["losses"] == pytest.approx(ref["losses"], rel=1e-6)
+
+
+def test_pyprof_hooks_beside_a_users_global_hook_add_no_frame(result):
+    # a global module hook of the user's puts pyprof's module attribution into hooks mode: its hooks
+    # must not be compiled into frames of their own either, nor change the module paths recorded
+    ref, got = result["hook"], result["hook_init"]
+    keys = ("graphs", "breaks", "recompiles", "compiles", "compiled_ok")
+    assert {k: got[k] for k in keys} == {k: ref[k] for k in keys}
+    assert got["losses"] == pytest.approx(ref["losses"], rel=1e-6)
+    assert got["paths"] == result["with_init"]["transformer"]["paths"]
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn", "transformer"])

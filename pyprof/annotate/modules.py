@@ -12,7 +12,8 @@ the range, as they did after pyprof's global hooks.
 
 Exception: when someone else's global forward hooks are already registered as the consumer appears,
 every module call takes the slow path anyway, so pyprof registers its own global hook pair after
-them, keeping their order (:data:`_mode` says which mechanism is on).
+them, keeping their order (:data:`_mode` says which mechanism is on); once TorchDynamo is imported,
+as :func:`unseen_by_dynamo` makes them, so that it compiles no frame of their own.
 
 ``pyprof run`` takes a deferred profiler step at the next module call, *before* that module's range
 opens: it registers a callback with :func:`add_before_call` (called by :func:`_call` and :func:`_pre`
@@ -44,6 +45,7 @@ until a consumer comes back (``_buried``), so neither is lost and nothing recurs
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 
@@ -200,13 +202,20 @@ def _pre(module, inputs):
         _run_before(module)
     if S.idle and not _ap._is_profiler_enabled:
         return None
+    st = getattr(_tls, "mods", None)
+    if st and st[-1][0]._modules.get("_orig_mod") is module:
+        # the user's module, called by torch.compile's OptimizedModule at the top of the compiled
+        # region, where its hooks run uncompiled (unseen_by_dynamo): no range of its own, as where
+        # Dynamo compiles the call (the patch, or hooks traced in), and as before Dynamo is imported
+        return None
     _open(module)
     return None
 
 
 def _post(module, inputs, output):
     """Global forward hook, ``always_call=True`` (hooks mode). Inside a compiled region it does nothing,
-    as :func:`_pre` opened nothing there (TorchDynamo would otherwise trace the module stack)."""
+    as :func:`_pre` opened nothing there (TorchDynamo would otherwise trace the module stack); for a
+    module :func:`_pre` opened nothing for, :func:`_close` finds nothing to close."""
     if _is_compiling():
         return None
     _close(module)
@@ -222,8 +231,7 @@ def _on() -> None:
     from torch.nn.modules import module as mm
 
     if mm._global_forward_pre_hooks or mm._global_forward_hooks:  # keep their order: hooks mode
-        _handles.append(mm.register_module_forward_pre_hook(_pre))
-        _handles.append(mm.register_module_forward_hook(_post, always_call=True))
+        _register_hooks()
         _mode[0] = "hooks"
         _installed[0] = True
         return
@@ -257,12 +265,59 @@ def _off() -> None:
         _pop(st.pop()[1])
 
 
+def _pass(*_args) -> None:
+    """What TorchDynamo traces in place of a global module hook of pyprof's: nothing."""
+
+
+def unseen_by_dynamo(hook):
+    """``hook`` as a global module hook TorchDynamo neither compiles nor traces (imports TorchDynamo).
+
+    Dynamo meets a global hook two ways. The hooks of a compiled module whose ``forward`` is the user's
+    run frame by frame before its compiled forward, and Dynamo would compile each such frame into a
+    graphless one of its own (a guarded cache lookup per call, a frame the user's program has not):
+    ``torch.compiler.disable`` runs the hook there uncompiled, and Dynamo counts no frame for its
+    wrapper (torch's own code). A submodule's call inside a compiled forward, where Dynamo inlines
+    the hooks: ``_torchdynamo_inline`` (the attribute Dynamo unwraps, as for ``torch.compile``'s own
+    wrappers) hands it :func:`_pass` to trace, so the disabled wrapper breaks no graph and the hook's
+    state is neither traced nor guarded on. Without ``torch.compiler.disable``: ``hook`` itself."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    if disable is None:
+        return hook
+    wrapped = disable(hook)
+    try:
+        wrapped._torchdynamo_inline = _pass
+    except (AttributeError, TypeError):
+        return hook
+    return wrapped
+
+
+_dynamo_hooks: list = []  # (pre, post) as unseen_by_dynamo makes them, once TorchDynamo is imported
+
+
+def _register_hooks() -> None:
+    """Register pyprof's global hook pair (hooks mode): :func:`_pre` and :func:`_post` themselves until
+    TorchDynamo is imported (wrapping them imports it, seconds), then as :func:`unseen_by_dynamo`
+    makes them (:func:`swap` re-registers them when pyprof's finder imports it)."""
+    from torch.nn.modules import module as mm
+
+    while _handles:
+        _handles.pop().remove()
+    if not _dynamo_hooks and "torch._dynamo" in sys.modules:
+        _dynamo_hooks.extend((unseen_by_dynamo(_pre), unseen_by_dynamo(_post)))
+    pre, post = _dynamo_hooks or (_pre, _post)
+    _handles.append(mm.register_module_forward_pre_hook(pre))
+    _handles.append(mm.register_module_forward_hook(post, always_call=True))
+
+
 def swap(installed: bool) -> None:
     """Put the original ``nn.Module.__call__`` in place (``installed=False``) or :func:`_call` again
     (``True``) where :func:`_call` is what is installed (see :mod:`pyprof.annotate.torchtables`:
-    TorchDynamo keeps the ``Module.__call__`` it finds at import as the one it may skip)."""
+    TorchDynamo keeps the ``Module.__call__`` it finds at import as the one it may skip). In hooks
+    mode, TorchDynamo just imported (``True``): the hooks again, made unseen by it."""
     if _mode[0] == "call" and not _buried[0]:
         nn.Module.__call__ = _call if installed else _orig_call
+    elif installed and _mode[0] == "hooks" and not _dynamo_hooks and "torch._dynamo" in sys.modules:
+        _register_hooks()
 
 
 def sync() -> None:
@@ -311,8 +366,9 @@ def _global_hooks() -> bool:
     """Whether someone else's global module forward hooks are registered (pyprof's own not counted)."""
     from torch.nn.modules import module as mm
 
-    return (any(h is not _pre for h in mm._global_forward_pre_hooks.values())
-            or any(h is not _post for h in mm._global_forward_hooks.values()))
+    ours = (_pre, _post, *_dynamo_hooks)
+    return (any(h not in ours for h in mm._global_forward_pre_hooks.values())
+            or any(h not in ours for h in mm._global_forward_hooks.values()))
 
 
 _enabled = [False]
