@@ -581,7 +581,7 @@ class KinetoSource:
             self.warnings.append(
                 f"{counts[inductor.LINK_KERNEL_NAME]} kernels of compiled regions have no Inductor metadata in the "
                 "trace: their origin ops are read from their names, their modules are unknown (link kernel-name; "
-                "record with pyprof run, torch 2.8 or newer, to have them)")
+                "record with pyprof run to have them)")
         if counts["unmatched"]:
             self.warnings.append(
                 f"{counts['unmatched']} calls inside compiled regions outnumber their graph's extern calls of that op: "
