@@ -20,6 +20,7 @@ bytes.
     python scripts/bench_parse.py --no-corpus --sizes 1000000 --baseline /tmp/pre19
     python scripts/bench_parse.py --no-corpus --sizes 100000 1000000 5000000 --workdir /tmp/tiles
     python scripts/bench_parse.py --no-corpus --intern-text --sizes 1000000
+    python scripts/bench_parse.py --no-corpus --every-table --sizes 300000    # every table at its real ratio
 
 NVIDIA PyProf (PyPI ``nvidia-pyprof``) is not installed here -- its package is also named ``pyprof`` and
 would shadow this one -- so its quoted figure is used: 5.3 s for the 328 kernels and 1,956 ranges of
@@ -183,6 +184,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sources", nargs="*", default=["mmagic"], choices=list(SOURCES))
     ap.add_argument("--intern-text", action="store_true",
                     help="tile with the messages moved into StringIds (registered strings) instead of inline")
+    ap.add_argument("--every-table", action="store_true",
+                    help="tile every event table of the source (scale_export.py --every-table: runtime API, "
+                         "memcpy, sync, OS runtime, ... each at its real ratio to the kernels), as many tiles as "
+                         "the kernels asked for need (--ranges-per-kernel is not applied)")
     ap.add_argument("--no-corpus", action="store_true")
     ap.add_argument("--workdir", default=None, help="where tiled exports and outputs go (default: a temp dir); "
                                                     "tiles already there are reused")
@@ -208,6 +213,7 @@ def main(argv=None) -> int:
             out.unlink(missing_ok=True)
 
     kind = "registered strings (--intern-text)" if a.intern_text else "inline text, one message per range"
+    kind += "; every event table at its real ratio (--every-table)" if a.every_table else ""
     print(f"\n# tiled exports (scripts/scale_export.py), NVTX messages: {kind}")
     per_kernel: dict[str, dict[int, float]] = {}
     for name in a.sources:
@@ -217,11 +223,15 @@ def main(argv=None) -> int:
             print(f"{name}: corpus file missing, skipped")
             continue
         for size in a.sizes:
-            factor = max(1, -(-size // base_k), math.ceil(size * a.ranges_per_kernel / base_r))
-            tiled = work / f"{name}-{factor}{'-interned' if a.intern_text else ''}.sqlite"
+            factor = max(1, -(-size // base_k))
+            if not a.every_table:
+                factor = max(factor, math.ceil(size * a.ranges_per_kernel / base_r))
+            tiled = work / (f"{name}-{factor}{'-interned' if a.intern_text else ''}"
+                            f"{'-every' if a.every_table else ''}.sqlite")
             if not tiled.exists():
                 subprocess.run([sys.executable, str(REPO / "scripts" / "scale_export.py"), str(src), str(tiled),
-                                "--factor", str(factor), *(["--intern-text"] if a.intern_text else [])],
+                                "--factor", str(factor), *(["--intern-text"] if a.intern_text else []),
+                                *(["--every-table"] if a.every_table else [])],
                                check=True, stderr=subprocess.DEVNULL)
             ranges = count_rows(tiled, "NVTX_EVENTS", "WHERE eventType IN (59, 60)")
             print(f"\n{name} x{factor}: {tiled} ({tiled.stat().st_size / 1e9:.2f} GB, {ranges:,} NVTX ranges)")

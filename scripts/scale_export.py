@@ -12,6 +12,14 @@ so it is in every tile -- the copy is shaped like a real export of that many ran
 moves nsys messages into StringIds instead (``textId``, as registered strings are stored: each distinct
 message once), the registered-string case, which also keeps the file small however many ranges it
 holds. Used by ``scripts/bench_parse.py``.
+
+By default an nsys tile repeats the tables pyprof reads (kernels, memcpy, memset, runtime API calls and
+NVTX push/pop ranges). ``--every-table`` repeats every event table of the export instead -- each row of
+every table that has a time or a correlation id (synchronisation, CUDA events, OS runtime calls and
+their call chains, profiler overhead, NVTX events of every type, ...) -- so that each keeps its real
+ratio to the kernels, as a longer capture of the same program would hold them. Tables that describe
+the capture rather than count its events (strings, threads, processes, devices, enums, metadata,
+diagnostics) are kept once, as a longer capture holds them once.
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ NVPROF_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_K
                  "CUPTI_ACTIVITY_KIND_MARKER")
 TIME_COLS = ("start", "end", "timestamp", "completed", "queued", "submitted")
 ID_COLS = ("correlationId",)
+# kept once by --every-table: they describe the capture (names, devices, enums), not its events
+ONCE_PREFIXES = ("ENUM_", "TARGET_INFO_", "META_DATA_", "ANALYSIS_", "DIAGNOSTIC_", "StringIds", "ThreadNames",
+                 "PROCESSES", "ProcessStreams")
 
 
 def _cols(conn, table):
@@ -40,7 +51,19 @@ def _tables(conn):
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
+def _event_tables(conn, tables) -> list[str]:
+    """nsys tables that hold events (a time or a correlation id column, or call chains): NSYS_TABLES first."""
+    out = [t for t in NSYS_TABLES if t in tables]
+    for t in sorted(tables - set(out)):
+        if t.startswith(ONCE_PREFIXES) or t.startswith("sqlite_"):
+            continue
+        cols = set(_cols(conn, t))
+        if cols & set(TIME_COLS) or "correlationId" in cols or t.endswith("CALLCHAINS"):
+            out.append(t)
+    return out
+
+
+def tile(src: str, dst: str, factor: int, intern_text: bool = False, every_table: bool = False) -> dict:
     if factor < 1:
         raise SystemExit("--factor must be >= 1")
     tmp = dst + ".part"
@@ -49,7 +72,10 @@ def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
     conn.text_factory = lambda b: b.decode("utf-8", "replace")
     tables = _tables(conn)
     nvprof = "StringTable" in tables and "Version" in tables
-    todo = [t for t in (NVPROF_TABLES if nvprof else NSYS_TABLES) if t in tables]
+    if every_table and not nvprof:
+        todo = _event_tables(conn, tables)
+    else:
+        todo = [t for t in (NVPROF_TABLES if nvprof else NSYS_TABLES) if t in tables]
     conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")
     if (intern_text and not nvprof and "NVTX_EVENTS" in tables and "StringIds" in tables
@@ -63,7 +89,7 @@ def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
                      "s.value = NVTX_EVENTS.text), text = NULL WHERE text IS NOT NULL AND eventType IN (59, 60)",
                      (base,))
     # span of the capture and of the ids
-    lo, hi, max_corr, max_mid = None, None, 0, 0
+    lo, hi, max_corr, max_mid, max_chain = None, None, 0, 0, 0
     for t in todo:
         cols = _cols(conn, t)
         for c in ("start", "timestamp"):
@@ -76,6 +102,8 @@ def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
                 hi = v if hi is None or (v is not None and v > hi) else hi
         if "correlationId" in cols:
             max_corr = max(max_corr, conn.execute(f'SELECT MAX(correlationId) FROM "{t}"').fetchone()[0] or 0)
+        if t.endswith("CALLCHAINS") and "id" in cols:
+            max_chain = max(max_chain, conn.execute(f'SELECT MAX(id) FROM "{t}"').fetchone()[0] or 0)
         if t.endswith("MARKER"):
             max_mid = conn.execute("SELECT MAX(id) FROM CUPTI_ACTIVITY_KIND_MARKER").fetchone()[0] or 0
     if lo is None:
@@ -85,7 +113,7 @@ def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
     for t in todo:
         cols = [c for c in _cols(conn, t) if c != "_id_"]
         conn.execute(f'CREATE TEMP TABLE "orig_{t}" AS SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{t}"'
-                     + (" WHERE eventType IN (59, 60)" if t == "NVTX_EVENTS" else ""))
+                     + (" WHERE eventType IN (59, 60)" if t == "NVTX_EVENTS" and not every_table else ""))
         collist = ", ".join(f'"{c}"' for c in cols)
         for k in range(1, factor):
             exprs = []
@@ -96,6 +124,9 @@ def tile(src: str, dst: str, factor: int, intern_text: bool = False) -> dict:
                     exprs.append(f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * corr_step} ELSE "{c}" END')
                 elif t.endswith("MARKER") and c == "id":
                     exprs.append(f'"{c}" + {k * (max_mid + 1)}')
+                elif c == "callchainId" or (t.endswith("CALLCHAINS") and c == "id"):
+                    # call chains are keyed (id, stackDepth): each tile's get ids of their own
+                    exprs.append(f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * (max_chain + 1)} ELSE "{c}" END')
                 else:
                     exprs.append(f'"{c}"')
             conn.execute(f'INSERT INTO "{t}" ({collist}) SELECT {", ".join(exprs)} FROM "orig_{t}"')
@@ -125,9 +156,12 @@ def main(argv=None) -> int:
     ap.add_argument("--intern-text", action="store_true",
                     help="nsys: move inline NVTX messages into StringIds (registered strings, stored once); "
                          "default: keep them inline, one copy per range, as the source has them")
+    ap.add_argument("--every-table", action="store_true",
+                    help="nsys: repeat every event table (sync, CUDA events, OS runtime, NVTX events of every "
+                         "type, ...), each at its real ratio to the kernels; default: the tables pyprof reads")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    counts = tile(a.input, a.output, a.factor, a.intern_text)
+    counts = tile(a.input, a.output, a.factor, a.intern_text, a.every_table)
     print(f"{a.output}: " + ", ".join(f"{t.replace('CUPTI_ACTIVITY_KIND_', '')}={n}" for t, n in counts.items())
           + f" ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0
