@@ -166,36 +166,65 @@ def bench_tile(path: Path, work: Path, repeat: int, baseline: str | None) -> dic
     return res
 
 
-_SQLITE3_ONLY = ("import sys\nfrom pyprof.parse import fetch\n"
-                 "fetch.arrow_available = lambda: False\nfetch.read_ints_arrow = lambda *a, **k: None\n"
-                 "from pyprof.cli.main import main\nsys.argv = ['pyprof', *sys.argv[1:]]\nmain()\n")
+#: ``pyprof parse`` as the CLI runs it, with the Arrow reader switched off as if the ``fast`` extra were absent
+#: (argv[1] "sqlite3") or not, printing the CPU seconds of the reading the two readers share: this process's
+#: kernels, copies and API calls (``NsysSource._activities``) and its share of NVTX_EVENTS (``_Nvtx.read``), and
+#: every child's (the forked NVTX reader's share)
+_READER_RUN = """import json, resource, sys, time
+from pyprof.parse import fetch, nsys
+if sys.argv[1] == "sqlite3":
+    fetch.arrow_available = lambda: False
+    fetch.read_ints_arrow = lambda *a, **k: None
+spent = [0.0]
+def timed(f):
+    def run(*a, **k):
+        t = time.thread_time()
+        try:
+            return f(*a, **k)
+        finally:
+            spent[0] += time.thread_time() - t
+    return run
+nsys.NsysSource._activities = timed(nsys.NsysSource._activities)
+nsys._Nvtx.read = timed(nsys._Nvtx.read)
+from pyprof.cli.main import main
+sys.argv = ["pyprof", "parse", *sys.argv[2:]]
+try:
+    main()
+finally:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"reading": spent[0] + ru.ru_utime + ru.ru_stime}))
+"""
 
 
 def twin_readers(path: Path, work: Path, repeat: int) -> None:
-    """The ADBC (Arrow) reader against sqlite3 alone (the Arrow reader switched off as if the ``fast``
-    extra were absent): ``pyprof parse`` of ``path`` each way, alternating; CPU is the figure to trust."""
+    """The ADBC (Arrow) reader against sqlite3 alone: ``pyprof parse`` of ``path`` each way, alternating;
+    CPU of the whole parse and of the reading the two share. CPU is the figure to trust on a shared machine."""
+    import json
+
     runs: dict[str, list] = {"adbc": [], "sqlite3": []}
     outs = {name: work / f"{path.stem}.{name}.dict" for name in runs}
     for i in range(repeat):
         for name in (("adbc", "sqlite3") if i % 2 == 0 else ("sqlite3", "adbc")):
-            pre = [] if name == "adbc" else ["-c", _SQLITE3_ONLY]
-            cmd = [sys.executable, *(pre or ["-m", "pyprof"]), "parse", str(path), "-o", str(outs[name]), "-q"]
+            cmd = [sys.executable, "-c", _READER_RUN, name, str(path), "-o", str(outs[name]), "-q"]
             t0 = time.perf_counter()
-            proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL)
+            proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE)
+            out = proc.stdout.read() if proc.stdout else b""
             _, status, ru = os.wait4(proc.pid, 0)
             if os.waitstatus_to_exitcode(status) != 0:
                 raise SystemExit(f"{name}: parse of {path} failed")
-            runs[name].append((ru.ru_utime + ru.ru_stime, time.perf_counter() - t0, ru.ru_maxrss / 1024))
+            reading = json.loads(out.decode().strip().splitlines()[-1])["reading"]
+            runs[name].append((ru.ru_utime + ru.ru_stime, time.perf_counter() - t0, ru.ru_maxrss / 1024, reading))
     same = filecmp.cmp(outs["adbc"], outs["sqlite3"], shallow=False)
     for o in outs.values():
         o.unlink(missing_ok=True)
     cpu = {n: statistics.median(r[0] for r in v) for n, v in runs.items()}
+    rd = {n: statistics.median(r[3] for r in v) for n, v in runs.items()}
     for name, v in runs.items():
         print(f"  reader {name:8s} CPU {cpu[name]:6.2f} s (median of {len(v)}: "
-              f"{', '.join(f'{r[0]:.2f}' for r in v)})  wall {statistics.median(r[1] for r in v):6.2f} s  "
-              f"peak {max(r[2] for r in v):5.0f} MB")
-    print(f"  ADBC / sqlite3: {cpu['sqlite3'] / cpu['adbc']:.2f}x by CPU, whole parse; outputs "
-          f"{'byte-identical' if same else 'DIFFER'}")
+              f"{', '.join(f'{r[0]:.2f}' for r in v)}), of it reading {rd[name]:5.2f} s  "
+              f"wall {statistics.median(r[1] for r in v):6.2f} s  peak {max(r[2] for r in v):5.0f} MB")
+    print(f"  ADBC / sqlite3: {cpu['sqlite3'] / cpu['adbc']:.2f}x by CPU of the whole parse, "
+          f"{rd['sqlite3'] / rd['adbc']:.2f}x of the reading; outputs {'byte-identical' if same else 'DIFFER'}")
 
 
 def twin_lines(path: Path, repeat: int) -> None:
@@ -288,6 +317,7 @@ def main(argv=None) -> int:
                     help="tile every event table of the source (scale_export.py --every-table: runtime API, "
                          "memcpy, sync, OS runtime, ... each at its real ratio to the kernels), as many tiles as "
                          "the kernels asked for need (--ranges-per-kernel is not applied)")
+    ap.add_argument("--twins-only", action="store_true", help="--twins without timing the parse itself")
     ap.add_argument("--twins", action="store_true",
                     help="on each tile also time the twins: the ADBC reader against sqlite3 alone, and the spliced "
                          "lines against records() serialised one by one (issue #31: each fast path earns >= 2x)")
@@ -338,6 +368,11 @@ def main(argv=None) -> int:
                                check=True, stderr=subprocess.DEVNULL)
             ranges = count_rows(tiled, "NVTX_EVENTS", "WHERE eventType IN (59, 60)")
             print(f"\n{name} x{factor}: {tiled} ({tiled.stat().st_size / 1e9:.2f} GB, {ranges:,} NVTX ranges)")
+            if a.twins_only:
+                print(f"  twins (this checkout, {max(1, a.repeat)} alternating runs each):")
+                twin_readers(tiled, work, max(1, a.repeat))
+                twin_lines(tiled, max(1, a.repeat))
+                continue
             res = bench_tile(tiled, work, max(1, a.repeat), a.baseline)
             print(f"  command: {res['new']['cmd']}")
             k = res["new"]["kernels"]
