@@ -17,7 +17,19 @@ import pandas as pd
 
 from pyprof.errors import NoKernelsError
 from pyprof.parse import schema
-from pyprof.parse.assemble import Prepared, PreparedSource, Stats, _ints, join_first, pylist, take
+from pyprof.parse.assemble import (
+    Activities,
+    PreparedSource,
+    RangeWindow,
+    Stats,
+    Streamed,
+    _ints,
+    group_codes,
+    join_first,
+    pylist,
+    take,
+    text_labels,
+)
 from pyprof.parse.db import Database, absent_optional, absent_warning, as_text
 from pyprof.parse.demangle import demangle, short_name
 from pyprof.parse.gpus import nvprof_gpu_names, nvprof_gpu_props
@@ -169,7 +181,7 @@ class NvprofSource(PreparedSource):
         r["domain"] = [strings.get(d) if d else None for d in pylist(pd.Series(domain, dtype=object))]
         return r[["thread", "pid", "start", "end", "text", "domain"]]
 
-    def _load(self) -> Prepared:
+    def _load(self) -> Streamed:
         self._check_layout()
         strings = self.db.strings(schema.NVPROF_STRINGS, "_id_", "value")
         acts = pd.concat([self._kernels(strings), *self._copies()], ignore_index=True, sort=False)
@@ -193,4 +205,36 @@ class NvprofSource(PreparedSource):
         self.db.close()
         if not len(ranges):
             self.warnings.append("the database has no NVTX ranges: records carry no ranges, layer or op")
-        return Prepared(acts, ranges, self.kind, self.stats)
+        return Streamed(_activities(acts), iter([_window(ranges)]), self.kind, self.stats,
+                        range_pid=lambda thread: thread >> 32)
+
+
+#: the record fields between the kernel names and ``apiStart``, in record order
+_MIDS = ("pid", "tid", "device", "gpu", "gpuProps", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+         "bytes", "copyKind", "apiName")
+
+
+def _activities(acts: pd.DataFrame) -> Activities:
+    """The activity table -> :class:`Activities`: rows in output order ((start, correlationId), stable),
+    what repeats (kind and names; the middle fields) as codes into tables of distinct values."""
+    acts = acts.sort_values(["start", "correlationId"], kind="stable").reset_index(drop=True)
+    heads_of = ("kind", "kShortName", "kLongName")
+    hcode, hfirst = group_codes([acts[c].to_numpy() for c in heads_of])
+    heads = list(zip(*(pylist(acts[c].to_numpy()[hfirst]) for c in heads_of), strict=True))
+    # (gpuProps, objects, follow the device and GPU name: left out of the grouping)
+    mcode, mfirst = group_codes([acts[c].to_numpy() for c in _MIDS if c != "gpuProps"])
+    m = [pylist(acts[c].to_numpy()[mfirst]) for c in _MIDS]
+    mids = [(pid, tid, dev, gpu, props, stream, [gx, gy, gz] if gx is not None else None,
+             [bx, by, bz] if bx is not None else None, nbytes, copy, api)
+            for pid, tid, dev, gpu, props, stream, gx, gy, gz, bx, by, bz, nbytes, copy, api in zip(*m, strict=True)]
+    return Activities(_ints(acts["start"]), _ints(acts["end"]), _ints(acts["correlationId"]), _ints(acts["apiStart"]),
+                      _ints(acts["apiEnd"]), _ints(acts["thread"]), _ints(acts["pid"]),
+                      acts["kind"].to_numpy() == "kernel", hcode, mcode.astype(np.int32), heads, mids)
+
+
+def _window(ranges: pd.DataFrame) -> RangeWindow:
+    """Every range of the database as one window (each range's index its kernels' ``opId``)."""
+    n = len(ranges)
+    label, labels = text_labels(ranges) if n else (np.zeros(0, np.int64), [])
+    return RangeWindow(ranges["thread"].to_numpy(np.int64), ranges["start"].to_numpy(np.int64),
+                       ranges["end"].to_numpy(np.int64), np.arange(n, dtype=np.int64), label, labels, None)
