@@ -134,6 +134,23 @@ json.dump({{n: _counts(n, "run") for n in {names!r}}}, open({out!r}, "w"))
 """
 
 
+def _many() -> dict:
+    """Dynamo's counters for a program that compiles every model and keeps them all: their calls go
+    through one ``Module.__call__`` (pyprof's under ``init()``), whose frame must not be recompiled, or
+    its shapes made dynamic, for a model seen after another."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    runs = [(torch.compile(cls(), backend="eager"), torch.randn(*shape)) for cls, shape in _models().values()]
+    for _ in range(2):
+        for compiled, x in runs:
+            compiled(x).sum().backward()
+    return {k: dict(v) for k, v in counters.items() if k in ("stats", "frames", "recompiles", "graph_break")}
+
+
 def _run_counts(names, init: bool = True) -> dict:
     """``_counts(name, "run")`` for each model, in a script run as ``pyprof run`` runs it (``init=False``:
     as ``pyprof run --no-init`` does)."""
@@ -168,6 +185,10 @@ def _child() -> None:
     out["train"] = {n: _counts(n, "train") for n in _models()}
     out["run"] = _run_counts(_models())
     out["run_no_init"] = _run_counts(_models(), init=False)
+    out["many"] = _many()
+    pyprof.init()
+    out["many_init"] = _many()
+    pyprof.deinit()
     out["hook"] = _counts("transformer", "hook")
     pyprof.init()
     out["hook_init"] = _counts("transformer", "hook_recorder")
@@ -225,6 +246,11 @@ def test_pyprof_hooks_beside_a_users_global_hook_add_no_frame(result):
     assert {k: got[k] for k in keys} == {k: ref[k] for k in keys}
     assert got["losses"] == pytest.approx(ref["losses"], rel=1e-6)
     assert got["paths"] == result["with_init"]["transformer"]["paths"]
+
+
+def test_several_compiled_models_in_one_program_compile_as_without_pyprof(result):
+    assert result["many"]["stats"]["unique_graphs"] >= len(_models())
+    assert result["many_init"] == result["many"]
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn", "transformer"])

@@ -160,6 +160,8 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None, devic
     from pyprof.validate import reference, zoo
 
     outcome = Outcome(name, steps)
+    if hasattr(torch, "_dynamo"):  # each case is a program of its own: no compiled frame of the last one
+        torch._dynamo.reset()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(workdir or tmp)
         folder.mkdir(parents=True, exist_ok=True)
