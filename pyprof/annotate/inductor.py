@@ -289,7 +289,7 @@ def _defining(orig):
 
 def _note(name: str, origins) -> None:
     """One kernel of the graph being generated: ``name`` and its origin nodes' names."""
-    names = sorted(o.name for o in origins if getattr(o, "op", None) == "call_function")
+    names = sorted(o.name for o in origins if getattr(o, "op", None) in ("call_function", "placeholder"))
     _origins[f"{name}:{len(_origins) + 1}"] = names
 
 
