@@ -14,8 +14,9 @@ forward is re-run by backward) and per module are compared with
 FlopCounterMode's formulas applied by a dispatch mode (causal attention halved: see docs/prof.md), and
 the forward bytes of every nn.Linear / nn.Conv* layer with a hand count from the shapes torch saw.
 For the compiled models (``*_compiled``) a last table gives the share of their kernel time whose module
-and op came from Inductor's record of the compiled graph, and the compiled regions' own time (the
-wrapper's Python; no op) as a share of the model's time (``harness.attributed_share``).
+and op came from Inductor's record of the compiled graph, the share with a module and an op from any
+source, and the compiled regions' own time (the wrapper's Python; no op) as a share of the model's time
+(``harness.attributed_share``).
 Exit status 1 when any total is off by more than 1% or a model fails. See pyprof/validate/.
 
 ``--opinfo`` runs every sample input of every op of torch's OpInfo catalogue instead, under ``init()``

@@ -154,7 +154,8 @@ def test_compiled_models_flops_per_direction_and_module_equal_torchs(name, tmp_p
     assert {"ln", "fc"} <= {lay[-1] for lay in fused["layer"]} and set(fused["dir"]) == {"fprop", "bprop"}
     assert all(op.startswith("fused:") and op != "fused:" + inductor_parse.kernel_name(k)
                for op, k in zip(fused["op"], fused["kernel"], strict=True))
-    assert o.attributed is not None
+    joined, named, _own = o.attributed  # (kernel time joined to Inductor's record, with a module and an op)
+    assert named >= 0.95 and joined <= named
 
 
 @pytest.mark.parametrize("source,path", [

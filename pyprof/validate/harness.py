@@ -41,7 +41,7 @@ class Outcome:
     torch: dict = field(default_factory=dict)
     error: str = ""
     uncovered: float = 0.0  # share of kernel time of ops without a FLOP/byte model
-    attributed: tuple = (None, None)  # compiled cases: kernel time with module and op; regions' own time
+    attributed: tuple = (None, None, None)  # compiled cases: kernel time joined to Inductor, with module+op; own time
     bytes_pyprof: dict = field(default_factory=dict)  # module path -> fprop bytes (one-op layers)
     bytes_hand: dict = field(default_factory=dict)
     frame: object = None  # the prof table the figures came from (pandas DataFrame), for further checks
@@ -101,16 +101,19 @@ def pyprof_flops(df, root: str) -> dict[tuple[str, str, str], float]:
     return out
 
 
-def attributed_share(records, root: str = "OptimizedModule") -> tuple[float | None, float | None]:
-    """(kernel share, own share) of a compiled model's time: the kernel records whose layer starts with
-    its ``root`` (``kDuration``; a CPU trace's self times).
+def attributed_share(records, root: str = "OptimizedModule") -> tuple[float | None, float | None, float | None]:
+    """(Inductor share, module+op share, own share) of a compiled model's time: the kernel records
+    whose layer starts with its ``root`` (``kDuration``; a CPU trace's self times).
 
-    * kernel share: of the time of its kernels (Inductor's generated kernels, the generated code's extern
-      calls, anything else run inside), the part whose module and op came from Inductor's record of the
-      compiled graph (``link`` ``inductor``: a generated kernel named by its origin aten ops, or an extern
-      call that kept its own op; a generated kernel whose origin nodes name no aten op, ``fused:NAME``,
-      does not count). Its module is the innermost one holding all its origin nodes: the compiled module
-      itself for its own code, or for a kernel fused from several of its children.
+    * Inductor share: of the time of its kernels (Inductor's generated kernels, the generated code's
+      extern calls, anything else run inside), the part whose module and op came from Inductor's record
+      of the compiled graph (``link`` ``inductor``: a generated kernel named by its origin aten ops, or an
+      extern call that kept its own op; a generated kernel whose origin nodes name no aten op,
+      ``fused:NAME``, does not count). Its module is the innermost one holding all its origin nodes:
+      the compiled module itself for its own code, or for a kernel fused from several of its children.
+    * module+op share: the part with a module and an op from any source: Inductor's record, or an op
+      the trace names in the compiled module (the ``contiguous`` copy torch's compiled backward makes of
+      an incoming gradient, outside Inductor's graph).
     * own share: the compiled regions' own time (``Torch-Compiled Region``, its autograd node, Dynamo's
       guard checks: the wrapper's Python, allocations, and on a CPU trace without Inductor's kernel
       profiling every C++ kernel's time too) over all of the model's time. It names no op.
@@ -118,7 +121,7 @@ def attributed_share(records, root: str = "OptimizedModule") -> tuple[float | No
     None where there is no such time."""
     from pyprof.parse.kineto.inductor import FUSED_MOD, FUSED_PREFIX, LINK_INDUCTOR, kernel_name
 
-    own = kern = hit = 0
+    own = kern = hit = named = 0
     for rec in records:
         lay = rec.get("layer")
         if rec.get("kind") != "kernel" or not lay or lay[0] != root:
@@ -129,9 +132,12 @@ def attributed_share(records, root: str = "OptimizedModule") -> tuple[float | No
             continue
         kern += t
         unnamed = rec.get("mod") == FUSED_MOD and rec.get("op") == FUSED_PREFIX + kernel_name(rec["kShortName"])
-        if rec.get("link") == LINK_INDUCTOR and rec.get("op") and not unnamed:
-            hit += t
-    return (hit / kern if kern else None), (own / (own + kern) if own + kern else None)
+        if rec.get("op") and not unnamed:
+            named += t
+            if rec.get("link") == LINK_INDUCTOR:
+                hit += t
+    return ((hit / kern if kern else None), (named / kern if kern else None),
+            (own / (own + kern) if own + kern else None))
 
 
 def fprop_bytes(df, modules: set[str]) -> dict[str, float]:
@@ -245,10 +251,11 @@ def table(outcomes: list[Outcome]) -> str:
                          f"{ok:>5}/{len(keys):<5}  {worst or '-'}")
     if bytes_lines:
         lines += ["", "Bytes of one-op layers (nn.Linear, nn.Conv*) against a hand count:", *bytes_lines]
-    shares = [f"{o.name:<16} {_pct(o.attributed[0]):>10} {_pct(o.attributed[1]):>10}"
-              for o in outcomes if o.attributed != (None, None)]
+    shares = [f"{o.name:<16} {_pct(o.attributed[0]):>10} {_pct(o.attributed[1]):>10} {_pct(o.attributed[2]):>10}"
+              for o in outcomes if o.attributed != (None, None, None)]
     if shares:
-        lines += ["", "Compiled models (attributed_share): kernel time with its module and op from Inductor's record;",
-                  "the compiled regions' own time (no op) as a share of the model's time",
-                  f"{'model':<16} {'module+op':>10} {'own time':>10}", *shares]
+        lines += ["", "Compiled models (attributed_share): kernel time with its module and op from Inductor's record,",
+                  "with a module and an op from any source; the compiled regions' own time (no op) as a share of",
+                  "the model's time",
+                  f"{'model':<16} {'Inductor':>10} {'module+op':>10} {'own time':>10}", *shares]
     return "\n".join(lines) + "\n"
