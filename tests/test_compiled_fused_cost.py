@@ -99,9 +99,11 @@ def triton_poi_fused_add_relu_0(in_out_ptr0, in_ptr0, xnumel, XBLOCK : tl.conste
 """
 
 
+@pytest.mark.torch
 def test_each_buffers_access_is_read_from_its_kernels_signature():
     """Inductor names a kernel's buffer parameters in_ptrN (read), out_ptrN (written) and in_out_ptrN
     (updated in place: read and written, its bytes counted twice), in C++ and Triton alike."""
+    pytest.importorskip("torch")  # (pyprof.annotate imports it)
     from pyprof.annotate.inductor import _access, _pointer_params
 
     graph = types.SimpleNamespace(wrapper_code=types.SimpleNamespace(src_to_kernel={
