@@ -428,18 +428,10 @@ def _name_input_copies(kernels: list[dict], nodes: dict, forward_chains: dict) -
     needs (e.g. a convolution's input and weights to channels-last): its op is ``copy`` and its modules
     are those of the ops that take the inputs it reads (the k-th call of its name, in :data:`_calls`).
     Left as it is where its arguments name no graph input."""
-    calls: dict[str, list] = {}
-    for name, _, args in _calls:
-        calls.setdefault(name, []).append(args)
-    taken: dict[str, int] = {}
-    for k in kernels:
-        if not k["name"].startswith(("cpp_", "triton_")):
-            continue
-        i = taken[k["name"]] = taken.get(k["name"], -1) + 1
+    for k, call in _kernel_calls(kernels):
         if k["ops"]:
             continue
-        got = calls.get(k["name"], [])
-        inputs = [nodes[a] for a in (got[i] if i < len(got) else ()) if getattr(nodes.get(a), "op", "") == "placeholder"]
+        inputs = [nodes[a] for a in (call[1] if call else ()) if getattr(nodes.get(a), "op", "") == "placeholder"]
         users = [u for n in inputs for u in n.users if _aten_name(u)]
         if not users:
             continue
@@ -566,20 +558,28 @@ def _node_arg(value, name: str | None = None) -> dict:
     return {**arg, "type": "other", "value": str(value)}  # a device, layout or memory format
 
 
-def _attach_tensors(kernels: list[dict], params: dict[str, list[str]] | None = None) -> None:
-    """Each generated kernel's tensors (``tensors``: see :func:`_tensors`; accesses: :func:`_access`) and
-    ``bytes`` (their sum, each buffer once, one updated in place twice; null where unknown): the k-th
-    call of a kernel name in :data:`_calls` is the k-th kernel of that name in code generation order."""
+def _kernel_calls(kernels: list[dict]):
+    """``(kernel, call)`` for each generated kernel of ``kernels`` (code generation order), ``call`` its
+    ``(tensors, argument names)`` in :data:`_calls` or None: the k-th call of a kernel name is the k-th
+    kernel of that name (an extern call is left out: priced as its op)."""
     calls: dict[str, list] = {}
-    for name, tensors, _args in _calls:
-        calls.setdefault(name, []).append(tensors)
+    for name, tensors, args in _calls:
+        calls.setdefault(name, []).append((tensors, args))
     taken: dict[str, int] = {}
     for k in kernels:
         if not k["name"].startswith(("cpp_", "triton_")):
-            continue  # (an extern call: priced as its op)
+            continue
         i = taken[k["name"]] = taken.get(k["name"], -1) + 1
         got = calls.get(k["name"], [])
-        tensors = _access(got[i], (params or {}).get(k["name"])) if i < len(got) else None
+        yield k, (got[i] if i < len(got) else None)
+
+
+def _attach_tensors(kernels: list[dict], params: dict[str, list[str]] | None = None) -> None:
+    """Each generated kernel's tensors (``tensors``: see :func:`_tensors`; accesses: :func:`_access`) and
+    ``bytes`` (their sum, each buffer once, one updated in place twice; null where unknown), from its
+    call (:func:`_kernel_calls`)."""
+    for k, call in _kernel_calls(kernels):
+        tensors = _access(call[0], (params or {}).get(k["name"])) if call is not None else None
         sizes = None if tensors is None else [_nbytes(shape, dtype, 2 if acc == "rw" else 1)
                                                for shape, dtype, acc in tensors]
         k["tensors"] = tensors
