@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import pandas as pd
 import pytest
 
 from pyprof.parse.db import Database
@@ -56,13 +55,13 @@ def _synthetic(folder, with_cuda_device: bool, visible: str | None):
 
 
 def test_mapping_rules(tmp_path):
-    acts = pd.DataFrame({"pid": [7, 7], "device": [0, 1]})
+    acts = ([7, 7], [0, 1])  # (pid, device) of two activities
     # 2025.1+: the per-process CUDA_DEVICE table decides (gpuId -> TARGET_INFO_GPU.id)
     with _synthetic(tmp_path / "a", True, None) as db:
-        assert nsys_gpu_names(db, acts) == ["GPU-A", "GPU-B"]
+        assert nsys_gpu_names(db, *acts) == ["GPU-A", "GPU-B"]
     # older: cuDevice (system ordinal), CUDA adapters only; never TARGET_INFO_GPU.id
     with _synthetic(tmp_path / "b", False, None) as db:
-        assert nsys_gpu_names(db, acts) == ["GPU-B", "GPU-A"]
+        assert nsys_gpu_names(db, *acts) == ["GPU-B", "GPU-A"]
     # CUDA_VISIBLE_DEVICES="1": process ordinal 0 is system device 1
     with _synthetic(tmp_path / "c", False, "1") as db:
-        assert nsys_gpu_names(db, acts) == ["GPU-A", None]
+        assert nsys_gpu_names(db, *acts) == ["GPU-A", None]

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from pyprof.parse import decode as dec
 from pyprof.parse.sweep import open_stacks
@@ -48,10 +50,11 @@ class Stats:
 
 def pylist(values) -> list:
     """A column as a list of plain Python values, nulls (None, NaN, -1 in int columns) as None."""
-    if isinstance(values, pd.Series):
-        values = values.to_numpy()
-    arr = np.asarray(values)
+    to_numpy = getattr(values, "to_numpy", None)  # (a pandas Series: nvprof's columns)
+    arr = np.asarray(to_numpy() if to_numpy is not None else values)
     if arr.dtype == object:
+        import pandas as pd  # (object columns are nvprof's, which reads through pandas anyway)
+
         mask = pd.isna(arr)
         if not mask.any():
             return arr.tolist()
@@ -74,6 +77,8 @@ def pylist(values) -> list:
 
 def text_labels(ranges: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
     """(text, domain) columns -> label id per range and the list of distinct (text, domain) pairs."""
+    import pandas as pd  # (nvprof's ranges)
+
     tcodes, texts = pd.factorize(ranges["text"], use_na_sentinel=False)
     dcodes, domains = pd.factorize(ranges["domain"], use_na_sentinel=False)
     combo = tcodes.astype(np.int64) * (len(domains) + 1) + dcodes
@@ -130,25 +135,73 @@ def forward_ranges(rows, r_sid, parents, r_label, seqs_of_label: list, labels: l
 
 def group_codes(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Rows grouped by equal values across ``columns`` (nulls equal to nulls): a code per row (0..m-1, in
-    order of first appearance) and the first row of each code. Each column is factorised by hash and the
-    codes combined in mixed radix, re-factorised only when the next product could overflow int64."""
+    order of first appearance) and the first row of each code. Each column is coded (:func:`_column_codes`)
+    and the codes combined in mixed radix, re-coded only when the next product could overflow int64."""
     n = len(columns[0]) if columns else 0
     key = np.zeros(n, dtype=np.int64)
     span = 1
     for col in columns:
-        codes, uniq = pd.factorize(col, use_na_sentinel=False)
-        width = max(len(uniq), 1)
+        codes, width = _column_codes(col)
+        width = max(width, 1)
         if span * width >= 1 << 62:
-            key, kuniq = pd.factorize(key)
-            span = max(len(kuniq), 1)
+            key, span = _column_codes(key)
+            span = max(span, 1)
         key = key * width + codes
         span *= width
-    codes = pd.factorize(key)[0].astype(np.int64, copy=False)
-    # codes number groups by first appearance, so a group's first row is where the running max grows
-    new = np.ones(n, dtype=bool)
-    if n > 1:
-        new[1:] = codes[1:] > np.maximum.accumulate(codes)[:-1]
-    return codes, np.flatnonzero(new)
+    return _first_codes(key, span)
+
+
+#: an integer column whose values span at most this many times its length (or this many values in all)
+#: is coded by its offset from its smallest value, without a sort
+_DIRECT_SPAN = 4
+_DIRECT_MIN = 1 << 16
+
+
+def _column_codes(col) -> tuple[np.ndarray, int]:
+    """Codes 0..width-1 of a column's values (equal values, equal codes; nulls equal to nulls) and the
+    width. Integers in numpy, by offset where they span few values, else by a sort; anything else (nvprof's
+    object columns) by pandas' hash."""
+    arr = np.asarray(col)
+    n = len(arr)
+    if arr.dtype.kind in "iub":
+        if not n:
+            return np.zeros(0, dtype=np.int64), 1
+        arr = arr.astype(np.int64, copy=False)
+        lo, hi = int(arr.min()), int(arr.max())
+        if hi - lo < max(_DIRECT_SPAN * n, _DIRECT_MIN):
+            return arr - lo, hi - lo + 1
+        uniq, inv = np.unique(arr, return_inverse=True)
+        return inv.reshape(-1).astype(np.int64, copy=False), len(uniq)
+    import pandas as pd  # (object columns are nvprof's, which reads through pandas anyway)
+
+    codes, uniq = pd.factorize(arr, use_na_sentinel=False)
+    return codes.astype(np.int64, copy=False), len(uniq)
+
+
+def _first_codes(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of ``key`` (values in 0..span-1) numbered by first appearance, and the first row of each."""
+    n = len(key)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if span <= max(_DIRECT_SPAN * n, _DIRECT_MIN):
+        first = np.full(span, n, dtype=np.int64)
+        np.minimum.at(first, key, np.arange(n, dtype=np.int64))
+        present = np.flatnonzero(first < n)
+        firsts = first[present]
+    else:
+        uniq, firsts, inv = np.unique(key, return_index=True, return_inverse=True)
+        key, span = inv.reshape(-1), len(uniq)
+        present = np.arange(span)
+    order = np.argsort(firsts, kind="stable")
+    rank = np.empty(span, dtype=np.int64)
+    rank[present[order]] = np.arange(len(order), dtype=np.int64)
+    return rank[key], firsts[order]
+
+
+def first_codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column's codes numbered by first appearance, and its distinct values in that order."""
+    codes, first = group_codes([col])
+    return codes, np.asarray(col)[first]
 
 
 def _strings(values) -> np.ndarray:
@@ -176,6 +229,8 @@ def _ints(series: pd.Series) -> np.ndarray:
     arr = series.to_numpy()
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64, copy=False)
+    import pandas as pd  # (nvprof's columns)
+
     f = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
     return np.where(np.isnan(f), -1, f).astype(np.int64)
 
@@ -431,10 +486,10 @@ class Streamed:
             self.op_id[rows] = op_local
             self._number(counts, rows, op_local, linked, r_gidx, r_end, win.t_hi)
             # the window's table of (ranges, fields); rows with nothing open use the shared empty one
-            keys = np.empty(len(rows), dtype=object)
-            keys[:] = row_key
-            codes, uniq = pd.factorize(keys)
-            table = [(ranges_of[k], fields[k]) if k != -1 else ([], empty) for k in uniq.tolist()]
+            index: dict = {}
+            codes = np.fromiter((index.setdefault(k, len(index)) for k in row_key), dtype=np.int32,
+                                count=len(row_key))
+            table = [(ranges_of[k], fields[k]) if k != -1 else ([], empty) for k in index]
             self._tables[w] = table
             self.fwin[rows] = w
             self.fcode[rows] = codes

@@ -23,12 +23,15 @@ import sqlite3
 import urllib.parse
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import sqlalchemy
 from sqlalchemy.pool import NullPool
 
 from pyprof.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REEXPORT = "re-export the report (nsys export --type sqlite REPORT.nsys-rep, or nvprof -o FILE)"
@@ -248,7 +251,10 @@ class Database:
 
         A column missing from this export's layout reads as nulls; an absent table as zero rows.
         Column names are SQL expressions over existing columns only when written as ``expr:...``.
+        (nvprof's reader uses it; pandas is imported here, so that the Nsight reader never loads it.)
         """
+        import pandas as pd
+
         present = set(self.columns(table))
         exprs = []
         for out, col in wanted.items():

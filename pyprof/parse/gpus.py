@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import re
 
-import pandas as pd
-
 from pyprof.parse.db import Database
 
 
@@ -35,8 +33,9 @@ def _visible_devices(db: Database) -> list[int] | None:
     return None
 
 
-def nsys_gpu_names(db: Database, acts: pd.DataFrame) -> list:
-    """GPU name per activity row (pid and device columns), or None where it cannot be told."""
+def nsys_gpu_names(db: Database, pids: list, devices: list) -> list:
+    """GPU name per activity (its pid and device: ints, None or -1 where unknown), or None where it
+    cannot be told."""
     by_pid_dev: dict[tuple, str] = {}
     by_dev: dict[int, str] = {}
     gpu_cols = db.columns("TARGET_INFO_GPU")
@@ -67,19 +66,15 @@ def nsys_gpu_names(db: Database, acts: pd.DataFrame) -> list:
             for dev, pid, name in db.execute("SELECT deviceId, pid, name FROM TARGET_INFO_CUDA_GPU"):
                 by_pid_dev.setdefault((pid, dev), name)
                 by_dev.setdefault(dev, name)
-    pids = acts["pid"].to_numpy()
-    devs = acts["device"].to_numpy()
-    pairs = pd.DataFrame({"p": pids, "d": devs})
-    uniq = pairs.drop_duplicates()
     names = {}
-    for p, d in zip(uniq["p"].tolist(), uniq["d"].tolist(), strict=False):
+    for p, d in dict.fromkeys(zip(pids, devices, strict=True)):
         name = by_pid_dev.get((p, d))
-        if name is None and d is not None and d == d and d >= 0:
+        if name is None and d is not None and d >= 0:
             name = by_dev.get(int(d))
         names[(p, d)] = name
     if len(names) == 1:
-        return [next(iter(names.values()))] * len(acts)
-    return [names[(p, d)] for p, d in zip(pids.tolist(), devs.tolist(), strict=False)]
+        return [next(iter(names.values()))] * len(pids)
+    return [names[(p, d)] for p, d in zip(pids, devices, strict=True)]
 
 
 def nvprof_gpu_names(db: Database, devices: list, strings: dict[int, str | None]) -> list:

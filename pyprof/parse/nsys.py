@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from typing import IO, Any, cast
 
 import numpy as np
-import pandas as pd
 
 from pyprof import process
 from pyprof.errors import NoKernelsError
@@ -41,6 +40,7 @@ from pyprof.parse.assemble import (
     RangeWindow,
     Stats,
     Streamed,
+    first_codes,
     group_codes,
     join_first,
     take,
@@ -557,8 +557,8 @@ class _Nvtx:
 
     def _codes(self, thread: np.ndarray) -> np.ndarray:
         """Small codes for thread ids (numbered as first seen)."""
-        codes, uniq = pd.factorize(thread)
-        m = np.array([self.threads.setdefault(t, len(self.threads)) for t in np.asarray(uniq).tolist()],
+        codes, uniq = first_codes(thread)
+        m = np.array([self.threads.setdefault(t, len(self.threads)) for t in uniq.tolist()],
                      dtype=np.int64)
         return m[codes] if len(m) else codes.astype(np.int64)
 
@@ -791,13 +791,8 @@ def _intern_rows(columns: list[np.ndarray], table: dict) -> np.ndarray:
 
 
 def _intern(values: list, table: dict) -> np.ndarray:
-    """Codes of ``values`` (bytes) in ``table`` (value -> code, grown as new ones come): hashed in
-    pandas, so that only the distinct values of a batch meet Python code."""
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    codes, uniq = pd.factorize(arr)
-    m = np.array([table.setdefault(u, len(table)) for u in uniq.tolist()], dtype=np.int64)
-    return m[codes] if len(m) else codes.astype(np.int64)
+    """Codes of ``values`` (bytes) in ``table`` (value -> code, grown as new ones come)."""
+    return np.fromiter((table.setdefault(v, len(table)) for v in values), dtype=np.int64, count=len(values))
 
 
 class _RealText(Exception):
@@ -1179,8 +1174,7 @@ class NsysSource(PreparedSource):
         # the middle of a record: device ... copy kind (kmid), pid, tid, API name
         mcode, mfirst = group_codes([a["kmid"], pid, tid, api_name])
         kmid_rows = list(kmids)
-        gpus = self._gpu_names(pd.DataFrame({"pid": pid[mfirst].astype(np.int64),
-                                             "device": [kmid_rows[k][0] for k in a["kmid"][mfirst].tolist()]}))
+        gpus = self._gpu_names(pid[mfirst].tolist(), [kmid_rows[k][0] for k in a["kmid"][mfirst].tolist()])
         props = self._gpu_props()
         mids = []
         for j, (k, p, t, api_id) in enumerate(zip(a["kmid"][mfirst].tolist(), pid[mfirst].tolist(), tid[mfirst].tolist(),
@@ -1231,14 +1225,14 @@ class NsysSource(PreparedSource):
             return ("memcpy", label, label)
         return ("memset", "memset", "memset")
 
-    def _gpu_names(self, acts: pd.DataFrame) -> list:
+    def _gpu_names(self, pids: list, devices: list) -> list:
         """GPU name per activity (:func:`nsys_gpu_names`); nulls, with a warning, where the device tables
         lack a column it reads: the names are optional, the records are not."""
         try:
-            return nsys_gpu_names(self.db, acts)
+            return nsys_gpu_names(self.db, pids, devices)
         except LayoutError as exc:
             self.warnings.append(f"GPU names left out: {exc.problem.split(': ', 1)[-1]}")
-            return [None] * len(acts)
+            return [None] * len(pids)
 
     def _gpu_props(self) -> dict[str, dict]:
         """GPU name -> its recorded properties (:func:`nsys_gpu_props`); none, with a warning, where the
