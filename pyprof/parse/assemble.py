@@ -482,17 +482,20 @@ class Streamed:
                 r = st.q_chain(sel, q_pos[sel])
                 op_local[sel] = np.where(r >= 0, r_gidx[np.maximum(r, 0)], -1)
             fields: dict[Any, dict] = {sid: d.fields for sid, d in decoded.items()}
-            row_key: list = q_sid.tolist()
+            # a row's key into this window's table: its stack id, or (linked backward rows) a number past the
+            # stack ids standing for a (stack id, forward fields) key of ``linked_keys``
+            row_key = q_sid.astype(np.int64)
+            linked_keys: dict[tuple, int] = {}
             linked = np.zeros(len(rows), dtype=np.int64)
             self._link(linker, rows, q_sid, decoded, st, nc, r_thread, r_start, r_gidx, r_label, labels, bare,
-                       fields, ranges_of, row_key, op_local, linked, last=win.t_hi is None)
+                       fields, ranges_of, row_key, linked_keys, op_local, linked, last=win.t_hi is None)
             self.op_id[rows] = op_local
             self._number(counts, rows, op_local, linked, r_gidx, r_end, win.t_hi)
             # the window's table of (ranges, fields); rows with nothing open use the shared empty one
-            index: dict = {}
-            codes = np.fromiter((index.setdefault(k, len(index)) for k in row_key), dtype=np.int32,
-                                count=len(row_key))
-            table = [(ranges_of[k], fields[k]) if k != -1 else ([], empty) for k in index]
+            codes, first = group_codes([row_key])
+            key_of = {v: k for k, v in linked_keys.items()}
+            table = [(ranges_of[k], fields[k]) if k != -1 else ([], empty)
+                     for k in (key_of.get(u, u) for u in row_key[first].tolist())]
             self._tables[w] = table
             self.fwin[rows] = w
             self.fcode[rows] = codes
@@ -518,7 +521,7 @@ class Streamed:
                 "the wrong type (left out); their kernels keep the raw range text in `ranges`")
 
     def _link(self, linker, rows, q_sid, decoded, st, nc, r_thread, r_start, r_gidx, r_label, labels, bare,
-              fields, ranges_of, row_key, op_local, linked, last: bool = False) -> None:
+              fields, ranges_of, row_key, linked_keys, op_local, linked, last: bool = False) -> None:
         """Backward kernels -> their forward op, for one window: register its own forward ranges, then link its
         backward launches. In the ``last`` window (nvprof's only one) no later window looks anything up, so
         only the sequence numbers its own backward launches need are registered."""
@@ -542,7 +545,7 @@ class Streamed:
         pids = self.acts.pid[rows[want]].tolist()
         times = self.acts.api_start[rows[want]].tolist()
         for i, pid, t in zip(want.tolist(), pids, times, strict=True):
-            sid = row_key[i]
+            sid = int(row_key[i])
             found = linker.find(pid if pid >= 0 else None, link_of_sid[sid], t)
             if found is None:
                 continue
@@ -554,7 +557,7 @@ class Streamed:
             if key not in fields:
                 fields[key] = dec.link(decoded[sid].fields, f)
                 ranges_of[key] = ranges_of[sid]
-            row_key[i] = key
+            row_key[i] = linked_keys.setdefault(key, len(st.stack_labels) + 1 + len(linked_keys))
 
     def _number(self, counts: list, rows, op_local, linked, r_gidx, r_end, t_hi) -> None:
         """``subSeqId`` (each row's index among its op instance's kernels, or copies, in launch order; a

@@ -792,7 +792,7 @@ def _intern_rows(columns: list[np.ndarray], table: dict) -> np.ndarray:
 
 def _intern(values: list, table: dict) -> np.ndarray:
     """Codes of ``values`` (bytes) in ``table`` (value -> code, grown as new ones come)."""
-    return np.fromiter((table.setdefault(v, len(table)) for v in values), dtype=np.int64, count=len(values))
+    return np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
 
 
 class _RealText(Exception):
