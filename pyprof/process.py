@@ -77,6 +77,27 @@ def fork(child: Callable[[], object]) -> int:
     return pid
 
 
+def reap(pid: int, timeout: float | None = None) -> int | None:
+    """Wait for a child from :func:`fork` to end, at most ``timeout`` seconds (None: as long as it takes),
+    then terminate it (SIGTERM) and wait for that. Its exit status (0: it returned), or None where it
+    was reaped already."""
+    import signal
+    import time
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            done, status = os.waitpid(pid, 0 if deadline is None else os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            if time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGTERM)
+                return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            time.sleep(0.01)
+    except ChildProcessError:
+        return None
+
+
 @contextlib.contextmanager
 def owning() -> Iterator[None]:
     """:func:`own` for the duration of a block (benchmarks and tests of the forked paths)."""

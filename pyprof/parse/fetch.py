@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import itertools
 import mmap
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import cast
 
 import numpy as np
@@ -337,14 +335,15 @@ def start(db: Database, tasks: list[Task], parallel: bool) -> Pending:
     left to run here when their results are asked for."""
     if not parallel or not tasks or not process.can_fork():
         return Pending(db, tasks)
-    ctx = multiprocessing.get_context("fork")
     # Results travel back through anonymous shared mappings, made before the workers are forked so they
     # inherit them: pickling ~0.5 GB of columns through a pipe cost ~1.4 s of a 1M-kernel parse. A
     # mapping reserves address space only; pages exist once the worker writes them.
     shared = [mmap.mmap(-1, t.rows * t.ncols * 8) if t.kind == "ints" and t.rows else None for t in tasks]
     _SHARED[:] = shared
     try:
-        pool = ProcessPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 1), mp_context=ctx)
+        pool = process.pool(min(len(tasks), os.cpu_count() or 1))  # (forked: can_fork() holds)
+        if pool is None:
+            return Pending(db, tasks)
         futures = [pool.submit(_run, db.path, t, i) for i, t in enumerate(tasks)]
         # (the workers are forked by the first submit: they have their mappings)
     finally:

@@ -1083,23 +1083,24 @@ class NsysSource(PreparedSource):
         ctx = multiprocessing.get_context("fork")
         nvtx.share(ctx)
         conn, theirs = ctx.Pipe(duplex=True)
-        child = ctx.Process(target=_reader_child, args=(nvtx, theirs), name="pyprof-nvtx", daemon=True)
-        child.start()
+
+        def child() -> None:
+            conn.close()  # (this end is the parent's: the child sees the pipe end when the parent's closes)
+            _reader_child(nvtx, theirs)
+
+        pid = process.fork(child)
         theirs.close()
-        return child, conn
+        return pid, conn
 
     @staticmethod
-    def _reap(child, conn) -> None:
+    def _reap(pid: int, conn) -> None:
         """The forked reader ended (asked to by closing its pipe; terminated if it does not end). The
         pipe may be closed already: where this runs from the garbage collector (a parse that failed
         and was not closed, at interpreter exit), the connection's own finaliser can have closed its
         descriptor first, and closing it again is EBADF, not a problem to report."""
         with contextlib.suppress(OSError):
             conn.close()
-        child.join(timeout=5)
-        if child.is_alive():
-            child.terminate()
-            child.join()
+        process.reap(pid, timeout=5)
 
     def _activities(self, counts: dict[str, int], api: fetch.Pending, strings: dict[int, str | None],
                     columnar: bool) -> Activities:
