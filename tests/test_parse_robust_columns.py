@@ -213,7 +213,8 @@ def test_an_empty_table_may_lack_anything(tmp_path, capsys):
 
 
 def test_reflected_columns_are_the_declared_ones():
-    """SQLAlchemy's inspector (what the readers use) lists what SQLite's own table_info does."""
+    """The tables and columns Database reflects (sqlite_master, table_xinfo) are the declared ones, as
+    SQLite's table_info lists them (what SQLAlchemy's inspector, which Database used before, listed)."""
     files = corpus_files()
     if not files:
         pytest.skip("corpus not found")

@@ -1,4 +1,4 @@
-"""Open an export read-only through SQLAlchemy and read its tables by column name.
+"""Open an export read-only and read its tables by column name.
 
 Why a module of its own: every reader needs the same guarantees. The file is opened read-only
 (``mode=ro``), text is decoded leniently (some exports hold invalid UTF-8 in command lines and
@@ -6,13 +6,14 @@ environment blobs), an absent table reads as zero rows, an absent column reads a
 SQLite failure (a truncated or corrupt file) becomes one :class:`~pyprof.errors.InputError`
 instead of a traceback.
 
-Which tables and columns an export has is read from the file itself (SQLAlchemy's inspector:
-exporter versions differ, and an export can lack columns others have): the readers select only
-present columns, read absent optional ones as nulls, and :meth:`Database.require` turns an absent
-column they cannot do without into one line naming the table and the column. The inspector runs on
-the reader's own connection; measured over the 48 corpus exports it costs about 1.3 ms a file for
-the tables a reader needs, against 0.7 ms for ``PRAGMA table_info`` (a small export parses in about
-20 ms), so the library's own reflection is used rather than hand-written pragmas.
+Which tables and columns an export has is read from the file itself (exporter versions differ, and an
+export can lack columns others have): the readers select only present columns, read absent optional
+ones as nulls, and :meth:`Database.require` turns an absent column they cannot do without into one line
+naming the table and the column. SQLite's own catalog says it (``sqlite_master``'s tables,
+``PRAGMA table_xinfo``'s columns less the hidden ones), which is what SQLAlchemy's inspector, used
+here before, read and returned: the same names (``tests/test_parse_robust_columns.py``), without the
+0.25-0.3 s that importing SQLAlchemy added to every parse (``python -X importtime``: a third of a
+small export's parse, and on the critical path of a big one).
 """
 
 from __future__ import annotations
@@ -21,12 +22,8 @@ import contextlib
 import os
 import sqlite3
 import urllib.parse
-import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
-
-import sqlalchemy
-from sqlalchemy.pool import NullPool
 
 from pyprof.errors import InputError
 
@@ -96,8 +93,7 @@ def translate_errors(path: str) -> Iterator[None]:
     reader does not know rather than as damage."""
     try:
         yield
-    except (sqlite3.DatabaseError, sqlalchemy.exc.DBAPIError, sqlalchemy.exc.NoSuchTableError,
-            UnicodeDecodeError) as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         reason = _reason(exc)
         if reason.startswith(("no such column", "no such table")):
             raise LayoutError(f"{path}: the export lacks a table or column pyprof reads ({_one_line(reason)})",
@@ -164,23 +160,20 @@ class Database:
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        # opened read-only by URI; one connection serves SQLAlchemy's inspector and the raw queries
+        # opened read-only by URI; one connection serves the catalog's queries and the readers'
         short = cut_short(self.path)
         if short is not None:
             raise damaged(self.path, short)
-        uri = sqlite_uri(self.path)
-        self.engine = sqlalchemy.create_engine(
-            "sqlite://", poolclass=NullPool, creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False))
-        self._sa: sqlalchemy.Connection | None = None
+        self._conn: sqlite3.Connection | None = None
         try:
             with translate_errors(self.path):
-                self._sa = self.engine.connect()
-                self.conn: sqlite3.Connection = self._sa.connection.driver_connection  # type: ignore[assignment]
+                self._conn = sqlite3.connect(sqlite_uri(self.path), uri=True, check_same_thread=False)
+                self.conn: sqlite3.Connection = self._conn
                 self.conn.text_factory = _lenient
-                self.inspector = sqlalchemy.inspect(self._sa)
                 # tables only: an exporter writes no views, and a view (a recursive one named like a CUPTI
-                # table, say) could make a plain SELECT run for ever
-                self.tables: set[str] = set(self.inspector.get_table_names())
+                # table, say) could make a plain SELECT run for ever; SQLite's own tables left out
+                self.tables: set[str] = {str(name) for (name,) in self.conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite~_%' ESCAPE '~'")}
         except BaseException:
             self.close()
             raise
@@ -188,11 +181,10 @@ class Database:
         self._rows: dict[str, bool] = {}
 
     def close(self) -> None:
-        if self._sa is not None:
+        if self._conn is not None:
             with contextlib.suppress(Exception):
-                self._sa.close()
-            self._sa = None
-        self.engine.dispose()
+                self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> Database:
         return self
@@ -208,10 +200,10 @@ class Database:
         if table not in self.tables:
             return []
         if table not in self._columns:
-            with translate_errors(self.path), warnings.catch_warnings():
-                # a column type SQLAlchemy does not know only warns (on stderr); its name is all we read
-                warnings.simplefilter("ignore", sqlalchemy.exc.SAWarning)
-                self._columns[table] = [c["name"] for c in self.inspector.get_columns(table)]
+            quoted = '"' + table.replace('"', '""') + '"'
+            # (cid, name, type, notnull, default, pk, hidden): hidden 1 is a virtual table's hidden column
+            rows = self.execute(f"PRAGMA main.table_xinfo({quoted})")
+            self._columns[table] = [str(r[1]) for r in rows if r[6] != 1]
         return self._columns[table]
 
     def has_rows(self, table: str) -> bool:
