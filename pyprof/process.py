@@ -14,7 +14,7 @@ import contextlib
 import gc
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -90,7 +90,7 @@ def reap(pid: int, timeout: float | None = None) -> int | None:
             done, status = os.waitpid(pid, 0 if deadline is None else os.WNOHANG)
             if done:
                 return os.waitstatus_to_exitcode(status)
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= cast(float, deadline):  # (not None: waitpid blocked otherwise)
                 os.kill(pid, signal.SIGTERM)
                 return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
             time.sleep(0.01)

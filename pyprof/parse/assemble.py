@@ -648,11 +648,12 @@ class Streamed:
         for clo, chi in self._chunks(lo, hi):
             s, e = a.start[clo:chi], a.end[clo:chi]
             known = (s >= 0) & (e >= 0)
-            cols = (_json_ints(np.where(known, e - s, 0), ~known), _json_ints(s), _json_ints(e),
-                    _json_ints(a.corr[clo:chi]), _json_ints(a.api_start[clo:chi]), _json_ints(a.api_end[clo:chi]),
+            # the values of the template's %s, in its order: head, kDuration, start, end, correlationId, middle,
+            # apiStart, apiEnd, ranges and fields, opId, subSeqId
+            cols = (heads[a.hcode[clo:chi]].tolist(), _json_ints(np.where(known, e - s, 0), ~known), _json_ints(s),
+                    _json_ints(e), _json_ints(a.corr[clo:chi]), mids[a.mcode[clo:chi]].tolist(),
+                    _json_ints(a.api_start[clo:chi]), _json_ints(a.api_end[clo:chi]), self._frags(clo, chi),
                     _json_ints(self.op_id[clo:chi]), _json_ints(self.sub_seq[clo:chi]))
-            cols = (heads[a.hcode[clo:chi]].tolist(), *cols[:4], mids[a.mcode[clo:chi]].tolist(), *cols[4:6],
-                    self._frags(clo, chi), *cols[6:])
             for i in range(0, chi - clo, PIECE):
                 yield "".join(map(fmt, zip(*(c[i:i + PIECE] for c in cols), strict=True))).encode()
 
