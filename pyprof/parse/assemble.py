@@ -8,7 +8,7 @@ Steps (:class:`Streamed`, per window): the sweep (:mod:`pyprof.parse.sweep`) giv
 stack of open ranges -> each distinct stack is decoded once (:mod:`pyprof.parse.decode`) and serialised
 once -> op instance ids and per-op kernel indices -> backward kernels linked to their forward op ->
 records in kernel start order, as dicts (:meth:`Streamed.records`) or JSON lines (:meth:`Streamed.lines`,
-the spliced fast path: 2.3x fewer CPU-seconds than dumping the dicts, docs/benchmarks.md).
+the spliced fast path: 2.1-2.3x fewer CPU-seconds than dumping the dicts, docs/benchmarks.md).
 """
 
 from __future__ import annotations
