@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pyprof.parse import assemble
 from pyprof.parse.assemble import first_codes, group_codes
 
 
@@ -34,9 +35,11 @@ def _columns(rng, n, kind):
             rng.integers(0, 2, n)]
 
 
+@pytest.mark.parametrize("fast_at", [True, False])  # (numpy >= 1.25's ufunc.at, or a sort)
 @pytest.mark.parametrize("kind", ["small", "wide", "overflow", "mixed", "object"])
 @pytest.mark.parametrize("n", [0, 1, 7, 5000])
-def test_group_codes_match_reference(kind, n):
+def test_group_codes_match_reference(kind, n, fast_at, monkeypatch):
+    monkeypatch.setattr(assemble, "_FAST_AT", fast_at)
     rng = np.random.default_rng(n + len(kind))
     cols = _columns(rng, n, kind)
     codes, first = group_codes(cols)
