@@ -214,7 +214,7 @@ def test_an_empty_table_may_lack_anything(tmp_path, capsys):
 
 def test_reflected_columns_are_the_declared_ones():
     """The tables and columns Database reflects (sqlite_master, table_xinfo) are the declared ones, as
-    SQLite's table_info lists them (what SQLAlchemy's inspector, which Database used before, listed)."""
+    SQLite's table_info lists them."""
     files = corpus_files()
     if not files:
         pytest.skip("corpus not found")

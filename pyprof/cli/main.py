@@ -2,7 +2,7 @@
 
 Subcommands live in their own modules and are registered in :data:`SUBCOMMANDS` as
 ``"module:attribute"`` strings, imported lazily so that ``pyprof --help`` stays fast and a
-subcommand's heavy imports (pandas, sqlalchemy, torch) are paid only when it runs.
+subcommand's heavy imports (pandas, torch) are paid only when it runs.
 """
 
 from __future__ import annotations
