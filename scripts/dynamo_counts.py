@@ -5,7 +5,7 @@
     python scripts/dynamo_counts.py --no-init            # as pyprof run --no-init runs it
 
 Each (model, mode) runs in a fresh child process (Dynamo's caches and counters are process-wide): the
-model of :mod:`pyprof.validate.zoo` compiled with ``torch.compile`` (Inductor, default mode) and trained
+model of :mod:`scripts.validation.zoo` compiled with ``torch.compile`` (Inductor, default mode) and trained
 for ``--steps`` SGD steps, either plainly (``plain``) or as ``pyprof run`` runs a script (``pyprof``:
 :func:`pyprof.runner.run_script`, ``pyprof.init()``, torch.profiler's schedule, one wait and one
 warm-up step; ``--no-init``: without ``pyprof.init()``). From ``torch._dynamo.utils.counters``: the
@@ -58,7 +58,7 @@ def train(name: str, steps: int, pyprof_step: bool = False) -> dict:
     import torch
     from torch._dynamo.utils import counters
 
-    from pyprof.validate import zoo
+    from scripts.validation import zoo
 
     case = zoo.CASES[name]
     model, x = zoo.build(name)

@@ -107,7 +107,8 @@ def part_examples(out: Path, args) -> None:
 
 
 def part_zoo(out: Path, args) -> None:
-    from pyprof.validate import harness, zoo
+    sys.path.insert(0, str(ROOT))  # (the checkout's root: scripts.validation)
+    from scripts.validation import harness, zoo
 
     rows: list = []
     names = args.models or list(zoo.CASES)

@@ -17,25 +17,27 @@ For the compiled models (``*_compiled``) a last table gives the share of their k
 and op came from Inductor's record of the compiled graph, the share with a module and an op from any
 source, and the compiled regions' own time (the wrapper's Python; no op) as a share of the model's time
 (``harness.attributed_share``).
-Exit status 1 when any total is off by more than 1% or a model fails. See pyprof/validate/.
+Exit status 1 when any total is off by more than 1% or a model fails. See scripts/validation/.
 
 ``--opinfo`` runs every sample input of every op of torch's OpInfo catalogue instead, under ``init()``
 and under plain torch.profiler, through parse + prof, against FlopCounterMode and a dispatch-level byte
 count, and prints the coverage table by family, then one line per op that differs, fails or lacks a
-model (pyprof/validate/opinfo.py; it needs the ``expecttest`` package that torch's test suite imports).
+model (scripts/validation/opinfo.py; it needs the ``expecttest`` package that torch's test suite imports).
 Exit status 1 when pyprof raised on any op or FLOPs differ.
 
 ``--advise`` profiles a model per advice kind with ``pyprof run``, reads ``pyprof advise --json``, applies
 the advised change, times the step before and after in fresh processes (medians of the steps after a
-warm-up, repeated), and prints predicted vs measured savings (pyprof/validate/advice.py). Exit status 1
+warm-up, repeated), and prints predicted vs measured savings (scripts/validation/advice.py). Exit status 1
 when a case failed or a kind whose estimate stands missed it by more than 30%.
 """
 
 import argparse
 import sys
 import time
+from pathlib import Path
 
-from pyprof.validate import harness, zoo
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's root: scripts.validation
+from scripts.validation import harness, zoo  # noqa: E402
 
 
 def main() -> int:
@@ -79,7 +81,7 @@ def main() -> int:
 
 
 def opinfo_main(args) -> int:
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     results = []
     ops = opinfo.select(args.ops)
@@ -100,7 +102,7 @@ def opinfo_main(args) -> int:
 
 
 def advise_main(args) -> int:
-    from pyprof.validate import advice
+    from scripts.validation import advice
 
     unknown = [k for k in args.models if k not in advice.CASES]
     if unknown:

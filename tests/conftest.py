@@ -5,12 +5,16 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The validation harness (scripts/validation: model zoo, FLOP references) is imported from the checkout
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))
 CORPUS = Path(os.environ.get("PYPROF_CORPUS", REPO.parent / "shared" / "corpus"))
 
 # Tests never read or write the user's saved peaks (~/.cache/pyprof/calibration.json): each test process

@@ -252,7 +252,7 @@ def test_the_corpus_nccl_trace_gets_comm_advice_below_its_exposed_time():
 
 
 def test_the_validation_table_takes_medians_and_flags_the_30_percent_band():
-    from pyprof.validate.advice import Check, table
+    from scripts.validation.advice import Check, table
 
     c = Check("dataloader", "m", "workers", predicted=[0.040, 0.050, 0.048], before=[0.090, 0.080, 0.085],
               after=[0.050, 0.044, 0.055])

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 import pyprof  # noqa: E402
 from pyprof.annotate import inductor  # noqa: E402
 from pyprof.parse.kineto import inductor as inductor_parse  # noqa: E402
-from pyprof.validate import harness  # noqa: E402
+from scripts.validation import harness  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -75,7 +75,7 @@ def test_recomputed_ops_on_the_autograd_thread_do_not_steal_backward_links(tmp_p
 def test_ckpt_llama_on_the_h200_matches_flopcountermode_per_direction_and_module(tmp_path):
     # the same model and seed on the CPU: FlopCounterMode's count depends only on the shapes
     pytest.importorskip("torch")
-    from pyprof.validate import harness, reference, zoo
+    from scripts.validation import harness, reference, zoo
 
     mine = harness.pyprof_flops(priced("h200_ckpt_llama_fp32", tmp_path), "CheckpointedLlama")
     model, x = zoo.build("checkpoint_llama")

@@ -29,7 +29,7 @@ OPS = {
 def results():
     pytest.importorskip("torch")
     pytest.importorskip("expecttest")  # torch's test suite, which holds op_db, imports it
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     ops = [o for o in opinfo.select(list(OPS)) if opinfo.op_id(o) in OPS]
     # older torch's op_db lacks a few newer OpInfos (torch 2.4: t_copy, expand_copy); the rest must be there

@@ -25,7 +25,7 @@ LIMIT = 1
 def results():
     pytest.importorskip("torch")
     pytest.importorskip("expecttest")  # torch's test suite, which holds op_db, imports it
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     ops = [o for o in opinfo.select(OPS) if opinfo.op_id(o) in OPS]
     assert {opinfo.op_id(o) for o in ops} == set(OPS)
@@ -60,7 +60,7 @@ def test_an_op_without_a_model_is_never_priced_by_its_views():
     n/a (no model), never 0 FLOPs and 0 bytes summed from the view."""
     pytest.importorskip("torch")
     pytest.importorskip("expecttest")
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     (op,) = [o for o in opinfo.select(["nonzero"]) if opinfo.op_id(o) == "nonzero"]
     r = opinfo.run_op(op, "float32", "init", limit=LIMIT)
@@ -74,7 +74,7 @@ def test_a_composite_without_a_model_is_priced_on_what_it_ran():
     GEMM FLOPs equal FlopCounterMode's, forward and backward, on every sample."""
     pytest.importorskip("torch")
     pytest.importorskip("expecttest")
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     (op,) = [o for o in opinfo.select(["svd_lowrank"]) if opinfo.op_id(o) == "svd_lowrank"]
     r = opinfo.run_op(op, "float32", "init", limit=LIMIT)

@@ -2,7 +2,7 @@
 losses, unpooling, histograms, grid sampling, rng factories, ...) through the user's path: every record
 of the sample priced, and forward bytes equal to torch's dispatch-level count where the op runs one
 aten kernel; and ``linear_cross_entropy``'s three variants against FlopCounterMode. The references are
-torch's, computed in the test from the same samples (pyprof/validate/opinfo.py); nothing is
+torch's, computed in the test from the same samples (scripts/validation/opinfo.py); nothing is
 hard-coded. One sample per op keeps the file fast.
 """
 
@@ -38,7 +38,7 @@ LCE = ["nn.functional.linear_cross_entropy", "nn.functional.linear_cross_entropy
 def opinfo():
     pytest.importorskip("torch")
     pytest.importorskip("expecttest")  # torch's test suite, which holds op_db, imports it
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     return opinfo
 

@@ -1,9 +1,9 @@
 """pyprof's FLOPs on the path the user runs equal torch's own count, forward and backward.
 
-Each case trains a model of :mod:`pyprof.validate.zoo` through ``pyprof run`` (torch.profiler with
+Each case trains a model of :mod:`scripts.validation.zoo` through ``pyprof run`` (torch.profiler with
 ``pyprof.init()``) -> records -> ``prof``, and compares the GEMM, convolution and attention FLOPs per
 direction and per module (inclusive) with FlopCounterMode's formulas applied by a dispatch mode that
-never sees pyprof's markers (:mod:`pyprof.validate.reference`). ``python scripts/validate.py`` runs the
+never sees pyprof's markers (:mod:`scripts.validation.reference`). ``python scripts/validate.py`` runs the
 whole zoo, ResNet-50 and ViT-B/16 included; this is its fast subset.
 """
 
@@ -13,8 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pyprof.validate import harness  # noqa: E402
-from pyprof.validate.zoo import CASES  # noqa: E402
+from scripts.validation import harness  # noqa: E402
+from scripts.validation.zoo import CASES  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

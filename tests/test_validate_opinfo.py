@@ -25,7 +25,7 @@ LIMIT = 3  # samples per op (conv2d's third is grouped) (einsum: all of them, fe
 def results():
     pytest.importorskip("torch")
     pytest.importorskip("expecttest")  # torch's test suite, which holds op_db, imports it
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     ops = opinfo.select(OPS)
     assert {opinfo.op_id(o) for o in ops} >= set(OPS)
@@ -79,7 +79,7 @@ def test_bytes_equal_the_dispatch_count_for_single_kernel_ops(results):
 
 
 def test_table_counts_what_ran(results):
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     text = opinfo.table(results)
     last = [x for x in text.splitlines() if x.startswith("all")][0].split()
@@ -93,7 +93,7 @@ def test_reference_applies_the_documented_conventions():
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
-    from pyprof.validate import opinfo
+    from scripts.validation import opinfo
 
     b, n, m, p = 3, 4, 5, 6
     with FlopCounterMode(display=False, custom_mapping=opinfo._conventions()) as fc:

@@ -1,5 +1,5 @@
 """The estimates checked against measured savings (``scripts/validate.py --advise``,
-:mod:`pyprof.validate.advice`): the table it printed on this project's CPU machine, and what was done
+:mod:`scripts.validation.advice`): the table it printed on this project's CPU machine, and what was done
 where a kind missed, kept here so that docs/advise.md is generated whole."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times
   backward is a Python function whose calls (``mm``, ``addmm``, ``addmm_``, ``mul``) are recorded as
   ops of their own, under ``init()`` as in a plain trace, and priced there: the op's own backward is
   0 and 0. FlopCounterMode sees the chunked forward as one opaque op (0) and counts no ``addmm_``, the
-  in-place GEMM accumulating ``dW`` (the OpInfo reference adds both: ``pyprof/validate/opinfo.py``).
+  in-place GEMM accumulating ``dW`` (the OpInfo reference adds both: ``scripts/validation/opinfo.py``).
   In a plain trace the chunked ops themselves (``torch_nn::_linear_cross_entropy_batch_chunked``,
   ``..._no_reduction``) are priced alike, the gradients computed in forward read from their
   ``compute_input_grad``/``compute_linear_weight_grad`` arguments; there the aten ops of the backward

@@ -1,8 +1,8 @@
 """The end-to-end FLOP check: each model of the zoo through the path a user runs, against torch's count.
 
-For a case of :data:`pyprof.validate.zoo.CASES`, :func:`validate`:
+For a case of :data:`scripts.validation.zoo.CASES`, :func:`validate`:
 
-1. writes a two-line script that trains the model (:func:`pyprof.validate.zoo.train`) and runs it as
+1. writes a two-line script that trains the model (:func:`scripts.validation.zoo.train`) and runs it as
    ``pyprof run`` does (:func:`pyprof.runner.run_script`: torch.profiler, ``pyprof.init()``, the
    step schedule), then parses the trace (:class:`pyprof.parse.kineto.KinetoSource`), writes the records
    file and prices it with :func:`pyprof.prof.build_file`, as ``pyprof prof`` does;
@@ -10,9 +10,9 @@ For a case of :data:`pyprof.validate.zoo.CASES`, :func:`validate`:
    counts) per direction (``fprop``, ``bprop``, ``recomp``: a checkpointed forward re-run by backward)
    and per module, inclusive of submodules (a compiled model's kernels take their modules from the
    Inductor metadata ``pyprof run`` records);
-3. compares them with :func:`pyprof.validate.reference.count_step` of the same model and input, times the
+3. compares them with :func:`scripts.validation.reference.count_step` of the same model and input, times the
    number of recorded steps, and the forward bytes of each one-op layer with
-   :func:`pyprof.validate.reference.hand_bytes`.
+   :func:`scripts.validation.reference.hand_bytes`.
 
 The result lists every (direction, module, family) total of both sides; :func:`table` prints the
 one-table summary ``scripts/validate.py`` shows.
@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyprof.validate.reference import FAMILIES, prefixes
+from .reference import FAMILIES, prefixes
 
 TOLERANCE = 0.01  # relative
 DIRECTIONS = ("fprop", "bprop", "recomp")  # compared; recomp: a checkpointed forward re-run by backward
@@ -71,7 +71,7 @@ class Outcome:
 
 
 _SCRIPT = """\
-from pyprof.validate.zoo import train
+from {package}.zoo import train
 train({name!r}, {steps}, device={device!r}, tf32={tf32!r})
 """
 
@@ -163,7 +163,8 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None, devic
     from pyprof.prof import build_file
     from pyprof.records import iter_records, write_records
     from pyprof.runner import RunOptions, run_script
-    from pyprof.validate import reference, zoo
+
+    from . import reference, zoo
 
     outcome = Outcome(name, steps)
     if hasattr(torch, "_dynamo"):  # each case is a program of its own: no compiled frame of the last one
@@ -172,7 +173,7 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None, devic
         folder = Path(workdir or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         script = folder / f"train_{name}.py"
-        script.write_text(_SCRIPT.format(name=name, steps=steps + 2, device=device, tf32=tf32))
+        script.write_text(_SCRIPT.format(package=__package__, name=name, steps=steps + 2, device=device, tf32=tf32))
         try:
             result = run_script(script, [], folder / "out",
                                 RunOptions(wait=1, warmup=1, active=steps, cuda=device.startswith("cuda")))

@@ -173,7 +173,7 @@ class _Counter(TorchDispatchMode):
 def count_step(case, model, x) -> dict[tuple[str, str, str], float]:
     """torch's FLOPs of one training step (forward and backward) of ``model`` on ``x``:
     ``{(direction, module path, family): flops}``, inclusive of submodules."""
-    from pyprof.validate.zoo import step
+    from .zoo import step
 
     owners = _Owners(model)
     # torch runs RNNs as one oneDNN (CPU) or cuDNN (CUDA) kernel that FlopCounterMode does not count;
@@ -194,7 +194,7 @@ HAND_LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3
 def hand_bytes(case, model, x) -> dict[str, float]:
     """``{module path: bytes}`` of one forward of every ``nn.Linear``/``nn.Conv*`` layer of ``model`` on
     ``x``: input, weight, bias and output, each read or written once, at the compute element size."""
-    from pyprof.validate.zoo import step
+    from .zoo import step
 
     names = {m: n for n, m in model.named_modules()}
     out: dict[str, float] = {}

@@ -160,13 +160,13 @@ _NO_WORK = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty
 #: decomposition) has FLOPs in pyprof that FlopCounterMode does not count, so only these are compared.
 COUNTED = ("gemm", "conv", "attention")
 #: OpInfo ops whose every sample is causal attention: the reference halves FlopCounterMode's dense
-#: count (docs/prof.md, Conventions), as pyprof/validate/reference.py does per op.
+#: count (docs/prof.md, Conventions), as scripts/validation/reference.py does per op.
 _CAUSAL = {"nn.functional.scaled_dot_product_attention"}
 
 
 def _conventions():
     """FlopCounterMode formulas adjusted to pyprof's documented conventions (docs/prof.md): a grouped
-    convolution's weight gradient is its real work (:func:`pyprof.validate.reference._conv_backward`);
+    convolution's weight gradient is its real work (:func:`scripts.validation.reference._conv_backward`);
     ``addbmm``, which FlopCounterMode lists no formula for (it is one kernel on CPU), is the ``bmm`` of
     its batches summed into one matrix: ``bmm``'s formula; ``addmm_`` (in place, which FlopCounterMode
     lists no formula for: ``linear_cross_entropy``'s chunked backward accumulates ``dW`` with it) is
@@ -175,7 +175,7 @@ def _conventions():
     import torch
     from torch.utils.flop_counter import flop_registry
 
-    from pyprof.validate.reference import _conv_backward
+    from .reference import _conv_backward
 
     aten = torch.ops.aten
 

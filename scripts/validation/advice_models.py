@@ -3,7 +3,7 @@
 
 Run as a script, so that ``pyprof run`` can profile it and a plain process can time it::
 
-    python pyprof/validate/advice_models.py CASE before|after|both [--steps N]
+    python scripts/validation/advice_models.py CASE before|after|both [--steps N]
 
 ``both`` builds the two variants in one process and runs their steps in pairs (which goes first
 alternates), then prints each step's wall time per variant (seconds, JSON): the machine's load then

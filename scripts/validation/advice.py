@@ -1,7 +1,7 @@
 """``pyprof advise``'s estimates against measured savings (``scripts/validate.py --advise``).
 
 For each case of :data:`CASES` (a kind of advice and a model of
-:mod:`pyprof.validate.advice_models` that shows the problem):
+:mod:`scripts.validation.advice_models` that shows the problem):
 
 1. ``pyprof run`` profiles the ``before`` variant and ``pyprof advise --json`` reads its output; the
    advice of the case's kind gives the predicted saving per step (``saved_s``; none where the kind's

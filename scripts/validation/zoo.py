@@ -1,4 +1,4 @@
-"""The models of the validation harness (:mod:`pyprof.validate.harness`), and one training loop.
+"""The models of the validation harness (:mod:`scripts.validation.harness`), and one training loop.
 
 * :func:`resnet50`: torchvision's ResNet-50 (Bottleneck blocks [3, 4, 6, 3], stride on the 3x3 conv,
   1x1 downsample + BatchNorm, 1000 classes), same module names (``layer1.0.conv1``, ``fc``).
