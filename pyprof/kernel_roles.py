@@ -67,8 +67,6 @@ CPU_COMPUTE = frozenset({
     "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_mm", "_int_mm",
 })
 
-_BACKWARD_NODE = re.compile(r"Backward\d*$")
-
 #: the range of a C++ kernel Inductor generated, as ``torch._inductor.config.cpp.enable_kernel_profile``
 #: names it (``graph_0_cpp_fused_relu_0``; ``graph_<N>_`` absent where the graph has no id)
 INDUCTOR_CPP_KERNEL = re.compile(r"^(?:graph_\d+_)?cpp_fused_|^graph_\d+_cpp_")

@@ -244,7 +244,3 @@ def swap(installed: bool) -> None:
             setattr(owner, name, new)
         else:
             restore(owner, name, orig, had_own)
-
-
-def is_patched(obj, name: str) -> bool:
-    return any(o is obj and n == name for o, n, *_ in _patched)

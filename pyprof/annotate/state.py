@@ -49,5 +49,4 @@ class _State:
 
 
 S = _State()
-TLS = threading.local()
 LOCK = threading.RLock()

@@ -227,7 +227,6 @@ def _legacy(text: str) -> TextInfo:
 #: annotation; a GPU activity whose launch is not in the trace
 LINK_MARKER, LINK_OP, LINK_NODE, LINK_COLLECTIVE = "marker", "op", "node", "collective"
 LINK_REGION, LINK_ANNOTATION, LINK_NO_LAUNCH = "region", "annotation", "no-launch"
-LINKS = (LINK_MARKER, LINK_OP, LINK_NODE, LINK_COLLECTIVE, LINK_REGION, LINK_ANNOTATION, LINK_NO_LAUNCH)
 #: op namespaces of collectives (``c10d::allreduce_``)
 _COLLECTIVE_NS = frozenset({"c10d", "_c10d_functional"})
 

@@ -56,7 +56,6 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
-PYPROF_COLUMNS = tuple(c.name for c in COLUMNS[:20])
 DEFAULT = ("idx", "dir", "sub", "mod", "op", "kernel", "params", "sil", "tc", "flops", "bytes", "gap")
 
 

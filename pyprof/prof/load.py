@@ -313,12 +313,10 @@ class _Decoder:
         return rec
 
 
-def _read(fh: IO, name: str, allow_empty: bool = False, path: str | None = None,
-          offset: int = 0, keep_ranges: bool = False) -> Iterator[dict[str, Any]]:
+def _read(fh: IO, name: str, keep_ranges: bool = False) -> Iterator[dict[str, Any]]:
     """The records of ``fh``, checked: one known good as it is read is passed on at once; from one that is
-    not, records wait to be checked :data:`CHUNK` at a time, column by column (:meth:`_LineReader.checked`).
-    ``path`` and ``offset``: the file and byte where ``fh`` starts, when it is part of a file."""
-    reader = _LineReader(name, check=False, path=path, offset=offset, keep_ranges=keep_ranges)
+    not, records wait to be checked :data:`CHUNK` at a time, column by column (:meth:`_LineReader.checked`)."""
+    reader = _LineReader(name, check=False, keep_ranges=keep_ranges)
     record = reader.record
     recs: list[dict[str, Any]] = []  # records waiting to be checked (and those read after them)
     lines: list[int] = []
@@ -339,7 +337,7 @@ def _read(fh: IO, name: str, allow_empty: bool = False, path: str | None = None,
             yield from reader.checked(recs, lines)
             recs, lines = [], []
     yield from reader.checked(recs, lines)
-    reader.finish(allow_empty)
+    reader.finish()
     _policy.add(reader.skipped, reader.first_bad)
 
 
@@ -598,20 +596,3 @@ def split_ranges(path: str | os.PathLike, parts: int) -> list[tuple[int, int]]:
             bounds.append(min(max(fh.tell(), bounds[-1]), size))
     bounds.append(size)
     return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
-
-
-def iter_range(path: str | os.PathLike, start: int, end: int) -> Iterator[dict[str, Any]]:
-    """The records of the lines in bytes ``[start, end)`` (line-aligned, see :func:`split_ranges`)."""
-
-    def lines(fh):
-        pos = start
-        for line in fh:
-            if pos >= end:
-                return
-            pos += len(line)
-            yield line
-
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        yield from _read(lines(fh), f"{path} (bytes {start}-{end})", allow_empty=True, path=os.fspath(path),
-                         offset=start)

@@ -95,7 +95,3 @@ def fix_first(summary: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """The ``n`` groups with the most time above the roofline (largest ``excess`` first)."""
     s = summary.dropna(subset=["excess"])
     return s.sort_values("excess", ascending=False, kind="stable").head(n).reset_index(drop=True)
-
-
-def top_by_time(summary: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    return summary.head(n).reset_index(drop=True)

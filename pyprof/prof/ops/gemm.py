@@ -307,13 +307,6 @@ def _einsum_steps(eq: str, shapes: list[list[int]], grads: list[bool],
     return steps, [final.get(c, 1) for c in out]
 
 
-def einsum_flops(eq: str, shapes: list[list[int]]) -> tuple[list[int], list[int]] | None:
-    """FLOPs of each pairwise step (see :func:`_einsum_steps`) and the output shape; ``None`` if the
-    equation does not fit the shapes."""
-    res = _einsum_steps(eq, shapes, [True] * len(shapes))
-    return None if res is None else ([s.flops for s in res[0]], res[1])
-
-
 @register("einsum")
 @binds()
 def _einsum(call: OpCall, b: Bound) -> Cost | None:

@@ -164,10 +164,6 @@ def _n(x) -> int:
     return A.numel(A.shape(x)) or 0
 
 
-def _bytes(dt: str | None, *counts: float) -> float | None:
-    return A.sized(int(sum(counts)), dt)
-
-
 def _bool(b: dict, name: str, default: bool) -> bool:
     v = A.value(b.get(name), default)
     return v if isinstance(v, bool) else default
