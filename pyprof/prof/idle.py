@@ -92,12 +92,14 @@ def activities(records: Iterable[dict[str, Any]], by_stream: bool = False) -> di
         rows.setdefault(key, []).append((start, end, a0 if type(a0) is int else np.nan,
                                          a1 if type(a1) is int else np.nan, rec.get("kind", "kernel") == "kernel",
                                          _step(rec)))
-    out = {}
-    for key, r in rows.items():
-        df = pd.DataFrame(r, columns=["start", "end", "api_start", "api_end", "kernel", "step"])
-        df["step"] = _steps_by_time(df)
-        out[key] = df.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
-    return out
+    return {key: _timeline(r) for key, r in rows.items()}
+
+
+def _timeline(rows: list[tuple]) -> pd.DataFrame:
+    """Activities ``(start, end, api_start, api_end, kernel, step)`` as columns in start order, steps by time."""
+    df = pd.DataFrame(rows, columns=["start", "end", "api_start", "api_end", "kernel", "step"])
+    df["step"] = _steps_by_time(df)
+    return df.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
 
 
 def _steps_by_time(df: pd.DataFrame) -> np.ndarray:
@@ -131,6 +133,17 @@ def gaps(acts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"g0": g0, "g1": g1, "cat": cat, "step": acts["step"].to_numpy()[idx]})
 
 
+def _by_step(acts: pd.DataFrame, gp: pd.DataFrame, per_step: bool):
+    """``(step, its activities, its gaps)`` per step (``per_step``; none where no activity has a step),
+    then ``("all", acts, gp)``: the whole timeline."""
+    steps = pd.unique(acts["step"]) if per_step else []
+    if len(steps) == 1 and steps[0] == "-":
+        steps = []
+    for step in steps:
+        yield step, acts[acts["step"] == step], gp[gp["step"] == step]
+    yield "all", acts, gp
+
+
 def _row(key: str, step: str, acts: pd.DataFrame, gp: pd.DataFrame) -> dict[str, Any]:
     busy = int(union_length(acts["start"].to_numpy(dtype=np.int64), acts["end"].to_numpy(dtype=np.int64)))
     length = (gp["g1"] - gp["g0"]).astype(float)
@@ -154,15 +167,8 @@ def _row(key: str, step: str, acts: pd.DataFrame, gp: pd.DataFrame) -> dict[str,
 def idle(records: Iterable[dict[str, Any]], by_stream: bool = False, per_step: bool = True) -> pd.DataFrame:
     """One row per device (or device and stream) and step, then its ``all`` row (columns
     :data:`IDLE_NAMES`); empty where the records hold no GPU activity."""
-    rows = []
-    for key, acts in sorted(activities(records, by_stream).items()):
-        gp = gaps(acts)
-        if per_step:
-            for step in pd.unique(acts["step"]):
-                if step == "-" and (acts["step"] == "-").all():
-                    continue
-                rows.append(_row(key, step, acts[acts["step"] == step], gp[gp["step"] == step]))
-        rows.append(_row(key, "all", acts, gp))
+    rows = [_row(key, *part) for key, acts in sorted(activities(records, by_stream).items())
+            for part in _by_step(acts, gaps(acts), per_step)]
     return pd.DataFrame(rows, columns=list(IDLE_NAMES))
 
 
@@ -194,15 +200,8 @@ def cpu_idle(records: Iterable[dict[str, Any]], per_step: bool = True) -> pd.Dat
             (start, end, np.nan, np.nan, True, _step(rec)))
     out = []
     for key, r in sorted(rows.items()):
-        acts = pd.DataFrame(r, columns=["start", "end", "api_start", "api_end", "kernel", "step"])
-        acts["step"] = _steps_by_time(acts)
-        acts = acts.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
-        gp = gaps(acts)
-        parts = [(s, acts["step"] == s, gp["step"] == s) for s in pd.unique(acts["step"])] if per_step else []
-        if len(parts) == 1 and parts[0][0] == "-":
-            parts = []
-        for step, a_mask, g_mask in [*parts, ("all", slice(None), slice(None))]:
-            a, g = acts[a_mask], gp[g_mask]
+        acts = _timeline(r)
+        for step, a, g in _by_step(acts, gaps(acts), per_step):
             busy = int(union_length(a["start"].to_numpy(dtype=np.int64), a["end"].to_numpy(dtype=np.int64)))
             outside = float((g["g1"] - g["g0"]).sum())
             out.append({"thread": key, "step": step, "busy": float(busy), "idle": outside,
