@@ -284,6 +284,15 @@ def out_dtype(b: dict[str, Arg], default: str | None) -> str | None:
     return norm_dtype(want) if isinstance(want, str) else default
 
 
+def dtype_kwarg(args: Sequence[Arg], default: str | None) -> str | None:
+    """The dtype the call's ``dtype`` argument asks for, found by its name or its type in ``args`` (not
+    bound to a schema), else ``default``."""
+    for a in args:
+        if a.get("name") == "dtype" or a.get("type") == "dtype":
+            return norm_dtype(value(a)) or default
+    return default
+
+
 def tensor_arg(shape: Sequence[int], dtype: str | None = "float32", grad: bool | None = None, name: str = "",
                **extra: Any) -> Arg:
     """Build a tensor argument dict (for callers that price ops they describe themselves, and tests)."""

@@ -30,13 +30,6 @@ def _written(call: OpCall, n: int | None, dt: str | None) -> Cost | None:
     return Cost(0.0, A.sized(n, dt), dt)
 
 
-def _kw_dtype(call: OpCall, default: str | None) -> str | None:
-    for a in call.args:
-        if a.get("name") == "dtype" or a.get("type") == "dtype":
-            return A.norm_dtype(A.value(a)) or default
-    return default
-
-
 @register("fill", "zero", "zeros_like", "ones_like", "full_like", "empty_like", "new_empty")
 def _fill_like(call: OpCall) -> Cost | None:
     x = A.bind(call.args, ("input",)).get("input")
@@ -44,7 +37,7 @@ def _fill_like(call: OpCall) -> Cost | None:
         return None
     if call.op in ("empty_like", "new_empty"):  # allocates, launches nothing
         return Cost(0.0, 0, A.dtype(x))
-    return _written(call, A.numel(A.shape(x)), _kw_dtype(call, A.dtype(x)))
+    return _written(call, A.numel(A.shape(x)), A.dtype_kwarg(call.args, A.dtype(x)))
 
 
 @register("zeros", "ones", "full", "new_zeros", "new_ones", "new_full")
@@ -69,7 +62,7 @@ def _fill_new(call: OpCall, b: Bound) -> Cost | None:
 def _empty(call: OpCall) -> Cost | None:
     """Allocates (``resize_``/``resize_as_``: reallocates, the old contents not copied), launches
     nothing: 0 and 0."""
-    return Cost(0.0, 0, _kw_dtype(call, "float32"))
+    return Cost(0.0, 0, A.dtype_kwarg(call.args, "float32"))
 
 
 @register("arange")
@@ -84,7 +77,7 @@ def _arange(call: OpCall) -> Cost | None:
     ints = all(isinstance(v, int) for v in nums)
     n = max(0, -(-(end - start) // step) if ints else ceil((end - start) / step))
     base = "int64" if ints else "float32"
-    return _written(call, n, _kw_dtype(call, base))
+    return _written(call, n, A.dtype_kwarg(call.args, base))
 
 
 @register("linspace")
@@ -93,7 +86,7 @@ def _linspace(call: OpCall) -> Cost | None:
     steps = A.value(b.get("steps"))
     if not isinstance(steps, int) or steps < 0:
         return None
-    return _written(call, steps, _kw_dtype(call, "float32"))
+    return _written(call, steps, A.dtype_kwarg(call.args, "float32"))
 
 
 def _leaves(v) -> tuple[int, str] | None:
@@ -123,10 +116,10 @@ def _from_python(call: OpCall) -> Cost | None:
     if data is None:
         return None
     if call.direction == "bprop":
-        return Cost(0.0, 0, _kw_dtype(call, A.dtype(data)))
+        return Cost(0.0, 0, A.dtype_kwarg(call.args, A.dtype(data)))
     if A.is_tensor(data):  # torch.tensor(t): a copy
         n = A.numel(A.shape(data))
-        dt = _kw_dtype(call, A.dtype(data))
+        dt = A.dtype_kwarg(call.args, A.dtype(data))
         return Cost(0.0, A.total(A.nbytes(data), A.sized(n, dt)), dt)
     if not A.known(data):
         return None
@@ -136,7 +129,7 @@ def _from_python(call: OpCall) -> Cost | None:
     if leaves is None:
         return None
     n, base = leaves
-    dt = _kw_dtype(call, "float32" if call.op == "scalar_tensor" else base)
+    dt = A.dtype_kwarg(call.args, "float32" if call.op == "scalar_tensor" else base)
     return _written(call, n, dt)
 
 

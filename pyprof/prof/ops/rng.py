@@ -26,13 +26,6 @@ def _result(call: OpCall, n: int | None, dt: str | None, extra: float | None = 0
     return Cost(0.0, A.total(A.sized(n, dt), extra), dt)
 
 
-def _dtype_kw(call: OpCall, default: str | None) -> str | None:
-    for a in call.args:
-        if a.get("name") == "dtype" or a.get("type") == "dtype":
-            return A.norm_dtype(A.value(a)) or default
-    return default
-
-
 def _out_of_place(call: OpCall) -> bool:
     """Whether the overload that ran is not an in-place one (``normal.Tensor_float``, not ``normal_``)."""
     if call.mod == "torch.Tensor":  # x.normal_(...): the only Tensor method of the name is in place
@@ -54,7 +47,7 @@ def _fill_random(call: OpCall) -> Cost | None:
     if call.op == "normal" and _out_of_place(call):  # normal(mean, std) of tensors: they are read
         out = A.broadcast(*[A.shape(t) for t in ts])
         return _result(call, A.numel(out), A.dtype(x), A.total(*[A.nbytes(t) for t in ts]))
-    return _result(call, A.numel(A.shape(x)), _dtype_kw(call, A.dtype(x)), extra)
+    return _result(call, A.numel(A.shape(x)), A.dtype_kwarg(call.args, A.dtype(x)), extra)
 
 
 @register("rand", "randn", "randint")
@@ -64,7 +57,7 @@ def _factory(call: OpCall) -> Cost | None:
         lists = [a for a in ints if a.get("type") in ("list", "tuple")]
         dims = A.value(lists[0]) if lists else None
         if isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
-            return _result(call, prod(dims), _dtype_kw(call, "int64" if call.op == "randint" else "float32"))
+            return _result(call, prod(dims), A.dtype_kwarg(call.args, "int64" if call.op == "randint" else "float32"))
     else:
         dims = []
         for a in ints:
@@ -75,7 +68,7 @@ def _factory(call: OpCall) -> Cost | None:
             dims.append(v)
     if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
         return None
-    return _result(call, prod(dims), _dtype_kw(call, "int64" if call.op == "randint" else "float32"))
+    return _result(call, prod(dims), A.dtype_kwarg(call.args, "int64" if call.op == "randint" else "float32"))
 
 
 @register("multinomial")

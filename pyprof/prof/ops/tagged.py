@@ -23,6 +23,7 @@ from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.pointwise import elementwise_cost
 from pyprof.prof.ops.registry import Cost, OpCall, canonical, covered_ops, family, lookup, register
 from pyprof.prof.ops.schema import pointwise_ops, view_ops
+from pyprof.prof.ops.views import view_cost
 
 ALIASES = {
     "divide": "div", "subtract": "sub", "multiply": "mul", "absolute": "abs", "arccos": "acos",
@@ -47,13 +48,6 @@ def _generic_pointwise(call: OpCall) -> Cost | None:
     return elementwise_cost(call, A.tensors(call.args), (1, 1, True))
 
 
-def _generic_view(call: OpCall) -> Cost | None:
-    ts = A.tensors(call.args)
-    if not ts:
-        return None
-    return Cost(0.0, 0, A.dtype(ts[0]))
-
-
 def _alias(target: str):
     def model(call: OpCall) -> Cost | None:
         fn = lookup(target)
@@ -73,7 +67,7 @@ def _register_all() -> None:
     have = covered_ops()
     views = sorted(n for n in view_ops() - _NOT_VIEWS if canonical(n) == n and n not in have)
     if views:
-        register(*views, family="views")(_generic_view)
+        register(*views, family="views")(view_cost)
     have = covered_ops()
     for name, target in ALIASES.items():
         if name not in have and target in have:

@@ -27,7 +27,7 @@ PURE_VIEWS = ("view", "view_as", "_unsafe_view", "_reshape_alias", "as_strided",
 
 
 @register(*PURE_VIEWS)
-def _view(call: OpCall) -> Cost | None:
+def view_cost(call: OpCall) -> Cost | None:
     ts = A.tensors(call.args)  # the first tensor, however named (torch.split's is ``tensor``)
     if not ts:
         return None
