@@ -20,3 +20,10 @@ def owns_process(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(*args, **kwargs)
 
     return owning
+
+
+def stderr_say(quiet: bool = False) -> Callable[[str], None]:
+    """A subcommand's ``say``: one line on stderr (progress, warnings); nothing under ``-q``."""
+    import click
+
+    return (lambda line: None) if quiet else functools.partial(click.echo, err=True)

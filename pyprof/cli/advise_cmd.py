@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from pyprof.cli import stderr_say
+
 HELP = """Rank concrete changes by the time each would save per step, with the evidence (ops, layers,
 call sites) and the formula of every estimate. RECORDS: a record file or Parquet from `pyprof parse` or
 `pyprof run` (an export or trace is parsed first).
@@ -39,14 +41,10 @@ def advise(records, as_json, gpu, peak_flops, peak_bw, quiet):
     from pyprof import advise as adv
     from pyprof.cli import inputs
 
-    def say(line: str) -> None:
-        if not quiet:
-            click.echo(line, err=True)
-
+    say = stderr_say(quiet)
     p = inputs.profile(records, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
-    if not quiet:
-        for line in p.warnings:
-            click.echo(f"pyprof: warning: {line}", err=True)
+    for line in p.warnings:
+        say(f"pyprof: warning: {line}")
     result = advice_for(p, records, say)
     if as_json:
         click.echo(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2).decode())

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from pyprof.cli import stderr_say
+
 HELP = """Compare records file B with A (the baseline): per op, layer and kernel, the time, FLOPs and
 roofline gap of each side and the change in time, largest change first. A and B: record files,
 .parquet files or dataset folders; an export or trace is parsed first.
@@ -74,9 +76,7 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak
     if as_csv and as_json:
         raise UsageError("--csv and --json are exclusive", "choose one output style")
     groupings = _by_list(by)
-    def say(line: str) -> None:
-        click.echo(line, err=True)
-
+    say = stderr_say()
     pa = inputs.profile(a, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
     pb = inputs.profile(b, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
     na, nb = diff_mod.step_count(pa.records), diff_mod.step_count(pb.records)

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from pyprof.cli import owns_process
+from pyprof.cli import owns_process, stderr_say
 from pyprof.errors import PyprofError, UsageError
 
 HELP = """Attribute every GPU kernel in a profile to the NVTX ranges, layer and op that launched it.
@@ -68,10 +68,7 @@ def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: st
             raise UsageError(f"--limit: {exc}", "e.g. --limit depth=5000") from None
         os.environ[limits.ENV] = ",".join(f"{k}={v}" for k, v in spec.items())
 
-    def say(msg: str) -> None:
-        if not quiet:
-            click.echo(msg, err=True)
-
+    say = stderr_say(quiet)
     if fmt is None:
         fmt = "parquet" if output and output.rstrip(os.sep).endswith(".parquet") else "jsonl"
     created = bool(output) and not os.path.lexists(output)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from pyprof.cli import owns_process
+from pyprof.cli import owns_process, stderr_say
 from pyprof.prof import columns
 from pyprof.prof.summary import SUMMARY_COLUMNS, SUMMARY_DROP
 
@@ -114,10 +114,7 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     from pyprof.prof.table import default_workers
     from pyprof.scale.parquet import is_parquet
 
-    def say(line: str) -> None:
-        if not quiet:
-            click.echo(line, err=True)
-
+    say = stderr_say(quiet)
     if list_gpus:
         return _list_gpus(file, gpu, peak_flops, peak_bw, output)
 
@@ -151,12 +148,11 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     tune_for_batch()
     with skipping_bad(skip_bad) as bad:
         df = inputs.table(file, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs)
-    if not quiet:
-        if bad.count:
-            click.echo(f"pyprof: warning: skipped {bad.count} record(s) with a wrong-typed or impossible field "
-                       f"(--skip-bad), the first: {bad.first_text()}", err=True)
-        for line in df.attrs.get("warnings", []):
-            click.echo(f"pyprof: warning: {line}", err=True)
+    if bad.count:
+        say(f"pyprof: warning: skipped {bad.count} record(s) with a wrong-typed or impossible field "
+            f"(--skip-bad), the first: {bad.first_text()}")
+    for line in df.attrs.get("warnings", []):
+        say(f"pyprof: warning: {line}")
 
     with atomic_output(output) as fh:
         if not summary:

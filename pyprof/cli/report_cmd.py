@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from pyprof.cli import stderr_say
+
 HELP = """Write one self-contained HTML page about RECORDS (from `pyprof parse` or `pyprof run`: a
 record file, a .parquet file or dataset folder; an export or trace is parsed first).
 
@@ -55,15 +57,11 @@ def report(records, output, baseline, env_path, gpu, peak_flops, peak_bw, quiet)
         env = profile.read_env(Path(env_path))
         if env is None:
             raise InputError(f"{env_path} is not a readable env.json", "give the env.json `pyprof run` wrote")
-    def say(line: str) -> None:
-        if not quiet:
-            click.echo(line, err=True)
-
+    say = stderr_say(quiet)
     p = inputs.profile(records, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, env=env)
     base = inputs.profile(baseline, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw) if baseline else None
-    if not quiet:
-        for line in p.warnings:
-            click.echo(f"pyprof: warning: {line}", err=True)
+    for line in p.warnings:
+        say(f"pyprof: warning: {line}")
     from pyprof.cli.advise_cmd import advice_for
 
     size = page.write(p, output, base, advice_for(p, records, say))
