@@ -406,12 +406,10 @@ def _record(graph, before: set) -> None:
         if not handle.isdigit():
             name, handle = key, "0"
         origins = [nodes[n] for n in names if n in nodes]
-        ops = [o for o in _unique(_aten_name(n) for n in origins) if o]
+        ops = [o for o in dict.fromkeys(_aten_name(n) for n in origins) if o]
         main = [n for n in origins if _aten_name(n) == extern_op(name)] or origins  # an extern: its op's node
-        chains = [_module_chain(n) or forward_chains.get(n.meta.get("seq_nr"), []) for n in main]
         stack = (stacks.get(key) or [None])[0]
-        entry = {"name": name, "order": int(handle), "ops": ops, "layer": _common(chains),
-                 "modules": _unique(c[-1] if c else "" for c in chains),
+        entry = {"name": name, "order": int(handle), "ops": ops, **_placed(main, forward_chains),
                  "stack": _last_frame(stack) if stack else None}
         if name.startswith(("cpp_", "triton_")):
             entry["nodes"] = _origin_calls(names, nodes, uses)
@@ -435,8 +433,14 @@ def _name_input_copies(kernels: list[dict], nodes: dict, forward_chains: dict) -
         users = [u for n in inputs for u in n.users if _aten_name(u)]
         if not users:
             continue
-        chains = [_module_chain(u) or forward_chains.get(u.meta.get("seq_nr"), []) for u in users]
-        k.update(ops=["copy"], layer=_common(chains), modules=_unique(c[-1] if c else "" for c in chains))
+        k.update(ops=["copy"], **_placed(users, forward_chains))
+
+
+def _placed(nodes: list, forward_chains: dict) -> dict:
+    """A kernel's ``layer`` (the modules all of ``nodes`` ran in) and ``modules`` (each one's innermost); a
+    backward node takes its forward node's module chain, by sequence number (``forward_chains``)."""
+    chains = [_module_chain(n) or forward_chains.get(n.meta.get("seq_nr"), []) for n in nodes]
+    return {"layer": _common(chains), "modules": list(dict.fromkeys(c[-1] if c else "" for c in chains))}
 
 
 def _is_backward(graph, nodes) -> bool:
@@ -481,7 +485,7 @@ def _origin_calls(names, nodes: dict, uses: tuple[set, dict]) -> list[dict]:
     externs, counts = uses
     out: list[dict] = []
     inputs = 0
-    for nm in _unique(names):
+    for nm in dict.fromkeys(names):
         node = nodes.get(nm)
         if node is None:
             out.append({"name": None, "type": "op"})
@@ -631,14 +635,6 @@ def _nbytes(shape: list[int], dtype: str, times: int = 1) -> int | None:
     for d in shape:
         n *= d
     return n
-
-
-def _unique(items) -> list:
-    out: list = []
-    for x in items:
-        if x not in out:
-            out.append(x)
-    return out
 
 
 def _aten_name(node) -> str | None:
