@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from pyprof.prof.devices import match_gpu
+from pyprof.prof.summary import summarize
 from pyprof.report import breakdown, diff, instances, layers, profile, roofline, shapes, tables, timeline
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -215,7 +216,7 @@ def test_gemm_dims(op, args, dims):
 def test_fix_this_first_orders_by_time_above_the_roofline(gpu):
     first = tables.fix_this_first(gpu.df)
     assert list(first["excess"]) == sorted(first["excess"], reverse=True) and len(first) <= tables.FIX_FIRST_ROWS
-    assert set(tables.summary(gpu.df, "kernel")["key"]) >= {GEMM, "memcpy HtoD"}
+    assert set(summarize(gpu.df, "kernel")["key"]) >= {GEMM, "memcpy HtoD"}
 
 
 def test_diff_names_the_op_that_changed():

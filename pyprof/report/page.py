@@ -20,6 +20,7 @@ import orjson
 import pandas as pd
 
 from pyprof.prof import units
+from pyprof.prof.summary import summarize
 from pyprof.report import breakdown as breakdown_mod
 from pyprof.report import diff as diff_mod
 from pyprof.report import figures, layers, roofline, shapes, tables, timeline
@@ -225,7 +226,7 @@ def build(p: Profile, baseline: Profile | None = None, advised: Any = None) -> s
     tabs = []
     for by, title, header in (("op", "Per op", "Op"), ("layer", "Per layer", "Layer"), ("kernel", "Per kernel",
                                                                                           "Kernel")):
-        tabs.append(f"<h3>{title}</h3>" + table_html(tables.summary(p.df, by), _summary_columns(header), f"t-{by}"))
+        tabs.append(f"<h3>{title}</h3>" + table_html(summarize(p.df, by), _summary_columns(header), f"t-{by}"))
     sections.append(_section("tables", "Tables", "".join(tabs),
                              "prof's summaries. Click a header to sort, type to filter. Gap: time / ideal time "
                              "(1 = at the roofline)."))

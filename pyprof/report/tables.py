@@ -19,11 +19,6 @@ FIX_FIRST_ROWS = 10
 MAX_ROWS = 500  # a table longer than this shows its largest rows and says how many are left out
 
 
-def summary(df: pd.DataFrame, by: str) -> pd.DataFrame:
-    """Per op, layer, kernel or direction: prof's summary, largest time first."""
-    return summarize(df, by)
-
-
 def fix_this_first(df: pd.DataFrame, n: int = FIX_FIRST_ROWS) -> pd.DataFrame:
     """The ``n`` ops with the most time above the roofline (``excess``), largest first."""
     return fix_first(summarize(df, "op"), n)
