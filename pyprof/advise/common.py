@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from math import prod
 from typing import Any
 
 #: The shortest time a GPU kernel is assumed to take after a change (ns): launch and tail latency.
@@ -135,10 +136,7 @@ def numel(rec: dict) -> int:
     best = 0
     for a in rec.get("args") or ():
         if isinstance(a, dict) and a.get("type") == "tensor" and isinstance(a.get("shape"), list):
-            n = 1
-            for d in a["shape"]:
-                n *= d if isinstance(d, int) else 0
-            best = max(best, n)
+            best = max(best, prod(d if isinstance(d, int) else 0 for d in a["shape"]))
     return best
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from math import prod
 
 from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, us, withdraw
 
@@ -63,9 +64,7 @@ def _itemsize(rec: dict) -> int | None:
     best, size = -1, None
     for a in rec.get("args") or ():
         if isinstance(a, dict) and a.get("type") == "tensor" and isinstance(a.get("shape"), list):
-            n = 1
-            for d in a["shape"]:
-                n *= d if isinstance(d, int) else 0
+            n = prod(d if isinstance(d, int) else 0 for d in a["shape"])
             if n > best:
                 best, size = n, ITEMSIZE.get(str(a.get("dtype") or "").removeprefix("torch."))
     return size

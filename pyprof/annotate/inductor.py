@@ -53,6 +53,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import json
+import math
 import re
 import sys
 from typing import Any
@@ -631,10 +632,7 @@ def _nbytes(shape: list[int], dtype: str, times: int = 1) -> int | None:
     dt = getattr(torch, dtype, None)
     if not isinstance(dt, torch.dtype):
         return None
-    n = dt.itemsize * times
-    for d in shape:
-        n *= d
-    return n
+    return dt.itemsize * times * math.prod(shape)
 
 
 def _aten_name(node) -> str | None:
