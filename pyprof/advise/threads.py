@@ -12,6 +12,7 @@ else runs on the cores (docs/advise.md, scripts/validate.py --advise: on this pr
 from __future__ import annotations
 
 from pyprof.advise.common import Advice, Context, num
+from pyprof.cpu_findings import thread_finding
 
 NO_ESTIMATE = ("the cost of oversubscription depends on the scheduler and on what else runs on the cores; not "
                "modelled (on this project's shared 2-core machine 8 threads ran faster than 2: docs/advise.md)")
@@ -24,15 +25,10 @@ KINDS = {
 
 
 def threads(ctx: Context) -> Advice | None:
-    env = ctx.env or {}
-    n = env.get("intra_op_threads")
-    cores = env.get("physical_cores") or env.get("usable_cpus") or env.get("logical_cpus")
-    if not n or not cores:
+    f = thread_finding(ctx.env or {}, ctx.records)  # pyprof run's finding: the same counts, the same rule
+    if f is None or not f.warn:  # no thread count recorded, or no more threads than cores
         return None
-    procs = int(env.get("processes") or 1)
-    procs = max(procs, len({r.get("pid") for r in ctx.records if r.get("pid") is not None}))
-    if n * procs <= cores:
-        return None
+    n, procs, cores = (f.numbers[k] for k in ("intra_op_threads", "processes", "physical_cores"))
     cpu_ns = float(sum(num(r.get("kDuration")) for r in ctx.records if r.get("device") is None))
     ev = [(f"{n} intra-op threads x {procs} process(es) = {n * procs} threads on {cores} physical cores "
            f"(env.json: torch.get_num_threads(), /proc/cpuinfo; processes: LOCAL_WORLD_SIZE or the records' pids)",
