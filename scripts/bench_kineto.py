@@ -141,6 +141,8 @@ kids = os.times()  # CPU of the worker processes the parser forked (and waited f
 peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 with open(sys.argv[2], "rb") as fh:
     n = sum(chunk.count(b"\\n") for chunk in iter(lambda: fh.read(1 << 24), b""))
+    fh.seek(0)
+    n -= fh.read(16) == b'{"pyprofRecords"'  # the header line (record format 2 on) is no record
 print(res.kernels + res.copies, n, t2 - t0, c2 - c0, kids.children_user + kids.children_system, peak, flush=True)
 os._exit(0)  # skip freeing millions of objects at exit: not part of parsing
 """
