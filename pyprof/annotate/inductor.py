@@ -403,16 +403,14 @@ def _record(graph, before: set) -> None:
     fresh = [(key, names) for key, names in tracked.items() if key not in before]
     uses = _node_uses(fresh, nodes)
     for key, names in fresh:
-        name, _, handle = key.rpartition(":")
-        if not handle.isdigit():
-            name, handle = key, "0"
+        name, order = _split_key(key)
         origins = [nodes[n] for n in names if n in nodes]
         ops = [o for o in dict.fromkeys(_aten_name(n) for n in origins) if o]
         main = [n for n in origins if _aten_name(n) == extern_op(name)] or origins  # an extern: its op's node
         stack = (stacks.get(key) or [None])[0]
-        entry = {"name": name, "order": int(handle), "ops": ops, **_placed(main, forward_chains),
+        entry = {"name": name, "order": order, "ops": ops, **_placed(main, forward_chains),
                  "stack": _last_frame(stack) if stack else None}
-        if name.startswith(("cpp_", "triton_")):
+        if _generated(name):
             entry["nodes"] = _origin_calls(names, nodes, uses)
         kernels.append(entry)
     kernels.sort(key=lambda k: k["order"])
@@ -453,6 +451,18 @@ def _is_backward(graph, nodes) -> bool:
     return any(n.op == "placeholder" and n.name.startswith("tangents_") for n in nodes)
 
 
+def _split_key(key: str) -> tuple[str, int]:
+    """(kernel name, order) of a tracked kernel's key ``NAME:ORDER`` (:func:`_note`; order 0 where the
+    key has none)."""
+    name, _, handle = key.rpartition(":")
+    return (name, int(handle)) if handle.isdigit() else (key, 0)
+
+
+def _generated(name: str) -> bool:
+    """Whether a kernel of the graph is one Inductor generated (C++ or Triton), not an extern call."""
+    return name.startswith(("cpp_", "triton_"))
+
+
 def _node_uses(fresh: list, nodes: dict) -> tuple[set, dict]:
     """(the nodes an extern call of the graph came from, how many generated kernels list each node) of
     a graph's ``(kernel key, origin node names)``: such a node's work is priced at its extern call (an
@@ -463,9 +473,8 @@ def _node_uses(fresh: list, nodes: dict) -> tuple[set, dict]:
     externs: set = set()
     counts: dict[str, int] = {}
     for key, names in fresh:
-        name, _, handle = key.rpartition(":")
-        name = name if handle.isdigit() else key
-        if name.startswith(("cpp_", "triton_")):
+        name = _split_key(key)[0]
+        if _generated(name):
             for n in set(names):
                 counts[n] = counts.get(n, 0) + 1
         else:
@@ -524,8 +533,6 @@ def _node_arg(value, name: str | None = None) -> dict:
     positional): another node is the tensor (or number) its ``meta['val']`` holds; a non-finite float
     (``-inf`` of a mask) is its text, as JSON has no such number. Raises :class:`_Unknown` for a
     symbolic size or a value that holds none."""
-    import math
-
     import torch
 
     arg: dict[str, Any] = {"name": name} if name else {}
@@ -572,7 +579,7 @@ def _kernel_calls(kernels: list[dict]):
         calls.setdefault(name, []).append((tensors, args))
     taken: dict[str, int] = {}
     for k in kernels:
-        if not k["name"].startswith(("cpp_", "triton_")):
+        if not _generated(k["name"]):
             continue
         i = taken[k["name"]] = taken.get(k["name"], -1) + 1
         got = calls.get(k["name"], [])
