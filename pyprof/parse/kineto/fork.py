@@ -61,10 +61,10 @@ class ForkedLines:
 
     def finished(self) -> bool:
         """Wait for the child; True when it succeeded and its file holds its output."""
-        _, status = os.waitpid(self.pid, 0)
+        code = process.reap(self.pid)
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _cleanup, 0, self.path)
-        return status == 0 and os.path.getsize(self.path) > 0
+        return code == 0 and os.path.getsize(self.path) > 0
 
     def chunks(self) -> Iterator[bytes]:
         """The child's lines: its file read back, or made here if it failed."""
