@@ -27,12 +27,6 @@ if TYPE_CHECKING:
 from pyprof.parse import decode as dec
 from pyprof.parse.sweep import open_stacks
 
-ACT_COLUMNS = ("kind", "kShortName", "kLongName", "start", "end", "correlationId", "pid", "tid", "device",
-               "gpu", "gpuProps", "stream", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "bytes", "copyKind",
-               "apiName", "apiStart", "apiEnd", "thread")
-BASE_KEYS = ("kind", "source", "kShortName", "kLongName", "kDuration", "start", "end", "correlationId", "pid",
-             "tid", "device", "gpu", "gpuProps", "stream", "grid", "block", "bytes", "copyKind", "apiName", "apiStart",
-             "apiEnd")
 CHUNK = 2048  # records per output chunk
 #: lines formatted and joined at a time (a piece of bytes): ~0.4 MB, where 2048 lines (3 MB) were 2-3x slower
 #: to make, each chunk's new large strings paying their page faults and cache misses twice (join, encode)

@@ -43,9 +43,6 @@ CATEGORY_ROLE: dict[str, str] = {
     "Memset": "memset",
 }
 
-RANGE_ROLES = frozenset({"op", "ann", "py"})
-GPU_ROLES = frozenset({"kernel", "memcpy", "memset"})
-
 # logical argument -> the keys it has been written under, newest first.
 ARG_KEYS: dict[str, tuple[str, ...]] = {
     "external_id": ("External id", "external id", "External ID"),
@@ -71,9 +68,6 @@ ARG_KEYS: dict[str, tuple[str, ...]] = {
 
 # Names of backward-pass wrappers emitted by the autograd engine: ``<prefix><NodeName>``.
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
-# record_function ranges PyTorch opens around optimizer calls: ``Optimizer.step#SGD.step``.
-OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
-OPTIMIZER_PREFIX = "Optimizer."
 # Profiler-made ranges that are no layer: ``ProfilerStep#3``.
 PROFILER_STEP_PREFIX = "ProfilerStep#"
 
