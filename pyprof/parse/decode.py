@@ -22,9 +22,9 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, ClassVar, TypeGuard
 
 import orjson
 
@@ -303,118 +303,158 @@ def _unique(values):
     return out
 
 
+class _Scan:
+    """One pass over the ranges open at a launch (outermost first): where each kind of range sits
+    (the innermost of its kind wins, as the op a kernel belongs to is the innermost one called) and
+    what the ranges say about sequence numbers, layers and the trace. One method per kind of range."""
+
+    def __init__(self, infos: list[TextInfo]):
+        self.infos = infos
+        self.layer: list[str] = []
+        self.trace: list | None = None
+        # where the innermost range of each kind sits (None: no such range)
+        self.op_i: int | None = None
+        self.bwd_i: int | None = None
+        self.optim_i: int | None = None
+        self.aten_i: int | None = None
+        self.region_i: int | None = None
+        self.top_aten_i: int | None = None  # outermost aten op (of the innermost op instance), aten-only sources
+        self.seq_ids: list[int] = []
+        self.alt: list[int] = []
+        self.hint: str | None = None
+        self.link_seq: int | None = None
+        self.bwd_node: str | None = None
+        self.malformed = 0
+        for i, info in enumerate(infos):
+            self.malformed += info.malformed
+            step = self.STEPS.get(info.kind)  # (a plain user range says nothing pyprof reads)
+            if step is not None:
+                step(self, i, info)
+
+    def _mod(self, i: int, info: TextInfo) -> None:
+        if info.layer:
+            self.layer.append(info.layer)
+
+    def _op(self, i: int, info: TextInfo) -> None:
+        self.op_i = i
+        if info.trace:
+            self.trace = list(info.trace)
+        if self.bwd_i is None:
+            self.seq_ids.extend(info.fwd_seqs)
+
+    def _trace(self, i: int, info: TextInfo) -> None:
+        if info.trace:
+            self.trace = list(info.trace)
+
+    def _node(self, i: int, info: TextInfo, seq: int | None) -> None:
+        """A backward node (pyprof's ``bwd`` range or an emit_nvtx autograd node) whose forward op has
+        sequence number ``seq``."""
+        self.bwd_i, self.bwd_node, self.top_aten_i = i, info.name, None
+        if seq is not None:
+            self.alt.append(seq)
+            self.link_seq = seq
+
+    def _bwd(self, i: int, info: TextInfo) -> None:
+        self._node(i, info, info.seq)
+        if info.link_key is not None:  # the forward op's id: exact where ops share a seq
+            self.link_seq = info.link_key
+
+    def _optim(self, i: int, info: TextInfo) -> None:
+        self.optim_i = i
+
+    def _hint(self, i: int, info: TextInfo) -> None:
+        self.hint = info.hint
+
+    def _region(self, i: int, info: TextInfo) -> None:
+        self.region_i = i
+
+    def _aten(self, i: int, info: TextInfo) -> None:
+        if info.is_bwd_node:
+            # PyTorch 1.0-1.1 wrote a node's number as ``stashed seq``, later ones as ``seq``
+            node_seq = info.seq if info.seq is not None else info.stashed
+            self._node(i, info, node_seq if info.name not in _NO_LINK_NODES else None)
+            return
+        self.aten_i = i
+        if self.top_aten_i is None or (self.op_i is not None and self.op_i > self.top_aten_i):
+            self.top_aten_i = i
+        if info.stashed is not None:
+            self.alt.append(info.stashed)
+            if self.bwd_i is None:
+                self.link_seq = info.stashed
+        if info.seq is not None and self.bwd_i is None and info.stashed is None:
+            self.seq_ids.append(info.seq)
+
+    #: the step each kind of range (:class:`TextInfo`) takes
+    STEPS: ClassVar[dict[str, Callable[[_Scan, int, TextInfo], None]]] = {
+        "mod": _mod, "layer": _mod, "op": _op, "trace": _trace, "bwd": _bwd, "optim": _optim, "hint": _hint,
+        "region": _region, "aten": _aten}
+
+
 def decode(texts: Sequence[str | None], bare_names: bool = False) -> Decoded:
     """Fold the texts of the ranges open at a launch (outermost first) into record fields."""
     infos = [classify(t, bare_names) for t in texts]
-    layer: list[str] = []
-    op_i = bwd_i = optim_i = None
-    trace = None
-    aten_i = None
-    region_i = None
-    seq_ids: list[int] = []
-    alt: list[int] = []
-    hint = None
-    link_seq = None
-    bwd_node = None
-    top_aten_i = None   # outermost aten op (of the innermost op instance) for aten-only sources
-    malformed = 0
-    for i, info in enumerate(infos):
-        kind = info.kind
-        malformed += info.malformed
-        if kind == "mod" or kind == "layer":
-            if info.layer:
-                layer.append(info.layer)
-        elif kind == "op":
-            op_i = i
-            if info.trace:
-                trace = list(info.trace)
-            if bwd_i is None:
-                seq_ids.extend(info.fwd_seqs)
-        elif kind == "trace":
-            if info.trace:
-                trace = list(info.trace)
-        elif kind == "bwd":
-            bwd_i = i
-            bwd_node = info.name
-            top_aten_i = None
-            if info.seq is not None:
-                alt.append(info.seq)
-                link_seq = info.seq
-            if info.link_key is not None:  # the forward op's id: exact where ops share a seq
-                link_seq = info.link_key
-        elif kind == "optim":
-            optim_i = i
-        elif kind == "hint":
-            hint = info.hint
-        elif kind == "region":
-            region_i = i
-        elif kind == "aten":
-            if info.is_bwd_node:
-                bwd_i = i
-                bwd_node = info.name
-                top_aten_i = None
-                # PyTorch 1.0-1.1 wrote a node's number as ``stashed seq``, later ones as ``seq``
-                node_seq = info.seq if info.seq is not None else info.stashed
-                if node_seq is not None and info.name not in _NO_LINK_NODES:
-                    alt.append(node_seq)
-                    link_seq = node_seq
-                continue
-            aten_i = i
-            if top_aten_i is None or (op_i is not None and op_i > top_aten_i):
-                top_aten_i = i
-            if info.stashed is not None:
-                alt.append(info.stashed)
-                if bwd_i is None:
-                    link_seq = info.stashed
-            if info.seq is not None and bwd_i is None and info.stashed is None:
-                seq_ids.append(info.seq)
-    in_bwd = bwd_i is not None or any(infos[i].stashed is not None for i in range(len(infos)) if infos[i].kind == "aten")
+    sc = _Scan(infos)
     fields: dict[str, Any] = {
-        "layer": layer, "trace": trace or [], "mod": None, "op": None, "args": None, "cdtype": None,
-        "aten": None, "atenSizes": None, "seqId": _unique(seq_ids), "altSeqId": _unique(alt),
-        "bwdNode": bwd_node, "dir": "", "opDir": None, "link": None,
+        "layer": sc.layer, "trace": sc.trace or [], "mod": None, "op": None, "args": None, "cdtype": None,
+        "aten": None, "atenSizes": None, "seqId": _unique(sc.seq_ids), "altSeqId": _unique(sc.alt),
+        "bwdNode": sc.bwd_node, "dir": "", "opDir": None, "link": None,
     }
-    if aten_i is not None:
-        fields["aten"] = infos[aten_i].name
-        fields["atenSizes"] = infos[aten_i].sizes
-    # the op instance: innermost marker op or backward node, else the outermost aten op (aten-only sources)
-    candidates = [i for i in (op_i, bwd_i) if i is not None]
+    if sc.aten_i is not None:
+        fields["aten"] = infos[sc.aten_i].name
+        fields["atenSizes"] = infos[sc.aten_i].sizes
+    op_pos = _op_fields(sc, fields)
+    fields["dir"], fields["opDir"] = _direction(sc, fields["op"], op_pos)
+    return Decoded(fields, op_pos=op_pos, link_seq=sc.link_seq, malformed=sc.malformed)
+
+
+def _op_fields(sc: _Scan, fields: dict[str, Any]) -> int | None:
+    """Fill the op instance's fields (``mod``, ``op``, ``args``, ``cdtype``, ``link``); the index of its
+    range (None: no op). The op instance: the innermost marker op or backward node, else the outermost
+    aten op (aten-only sources); a compiled region names the op where nothing inside it does."""
+    infos = sc.infos
+    candidates = [i for i in (sc.op_i, sc.bwd_i) if i is not None]
     op_pos = max(candidates) if candidates else None
-    if op_pos is not None and op_pos == op_i:
-        info = infos[op_i]
+    if op_pos is not None and op_pos == sc.op_i:
+        info = infos[sc.op_i]
         fields.update(mod=info.mod, op=info.op, args=info.args, cdtype=info.cdtype, link=LINK_MARKER)
-    elif top_aten_i is not None and (op_pos is None or top_aten_i > op_pos):
-        name = infos[top_aten_i].name or ""
+    elif sc.top_aten_i is not None and (op_pos is None or sc.top_aten_i > op_pos):
+        name = infos[sc.top_aten_i].name or ""
         # aten::addmm -> addmm; another namespace keeps its own (torch::autograd::AccumulateGrad -> autograd)
         ns, _, bare = name.rpartition("::")
         mod = "aten" if ns in ("", "aten") else ns.rsplit("::", 1)[-1]
         fields.update(mod=mod, op=bare or name, link=LINK_COLLECTIVE if mod in _COLLECTIVE_NS else LINK_OP)
         if op_pos is None:
-            op_pos = top_aten_i
-    elif bwd_node is not None:
+            op_pos = sc.top_aten_i
+    elif sc.bwd_node is not None:
         fields["link"] = LINK_NODE  # (its op: the forward op's, once linked)
-    if fields["op"] is None and region_i is not None and (op_pos is None or region_i > op_pos):
+    if fields["op"] is None and sc.region_i is not None and (op_pos is None or sc.region_i > op_pos):
         # work a compiled region does itself (its generated kernels): the region names the op
-        fields.update(mod=COMPILED_MOD, op=infos[region_i].name, link=LINK_REGION)
-        op_pos = region_i
-    if bwd_i is not None and _recomputes(infos, bwd_i, op_i):
+        fields.update(mod=COMPILED_MOD, op=infos[sc.region_i].name, link=LINK_REGION)
+        op_pos = sc.region_i
+    return op_pos
+
+
+def _direction(sc: _Scan, op: str | None, op_pos: int | None) -> tuple[str, str | None]:
+    """``dir`` and ``opDir`` of a launch: a recompute, backward, optimizer, a user range's hint, or
+    forward; "" where nothing says."""
+    infos = sc.infos
+    if sc.bwd_i is not None and _recomputes(infos, sc.bwd_i, sc.op_i):
         # a forward run by a backward node: checkpoint's recompute, its own direction, charged to the
         # modules it re-runs (their ranges open inside the node's), never linked to the node's forward op
-        fields["dir"] = RECOMPUTE
-    elif in_bwd:
-        fields["dir"] = "bprop"
+        return RECOMPUTE, None
+    if sc.bwd_i is not None or any(info.kind == "aten" and info.stashed is not None for info in infos):
         # an op run as itself in the backward pass (called inside a custom Function's backward, or an
         # aten op under an autograd node): priced as that op, unless linked to the forward op it serves
-        inner = [i for i in (op_pos, top_aten_i) if i is not None]
-        if fields["op"] is not None and bwd_i is not None and inner and max(inner) > bwd_i:
-            fields["opDir"] = "fprop"
-    elif optim_i is not None:
-        fields["dir"] = "optim"
-    elif hint:
-        fields["dir"] = hint
-    elif op_i is not None or seq_ids or aten_i is not None or region_i is not None:
-        fields["dir"] = "fprop"
-    return Decoded(fields, op_pos=op_pos, link_seq=link_seq, malformed=malformed)
+        inner = [i for i in (op_pos, sc.top_aten_i) if i is not None]
+        inside = op is not None and sc.bwd_i is not None and inner and max(inner) > sc.bwd_i
+        return "bprop", "fprop" if inside else None
+    if sc.optim_i is not None:
+        return "optim", None
+    if sc.hint:
+        return sc.hint, None
+    if sc.op_i is not None or sc.seq_ids or sc.aten_i is not None or sc.region_i is not None:
+        return "fprop", None
+    return "", None
 
 
 #: The direction of a forward re-run inside the backward pass (``torch.utils.checkpoint``).
