@@ -40,7 +40,7 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pyprof.atomic import output_error
 from pyprof.errors import PyprofError, UsageError
@@ -310,6 +310,50 @@ def _check_writable(out: Path) -> None:
     os.unlink(probe)
 
 
+def _fresh_output(out_dir: str | os.PathLike) -> Path:
+    """``out_dir``, made absolute (the script may change the working directory), created, checked
+    writable, and cleared of an earlier run's outputs: a run that fails must not leave an older run's
+    records or report beside it, to be read as this one's."""
+    out = Path(out_dir).resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output folder {out} ({exc.strerror})", "choose another -o DIR") from None
+    _check_writable(out)
+    for name in RUN_OUTPUTS:
+        stale = out / name
+        if stale.is_file() or stale.is_symlink():
+            try:
+                stale.unlink()
+            except OSError as exc:
+                raise output_error(str(stale), exc) from None
+    return out
+
+
+def _script_failed(script: Path, failure: BaseException, exit_code: Any) -> NoReturn:
+    """The user's script raised, or exited with a failing status: say so, with its traceback."""
+    if isinstance(failure, SystemExit):
+        raise ScriptFailed(f"{script.name} exited with status {exit_code!r}", "no trace was parsed")
+    _print_script_traceback(failure)
+    raise ScriptFailed(f"{script.name} failed: {type(failure).__name__}: {failure}".splitlines()[0],
+                       "its traceback is printed above; no trace was parsed")
+
+
+def _nothing_recorded(script: Path, opts: RunOptions, stepper: _Stepper) -> NoReturn:
+    """The script ended before the profiler schedule reached its active steps: why, and what to change."""
+    if stepper.steps == 0:
+        what = {"pyprof": "no pyprof.step() call", "optimizer": "no optimizer.step() call"}.get(
+            opts.step_on, "no pyprof.step() and no optimizer.step() call")
+        raise UsageError(
+            f"{script.name} marked no iteration ({what}), "
+            "so the profiler schedule never reached its active steps",
+            "call pyprof.step() once per iteration, or rerun with --steps-from all to profile the whole script")
+    raise UsageError(
+        f"{script.name} ran {stepper.steps} steps (counted at {stepper.source}), fewer than "
+        f"wait + warmup + 1 = {opts.wait + opts.warmup + 1}, so nothing was recorded",
+        "lower --wait/--warmup or run more iterations")
+
+
 def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.PathLike,
                opts: RunOptions | None = None) -> RunResult:
     """Run ``script`` under torch.profiler; write ``out_dir/trace.json``; return where and what ran."""
@@ -318,22 +362,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     script = Path(script)
     if not script.is_file():
         raise UsageError(f"{script}: no such script", "give the path of a Python file to run")
-    out = Path(out_dir).resolve()  # absolute: the script may change the working directory
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create output folder {out} ({exc.strerror})", "choose another -o DIR") from None
-    _check_writable(out)
-    trace_path = out / "trace.json"
-    # every output of an earlier run in this folder goes first: a run that fails must not leave an
-    # older run's records or report beside it, to be read as this one's
-    for name in RUN_OUTPUTS:
-        stale = out / name
-        if stale.is_file() or stale.is_symlink():
-            try:
-                stale.unlink()
-            except OSError as exc:
-                raise output_error(str(stale), exc) from None
+    trace_path = _fresh_output(out_dir) / "trace.json"
 
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -421,24 +450,9 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     times["script"] = time.perf_counter() - t_start
     env = {**machine_env(), **torch_env()}
     if failure is not None:
-        if isinstance(failure, SystemExit):
-            raise ScriptFailed(f"{script.name} exited with status {exit_code!r}", "no trace was parsed")
-        _print_script_traceback(failure)
-        raise ScriptFailed(f"{script.name} failed: {type(failure).__name__}: {failure}".splitlines()[0],
-                           "its traceback is printed above; no trace was parsed")
+        _script_failed(script, failure, exit_code)
     if not written:
-        needed = opts.wait + opts.warmup + 1
-        if stepper.steps == 0:
-            what = {"pyprof": "no pyprof.step() call", "optimizer": "no optimizer.step() call"}.get(
-                opts.step_on, "no pyprof.step() and no optimizer.step() call")
-            raise UsageError(
-                f"{script.name} marked no iteration ({what}), "
-                "so the profiler schedule never reached its active steps",
-                "call pyprof.step() once per iteration, or rerun with --steps-from all to profile the whole script")
-        raise UsageError(
-            f"{script.name} ran {stepper.steps} steps (counted at {stepper.source}), fewer than "
-            f"wait + warmup + 1 = {needed}, so nothing was recorded",
-            "lower --wait/--warmup or run more iterations")
+        _nothing_recorded(script, opts, stepper)
     whole = opts.step_on == "all" or stepper.steps == 0
     times["profiled"] = t_end - t_start if whole else _profiled_seconds(opts, stepper.stamps, t_start, t_end)
     return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times,
