@@ -313,17 +313,13 @@ def _pack(items: list[Arg], kind: str) -> tuple[Arg, int]:
     return {"name": "", "type": "list", "value": [x.get("value") for x in items[:n]]}, n
 
 
-def bind_schema(s: Schema, args: list[Arg], renames: dict[str, str] | None = None,
-                pack_ints: bool = False) -> tuple[Bound, int] | None:
-    """Bind ``args`` to overload ``s``; (the binding, its mismatch score) or None when it cannot be.
-    ``pack_ints``: consecutive ints fill one ``int[]`` parameter (``x.view(2, 3)``; tried only when no
-    overload takes the call as it is, since ``max_pool2d(x, 2, 2)`` is a kernel size then a stride)."""
-    names = {p.name: p for p in s.params}
-    # a trace (no names at all) lists keyword-only arguments in place (addmm's beta); a Python call cannot
-    trace_form = all(not (a.get("name") or "") for a in args)
-    positional = [p for p in s.params if trace_form or not p.kwarg_only]
+def _split_args(args: list[Arg], names: dict[str, Param], positional: list[Param],
+                renames: dict[str, str]) -> tuple[list[Arg], dict[str, Arg], list[str]]:
+    """A call's arguments as the overload whose parameters are ``names`` takes them: (positional ones,
+    keyword ones by parameter name, names it has no parameter for). A name is read through ``renames``
+    (a Python spelling's argument names) and ``input``/``self`` stand for each other; a named argument
+    standing where its parameter's position is, or before unnamed ones, is taken as positional."""
     slot = {p.name: i for i, p in enumerate(positional)}
-    renames = renames or {}
     pos_args: list[Arg] = []
     kw_args: dict[str, Arg] = {}
     dropped: list[str] = []
@@ -345,6 +341,19 @@ def bind_schema(s: Schema, args: list[Arg], renames: dict[str, str] | None = Non
             pos_args.append({**a, "name": ""})
         else:
             dropped.append(name)
+    return pos_args, kw_args, dropped
+
+
+def bind_schema(s: Schema, args: list[Arg], renames: dict[str, str] | None = None,
+                pack_ints: bool = False) -> tuple[Bound, int] | None:
+    """Bind ``args`` to overload ``s``; (the binding, its mismatch score) or None when it cannot be.
+    ``pack_ints``: consecutive ints fill one ``int[]`` parameter (``x.view(2, 3)``; tried only when no
+    overload takes the call as it is, since ``max_pool2d(x, 2, 2)`` is a kernel size then a stride)."""
+    names = {p.name: p for p in s.params}
+    # a trace (no names at all) lists keyword-only arguments in place (addmm's beta); a Python call cannot
+    trace_form = all(not (a.get("name") or "") for a in args)
+    positional = [p for p in s.params if trace_form or not p.kwarg_only]
+    pos_args, kw_args, dropped = _split_args(args, names, positional, renames or {})
     out: dict[str, Arg] = {}
     score = 0
     pi = 0
