@@ -189,6 +189,39 @@ def _idle_callers(state: dict[int, str], caller: dict[int, int | None], costs: d
     return idle
 
 
+def _walk_instance(members: list[int], formula: bool, is_cpu: np.ndarray, raw: dict[str, np.ndarray], price,
+                   costs: dict[int, tuple]) -> tuple[dict[int, str], dict[int, int | None]] | None:
+    """Price one instance's working records (``members``) on what ran, callers before the ops they call,
+    into ``costs`` (row -> (name, cost or None)): a record whose caller's model priced it is ``covered``;
+    a caller without a model is ``open`` (the ops it called are priced instead). The records' states and
+    callers; None where the instance is better priced by its forward op's backward ``formula``: an op
+    that ran has no model, or figures an unrecorded argument may change."""
+    cpu = [i for i in members if is_cpu[i]]
+    order, caller = _callers(cpu, raw) if len(cpu) > 1 else (cpu, dict.fromkeys(cpu))
+    callers = {c for c in caller.values() if c is not None}
+    state: dict[int, str] = {}
+    for i in order + [i for i in members if not is_cpu[i]]:
+        c = caller.get(i)
+        if c is not None and state.get(c) in ("priced", "covered"):
+            state[i] = "covered"  # its caller's model prices its work
+            continue
+        got = price(i)
+        cost = got[1]
+        if formula and not _sizes_suffice(got[0]):
+            return None  # its figures may hang on an unrecorded argument: the formula is surer
+        if cost is not None and cost.bytes is not None:
+            state[i] = "priced"
+        elif formula:  # an op that ran is (partly) unknown: the forward's formula prices it whole
+            return None
+        elif cost is None and i in callers:
+            state[i] = "open"  # no model for the caller: the ops it called are priced
+            continue
+        else:
+            state[i] = "priced" if cost is not None else "unknown"  # its FLOPs, or nothing, known
+        costs[i] = got
+    return state, caller
+
+
 def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarray, role: np.ndarray,
                 is_kernel: np.ndarray, formula: np.ndarray, is_cpu: np.ndarray,
                 unmodelled: np.ndarray | None = None) -> dict[str, Any] | None:
@@ -239,31 +272,11 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
         if any(not isinstance(aten[i], str) or not isinstance(sizes[i], list) for i in members):
             bad.add(k)  # a working record that names no aten op: what ran is not known
             continue
-        cpu = [i for i in members if is_cpu[i]]
-        order, caller = _callers(cpu, raw) if len(cpu) > 1 else (cpu, dict.fromkeys(cpu))
-        callers = {c for c in caller.values() if c is not None}
-        state: dict[int, str] = {}
-        for i in order + [i for i in members if not is_cpu[i]]:
-            c = caller.get(i)
-            if c is not None and state.get(c) in ("priced", "covered"):
-                state[i] = "covered"  # its caller's model prices its work
-                continue
-            got = price(i)
-            cost = got[1]
-            if formula[k] and not _sizes_suffice(got[0]):
-                bad.add(k)  # its figures may hang on an unrecorded argument: the formula is surer
-                break
-            if cost is not None and cost.bytes is not None:
-                state[i] = "priced"
-            elif formula[k]:  # an op that ran is (partly) unknown: the forward's formula prices it whole
-                bad.add(k)
-                break
-            elif cost is None and i in callers:
-                state[i] = "open"  # no model for the caller: the ops it called are priced
-                continue
-            else:
-                state[i] = "priced" if cost is not None else "unknown"  # its FLOPs, or nothing, known
-            costs[i] = got
+        walked = _walk_instance(members, bool(formula[k]), is_cpu, raw, price, costs)
+        if walked is None:
+            bad.add(k)
+            continue
+        state, caller = walked
         if k in forward:
             for c in _idle_callers(state, caller, costs):
                 costs[c] = (price(c)[0], None)  # its own work has no model: n/a on its record
