@@ -144,16 +144,7 @@ class KinetoSource:
         # from one iteration to the next and their decode is cached
         steps = ix.steps
         kept = chain if steps.isdisjoint(chain) else tuple(r for r in chain if r not in steps)
-        texts = tuple(map(ix.name.__getitem__, kept))
-        d = self._decodes.get(texts)
-        if d is None:
-            d = dec.decode(texts)
-            self._malformed += d.malformed
-            if len(self._decodes) > 65536:
-                self._decodes.clear()
-            self._decodes[texts] = d
-        else:
-            self._malformed += d.malformed
+        d = self._decode(kept)
         f = dict(d.fields)
         op_node = None if d.op_pos is None else kept[d.op_pos]
         comm = next((i for i in range(len(kept) - 1, -1, -1) if kept[i] in ix.comms), None) if ix.comms else None
@@ -179,28 +170,12 @@ class KinetoSource:
             f["link"] = dec.LINK_COLLECTIVE
         op_id = None
         if op_node is not None:
-            if f["dir"] == "bprop" and f["opDir"] == "fprop" and f["mod"] == "aten" and d.op_pos is not None:
-                # an aten op under an autograd node: the instance is that op (the outermost one), unless
-                # the node links to its forward op (then the forward op's id, see _context)
-                op_node = next((r for r in kept[d.op_pos + 1:] if ix.role[r] == ROLE_OP and not ix.bwd[r]),
-                               op_node)
-            elif f["dir"] == "bprop" and f["opDir"] is None:
-                # one backward op instance: the engine's evaluate_function range, not the node inside it
-                op_node = next((r for r in reversed(chain) if ix.name[r].startswith(ks.BACKWARD_PREFIX)), op_node)
+            op_node = self._instance_node(f, d, kept, chain, op_node)
             ext = ix.args[op_node][0]
             op_id = ext if type(ext) is int else -1 - op_node
             if op_node in self._raised:
                 f["opDir"] = dec.NO_WORK  # the call raised before its work: priced 0
-        # sequence numbers from the events' args
-        seqs, link = [], None
-        for r in chain:
-            seq = ix.seq[r]
-            if seq is None:
-                continue
-            if ix.bwd[r]:
-                link = (ix.pid[r], seq, self._node_thread(r))
-            elif link is None:
-                seqs.append(seq)
+        seqs, link = self._chain_seqs(chain)
         if f["dir"] == "bprop":
             if link is not None and link[1] not in f["altSeqId"]:
                 f["altSeqId"] = [*f["altSeqId"], link[1]]
@@ -215,6 +190,47 @@ class KinetoSource:
             if kids is not None:
                 f["args"] = self._conv_grads(op_node, f["args"], kids)
         return f, op_id, link
+
+    def _decode(self, kept: tuple) -> dec.Decoded:
+        """:func:`~pyprof.parse.decode.decode` of the ranges ``kept``, cached by their texts (aten-only
+        chains repeat from one iteration to the next); their malformed markers counted each time."""
+        texts = tuple(map(self._ix.name.__getitem__, kept))
+        d = self._decodes.get(texts)
+        if d is None:
+            d = dec.decode(texts)
+            if len(self._decodes) > 65536:
+                self._decodes.clear()
+            self._decodes[texts] = d
+        self._malformed += d.malformed
+        return d
+
+    def _instance_node(self, f: dict[str, Any], d: dec.Decoded, kept: tuple, chain: tuple, op_node: int) -> int:
+        """The range that is a backward launch's op instance, where it is not the one the decode named."""
+        ix = self._ix
+        if f["dir"] == "bprop" and f["opDir"] == "fprop" and f["mod"] == "aten" and d.op_pos is not None:
+            # an aten op under an autograd node: the instance is that op (the outermost one), unless
+            # the node links to its forward op (then the forward op's id, see _context)
+            return next((r for r in kept[d.op_pos + 1:] if ix.role[r] == ROLE_OP and not ix.bwd[r]), op_node)
+        if f["dir"] == "bprop" and f["opDir"] is None:
+            # one backward op instance: the engine's evaluate_function range, not the node inside it
+            return next((r for r in reversed(chain) if ix.name[r].startswith(ks.BACKWARD_PREFIX)), op_node)
+        return op_node
+
+    def _chain_seqs(self, chain: tuple) -> tuple[list, tuple | None]:
+        """Sequence numbers from the events' args of the ranges ``chain``: the forward ops' (those outside
+        any backward node), and the (pid, seq, Fwd thread) the innermost backward node links by."""
+        ix = self._ix
+        seqs: list = []
+        link = None
+        for r in chain:
+            seq = ix.seq[r]
+            if seq is None:
+                continue
+            if ix.bwd[r]:
+                link = (ix.pid[r], seq, self._node_thread(r))
+            elif link is None:
+                seqs.append(seq)
+        return seqs, link
 
     def _conv_grads(self, node: int, args: list | None, kids: tuple[str, str]) -> list | None:
         """``args`` of an old convolution backward op, its input (first) and weight (third) marked
