@@ -63,32 +63,20 @@ def _event_tables(conn, tables) -> list[str]:
     return out
 
 
-def tile(src: str, dst: str, factor: int, intern_text: bool = False, every_table: bool = False) -> dict:
-    if factor < 1:
-        raise SystemExit("--factor must be >= 1")
-    tmp = dst + ".part"
-    shutil.copyfile(src, tmp)
-    conn = sqlite3.connect(tmp)
-    conn.text_factory = lambda b: b.decode("utf-8", "replace")
-    tables = _tables(conn)
-    nvprof = "StringTable" in tables and "Version" in tables
-    if every_table and not nvprof:
-        todo = _event_tables(conn, tables)
-    else:
-        todo = [t for t in (NVPROF_TABLES if nvprof else NSYS_TABLES) if t in tables]
-    conn.execute("PRAGMA journal_mode=OFF")
-    conn.execute("PRAGMA synchronous=OFF")
-    if (intern_text and not nvprof and "NVTX_EVENTS" in tables and "StringIds" in tables
-            and "textId" in _cols(conn, "NVTX_EVENTS")):
-        # messages -> registered strings, stored once
-        conn.execute("CREATE TEMP TABLE newtext AS SELECT DISTINCT text FROM NVTX_EVENTS WHERE text IS NOT NULL "
-                     "AND eventType IN (59, 60)")
-        base = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM StringIds").fetchone()[0]
-        conn.execute(f"INSERT INTO StringIds (id, value) SELECT {base} + rowid, text FROM newtext")
-        conn.execute("UPDATE NVTX_EVENTS SET textId = (SELECT s.id FROM StringIds s WHERE s.id >= ? AND "
-                     "s.value = NVTX_EVENTS.text), text = NULL WHERE text IS NOT NULL AND eventType IN (59, 60)",
-                     (base,))
-    # span of the capture and of the ids
+def _intern_messages(conn) -> None:
+    """Inline NVTX messages -> registered strings (StringIds), each stored once."""
+    conn.execute("CREATE TEMP TABLE newtext AS SELECT DISTINCT text FROM NVTX_EVENTS WHERE text IS NOT NULL "
+                 "AND eventType IN (59, 60)")
+    base = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM StringIds").fetchone()[0]
+    conn.execute(f"INSERT INTO StringIds (id, value) SELECT {base} + rowid, text FROM newtext")
+    conn.execute("UPDATE NVTX_EVENTS SET textId = (SELECT s.id FROM StringIds s WHERE s.id >= ? AND "
+                 "s.value = NVTX_EVENTS.text), text = NULL WHERE text IS NOT NULL AND eventType IN (59, 60)",
+                 (base,))
+
+
+def _extent(conn, todo: list[str]) -> tuple:
+    """(first time, last time, steps): the capture's span over the tables to tile, and how far each tile
+    shifts the ids that must not repeat (correlation ids, marker ids, call chain ids)."""
     lo, hi, max_corr, max_mid, max_chain = None, None, 0, 0, 0
     for t in todo:
         cols = _cols(conn, t)
@@ -106,30 +94,53 @@ def tile(src: str, dst: str, factor: int, intern_text: bool = False, every_table
             max_chain = max(max_chain, conn.execute(f'SELECT MAX(id) FROM "{t}"').fetchone()[0] or 0)
         if t.endswith("MARKER"):
             max_mid = conn.execute("SELECT MAX(id) FROM CUPTI_ACTIVITY_KIND_MARKER").fetchone()[0] or 0
+    return lo, hi, {"corr": max_corr + 1, "marker": max_mid + 1, "chain": max_chain + 1}
+
+
+def _shifted(table: str, c: str, k: int, span: int, steps: dict) -> str:
+    """SQL: column ``c`` of ``table`` in tile ``k``: times ``k`` spans later, ids ``k`` steps on."""
+    if c in TIME_COLS:
+        return f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * span} ELSE "{c}" END'
+    if c in ID_COLS:
+        return f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * steps["corr"]} ELSE "{c}" END'
+    if table.endswith("MARKER") and c == "id":
+        return f'"{c}" + {k * steps["marker"]}'
+    if c == "callchainId" or (table.endswith("CALLCHAINS") and c == "id"):
+        # call chains are keyed (id, stackDepth): each tile's get ids of their own
+        return f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * steps["chain"]} ELSE "{c}" END'
+    return f'"{c}"'
+
+
+def tile(src: str, dst: str, factor: int, intern_text: bool = False, every_table: bool = False) -> dict:
+    if factor < 1:
+        raise SystemExit("--factor must be >= 1")
+    tmp = dst + ".part"
+    shutil.copyfile(src, tmp)
+    conn = sqlite3.connect(tmp)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")
+    tables = _tables(conn)
+    nvprof = "StringTable" in tables and "Version" in tables
+    if every_table and not nvprof:
+        todo = _event_tables(conn, tables)
+    else:
+        todo = [t for t in (NVPROF_TABLES if nvprof else NSYS_TABLES) if t in tables]
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
+    if (intern_text and not nvprof and "NVTX_EVENTS" in tables and "StringIds" in tables
+            and "textId" in _cols(conn, "NVTX_EVENTS")):
+        _intern_messages(conn)
+    lo, hi, steps = _extent(conn, todo)
     if lo is None:
         raise SystemExit(f"{src}: nothing to tile")
     span = (hi - lo) + 1_000_000  # 1 ms gap between tiles
-    corr_step = max_corr + 1
     for t in todo:
         cols = [c for c in _cols(conn, t) if c != "_id_"]
         conn.execute(f'CREATE TEMP TABLE "orig_{t}" AS SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{t}"'
                      + (" WHERE eventType IN (59, 60)" if t == "NVTX_EVENTS" and not every_table else ""))
         collist = ", ".join(f'"{c}"' for c in cols)
         for k in range(1, factor):
-            exprs = []
-            for c in cols:
-                if c in TIME_COLS:
-                    exprs.append(f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * span} ELSE "{c}" END')
-                elif c in ID_COLS:
-                    exprs.append(f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * corr_step} ELSE "{c}" END')
-                elif t.endswith("MARKER") and c == "id":
-                    exprs.append(f'"{c}" + {k * (max_mid + 1)}')
-                elif c == "callchainId" or (t.endswith("CALLCHAINS") and c == "id"):
-                    # call chains are keyed (id, stackDepth): each tile's get ids of their own
-                    exprs.append(f'CASE WHEN "{c}" > 0 THEN "{c}" + {k * (max_chain + 1)} ELSE "{c}" END')
-                else:
-                    exprs.append(f'"{c}"')
-            conn.execute(f'INSERT INTO "{t}" ({collist}) SELECT {", ".join(exprs)} FROM "orig_{t}"')
+            exprs = ", ".join(_shifted(t, c, k, span, steps) for c in cols)
+            conn.execute(f'INSERT INTO "{t}" ({collist}) SELECT {exprs} FROM "orig_{t}"')
     if factor > 1 and "ANALYSIS_DETAILS" in tables and "duration" in _cols(conn, "ANALYSIS_DETAILS"):
         # the capture now ends where the last tile's does, and nsys ends every range never popped there:
         # each tile's copies of the source's (ending at its capture's end) end at the tiled capture's
