@@ -119,7 +119,7 @@ def chain_first(first: list, rest: Iterator[list]) -> Iterator[list]:
     yield from rest
 
 
-def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
+def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:  # noqa: C901 - the per-event loop, inlined
     """Append the ranges, launches and GPU activities of ``chunks``' events (``trace``'s structs,
     :mod:`pyprof.parse.kineto.events`) to ``ix``, times as lists; :func:`finish` then nests them. Only
     what the records need is kept of each event: op ranges keep ``(External id, Input Dims, Input type,
