@@ -337,8 +337,7 @@ class _Scan:
 
     def _op(self, i: int, info: TextInfo) -> None:
         self.op_i = i
-        if info.trace:
-            self.trace = list(info.trace)
+        self._trace(i, info)  # (an op marker carries its call site as a trace range does)
         if self.bwd_i is None:
             self.seq_ids.extend(info.fwd_seqs)
 
