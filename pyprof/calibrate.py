@@ -10,8 +10,11 @@ threads. Each figure is the best of timed repetitions after a warm-up, repeated 
   float16 does without native support, is reported and skipped, never saved as a peak);
 * **bandwidth**: ``dst.copy_(src)`` of a large buffer, ``2 x size`` bytes moved (read + write).
 
-The results go to :func:`pyprof.prof.devices.save_calibration` under the GPU's name or
-:data:`pyprof.prof.devices.CPU_DEVICE`; ``pyprof prof`` uses them for CPU ops and unlisted GPUs.
+On the CPU also its latency floor (:func:`dispatch_floor`) and the copy bandwidth of cache-sized working
+sets (:func:`copy_levels`), which the roofline uses for ops whose data fits a cache.
+
+The results go to :func:`pyprof.peaks.save` under the GPU's name or :data:`pyprof.peaks.CPU_DEVICE`,
+each figure the best of the saved and the new one; ``pyprof prof`` uses them for CPU ops and unlisted GPUs.
 
 A peak taken while other work held the CPUs can be a fraction of the real one, and a saved peak is
 reused by every later run. So each calibration records how it was taken (:meth:`Calibration.conditions`:
@@ -60,6 +63,24 @@ class Calibration:
     torch: str | None = None          # torch.__version__ it was measured with
     threads: int | None = None        # torch intra-op threads (CPU only)
     load: dict[str, Any] = field(default_factory=dict)       # see LoadProbe.result
+    floor: float | None = None        # ns: the shortest an op takes (CPU: dispatch of a 1-element add)
+    bw_levels: list = field(default_factory=list)            # [[bytes moved, bytes/s]] by copy size (CPU)
+
+    def best_of(self, other: Calibration) -> Calibration:
+        """This measurement with ``other``'s better figures (a repeat of it): the higher peaks and
+        bandwidths, the lower floor; the conditions of the later one."""
+        out = Calibration(self.device, self.description, dict(self.flops), self.bw, dict(self.skipped),
+                          self.seconds + other.seconds, dict(other.spread), other.torch, other.threads,
+                          dict(other.load), self.floor, list(self.bw_levels))
+        for k, v in other.flops.items():
+            out.flops[k] = max(v, out.flops.get(k, 0.0))
+        out.bw = max(filter(None, (self.bw, other.bw)), default=None)
+        out.floor = min(filter(None, (self.floor, other.floor)), default=None)
+        levels = dict(map(tuple, self.bw_levels))
+        for b, r in other.bw_levels:
+            levels[b] = max(r, levels.get(b, 0.0))
+        out.bw_levels = sorted([b, r] for b, r in levels.items())
+        return out
 
     def conditions(self) -> dict[str, Any]:
         """How the figures were taken, saved beside them (``measured``) and judged by :func:`problems`:
@@ -241,7 +262,7 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
     import torch
 
     from pyprof.errors import UsageError
-    from pyprof.prof.devices import CPU_DEVICE
+    from pyprof.peaks import CPU_DEVICE
 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -302,20 +323,61 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
     if timing.rate > 0:
         cal.spread["bw"] = timing.spread
     del src, dst
+    if not cuda:  # (a GPU's floor is its shortest kernel, which the host cannot time: the default stands)
+        cal.floor = dispatch_floor(budget)
+        cal.bw_levels = copy_levels(cal.floor, cal.bw, budget)
     cal.torch = str(torch.__version__)
     cal.load = probe_load.result()
     cal.seconds = time.perf_counter() - t_start
     return cal
 
 
-def save(cal: Calibration, path=None):
-    """Store a measurement with :func:`pyprof.prof.devices.save_calibration`; returns the path."""
+#: copy sizes (each buffer, bytes) whose bandwidth the CPU roofline uses for working sets that fit
+#: in a cache level: L2-sized, last-level-sized, and beyond (the main copy is DRAM-sized)
+LEVEL_BYTES = (256 << 10, 2 << 20, 16 << 20)
+_FLOOR_CALLS = 200
+
+
+def dispatch_floor(budget: float) -> float:
+    """The CPU's latency floor (ns): the time of one ``torch.add`` of 1-element tensors, dispatch and all
+    (the best of blocks of :data:`_FLOOR_CALLS` calls): no op on this CPU takes less."""
+    import torch
+
+    a, b, c = torch.ones(1), torch.ones(1), torch.empty(1)
+
+    def block() -> None:
+        for _ in range(_FLOOR_CALLS):
+            torch.add(a, b, out=c)
+
+    return time_stable(block, 1.0, min(budget, 0.2)).best / _FLOOR_CALLS * 1e9
+
+
+def copy_levels(floor: float | None, dram: float | None, budget: float) -> list[list[float]]:
+    """``[[bytes moved, bytes/s], ...]``: the copy bandwidth of working sets of :data:`LEVEL_BYTES` (read +
+    written), each call's dispatch (``floor``, ns) taken out; a level no faster than ``dram`` is left out."""
+    import torch
+
+    out = []
+    for size in LEVEL_BYTES:
+        src = torch.ones(size // 4)
+        dst = torch.empty_like(src)
+        best = time_stable(lambda s=src, d=dst: d.copy_(s), 1.0, min(budget, 0.2)).best
+        t = best - (floor or 0.0) / 1e9
+        if t > 0 and (dram is None or 2.0 * size / t > dram):
+            out.append([2 * size, 2.0 * size / t])
+    return out
+
+
+def save(cal: Calibration, path=None, replace: bool = False):
+    """Store a measurement with :func:`pyprof.peaks.save` (keeping the saved entry's better figures unless
+    ``replace``); returns the path and the figures kept from the saved entry."""
+    from pyprof import peaks
     from pyprof.errors import PyprofError
-    from pyprof.prof.devices import save_calibration
 
     if not cal.flops or not cal.bw:
         raise PyprofError(f"calibration of {cal.description} measured no peak", "nothing was saved")
-    return save_calibration(cal.device, cal.flops, cal.bw, path, conditions=cal.conditions())
+    return peaks.save(cal.device, cal.flops, cal.bw, path, conditions=cal.conditions(), floor=cal.floor,
+                      bw_levels=cal.bw_levels, replace=replace)
 
 
 # -- how far to trust a calibration ------------------------------------------------------------------
@@ -387,15 +449,15 @@ def problems(conditions: Any, saved: Any, threads: int | None = None, now: _dt.d
 def saved_warning(threads: int | None = None, path=None, now: _dt.datetime | None = None) -> str | None:
     """One line on why the saved CPU peaks (``path``, else the default calibration file) may not fit a
     run with ``threads`` intra-op threads, naming the fix; None when they fit or none are saved."""
-    from pyprof.prof.devices import CPU_DEVICE, calibration_entry, calibration_path
+    from pyprof import peaks
 
-    entry = calibration_entry(CPU_DEVICE, path)
+    entry = peaks.entry(peaks.CPU_DEVICE, path)
     if entry is None:
         return None
     found = problems(entry.get("measured"), entry.get("saved"), threads, now)
     if not found:
         return None
     when = _parse_time(entry.get("saved"))
-    where = f"{calibration_path(path)}" + (f", saved {when.date().isoformat()}" if when else "")
+    where = f"{peaks.path(path)}" + (f", saved {when.date().isoformat()}" if when else "")
     return (f"saved CPU peaks ({where}) may not fit this run: {'; '.join(found)}; "
             "run `pyprof calibrate` on a quiet machine to replace them")

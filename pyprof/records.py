@@ -328,15 +328,52 @@ def pyprof_version() -> str:
         return "unknown"
 
 
-def header(source: str | None) -> dict[str, Any]:
+#: what a header may say beside the version, the writer and the source (:data:`HEADER_FACTS_DOC`)
+HEADER_FACTS = ("steps", "conditions", "peaks")
+
+
+def header(source: str | None, facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """The header of a record file whose records come from ``source`` (``nsys``, ``nvprof``, ``kineto``;
-    None where unknown): the format version, the pyprof that wrote it, the source."""
-    return {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": source}
+    None where unknown): the format version, the pyprof that wrote it, the source, then the ``facts``
+    of :data:`HEADER_FACTS` that are known (``steps``, ``conditions``, ``peaks``; see ``docs/records.md``)."""
+    head = {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": source}
+    for key in HEADER_FACTS:
+        if facts and facts.get(key) is not None:
+            head[key] = facts[key]
+    return head
 
 
-def header_line(source: str | None) -> bytes:
+def header_line(source: str | None, facts: dict[str, Any] | None = None) -> bytes:
     """:func:`header` as the first line of a record file (bytes, newline included)."""
-    return orjson.dumps(header(source)) + b"\n"
+    return orjson.dumps(header(source, facts)) + b"\n"
+
+
+def source_facts(source: Any) -> dict[str, Any]:
+    """The header facts a parse source knows (its ``facts()``: the steps of a torch.profiler trace), else {}."""
+    facts = getattr(source, "facts", None)
+    return facts() if callable(facts) else {}
+
+
+def read_header(path: str | os.PathLike | None) -> dict[str, Any]:
+    """The header of the record file at ``path`` (its first line, version checked), or {} where there is
+    none (stdin, a PyProf file, a file written before the header, an unreadable path: its reader says why)."""
+    if path is None or str(path) == "-":
+        return {}
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 24)
+    except OSError:
+        return {}
+    if not first.startswith(HEADER_PREFIX):
+        return {}
+    try:
+        head = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return {}  # (the reader names the broken header)
+    if not is_header(head):
+        return {}
+    check_version(head, os.fspath(path))
+    return head
 
 
 def is_header(value: Any) -> bool:
@@ -402,11 +439,13 @@ def dumps(record: dict[str, Any]) -> bytes:
     return orjson.dumps(record) + b"\n"
 
 
-def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None = None) -> int:
+def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None = None,
+                  facts: dict[str, Any] | None = None) -> int:
     """Stream a record file to a text or binary file object: the header line (:func:`header_line`), then
     the records as JSON lines; returns the count of records.
 
-    ``source``: the header's; None: the first record's ``source`` field. ``records`` that can also give
+    ``source``: the header's; None: the first record's ``source`` field. ``facts``: the header's facts
+    (:data:`HEADER_FACTS`), added to those the records' source knows. ``records`` that can also give
     themselves as JSON lines (``prepared()``, as the iterator of
     :meth:`pyprof.parse.kineto.KinetoSource.records` can) are written from those: the same bytes,
     without a dict per record."""
@@ -415,7 +454,8 @@ def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None 
     prepared = getattr(records, "prepared", None)
     if out is not None and prepared is not None:
         prep = prepared()
-        out.write(header_line(source or getattr(getattr(prep, "src", None), "kind", None)))
+        src = getattr(prep, "src", None)
+        out.write(header_line(source or getattr(src, "kind", None), {**source_facts(src), **(facts or {})}))
         for chunk in prep.lines():
             out.write(chunk)
         return prep.n
@@ -424,7 +464,7 @@ def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None 
     if source is None and first is not None:
         source = first.get("source")
     write = out.write if out is not None else lambda b: fh.write(b.decode())  # (a text-only stream: StringIO)
-    write(header_line(source))
+    write(header_line(source, facts))
     if first is None:
         return 0
     for rec in chain((first,), it):
@@ -491,6 +531,19 @@ def markdown() -> str:
         "of the current format.",
         "- newer than this pyprof knows (or not a version): refused in one line naming the version, exit 2; "
         "read it with the pyprof that wrote it, or upgrade pyprof.",
+        "",
+        "The header may also say, where known (Parquet: the same keys in its `pyprof` metadata):",
+        "",
+        "- `steps`: the profiled steps, `[[N, start, end], ...]` in start order: torch.profiler's `ProfilerStep#N` "
+        "ranges (ns, the records' clock). prof places each record in the step open at its launch "
+        "(`pyprof.prof.steps`); every summary is per step. Absent: the file is one step.",
+        "- `conditions`: how the profiled steps ran (`pyprof run`): `busy_others` (the share of the usable CPUs' "
+        "time other processes took meanwhile), `loadavg`, `cpus`, `threads`, `torch`, `when`, `device`, "
+        "`profiled_s`, `batch` (the batch size, where seen). prof, report and diff say when they make the "
+        "timings unreliable; diff calls a comparison with a side under load inconclusive.",
+        "- `peaks`: the calibration the file is priced with (`pyprof.peaks.pinned`: the calibration file's path "
+        "and its entries when the file was written). prof, report, advise and diff price the file with it, so a "
+        "later `pyprof calibrate` does not change an older run's numbers (`pyprof prof --reprice` uses today's).",
         "",
         "## Fields",
         "",

@@ -11,7 +11,8 @@ pytest.importorskip("torch")
 
 from pyprof.calibrate import AGREE, best_rate, gemm_size, measure  # noqa: E402
 from pyprof.cli.main import main  # noqa: E402
-from pyprof.prof.devices import CPU_DEVICE, DeviceResolver, load_calibration  # noqa: E402
+from pyprof.peaks import CPU_DEVICE  # noqa: E402
+from pyprof.prof.devices import DeviceResolver, load_calibration  # noqa: E402
 
 
 def test_best_rate_is_work_over_the_best_time():

@@ -13,7 +13,10 @@ import pytest
 
 from pyprof import calibrate
 from pyprof.calibrate import Calibration, condition_problems, problems, saved_warning
-from pyprof.prof.devices import CPU_DEVICE, calibration_entry, load_calibration, save_calibration
+from pyprof.peaks import CPU_DEVICE
+from pyprof.peaks import entry as calibration_entry
+from pyprof.peaks import save as save_calibration
+from pyprof.prof.devices import load_calibration
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.timezone.utc)
 QUIET = {"torch": "2.13.0", "threads": 4, "cpus": 4, "loadavg": [0.1, 0.1, 0.1], "busy_others": 0.02,
@@ -150,6 +153,6 @@ def test_calibrate_command_prints_and_saves_the_conditions(tmp_path, monkeypatch
 
 
 def test_save_without_conditions_writes_no_measured_block(tmp_path):
-    path = save_calibration("cpu", {"float32": 1e11}, 1e10, tmp_path / "c.json")
+    path, _ = save_calibration("cpu", {"float32": 1e11}, 1e10, tmp_path / "c.json")
     assert "measured" not in calibration_entry("cpu", path)
     assert calibration_entry("NVIDIA H100", path) is None

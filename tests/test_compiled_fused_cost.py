@@ -15,6 +15,7 @@ import types
 import pytest
 
 from pyprof.parse.kineto.inductor import fused_args
+from pyprof.prof.devices import DEFAULT_FLOOR_NS
 from pyprof.prof.ops.fused import fused_cost
 from pyprof.prof.table import build
 
@@ -136,7 +137,8 @@ def test_prof_shows_a_fused_kernels_bytes_flops_and_roofline_and_warns_of_unknow
     known, unknown = df.iloc[0], df.iloc[1]
     assert (known["flops"], known["bytes"]) == (64, 384) and known["params"].startswith("buffers=[(4,8),(4,8)]")
     assert known["ai"] == pytest.approx(64 / 384)
-    assert known["ideal"] == pytest.approx(max(64 / 1e12, 384 / 1e11) * 1e9)  # ns: bandwidth-bound
+    assert max(64 / 1e12, 384 / 1e11) * 1e9 < DEFAULT_FLOOR_NS  # a roof of 3.84 ns: latency-bound
+    assert known["ideal"] == DEFAULT_FLOOR_NS and known["bound"] == "latency"
     assert math.isnan(unknown["flops"]) and math.isnan(unknown["bytes"]) and math.isnan(unknown["ideal"])
     warns = df.attrs["warnings"]
     assert any("1 kernel(s) Inductor generated, 75.0% of kernel time, have FLOPs n/a" in w for w in warns), warns

@@ -13,8 +13,9 @@ except ImportError:  # tests/ collected as a package
     from tests.conftest import corpus_file
 
 from pyprof.errors import InputError, UsageError
+from pyprof.peaks import save as save_calibration
 from pyprof.prof import devices
-from pyprof.prof.devices import DeviceResolver, load_calibration, match_gpu, save_calibration
+from pyprof.prof.devices import DeviceResolver, load_calibration, match_gpu
 
 NAMES = {
     "Tesla V100-SXM2-16GB": "Tesla V100 SXM2",
@@ -135,7 +136,7 @@ def test_calibration_roundtrip(tmp_path, monkeypatch):
 
 def test_calibration_explicit_path_and_errors(tmp_path):
     path = tmp_path / "sub" / "c.json"
-    assert save_calibration("cpu", {"float32": 1e11}, 1e10, path) == path
+    assert save_calibration("cpu", {"float32": 1e11}, 1e10, path) == (path, [])
     assert "cpu" in load_calibration(path)
     with pytest.raises(UsageError):
         save_calibration("cpu", {"float32": 0}, 1e10, path)

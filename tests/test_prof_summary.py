@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pyprof.errors import UsageError
-from pyprof.prof.summary import SUMMARY_NAMES, fix_first, summarize
+from pyprof.prof.summary import SUMMARY_NAMES, fix_first, latency_line, summarize
 
 
 def frame():
@@ -29,10 +29,10 @@ def frame():
 
 def test_summary_by_op():
     s = summarize(frame(), "op").set_index("key")
-    assert list(s.columns) == list(SUMMARY_NAMES[1:])
+    assert list(s.columns[:len(SUMMARY_NAMES) - 1]) == list(SUMMARY_NAMES[1:])
     assert list(s.index) == ["a", "c", "b", "-"]  # by time, largest first
     a = s.loc["a"]
-    assert a["time"] == 400 and a["count"] == 2
+    assert a["time"] == 400 and a["kernels"] == 2
     assert a["share"] == pytest.approx(40.0)
     assert a["flops"] == 4e6 and a["bytes"] == 4e3
     assert a["tflops"] == pytest.approx(4e6 / 400 / 1e3)
@@ -66,8 +66,51 @@ def test_fix_first_orders_by_excess():
 
 def test_other_groupings():
     f = frame()
-    assert summarize(f, "layer").set_index("key").loc["m.x", "count"] == 3
+    assert summarize(f, "layer").set_index("key").loc["m.x", "kernels"] == 3
     assert summarize(f, "kernel").set_index("key").loc["k1", "time"] == 300
     assert set(summarize(f, "dir")["key"]) == {"fprop", "bprop", "-"}
+    assert "(no module)" in set(summarize(f, "layer")["key"])  # work outside every module says what it is
     with pytest.raises(UsageError):
         summarize(f, "colour")
+
+
+def stepped():
+    """Three steps of two ops: ``a`` steady (100 ns a step), ``b`` 10, 10 and 70 ns (one slow step);
+    a row launched before the first step belongs to none."""
+    df = pd.DataFrame({
+        "op": ["a", "b", "a", "b", "a", "b", "a"],
+        "opid": [1, 2, 3, 4, 5, 6, 7],
+        "module": ["m"] * 7, "kernel": ["k"] * 7, "dir": ["fprop"] * 7,
+        "sil": [100.0, 10.0, 100.0, 10.0, 100.0, 70.0, 999.0],
+        "flops": [1e3] * 7, "bytes": [np.nan] * 7, "ideal": [50.0] * 7, "gap": [2.0, 0.2, 2.0, 0.2, 2.0, 1.4, 20.0],
+        "step": [5, 5, 6, 6, 7, 7, -1],
+    })
+    df.attrs["steps"] = [5, 6, 7]
+    return df
+
+
+def test_the_step_is_the_unit():
+    s = summarize(stepped(), "op").set_index("key")
+    a, b = s.loc["a"], s.loc["b"]
+    assert a["time"] == 100 and a["calls"] == 3 and a["kernels"] == 3  # the row outside the steps is left out
+    assert a["spread"] == 0
+    assert b["time"] == 10 and b["spread"] == pytest.approx((40 - 10) / 10 * 100)  # IQR of 10, 10, 70 / median
+    assert a["flops"] == 1e3  # per step
+    assert a["share"] == pytest.approx(100 / 110 * 100)  # of the median step's time
+
+
+def test_a_group_missing_from_a_step_counts_zero_there():
+    df = stepped()
+    df.loc[df["op"] == "b", "step"] = [5, 5, 5]
+    b = summarize(df, "op").set_index("key").loc["b"]
+    assert b["time"] == 0 and b["kernels"] == 3  # median of 90, 0, 0
+
+
+def test_latency_bound_groups_are_not_fixes():
+    df = frame()
+    df["bound"] = ["compute", "compute", None, "latency", None]
+    s = summarize(df, "op")
+    assert s.set_index("key").loc["c", "bound"] == "latency"
+    assert fix_first(s, 5)["key"].tolist() == ["a"]  # c's excess is at the floor: no faster kernel saves it
+    line = latency_line(s, "op")
+    assert "400 ns per step" in line and "1 op mostly so" in line

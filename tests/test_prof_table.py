@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pyprof import process
-from pyprof.prof import table
+from pyprof.prof import devices, table
 from pyprof.prof.devices import Device, match_gpu
 from pyprof.prof.load import read_records
 from pyprof.prof.ops import registry
@@ -31,8 +31,10 @@ def rec(i, op="ptestgemm", dur=1000, opid=1, d="fprop", kernel="ampere_sgemm_128
 
 @pytest.fixture
 def model(monkeypatch):
-    """A test cost model for op ``ptestgemm`` that counts its calls."""
+    """A test cost model for op ``ptestgemm`` that counts its calls. Its kernels' roofline times are
+    under a microsecond, so the latency floor is set to 1 ns here: the floor has tests of its own."""
     calls = []
+    monkeypatch.setattr(devices, "DEFAULT_FLOOR_NS", 1.0)
 
     def fn(call):
         calls.append(call)
@@ -355,3 +357,24 @@ def test_a_kernel_faster_than_the_roofline_is_flagged(model):
     assert df["gap"][0] < 1 and table.BEYOND_NOTE in df["note"][0] and bool(df["beyond"][0])
     assert df["gap"][1] > 1 and table.BEYOND_NOTE not in (df["note"][1] or "")
     assert sum("faster than the roofline" in w for w in df.attrs["warnings"]) == 1
+
+
+def test_latency_floor_prices_tiny_kernels_at_the_floor(model, monkeypatch):
+    """A kernel whose roofline time is below the device's floor (launch, dispatch) is latency-bound: its
+    ideal is the floor, or its own time where it took less, so no tiny op shows a gap of 10^4; it is not
+    'faster than the roofline'."""
+    monkeypatch.setattr(devices, "DEFAULT_FLOOR_NS", 2000.0)
+    df = table.build([rec(0, dur=6000), rec(1, dur=1500, opid=2)])
+    assert df["bound"].tolist() == ["latency", "latency"]  # roof 860 ns < 2 us
+    assert df["ideal"].tolist() == [2000.0, 1500.0]
+    assert df["gap"].tolist() == [3.0, 1.0]
+    assert not any("faster than the roofline" in w for w in df.attrs["warnings"])
+
+
+def test_calibrated_cache_levels_raise_the_bandwidth_roof_of_small_working_sets(model):
+    """A CPU op whose bytes fit a calibrated cache level is priced against that level's bandwidth, the
+    largest calibrated size no larger than its working set (DRAM's for larger ones)."""
+    cal = {"cpu": Device("cpu", "cpu", {"fp32": 1e15}, 1e10, floor=1.0, bw_levels=((1e4, 1e11), (1e9, 5e10)))}
+    df = table.build([rec(0, dur=10**7, gpu=None, device=None)], calibration=cal)
+    assert df["ideal"][0] == pytest.approx(BYTES / 1e11 * 1e9)  # BYTES (about 0.7 MB) is over 1e4, under 1e9
+    assert df["bound"][0] == "memory"

@@ -24,6 +24,7 @@ except ImportError:  # tests/ collected as a package
 
 from pyprof.errors import InputError, RecordError
 from pyprof.prof import table
+from pyprof.prof.devices import DEFAULT_FLOOR_NS
 from pyprof.prof.fastread import read_columns
 from pyprof.prof.load import iter_records, prof_checks, skipping_bad
 from pyprof.prof.ops import registry
@@ -262,7 +263,7 @@ def test_no_int64_overflow_reaches_the_output(tmp_path, capsys, monkeypatch):
         assert "-9223372036854775808" not in out and "9223372036854775807" not in out
         rows = [line.replace(",", " ").split() for line in out.splitlines()[1:]]
         gap, tflops = float(rows[0][8]), float(rows[1][5])
-        assert gap == pytest.approx(MAX_COUNT / (1e30 / 1e40 * 1e9), rel=1e-9)
+        assert gap == pytest.approx(MAX_COUNT / DEFAULT_FLOOR_NS, rel=1e-9)  # (a roof of 1e-21 ns: the floor)
         assert tflops == pytest.approx(1e30 / 1 / 1e3, rel=1e-9)
         assert rows[2][8] != "n/a" and 0 < float(rows[2][8]) < 1e18  # ordinary values format as before
     # the aligned form prints human units (ms, PFLOP/s): the same values whole, no int64 wrap either
@@ -270,15 +271,16 @@ def test_no_int64_overflow_reaches_the_output(tmp_path, capsys, monkeypatch):
                                                str(path)], None)
     assert code == 0 and "-9223372036854775808" not in out and "9223372036854775807" not in out
     lines = out.splitlines()
-    assert float(lines[1].split()[-1]) == pytest.approx(MAX_COUNT / (1e30 / 1e40 * 1e9), rel=1e-9)
+    assert float(lines[1].split()[-1]) == pytest.approx(MAX_COUNT / DEFAULT_FLOOR_NS, rel=1e-9)
     assert "999999999999999983222784 PFLOP/s" in lines[2]  # 1e39 FLOP/s, whole
     assert 0 < float(lines[3].split()[-1]) < 1e18
     code, out, err = run(capsys, monkeypatch, ["--summary", "op", "--peak-flops", "1e40", "--peak-bw", "1e40",
                                                str(path)], None)
-    assert code == 0 and "-9223372036854775808" not in out and out.splitlines()[1].startswith("ptestbig ")
+    assert code == 0 and "-9223372036854775808" not in out
+    assert [line for line in out.splitlines() if line and not line.startswith("#")][2].startswith("ptestbig ")
     code, out, _ = run(capsys, monkeypatch, ["--json", "-c", "gap", "--peak-flops", "1e40", "--peak-bw", "1e40",
                                              str(path)], None)
-    assert orjson.loads(out.splitlines()[0])["gap"] == pytest.approx(MAX_COUNT / 1e-1)  # raw values
+    assert orjson.loads(out.splitlines()[0])["gap"] == pytest.approx(MAX_COUNT / DEFAULT_FLOOR_NS)  # raw values
 
 
 def test_record_error_carries_where(tmp_path):

@@ -96,8 +96,10 @@ def test_run_outputs_named_alike_parse_into_one_dataset(tmp_path, capsys):
     code, out, err = run_main(capsys, ["prof", "--summary", "op", "--csv", ds])  # a dataset, per kernel
     assert code == 0, err
     one = run_main(capsys, ["prof", "--summary", "op", "--csv", ds / "run1-trace.parquet"])[1]
-    counts = {r.split(",")[0]: int(r.split(",")[3]) for r in one.splitlines()[1:] if r}
-    both = {r.split(",")[0]: int(r.split(",")[3]) for r in out.splitlines()[1:] if r}
+    col = one.splitlines()[0].split(",").index("Kernels")
+    counts = {r.split(",")[0]: int(r.split(",")[col]) for r in one.splitlines()[1:] if r}
+    col = out.splitlines()[0].split(",").index("Kernels")
+    both = {r.split(",")[0]: int(r.split(",")[col]) for r in out.splitlines()[1:] if r}
     assert both == {k: 2 * v for k, v in counts.items()}
     devices = [run_main(capsys, ["prof", "--list-gpus", p])[1].split("# Devices of ")[1].split("\n", 1)[1]
                for p in (ds, ds / "run1-trace.parquet")]

@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("torch")
 
 from pyprof.cli.main import main  # noqa: E402
-from pyprof.prof.devices import CPU_DEVICE, save_calibration  # noqa: E402
+from pyprof.peaks import CPU_DEVICE  # noqa: E402
+from pyprof.peaks import save as save_calibration  # noqa: E402
 from tests.conftest import REPO, read_record_file  # noqa: E402
 
 EXAMPLES = sorted((REPO / "examples").rglob("*.py"))

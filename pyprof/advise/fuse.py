@@ -16,9 +16,9 @@ CPU_WITHDRAWN = ("withdrawn on the CPU: torch.compile's saving there is not the 
                  "in three tries (docs/advise.md)")
 
 KINDS = {
-    "fuse": ("Fuse the chain of memory-bound pointwise ops (torch.compile on the module, or one fused op): each "
+    "fuse": ("Fuse the chain of memory- or latency-bound pointwise ops (torch.compile on the module, or one fused op): each "
              "intermediate is then written and read once less.",
-             "for each run of >= 2 consecutive memory-bound pointwise op instances of one direction (not the "
+             "for each run of >= 2 consecutive memory- or latency-bound pointwise op instances of one direction (not the "
              "optimizer's), layer and step over tensors of one size: "
              "saved = sum(t) - max(max_i(bytes_i) x sum(t) / sum(bytes), 2 us) (the fused kernel moves the "
              "largest member's bytes, at the chain's achieved bandwidth); a chain that recurs in several steps "
@@ -45,7 +45,7 @@ def fuse(ctx: Context) -> Advice | None:
             f = fam.get((op, mod))
             if f is None:
                 f = fam[op, mod] = family(op, mod) or ""
-        ok = f == "pointwise" and bound == "memory" and num(nbytes) > 0 and num(sil) > 0
+        ok = f == "pointwise" and bound in ("memory", "latency") and num(nbytes) > 0 and num(sil) > 0
         # one chain: one device, direction, layer and step, its ops over tensors of one size
         key = (device, d, tuple(layer) if isinstance(layer, (list, tuple)) else (), step_of(rec), numel(rec))
         item = [op, num(sil), num(nbytes), layer, trace, opid, device]

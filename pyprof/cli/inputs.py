@@ -87,7 +87,8 @@ def _joined(tables: list):
     df = pd.concat(tables, ignore_index=True)
     if "idx" in df.columns:
         df["idx"] = range(1, len(df) + 1)
-    df.attrs = {}
+    df.attrs = {"header": tables[0].attrs.get("header", {}),
+                "steps": sorted(set().union(*(t.attrs.get("steps") or () for t in tables)))}
     for key in ("warnings", "peaks"):
         lines: list[str] = []
         for t in tables:
@@ -97,17 +98,19 @@ def _joined(tables: list):
 
 
 def table(path: str | None, say: Say, gpu: str | None = None, peak_flops: float | None = None,
-          peak_bw: float | None = None, workers: int | None = None):
+          peak_bw: float | None = None, workers: int | None = None, reprice: bool = False):
     """prof's per-kernel table of any record source (see the module docstring)."""
     from pyprof.prof.table import build, build_file
 
     path = resolve(path)
     k = kind(path)
     if k == PARQUET:
+        from pyprof.scale.parquet import file_header
         from pyprof.scale.readback import file_records
 
-        return _joined([build(recs, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
-                        for _, recs in file_records(path)])
+        return _joined([build(recs, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw,
+                              header={k: v for k, v in file_header(f).items() if not (reprice and k == "peaks")})
+                        for f, recs in file_records(path)])
     if k == EXPORT:
         import tempfile
 
@@ -118,7 +121,7 @@ def table(path: str | None, say: Say, gpu: str | None = None, peak_flops: float 
             res = parse_file(path, lines)
             _parsed(path, res.warnings, say)
             return build_file(lines, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=workers)
-    return build_file(path, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=workers)
+    return build_file(path, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=workers, reprice=reprice)
 
 
 def record_sets(path: str | None, say: Say) -> list[tuple[str, list[dict[str, Any]]]]:

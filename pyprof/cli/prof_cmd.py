@@ -8,7 +8,7 @@ import click
 
 from pyprof.cli import owns_process, stderr_say
 from pyprof.prof import columns
-from pyprof.prof.summary import SUMMARY_COLUMNS, SUMMARY_DROP
+from pyprof.prof.summary import SUMMARY_COLUMNS
 
 SPLIT_RULE = (
     "Kernels sharing an opId and dir form one op instance; the instance's FLOPs and bytes\n"
@@ -79,9 +79,11 @@ Summary columns (--summary op|layer|kernel|dir):
               help="Aligned columns in human units (ms, MFLOP, MB), every line within WIDTH characters; "
                    "0: space-separated raw numbers. Default: space-separated rows, and --summary "
                    "aligned to the terminal's width (80 when not a terminal).")
-@click.option("--summary", type=click.Choice(["op", "layer", "kernel", "dir", "comm", "idle"]),
-              help="Group totals instead of kernels; comm: one row per collective (bandwidths, exposed time; "
-                   "on a dataset, arrival skew across ranks); idle: GPU idle time and launches per device and step.")
+@click.option("--summary", type=click.Choice(["op", "layer", "kernel", "dir", "step", "comm", "idle"]),
+              help="Per-step figures per group instead of kernels (the median over the profiled steps, with their "
+                   "spread); step: one row per step (wall time, calls, samples/s); comm: one row per collective "
+                   "(bandwidths, exposed time; on a dataset, arrival skew across ranks); idle: GPU idle time and "
+                   "launches per device and step.")
 @click.option("--top", "top", type=click.IntRange(min=1), metavar="N",
               help="With --summary: only the N largest groups, plus the N-row fix-this-first list.")
 @click.option("--sort", type=click.Choice(["time", "excess"]), default="time", show_default=True,
@@ -90,6 +92,8 @@ Summary columns (--summary op|layer|kernel|dir):
                                              "its datasheet peaks replace the derived ones.")
 @click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for every dtype (overrides the table).")
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s (overrides the table).")
+@click.option("--reprice", is_flag=True, help="Price with the calibration saved now, not the one the record file "
+                                               "pins (the peaks it was first priced with).")
 @click.option("-o", "--output", type=click.Path(allow_dash=True), default="-",
               help="Write here instead of stdout (all or nothing).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
@@ -102,15 +106,14 @@ Summary columns (--summary op|layer|kernel|dir):
 @click.option("--list-gpus", is_flag=True, help="Print the peak tables prof uses (per architecture, per GPU: datasheet "
                                                  "and derived) and, with FILE, where each of its GPUs' peaks come from.")
 @owns_process
-def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, output, jobs, skip_bad,
-         quiet, list_gpus):
+def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops, peak_bw, reprice, output, jobs,
+         skip_bad, quiet, list_gpus):
     from pyprof.atomic import atomic_output
     from pyprof.cli import inputs
     from pyprof.cli.memory import tune_for_batch
     from pyprof.errors import UsageError
-    from pyprof.prof import render
+    from pyprof.prof import noise, render, summary_text
     from pyprof.prof.load import skipping_bad
-    from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_NAMES, fix_first, summarize
     from pyprof.prof.table import default_workers
     from pyprof.scale.parquet import is_parquet
 
@@ -147,37 +150,23 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     jobs = jobs or default_workers()
     tune_for_batch()
     with skipping_bad(skip_bad) as bad:
-        df = inputs.table(file, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs)
+        df = inputs.table(file, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs, reprice=reprice)
     if bad.count:
         say(f"pyprof: warning: skipped {bad.count} record(s) with a wrong-typed or impossible field "
             f"(--skip-bad), the first: {bad.first_text()}")
     for line in df.attrs.get("warnings", []):
         say(f"pyprof: warning: {line}")
+    line = noise.warning(noise.problems(df))
+    if line:
+        say(f"pyprof: warning: {line}")
 
     with atomic_output(output) as fh:
         if not summary:
-            shown, fmts = _wide_numbers(df, names, style)
+            shown, fmts = render.wide_numbers(df, names, style)
             drop = () if cols else ("mod", "sub", "tc", "bytes")  # the default columns least needed
             render.write(shown, names, fh, style, width or 0, fmts=fmts, workers=jobs, drop=drop)
         else:
-            s = summarize(df, summary)
-            if sort == "excess":  # groups without a known ideal time go last
-                s = s.sort_values("excess", ascending=False, na_position="last", kind="stable")
-            shown = s.head(top) if top else s
-            headers = dict(HEADERS, key=summary.capitalize())
-            shown, fmts = _wide_numbers(shown, SUMMARY_NAMES, style, FORMATS)
-            render.write(shown, SUMMARY_NAMES, fh, style, width or 0, headers, fmts, drop=SUMMARY_DROP)
-            if style in ("space", "aligned") and sort == "time":
-                first = fix_first(s, top or 10)
-                if len(first):
-                    title = f"# fix this first: top {len(first)} {summary}s by time above the roofline"
-                    fh.write("\n" + (render.fit_line(title, width) if style == "aligned" else title) + "\n")
-                    first, fmts = _wide_numbers(first, SUMMARY_NAMES, style, FORMATS)
-                    render.write(first, SUMMARY_NAMES, fh, style, width or 0, headers, fmts, drop=SUMMARY_DROP)
-            peaks = df.attrs.get("peaks", [])
-            if style in ("space", "aligned") and peaks:  # where the roofline's peaks came from
-                fh.write("\n" + "".join(_comment(f"peaks: {line}", width if style == "aligned" else 0)
-                                         for line in peaks))
+            summary_text.write(df, summary, fh, style, width or 0, top, sort)
         if fh is sys.stdout:
             fh.flush()
 
@@ -277,44 +266,3 @@ def _list_gpus(file, gpu, peak_flops, peak_bw, output) -> None:
         fh.write(text)
 
 
-def _comment(text: str, width: int) -> str:
-    """``# text`` as lines, wrapped within ``width`` characters (0: one line)."""
-    import textwrap
-
-    if width <= 0:
-        return f"# {text}\n"
-    return "".join(f"{ln}\n" for ln in textwrap.wrap(text, max(width, 20), initial_indent="# ",
-                                                      subsequent_indent="#   ", break_long_words=True))
-
-
-def _wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):
-    """``(df, fmts)`` for ``render.write``, with every ratio column (format ``float``) that holds a
-    value of 9e18 or more formatted here, as text. render prints such columns through int64, where a
-    huge ratio (a long duration over a tiny ideal time: gap, or a rate over a 1 ns kernel) would wrap to
-    -9223372036854775808; here it prints whole, as render prints large numbers. JSON output keeps raw
-    values. Checking costs one pass over each ratio column; tables without such values are unchanged."""
-    import numpy as np
-    import pandas as pd
-
-    from pyprof.prof import render
-
-    fmts = dict(fmts or {})
-    if style in ("json", "aligned"):  # raw values; the aligned form's units print any size
-        return df, fmts
-    replaced = {}
-    for name in names:
-        fmt = fmts.get(name) or (columns.BY_NAME[name].fmt if name in columns.BY_NAME else "str")
-        if name == "sil" or fmt != "float":  # render prints sil, and "sci" columns, without int64
-            continue
-        values = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64)
-        wide = np.abs(values) >= 9e18  # inf too; NaN is not
-        if not wide.any():
-            continue
-        text = render.format_column(pd.Series(np.where(wide, np.nan, values)), "float")
-        for i in np.flatnonzero(wide).tolist():
-            text[i] = f"{values[i]:.0f}"
-        replaced[name] = pd.Series(text, index=df.index, dtype=object)
-        fmts[name] = "str"
-    if replaced:
-        df = df.assign(**replaced)
-    return df, fmts

@@ -56,8 +56,8 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
 @click.option("--no-init", is_flag=True, help="Do not call pyprof.init() (aten-level ops only).")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks (call sites without pyprof markers; slower).")
 @click.option("--no-shapes", is_flag=True, help="Do not record input shapes (no FLOPs for aten-only ops).")
-@click.option("--summary", "by", type=click.Choice(["op", "layer", "kernel", "dir"]), default="op", show_default=True,
-              help="How the printed summary groups kernels.")
+@click.option("--summary", "by", type=click.Choice(["op", "layer", "kernel", "dir", "step"]), default="op",
+              show_default=True, help="How the printed summary groups kernels (the steps are listed after it).")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Summary rows printed.")
 @click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for the roofline (else calibration/table).")
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak bandwidth for the roofline.")
@@ -78,7 +78,8 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     from pyprof.atomic import atomic_output
     from pyprof.cpu_findings import findings, format_findings
     from pyprof.parse.kineto import KinetoSource
-    from pyprof.records import write_records
+    from pyprof.prof import noise
+    from pyprof.records import header, write_records
     from pyprof.runner import RunOptions, run_script
 
     script, args, report = _report_option(script, args, report)
@@ -96,10 +97,12 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     t_parse = time.perf_counter()
     source = KinetoSource(result.trace)
     records = list(source.records())
-    with atomic_output(out / "records.dict", "wb") as fh:
-        write_records(records, fh)
     t_parse = time.perf_counter() - t_parse
-    err = click.get_text_stream("stderr")
+    if not (no_calibrate or peak_flops or peak_bw) and any(r.get("device") is None for r in records):
+        _calibrate_cpu_once()  # (before the records are written: their header pins the peaks)
+    facts = {**source.facts(), "conditions": getattr(result, "conditions", None) or None, "peaks": _pinned()}
+    with atomic_output(out / "records.dict", "wb") as fh:
+        write_records(records, fh, facts=facts)
     for line in source.warnings:
         click.echo(f"pyprof: warning: {line}", err=True)
     mode = "GPU kernels" if source.gpu_mode else "CPU ops (self time)"
@@ -109,10 +112,8 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     steps = "whole script" if result.whole else f"{result.steps} steps counted at {result.step_source}"
     click.echo(f"pyprof: {steps}; {source.n_events} trace events -> "
                f"{len(records)} {mode}; wrote {out / 'trace.json'}, {out / 'records.dict'}")
-    if not (no_calibrate or peak_flops or peak_bw) and any(r.get("device") is None for r in records):
-        _calibrate_cpu_once()
     t_prof = time.perf_counter()
-    df = _summary(records, by, top, peak_flops, peak_bw, err, width)
+    df = _summary(records, header("kineto", facts), by, top, peak_flops, peak_bw, width)
     if not source.gpu_mode or any(r.get("device") is None for r in records):
         cpu = [r for r in records if r.get("device") is None]
         sys.stdout.write("\n" + format_findings(findings(cpu, result.env)))
@@ -122,6 +123,9 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
         _write_report(records, df, report or str(out / "report.html"), str(out / "records.dict"), result.env,
                       peak_flops, peak_bw)
     click.echo("\n" + timing_line(result.times, t_parse, t_prof))
+    line = noise.warning(noise.problems(df))
+    if line:
+        click.echo(f"pyprof: warning: {line}", err=True)
 
 
 def timing_line(times: dict, parse: float, prof: float) -> str:
@@ -181,18 +185,18 @@ def _calibrate_cpu_once() -> None:
     taken under; a warning follows when those make it unreliable."""
     import torch
 
+    from pyprof import peaks
     from pyprof.calibrate import condition_problems, measure, save, saved_warning
     from pyprof.errors import PyprofError
-    from pyprof.prof.devices import CPU_DEVICE, load_calibration
 
     try:
-        if CPU_DEVICE in load_calibration():
+        if peaks.entry(peaks.CPU_DEVICE) is not None:
             line = saved_warning(threads=torch.get_num_threads())
             if line:
                 click.echo(f"pyprof: warning: {line}", err=True)
             return
         cal = measure("cpu", n=1024, copy_mb=64, budget=0.2)
-        path = save(cal)
+        path, _ = save(cal)
     except (PyprofError, OSError) as exc:
         click.echo(f"pyprof: warning: could not calibrate the CPU ({exc}); ideal time and gap show n/a", err=True)
         return
@@ -208,26 +212,32 @@ def _calibrate_cpu_once() -> None:
                    "run `pyprof calibrate` on a quiet machine to replace them", err=True)
 
 
-def _summary(records, by, top, peak_flops, peak_bw, err, width=None):
-    """The prof summary (per ``by``, ``top`` rows and the fix-this-first list) on stdout, in human units
-    within ``width`` characters (None: the terminal's); returns prof's table."""
+def _pinned() -> dict | None:
+    """The peaks the run's records are priced with (:func:`pyprof.peaks.pinned`), None where the
+    calibration file cannot be read (prof then says why)."""
+    from pyprof import peaks
+    from pyprof.errors import InputError
+
+    try:
+        return peaks.pinned()
+    except InputError:
+        return None
+
+
+def _summary(records, head, by, top, peak_flops, peak_bw, width=None):
+    """The prof summary (per ``by``, ``top`` rows, the fix-this-first list), then the steps, on stdout in
+    human units within ``width`` characters (None: the terminal's); returns prof's table."""
     import shutil
 
-    from pyprof.prof import render
-    from pyprof.prof.summary import FORMATS, HEADERS, SUMMARY_DROP, SUMMARY_NAMES, fix_first, summarize
+    from pyprof.prof import summary_text
     from pyprof.prof.table import build
 
     if width is None:
         width = shutil.get_terminal_size((80, 24)).columns
-    df = build(records, peak_flops=peak_flops, peak_bw=peak_bw)
+    df = build(records, peak_flops=peak_flops, peak_bw=peak_bw, header=head)
     for line in df.attrs.get("warnings", []):
         click.echo(f"pyprof: warning: {line}", err=True)
-    s = summarize(df, by)
-    headers = dict(HEADERS, key=by.capitalize())
-    sys.stdout.write("\n" + render.fit_line(f"Summary by {by} (top {min(top, len(s))} of {len(s)})", width) + "\n")
-    render.write(s.head(top), SUMMARY_NAMES, sys.stdout, "aligned", width, headers, FORMATS, drop=SUMMARY_DROP)
-    first = fix_first(s, min(top, 5))
-    if len(first):
-        sys.stdout.write("\n" + render.fit_line("# fix this first: time above the roofline", width) + "\n")
-        render.write(first, SUMMARY_NAMES, sys.stdout, "aligned", width, headers, FORMATS, drop=SUMMARY_DROP)
+    summary_text.write(df, by, sys.stdout, "aligned", width, top, first_rows=min(top, 5))
+    if by != "step":
+        summary_text.write(df, "step", sys.stdout, "aligned", width)
     return df

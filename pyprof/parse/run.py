@@ -18,7 +18,7 @@ from pyprof.errors import PyprofError
 from pyprof.parse.db import damaged, integrity_problem
 from pyprof.parse.limits import LimitError
 from pyprof.parse.source import open_source
-from pyprof.records import header_line, write_records
+from pyprof.records import header_line, source_facts, write_records
 
 
 @dataclass
@@ -66,6 +66,21 @@ def parse_file(path: str, out: str | None) -> Result:
         raise damaged(path, problem) from exc
 
 
+def header_facts(source) -> dict:
+    """What a record file's header says beside its source: the source's facts (its steps) and the peaks
+    it will be priced with (:func:`pyprof.peaks.pinned`: today's calibration; left out, so that prof uses
+    the one of its day, where the calibration file cannot be read)."""
+    from pyprof import peaks
+    from pyprof.errors import InputError
+
+    facts = dict(source_facts(source))
+    try:
+        facts["peaks"] = peaks.pinned()
+    except InputError:
+        pass
+    return facts
+
+
 def _parse_file(path: str, out: str | None) -> Result:
     """:func:`parse_file`'s work."""
     source = open_source(path)
@@ -75,7 +90,7 @@ def _parse_file(path: str, out: str | None) -> Result:
         prep = source.prepared(split=process.can_fork())
         try:
             with atomic_output(out, "wb") as fh:
-                fh.write(header_line(source.kind))
+                fh.write(header_line(source.kind, header_facts(source)))
                 write_lines(prep, fh)
                 fh.flush()
         finally:
@@ -93,7 +108,7 @@ def _parse_file(path: str, out: str | None) -> Result:
                 yield from records
 
         with atomic_output(out, "wb") as fh:
-            res.written = write_records(all_records(), fh, source=source.kind)
+            res.written = write_records(all_records(), fh, source=source.kind, facts=header_facts(source))
             fh.flush()
     stats = getattr(source, "stats", None)
     if stats is not None:

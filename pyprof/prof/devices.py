@@ -24,22 +24,21 @@ No peak known: the caller shows ``n/a`` for ideal time and gap (never 0) and war
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import functools
 import io
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import orjson
+from pyprof import peaks
+from pyprof.errors import UsageError
+from pyprof.peaks import CPU_DEVICE
 
-from pyprof.errors import InputError, UsageError
-
-CPU_DEVICE = "cpu"
-"""Calibration key for CPU records (records whose ``device`` is null)."""
+DEFAULT_FLOOR_NS = 1000.0
+"""The latency floor of a device without a calibrated one: no kernel or op is priced below 1 us. The
+fastest kernels of 24 corpus Nsight exports took 0.9-2.3 us; a CPU op's dispatch from Python, about 1.1 us
+on the project's CPU (``pyprof calibrate`` measures it)."""
 
 PEAK_COLUMNS = ("fp64", "fp64_tc", "fp32", "tf32_tc", "fp16", "fp16_tc", "bf16", "bf16_tc", "fp8_tc", "int8_tc")
 
@@ -79,6 +78,12 @@ class Device:
     bw: float | None = None  # bytes/s
     source: str = ""  # how the peaks were found, in words (a datasheet's address, the properties used)
     origin: str = ""  # given, derived, datasheet, calibrated or estimated (see the module docstring)
+    floor: float | None = None  # ns: the shortest time an op takes on it (dispatch, launch); None: the default
+    bw_levels: tuple = ()  # ((bytes moved, bytes/s), ...): copy bandwidth by size, from calibration
+
+    def floor_ns(self) -> float:
+        """The latency floor (ns): calibrated, else :data:`DEFAULT_FLOOR_NS`."""
+        return self.floor or DEFAULT_FLOOR_NS
 
     def peak(self, dtype: str | None, tensor: bool) -> float | None:
         """FLOP/s for math in ``dtype`` on tensor cores (``tensor``) or CUDA cores; None when unknown.
@@ -339,78 +344,13 @@ def listing() -> str:
 # -- calibration -------------------------------------------------------------------------------------
 
 
-def calibration_path(path: str | os.PathLike | None = None) -> Path:
-    """``path``, else ``$PYPROF_CALIBRATION``, else ``~/.cache/pyprof/calibration.json``."""
-    if path is not None:
-        return Path(path)
-    env = os.environ.get("PYPROF_CALIBRATION")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "pyprof" / "calibration.json"
-
-
-def save_calibration(device_name: str, flops_by_dtype: dict, bw: float, path=None,
-                     conditions: dict | None = None) -> Path:
-    """Record measured peaks of one device (FLOP/s per dtype name, e.g. ``{"float32": 1.2e12}``; bytes/s).
-
-    Other devices already in the file are kept; this device's entry is replaced. The file is JSON::
-
-        {"version": 1, "devices": {"NVIDIA A100-SXM4-40GB": {"flops": {"float32": ...}, "bw": ...,
-                                   "saved": "2026-05-01T12:00:00+00:00", "measured": {...}}}}
-
-    ``saved`` is when the entry was written (UTC, just after the measurement); ``conditions``, stored as
-    ``measured``, says how the peaks were taken (torch version and threads, load, spread of the runs:
-    see :meth:`pyprof.calibrate.Calibration.conditions`) so a later run can tell a figure taken on a
-    busy machine or with other settings from a trustworthy one. Use :data:`CPU_DEVICE` as
-    ``device_name`` for the CPU. Returns the path written.
-    """
-    if not device_name:
-        raise UsageError("save_calibration needs a device name", "pass the GPU name or 'cpu'")
-    flops = {}
-    for dtype, value in flops_by_dtype.items():
-        v = float(value)
-        if not v > 0:
-            raise UsageError(f"calibrated peak for {dtype!r} is {value!r}", "peaks must be positive FLOP/s")
-        flops[str(dtype).removeprefix("torch.")] = v
-    if not float(bw) > 0:
-        raise UsageError(f"calibrated bandwidth is {bw!r}", "bandwidth must be positive bytes/s")
-    target = calibration_path(path)
-    data: dict[str, Any] = _read_calibration(target) if target.exists() else {"version": 1, "devices": {}}
-    data["devices"][device_name] = {
-        "flops": flops,
-        "bw": float(bw),
-        "saved": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    if conditions is not None:
-        data["devices"][device_name]["measured"] = dict(conditions)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    from pyprof.atomic import atomic_output
-
-    with atomic_output(target, "wb") as fh:
-        fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2))
-    return target
-
-
-def calibration_entry(device_name: str, path=None) -> dict | None:
-    """The saved entry of one device as written by :func:`save_calibration` (``flops``, ``bw``, and where
-    present ``saved`` and ``measured``), for judging how far to trust it; None when there is no
-    calibration file or it holds no such device. Entries from files written without ``saved`` or
-    ``measured`` come back without them."""
-    target = calibration_path(path)
-    if not target.exists():
-        return None
-    entry = _read_calibration(target)["devices"].get(device_name)
-    return entry if isinstance(entry, dict) else None
-
-
-def load_calibration(path=None) -> dict[str, Device]:
-    """Calibrated devices by name (``{}`` when there is no calibration file)."""
-    target = calibration_path(path)
-    if not target.exists():
-        return {}
-    data = _read_calibration(target)
+def calibrated(entries: dict[str, Any], source: str) -> dict[str, Device]:
+    """Devices from calibration entries (:mod:`pyprof.peaks`: the file's, or those a record file pins),
+    ``source`` saying where they come from."""
     out = {}
-    for name, entry in data["devices"].items():
+    for name, entry in entries.items():
+        if not isinstance(entry, dict):
+            continue
         flops: dict[str, float] = {}
         for dtype, value in (entry.get("flops") or {}).items():
             cls = dtype_class(dtype)
@@ -426,21 +366,25 @@ def load_calibration(path=None) -> dict[str, Device]:
             if tc:
                 flops.setdefault(tc, float(value))
         arch = "cpu" if name == CPU_DEVICE else None
-        out[name] = Device(name, arch, flops, float(entry["bw"]) if entry.get("bw") else None,
-                           f"calibration {target}", "calibrated")
+        levels = tuple((float(b), float(r)) for b, r in entry.get("bw_levels") or () if r > 0)
+        floor = entry.get("floor")
+        out[name] = Device(name, arch, flops, float(entry["bw"]) if entry.get("bw") else None, source, "calibrated",
+                           floor=float(floor) if isinstance(floor, (int, float)) and floor > 0 else None,
+                           bw_levels=levels)
     return out
 
 
-def _read_calibration(target: Path) -> dict:
-    try:
-        data = orjson.loads(target.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise InputError(f"calibration file {target} is unreadable ({exc})",
-                         "delete it or run `pyprof calibrate` again") from None
-    if not isinstance(data, dict) or not isinstance(data.get("devices"), dict):
-        raise InputError(f"calibration file {target} is not a pyprof calibration",
-                         "delete it or run `pyprof calibrate` again")
-    return data
+def load_calibration(path=None) -> dict[str, Device]:
+    """Calibrated devices by name, from the calibration file (``{}`` when there is none)."""
+    return calibrated(peaks.read(path)["devices"], f"calibration {peaks.path(path)}")
+
+
+def pinned_calibration(pinned: Any) -> dict[str, Device]:
+    """Calibrated devices from the peaks a record file pins (its header's ``peaks``)."""
+    entries = pinned.get("devices") if isinstance(pinned, dict) else None
+    where = pinned.get("file") if isinstance(pinned, dict) else None
+    return calibrated(entries if isinstance(entries, dict) else {},
+                      f"calibration pinned in the record file (from {where})" if where else "calibration pinned")
 
 
 # -- resolution --------------------------------------------------------------------------------------
@@ -460,7 +404,8 @@ def override_device(name: str | None, peak_flops: float | None, peak_bw: float |
     kept = f"; the rest {base.origin}: {base.source}" if base is not None and (peak_flops is None or peak_bw is None) \
         else ""
     return Device(name or (base.name if base else "override"), arch, flops, bw,
-                  f"command-line override ({given}){kept}", "given")
+                  f"command-line override ({given}){kept}", "given", floor=base.floor if base else None,
+                  bw_levels=base.bw_levels if base is not None and peak_bw is None else ())
 
 
 def props_key(props: Any) -> Any:
@@ -475,11 +420,11 @@ class DeviceResolver:
     distinct pair; the order is the module docstring's."""
 
     def __init__(self, gpu: str | None = None, peak_flops: float | None = None, peak_bw: float | None = None,
-                 calibration: dict[str, Device] | None = None):
+                 calibration: dict[str, Device] | None = None, pinned: dict | None = None):
         self.gpu = gpu
         self.peak_flops = peak_flops
         self.peak_bw = peak_bw
-        self._calibration = calibration
+        self._calibration = calibration if calibration is not None or pinned is None else pinned_calibration(pinned)
         self._cache: dict[tuple, Device | None] = {}
         if gpu is not None and match_gpu(gpu) is None and gpu not in self.calibration and peak_flops is None:
             names = ", ".join(r.name for r in gpu_table())

@@ -46,7 +46,7 @@ _STATIC_SET = frozenset(STATIC) - {"gpuProps", "aten", "atenSizes"}
 _VARYING_SET = frozenset(VARYING)
 _INTERN = frozenset(("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype"))
 _SHARE = frozenset(("layer", "trace"))
-_INT_FIELDS = ("kDuration", "start", "end", "opId", "subSeqId")  # integers in parse's records (or null)
+_INT_FIELDS = ("kDuration", "start", "end", "apiStart", "opId", "subSeqId")  # integers in parse's records (or null)
 
 KD, PID, AS, RG, LY, SQ, OI = (b',"kDuration":', b',"pid":', b',"apiStart":', b',"ranges":', b',"layer":',
                                b',"seqId":', b',"opId":')
@@ -342,7 +342,8 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
                     codes.append(code)
                     append(b",{")
                     append(buf[a + 1:b])
-                    if k:  # (apiStart and apiEnd, between c and e, are no field of prof's)
+                    if k:  # (apiStart and apiEnd lie between c and e in this order)
+                        append(buf[c:e])
                         append(buf[f:d])
                         append(buf[g:nl])
                         kineto = True

@@ -8,4 +8,4 @@ arguments), repeated across a training loop; ``VARYING``: what changes from one 
 
 STATIC = ("kind", "kShortName", "kLongName", "tid", "device", "gpu", "gpuProps", "stream", "grid", "block", "bytes", "layer",
           "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes")
-VARYING = ("kDuration", "start", "end", "opId", "seqId", "altSeqId", "dir", "opDir", "subSeqId")
+VARYING = ("kDuration", "start", "end", "apiStart", "opId", "seqId", "altSeqId", "dir", "opDir", "subSeqId")

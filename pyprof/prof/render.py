@@ -142,11 +142,12 @@ def format_column(series: pd.Series, fmt: str) -> list[str]:
 # Columns printed in human units in the aligned (human) form: name -> (units kind, scale to the base
 # unit, header). Per-kernel and summary columns share names where they mean the same quantity.
 HUMAN: dict[str, tuple[str, float, str]] = {
-    "sil": ("dur", 1.0, "Sil"), "time": ("dur", 1.0, "Time"), "ideal": ("dur", 1.0, "Ideal"),
+    "sil": ("dur", 1.0, "Sil"), "time": ("dur", 1.0, "Time/step"), "ideal": ("dur", 1.0, "Ideal"),
     "excess": ("dur", 1.0, "Excess"), "share": ("pct", 1.0, "Share"),
     "flops": ("flop", 1.0, "FLOPs"), "bytes": ("byte", 1.0, "Bytes"),
     "tflops": ("flops", 1e12, "FLOP/s"), "gbps": ("bps", 1e9, "B/s"),
-    "gap": ("num", 1.0, "Gap"), "ai": ("num", 1.0, "AI"),
+    "gap": ("num", 1.0, "Gap"), "ai": ("num", 1.0, "AI"), "spread": ("pct", 1.0, "Spread"),
+    "wall": ("dur", 1.0, "Wall"), "samples": ("num", 1.0, "Samples/s"),
 }
 HUMAN_KINDS = frozenset(units.FORMATS)
 
@@ -475,3 +476,31 @@ def _json_text(df: pd.DataFrame, names: Sequence[str], start: int, stop: int) ->
     lists = [df[n].iloc[start:stop].tolist() for n in names]
     return "".join(orjson.dumps({k: _clean(v) for k, v in zip(names, row, strict=True)},
                                 option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n" for row in zip(*lists, strict=True))
+
+
+def wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):
+    """``(df, fmts)`` for ``render.write``, with every ratio column (format ``float``) that holds a
+    value of 9e18 or more formatted here, as text. render prints such columns through int64, where a
+    huge ratio (a long duration over a tiny ideal time: gap, or a rate over a 1 ns kernel) would wrap to
+    -9223372036854775808; here it prints whole, as render prints large numbers. JSON output keeps raw
+    values. Checking costs one pass over each ratio column; tables without such values are unchanged."""
+    fmts = dict(fmts or {})
+    if style in ("json", "aligned"):  # raw values; the aligned form's units print any size
+        return df, fmts
+    replaced = {}
+    for name in names:
+        fmt = fmts.get(name) or (BY_NAME[name].fmt if name in BY_NAME else "str")
+        if name == "sil" or fmt != "float":  # render prints sil, and "sci" columns, without int64
+            continue
+        values = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64)
+        wide = np.abs(values) >= 9e18  # inf too; NaN is not
+        if not wide.any():
+            continue
+        text = format_column(pd.Series(np.where(wide, np.nan, values)), "float")
+        for i in np.flatnonzero(wide).tolist():
+            text[i] = f"{values[i]:.0f}"
+        replaced[name] = pd.Series(text, index=df.index, dtype=object)
+        fmts[name] = "str"
+    if replaced:
+        df = df.assign(**replaced)
+    return df, fmts

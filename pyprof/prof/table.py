@@ -39,14 +39,14 @@ import pandas as pd
 
 from pyprof import kernel_roles
 from pyprof.errors import InputError
-from pyprof.prof import tensorcores
+from pyprof.prof import steps, tensorcores
 from pyprof.prof.devices import DeviceResolver
 from pyprof.prof.fastread import freeze
 from pyprof.prof.params import first_dtype, render
 
 NAN = float("nan")
 
-KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "end", "tid", "device", "gpu", "gpuProps", "stream", "grid",
+KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "end", "apiStart", "tid", "device", "gpu", "gpuProps", "stream", "grid",
         "block", "bytes", "layer", "trace", "mod", "op", "args", "cdtype", "opId", "seqId", "altSeqId",
         "dir", "opDir", "subSeqId", "aten", "atenSizes")
 
@@ -250,22 +250,26 @@ def _parallel_columns(path: str, workers: int):
 
 
 def build_file(source, gpu: str | None = None, peak_flops: float | None = None, peak_bw: float | None = None,
-               calibration: dict | None = None, workers: int | None = None) -> pd.DataFrame:
+               calibration: dict | None = None, workers: int | None = None, reprice: bool = False) -> pd.DataFrame:
     """:func:`build` of a record file (path, ``-`` or None for stdin). A JSON-lines file is read straight
     into columns (:mod:`pyprof.prof.fastread`); with ``workers`` > 1 a large file (64 MiB or more) is
     decoded on that many forked processes (``None``: the CPUs, at most 8) where the process is pyprof's to
     fork (:mod:`pyprof.process`: ``pyprof prof``, not a library call); PyProf dict files and stdin are
-    read record by record in this process. The result is the same either way."""
+    read record by record in this process. The result is the same either way. The file's header (its
+    steps, the conditions it ran under, the peaks it was priced with: :func:`pyprof.records.read_header`)
+    goes into ``df.attrs["header"]``; ``reprice``: price with today's calibration instead of the pinned one."""
     import os
 
     from pyprof.process import collector_paused
     from pyprof.prof.fastread import read_columns
     from pyprof.prof.load import is_legacy, iter_records
+    from pyprof.records import read_header
 
-    resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration)
     if workers is None:
         workers = default_workers()
     path = None if source is None or str(source) == "-" or hasattr(source, "read") else os.fspath(source)
+    head = read_header(path) if path is not None and os.path.isfile(path) else {}
+    resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration, pinned=None if reprice else head.get("peaks"))
     with collector_paused():
         if path is not None and os.path.isfile(path) and not is_legacy(path):
             cols = None
@@ -274,33 +278,38 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
             if cols is None:
                 cols = read_columns(path)
             raw = cols.arrays()
-            return _build(raw, len(raw["kind"]), resolver)
-        return _build_records(iter_records(source), resolver)
+            return _build(raw, len(raw["kind"]), resolver, head)
+        return _build_records(iter_records(source), resolver, head)
 
 
 def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops: float | None = None,
-          peak_bw: float | None = None, calibration: dict | None = None) -> pd.DataFrame:
+          peak_bw: float | None = None, calibration: dict | None = None,
+          header: dict[str, Any] | None = None) -> pd.DataFrame:
     """One row per record (kernel, memcpy, memset), columns as in :data:`pyprof.prof.columns.COLUMNS`
     plus ``kind``. ``records`` may be a generator (``pyprof.prof.load.iter_records``): it is consumed
     once. ``gpu`` overrides every record's GPU name; ``peak_flops`` (FLOP/s, all dtypes) and ``peak_bw``
     (bytes/s) override the peak table; ``calibration`` maps device names to
-    :class:`~pyprof.prof.devices.Device` (default: the calibration file, if any). In a process pyprof owns
-    (:mod:`pyprof.process`) the cyclic collector is paused meanwhile; elsewhere it is left as it is."""
+    :class:`~pyprof.prof.devices.Device` (default: the peaks ``header`` pins, else the calibration file, if
+    any). ``header``: the record file's header (:func:`pyprof.records.header`: steps, conditions, peaks). In a
+    process pyprof owns (:mod:`pyprof.process`) the cyclic collector is paused meanwhile; elsewhere it is
+    left as it is."""
     from pyprof.process import collector_paused
 
+    head = header or {}
     with collector_paused():
-        return _build_records(records, DeviceResolver(gpu, peak_flops, peak_bw, calibration))
+        return _build_records(records, DeviceResolver(gpu, peak_flops, peak_bw, calibration, pinned=head.get("peaks")),
+                              head)
 
 
-def _build_records(records: Iterable[dict[str, Any]], resolver: DeviceResolver) -> pd.DataFrame:
+def _build_records(records: Iterable[dict[str, Any]], resolver: DeviceResolver, head: dict[str, Any]) -> pd.DataFrame:
     """Columns gathered record by record, then :func:`_build`."""
     cols = _columns(records)
     n = len(cols["kind"])
     raw = {k: _obj(cols.pop(k)) for k in KEYS}
-    return _build(raw, n, resolver)
+    return _build(raw, n, resolver, head)
 
 
-def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.DataFrame:
+def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver, head: dict[str, Any]) -> pd.DataFrame:
     for k in ("op", "mod"):  # PyProf wrote lists
         if list in set(map(type, raw[k].tolist())):
             raw[k] = _obj([(v[0] if v else None) if v.__class__ is list else v for v in raw[k].tolist()])
@@ -319,6 +328,9 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
     out["kind"] = kind
     out["sil"] = sil
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
+    step_table = steps.table(head)
+    out["step"] = steps.assign(*steps.launches(raw["apiStart"], raw["start"]), step_table)
+    step_numbers = steps.numbers(out["step"], step_table)
     is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)  # type: ignore[call-overload]
     role = _roles(raw, is_cpu)
     _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], role)
@@ -333,6 +345,8 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver) -> pd.D
                            else v) for k, v in out.items()}, copy=False)
     df.attrs["warnings"] = warnings
     df.attrs["n_costed"] = inst["n_costed"]
+    df.attrs["header"] = head
+    df.attrs["steps"] = step_numbers
     df.attrs["peaks"] = _peak_sources(raw, is_cpu, codes["device"], resolver)
     return df
 
@@ -646,11 +660,16 @@ def _notes(out: dict, inst: dict, raw: dict, arch: np.ndarray, arch_code: np.nda
 def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, inst: dict, codes: dict,
               resolver: DeviceResolver) -> list[str]:
     """ideal, gap, bound, ai, tflops, gbps; returns the warning about GPUs without known peaks.
-    Peaks are looked up once per distinct (device, dtype, tc) and broadcast."""
+    Peaks are looked up once per distinct (device, dtype, tc) and broadcast.
+
+    The roof of a kernel is max(flops / peak, bytes / bandwidth), the bandwidth that of the fastest level a
+    working set of its bytes fits in where calibration measured levels (a CPU's caches). No kernel is priced
+    below its device's latency floor (dispatch, launch: :meth:`Device.floor_ns`): one whose roof is lower is
+    latency-bound, its ideal the floor (its own time, where it took less)."""
     n = len(is_kernel)
-    peak_f = np.full(n, NAN)
-    peak_b = np.full(n, NAN)
+    peak_f, peak_b, floor = np.full(n, NAN), np.full(n, NAN), np.full(n, NAN)
     missing: dict[str, int] = {}
+    flops, nbytes, sil = out["flops"], out["bytes"], out["sil"]
     if n:
         dtypes = inst["dtype"].tolist()
         dindex = {d: c for c, d in enumerate(dict.fromkeys(dtypes))}
@@ -658,25 +677,31 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
         group = (codes["device"] * len(dindex) + dtype_code) * len(TC_FLAGS) + codes["tc"]
         gcodes, uniq = pd.factorize(group)
         first = _first_index(gcodes, len(uniq))
-        pf, pb = np.full(len(uniq), NAN), np.full(len(uniq), NAN)
+        pf, pb, fl = np.full(len(uniq), NAN), np.full(len(uniq), NAN), np.full(len(uniq), NAN)
         for j, i in enumerate(first.tolist()):
             dev = resolver.resolve(raw["gpu"][i], bool(is_cpu[i]), raw["gpuProps"][i])
             if dev is not None:
                 pf[j] = dev.peak(out["dtype"][i], out["tc"][i] == "1") or NAN
                 pb[j] = dev.bw or NAN
-        peak_f, peak_b = pf[gcodes], pb[gcodes]
-        unknown = is_kernel & np.isnan(peak_f) & np.isnan(peak_b)
+                fl[j] = dev.floor_ns()
+                if dev.bw_levels:
+                    rows = gcodes == j
+                    peak_b[rows] = _level_bw(nbytes[rows], dev.bw_levels, pb[j])
+        peak_f, floor = pf[gcodes], fl[gcodes]
+        peak_b = np.where(np.isnan(peak_b), pb[gcodes], peak_b)
+        unknown = is_kernel & np.isnan(peak_f) & np.isnan(pb[gcodes])
         if unknown.any():
             labels = pd.Series([resolver.gpu or g or ("CPU" if c else "unknown GPU")
                                 for g, c in zip(raw["gpu"][unknown], is_cpu[unknown], strict=True)])
             missing = labels.value_counts().to_dict()
-    flops, nbytes, sil = out["flops"], out["bytes"], out["sil"]
     copy = ~is_kernel
     with np.errstate(divide="ignore", invalid="ignore"):
         t_f = np.where(flops == 0, 0.0, flops / peak_f * 1e9)
         t_b = nbytes / peak_b * 1e9
-        ideal = np.fmax(t_f, t_b)  # NaN only when both terms are unknown
-        ideal = np.where(copy | ~(ideal > 0), NAN, ideal)
+        roof = np.where(copy, NAN, np.fmax(t_f, t_b))  # NaN only when both terms are unknown
+        latency = roof < floor  # (a model of no work, or of less than the floor can take)
+        ideal = np.where(latency, np.fmin(floor, sil), roof)
+        ideal = np.where(ideal > 0, ideal, NAN)
         gap = sil / ideal
         ai = np.where(nbytes > 0, flops / nbytes, NAN)
         pos = sil > 0
@@ -684,14 +709,25 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
         gbps = np.where(pos, nbytes / np.where(pos, sil, 1), NAN)
     compute = np.nan_to_num(t_f, nan=-1.0) > np.nan_to_num(t_b, nan=-1.0)
     known = ~np.isnan(ideal)
-    bound = _obj([None, "compute", "memory"])[np.where(known, np.where(compute, 1, 2), 0)]
+    bound = _obj([None, "compute", "memory", "latency"])[np.where(known, np.where(latency, 3, np.where(compute, 1, 2)),
+                                                                   0)]
     out.update(ideal=ideal, gap=gap, bound=bound, ai=ai, tflops=tflops, gbps=gbps)
-    warnings = _beyond_roofline(out, known & (gap < 1.0), sil)
+    warnings = _beyond_roofline(out, known & (roof > sil), sil)
     if not missing:
         return warnings
     parts = ", ".join(f"{k} ({v} kernels)" for k, v in sorted(missing.items(), key=lambda kv: -kv[1]))
     return [f"no peak FLOP/s or bandwidth known for {parts}: ideal and gap show n/a; "
             "pass --gpu NAME or --peak-flops/--peak-bw, or run `pyprof calibrate`", *warnings]
+
+
+def _level_bw(nbytes: np.ndarray, levels: tuple, base: float) -> np.ndarray:
+    """The bandwidth roof of working sets of ``nbytes``: that of the largest calibrated copy (``levels``:
+    (bytes moved, bytes/s), sizes ascending) no larger than it (the smallest for less), never below
+    ``base``; NaN bytes stay unpriced."""
+    sizes = np.array([b for b, _ in levels])
+    rates = np.array([r for _, r in levels])
+    pos = np.clip(np.searchsorted(sizes, np.nan_to_num(nbytes, nan=0.0), side="right") - 1, 0, len(sizes) - 1)
+    return np.fmax(rates[pos], base)
 
 
 BEYOND_NOTE = "faster than the roofline: FLOP/byte model or peak wrong"

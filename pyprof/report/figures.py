@@ -130,6 +130,14 @@ BREAKDOWN_PARTS = (("busy", "busy (compute)", "#59a14f"), ("comm_exposed", "expo
                    ("memcpy_exposed", "exposed memcpy", "#f28e2b"), ("idle", "idle", "#bab0ac"))
 
 
+def part_label(b: Breakdown, attr: str, label: str) -> str:
+    """What a part of a device's window is: on the CPU, busy is time in ops and idle is Python between
+    them (the interpreter, the data loader, waits), not an idle machine."""
+    if b.device != "CPU":
+        return label
+    return {"busy": "in ops", "idle": "Python between ops (and waits)"}.get(attr, label)
+
+
 def breakdown(items: list[Breakdown]) -> go.Figure:
     """Each device's window as one stacked bar: busy, exposed communication, exposed memcpy, idle."""
     fig = go.Figure()
@@ -138,8 +146,8 @@ def breakdown(items: list[Breakdown]) -> go.Figure:
         vals = [b.share(attr) for b in items]
         fig.add_trace(go.Bar(
             y=names, x=vals, orientation="h", name=label, marker={"color": colour},
-            text=[f"{label}: {units.duration(getattr(b, attr))} of {units.duration(b.window)} ({units.percent(v)})"
-                  for b, v in zip(items, vals, strict=True)],
+            text=[f"{part_label(b, attr, label)}: {units.duration(getattr(b, attr))} of {units.duration(b.window)} "
+                  f"({units.percent(v)})" for b, v in zip(items, vals, strict=True)],
             textposition="none", hovertemplate="%{text}<extra></extra>"))
     fig.update_layout(**_layout(height=110 + 40 * max(len(items), 1), barmode="stack",
                                 xaxis={"title": "% of the device's window", "range": [0, 100]},

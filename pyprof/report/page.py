@@ -335,9 +335,11 @@ def _breakdown_table(items: list[breakdown_mod.Breakdown]) -> str:
                   for a in ("busy", "comm_exposed", "memcpy_exposed", "idle"))
         + f"<td class='num'>{_e(units.duration(b.comm))}</td><td class='num'>{_e(units.duration(b.memcpy))}</td></tr>"
         for b in items)
-    return ("<table><thead><tr><th>device</th><th class='num'>window</th><th class='num'>busy</th>"
-            "<th class='num'>exposed communication</th><th class='num'>exposed memcpy</th><th class='num'>idle</th>"
-            "<th class='num'>communication (all)</th><th class='num'>memcpy (all)</th></tr></thead><tbody>"
+    cpu = any(b.device == "CPU" for b in items)
+    return ("<table><thead><tr><th>device</th><th class='num'>window</th><th class='num'>busy"
+            + (" (CPU: in ops)" if cpu else "") + "</th><th class='num'>exposed communication</th>"
+            "<th class='num'>exposed memcpy</th><th class='num'>idle" + (" (CPU: Python between ops)" if cpu else "")
+            + "</th><th class='num'>communication (all)</th><th class='num'>memcpy (all)</th></tr></thead><tbody>"
             + rows + "</tbody></table>")
 
 

@@ -64,14 +64,21 @@ class Profile:
 def from_records(records: list[dict[str, Any]], name: str = "records", gpu: str | None = None,
                  peak_flops: float | None = None, peak_bw: float | None = None,
                  env: dict[str, Any] | None = None, calibration: dict | None = None,
-                 df: pd.DataFrame | None = None) -> Profile:
+                 df: pd.DataFrame | None = None, header: dict[str, Any] | None = None) -> Profile:
     """A :class:`Profile` of records already in memory (``pyprof run`` has them; ``df``: prof's table of
-    them where already built with the same peak options)."""
+    them where already built with the same peak options; ``header``: their record file's, whose pinned
+    peaks price them)."""
     from pyprof.prof.table import build
 
-    resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration)
+    header = header or (df.attrs.get("header") if df is not None else None) or {}
+    if not header.get("steps") and df is None:  # (records kept their ranges: the steps are there)
+        from pyprof.prof.steps import from_records as steps_of
+
+        header = {**header, "steps": steps_of(records) or None}
+    resolver = DeviceResolver(gpu, peak_flops, peak_bw, calibration, pinned=header.get("peaks"))
     if df is None:
-        df = build(records, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, calibration=resolver.calibration)
+        df = build(records, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, calibration=resolver.calibration,
+                   header=header)
     return Profile(name, records, df, _devices(records, df, resolver), env)
 
 
@@ -82,12 +89,14 @@ def load(path: str | os.PathLike, gpu: str | None = None, peak_flops: float | No
     profile ``pyprof run --report`` makes of the same records. ``env``: the profiled process's settings;
     None reads ``env.json`` beside the file where ``pyprof run`` wrote one."""
     from pyprof.prof.load import read_records
+    from pyprof.records import read_header
 
     records = read_records(path, keep_ranges=True)
     name = os.fspath(path)
     if env is None and name != "-":
         env = read_env(Path(name).with_name("env.json"))
-    return from_records(records, "<stdin>" if name == "-" else name, gpu, peak_flops, peak_bw, env)
+    return from_records(records, "<stdin>" if name == "-" else name, gpu, peak_flops, peak_bw, env,
+                        header=read_header(path))
 
 
 def read_env(path: Path) -> dict[str, Any] | None:

@@ -35,10 +35,12 @@ import orjson
 from pyprof.records import (
     FIELDS,
     FORMAT_VERSION,
+    HEADER_FACTS,
     HEADER_KEY,
     UNVERSIONED,
     check_version,
     pyprof_version,
+    read_header,
     read_version,
 )
 from pyprof.scale.extra import require
@@ -127,14 +129,27 @@ def columns_of(records: list[dict[str, Any]]) -> dict[str, list]:
     return out
 
 
-def metadata(ident: Identity, source: str | None = None) -> dict[bytes, bytes]:
+def metadata(ident: Identity, source: str | None = None, header: dict[str, Any] | None = None) -> dict[bytes, bytes]:
     """The file's key-value metadata: ``pyprof`` -> JSON of the rank, host, where each was read, the
-    input's name, the record format's version, the pyprof version and the records' source (the
-    facts of a record file's header line, :func:`pyprof.records.header`)."""
+    input's name, the record format's version, the pyprof version and the records' source, then the
+    facts of its record file's header line (steps, conditions, peaks: :func:`pyprof.records.header`)."""
     facts = {"rank": ident.rank, "rankFrom": ident.rank_from, "host": ident.host, "hostFrom": ident.host_from,
              "file": ident.file, "format": FORMAT_VERSION, "pyprof": pyprof_version(), "source": source,
              "records": "docs/records.md"}
+    facts.update({k: header[k] for k in HEADER_FACTS if header and header.get(k) is not None})
     return {b"pyprof": orjson.dumps(facts)}
+
+
+def file_header(path: str) -> dict[str, Any]:
+    """The record-file header facts a Parquet file keeps in its metadata (steps, conditions, peaks)."""
+    import pyarrow.parquet as pq
+
+    raw = (pq.read_schema(path).metadata or {}).get(b"pyprof")
+    try:
+        facts = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return {k: facts[k] for k in HEADER_FACTS if isinstance(facts, dict) and k in facts}
 
 
 def file_version(path: str, schema=None) -> int:
@@ -181,10 +196,8 @@ def convert(records_path: str, out: str, ident: Identity, threads: int | None = 
     from pyprof.atomic import atomic_output
 
     version = read_version(records_path)  # (an InputError for a newer one)
-    with open(records_path, "rb") as fh:
-        first = fh.readline(1 << 16)
-    source = orjson.loads(first).get("source") if version != UNVERSIONED else None
-    schema = arrow_schema(metadata(ident, source))
+    head = read_header(records_path) if version != UNVERSIONED else {}
+    schema = arrow_schema(metadata(ident, head.get("source"), head))
     plain = schema.remove_metadata()
     con = duckdb.connect(config={"threads": int(threads)} if threads else {})
     con.execute("SET enable_progress_bar = false")  # its bar would go to stdout

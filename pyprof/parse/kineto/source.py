@@ -514,6 +514,18 @@ class KinetoSource:
 
     # -- records -------------------------------------------------------------------------------------
 
+    def facts(self) -> dict[str, Any]:
+        """What the record file's header says of the trace (:func:`pyprof.records.header`): ``steps``, the
+        ``ProfilerStep#N`` ranges as ``[N, start, end]`` (ns, the records' clock) in start order, where
+        the trace has any."""
+        ix = self._ix
+        prefix, cut = ks.PROFILER_STEP_PREFIX, len(ks.PROFILER_STEP_PREFIX)
+        # (an annotation since PyTorch 1.10; an op range before)
+        ranges = ix.steps or {r for r, nm in enumerate(ix.name) if nm.startswith(prefix)}
+        steps = sorted(([int(ix.name[r][cut:]), ix.start[r], ix.end[r]] for r in ranges
+                        if ix.name[r][cut:].isdigit()), key=lambda s: s[1])
+        return {"steps": steps} if steps else {}
+
     def prepared(self, split: bool = False) -> KinetoPrepared:
         """Every kernel with its op instance decoded and linked, in output order, ready to be turned
         into dicts (:meth:`KinetoPrepared.records`) or JSON lines (:meth:`KinetoPrepared.lines`);
