@@ -24,8 +24,10 @@ def _write(path, records):
 
 @pytest.fixture
 def pair(tmp_path):
-    a = _write(tmp_path / "a.dict", gpu_records())
-    b = _write(tmp_path / "b.dict", gpu_records(slow=2.0, extra_op=True))
+    """A baseline and a run whose linear forward takes twice as long and that runs a softmax too, 6 steps
+    each (enough for a one-sided rank test to show a change)."""
+    a = _write(tmp_path / "a.dict", gpu_records(steps=6))
+    b = _write(tmp_path / "b.dict", gpu_records(steps=6, slow=2.0, extra_op=True))
     return a, b
 
 
@@ -57,29 +59,31 @@ def test_report_bad_input_is_one_line(tmp_path, capsys):
 
 def test_diff_names_the_ops_that_changed(capsys, pair):
     a, b = pair
-    code, out, _ = run_main(capsys, ["diff", a, b, "-w", "100"])
-    assert code == 0
+    code, out, _ = run_main(capsys, ["diff", a, b, "-w", "120"])
+    assert code == 0  # (no --fail-above: a report, not a gate)
     lines = out.splitlines()
-    assert lines[2] == "total time: 940 \u00b5s -> 1.24 ms (+31.9%)"
+    assert lines[2].startswith("total time per step: 470 \u00b5s -> 620 \u00b5s (+31.9%, p=")
     by_op = lines.index(next(x for x in lines if x.startswith("By op")))
-    assert lines[by_op + 1].split()[:4] == ["Op", "Time", "A", "Time"]
-    assert lines[by_op + 2].startswith("linear ") and "+" not in lines[by_op + 2].split()[0]
-    assert lines[by_op + 2].split()[1:8] == ["520", "\u00b5s", "720", "\u00b5s", "+200", "\u00b5s", "+38.5%"]
-    assert lines[by_op + 3].startswith("softmax ") and lines[by_op + 3].rstrip().endswith("new")
+    assert lines[by_op + 1].split()[:6] == ["Op", "A/step", "B/step", "B", "-", "A"]
+    row = lines[by_op + 2].split()
+    assert row[0] == "linear" and row[1:8] == ["260", "\u00b5s", "360", "\u00b5s", "+100", "\u00b5s", "+38.5%"]
+    assert "slower" in row
+    assert lines[by_op + 3].startswith("softmax ") and " new" in lines[by_op + 3]
     assert any(x.startswith("By layer") for x in lines) and any(x.startswith("By kernel") for x in lines)
+    assert lines[-1].startswith("verdict: regression beyond 10%")
 
 
 @pytest.mark.parametrize("width", [30, 50, 80, 120])
 def test_diff_honours_any_width(capsys, pair, width):
     code, out, _ = run_main(capsys, ["diff", *pair, "-w", str(width)])
-    assert code == 0 and all(len(line) <= width for line in out.splitlines()[3:]), out
+    assert code == 0 and all(len(line) <= width for line in out.splitlines()[3:-1]), out
 
 
 def test_diff_fail_above(capsys, pair):
     a, b = pair
     code, _, err = run_main(capsys, ["diff", a, b, "--fail-above", "5", "--by", "op"])
     assert code == 1
-    assert "regression beyond 5%: total time +31.9%" in err and "op linear: time +38.5%" in err
+    assert "regression beyond 5%: total time per step +31.9%" in err and "op linear: time per step +38.5%" in err
     assert "op softmax: new" in err
     code, _, err = run_main(capsys, ["diff", a, b, "--fail-above", "50", "--by", "op"])
     assert code == 1 and err.count("\n") == 1 and "softmax: new" in err
@@ -89,14 +93,30 @@ def test_diff_fail_above(capsys, pair):
     assert code == 0 and err == ""
 
 
+def test_diff_of_a_side_under_load_is_inconclusive(tmp_path, capsys, pair):
+    """A side whose steps ran while other processes held most of the CPUs: exit 3 naming the load, however
+    large the change; --ignore-load judges anyway."""
+    a, b = pair
+    from pyprof.records import header_line
+
+    loaded = tmp_path / "loaded.dict"
+    loaded.write_bytes(header_line("kineto", {"conditions": {"busy_others": 0.9, "cpus": 2}}) + b.read_bytes())
+    code, _, err = run_main(capsys, ["diff", a, loaded, "--fail-above", "10"])
+    assert code == 3 and "inconclusive: B ran under load (other processes used 90% of the 2 CPUs" in err
+    assert "timings may not hold" in err  # and that side says so itself
+    code, _, _ = run_main(capsys, ["diff", a, loaded, "--fail-above", "10", "--ignore-load"])
+    assert code == 1
+
+
 def test_diff_csv_and_json_are_raw(capsys, pair):
     a, b = pair
     code, out, _ = run_main(capsys, ["diff", a, b, "--csv", "--by", "op"])
     rows = list(csv.DictReader(io.StringIO(out)))
     lin = next(r for r in rows if r["key"] == "linear")
-    assert lin["by"] == "op" and float(lin["time_a"]) == 520_000 and float(lin["time_b"]) == 720_000
+    assert lin["by"] == "op" and float(lin["time_a"]) == 260_000 and float(lin["time_b"]) == 360_000
+    assert float(lin["p"]) < 0.01 and lin["verdict"] == "slower"
     soft = next(r for r in rows if r["key"] == "softmax")
-    assert soft["time_a"] == "" and soft["status"] == "new"
+    assert soft["time_a"] == "" and soft["verdict"] == "new"
     code, out, _ = run_main(capsys, ["diff", a, b, "--json"])
     objs = [orjson.loads(x) for x in out.splitlines()]
     assert {o["by"] for o in objs} == {"op", "layer", "kernel"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 
@@ -220,34 +221,66 @@ def test_fix_this_first_orders_by_time_above_the_roofline(gpu):
 
 
 def test_diff_names_the_op_that_changed():
-    a = profile.from_records(gpu_records(), calibration={})
-    b = profile.from_records(gpu_records(slow=2.0, extra_op=True), calibration={})
-    table = diff.compare(a.df, b.df, "op")
-    assert list(table["key"][:2]) == ["linear", "softmax"]  # +200 us, then +100 us (new): by |delta|
+    a = profile.from_records(gpu_records(steps=6), calibration={})
+    b = profile.from_records(gpu_records(steps=6, slow=2.0, extra_op=True), calibration={})
+    sa, sb = diff.side(a.df, "op"), diff.side(b.df, "op")
+    assert sa.steps == sb.steps == 6  # the steps of the records' ProfilerStep ranges
+    table = diff.compare(sa, sb)
+    assert list(table["key"][:2]) == ["linear", "softmax"]  # +100 us per step, then +50 us (new): by |delta|
     new = table.iloc[1]
-    assert new["status"] == "new" and math.isnan(new["time_a"]) and new["time_b"] == 100_000
+    assert new["verdict"] == "new" and math.isnan(new["time_a"]) and new["time_b"] == 50_000
     lin = table[table["key"] == "linear"].iloc[0]
-    assert lin["delta"] == 200_000 and lin["delta_pct"] == pytest.approx(200_000 / 520_000 * 100)
-    assert lin["flops_a"] == lin["flops_b"]
+    assert lin["delta"] == 100_000 and lin["delta_pct"] == pytest.approx(100_000 / 260_000 * 100)
+    assert lin["verdict"] == "slower" and lin["p"] < diff.ALPHA
+    assert lin["tflops_b"] < lin["tflops_a"] and lin["shapes"] == ""  # the same FLOPs in more time
     same = table[table["key"] == "relu"].iloc[0]
-    assert same["delta"] == 0 and same["status"] == ""
-    tot = diff.total(a.df, b.df)
-    assert tot.delta_pct == pytest.approx(300_000 / a.total_ns * 100)  # linear +200 us, softmax +100 us
-    lines = diff.regressions(table, tot, 5.0)
-    assert lines[0].startswith("total time +") and any(x.startswith("linear: time +38.5%") for x in lines)
-    assert any(x.startswith("softmax: new") for x in lines)
-    assert diff.regressions(table, tot, 50.0) == ["softmax: new, 100 \u00b5s"]
-    assert diff.regressions(diff.compare(b.df, a.df, "op"), diff.total(b.df, a.df), 0.0) == []  # faster: none
+    assert same["delta"] == 0 and same["verdict"] == "same"
+    tot = diff.total(sa, sb)
+    assert (tot.time_a, tot.time_b) == (470_000, 620_000) and tot.p < diff.ALPHA
+    outcome = diff.judge({"op": table}, tot, 5.0)
+    assert outcome.kind == "regression" and outcome.exit_code == 1
+    assert outcome.regressions[0].startswith("total time per step +31.9%")
+    assert any(x.startswith("op linear: time per step +38.5%") for x in outcome.regressions)
+    assert any(x.startswith("op softmax: new") for x in outcome.regressions)
+    faster = diff.judge({"op": diff.compare(sb, sa)}, diff.total(sb, sa), 0.0)
+    assert faster.kind == "no regression" and faster.regressions == []
+
+
+def test_diff_of_too_few_steps_is_inconclusive_not_a_regression():
+    """Two steps a side cannot show a change (the best one-sided p is 1/6): inconclusive, exit 3."""
+    a = profile.from_records(gpu_records(steps=2), calibration={})
+    b = profile.from_records(gpu_records(steps=2, slow=2.0), calibration={})
+    sa, sb = diff.side(a.df, "op"), diff.side(b.df, "op")
+    outcome = diff.judge({"op": diff.compare(sa, sb)}, diff.total(sa, sb), 10.0)
+    assert outcome.kind == "inconclusive" and outcome.exit_code == 3 and "2 and 2 steps" in outcome.why[0]
 
 
 def test_diff_compares_per_step_when_step_counts_differ():
     a = profile.from_records(gpu_records(steps=2), calibration={})
     b = profile.from_records(gpu_records(steps=4), calibration={})
-    scale = diff.scale_for(a.records, b.records)
-    assert scale.per_step and (scale.a, scale.b) == (2.0, 4.0)
-    table = diff.compare(a.df, b.df, "op", scale)
-    assert (table["delta"] == 0).all()
-    assert diff.total(a.df, b.df, scale).delta_pct == 0
+    sa, sb = diff.side(a.df, "op"), diff.side(b.df, "op")
+    assert (sa.steps, sb.steps) == (2, 4)
+    assert (diff.compare(sa, sb)["delta"] == 0).all()
+    assert diff.total(sa, sb).delta_pct == 0
+
+
+def test_mann_whitney_is_the_textbook_test():
+    """Exact p of complete separation is 1 / C(n+m, n); with ties, the normal approximation with the tie
+    correction; and, where scipy is at hand, the same as its test in both directions."""
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0, 6.0])
+    assert diff.mann_whitney(a, b, greater=True) == pytest.approx(1 / 20)
+    assert diff.mann_whitney(a, b, greater=False) == pytest.approx(1.0)
+    assert diff.best_p(5, 5) == pytest.approx(1 / 252)
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(7)
+    for n, m in ((3, 4), (5, 5), (8, 11), (20, 20)):
+        x, y = rng.normal(10, 1, n), rng.normal(10.7, 1, m)
+        for greater in (True, False):
+            want = scipy_stats.mannwhitneyu(y, x, alternative="greater" if greater else "less", method="exact").pvalue
+            assert diff.mann_whitney(x, y, greater) == pytest.approx(want)
+    x, y = np.array([1.0, 2, 2, 3]), np.array([2.0, 3, 3, 4, 0])  # ties
+    want = scipy_stats.mannwhitneyu(y, x, alternative="greater", method="asymptotic").pvalue
+    assert diff.mann_whitney(x, y, True) == pytest.approx(want)
 
 
 def _cpu_records():

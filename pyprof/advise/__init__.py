@@ -55,9 +55,9 @@ class Advised:
 
 def context(profile, spans: dict[str, list] | None = None) -> Context:
     """What the kinds read of ``profile`` (and the trace's ``spans``); ``steps``: the ProfilerStep count."""
-    from pyprof.report.diff import step_count
+    from pyprof.prof.steps import table
 
-    steps = step_count(profile.records)
+    steps = len(table(profile.df.attrs.get("header")))
     devices = {d.label: d.device for d in profile.devices if not d.is_cpu and d.device is not None}
     return Context(profile.df, profile.records, float(steps or 1), devices, profile.env, spans, steps=steps)
 

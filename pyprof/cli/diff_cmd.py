@@ -9,31 +9,39 @@ import click
 
 from pyprof.cli import stderr_say
 
-HELP = """Compare records file B with A (the baseline): per op, layer and kernel, the time, FLOPs and
-roofline gap of each side and the change in time, largest change first. A and B: record files,
-.parquet files or dataset folders; an export or trace is parsed first.
+HELP = """Compare records file B with A (the baseline): per op, layer and kernel, the time per step of
+each side, the change, and whether the steps show it. A and B: record files, .parquet files, dataset
+folders or `pyprof run` folders; an export or trace is parsed first.
 
 \b
 Examples:
-  pyprof diff old/records.dict new/records.dict
+  pyprof diff old/ new/                            two `pyprof run` folders
   pyprof diff -w 120 --by op --top 20 a.dict b.dict
   pyprof diff --csv a.dict b.dict > diff.csv
-  pyprof diff --fail-above 5 main.dict branch.dict     exit 1 on a regression beyond 5%
+  pyprof diff --fail-above 10 main/ branch/        a CI gate: exit 1 on a shown regression
 
 \b
-Each side's step count (torch.profiler's ProfilerStep#N ranges) is shown; where both files hold
-steps and their counts differ, time and FLOPs are compared per step. --fail-above PCT: exit
-status 1 when the total time, or the time of one op, layer or kernel holding at least --min-share
-percent of either total, grew by more than PCT percent (each regression is named on stderr); 0
-otherwise. pyprof's own errors exit 2.
+The step is the sample: each side gives each op, layer and kernel one time per profiled step.
+A change is the median of B's steps over A's; p is a one-sided Mann-Whitney U test of the steps
+(the chance that they would be so ordered without a change). Verdict: slower/faster when the
+change exceeds the threshold (--fail-above, else 10%) and p < 0.01; unclear when it exceeds it but
+the steps do not show it (too few steps, too much spread); same within it; new/gone.
+--fail-above PCT: exit 1 when the total time per step, or an op, layer or kernel holding at least
+--min-share percent of a side's step, is slower by more than PCT percent and shown (each named on
+stderr); exit 3 (inconclusive) when a side ran under load (other processes took over a quarter of
+the CPUs while its steps ran: pyprof run measures it; --ignore-load judges anyway) or a change
+above PCT could not be tested (fewer than 5 steps a side: pyprof run --active 5); else 0.
+--per-sample: times per sample, each side's step divided by its batch size (pyprof run records it),
+to compare runs of different batch sizes. pyprof's own errors exit 2.
 Tables print human units (aligned to the terminal, or -w WIDTH); --csv and --json print raw
-numbers (ns, FLOPs).
+numbers (ns, FLOP/s, p).
 """
 
-DROP = (("flops_a", "flops_b"), ("gap_a", "gap_b"), ("time_a",), ("delta_pct",))  # left out first, in pairs
-HUMAN = (("key", "", "str"), ("time_a", "Time A", "dur"), ("time_b", "Time B", "dur"), ("delta", "B - A", "+dur"),
-         ("delta_pct", "Change", "+pct"), ("flops_a", "FLOPs A", "flop"), ("flops_b", "FLOPs B", "flop"),
-         ("gap_a", "Gap A", "num"), ("gap_b", "Gap B", "num"), ("status", "", "str"))
+DROP = (("tflops_a", "tflops_b"), ("gap_a", "gap_b"), ("shapes",), ("time_a",), ("p",), ("delta_pct",))
+HUMAN = (("key", "", "str"), ("time_a", "A/step", "dur"), ("time_b", "B/step", "dur"), ("delta", "B - A", "+dur"),
+         ("delta_pct", "Change", "+pct"), ("p", "p", "num"), ("verdict", "Verdict", "str"),
+         ("tflops_a", "FLOP/s A", "flops"), ("tflops_b", "FLOP/s B", "flops"),
+         ("gap_a", "Gap A", "num"), ("gap_b", "Gap B", "num"), ("shapes", "Shapes", "str"))
 
 
 def _by_list(value: str) -> list[str]:
@@ -59,18 +67,21 @@ def _by_list(value: str) -> list[str]:
 @click.option("--csv", "as_csv", is_flag=True, help="CSV, raw numbers, one row per group (column `by` first).")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, raw numbers (null = unknown or absent).")
 @click.option("--fail-above", type=click.FloatRange(min=0), metavar="PCT",
-              help="Exit 1 when time grew by more than PCT percent (see above).")
+              help="Exit 1 on a regression beyond PCT percent that the steps show, 3 when inconclusive (see above).")
 @click.option("--min-share", type=click.FloatRange(min=0, max=100), default=1.0, show_default=True, metavar="PCT",
-              help="With --fail-above: groups under this share of both totals are not judged.")
+              help="Groups under this share of both sides' step are not judged.")
+@click.option("--ignore-load", is_flag=True, help="Judge even where a side ran under load.")
+@click.option("--per-sample", is_flag=True, help="Compare time per sample (each side's batch size, as pyprof run saw it).")
 @click.option("--gpu", metavar="NAME", help="GPU of every record (a name the peak table matches).")
 @click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for every dtype.")
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s.")
-def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak_flops, peak_bw):
+def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_load, per_sample, gpu, peak_flops,
+         peak_bw):
     import shutil
 
     from pyprof.cli import inputs
     from pyprof.errors import UsageError
-    from pyprof.prof import render, units
+    from pyprof.prof import noise
     from pyprof.report import diff as diff_mod
 
     if as_csv and as_json:
@@ -79,42 +90,79 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, gpu, peak
     say = stderr_say()
     pa = inputs.profile(a, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
     pb = inputs.profile(b, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
-    na, nb = diff_mod.step_count(pa.records), diff_mod.step_count(pb.records)
-    scale = diff_mod.scale_for(pa.records, pb.records)
-    tot = diff_mod.total(pa.df, pb.df, scale)
-    tables = {g: diff_mod.compare(pa.df, pb.df, g, scale) for g in groupings}
+    batches = (_batch(pa.df, a), _batch(pb.df, b)) if per_sample else (1.0, 1.0)
+    pct = 10.0 if fail_above is None else fail_above
+    sides = {g: (diff_mod.side(pa.df, g, batches[0]), diff_mod.side(pb.df, g, batches[1])) for g in groupings}
+    first = next(iter(sides.values()))
+    tot = diff_mod.total(*first)
+    tables = {g: diff_mod.compare(sa, sb, pct) for g, (sa, sb) in sides.items()}
+    loaded = []
+    for name, p in (("A", pa), ("B", pb)):
+        line = noise.warning(noise.problems(p.df), f"{name} ({p.name})")
+        if line:
+            say(f"pyprof: warning: {line}")
+        load = noise.under_load(p.df)
+        if load and not ignore_load:
+            loaded.append(f"{name} ran under load ({load})")
+    outcome = diff_mod.judge(tables, tot, pct, min_share, loaded)
     out = sys.stdout
     if as_csv or as_json:
         _raw(tables, out, as_json)
     else:
         if width is None:
             width = shutil.get_terminal_size((80, 24)).columns
-        per = " per step" if scale.per_step else ""
-        out.write(f"A: {a} ({_steps(na)})\nB: {b} ({_steps(nb)})\n"
-                  f"total time{per}: {units.duration(tot.time_a)} -> {units.duration(tot.time_b)} "
-                  f"({units.FORMATS['+pct'](tot.delta_pct)})\n")
-        for g, table in tables.items():
-            shown = table.head(top)
-            out.write("\n" + render.fit_line(f"By {g} (top {len(shown)} of {len(table)}, largest change first)",
-                                              width) + "\n")
-            cols = [units.column(shown[n].tolist(), k) if k != "str" else [str(v) if v else "" for v in shown[n]]
-                    for n, _, k in HUMAN]
-            heads = [g.capitalize() if n == "key" else h for n, h, _ in HUMAN]
-            names = [n for n, _, _ in HUMAN]
-            render.write_aligned(cols, heads, [k != "str" for _, _, k in HUMAN], out, width,
-                                 drop=[tuple(names.index(n) for n in group) for group in DROP])
+        _human(tables, tot, out, width, top, a, b, per_sample)
+        out.write(f"\n{_outcome_line(outcome, pct, groupings)}\n")
     out.flush()
     if fail_above is not None:
-        lines = diff_mod.regressions_all(tables, tot, fail_above, min_share)
-        for line in lines:
+        for line in outcome.regressions:
             click.echo(f"pyprof: regression beyond {fail_above:g}%: {line}", err=True)
-        if lines:
-            sys.exit(1)
+        if outcome.kind == "inconclusive":
+            click.echo(f"pyprof: inconclusive: {'; '.join(outcome.why)}", err=True)
+        sys.exit(outcome.exit_code)
+
+
+def _batch(df, name) -> float:
+    """The batch size ``pyprof run`` saw for the records of ``name`` (``--per-sample``)."""
+    from pyprof.errors import UsageError
+
+    batch = ((df.attrs.get("header") or {}).get("conditions") or {}).get("batch")
+    if not isinstance(batch, int) or batch <= 0:
+        raise UsageError(f"--per-sample: {name} records no batch size",
+                         "profile it with pyprof run (which records the batch size where it sees one), or drop --per-sample")
+    return float(batch)
+
+
+def _human(tables, tot, out, width, top, a, b, per_sample) -> None:
+    from pyprof.prof import render, units
+
+    unit = "per sample" if per_sample else "per step"
+    out.write(f"A: {a} ({_steps(tot.steps_a)})\nB: {b} ({_steps(tot.steps_b)})\n"
+              f"total time {unit}: {units.duration(tot.time_a)} -> {units.duration(tot.time_b)} "
+              f"({units.FORMATS['+pct'](tot.delta_pct)}, p={units.number(tot.p)})\n")
+    for g, table in tables.items():
+        shown = table.head(top)
+        out.write("\n" + render.fit_line(f"By {g} (top {len(shown)} of {len(table)}, largest change first; "
+                                          f"times {unit})", width) + "\n")
+        cols = [units.column(shown[n].tolist(), k) if k != "str" else [str(v) if v else "" for v in shown[n]]
+                for n, _, k in HUMAN]
+        heads = [g.capitalize() if n == "key" else h for n, h, _ in HUMAN]
+        names = [n for n, _, _ in HUMAN]
+        render.write_aligned(cols, heads, [k != "str" for _, _, k in HUMAN], out, width,
+                             drop=[tuple(names.index(n) for n in group) for group in DROP])
+
+
+def _outcome_line(outcome, pct: float, groupings) -> str:
+    if outcome.kind == "inconclusive":
+        return f"verdict: inconclusive: {'; '.join(outcome.why)}"
+    if outcome.kind == "regression":
+        return f"verdict: regression beyond {pct:g}%: {'; '.join(outcome.regressions)}"
+    return f"verdict: no regression beyond {pct:g}% that the steps show ({', '.join(groupings)} and the total)"
 
 
 def _steps(n: int) -> str:
-    """How many steps a side holds, as the header says it."""
-    return "no ProfilerStep ranges" if n == 0 else f"{n} step{'s' if n != 1 else ''}"
+    """How many steps a side holds."""
+    return f"{n} step{'s' if n != 1 else ''}"
 
 
 def _raw(tables, out, as_json: bool) -> None:

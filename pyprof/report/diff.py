@@ -1,126 +1,210 @@
-"""Two profiles side by side: per op, layer or kernel, the time, FLOPs and roofline gap of A (the
-baseline) and B, and B - A, sorted by the size of the change in time (largest first).
+"""Two profiles compared with statistics: per op, layer or kernel, A's (the baseline's) and B's time per
+step, the change, and whether the steps show it.
 
-Both sides are prof's summaries (:func:`pyprof.prof.summary.summarize`) of the same grouping. Where
-both record files hold torch.profiler steps (``ProfilerStep#N`` ranges) and their counts differ, each
-side's time and FLOPs are divided by its step count, so a run of 5 steps compares with one of 3 per
-step (``per_step`` says so); otherwise totals are compared.
+The step is the sample (:mod:`pyprof.prof.steps`): each side gives one time per profiled step for each
+group (0 in a step without it). A change is judged by both its size and its evidence, as asv judges
+benchmarks:
 
-A regression (:func:`regressions`, ``pyprof diff --fail-above PCT``) is the total time, or the time of
-one group, grown by more than PCT percent; groups below ``min_share`` percent of both totals are not
-judged (their noise is larger than their weight).
+* ``change``: median of B's steps / median of A's - 1;
+* ``p``: a one-sided Mann-Whitney U test of B's steps against A's in the direction of the change (exact
+  where the steps hold no ties and are few, else the normal approximation with the tie correction): the
+  chance that steps drawn from one distribution would be ordered as they are;
+* ``verdict``: ``slower``/``faster`` when the change exceeds the threshold and ``p`` is below
+  :data:`ALPHA`; ``unclear`` when it exceeds the threshold but the steps do not show it (too few steps, or
+  too much spread); ``same`` within the threshold; ``new``/``gone`` for a group on one side only.
+
+:func:`judge` turns the tables into one outcome: ``regression`` (a ``slower`` group holding at least
+``min_share`` percent of either side's step, or the total), ``inconclusive`` (a side ran under load
+(:mod:`pyprof.prof.noise`), or a change above the threshold could not be tested: too few steps to
+ever reach :data:`ALPHA`), else ``no regression``. ``--per-sample`` divides each side's step times by
+its batch size (the header's ``conditions``), so runs of different batch sizes compare.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import math
+from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 import pandas as pd
 
-from pyprof.prof.summary import summarize
-from pyprof.report.timeline import step_of
+from pyprof.prof.summary import step_times, summarize
 
 BY = ("op", "layer", "kernel")
-COLUMNS = ("key", "time_a", "time_b", "delta", "delta_pct", "flops_a", "flops_b", "gap_a", "gap_b", "status")
+COLUMNS = ("key", "time_a", "time_b", "delta", "delta_pct", "p", "verdict", "tflops_a", "tflops_b", "gap_a",
+           "gap_b", "shapes")
+#: a change whose one-sided p is below this is shown by the steps
+ALPHA = 0.01
 MIN_SHARE = 1.0
 
 
-@dataclass(frozen=True)
-class Scale:
-    """How each side's sums are divided: ``a`` and ``b`` (steps, or 1), and whether that is per step."""
-
-    a: float = 1.0
-    b: float = 1.0
-    per_step: bool = False
-
-
-def step_count(records: list[dict[str, Any]]) -> int:
-    """Distinct ``ProfilerStep#N`` ranges around the records (0: none)."""
-    return len({s for s in map(step_of, records) if s is not None})
-
-
-def scale_for(records_a: list[dict[str, Any]], records_b: list[dict[str, Any]]) -> Scale:
-    na, nb = step_count(records_a), step_count(records_b)
-    if na and nb and na != nb:
-        return Scale(float(na), float(nb), True)
-    return Scale()
+@cache
+def _u_counts(n: int, m: int) -> tuple[int, ...]:
+    """How many of the C(n+m, n) orderings of n and m distinct values give each U = 0..n*m."""
+    if n == 0 or m == 0:
+        return (1,)
+    a, b = _u_counts(n - 1, m), _u_counts(n, m - 1)
+    out = [0] * (n * m + 1)
+    for u, c in enumerate(a):  # the largest value is one of the n: it beats all m
+        out[u + m] += c
+    for u, c in enumerate(b):
+        out[u] += c
+    return tuple(out)
 
 
-def compare(df_a: pd.DataFrame, df_b: pd.DataFrame, by: str, scale: Scale = Scale()) -> pd.DataFrame:
-    """One row per group present in A or B (columns :data:`COLUMNS`; NaN where a side lacks the
-    group), ``status`` ``new``/``gone``/``""``, sorted by ``|delta|`` then key."""
-    a = summarize(df_a, by).set_index("key")
-    b = summarize(df_b, by).set_index("key")
-    keys = list(dict.fromkeys(list(a.index) + list(b.index)))
-    a, b = a.reindex(keys), b.reindex(keys)
-    out = pd.DataFrame({"key": keys})
-    out["time_a"] = a["time"].to_numpy() / scale.a
-    out["time_b"] = b["time"].to_numpy() / scale.b
-    ta, tb = np.nan_to_num(out["time_a"].to_numpy()), np.nan_to_num(out["time_b"].to_numpy())
-    out["delta"] = tb - ta
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["delta_pct"] = np.where(ta > 0, (tb - ta) / np.where(ta > 0, ta, 1) * 100, np.nan)
-    out["flops_a"] = a["flops"].to_numpy() / scale.a
-    out["flops_b"] = b["flops"].to_numpy() / scale.b
-    out["gap_a"] = a["gap"].to_numpy()
-    out["gap_b"] = b["gap"].to_numpy()
-    out["status"] = np.where(np.isnan(out["time_a"]), "new", np.where(np.isnan(out["time_b"]), "gone", ""))
-    out = out.assign(_abs=np.abs(out["delta"].to_numpy()))
-    out = out.sort_values(["_abs", "key"], ascending=[False, True], kind="stable").drop(columns="_abs")
-    return out.reset_index(drop=True)[list(COLUMNS)]
+def mann_whitney(a: np.ndarray, b: np.ndarray, greater: bool) -> float:
+    """One-sided p that ``b``'s values are larger than ``a``'s (``greater``) or smaller: exact for small
+    samples without ties, else the normal approximation with the tie correction."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n, m = len(a), len(b)
+    if n == 0 or m == 0:
+        return 1.0
+    both = np.concatenate([a, b])
+    ranks = pd.Series(both).rank(method="average").to_numpy()
+    u_b = ranks[n:].sum() - m * (m + 1) / 2  # pairs (a, b) with b > a, ties counted half
+    u = u_b if greater else n * m - u_b
+    ties = len(np.unique(both)) < n + m
+    if not ties and n * m <= 400:
+        counts = _u_counts(m, n)  # U of b's values over a's
+        return sum(counts[int(round(u)):]) / math.comb(n + m, n)
+    _, t = np.unique(both, return_counts=True)
+    var = n * m / 12 * ((n + m + 1) - (t**3 - t).sum() / ((n + m) * (n + m - 1)))
+    if var <= 0:
+        return 1.0
+    z = (u - n * m / 2 - 0.5) / math.sqrt(var)
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def best_p(n: int, m: int) -> float:
+    """The smallest one-sided p :func:`mann_whitney` can give with ``n`` and ``m`` steps."""
+    return 1.0 / math.comb(n + m, n) if n and m else 1.0
+
+
+@dataclass
+class Side:
+    """One profile's per-step times: ``wide`` (groups x steps, ns, per sample with a batch size), its
+    summary (``summ``, indexed by key), and the distinct call arguments per group."""
+
+    wide: pd.DataFrame
+    summ: pd.DataFrame
+    params: dict = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        return self.wide.shape[1]
+
+
+def side(df: pd.DataFrame, by: str, batch: float = 1.0) -> Side:
+    """What :func:`compare` reads of prof's table ``df`` for grouping ``by``."""
+    wide = step_times(df, by) / batch
+    summ = summarize(df, by).set_index("key")
+    params: dict = {}
+    if "params" in df:
+        from pyprof.prof.summary import keys
+
+        for k, p in zip(keys(df, by), df["params"].tolist(), strict=True):
+            params.setdefault(k, set()).add(p)
+    return Side(wide, summ, params)
+
+
+def compare(a: Side, b: Side, pct: float = 10.0) -> pd.DataFrame:
+    """One row per group of A or B (:data:`COLUMNS`), largest change in time first."""
+    keys = list(dict.fromkeys(list(a.wide.index) + list(b.wide.index)))
+    wa = a.wide.reindex(keys, fill_value=0.0).to_numpy(dtype=float)
+    wb = b.wide.reindex(keys, fill_value=0.0).to_numpy(dtype=float)
+    rows = []
+    for i, key in enumerate(keys):
+        ta, tb = float(np.median(wa[i])) if a.steps else 0.0, float(np.median(wb[i])) if b.steps else 0.0
+        in_a, in_b = key in a.wide.index, key in b.wide.index
+        change = (tb - ta) / ta * 100 if ta > 0 else math.nan
+        p = mann_whitney(wa[i], wb[i], greater=tb >= ta)
+        if not in_a or not in_b:
+            verdict = "new" if in_b else "gone"
+        elif not abs(change) > pct:
+            verdict = "same"
+        else:
+            verdict = ("slower" if change > 0 else "faster") if p < ALPHA else "unclear"
+        pa, pb = a.params.get(key), b.params.get(key)
+        rows.append((key, ta if in_a else math.nan, tb if in_b else math.nan, tb - ta, change, p, verdict,
+                     _get(a.summ, key, "tflops"), _get(b.summ, key, "tflops"), _get(a.summ, key, "gap"),
+                     _get(b.summ, key, "gap"), "changed" if pa and pb and pa != pb else ""))
+    out = pd.DataFrame(rows, columns=list(COLUMNS))
+    out = out.assign(_abs=out["delta"].abs()).sort_values(["_abs", "key"], ascending=[False, True], kind="stable")
+    return out.drop(columns="_abs").reset_index(drop=True)
+
+
+def _get(summ: pd.DataFrame, key, col: str) -> float:
+    return float(summ.at[key, col]) if key in summ.index and pd.notna(summ.at[key, col]) else math.nan
 
 
 @dataclass(frozen=True)
 class Total:
+    """The step totals of each side (ns per step, medians) and the test of their change."""
+
     time_a: float
     time_b: float
+    p: float
+    steps_a: int
+    steps_b: int
 
     @property
     def delta_pct(self) -> float:
         return (self.time_b - self.time_a) / self.time_a * 100 if self.time_a > 0 else float("nan")
 
 
-def total(df_a: pd.DataFrame, df_b: pd.DataFrame, scale: Scale = Scale()) -> Total:
-    return Total(float(df_a["sil"].fillna(0).sum()) / scale.a, float(df_b["sil"].fillna(0).sum()) / scale.b)
+def total(a: Side, b: Side) -> Total:
+    sa, sb = a.wide.sum(axis=0).to_numpy(dtype=float), b.wide.sum(axis=0).to_numpy(dtype=float)
+    ta = float(np.median(sa)) if len(sa) else 0.0
+    tb = float(np.median(sb)) if len(sb) else 0.0
+    return Total(ta, tb, mann_whitney(sa, sb, greater=tb >= ta), len(sa), len(sb))
 
 
-def regressions(table: pd.DataFrame, tot: Total, pct: float, min_share: float = MIN_SHARE) -> list[str]:
-    """One line per regression beyond ``pct`` percent: the total, then each group of ``table`` (from
-    :func:`compare`) whose time grew by more than that and that holds at least ``min_share`` percent of
-    either side's total; a group new in B counts when it holds that share of B."""
+@dataclass
+class Outcome:
+    """:func:`judge`'s verdict: ``kind`` (``regression``, ``inconclusive``, ``no regression``), the
+    regressions found, and why it is inconclusive."""
+
+    kind: str
+    regressions: list[str] = field(default_factory=list)
+    why: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return {"regression": 1, "inconclusive": 3}.get(self.kind, 0)
+
+
+def judge(tables: dict[str, pd.DataFrame], tot: Total, pct: float, min_share: float = MIN_SHARE,
+          loaded: list[str] | None = None) -> Outcome:
+    """The outcome of a comparison at threshold ``pct`` (see the module docstring). ``loaded``: each side's
+    load phrase where it ran under load (:func:`pyprof.prof.noise.under_load`)."""
     from pyprof.prof.units import duration
 
-    lines = []
+    found, untestable = [], []
+    testable = best_p(tot.steps_a, tot.steps_b) < ALPHA
     if tot.time_a > 0 and tot.delta_pct > pct:
-        lines.append(f"total time +{tot.delta_pct:.1f}% ({duration(tot.time_a)} -> {duration(tot.time_b)})")
-    for row in table.itertuples(index=False):
-        ta = 0.0 if np.isnan(row.time_a) else row.time_a
-        tb = 0.0 if np.isnan(row.time_b) else row.time_b
-        big = (tot.time_a > 0 and ta / tot.time_a * 100 >= min_share) or \
-              (tot.time_b > 0 and tb / tot.time_b * 100 >= min_share)
-        if not big or tb <= ta:
-            continue
-        if ta == 0:
-            lines.append(f"{row.key}: new, {duration(tb)}")
-        elif (tb - ta) / ta * 100 > pct:
-            lines.append(f"{row.key}: time +{(tb - ta) / ta * 100:.1f}% ({duration(ta)} -> {duration(tb)})")
-    return lines
-
-
-def regressions_all(tables: dict[str, pd.DataFrame], tot: Total, pct: float, min_share: float = MIN_SHARE) -> list[str]:
-    """:func:`regressions` of several tables (by op, layer, kernel): the total once, then each table's
-    groups prefixed with the grouping (``op conv2d: ...``)."""
-    lines = []
-    for i, (by, table) in enumerate(tables.items()):
-        found = regressions(table, tot, pct, min_share)
-        has_total = bool(found) and found[0].startswith("total time")
-        if has_total:
-            if i == 0:
-                lines.append(found[0])
-            found = found[1:]
-        lines += [f"{by} {line}" for line in found]
-    if not tables:
-        lines = regressions(pd.DataFrame(columns=list(COLUMNS)), tot, pct, min_share)
-    return lines
+        if tot.p < ALPHA:
+            found.append(f"total time per step +{tot.delta_pct:.1f}% ({duration(tot.time_a)} -> "
+                         f"{duration(tot.time_b)}, p={tot.p:.2g})")
+        elif not testable:
+            untestable.append("total time")
+    for by, table in tables.items():
+        for row in table.itertuples(index=False):
+            ta, tb = (0.0 if math.isnan(v) else v for v in (row.time_a, row.time_b))
+            big = ta / tot.time_a * 100 >= min_share if tot.time_a > 0 else False
+            big |= tb / tot.time_b * 100 >= min_share if tot.time_b > 0 else False
+            if not big or tb <= ta:
+                continue
+            if row.verdict in ("slower", "new") and row.p < ALPHA:
+                what = "new" if row.verdict == "new" else f"time per step +{row.delta_pct:.1f}%"
+                found.append(f"{by} {row.key}: {what} ({duration(ta)} -> {duration(tb)}, p={row.p:.2g})")
+            elif (row.verdict == "unclear" or row.verdict == "new") and not testable:
+                untestable.append(f"{by} {row.key}")
+    why = list(loaded or [])
+    if untestable:
+        why.append(f"{tot.steps_a} and {tot.steps_b} steps cannot show a change (the best one-sided p is "
+                   f"{best_p(tot.steps_a, tot.steps_b):.2g}; profile at least 5 steps a side: pyprof run --active 5)"
+                   f" of {', '.join(untestable[:4])}" + (f" and {len(untestable) - 4} more" if len(untestable) > 4 else ""))
+    if why:
+        return Outcome("inconclusive", found, why)
+    return Outcome("regression" if found else "no regression", found)

@@ -344,18 +344,18 @@ def _breakdown_table(items: list[breakdown_mod.Breakdown]) -> str:
 
 
 def _baseline(p: Profile, base: Profile, figs: dict) -> str:
-    scale = diff_mod.scale_for(base.records, p.records)
-    tot = diff_mod.total(base.df, p.df, scale)
-    per = " per step" if scale.per_step else ""
-    parts = [f'<div class="cards">{_card(units.duration(tot.time_a), "baseline (A) time" + per)}'
-             f'{_card(units.duration(tot.time_b), "this run (B) time" + per)}'
-             f'{_card(units.FORMATS["+pct"](tot.delta_pct), "change")}</div>']
-    cols = [("key", "", "str", 1.0), ("time_a", "Time A", "dur", 1.0), ("time_b", "Time B", "dur", 1.0),
-            ("delta", "B - A", "+dur", 1.0), ("delta_pct", "Change", "+pct", 1.0), ("flops_a", "FLOPs A", "flop", 1.0),
-            ("flops_b", "FLOPs B", "flop", 1.0), ("gap_a", "Gap A", "num", 1.0), ("gap_b", "Gap B", "num", 1.0),
-            ("status", "", "str", 1.0)]
-    for by in diff_mod.BY:
-        table = diff_mod.compare(base.df, p.df, by, scale)
+    sides = {by: (diff_mod.side(base.df, by), diff_mod.side(p.df, by)) for by in diff_mod.BY}
+    tot = diff_mod.total(*sides["op"])
+    parts = [f'<div class="cards">{_card(units.duration(tot.time_a), "baseline (A) time per step")}'
+             f'{_card(units.duration(tot.time_b), "this run (B) time per step")}'
+             f'{_card(units.FORMATS["+pct"](tot.delta_pct), f"change (p={units.number(tot.p)})")}</div>']
+    cols = [("key", "", "str", 1.0), ("time_a", "A/step", "dur", 1.0), ("time_b", "B/step", "dur", 1.0),
+            ("delta", "B - A", "+dur", 1.0), ("delta_pct", "Change", "+pct", 1.0), ("p", "p", "num", 1.0),
+            ("verdict", "Verdict", "str", 1.0), ("tflops_a", "FLOP/s A", "flops", 1e12),
+            ("tflops_b", "FLOP/s B", "flops", 1e12), ("gap_a", "Gap A", "num", 1.0), ("gap_b", "Gap B", "num", 1.0),
+            ("shapes", "Shapes", "str", 1.0)]
+    for by, (sa, sb) in sides.items():
+        table = diff_mod.compare(sa, sb)
         fid = f"fig-delta-{by}"
         if by == "op" and len(table):
             figs[fid] = figures.deltas(table, by)
@@ -364,8 +364,9 @@ def _baseline(p: Profile, base: Profile, figs: dict) -> str:
         parts.append(f"<h3>Per {by}</h3>" + table_html(table, [(n, header if n == "key" else h, k, s)
                                                               for n, h, k, s in cols], f"t-diff-{by}"))
     return _section("baseline", "Compared with the baseline", "".join(parts),
-                    f"A: {_e(base.name)}; B: {_e(p.name)}. Sorted by the size of the change in time"
-                    + (" (both divided by their step counts, which differ)" if scale.per_step else "") + ".")
+                    f"A: {_e(base.name)}; B: {_e(p.name)}. Time per step (the median over each side's "
+                    f"{tot.steps_a} and {tot.steps_b} steps), sorted by the size of the change; p: a one-sided "
+                    "Mann-Whitney U test of the steps; verdict at 10% (pyprof diff --help).")
 
 
 def _findings(p: Profile) -> str:
