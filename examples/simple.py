@@ -6,13 +6,18 @@ Profile on a GPU with Nsight Systems, then turn the export into a per-kernel tab
     pyprof parse simple.sqlite -o simple.dict
     pyprof prof simple.dict
 
-Runs on CPU too (no kernels then, but the markers are emitted the same way), and under
-``pyprof run examples/simple.py`` (which calls pyprof.init() first: the call below is then a no-op).
+The same ops run ``STEPS`` times, each iteration ended by ``pyprof.step()``: the first one pays
+for allocation and library initialisation, so ``pyprof run examples/simple.py`` (which calls
+pyprof.init() first: the call below is then a no-op) skips and warms up on the first ones and
+records the steady state after. Runs on CPU too (no kernels then, but the markers are emitted the
+same way).
 """
 
 import torch
 
 import pyprof
+
+STEPS = 6  # pyprof run's default schedule: 1 skipped, 1 warm-up, 3 recorded, and one more
 
 
 def main() -> None:
@@ -20,11 +25,13 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     a = torch.randn(256, 512, device=device)
     b = torch.randn(512, 128, device=device)
-    c = torch.matmul(a, b)            # torch function
-    d = (c + 1.0).relu_()             # Tensor dunder and in-place method
-    e = torch.nn.functional.softmax(d, dim=1)
     lin = torch.nn.Linear(128, 64).to(device)
-    out = lin(e)                      # module range "" (Linear) around F.linear
+    for _ in range(STEPS):
+        c = torch.matmul(a, b)            # torch function
+        d = (c + 1.0).relu_()             # Tensor dunder and in-place method
+        e = torch.nn.functional.softmax(d, dim=1)
+        out = lin(e)                      # module range "" (Linear) around F.linear
+        pyprof.step()                     # one iteration ends
     print(f"simple: output {tuple(out.shape)} on {device}")
 
 

@@ -6,7 +6,8 @@
 The wrapped callables get op ranges in namespace ``wrap`` (``Scale.forward``, ``Scale.backward``,
 ``Gate.forward``); the torch ops they call keep their own ranges nested inside, so the cost models
 still price them. A C-extension function is wrapped the same way: ``pyprof.wrap(ext_module, "fn")``.
-Picks CUDA when available.
+Forward and backward run ``STEPS`` times, each iteration ended by ``pyprof.step()``, so ``pyprof run``
+records iterations after the first (allocation, initialisation). Picks CUDA when available.
 """
 
 import torch
@@ -14,6 +15,7 @@ from torch import nn
 
 import pyprof
 
+STEPS = 6  # pyprof run's default schedule: 1 skipped, 1 warm-up, 3 recorded, and one more
 
 class Scale(torch.autograd.Function):
     """y = x * s, with a hand-written backward."""
@@ -49,7 +51,11 @@ def main() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(Gate(64), Gate(64)).to(device)
     x = torch.randn(16, 64, device=device, requires_grad=True)
-    model(x).sum().backward()
+    for _ in range(STEPS):
+        x.grad = None
+        model.zero_grad()
+        model(x).sum().backward()
+        pyprof.step()  # one iteration ends
     print(f"custom_func_module: grad norm {x.grad.norm().cpu().item():.4f} on {device}")
 
 

@@ -6,7 +6,9 @@ small ResNet, so the per-kernel table can be grouped by the user's own layer nam
 
 ``layer:NAME`` ranges are plain NVTX text (opened here with the ``nvtx`` package; ``torch.cuda.nvtx``
 works too); they also go into a torch.profiler trace through ``record_function`` so that
-``pyprof run`` sees them. ``pyprof.range(name)`` does both by itself. Picks CUDA when available.
+``pyprof run`` sees them. ``pyprof.range(name)`` does both by itself. The training step runs
+``STEPS`` times, each ended by ``pyprof.step()`` outside every range, so ``pyprof run`` records
+iterations after the first (allocation, initialisation). Picks CUDA when available.
 """
 
 import contextlib
@@ -18,6 +20,7 @@ from torch.nn import functional as F
 
 import pyprof
 
+STEPS = 6  # pyprof run's default schedule: 1 skipped, 1 warm-up, 3 recorded, and one more
 
 @contextlib.contextmanager
 def layer(name: str):
@@ -65,9 +68,12 @@ def main() -> None:
     torch.manual_seed(0)
     model = SmallResNet().to(device)
     x = torch.randn(8, 3, 32, 32, device=device)
-    with layer("train_step"):
-        out = model(x)
-        out.sum().backward()
+    for _ in range(STEPS):
+        model.zero_grad()
+        with layer("train_step"):
+            out = model(x)
+            out.sum().backward()
+        pyprof.step()  # one iteration ends, outside the train_step range
     print(f"user_annotation/resnet: output {tuple(out.shape)} on {device}")
 
 
