@@ -5,15 +5,24 @@ its folder first on ``sys.path``, exactly as ``python script.py args`` would, un
 ``pyprof.init()`` and a ``torch.profiler.profile`` whose schedule (``wait``/``warmup``/``active``
 steps) advances at every iteration boundary:
 
-* ``pyprof.step()`` calls in the script (through :func:`pyprof.annotate.add_step_callback`), or
-* ``optimizer.step()`` (``torch.optim.optimizer.register_optimizer_step_post_hook``).
+* ``pyprof.step()`` calls in the script (through :func:`pyprof.annotate.add_step_callback`),
+* ``optimizer.step()`` (``torch.optim.optimizer.register_optimizer_step_post_hook``), or
+* ``torch.autograd.backward`` returning (``Tensor.backward`` calls it; wrapped for the run).
 
-``step_on="auto"`` counts optimizer steps until the script first calls ``pyprof.step()``; from then
-on only ``pyprof.step()`` counts (a ``pyprof.step()`` right after an optimizer step is the same
-iteration's boundary, not a second one). An optimizer step is taken when ``optimizer.step()``
-returns (pyprof wraps the optimizer class's ``step`` for the run), not inside the optimizer's own
-``Optimizer.step#`` range; the first one, before the wrapper exists, at the next module call. ``step_on="all"`` profiles the whole script, for scripts
-with no iteration.
+``step_on="auto"`` counts the first of these (in the order listed) that the script has used so far:
+once a higher one is seen the lower ones stop counting, and the iteration a lower one just ended is
+not ended again by it (a
+``pyprof.step()`` right after an optimizer step, or an optimizer step after ``backward()``, is the
+same iteration's boundary). So a forward/backward/``optimizer.step()`` loop counts one step per
+iteration at its optimizer steps and a ``pyprof.step()`` loop one per ``pyprof.step()``; backward
+calls count only in a script that steps no optimizer (they stop counting at the first
+``optimizer.step()``, whose pre-hook runs before any closure's backward: under gradient accumulation
+the micro-batches before it count one each). A boundary is taken outside every range: a
+``pyprof.step()`` at once, an optimizer step when ``optimizer.step()`` returns (pyprof wraps the
+optimizer class's ``step`` for the run; the first one, before the wrapper exists, at the next module
+call), a backward call at the next module call (before its range opens), or as it returns in a
+script that has called no module; else at the next ``backward()``, else at the end of the script. ``step_on="all"``
+profiles the whole script, for scripts with no iteration.
 
 Under ``"auto"`` a script that marks no iteration at all is profiled whole too (``RunResult.whole``), so
 any script runs with no option: the profiler records from the start (step 0 is recorded where the
@@ -77,6 +86,13 @@ class RunResult:
     times: dict[str, float] = field(default_factory=dict)
     #: the whole script was profiled because, under ``step_on="auto"``, it marked no iteration
     whole: bool = False
+    #: what the run did that the user should know, one line each (``pyprof run`` prints them on stderr)
+    notes: list[str] = field(default_factory=list)
+
+
+#: iteration boundaries by precedence: a source counts only while no later one has been seen
+SOURCES = ("backward", "optimizer", "pyprof")
+SOURCE_NAMES = {"backward": "backward()", "optimizer": "optimizer.step()", "pyprof": "pyprof.step()"}
 
 
 class _Stepper:
@@ -86,11 +102,25 @@ class _Stepper:
         self.prof = prof
         self.mode = mode
         self.steps = 0
-        self.pyprof_seen = False
-        self.last = None
-        self.pending = False
-        self.wrapped: dict[type, Any] = {}
+        self.seen = -1  # index in SOURCES of the highest source seen (a boundary of a lower one is not)
+        self.last: str | None = None  # the source of the last step taken
+        self.pending: str | None = None  # a boundary passed, to be taken outside every range
+        self.wrapped: dict[Any, tuple[str, Any]] = {}  # owner -> (attribute, original)
+        self.in_backward = 0
+        self.modules_seen = False  # a module was called: a backward boundary can wait for the next call
+        self.ended = False  # the first optimizer step comes right after a backward boundary was taken
         self.stamps: list[float] = []  # perf_counter() at each profiler step, before it is taken
+
+    def _counts(self, source: str) -> bool:
+        """Whether a boundary of ``source`` counts: the run's step mode takes it, and no source it
+        gives way to has been seen (seeing it now makes it the one that counts)."""
+        if self.mode == "all" or self.mode not in ("auto", source):
+            return False
+        rank = SOURCES.index(source)
+        if rank < self.seen:
+            return False
+        self.seen = rank
+        return True
 
     def _step(self, source: str) -> None:
         self.steps += 1
@@ -110,75 +140,111 @@ class _Stepper:
             self.prof.add_metadata_json(inductor.TRACE_KEY, inductor.metadata())
 
     def on_pyprof_step(self) -> None:
-        if self.mode in ("optimizer", "all"):
+        first = self.seen < SOURCES.index("pyprof")
+        if not self._counts("pyprof"):
             return
-        if not self.pyprof_seen:
-            self.pyprof_seen = True
-            if self.pending or self.last == "optimizer":  # this iteration already ended at its optimizer step
-                if self.pending:
-                    self.pending = False
-                    self._step("optimizer")
-                self.last = "pyprof"
-                return
+        if first and (self.pending or self.last in ("optimizer", "backward")):
+            # this iteration already ended at its optimizer step or backward call
+            self.flush()
+            self.last = "pyprof"
+            return
         self._step("pyprof")
+
+    def on_optimizer_pre_step(self, *_args: Any) -> None:
+        # an optimizer is stepped: backward calls, inside its step (a closure) or after, no longer count
+        rank = SOURCES.index("optimizer")
+        if self.mode == "auto" and self.seen < rank:
+            self.seen = rank
+            self.ended = self.last == "backward" and not self.pending
 
     def on_optimizer_step(self, opt: Any = None, *_args: Any) -> None:
         # The post hook runs inside the optimizer's own record_function range (Optimizer.step#...);
         # stepping the profiler there would leave that range open across the next ProfilerStep.
         # The step is taken right after the optimizer's step() returns (its class's step is wrapped
         # at its first call), else at the next module call or at the end of the script.
-        if self.mode in ("pyprof", "all") or self.pyprof_seen:
+        if not self._counts("optimizer"):
             return
-        self.pending = True
         if opt is not None:
-            self._wrap_step(type(opt))
-
-    def _wrap_step(self, cls: type) -> None:
-        if cls in self.wrapped:
+            self._wrap(type(opt), "step")
+        if self.ended:  # this iteration already ended at its backward call
+            self.ended = False
             return
-        orig = cls.__dict__.get("step")
+        self.pending = "optimizer"
+
+    def _wrap(self, owner: Any, name: str) -> None:
+        """Replace ``owner.name`` for the run by the original between pending steps (undone by unwrap)."""
+        if owner in self.wrapped:
+            return
+        orig = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
         if orig is None or not callable(orig):
             return
         stepper = self
 
         @functools.wraps(orig)  # keeps torch's `hooked` flag, so torch does not wrap it again
         def step(*args: Any, **kwargs: Any) -> Any:
+            stepper.flush()  # not inside it, where an optimizer's closure calls modules
             try:
                 return orig(*args, **kwargs)
             finally:
                 stepper.flush()
 
-        self.wrapped[cls] = orig
-        cls.step = step
+        self.wrapped[owner] = (name, orig)
+        setattr(owner, name, step)
+
+    def wrap_backward(self) -> None:
+        """Count iterations at ``torch.autograd.backward`` (``Tensor.backward`` calls it) returning,
+        for a script that calls neither pyprof.step() nor optimizer.step() (undone by unwrap)."""
+        import torch.autograd
+
+        if self.mode != "auto":
+            return
+        orig = torch.autograd.backward
+        stepper = self
+
+        @functools.wraps(orig)
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            if stepper.in_backward or _compiling():
+                return orig(*args, **kwargs)
+            stepper.flush()  # a boundary not yet taken: no module call came since (a script without modules)
+            stepper.in_backward += 1
+            try:
+                out = orig(*args, **kwargs)
+            finally:
+                stepper.in_backward -= 1
+            if stepper._counts("backward"):
+                stepper.pending = "backward"
+                if not stepper.modules_seen:  # no module call will come to take it
+                    stepper.flush()
+            return out
+
+        self.wrapped[torch.autograd] = ("backward", orig)
+        torch.autograd.backward = backward
 
     def unwrap(self) -> None:
-        for cls, orig in self.wrapped.items():
-            cls.step = orig
+        for owner, (name, orig) in self.wrapped.items():
+            setattr(owner, name, orig)
         self.wrapped.clear()
 
     def on_module_call(self, *_args: Any) -> None:
         # called before a module's range opens, by pyprof's module instrumentation or by a global module
         # hook (see run_script), neither traced by TorchDynamo; not while a compile runs the module for
         # real: a pending step waits for the next eager module call
+        self.modules_seen = True
         if self.pending and not _compiling():
-            self.pending = False
-            if not self.pyprof_seen:
-                self._step("optimizer")
+            self.flush()
 
     def flush(self) -> None:
-        """At the end of the script: take a pending optimizer step (outside every range)."""
+        """Take a pending step (outside every range): at a module call, after an optimizer step,
+        at the end of the script."""
         if self.pending:
-            self.pending = False
-            if not self.pyprof_seen:
-                self._step("optimizer")
+            source, self.pending = self.pending, None
+            self._step(source)
 
     @property
     def source(self) -> str:
         if self.mode == "all":
             return "none (whole script)"
-        if self.pyprof_seen:
-            return "pyprof.step()"
-        return "optimizer.step()" if self.steps else "none"
+        return SOURCE_NAMES[SOURCES[self.seen]] if self.steps else "none"
 
 
 def _modules():
@@ -274,6 +340,10 @@ def torch_env() -> dict[str, Any]:
     }
 
 
+WHOLE_SCRIPT = ("no iteration marked (no pyprof.step(), optimizer.step() or backward() call): profiled the whole "
+                "script, so first-call costs (allocation, library initialisation, warm-up) are included in what "
+                "is shown; call pyprof.step() at the end of each iteration of a loop to profile steady steps")
+
 #: what ``pyprof run`` writes in its folder (the report at its default path)
 RUN_OUTPUTS = ("trace.json", "records.dict", "env.json", "report.html")
 
@@ -343,7 +413,7 @@ def _nothing_recorded(script: Path, opts: RunOptions, stepper: _Stepper) -> NoRe
     """The script ended before the profiler schedule reached its active steps: why, and what to change."""
     if stepper.steps == 0:
         what = {"pyprof": "no pyprof.step() call", "optimizer": "no optimizer.step() call"}.get(
-            opts.step_on, "no pyprof.step() and no optimizer.step() call")
+            opts.step_on, "no pyprof.step(), optimizer.step() or backward() call")
         raise UsageError(
             f"{script.name} marked no iteration ({what}), "
             "so the profiler schedule never reached its active steps",
@@ -365,7 +435,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     trace_path = _fresh_output(out_dir) / "trace.json"
 
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
     from torch.profiler import ProfilerActivity, profile
 
     import pyprof
@@ -407,7 +477,9 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     if not (opts.init and _modules().add_before_call(stepper.on_module_call)):
         module_hook = _GlobalModuleHook(stepper.on_module_call)
     annotate.add_step_callback(stepper.on_pyprof_step)
-    hook = register_optimizer_step_post_hook(stepper.on_optimizer_step)
+    hooks = [register_optimizer_step_pre_hook(stepper.on_optimizer_pre_step),
+             register_optimizer_step_post_hook(stepper.on_optimizer_step)]
+    stepper.wrap_backward()
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.resolve().parent))
@@ -438,7 +510,8 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             prof.stop()
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path
-            hook.remove()
+            for hook in hooks:
+                hook.remove()
             if module_hook is not None:
                 module_hook.remove()
             else:
@@ -455,8 +528,10 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         _nothing_recorded(script, opts, stepper)
     whole = opts.step_on == "all" or stepper.steps == 0
     times["profiled"] = t_end - t_start if whole else _profiled_seconds(opts, stepper.stamps, t_start, t_end)
+    whole = whole and opts.step_on == "auto"
+    notes = [WHOLE_SCRIPT] if whole else []
     return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times,
-                     whole=whole and opts.step_on == "auto")
+                     whole=whole, notes=notes)
 
 
 def _profiled_seconds(opts: RunOptions, stamps: list[float], t_start: float, t_end: float) -> float:

@@ -92,7 +92,9 @@ def test_script_without_iterations_is_profiled_whole_with_one_line_saying_so(tmp
     out = tmp_path / "o"
     code, stdout, stderr = _run(["run", "-o", str(out), "--no-calibrate", str(script)], capsys)
     assert code == 0, stderr
-    assert [line for line in stderr.splitlines() if "no iteration marked" in line and "whole script" in line]
+    [line] = [line for line in stderr.splitlines() if "no iteration marked" in line and "whole script" in line]
+    assert "first-call costs (allocation, library initialisation, warm-up) are included" in line
+    assert "pyprof.step()" in line
     assert "whole script" in stdout
     recs = read_record_file(out / "records.dict")
     mm = [r for r in recs if r["op"] in ("matmul", "__matmul__", "mm")]

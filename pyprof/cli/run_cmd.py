@@ -28,9 +28,9 @@ Examples:
 
 \b
 The script runs in this process (runpy) as __main__ with sys.argv = [SCRIPT, *ARGS].
-Iterations are counted at pyprof.step() calls, or at optimizer.step() when the script never
-calls pyprof.step(); the profiler skips --wait steps, warms up --warmup steps and records
---active steps. A script that marks no iteration is profiled whole (one line says so).
+Iterations are counted at pyprof.step() calls, else at optimizer.step(), else at backward()
+calls; the profiler skips --wait steps, warms up --warmup steps and records --active steps.
+A script with none of these is profiled whole, first calls included (one line says so).
 Output in DIR: trace.json (chrome trace), records.dict (kernel records, for
 `pyprof prof DIR/records.dict`), env.json (threads). A CPU-only run treats every CPU op's
 self time as its kernel.
@@ -106,9 +106,8 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     for line in source.warnings:
         click.echo(f"pyprof: warning: {line}", err=True)
     mode = "GPU kernels" if source.gpu_mode else "CPU ops (self time)"
-    if result.whole:
-        click.echo("pyprof: no iteration marked (no pyprof.step() or optimizer.step() call): profiled the whole "
-                   "script; call pyprof.step() once per iteration to profile chosen steps", err=True)
+    for line in result.notes:
+        click.echo(f"pyprof: {line}", err=True)
     steps = "whole script" if result.whole else f"{result.steps} steps counted at {result.step_source}"
     click.echo(f"pyprof: {steps}; {source.n_events} trace events -> "
                f"{len(records)} {mode}; wrote {out / 'trace.json'}, {out / 'records.dict'}")
