@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from pyprof.machine import LoadProbe, cpu_name
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -156,88 +157,6 @@ def time_stable(fn: Callable[[], None], work: float, budget: float, cuda: bool =
 def best_rate(fn: Callable[[], None], work: float, budget: float, cuda: bool, min_reps: int = 3) -> float:
     """``work / best time`` of calls to ``fn`` (:func:`time_stable`'s rate)."""
     return time_stable(fn, work, budget, cuda, min_reps=min_reps).rate
-
-
-def _usable_cpus() -> list[int] | None:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return None
-
-
-def _cpu_jiffies(cpus: list[int] | None, stat: str = "/proc/stat") -> tuple[int, int] | None:
-    """(busy, total) clock ticks since boot summed over ``cpus`` (all CPUs when None), from ``stat``
-    (``/proc/stat``); None where that cannot be read."""
-    try:
-        with open(stat) as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return None
-    wanted = {f"cpu{i}" for i in cpus} if cpus is not None else {"cpu"}
-    busy = total = 0
-    found = False
-    for line in lines:
-        parts = line.split()
-        if not parts or parts[0] not in wanted:
-            continue
-        try:
-            v = [int(x) for x in parts[1:9]]
-        except ValueError:
-            return None
-        v += [0] * (8 - len(v))
-        user, nice, system, idle, iowait, irq, softirq, steal = v
-        b = user + nice + system + irq + softirq + steal
-        busy += b
-        total += b + idle + iowait
-        found = True
-    return (busy, total) if found else None
-
-
-def _own_cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-class LoadProbe:
-    """How busy the machine was around a measurement: the load average and CPU count at the start,
-    and the share of the usable CPUs' time that processes other than this one took until
-    :meth:`result` (from /proc/stat, this process's own CPU time taken out). The load average alone
-    cannot tell: it counts this process too, and ``pyprof run`` calibrates right after the script it
-    profiled kept the CPUs busy."""
-
-    def __init__(self) -> None:
-        try:
-            self.loadavg: list[float] | None = [round(x, 2) for x in os.getloadavg()]
-        except (AttributeError, OSError):
-            self.loadavg = None
-        self.cpu_ids = _usable_cpus()
-        self.cpus = len(self.cpu_ids) if self.cpu_ids else os.cpu_count()
-        self._jiffies = _cpu_jiffies(self.cpu_ids)
-        self._own = _own_cpu_seconds()
-
-    def result(self) -> dict[str, Any]:
-        """``cpus``, ``loadavg`` and ``busy_others`` (None where /proc/stat is unreadable or no tick passed)."""
-        busy_others = None
-        end = _cpu_jiffies(self.cpu_ids)
-        if self._jiffies and end:
-            d_busy, d_total = end[0] - self._jiffies[0], end[1] - self._jiffies[1]
-            own = (_own_cpu_seconds() - self._own) * os.sysconf("SC_CLK_TCK")
-            if d_total > 0:
-                busy_others = round(min(max((d_busy - own) / d_total, 0.0), 1.0), 3)
-        return {"cpus": self.cpus, "loadavg": self.loadavg, "busy_others": busy_others}
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine() or "CPU"
 
 
 _PROBE_N = 256

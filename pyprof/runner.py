@@ -40,6 +40,8 @@ does next must neither fork nor change the garbage collector's settings
 
 from __future__ import annotations
 
+import collections
+import datetime as _dt
 import functools
 import os
 import runpy
@@ -53,6 +55,7 @@ from typing import Any, NoReturn
 
 from pyprof.atomic import output_error
 from pyprof.errors import PyprofError, UsageError
+from pyprof.machine import LoadProbe
 
 STEP_MODES = ("auto", "pyprof", "optimizer", "all")
 
@@ -88,6 +91,65 @@ class RunResult:
     whole: bool = False
     #: what the run did that the user should know, one line each (``pyprof run`` prints them on stderr)
     notes: list[str] = field(default_factory=list)
+    #: what the profiled steps ran under (:meth:`_Conditions.result`)
+    conditions: dict[str, Any] = field(default_factory=dict)
+
+
+class _Conditions:
+    """What the profiled steps (the whole script where no schedule applies) ran under, measured from
+    their start to their end: other processes' CPU share (:class:`pyprof.machine.LoadProbe`), when
+    they began, and the batch size seen at the first module call of each."""
+
+    def __init__(self, first: int | None, active: int):
+        self.first = first  # profiler steps taken before recording starts (None: from the start, to the end)
+        self.stop = None if first is None else first + active
+        import torch
+
+        self.tensor = torch.Tensor
+        self.begin()
+
+    def begin(self) -> None:
+        self.probe, self.load = LoadProbe(), None
+        self.when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.batches: list[int | None] = []
+        self.want = True  # the next module call opens a recorded step
+
+    def at_step(self, steps: int) -> None:
+        """Before profiler step number ``steps`` begins."""
+        if steps == self.first:
+            self.begin()
+        elif self.first is not None and self.first < steps < self.stop:
+            self.want = True
+        elif steps == self.stop:
+            self.end()
+
+    def end(self) -> None:
+        if self.load is None:
+            self.load = self.probe.result()
+
+    def on_module_call(self, args: tuple) -> None:
+        """The first dimension of the first tensor argument of the first module call of a recorded
+        step: its outermost module's, the batch size where the model takes it first (metadata only)."""
+        if self.want:
+            self.want = False
+            try:
+                first = next(a for a in args if isinstance(a, self.tensor))
+                self.batches.append(int(first.shape[0]) if first.dim() else None)
+            except Exception:  # no tensor argument, or one without a plain first dimension
+                self.batches.append(None)
+
+    def result(self, profiled_s: float, device: str) -> dict[str, Any]:
+        """``busy_others`` (share of the usable CPUs' time other processes took, 0-1; None where
+        unreadable), ``loadavg`` (1/5/15 min at the start), ``cpus`` (usable), ``threads`` (torch's
+        intra-op), ``torch`` (version), ``when`` (ISO UTC start), ``device`` ("cpu" or the GPU's name),
+        ``profiled_s`` (wall seconds), ``batch`` (the most common batch size over the steps, or None)."""
+        import torch
+
+        self.end()
+        counts = collections.Counter(b for b in self.batches if b is not None)
+        return {**self.load, "threads": torch.get_num_threads(), "torch": torch.__version__, "when": self.when,
+                "device": device, "profiled_s": round(profiled_s, 6),
+                "batch": counts.most_common(1)[0][0] if counts else None}
 
 
 #: iteration boundaries by precedence: a source counts only while no later one has been seen
@@ -98,9 +160,10 @@ SOURCE_NAMES = {"backward": "backward()", "optimizer": "optimizer.step()", "pypr
 class _Stepper:
     """Advances the profiler schedule at iteration boundaries (see the module docstring)."""
 
-    def __init__(self, prof, mode: str):
+    def __init__(self, prof, mode: str, conditions: _Conditions):
         self.prof = prof
         self.mode = mode
+        self.conditions = conditions
         self.steps = 0
         self.seen = -1  # index in SOURCES of the highest source seen (a boundary of a lower one is not)
         self.last: str | None = None  # the source of the last step taken
@@ -126,6 +189,7 @@ class _Stepper:
         self.steps += 1
         self.last = source
         self.stamps.append(time.perf_counter())
+        self.conditions.at_step(self.steps)
         self.add_compiled()
         with warnings.catch_warnings():  # the step-0 window (see _schedule) was a cycle torch warns of
             warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle")
@@ -225,13 +289,14 @@ class _Stepper:
             setattr(owner, name, orig)
         self.wrapped.clear()
 
-    def on_module_call(self, *_args: Any) -> None:
+    def on_module_call(self, _module: Any = None, args: tuple = ()) -> None:
         # called before a module's range opens, by pyprof's module instrumentation or by a global module
         # hook (see run_script), neither traced by TorchDynamo; not while a compile runs the module for
         # real: a pending step waits for the next eager module call
         self.modules_seen = True
         if self.pending and not _compiling():
             self.flush()
+        self.conditions.on_module_call(args)
 
     def flush(self) -> None:
         """Take a pending step (outside every range): at a module call, after an optimizer step,
@@ -466,7 +531,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     kwargs: dict[str, Any] = {} if sched is None else {"schedule": sched}
     prof = profile(activities=activities, on_trace_ready=on_ready, record_shapes=opts.record_shapes,
                    with_stack=opts.with_stack, **kwargs)
-    stepper = _Stepper(prof, opts.step_on)
+    stepper = _Stepper(prof, opts.step_on, _Conditions(None if sched is None else opts.wait + opts.warmup, opts.active))
     was_initialized = pyprof.is_initialized()
     if opts.init:
         pyprof.init()
@@ -488,7 +553,9 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     t_start = time.perf_counter()
     t_end = None
     parent = os.getpid()
-    prof.start()
+    prof.start()  # (Kineto's start-up, about a second of CPU time at its first start, is no step's)
+    t_rec = time.perf_counter()
+    stepper.conditions.begin()
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
@@ -506,6 +573,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             if failure is None:
                 stepper.flush()
             t_end = time.perf_counter()
+            stepper.conditions.end()
             stepper.add_compiled()
             prof.stop()
         finally:
@@ -527,11 +595,12 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     if not written:
         _nothing_recorded(script, opts, stepper)
     whole = opts.step_on == "all" or stepper.steps == 0
-    times["profiled"] = t_end - t_start if whole else _profiled_seconds(opts, stepper.stamps, t_start, t_end)
+    times["profiled"] = t_end - t_rec if whole else _profiled_seconds(opts, stepper.stamps, t_rec, t_end)
     whole = whole and opts.step_on == "auto"
     notes = [WHOLE_SCRIPT] if whole else []
+    device = torch.cuda.get_device_name() if cuda and torch.cuda.is_available() else "cpu"
     return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times,
-                     whole=whole, notes=notes)
+                     whole=whole, notes=notes, conditions=stepper.conditions.result(times["profiled"], device))
 
 
 def _profiled_seconds(opts: RunOptions, stamps: list[float], t_start: float, t_end: float) -> float:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof import calibrate
-from pyprof.calibrate import LoadProbe, _cpu_jiffies, best_rate, time_stable
+from pyprof import machine
+from pyprof.calibrate import best_rate, time_stable
+from pyprof.machine import LoadProbe, cpu_jiffies
 
 
 class FakeRuns:
@@ -72,24 +73,24 @@ def test_cpu_jiffies_sums_only_the_usable_cpus(tmp_path):
                     "cpu1 200 5 20 300 10 1 2 3 0 0\n"
                     "cpu2 600 0 60 500 0 0 0 0 0 0\n"
                     "intr 1 2 3\n")
-    assert _cpu_jiffies([0, 1], str(stat)) == (110 + 231, 110 + 231 + 100 + 310)
-    assert _cpu_jiffies(None, str(stat)) == (990, 1900)
-    assert _cpu_jiffies([7], str(stat)) is None
-    assert _cpu_jiffies([0], str(tmp_path / "missing")) is None
+    assert cpu_jiffies([0, 1], str(stat)) == (110 + 231, 110 + 231 + 100 + 310)
+    assert cpu_jiffies(None, str(stat)) == (990, 1900)
+    assert cpu_jiffies([7], str(stat)) is None
+    assert cpu_jiffies([0], str(tmp_path / "missing")) is None
 
 
 def test_load_probe_counts_other_processes_not_this_one(monkeypatch):
     ticks = iter([(1000, 2000), (1180, 2200)])  # 180 of 200 ticks busy during the measurement
     own = iter([10.0, 10.5])                   # of which this process took 0.5 s = 50 ticks
-    monkeypatch.setattr(calibrate, "_cpu_jiffies", lambda cpus, stat="/proc/stat": next(ticks))
-    monkeypatch.setattr(calibrate, "_own_cpu_seconds", lambda: next(own))
-    monkeypatch.setattr(calibrate.os, "sysconf", lambda name: 100)
-    monkeypatch.setattr(calibrate.os, "getloadavg", lambda: (3.456, 2.0, 1.0))
-    monkeypatch.setattr(calibrate, "_usable_cpus", lambda: [0, 1])
+    monkeypatch.setattr(machine, "cpu_jiffies", lambda cpus, stat="/proc/stat": next(ticks))
+    monkeypatch.setattr(machine, "own_cpu_seconds", lambda: next(own))
+    monkeypatch.setattr(machine, "_tick_rate", lambda: 100)
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (3.456, 2.0, 1.0))
+    monkeypatch.setattr(machine, "usable_cpus", lambda: [0, 1])
     result = LoadProbe().result()
     assert result == {"cpus": 2, "loadavg": [3.46, 2.0, 1.0], "busy_others": 0.65}
 
 
 def test_load_probe_without_proc_stat_leaves_the_share_unknown(monkeypatch):
-    monkeypatch.setattr(calibrate, "_cpu_jiffies", lambda cpus, stat="/proc/stat": None)
+    monkeypatch.setattr(machine, "cpu_jiffies", lambda cpus, stat="/proc/stat": None)
     assert LoadProbe().result()["busy_others"] is None

@@ -178,7 +178,7 @@ def _call(self, *args, **kwargs):
     if _is_dynamo_compiling() or _mode[0] != "call":
         return _orig_call(self, *args, **kwargs)  # compile check first: see ops.make_wrapper
     if _before:
-        _run_before(self)
+        _run_before(self, args)
     if (S.idle and not _ap._is_profiler_enabled) or _is_compiling():
         return _orig_call(self, *args, **kwargs)
     _open(self)
@@ -199,7 +199,7 @@ def _pre(module, inputs):
     if _is_compiling():
         return None
     if _before:
-        _run_before(module)
+        _run_before(module, inputs)
     if S.idle and not _ap._is_profiler_enabled:
         return None
     st = getattr(_tls, "mods", None)
@@ -336,10 +336,10 @@ _before: list = []  # callbacks of add_before_call
 
 
 def add_before_call(fn) -> bool:
-    """Call ``fn(module)`` at every eager module call, before the module's range opens (never inside a
-    compiled region, nor while a compile runs). The instrumentation stays installed while any is
-    registered, so ``fn`` is called with no profiler recording too. ``fn`` must be cheap: it runs
-    around every module call. False, and nothing registered, where the module instrumentation is not
+    """Call ``fn(module, args)`` (the call's positional arguments) at every eager module call, before
+    the module's range opens (never inside a compiled region, nor while a compile runs). The
+    instrumentation stays installed while any is registered, so ``fn`` is called with no profiler
+    recording too. ``fn`` must be cheap: it runs around every module call. False, and nothing registered, where the module instrumentation is not
     enabled (no ``pyprof.init()``, or ``init(modules=False)``)."""
     with LOCK:
         if not _enabled[0]:
@@ -357,9 +357,9 @@ def remove_before_call(fn) -> None:
     sync()
 
 
-def _run_before(module) -> None:
+def _run_before(module, args) -> None:
     for fn in tuple(_before):
-        fn(module)
+        fn(module, args)
 
 
 def _global_hooks() -> bool:
