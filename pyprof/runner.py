@@ -153,8 +153,9 @@ class _Conditions:
 
 
 #: iteration boundaries by precedence: a source counts only while no later one has been seen
-SOURCES = ("backward", "optimizer", "pyprof")
-SOURCE_NAMES = {"backward": "backward()", "optimizer": "optimizer.step()", "pyprof": "pyprof.step()"}
+SOURCES = ("backward", "optimizer", "profiler", "pyprof")
+SOURCE_NAMES = {"backward": "backward()", "optimizer": "optimizer.step()", "profiler": "the script's profiler.step()",
+                "pyprof": "pyprof.step()"}
 
 
 class _Stepper:
@@ -203,16 +204,17 @@ class _Stepper:
         if inductor.GRAPHS:
             self.prof.add_metadata_json(inductor.TRACE_KEY, inductor.metadata())
 
-    def on_pyprof_step(self) -> None:
-        first = self.seen < SOURCES.index("pyprof")
-        if not self._counts("pyprof"):
+    def on_pyprof_step(self, source: str = "pyprof") -> None:
+        """``pyprof.step()``, or the script's own profiler's ``step()`` (:class:`_OwnProfilers`)."""
+        first = self.seen < SOURCES.index(source)
+        if not self._counts(source):
             return
-        if first and (self.pending or self.last in ("optimizer", "backward")):
-            # this iteration already ended at its optimizer step or backward call
+        if first and (self.pending or self.last in SOURCES[:SOURCES.index(source)]):
+            # this iteration already ended at a boundary of a lower source
             self.flush()
-            self.last = "pyprof"
+            self.last = source
             return
-        self._step("pyprof")
+        self._step(source)
 
     def on_optimizer_pre_step(self, *_args: Any) -> None:
         # an optimizer is stepped: backward calls, inside its step (a closure) or after, no longer count
@@ -310,6 +312,84 @@ class _Stepper:
         if self.mode == "all":
             return "none (whole script)"
         return SOURCE_NAMES[SOURCES[self.seen]] if self.steps else "none"
+
+
+class _OwnProfilers:
+    """The script's own profilers while pyprof's runs. Two Kineto sessions in one process crash it
+    (SIGSEGV) or garble both traces, so ``torch.profiler.profile``, ``torch.autograd.profiler.profile``,
+    ``emit_nvtx`` and ``emit_itt`` opened by the script run inside pyprof's session instead: entering,
+    starting and stopping them does nothing (what they would record is in pyprof's trace, their
+    ``record_function`` ranges too); ``step()`` marks an iteration (:meth:`_Stepper.on_pyprof_step`);
+    ``key_averages()``, ``events()``, ``table()`` are empty, ``export_chrome_trace`` writes an empty trace
+    (``[]``) and ``export_stacks`` an empty file, so a script that reads them runs on. pyprof's session
+    (and the autograd profile inside it) keeps every original; :meth:`restore` undoes the patches."""
+
+    def __init__(self, session, on_step) -> None:
+        import torch.autograd.profiler as legacy
+        import torch.profiler
+        from torch.autograd.profiler_util import EventList
+
+        self.used: set[str] = set()
+        self.saved: list[tuple[type, str, Any]] = []
+
+        def opened(name):
+            return lambda this, *a, **k: (self.used.add(name), this)[1]
+
+        def nothing(*_a, **_k):
+            return None
+
+        def empty(*_a, **_k):
+            return EventList()
+
+        def export(_this, path, *_a, **_k):
+            EventList().export_chrome_trace(path)
+
+        def stacks(_this, path, *_a, **_k):
+            open(path, "w").close()
+
+        common = {"key_averages": empty, "export_chrome_trace": export, "export_stacks": stacks}
+        kineto = {"__enter__": opened("torch.profiler.profile"), "__exit__": nothing, "stop": nothing,
+                  "start": opened("torch.profiler.profile"), "step": lambda _this: on_step("profiler"),
+                  "events": empty, "export_memory_timeline": nothing, **common}
+        autograd = {"__enter__": opened("torch.autograd.profiler.profile"), "__exit__": lambda *a: False,
+                    "table": lambda *a, **k: "", "total_average": lambda _this: EventList().total_average(),
+                    "function_events": empty, "self_cpu_time_total": lambda _this: 0.0, **common}
+        for cls, shims, owned in (
+                (torch.profiler.profile, kineto, lambda this: this is session),
+                (legacy.profile, autograd, lambda this: this is session.profiler),
+                (legacy.emit_nvtx, {"__enter__": opened("emit_nvtx"), "__exit__": nothing}, lambda this: False),
+                (legacy.emit_itt, {"__enter__": opened("emit_itt"), "__exit__": nothing}, lambda this: False)):
+            for name, shim in shims.items():
+                self._patch(cls, name, shim, owned)
+
+    def _patch(self, cls: type, name: str, shim, owned) -> None:
+        import inspect
+
+        orig = inspect.getattr_static(cls, name)
+        self.saved.append((cls, name, cls.__dict__.get(name)))
+        fn = orig.fget if isinstance(orig, property) else orig
+
+        @functools.wraps(fn)
+        def method(this, *args: Any, **kwargs: Any) -> Any:
+            return (fn if owned(this) else shim)(this, *args, **kwargs)
+
+        setattr(cls, name, property(method) if isinstance(orig, property) else method)
+
+    def restore(self) -> None:
+        for cls, name, orig in reversed(self.saved):
+            if orig is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, orig)
+        self.saved.clear()
+
+    def note(self, trace: Path) -> list[str]:
+        """The run's line on what it did with them (none where the script opened none)."""
+        if not self.used:
+            return []
+        return [f"the script's own {', '.join(sorted(self.used))} ran inside pyprof's profiler session, not as "
+                "a second one (two in one process crash it): its step() marks iterations, its key_averages() "
+                f"and events() are empty, its exports empty traces; the profile is {trace}"]
 
 
 def _modules():
@@ -545,6 +625,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     hooks = [register_optimizer_step_pre_hook(stepper.on_optimizer_pre_step),
              register_optimizer_step_post_hook(stepper.on_optimizer_step)]
     stepper.wrap_backward()
+    own = _OwnProfilers(prof, stepper.on_pyprof_step)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.resolve().parent))
@@ -585,6 +666,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             else:
                 _modules().remove_before_call(stepper.on_module_call)
             stepper.unwrap()
+            own.restore()
             annotate.remove_step_callback(stepper.on_pyprof_step)
             if opts.init and not was_initialized:
                 pyprof.deinit()
@@ -597,7 +679,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     whole = opts.step_on == "all" or stepper.steps == 0
     times["profiled"] = t_end - t_rec if whole else _profiled_seconds(opts, stepper.stamps, t_rec, t_end)
     whole = whole and opts.step_on == "auto"
-    notes = [WHOLE_SCRIPT] if whole else []
+    notes = ([WHOLE_SCRIPT] if whole else []) + own.note(trace_path)
     device = torch.cuda.get_device_name() if cuda and torch.cuda.is_available() else "cpu"
     return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times,
                      whole=whole, notes=notes, conditions=stepper.conditions.result(times["profiled"], device))
