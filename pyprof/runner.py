@@ -41,6 +41,7 @@ does next must neither fork nor change the garbage collector's settings
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as _dt
 import functools
 import os
@@ -194,7 +195,8 @@ class _Stepper:
         self.add_compiled()
         with warnings.catch_warnings():  # the step-0 window (see _schedule) was a cycle torch warns of
             warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle")
-            self.prof.step()
+            with quiet_kineto():
+                self.prof.step()
 
     def add_compiled(self) -> None:
         """Put the compiled graphs' kernel origins recorded so far (:mod:`pyprof.annotate.inductor`)
@@ -390,6 +392,23 @@ class _OwnProfilers:
         return [f"the script's own {', '.join(sorted(self.used))} ran inside pyprof's profiler session, not as "
                 "a second one (two in one process crash it): its step() marks iterations, its key_averages() "
                 f"and events() are empty, its exports empty traces; the profile is {trace}"]
+
+
+@contextlib.contextmanager
+def quiet_kineto():
+    """Around pyprof's own profiler calls: Kineto's log level at 6 unless the user set one
+    (``KINETO_LOG_LEVEL``), so that its ``USDT: ... profiler_start`` / ``profiler_stop`` lines are not
+    printed at every start and stop. They are level 5, above Kineto's errors (4), so those go too:
+    ``KINETO_LOG_LEVEL=4`` shows both. Kineto reads the variable once, when a profiler first starts
+    in the process; the script sees its environment as it was."""
+    if "KINETO_LOG_LEVEL" in os.environ:
+        yield
+        return
+    os.environ["KINETO_LOG_LEVEL"] = "6"
+    try:
+        yield
+    finally:
+        os.environ.pop("KINETO_LOG_LEVEL", None)
 
 
 def _modules():
@@ -634,7 +653,8 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     t_start = time.perf_counter()
     t_end = None
     parent = os.getpid()
-    prof.start()  # (Kineto's start-up, about a second of CPU time at its first start, is no step's)
+    with quiet_kineto():  # (Kineto's start-up, about a second of CPU time at its first start, is no step's)
+        prof.start()
     t_rec = time.perf_counter()
     stepper.conditions.begin()
     try:
@@ -656,7 +676,8 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             t_end = time.perf_counter()
             stepper.conditions.end()
             stepper.add_compiled()
-            prof.stop()
+            with quiet_kineto():
+                prof.stop()
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path
             for hook in hooks:

@@ -1,0 +1,51 @@
+"""What ``pyprof run`` shows and where it writes: torch's Kineto ``USDT ... profiler_start/stop`` lines
+are not shown (everything the script itself prints is), checked in a fresh process (Kineto reads its
+log level once per process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+from tests.conftest import REPO  # noqa: E402
+
+NOISY = """
+import os, sys, torch, pyprof
+print("script stdout")
+print("script stderr", file=sys.stderr, flush=True)
+os.write(2, b"script raw fd 2\\n")
+print("KINETO_LOG_LEVEL seen by the script:", os.environ.get("KINETO_LOG_LEVEL"))
+net = torch.nn.Linear(8, 8)
+for _ in range(6):
+    net(torch.randn(4, 8)).sum()
+    pyprof.step()
+"""
+
+
+def _pyprof_run(tmp_path, env_extra=None):
+    script = tmp_path / "noisy.py"
+    script.write_text(NOISY)
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    env.update(PYTHONPATH=str(REPO), **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "pyprof", "run", "--no-calibrate", "-o", str(tmp_path / "out"),
+                           str(script)], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+
+
+def test_kineto_usdt_lines_are_not_shown_and_the_scripts_output_is(tmp_path):
+    proc = _pyprof_run(tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "USDT" not in proc.stderr and "profiler_start" not in proc.stderr and "profiler_stop" not in proc.stderr
+    assert "script stdout" in proc.stdout and "KINETO_LOG_LEVEL seen by the script: None" in proc.stdout
+    assert "script stderr" in proc.stderr and "script raw fd 2" in proc.stderr
+    assert "steps counted at pyprof.step()" in proc.stdout
+
+
+def test_a_log_level_the_user_sets_is_kept(tmp_path):
+    proc = _pyprof_run(tmp_path, {"KINETO_LOG_LEVEL": "5"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "profiler_start" in proc.stderr and "KINETO_LOG_LEVEL seen by the script: 5" in proc.stdout
