@@ -529,6 +529,27 @@ def _end_forked_child(exit_code: Any, failure: BaseException | None) -> None:
     os._exit(code)
 
 
+DEFAULT_OUT = "pyprof-out"
+
+
+def new_run_folder(base: str = DEFAULT_OUT) -> Path:
+    """Where a run without ``-o`` writes: ``base`` (relative, in the working directory) while it holds
+    no earlier run's outputs, else the first of ``base-2``, ``base-3``... that holds none, so a second
+    run never overwrites the first. A new folder is claimed by creating it (two runs started at once
+    get two folders)."""
+    for n in range(1, 10_000):
+        out = Path(base if n == 1 else f"{base}-{n}")
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            if out.is_dir() and not any((out / name).exists() for name in RUN_OUTPUTS):
+                return out
+        except OSError:
+            return out  # (the run says why it cannot be made, naming -o)
+    raise UsageError(f"{base}-2 to {base}-9999 all hold runs", "choose a folder with -o DIR")
+
+
 def _check_writable(out: Path) -> None:
     """One line, before the script runs, where files cannot be made in ``out`` (a read-only folder): by
     making one, not by asking ``os.access``, whose answer depends on who asks (root passes it, and

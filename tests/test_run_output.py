@@ -49,3 +49,44 @@ def test_a_log_level_the_user_sets_is_kept(tmp_path):
     proc = _pyprof_run(tmp_path, {"KINETO_LOG_LEVEL": "5"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "profiler_start" in proc.stderr and "KINETO_LOG_LEVEL seen by the script: 5" in proc.stdout
+
+
+def test_two_runs_without_o_keep_both_runs(tmp_path, capsys, monkeypatch):
+    from pyprof.cli.main import main
+    from tests.conftest import read_record_file
+
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "noisy.py"
+    script.write_text(NOISY)
+    errs = []
+    for _ in range(2):
+        with pytest.raises(SystemExit) as info:
+            main(["run", "--no-calibrate", str(script)])
+            raise SystemExit(0)
+        out = capsys.readouterr()
+        assert info.value.code == 0, out.err
+        errs.append(out.err)
+    first, second = tmp_path / "pyprof-out", tmp_path / "pyprof-out-2"
+    assert read_record_file(first / "records.dict") and read_record_file(second / "records.dict")
+    assert (first / "trace.json").read_bytes() != (second / "trace.json").read_bytes()
+    assert "pyprof-out" not in errs[0].split("wrote")[0]  # the first run: no word on its folder
+    [line] = [line for line in errs[1].splitlines() if "holds an earlier run" in line]
+    assert "./pyprof-out-2" in line and "-o DIR" in line
+
+
+def test_the_default_folder_is_the_first_holding_no_run(tmp_path, monkeypatch):
+    from pyprof.runner import RUN_OUTPUTS, new_run_folder
+
+    monkeypatch.chdir(tmp_path)
+    assert str(new_run_folder()) == "pyprof-out" and (tmp_path / "pyprof-out").is_dir()
+    assert str(new_run_folder()) == "pyprof-out"  # made, but still empty (a run that failed): reused
+    (tmp_path / "pyprof-out" / "notes.txt").write_text("mine")
+    assert str(new_run_folder()) == "pyprof-out"  # the user's own file is no run
+    for name in RUN_OUTPUTS:
+        (tmp_path / "pyprof-out" / name).write_text("")
+        assert str(new_run_folder()) == "pyprof-out-2", name  # any one of a run's outputs
+        (tmp_path / "pyprof-out" / name).unlink()
+    (tmp_path / "pyprof-out" / "records.dict").write_text("")
+    (tmp_path / "pyprof-out-2").rmdir()
+    (tmp_path / "pyprof-out-2").write_text("a file, not a folder")
+    assert str(new_run_folder()) == "pyprof-out-3"

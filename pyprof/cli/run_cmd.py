@@ -21,7 +21,7 @@ HELP = """Run SCRIPT (with its ARGS) under torch.profiler with pyprof.init(), th
 
 \b
 Examples:
-  pyprof run examples/lenet.py                 CPU or GPU, results in ./pyprof-out/
+  pyprof run examples/lenet.py                 CPU or GPU, results in ./pyprof-out/ (later: -2, -3...)
   pyprof run -o out --active 5 train.py --epochs 1
   pyprof run --steps-from all script.py        profile everything, even a script with iterations
   pyprof run examples/lenet.py --report        also write pyprof-out/report.html
@@ -32,7 +32,9 @@ Iterations are counted at pyprof.step() calls, else at optimizer.step(), else at
 calls; the profiler skips --wait steps, warms up --warmup steps and records --active steps.
 A script with none of these is profiled whole, first calls included (one line says so).
 Output in DIR: trace.json (chrome trace), records.dict (kernel records, for
-`pyprof prof DIR/records.dict`), env.json (threads). A CPU-only run treats every CPU op's
+`pyprof prof DIR/records.dict`), env.json (threads). Without -o, DIR is ./pyprof-out, or where
+that holds an earlier run the first of ./pyprof-out-2, -3... that holds none: no run overwrites
+another unless -o names its folder. A CPU-only run treats every CPU op's
 self time as its kernel.
 
 \b
@@ -46,8 +48,9 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
                                                    "max_content_width": 110})
 @click.argument("script", type=click.Path(dir_okay=False), required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("-o", "--output", "out_dir", default="pyprof-out", show_default=True, metavar="DIR",
-              help="Folder for trace.json, records.dict and env.json.")
+@click.option("-o", "--output", "out_dir", default=None, metavar="DIR",
+              help="Folder for trace.json, records.dict and env.json (replaced where it holds a run).  "
+                   "[default: ./pyprof-out, or the first of ./pyprof-out-2, -3... not holding a run]")
 @click.option("--wait", type=click.IntRange(min=0), default=1, show_default=True, help="Steps skipped first.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Steps traced but dropped.")
 @click.option("--active", type=click.IntRange(min=1), default=3, show_default=True, help="Steps recorded.")
@@ -89,6 +92,13 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
         require_plotly()
     opts = RunOptions(wait=wait, warmup=warmup, active=active, step_on=step_on, init=not no_init,
                       record_shapes=not no_shapes, with_stack=with_stack)
+    if out_dir is None:
+        from pyprof.runner import DEFAULT_OUT, new_run_folder
+
+        out_dir = new_run_folder()
+        if out_dir.name != DEFAULT_OUT:
+            click.echo(f"pyprof: ./{DEFAULT_OUT} holds an earlier run: this run writes ./{out_dir} "
+                       "(-o DIR chooses)", err=True)
     result = run_script(script, list(args), out_dir, opts)
     out = Path(out_dir)
     with atomic_output(out / "env.json", "wb") as fh:
