@@ -44,8 +44,8 @@ def cpu_jiffies(cpus: list[int] | None, stat: str = "/proc/stat") -> tuple[int, 
 
 
 def own_cpu_seconds() -> float:
-    """CPU seconds this process and the processes it started (DataLoader workers...) have taken: its
-    own, its ended children's, and its live descendants' (from /proc)."""
+    """CPU seconds this process and those it started (DataLoader workers...) have taken: its own, its
+    ended children's, and its live descendants' (from /proc)."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system + _descendants_ticks() / _tick_rate()
 
@@ -56,25 +56,18 @@ def _tick_rate() -> int:
 
 def _descendants_ticks(proc: str = "/proc") -> int:
     """CPU clock ticks (user + system) of this process's live descendants; 0 where /proc is unreadable."""
-    try:
-        names = [n for n in os.listdir(proc) if n.isdigit()]
-    except OSError:
-        return 0
-    children: dict[int, list[int]] = {}
-    ticks: dict[int, int] = {}
-    for name in names:
+    children: dict[int, list[tuple[int, int]]] = {}
+    for name in os.listdir(proc) if os.path.isdir(proc) else ():
         try:
             with open(f"{proc}/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()  # after "(comm)": state, ppid, ... utime, stime
-            children.setdefault(int(fields[1]), []).append(int(name))
-            ticks[int(name)] = int(fields[11]) + int(fields[12])
+                f = fh.read().rsplit(b")", 1)[1].split()  # after "(comm)": state, ppid, ... utime, stime
+            children.setdefault(int(f[1]), []).append((int(name), int(f[11]) + int(f[12])))
         except (OSError, IndexError, ValueError):
-            continue  # ended meanwhile, or not a process's stat
-    total, todo = 0, list(children.get(os.getpid(), ()))
+            continue  # not a process, or one that ended meanwhile
+    total, todo = 0, [os.getpid()]
     while todo:
-        pid = todo.pop()
-        total += ticks.get(pid, 0)
-        todo.extend(children.get(pid, ()))
+        for pid, ticks in children.get(todo.pop(), ()):
+            total, todo = total + ticks, todo + [pid]
     return total
 
 

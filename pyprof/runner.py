@@ -6,23 +6,20 @@ its folder first on ``sys.path``, exactly as ``python script.py args`` would, un
 steps) advances at every iteration boundary:
 
 * ``pyprof.step()`` calls in the script (through :func:`pyprof.annotate.add_step_callback`),
+* the ``step()`` of the script's own torch profiler (:class:`_OwnProfilers`),
 * ``optimizer.step()`` (``torch.optim.optimizer.register_optimizer_step_post_hook``), or
 * ``torch.autograd.backward`` returning (``Tensor.backward`` calls it; wrapped for the run).
 
-``step_on="auto"`` counts the first of these (in the order listed) that the script has used so far:
-once a higher one is seen the lower ones stop counting, and the iteration a lower one just ended is
-not ended again by it (a
-``pyprof.step()`` right after an optimizer step, or an optimizer step after ``backward()``, is the
-same iteration's boundary). So a forward/backward/``optimizer.step()`` loop counts one step per
-iteration at its optimizer steps and a ``pyprof.step()`` loop one per ``pyprof.step()``; backward
-calls count only in a script that steps no optimizer (they stop counting at the first
-``optimizer.step()``, whose pre-hook runs before any closure's backward: under gradient accumulation
-the micro-batches before it count one each). A boundary is taken outside every range: a
-``pyprof.step()`` at once, an optimizer step when ``optimizer.step()`` returns (pyprof wraps the
-optimizer class's ``step`` for the run; the first one, before the wrapper exists, at the next module
-call), a backward call at the next module call (before its range opens), or as it returns in a
-script that has called no module; else at the next ``backward()``, else at the end of the script. ``step_on="all"``
-profiles the whole script, for scripts with no iteration.
+``step_on="auto"`` counts the first of these the script has used so far: a higher one seen stops the
+lower ones counting, and does not end again the iteration a lower one just ended. So a loop of
+forward, backward and ``optimizer.step()`` counts its optimizer steps, and backward calls count
+only before any optimizer step (the optimizer's pre-hook stops them before a closure's backward;
+under gradient accumulation the micro-batches before the first optimizer step count one each).
+Every boundary is taken outside any range: ``pyprof.step()`` at once; an optimizer step when its
+``step()`` returns (the optimizer class's ``step`` is wrapped for the run at its first call: the
+first one at the next module call); a backward call at the next module call, or as it returns in a
+script that has called no module. ``step_on="all"`` profiles the whole script, for scripts with no
+iteration.
 
 Under ``"auto"`` a script that marks no iteration at all is profiled whole too (``RunResult.whole``), so
 any script runs with no option: the profiler records from the start (step 0 is recorded where the
@@ -97,23 +94,22 @@ class RunResult:
 
 
 class _Conditions:
-    """What the profiled steps (the whole script where no schedule applies) ran under, measured from
-    their start to their end: other processes' CPU share (:class:`pyprof.machine.LoadProbe`), when
-    they began, and the batch size seen at the first module call of each."""
+    """What the profiled steps ran under (the whole script's run where no schedule applies), from the
+    first recorded step's start to the last one's end: see :meth:`result`."""
 
     def __init__(self, first: int | None, active: int):
-        self.first = first  # profiler steps taken before recording starts (None: from the start, to the end)
-        self.stop = None if first is None else first + active
         import torch
 
-        self.tensor = torch.Tensor
+        self.first = first  # profiler steps taken before recording starts (None: from the start, to the end)
+        self.stop = None if first is None else first + active
+        self.torch = torch
         self.begin()
 
     def begin(self) -> None:
-        self.probe, self.load = LoadProbe(), None
+        self.probe, self.load, self.t0, self.t1 = LoadProbe(), None, time.perf_counter(), None
         self.when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.batches: list[int | None] = []
-        self.want = True  # the next module call opens a recorded step
+        self.want = True  # the next module call is a recorded step's first
 
     def at_step(self, steps: int) -> None:
         """Before profiler step number ``steps`` begins."""
@@ -126,30 +122,27 @@ class _Conditions:
 
     def end(self) -> None:
         if self.load is None:
-            self.load = self.probe.result()
+            self.t1, self.load = time.perf_counter(), self.probe.result()
 
     def on_module_call(self, args: tuple) -> None:
-        """The first dimension of the first tensor argument of the first module call of a recorded
-        step: its outermost module's, the batch size where the model takes it first (metadata only)."""
-        if self.want:
+        if self.want:  # (a step's first module call is an outermost one)
             self.want = False
             try:
-                first = next(a for a in args if isinstance(a, self.tensor))
+                first = next(a for a in args if isinstance(a, self.torch.Tensor))
                 self.batches.append(int(first.shape[0]) if first.dim() else None)
             except Exception:  # no tensor argument, or one without a plain first dimension
                 self.batches.append(None)
 
-    def result(self, profiled_s: float, device: str) -> dict[str, Any]:
+    def result(self, device: str) -> dict[str, Any]:
         """``busy_others`` (share of the usable CPUs' time other processes took, 0-1; None where
         unreadable), ``loadavg`` (1/5/15 min at the start), ``cpus`` (usable), ``threads`` (torch's
         intra-op), ``torch`` (version), ``when`` (ISO UTC start), ``device`` ("cpu" or the GPU's name),
-        ``profiled_s`` (wall seconds), ``batch`` (the most common batch size over the steps, or None)."""
-        import torch
-
+        ``profiled_s`` (wall seconds), ``batch`` (the first dimension of the first tensor argument of
+        each step's first module call, the most common over the steps; None where none is known)."""
         self.end()
         counts = collections.Counter(b for b in self.batches if b is not None)
-        return {**self.load, "threads": torch.get_num_threads(), "torch": torch.__version__, "when": self.when,
-                "device": device, "profiled_s": round(profiled_s, 6),
+        return {**self.load, "threads": self.torch.get_num_threads(), "torch": self.torch.__version__,
+                "when": self.when, "device": device, "profiled_s": round(self.t1 - self.t0, 6),
                 "batch": counts.most_common(1)[0][0] if counts else None}
 
 
@@ -174,7 +167,6 @@ class _Stepper:
         self.in_backward = 0
         self.modules_seen = False  # a module was called: a backward boundary can wait for the next call
         self.ended = False  # the first optimizer step comes right after a backward boundary was taken
-        self.stamps: list[float] = []  # perf_counter() at each profiler step, before it is taken
 
     def _counts(self, source: str) -> bool:
         """Whether a boundary of ``source`` counts: the run's step mode takes it, and no source it
@@ -190,7 +182,6 @@ class _Stepper:
     def _step(self, source: str) -> None:
         self.steps += 1
         self.last = source
-        self.stamps.append(time.perf_counter())
         self.conditions.at_step(self.steps)
         self.add_compiled()
         with warnings.catch_warnings():  # the step-0 window (see _schedule) was a cycle torch warns of
@@ -321,10 +312,10 @@ class _OwnProfilers:
     (SIGSEGV) or garble both traces, so ``torch.profiler.profile``, ``torch.autograd.profiler.profile``,
     ``emit_nvtx`` and ``emit_itt`` opened by the script run inside pyprof's session instead: entering,
     starting and stopping them does nothing (what they would record is in pyprof's trace, their
-    ``record_function`` ranges too); ``step()`` marks an iteration (:meth:`_Stepper.on_pyprof_step`);
-    ``key_averages()``, ``events()``, ``table()`` are empty, ``export_chrome_trace`` writes an empty trace
-    (``[]``) and ``export_stacks`` an empty file, so a script that reads them runs on. pyprof's session
-    (and the autograd profile inside it) keeps every original; :meth:`restore` undoes the patches."""
+    ``record_function`` ranges too); ``step()`` marks an iteration; ``key_averages()``, ``events()``,
+    ``table()`` are empty, ``export_chrome_trace`` writes an empty trace (``[]``), ``export_stacks`` an
+    empty file, so a script that reads them runs on. pyprof's session (and the autograd profile inside
+    it) keeps every original; :meth:`restore` undoes the patches."""
 
     def __init__(self, session, on_step) -> None:
         import torch.autograd.profiler as legacy
@@ -334,37 +325,28 @@ class _OwnProfilers:
         self.used: set[str] = set()
         self.saved: list[tuple[type, str, Any]] = []
 
-        def opened(name):
-            return lambda this, *a, **k: (self.used.add(name), this)[1]
-
-        def nothing(*_a, **_k):
-            return None
-
-        def empty(*_a, **_k):
+        def empty(*_a: Any, **_k: Any) -> Any:
             return EventList()
 
-        def export(_this, path, *_a, **_k):
-            EventList().export_chrome_trace(path)
+        def write(what: str):
+            return lambda _this, path, *_a, **_k: Path(path).write_text(what)
 
-        def stacks(_this, path, *_a, **_k):
-            open(path, "w").close()
+        shims = {"key_averages": empty, "events": empty, "function_events": empty, "table": lambda *_a, **_k: "",
+                 "export_chrome_trace": write("[]"), "export_stacks": write(""), "step": lambda _t: on_step("profiler"),
+                 "total_average": lambda _t: EventList().total_average(), "self_cpu_time_total": lambda _t: 0.0}
+        for cls, owned, names in (
+                (torch.profiler.profile, lambda this: this is session, "start stop step key_averages events "
+                 "export_chrome_trace export_stacks export_memory_timeline"),
+                (legacy.profile, lambda this: this is session.profiler, "key_averages function_events table "
+                 "total_average self_cpu_time_total export_chrome_trace export_stacks"),
+                (legacy.emit_nvtx, None, ""), (legacy.emit_itt, None, "")):
+            label = f"{cls.__module__.replace('.profiler.profiler', '.profiler')}.{cls.__name__}"
+            for name in ("__enter__", "__exit__", *names.split()):
+                opened = name in ("__enter__", "start")
+                self._patch(cls, name, owned, (lambda this, *_a, _l=label, **_k: (self.used.add(_l), this)[1])
+                            if opened else shims.get(name, lambda *_a, **_k: None))
 
-        common = {"key_averages": empty, "export_chrome_trace": export, "export_stacks": stacks}
-        kineto = {"__enter__": opened("torch.profiler.profile"), "__exit__": nothing, "stop": nothing,
-                  "start": opened("torch.profiler.profile"), "step": lambda _this: on_step("profiler"),
-                  "events": empty, "export_memory_timeline": nothing, **common}
-        autograd = {"__enter__": opened("torch.autograd.profiler.profile"), "__exit__": lambda *a: False,
-                    "table": lambda *a, **k: "", "total_average": lambda _this: EventList().total_average(),
-                    "function_events": empty, "self_cpu_time_total": lambda _this: 0.0, **common}
-        for cls, shims, owned in (
-                (torch.profiler.profile, kineto, lambda this: this is session),
-                (legacy.profile, autograd, lambda this: this is session.profiler),
-                (legacy.emit_nvtx, {"__enter__": opened("emit_nvtx"), "__exit__": nothing}, lambda this: False),
-                (legacy.emit_itt, {"__enter__": opened("emit_itt"), "__exit__": nothing}, lambda this: False)):
-            for name, shim in shims.items():
-                self._patch(cls, name, shim, owned)
-
-    def _patch(self, cls: type, name: str, shim, owned) -> None:
+    def _patch(self, cls: type, name: str, owned, shim) -> None:
         import inspect
 
         orig = inspect.getattr_static(cls, name)
@@ -373,7 +355,7 @@ class _OwnProfilers:
 
         @functools.wraps(fn)
         def method(this, *args: Any, **kwargs: Any) -> Any:
-            return (fn if owned(this) else shim)(this, *args, **kwargs)
+            return (fn if owned is not None and owned(this) else shim)(this, *args, **kwargs)
 
         setattr(cls, name, property(method) if isinstance(orig, property) else method)
 
@@ -387,11 +369,9 @@ class _OwnProfilers:
 
     def note(self, trace: Path) -> list[str]:
         """The run's line on what it did with them (none where the script opened none)."""
-        if not self.used:
-            return []
-        return [f"the script's own {', '.join(sorted(self.used))} ran inside pyprof's profiler session, not as "
-                "a second one (two in one process crash it): its step() marks iterations, its key_averages() "
-                f"and events() are empty, its exports empty traces; the profile is {trace}"]
+        return [f"the script's own {', '.join(sorted(self.used))} ran inside pyprof's profiler session, not as a "
+                "second one (two in one process crash it): its step() marks iterations, its key_averages() and "
+                f"events() are empty, its exports empty traces; the profile is {trace}"] if self.used else []
 
 
 @contextlib.contextmanager
@@ -533,11 +513,11 @@ DEFAULT_OUT = "pyprof-out"
 
 
 def new_run_folder(base: str = DEFAULT_OUT) -> Path:
-    """Where a run without ``-o`` writes: ``base`` (relative, in the working directory) while it holds
-    no earlier run's outputs, else the first of ``base-2``, ``base-3``... that holds none, so a second
-    run never overwrites the first. A new folder is claimed by creating it (two runs started at once
-    get two folders)."""
-    for n in range(1, 10_000):
+    """Where a run without ``-o`` writes: ``base`` (in the working directory) while it holds no run's
+    outputs, else the first of ``base-2``, ``base-3``... holding none; a new one is claimed by making
+    it (two runs started at once get two). So no run overwrites another."""
+    n = 1
+    while True:
         out = Path(base if n == 1 else f"{base}-{n}")
         try:
             out.mkdir()
@@ -546,8 +526,8 @@ def new_run_folder(base: str = DEFAULT_OUT) -> Path:
             if out.is_dir() and not any((out / name).exists() for name in RUN_OUTPUTS):
                 return out
         except OSError:
-            return out  # (the run says why it cannot be made, naming -o)
-    raise UsageError(f"{base}-2 to {base}-9999 all hold runs", "choose a folder with -o DIR")
+            return out  # (the run says in one line why it cannot be made)
+        n += 1
 
 
 def _check_writable(out: Path) -> None:
@@ -672,11 +652,9 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     failure: BaseException | None = None
     exit_code: Any = None
     t_start = time.perf_counter()
-    t_end = None
     parent = os.getpid()
     with quiet_kineto():  # (Kineto's start-up, about a second of CPU time at its first start, is no step's)
         prof.start()
-    t_rec = time.perf_counter()
     stepper.conditions.begin()
     try:
         runpy.run_path(str(script), run_name="__main__")
@@ -694,7 +672,6 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         try:
             if failure is None:
                 stepper.flush()
-            t_end = time.perf_counter()
             stepper.conditions.end()
             stepper.add_compiled()
             with quiet_kineto():
@@ -718,25 +695,13 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         _script_failed(script, failure, exit_code)
     if not written:
         _nothing_recorded(script, opts, stepper)
-    whole = opts.step_on == "all" or stepper.steps == 0
-    times["profiled"] = t_end - t_rec if whole else _profiled_seconds(opts, stepper.stamps, t_rec, t_end)
-    whole = whole and opts.step_on == "auto"
-    notes = ([WHOLE_SCRIPT] if whole else []) + own.note(trace_path)
+    whole = opts.step_on == "auto" and stepper.steps == 0
     device = torch.cuda.get_device_name() if cuda and torch.cuda.is_available() else "cpu"
+    conditions = stepper.conditions.result(device)
+    times["profiled"] = conditions["profiled_s"]
     return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times,
-                     whole=whole, notes=notes, conditions=stepper.conditions.result(times["profiled"], device))
-
-
-def _profiled_seconds(opts: RunOptions, stamps: list[float], t_start: float, t_end: float) -> float:
-    """Wall seconds of the recorded steps: from the profiler step that starts recording (the script's
-    start when none is skipped) to the one that ends it, before the trace is written (the script's end
-    when it ends first, or when the whole script is profiled)."""
-    if opts.step_on == "all":
-        return t_end - t_start
-    first = opts.wait + opts.warmup  # profiler steps taken before recording starts
-    begin = t_start if first == 0 else stamps[first - 1]
-    last = first + opts.active - 1
-    return (stamps[last] if last < len(stamps) else t_end) - begin
+                     whole=whole, notes=([WHOLE_SCRIPT] if whole else []) + own.note(trace_path),
+                     conditions=conditions)
 
 
 def _print_script_traceback(exc: BaseException) -> None:

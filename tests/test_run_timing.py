@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from pyprof.cli.main import main  # noqa: E402
-from pyprof.runner import RunOptions, _profiled_seconds  # noqa: E402
+from pyprof.runner import RunOptions, run_script  # noqa: E402
 
 SCRIPT = """
 import torch
@@ -47,13 +47,28 @@ def test_run_ends_with_a_timing_line_of_positive_figures(tmp_path, capsys, extra
     assert profiled <= script_s
 
 
-def test_profiled_seconds_span_the_recorded_steps():
-    stamps = [10.0, 11.0, 12.5, 14.0, 16.0, 20.0]  # before each profiler step
-    # wait 1 + warmup 1: recording starts at the 2nd step and ends at the 5th (after 3 active steps)
-    assert _profiled_seconds(RunOptions(wait=1, warmup=1, active=3), stamps, 9.0, 21.0) == 16.0 - 11.0
-    # nothing skipped: from the script's start
-    assert _profiled_seconds(RunOptions(wait=0, warmup=0, active=2), stamps, 9.0, 21.0) == 11.0 - 9.0
-    # the script ended during the active steps: to its end
-    assert _profiled_seconds(RunOptions(wait=1, warmup=1, active=9), stamps, 9.0, 21.0) == 21.0 - 11.0
-    # the whole script profiled
-    assert _profiled_seconds(RunOptions(step_on="all"), [], 9.0, 21.0) == 12.0
+SLEEPY = """
+import time, torch
+from torch import nn
+net = nn.Linear(4, 4)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(7):
+    time.sleep(0.1)
+    net(torch.randn(2, 4)).sum().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("opts, recorded, outside", [
+    ({}, 3, 4),                          # --wait 1 --warmup 1 --active 3: iterations 2-4 of 0-6
+    ({"wait": 0, "warmup": 0, "active": 2}, 2, 5),  # from the script's start
+    ({"active": 9}, 5, 2),               # the script ends during the active steps: to its end
+])
+def test_profiled_seconds_span_the_recorded_steps(tmp_path, opts, recorded, outside):
+    """Each iteration sleeps 0.1 s: the profiled span holds the recorded ones' sleeps, not the others'."""
+    script = tmp_path / "sleepy.py"
+    script.write_text(textwrap.dedent(SLEEPY))
+    result = run_script(script, [], tmp_path / "out", RunOptions(**opts))
+    profiled = result.times["profiled"]
+    assert profiled == result.conditions["profiled_s"]
+    assert 0.1 * recorded <= profiled <= result.times["script"] - 0.1 * outside + 0.05
