@@ -40,7 +40,7 @@ class LeNet(nn.Module):
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="LeNet training steps under pyprof")
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--batch", type=int, default=32)
     args = ap.parse_args(argv)
 

@@ -17,7 +17,7 @@ import torch
 
 import pyprof
 
-STEPS = 6  # pyprof run's default schedule: 1 skipped, 1 warm-up, 3 recorded, and one more
+STEPS = 8  # pyprof run's default schedule: 1 skipped, 1 warm-up, 5 recorded, and one more
 
 
 def main() -> None:

@@ -68,7 +68,7 @@ class ScriptFailed(PyprofError):
 class RunOptions:
     wait: int = 1
     warmup: int = 1
-    active: int = 3
+    active: int = 5
     step_on: str = "auto"
     init: bool = True
     record_shapes: bool = True

@@ -45,9 +45,9 @@ def _run_example(rel: str, argv: list[str] | None = None, steps: list | None = N
 
 def _steady_state(steps: list) -> None:
     """The example loops long enough for ``pyprof run``'s default schedule (--wait 1 --warmup 1
-    --active 3) and ends every iteration with pyprof.step(), each after the first (which holds the
+    --active 5) and ends every iteration with pyprof.step(), each after the first (which holds the
     set-up before the loop) running the same ops."""
-    assert len(steps) >= 6
+    assert len(steps) >= 7
     per_step = {b - a for a, b in zip(steps, steps[1:], strict=False)}
     assert len(per_step) == 1 and per_step != {0}
 

@@ -229,7 +229,7 @@ def test_a_script_using_torch_compile_runs(tmp_path, capsys):
     torch._dynamo.reset()
     script = _script(tmp_path, body=COMPILED)
     out = tmp_path / "out"
-    code, stdout, stderr = _run(["run", "-o", str(out), "--no-calibrate", str(script)], capsys)
+    code, stdout, stderr = _run(["run", "-o", str(out), "--no-calibrate", "--top", "30", str(script)], capsys)
     assert code == 0, stderr
     assert "compiled ok 0.0" in stdout
     recs = read_record_file(out / "records.dict")

@@ -39,7 +39,7 @@ KEYS = {"busy_others", "loadavg", "cpus", "threads", "torch", "when", "device", 
 def _run(tmp_path, body: str, **opts):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(body))
-    return run_script(script, [], tmp_path / "out", RunOptions(**opts))
+    return run_script(script, [], tmp_path / "out", RunOptions(**{"active": 3, **opts}))
 
 
 def test_conditions_of_the_profiled_steps(tmp_path):

@@ -58,7 +58,7 @@ def test_the_scripts_profilers_run_inside_pyprofs_session(tmp_path):
     before = _members()
     script = tmp_path / "own.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    result = run_script(script, [str(tmp_path)], tmp_path / "out", RunOptions())
+    result = run_script(script, [str(tmp_path)], tmp_path / "out", RunOptions(active=3))
     assert _members() == before  # every patch undone
     assert (result.steps, result.step_source) == (6, "the script's profiler.step()")
     [line] = result.notes
@@ -75,7 +75,7 @@ def test_pyprofs_own_profiler_is_untouched_by_the_patches(tmp_path):
     """The first run's patches do not leak into a later profiler of this process."""
     script = tmp_path / "own.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    run_script(script, [str(tmp_path)], tmp_path / "out", RunOptions())
+    run_script(script, [str(tmp_path)], tmp_path / "out", RunOptions(active=3))
     with torch.profiler.profile() as prof:
         torch.randn(4, 4) @ torch.randn(4, 4)
     assert any(e.key == "aten::mm" for e in prof.key_averages())

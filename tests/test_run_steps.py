@@ -96,7 +96,7 @@ for i in range(7):
 def _run(tmp_path, body: str, **opts):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(body))
-    result = run_script(script, [], tmp_path / "out", RunOptions(**opts))
+    result = run_script(script, [], tmp_path / "out", RunOptions(**{"active": 3, **opts}))
     return result, orjson.loads(result.trace.read_bytes())["traceEvents"]
 
 

@@ -68,7 +68,7 @@ def test_profiled_seconds_span_the_recorded_steps(tmp_path, opts, recorded, outs
     """Each iteration sleeps 0.1 s: the profiled span holds the recorded ones' sleeps, not the others'."""
     script = tmp_path / "sleepy.py"
     script.write_text(textwrap.dedent(SLEEPY))
-    result = run_script(script, [], tmp_path / "out", RunOptions(**opts))
+    result = run_script(script, [], tmp_path / "out", RunOptions(**{"active": 3, **opts}))
     profiled = result.times["profiled"]
     assert profiled == result.conditions["profiled_s"]
     assert 0.1 * recorded <= profiled <= result.times["script"] - 0.1 * outside + 0.05

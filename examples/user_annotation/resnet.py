@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 import pyprof
 
-STEPS = 6  # pyprof run's default schedule: 1 skipped, 1 warm-up, 3 recorded, and one more
+STEPS = 8  # pyprof run's default schedule: 1 skipped, 1 warm-up, 5 recorded, and one more
 
 @contextlib.contextmanager
 def layer(name: str):

@@ -53,7 +53,8 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
                    "[default: ./pyprof-out, or the first of ./pyprof-out-2, -3... not holding a run]")
 @click.option("--wait", type=click.IntRange(min=0), default=1, show_default=True, help="Steps skipped first.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Steps traced but dropped.")
-@click.option("--active", type=click.IntRange(min=1), default=3, show_default=True, help="Steps recorded.")
+@click.option("--active", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Steps recorded (5 or more a side let `pyprof diff` show a change).")
 @click.option("--steps-from", "step_on", type=click.Choice(["auto", "pyprof", "optimizer", "all"]), default="auto",
               show_default=True, help="What marks an iteration; 'all' profiles the whole script without a schedule.")
 @click.option("--no-init", is_flag=True, help="Do not call pyprof.init() (aten-level ops only).")
@@ -110,7 +111,7 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     t_parse = time.perf_counter() - t_parse
     if not (no_calibrate or peak_flops or peak_bw) and any(r.get("device") is None for r in records):
         _calibrate_cpu_once()  # (before the records are written: their header pins the peaks)
-    facts = {**source.facts(), "conditions": getattr(result, "conditions", None) or None, "peaks": _pinned()}
+    facts = {**source.facts(), "conditions": result.conditions or None, "peaks": _pinned()}
     with atomic_output(out / "records.dict", "wb") as fh:
         write_records(records, fh, facts=facts)
     for line in source.warnings:

@@ -49,7 +49,11 @@ class Profile:
 
     @property
     def warnings(self) -> list[str]:
-        return list(self.df.attrs.get("warnings", []))
+        """prof's warnings, then the noise line where the timings may not hold (:mod:`pyprof.prof.noise`)."""
+        from pyprof.prof import noise
+
+        line = noise.warning(noise.problems(self.df))
+        return list(self.df.attrs.get("warnings", [])) + ([line] if line else [])
 
     @property
     def total_ns(self) -> float:
