@@ -25,7 +25,7 @@ pyprof prof net.dict                        # space-separated, default columns (
 pyprof prof -w 150 net.dict                 # aligned columns fitted to 150 characters
 pyprof prof --csv -c idx,op,kernel,sil,flops,bytes,gap net.dict > net.csv
 pyprof prof --json net.dict                 # JSON lines, raw values, null = unknown
-pyprof prof --summary op --top 15 net.dict  # per-op totals, then the fix-this-first list
+pyprof prof --summary op --top 15 net.dict  # per op, per step; then the fix-this-first list
 pyprof parse net.sqlite | pyprof prof       # reads stdin; quiet on a broken pipe (| head)
 ```
 
@@ -261,8 +261,9 @@ one with a GEMM/conv dimension not a multiple of 8.
 ROOF = """## Roofline
 
 For every kernel with FLOPs or bytes: ideal = max(FLOPs / peak FLOP/s for its dtype and unit (tensor
-cores if `tc=1`, with fp32 meaning TF32 there), bytes / memory bandwidth); gap = sil / ideal; bound =
-whichever term is larger. memcpy/memset records get no ideal (a copy engine, the host link or a launch
+cores if `tc=1`, with fp32 meaning TF32 there), bytes / memory bandwidth, the latency floor); gap = sil /
+ideal; bound = whichever term is larger (`latency` for the floor; see "Steps, noise, the latency floor
+and pinned peaks"). memcpy/memset records get no ideal (a copy engine, the host link or a launch
 bounds them, not the roofline).
 
 Peaks come from, in order (the summary's `# peaks:` lines, the report's device table and
@@ -281,7 +282,7 @@ Peaks come from, in order (the summary's `# peaks:` lines, the report's device t
    slices' SMs (the row's `mig_sms` each: 14 on A100 and A30, 16 on H100 and H200) over the GPU's, and M GB
    of its memory's bandwidth.
 4. **calibrated**: a calibration file (`$PYPROF_CALIBRATION` or `~/.cache/pyprof/calibration.json`,
-   written by `pyprof calibrate` through `pyprof.prof.devices.save_calibration`) for CPU records (device
+   written by `pyprof calibrate` through `pyprof.peaks.save`) for CPU records (device
    null, key `cpu`) and GPUs none of the above covers.
 5. **estimated**: derived as in 2 where the clock or bandwidth is not recorded (torch.profiler traces
    record SMs and compute capability only), with the architecture's typical boost clock and bandwidth per
@@ -293,6 +294,43 @@ by the vendor fall back to the fp32 peak.
 The datasheet table is the check of the derivation: `tests/test_prof_peaks.py` derives every row's peaks
 from its compute capability, SMs and boost clock, and every export of the corpus from its recorded
 properties, and holds them to 5% of the datasheet, except:
+"""
+
+
+STEPS = """## Steps, noise, the latency floor and pinned peaks
+
+**The step is the unit.** A record file's header lists its profiled steps (torch.profiler's
+`ProfilerStep#N` ranges, `docs/records.md`). Each record belongs to the step open at its launch (its
+launch call's `apiStart`, else its `start`); a launch between two steps' ranges (the autograd engine's
+thread) to the last step begun before it; a record before the first step or after the last one's end to
+none (column `step` -1). A file without steps is one step. Summaries give each group's median over the
+steps (a step without the group counts 0) and its spread (interquartile range / median); calls and
+kernels count every step. `--summary step` lists the steps: wall time (the step's range), silicon time,
+calls, kernels, and samples/s where `pyprof run` saw the batch size.
+
+**Noise is said.** `pyprof run` records what the profiled steps ran under (the header's `conditions`:
+the share of the usable CPUs other processes took meanwhile, load average, threads). Where other
+processes took over 25% of the CPUs, or the step times spread over 10% (interquartile range / median,
+torch.utils.benchmark's threshold), `run`, `prof`, `report` and `diff` print one warning with the
+figure. `pyprof diff` compares the steps of both sides with a one-sided Mann-Whitney U test and calls a
+side under load inconclusive (`pyprof diff --help`).
+
+**The latency floor.** No kernel is priced below its device's floor: the shortest time an op takes,
+whatever its work (CPU: one op's dispatch, measured by `pyprof calibrate`; GPU and an uncalibrated CPU:
+1 us, the fastest kernels of the corpus' Nsight exports taking 0.9 to 2.3 us). A kernel whose roofline
+time is below the floor is `latency`-bound: its ideal is the floor (its own time where it took less), so a
+tiny op never shows a gap of 10^4. The fix-this-first list counts only the time above the roofline of
+kernels not at the floor (a faster kernel cannot remove launch cost); one line sums the rest per step.
+
+**Cache levels (CPU).** `pyprof calibrate` also measures the copy bandwidth of working sets that fit the
+caches; an op whose bytes fit one is priced against that level's bandwidth (the largest calibrated size
+no larger than its bytes), so it is not reported as faster than the roofline.
+
+**Pinned peaks.** Every record file keeps the calibration it is priced with in its header (`peaks`):
+`prof`, `report`, `advise` and `diff` of it print the same numbers after a later `pyprof calibrate`;
+`--reprice` prices with today's. The calibration file keeps each figure's best (a peak measured lower, a
+floor measured higher, on a busy machine, never replaces a saved one; a new thread count or torch
+replaces the entry; `pyprof calibrate --replace` forces it).
 """
 
 
@@ -382,12 +420,13 @@ time included). HTA's *short GPU kernels* are `short%`.
 def markdown() -> str:
     parts = [INTRO, "## Columns (`-c`)\n", f"Default: `{','.join(columns.DEFAULT)}`; `-c all` prints every column. "
              "The first twenty are NVIDIA PyProf's, with its names and headers.\n", columns.markdown(), "",
-             SPLIT, "## Summaries (`--summary op|layer|kernel|dir`)\n",
-             "Groups sorted by time; `--top N` keeps the N largest and prints the N-row fix-this-first list "
-             "(largest time above the roofline); `--sort excess` orders the table by it.\n",
+             SPLIT, "## Summaries (`--summary op|layer|kernel|dir|step`)\n",
+             "Groups sorted by time per step; `--top N` keeps the N largest and prints the N-row fix-this-first "
+             "list (largest time above the roofline of kernels not at the latency floor); `--sort excess` orders "
+             "the table by excess.\n",
              "| column | meaning |", "|---|---|"]
     parts += [f"| `{name}` | {meaning} |" for name, _, _, meaning in SUMMARY_COLUMNS]
-    parts += ["", COMM, IDLE, TC, ROOF]
+    parts += ["", STEPS, COMM, IDLE, TC, ROOF]
     parts += [f"- {', '.join(names)} ({', '.join(cols)}): {why}." for names, cols, why in DATASHEET_DIFFERENCES]
     parts += ["", "### GPU peak table (TFLOP/s, GB/s)\n",
               "| GPU | arch | FP64 | FP32 | TF32 TC | FP16 TC | BF16 TC | FP8 TC | INT8 TC | GB/s |",
