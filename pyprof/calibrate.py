@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyprof.machine import LoadProbe, cpu_name
+from pyprof.prof.noise import BUSY_SHARE  # (the measurement's load is judged as a run's)
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -41,10 +42,6 @@ AGREE = 3
 """How many of the fastest runs must agree before a timing counts as stable."""
 STABLE_WITHIN = 0.05
 """Largest spread (slowest of the :data:`AGREE` best over the best, minus 1) of a stable timing."""
-BUSY_SHARE = 0.25
-"""Share of the usable CPUs' time other processes may take during a measurement before it counts as
-taken under load: a GEMM on all threads waits for its slowest thread, so one busy core of two
-already costs it about half its speed."""
 BUSY_LOAD_PER_CPU = 0.5
 """1-minute load average per CPU above which a measurement counts as taken under load, where the
 other processes' share cannot be read (no ``/proc/stat``)."""

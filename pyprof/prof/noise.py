@@ -22,8 +22,9 @@ import numpy as np
 
 from pyprof.prof import steps
 
-#: the share of the usable CPUs' time other processes may take while the steps run: a program using
-#: all the cores of a 2-core machine is slowed about a third by one core busy elsewhere
+#: the share of the usable CPUs' time other processes may take while the steps run (or a calibration
+#: measures) before the timings count as taken under load: work on all threads waits for its slowest
+#: thread, so one busy core of two already costs it about half its speed
 BUSY_SHARE = 0.25
 #: the spread of step times (interquartile range / median) above which a warning says so
 SPREAD = 0.10
