@@ -4,7 +4,8 @@ Imported after every family module, it registers only names no family registered
 
 * **pointwise**: aten ops torch tags ``pointwise`` on every overload (``scripts/gen_aten_schemas.py``
   writes the list into ``pyprof/data/aten_schemas.txt``): special functions, ``logaddexp``,
-  ``xlogy``, ``*_backward`` helpers. The output has the broadcast shape of the tensor arguments; one
+  ``xlogy``, ``*_backward`` helpers, and the untagged gradient helpers of activations
+  (``leaky_relu_backward``, ``softplus_backward``, ...: :data:`_UNTAGGED`). The output has the broadcast shape of the tensor arguments; one
   FLOP per output element forward (a transcendental or special function counts one, as in the
   pointwise family), one per output element per input that needs a gradient backward; bytes as the
   pointwise family's (each input read, the output written; backward reads dY and the inputs, writes
@@ -42,6 +43,10 @@ ALIASES = {
 _NOT_VIEWS = {"coalesce", "pin_memory", "_autocast_to_full_precision", "_autocast_to_reduced_precision"}
 # Tagged pointwise but not elementwise in their result: equal is one bool for the whole tensors.
 _NOT_POINTWISE = {"equal"}
+# Elementwise but not tagged: activations' gradient helpers (the ops an activation's double backward runs).
+_UNTAGGED = {"leaky_relu_backward", "softplus_backward", "elu_backward", "hardtanh_backward", "hardswish_backward",
+             "hardsigmoid_backward", "hardshrink_backward", "softshrink_backward", "log_sigmoid_backward",
+             "mish_backward", "rrelu_with_noise_backward", "infinitely_differentiable_gelu_backward"}
 
 
 def _generic_pointwise(call: OpCall) -> Cost | None:
@@ -61,7 +66,7 @@ def _alias(target: str):
 
 def _register_all() -> None:
     have = covered_ops()
-    pw = sorted(n for n in pointwise_ops() - _NOT_POINTWISE if canonical(n) == n and n not in have)
+    pw = sorted(n for n in (pointwise_ops() | _UNTAGGED) - _NOT_POINTWISE if canonical(n) == n and n not in have)
     if pw:
         register(*pw, family="pointwise")(_generic_pointwise)
     have = covered_ops()
