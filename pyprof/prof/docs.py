@@ -142,7 +142,22 @@ nothing calls it), and the records add up to the time spent in ops.
   own record, never the 0 of its views.
 - That formula prices a GEMM's, convolution's or einsum's backward for each input that requires a
   gradient (the `grad` flag of an `init()` marker: a frozen input gets none); a torch.profiler trace
-  records no `requires_grad`, so there every input is taken to need one.
+  records no `requires_grad`, so there every input is taken to need one, except a convolution's: its
+  `convolution_backward`'s `output_mask` says which of the input's, weight's and bias' gradients ran (a
+  first layer computes no input gradient; a gradient penalty's `autograd.grad` the input's alone).
+- **Each run of a backward is priced on its own.** A node's backward can run twice: inside
+  `torch.autograd.grad(create_graph=True)` and again inside the `backward()` through it (a gradient
+  penalty), or with `retain_graph=True`. On a torch.profiler trace each run is an instance of its own
+  (the `k`-th evaluation of its node: `opId` the forward op's plus `k·2^40`), priced for what that run
+  computed, never one backward split over both by time.
+- **The backward of a backward** (double backward): with `create_graph` the ops a backward node runs make
+  nodes of their own (`ConvolutionBackwardBackward0`, an `MmBackward0` under a linear's, a norm's backward
+  as its aten decomposition). Their records are the ops they run, each its own instance priced by its
+  own model (`_convolution_double_backward`: the convolutions torch runs for it; `mm`; the activations'
+  `*_backward` helpers), `dir` `bprop`, `opDir` `fprop`, and they take the layers and call site of the
+  backward that made them (the forward op's module): the double backward of `conv1` is charged to `conv1`.
+  Their node is in the record's `bwdNode`. (An Nsight capture has no aten ops: there the double
+  backward's kernels have no op.)
 - Linear algebra (`torch.linalg`, `cholesky`, `qr`, `lu_*`, `triangular_solve`, ...): the textbook
   counts of the LAPACK routines torch runs, LAPACK Working Note 41's multiplications and additions
   (complex: 6 per multiplication, 2 per addition): LU `⅔n³`, Cholesky `⅓n³`, QR `2mn² − ⅔n³` (plus

@@ -30,7 +30,9 @@ kernel reads (the autocast dtype under autocast), from the shapes a forward hook
 
 from __future__ import annotations
 
+import bisect
 import inspect
+import threading
 from collections import defaultdict
 
 import torch
@@ -39,6 +41,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 aten = torch.ops.aten
+_sequence_counter = torch._C._autograd._get_sequence_nr  # the calling thread's next autograd node number
 FAMILIES = ("gemm", "conv", "attention")
 
 #: The aten ops FlopCounterMode counts, by pyprof family.
@@ -146,19 +149,42 @@ class _Counter(TorchDispatchMode):
         super().__init__()
         self.owners = owners
         self.counts: dict[tuple[str, str, str], float] = defaultdict(float)
+        self.made: dict[int, tuple[list, list]] = {}  # thread -> (autograd counters, modules): see _owner
+
+    def _owner(self, node) -> str:
+        """The module owning autograd ``node``. A node made while a backward node ran (a backward taken with
+        ``create_graph``) is owned by that node's module, so that the backward of a backward (double
+        backward) is charged to the module whose backward it differentiates: each op run by a node notes
+        the thread's autograd counter, which its own nodes, made before the op reaches a dispatch mode,
+        are already below, and an unowned node takes the module of the first op noted above its number on
+        its thread (the op that made it)."""
+        seq = node._sequence_nr()
+        path = self.owners.owner.get(seq)
+        if path is None:
+            made = self.made.get(threading.get_ident(), ([], []))
+            i = bisect.bisect_right(made[0], seq)
+            path = self.owners.owner[seq] = made[1][i] if i < len(made[1]) else ""
+        return path
+
+    def _note(self, node) -> None:
+        counters, paths = self.made.setdefault(threading.get_ident(), ([], []))
+        counters.append(_sequence_counter())
+        paths.append(self._owner(node))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         packet = func._overloadpacket
         formula = _formula(packet)
+        node = torch._C._current_autograd_node()
+        if node is not None and not self.owners.stack:
+            self._note(node)
         if formula is None or packet not in FAMILY_OF:
             return out
-        node = torch._C._current_autograd_node()
         if node is not None and self.owners.stack:  # a module's forward run by a backward node: recompute
             direction, path = "recomp", self.owners.stack[-1]
         elif node is not None:
-            direction, path = "bprop", self.owners.owner.get(node._sequence_nr(), "")
+            direction, path = "bprop", self._owner(node)
         else:
             direction, path = "fprop", self.owners.stack[-1] if self.owners.stack else ""
         flops = _conv_backward(formula, args, kwargs, out) if packet is aten.convolution_backward else \

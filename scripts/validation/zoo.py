@@ -43,6 +43,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import grads
+
 
 # ----------------------------------------------------------------------------- ResNet-50
 class Bottleneck(nn.Module):
@@ -600,11 +602,12 @@ def padded_tokens(batch: int = 4, t: int = 32, vocab: int = 512) -> torch.Tensor
 # ----------------------------------------------------------------------------- the cases
 class Case:
     """One model of the harness: how to build it and its input, the autocast dtype (None: fp32),
-    whether it runs under ``torch.compile``, and the op families its steps must exercise."""
+    whether it runs under ``torch.compile``, the op families its steps must exercise, and its training
+    step where it is not one forward and ``loss.backward()`` (``step(model, x)``: :mod:`.grads`)."""
 
-    def __init__(self, make, make_input, families, autocast=None, compiled=False, wrap=()):
+    def __init__(self, make, make_input, families, autocast=None, compiled=False, wrap=(), step=None):
         self.make, self.make_input, self.families = make, make_input, frozenset(families)
-        self.autocast, self.compiled, self.wrap = autocast, compiled, wrap
+        self.autocast, self.compiled, self.wrap, self.step = autocast, compiled, wrap, step
 
 
 CASES: dict[str, Case] = {
@@ -631,6 +634,7 @@ CASES: dict[str, Case] = {
     "cnn_compiled": Case(convnet, lambda: torch.randn(8, 3, 32, 32), {"conv", "gemm"}, compiled=True),
     "bert": Case(Bert, padded_tokens, {"gemm", "attention"}),
     "bert_bf16": Case(Bert, padded_tokens, {"gemm", "attention"}, autocast=torch.bfloat16),
+    **grads.cases(Case),
 }
 
 
@@ -644,7 +648,9 @@ def build(name: str, seed: int = 0, device: str = "cpu"):
 
 
 def step(case: Case, model, x) -> torch.Tensor:
-    """One forward and backward; returns the loss."""
+    """One forward and backward (or the case's own step); returns the loss."""
+    if case.step is not None:
+        return case.step(model, x)
     if case.autocast is not None:
         with torch.autocast(x.device.type, dtype=case.autocast):
             out = model(x)

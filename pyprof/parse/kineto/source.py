@@ -56,7 +56,7 @@ from typing import Any, cast
 from pyprof.errors import InputError, NoKernelsError
 from pyprof.parse import decode as dec
 from pyprof.parse.demangle import short_name
-from pyprof.parse.kineto import inductor
+from pyprof.parse.kineto import graph, inductor
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.args import kineto_args, sizes_value
 from pyprof.parse.kineto.index import (
@@ -127,6 +127,7 @@ class KinetoSource:
         self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
         self._fwd_threads: tuple | None = None  # (Fwd thread id -> tid, the linker it was learnt from)
         self._node_threads: dict | None = None  # (pid, tid, seq) of a backward node -> its Fwd thread id
+        self._graph = graph.Graph(ix)  # runs of a backward, its convolutions' gradients, double backward
 
     # -- decoding ------------------------------------------------------------------------------------
 
@@ -377,11 +378,15 @@ class KinetoSource:
                     # op: an aten op with its number only ran before the Function (which records none)
                     found = None
                 if found is None:
-                    self._unlinked += 1
-                else:  # one backward instance per forward op instance, whatever node runs it
+                    f = self._made_in_backward(f, link, key, linker)
+                else:  # one backward instance per forward op instance and run, whatever node runs it
                     f = dec.link(f, found[0])
                     if found[1] is not None and f["opDir"] is None:
-                        op_id = found[1]
+                        node_r = self._graph.node(key)
+                        op_id = graph.run_id(found[1], self._graph.run(node_r))
+                        mask = self._graph.conv_mask(node_r)
+                        if mask is not None and f["op"].startswith(("conv", "_conv")):
+                            f["args"] = graph.with_grads(f["args"], mask)
             if linker is not None and f["op"] is None and f["bwdNode"] is not None:
                 # a node with no forward op in the trace (it ran before the window, or the trace has no
                 # sequence numbers) and no op inside it: the node is the op
@@ -397,6 +402,17 @@ class KinetoSource:
                 self._cache.clear()
             self._cache[key] = ctx
         return ctx
+
+    def _made_in_backward(self, f: dict[str, Any], link: tuple, key: int, linker: dec.BackwardLinker) -> dict[str, Any]:
+        """``f`` of a backward instance whose node links to no forward op: made by an op another backward
+        node ran (a double backward), it keeps its own op and takes that backward's layers and call site."""
+        ix = self._ix
+        made = self._graph.maker(link[0], ix.tid[key], link[1], ix.start[key])
+        if made is None:
+            self._unlinked += 1
+            return f
+        by = self._context(made, linker)[0]
+        return dict(f, layer=by["layer"] or f["layer"], trace=f["trace"] or by["trace"])
 
     def _kernel_fields(self, node: int, ctx: tuple, rec: dict[str, Any]) -> dict[str, Any]:
         """``rec`` completed with the instance's fields, the kernel's innermost ATen op, the seq numbers

@@ -1,0 +1,89 @@
+"""What a Kineto trace shows of the autograd graph beyond one forward and one backward per op.
+
+* **Runs**: a node's backward can run twice (``autograd.grad(create_graph=True)`` then a ``backward()``
+  through it, or ``retain_graph=True``); run ``k`` of an op's backward, its node's ``k``-th evaluation, is an
+  instance of its own: the forward op's id plus ``k · RUN_STRIDE`` (:func:`run_id`).
+* **Which gradients a convolution's backward computed**: its ``convolution_backward``'s ``output_mask``.
+* **Which backward op made a node** (a double backward): with ``create_graph`` the ops a backward node runs
+  make nodes numbered on their thread (``ConvolutionBackwardBackward0`` takes ``aten::convolution_backward``'s).
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from pyprof.parse.kineto import schema as ks
+from pyprof.parse.kineto.args import kineto_args
+from pyprof.parse.kineto.index import ROLE_OP, Index
+
+RUN_STRIDE = 1 << 40  # (Kineto's External ids stay far below it)
+
+
+def run_id(op_id: int, run: int) -> int:
+    """The instance id of run ``run`` (0: the first) of the backward of the forward op ``op_id``."""
+    return op_id if run <= 0 else op_id + run * RUN_STRIDE if op_id >= 0 else op_id - run * RUN_STRIDE
+
+
+class Graph:
+    """Lookups over an :class:`~pyprof.parse.kineto.index.Index`, each built in one pass on first use."""
+
+    def __init__(self, ix: Index):
+        self.ix = ix
+        self._runs: dict[int, int] | None = None
+        self._masks: dict[int, list] | None = None
+        self._makers: dict[tuple, tuple[list, list]] | None = None
+
+    def node(self, r: int) -> int:
+        """The innermost backward node's ``evaluate_function`` range open at range ``r`` (-1: none)."""
+        ix = self.ix
+        return next((a for a in reversed(ix.chain[r]) if ix.bwd[a] and ix.name[a].startswith(ks.BACKWARD_PREFIX)),
+                    -1) if r >= 0 else -1
+
+    def run(self, r: int) -> int:
+        """Which evaluation of its node (0: the first, per process, thread, number and name) range ``r`` is."""
+        if self._runs is None:
+            ix = self.ix
+            groups: dict[tuple, list] = {}
+            for i, nm in enumerate(ix.name):
+                if ix.bwd[i] and ix.seq[i] is not None and nm.startswith(ks.BACKWARD_PREFIX):
+                    groups.setdefault((ix.pid[i], ix.tid[i], ix.seq[i], nm), []).append(i)
+            self._runs = {i: k for rs in groups.values() if len(rs) > 1
+                          for k, i in enumerate(sorted(rs, key=ix.start.__getitem__))}
+        return self._runs.get(r, 0)
+
+    def conv_mask(self, r: int) -> list | None:
+        """The ``output_mask`` ([input, weight, bias]) of the ``convolution_backward`` run inside node range ``r``."""
+        if self._masks is None:
+            ix = self.ix
+            self._masks = {}
+            for i, nm in enumerate(ix.name):
+                a = ix.args[i] if nm == "aten::convolution_backward" else None
+                got = kineto_args(*map(ix.value, a[1:])) if a else None
+                mask = got[-1].get("value") if got else None
+                if isinstance(mask, list) and len(mask) == 3 and all(isinstance(v, bool) for v in mask):
+                    self._masks[self.node(i)] = mask
+        return self._masks.get(r)
+
+    def maker(self, pid: Any, tid: Any, seq: int | None, before: int) -> int | None:
+        """The op range numbered ``seq`` run inside a backward node on (``pid``, ``tid``), latest to start
+        before ``before``: the op that made node ``seq`` in a backward taken with ``create_graph``."""
+        if self._makers is None:
+            ix = self.ix
+            found: dict[tuple, list] = {}
+            for i, s in enumerate(ix.seq):
+                p = ix.parent[i]
+                if s is not None and ix.role[i] == ROLE_OP and not ix.bwd[i] and (p < 0 or ix.seq[p] != s) and \
+                        any(ix.bwd[a] for a in ix.chain[i]):  # (the outermost op of equal numbers)
+                    found.setdefault((ix.pid[i], ix.tid[i], s), []).append((ix.start[i], i))
+            self._makers = {k: ([t for t, _ in sorted(v)], [i for _, i in sorted(v)]) for k, v in found.items()}
+        got = self._makers.get((pid, tid, seq))
+        j = bisect.bisect_right(got[0], before) - 1 if got else -1
+        return got[1][j] if got and j >= 0 else None
+
+
+def with_grads(args: list | None, mask: list) -> list | None:
+    """A convolution's arguments with ``grad`` false on its input, weight and bias (positions 0-2 in every
+    spelling) where ``mask`` says that gradient was not computed."""
+    return [{**a, "grad": False} if i < 3 and not mask[i] and isinstance(a, dict) and a.get("type") == "tensor"
+            else a for i, a in enumerate(args)] if args else args
