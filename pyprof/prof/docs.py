@@ -102,6 +102,11 @@ nothing calls it), and the records add up to the time spent in ops.
   re-runs: a block re-run on its own keeps the module path it had in the forward (`layers.3.mlp`), not
   the backward node's module. `--summary dir` shows it as its own row; FlopCounterMode counts the same
   work (the harness's reference charges forward ops run while an autograd node runs to `recomp`).
+  A torch.profiler trace without pyprof's markers tells the same from its `with_stack`/`with_modules`
+  Python ranges: an aten op a backward node runs under an `nn.Module` forward opened inside the node is
+  recomputed (`recomp`, priced as the op it is: a ResNet's `conv2d` re-run under `ReluBackward0`), not
+  that node's backward; without those ranges it cannot be told and counts as the node's backward, and
+  on a CPU trace the op at which checkpoint's early stop raised counts as run (no `raised` marker).
 - **An op whose call raised did no work** (`opDir` `none`): checkpoint's early stop ends a recompute
   by raising inside the op at which every saved tensor is rebuilt, while that op saves its inputs for
   backward, before its kernel runs; torch.profiler still records the op (on a CPU an `aten::mm` of

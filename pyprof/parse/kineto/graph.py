@@ -4,6 +4,7 @@
   through it, or ``retain_graph=True``); run ``k`` of an op's backward, its node's ``k``-th evaluation, is an
   instance of its own: the forward op's id plus ``k · RUN_STRIDE`` (:func:`run_id`).
 * **Which gradients a convolution's backward computed**: its ``convolution_backward``'s ``output_mask``.
+* **Recompute**: a forward a backward node re-runs (a checkpoint's) under ``nn.Module`` Python ranges.
 * **Which backward op made a node** (a double backward): with ``create_graph`` the ops a backward node runs
   make nodes numbered on their thread (``ConvolutionBackwardBackward0`` takes ``aten::convolution_backward``'s).
 """
@@ -39,6 +40,20 @@ class Graph:
         ix = self.ix
         return next((a for a in reversed(ix.chain[r]) if ix.bwd[a] and ix.name[a].startswith(ks.BACKWARD_PREFIX)),
                     -1) if r >= 0 else -1
+
+    def first_op(self, kept: tuple) -> int:
+        """The outermost plain op range inside the innermost backward node of chain ``kept`` (-1: none)."""
+        ix = self.ix
+        i = next((i for i in range(len(kept) - 1, -1, -1) if ix.bwd[kept[i]]), -1)
+        return next((r for r in kept[i + 1:] if ix.role[r] == ROLE_OP and not ix.bwd[r]), -1) if i >= 0 else -1
+
+    def recomputed(self, kept: tuple) -> bool:
+        """Whether the op a backward node runs (chain ``kept``) is a forward re-run by it (a checkpoint's
+        recompute): an ``nn.Module`` forward (a ``with_stack``/``with_modules`` Python range) opened inside
+        the node, as :func:`pyprof.parse.decode._recomputes` asks of pyprof's module ranges."""
+        op = self.first_op(kept)
+        node = self.node(op)
+        return node >= 0 and len(self.ix.modules[op]) > len(self.ix.modules[node])
 
     def run(self, r: int) -> int:
         """Which evaluation of its node (0: the first, per process, thread, number and name) range ``r`` is."""

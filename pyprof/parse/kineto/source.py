@@ -148,6 +148,9 @@ class KinetoSource:
         d = self._decode(kept)
         f = dict(d.fields)
         op_node = None if d.op_pos is None else kept[d.op_pos]
+        if f["opDir"] == "fprop" and f["mod"] == "aten" and self._graph.recomputed(kept):
+            f.update(dir=dec.RECOMPUTE, opDir=None)
+            op_node = self._graph.first_op(kept)
         comm = next((i for i in range(len(kept) - 1, -1, -1) if kept[i] in ix.comms), None) if ix.comms else None
         if comm is not None and (d.op_pos is None or comm > d.op_pos):
             # a collective (its kernels: NCCL's): the op torch.distributed recorded, with its message sizes
