@@ -59,7 +59,8 @@ instance, priced once. The op's FLOPs and bytes are computed once per instance (
 What an instance is, by marker kind: a pyprof op marker is one instance (its backward ranges carry its
 `id`). With emit_nvtx text or a torch.profiler trace and no pyprof markers, the instance is the
 outermost namespaced op open at the launch (`aten::linear` around `aten::addmm`; `ProfilerStep#N`,
-optimizer and custom Function records are not ops), and a backward node (`AddmmBackward0, seq = N`, or
+optimizer records are not ops; a custom autograd Function's record is the op of the kernels it
+launches outside any aten op, link `op`, mod `autograd`), and a backward node (`AddmmBackward0, seq = N`, or
 `stashed seq = N` in PyTorch 1.0-1.1; a torch.profiler node's `Sequence number`) joins the forward op
 with that number on the same process, the latest before the node. An aten op under a node that joins
 no forward op is its own instance, priced as the op it ran (record field `opDir`). NVIDIA PyProf's
@@ -191,7 +192,9 @@ nothing calls it), and the records add up to the time spent in ops.
   `var_mean`, `sub`, `add`, `rsqrt`, `mul`, `mul`, `add`, and `softmax` `amax`, `sub`, `exp`, `sum`,
   `div`: the decomposed `layer_norm` counts about 8 FLOPs per element against its composite model's 7
   (`var_mean` 4, then four pointwise ops), softmax the same 5. A kernel named only from its name (a trace
-  without `pyprof run`'s record) has no arguments: `n/a`.
+  without `pyprof run`'s record) has no arguments: `n/a`. In any trace a compiled backward's GEMMs are
+  its extern aten ops (`aten::mm` with an `out` tensor), priced from their shapes, in bprop; one replayed
+  as a CUDA graph (`mode="reduce-overhead"`) launches them under no op: `n/a`.
 - `python scripts/validate.py` checks the GEMM, convolution and attention FLOPs of a model zoo through
   `pyprof run` -> records -> `prof`, per direction and module, against FlopCounterMode's formulas.
 - Arguments are read in one form: bound to the aten schema of the overload that ran (names, positions,

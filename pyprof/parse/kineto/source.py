@@ -263,7 +263,8 @@ class KinetoSource:
         """(range, fields) of the innermost range of ``kept`` (a chain less ``ProfilerStep#N``) that names
         work, by the rule's precedence (docs/records.md): an op of any namespace, a collective's
         ``record_param_comms`` (its type refined per kernel: :meth:`_collective`), a compiled region
-        (``CompiledFunction``), a user annotation or another unnamespaced op range. None: nothing does.
+        (``CompiledFunction``) or a custom autograd Function's record (an op: it made the Function's node),
+        a user annotation or another unnamespaced op range. None: nothing does.
         ``ops_only``: only an op, collective or region inside the innermost autograd node."""
         ix = self._ix
         name, role, bwd = ix.name, ix.role, ix.bwd
@@ -284,7 +285,9 @@ class KinetoSource:
                                "link": dec.LINK_COLLECTIVE if ns in ks.COLLECTIVE_NAMESPACES else dec.LINK_OP})
                 elif nm in ks.COMPILED_REGIONS:
                     hit = (2, {"mod": "torch.compile", "op": nm, "link": dec.LINK_REGION})
-                else:  # a custom Python autograd Function's record, another profiler range
+                elif ix.seq[r] is not None:  # a custom autograd Function's forward (it made the Function's node)
+                    hit = (2, {"mod": "autograd", "op": nm, "link": dec.LINK_OP})
+                else:  # another profiler range
                     hit = (3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION})
             elif nm.startswith(ks.GLOO_RANGE_PREFIX) and nm != ks.GLOO_RANGE_PREFIX:
                 # gloo's run of a collective on its worker thread (a CPU trace's record of it)
