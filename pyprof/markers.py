@@ -51,6 +51,8 @@ not a plain strided ``torch.Tensor``/``nn.Parameter`` adds ``"kind"``, and ``"cl
     {"name":"input","type":"tensor","shape":[3,4],"dtype":"float32","device":"cpu","contig":true,
      "grad":false,"kind":"subclass","cls":"DTensor"}
 
+  A tensor batched by ``torch.func.vmap`` adds ``"vmap": [[level, batch size], ...]`` (its ``shape`` is the
+  per-sample one the op sees); so does a ``bwd`` range whose node ran under ``vmap`` (``jacrev``).
   ``kind`` is ``nested``; a layout's name (``sparse_coo``, ``sparse_csr``, ``sparse_csc``, ``sparse_bsr``,
   ``sparse_bsc``, ``mkldnn``); ``quantized`` (``dtype`` is then ``quint8``, ``qint8``, ...); else ``subclass``
   (``strided`` for a plain tensor whose shape could not be read). ``cls`` is the subclass's class name

@@ -137,6 +137,11 @@ PROBES: tuple[Probe, ...] = (
     Probe("torch._C._jit_get_schemas_for_operator", "naming the arguments of native functions",
           _callable("torch._C._jit_get_schemas_for_operator")),
     Probe("torch._C._is_tracing", "leaving torch.jit.trace recordings unmarked", _tracing_state),
+    Probe("torch._C._functorch", "the batch sizes of ops under torch.func.vmap", lambda: "" if all(
+        callable(_attr("torch._C." + n)) for n in ("_are_functorch_transforms_active", "_functorch.get_unwrapped",
+                                                   "_functorch.is_batchedtensor", "_functorch.maybe_get_bdim",
+                                                   "_functorch.is_functorch_wrapped_tensor",
+                                                   "_functorch.maybe_get_level")) else "is missing"),
     Probe("nvtx._lib.lib", "handing markers to Nsight Systems", _nvtx_internals),
 )
 

@@ -3,8 +3,11 @@ records -> ``prof``), against torch's own count (FlopCounterMode's formulas by a
 sees pyprof's markers: scripts/validation/reference.py), per direction and per module.
 
 The cases are scripts/validation/grads.py's: a WGAN-GP critic step (``autograd.grad(create_graph=True)``
-then ``backward()`` through it: each layer's backward runs twice and its backward's backward once), and
-held-out models of the same kinds (an MLP and a LayerNorm block under the same penalty)."""
+then ``backward()`` through it: each layer's backward runs twice and its backward's backward once),
+per-sample gradients (``vmap(grad(functional_call(...)))``: every op runs batched while it sees one
+sample), and held-out models of the same kinds (an MLP and a LayerNorm block under the penalty; a
+``vmap(jacrev(...))`` of a conv net, whose backward runs batched over the outputs; an ensemble's
+``vmap`` over stacked weights)."""
 
 from __future__ import annotations
 
@@ -55,3 +58,16 @@ def test_gradient_penalty_held_out(name, tmp_path):
     """Models the fix was not built on: an MLP (Tanh, Softplus: their double backwards' own ops) and a
     LayerNorm + GELU block (a norm's double backward, run as its aten decomposition)."""
     _check(harness.validate(name, steps=1, workdir=tmp_path))
+
+
+@pytest.mark.parametrize("name", ["per_sample_grad", "jacrev_conv", "ensemble_mlp"])
+def test_torch_func_transforms(name, tmp_path):
+    """Ops under ``torch.func.vmap`` are priced at the batch the kernels ran (the forward bytes of each
+    layer too, against the batched tensors the transform's wrappers hold), at every nesting."""
+    o = harness.validate(name, steps=1, workdir=tmp_path)
+    assert not o.error, o.error
+    directions = ("fprop",) if name == "ensemble_mlp" else ("fprop", "bprop")
+    for fam in CASES[name].families:
+        for d in directions:
+            assert o.total("torch", d, fam) > 0 and o.total("pyprof", d, fam) > 0, (d, fam)
+    assert not o.mismatches() and not o.bytes_mismatches(), harness.table([o])

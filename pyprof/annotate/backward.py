@@ -40,9 +40,10 @@ import threading
 import torch
 
 from pyprof import markers
-from pyprof.annotate import emit
+from pyprof.annotate import describe, emit
 
 get_seq = torch._C._autograd._get_sequence_nr
+_functorch_active = torch._C._are_functorch_transforms_active  # (pyprof.probes checks it)
 _Tensor = torch.Tensor
 _tls = threading.local()
 _generation = [0]
@@ -79,7 +80,12 @@ def _make_pre(node_name: str, s0: int, op_id: int, n: int):
             _close_stale()
         tok = None
         if emit.consumer_active():  # the text is built only when the node actually runs
-            tok = emit.push(_BWD % (markers.VERSION, node_name, s0, op_id, n))
+            text = _BWD % (markers.VERSION, node_name, s0, op_id, n)
+            if _functorch_active():  # (run under torch.func.vmap: jacrev's backward, batched)
+                vm = next((d["vmap"] for t in grad_outputs if isinstance(t, _Tensor)
+                           for d in [describe.vmapped({}, t)] if d), None)
+                text = text[:-1] + f',"vmap":{vm}}}'.replace(" ", "") if vm else text
+            tok = emit.push(text)
         st.append((_generation[0], tok))
 
     return pre

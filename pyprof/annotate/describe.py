@@ -145,6 +145,22 @@ def _odd_tensor(t, name: str) -> dict:
     return d
 
 
+_F = torch._C._functorch  # (pyprof.probes checks the names used)
+
+
+def vmapped(d: dict, t) -> dict:
+    """A tensor argument's dict with ``"vmap"``: ``[[level, batch size], ...]``, the ``torch.func.vmap``
+    levels ``t`` is batched at (its shape is the per-sample one the op sees; the kernels run it that many
+    times over), where it is batched at any."""
+    levels = []
+    while _F.is_functorch_wrapped_tensor(t):
+        u = _F.get_unwrapped(t)
+        if _F.is_batchedtensor(t):
+            levels.append([_F.maybe_get_level(t), u.shape[_F.maybe_get_bdim(t)]])
+        t = u
+    return {**d, "vmap": levels} if levels else d
+
+
 def _plain(v):
     """A JSON-able value for list items (scalars, None, nested lists); None if not plain."""
     t = type(v)

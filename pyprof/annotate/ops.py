@@ -49,6 +49,7 @@ _ap = torch.autograd.profiler  # ``_ap._is_profiler_enabled``: a plain bool torc
 # cost of ``_get_tracing_state() is not None``, which older torch has alone)
 _is_tracing = getattr(torch._C, "_is_tracing", None) or (lambda: torch._C._get_tracing_state() is not None)
 _grad_enabled = torch.is_grad_enabled
+_functorch_active = torch._C._are_functorch_transforms_active  # (pyprof.probes checks it)
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 _Tensor = torch.Tensor
 _VERSION = markers.VERSION
@@ -172,12 +173,23 @@ def _wants_grad(args, kwargs) -> bool:
     return False
 
 
+def _vmap_args_json(args, kwargs, names: tuple) -> str:
+    """The arguments of a call under a ``torch.func`` transform, tensors with their vmap levels."""
+    described = describe.args(args, kwargs, names)
+    flat = [*args, *kwargs.values()]
+    return ",".join(_dumps(describe.vmapped(d, v) if d.get("type") == "tensor" else
+                           {**d, "items": [describe.vmapped(x, t) for x, t in zip(d["items"], v, strict=True)]}
+                           if d.get("type") == "tensorlist" else d) for d, v in zip(described, flat, strict=True))
+
+
 def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> str:
     """The op payload (see :mod:`pyprof.markers`) as its JSON text, written directly (byte-identical
-    to ``markers.encode`` of the payload dict, keys in the same order)."""
+    to ``markers.encode`` of the payload dict, keys in the same order); under a ``torch.func`` transform
+    each batched tensor with its ``vmap`` levels."""
     if not meta._names_done:
         meta.arg_names()
-    text = meta.head + _args_json(args, kwargs, meta.heads, meta.names) + "]"
+    text = meta.head + (_vmap_args_json(args, kwargs, meta.names) if _functorch_active() else
+                        _args_json(args, kwargs, meta.heads, meta.names)) + "]"
     if meta.lowp and _any_autocast():
         text += cdtype_json(meta, args, kwargs)
     if s0 is not None:
@@ -273,7 +285,7 @@ def make_wrapper(fn, meta: OpMeta):
         if _is_dynamo_compiling() or (St.idle and not _ap._is_profiler_enabled):
             return fn(*args, **kwargs)
         try:
-            if _fast_call is not None:
+            if _fast_call is not None and not _functorch_active():  # (the C path writes no vmap levels)
                 return _fast_call(meta, fn, args, kwargs)
             return call_marked(meta, fn, args, kwargs)
         except BaseException:

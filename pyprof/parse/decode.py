@@ -191,8 +191,10 @@ def _pyprof(text: str) -> TextInfo:
         info = TextInfo("mod", layer=f.text("path") or f.text("cls"))
     elif k == "bwd":
         seq, op_id = p.get("seq"), p.get("id")
+        vmap = p.get("vmap")  # (the node ran under torch.func.vmap: jacrev's batched backward)
         info = TextInfo("bwd", name=f.text("node"), seq=seq if _is_int(seq) else None,
-                        link_key=id_key(op_id) if _is_int(op_id) else None)
+                        link_key=id_key(op_id) if _is_int(op_id) else None,
+                        args=[{"name": "", "type": "tensor", "shape": None, "vmap": vmap}] if vmap else None)
     elif k == "optim":
         info = TextInfo("optim", name=f.text("cls"))
     else:  # range: pyprof.range("attn") names a layer, as a `layer:attn` range does
@@ -324,6 +326,7 @@ class _Scan:
         self.hint: str | None = None
         self.link_seq: int | None = None
         self.bwd_node: str | None = None
+        self.bwd_args: list | None = None  # a vmap'd backward's batch levels (see link)
         self.malformed = 0
         for i, info in enumerate(infos):
             self.malformed += info.malformed
@@ -355,6 +358,7 @@ class _Scan:
 
     def _bwd(self, i: int, info: TextInfo) -> None:
         self._node(i, info, info.seq)
+        self.bwd_args = info.args
         if info.link_key is not None:  # the forward op's id: exact where ops share a seq
             self.link_seq = info.link_key
 
@@ -425,7 +429,7 @@ def _op_fields(sc: _Scan, fields: dict[str, Any]) -> int | None:
         if op_pos is None:
             op_pos = sc.top_aten_i
     elif sc.bwd_node is not None:
-        fields["link"] = LINK_NODE  # (its op: the forward op's, once linked)
+        fields.update(link=LINK_NODE, args=sc.bwd_args)  # (its op and args: the forward op's, once linked)
     if fields["op"] is None and sc.region_i is not None and (op_pos is None or sc.region_i > op_pos):
         # work a compiled region does itself (its generated kernels): the region names the op
         fields.update(mod=COMPILED_MOD, op=infos[sc.region_i].name, link=LINK_REGION)
@@ -499,12 +503,14 @@ def forward_seqs(text: str | None, bare_names: bool = False) -> tuple[int, ...]:
     return ()
 
 
-def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
+def link(own: dict[str, Any], fwd: dict[str, Any] | None, batched: list | None = None) -> dict[str, Any]:
     """A backward kernel's fields completed from its forward op's: op, args, dtype and layers (the
     backward of a layer's op belongs to that layer; an op marker called inside the backward keeps its
     own op, see ``opDir``; ranges open on the backward thread, such as a
     ``layer:`` range around the whole training step, stay in ``ranges`` and do not replace it), and the
-    call site when its own stack has none. Returns a new dict; neither input is changed."""
+    call site when its own stack has none; ``batched`` (or ``own``'s args, a node's alone): the vmap
+    levels its node ran at (``jacrev``'s backward), added to the first tensor argument's, since the node
+    ran the op's backward that many times over. Returns a new dict; neither input is changed."""
     if not fwd:
         return own
     out = dict(own)
@@ -522,6 +528,13 @@ def link(own: dict[str, Any], fwd: dict[str, Any] | None) -> dict[str, Any]:
     for k in ("mod", "op", "args", "cdtype"):
         if fwd.get(k) is not None:
             out[k] = fwd[k]
+    batched = batched or (own.get("args") if own.get("link") == LINK_NODE else None)
+    if batched and out["args"] is not batched:  # run under vmap (jacrev): the first tensor takes its levels
+        i = next((i for i, a in enumerate(out["args"] or ()) if a.get("type") == "tensor"), None)
+        if i is not None:
+            a = out["args"][i]
+            out["args"] = [*out["args"][:i], {**a, "vmap": [*(a.get("vmap") or ()), *(
+                lv for lv in batched[0]["vmap"] if lv not in (a.get("vmap") or ()))]}, *out["args"][i + 1:]]
     if fwd.get("layer"):
         out["layer"] = fwd["layer"]
     if not own.get("trace") and fwd.get("trace"):

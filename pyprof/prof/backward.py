@@ -57,6 +57,7 @@ import numpy as np
 import orjson
 
 from pyprof.kernel_roles import NO_WORK
+from pyprof.prof.ops import _args as A
 
 NAN = float("nan")
 
@@ -245,6 +246,10 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
         fwd = is_kernel & (raw["dir"] == "fprop") & unmodelled[inst_of] & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
         forward = set(np.unique(inst_of[fwd]).tolist())
         cand |= fwd
+    if cand.any() and raw.get("args") is not None:  # (under torch.func.vmap the records mix the per-sample
+        seen: dict[int, bool] = {}                     # calls and the batched ones: the formula prices them)
+        cand &= ~np.fromiter((seen[id(a)] if id(a) in seen else seen.setdefault(id(a), bool(a) and any(
+            "vmap" in t for t in A.tensors(a))) for a in raw["args"]), bool, n)
     if not cand.any():
         return None
     rows = np.flatnonzero(np.isin(inst_of, np.unique(inst_of[cand])) & is_kernel)

@@ -164,6 +164,18 @@ nothing calls it), and the records add up to the time spent in ops.
   backward that made them (the forward op's module): the double backward of `conv1` is charged to `conv1`.
   Their node is in the record's `bwdNode`. (An Nsight capture has no aten ops: there the double
   backward's kernels have no op.)
+- **`torch.func` transforms.** Under `vmap` an op sees one sample while its kernels run the batch:
+  `init()`'s marker gives each batched tensor its levels (`"vmap": [[level, batch size], ...]`, the
+  shape staying the per-sample one the op saw), and the op is priced for the batch: `B` times its FLOPs
+  (`B` the product of the batch sizes of every level any argument is batched at), its bytes `B` times
+  but an argument batched at fewer levels (a weight the samples share) read once per its own batch.
+  Nested transforms (`vmap(grad(...))`: per-sample gradients; `vmap` over stacked weights: an ensemble)
+  multiply; a backward run under `vmap` (`jacrev`: its backward batched over the outputs) takes its
+  node's levels from the `bwd` marker, on the first tensor argument. Such an instance is priced by its
+  model, not on what ran (its records mix the per-sample calls a transform dispatches and the batched
+  ones). What a transform hides: forward-mode AD (`jvp`, `jacfwd`, a Hessian-vector product's
+  forward-over-reverse) computes each op's tangents inside the same call, which the marker does not
+  see: only the primal is priced (`jacfwd` of an MLP 1.5% of FlopCounterMode's, an `hvp` a third).
 - Linear algebra (`torch.linalg`, `cholesky`, `qr`, `lu_*`, `triangular_solve`, ...): the textbook
   counts of the LAPACK routines torch runs, LAPACK Working Note 41's multiplications and additions
   (complex: 6 per multiplication, 2 per addition): LU `⅔n³`, Cholesky `⅓n³`, QR `2mn² − ⅔n³` (plus

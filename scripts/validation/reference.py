@@ -25,7 +25,8 @@ the root's (path ``""``) is the whole step's.
 
 Bytes are checked by hand for the layers whose forward is one op (``nn.Linear``, ``nn.Conv*``):
 :func:`hand_bytes` counts each input, parameter and output tensor once, at the element size the
-kernel reads (the autocast dtype under autocast), from the shapes a forward hook sees.
+kernel reads (the autocast dtype under autocast), from the shapes a forward hook sees (under
+``torch.func.vmap``, the batched tensors its wrappers hold).
 """
 
 from __future__ import annotations
@@ -217,6 +218,13 @@ def count_step(case, model, x) -> dict[tuple[str, str, str], float]:
 HAND_LAYERS = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
 
 
+def _physical(t: torch.Tensor) -> torch.Tensor:
+    """The tensor a ``torch.func`` transform's wrappers hold (vmap: the batched one the kernel reads)."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
 def hand_bytes(case, model, x) -> dict[str, float]:
     """``{module path: bytes}`` of one forward of every ``nn.Linear``/``nn.Conv*`` layer of ``model`` on
     ``x``: input, weight, bias and output, each read or written once, at the compute element size."""
@@ -230,7 +238,7 @@ def hand_bytes(case, model, x) -> dict[str, float]:
             return  # (a forward re-run by backward, checkpoint's recompute, is not a forward)
         size = (torch.finfo(case.autocast).bits // 8) if case.autocast is not None else None
         tensors = [args[0], mod.weight, *([mod.bias] if mod.bias is not None else []), result]
-        total = sum(t.numel() * (size or t.element_size()) for t in tensors)
+        total = sum(_physical(t).numel() * (size or t.element_size()) for t in tensors)
         out[names[mod]] = out.get(names[mod], 0.0) + float(total)
 
     from torch.nn.modules.module import register_module_forward_hook

@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+import orjson
+
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.args import kineto_args
 from pyprof.parse.kineto.index import ROLE_OP, Index
@@ -34,6 +36,7 @@ class Graph:
         self._runs: dict[int, int] | None = None
         self._masks: dict[int, list] | None = None
         self._makers: dict[tuple, tuple[list, list]] | None = None
+        self._batched: dict[int, list] | None = None
 
     def node(self, r: int) -> int:
         """The innermost backward node's ``evaluate_function`` range open at range ``r`` (-1: none)."""
@@ -77,8 +80,21 @@ class Graph:
                 got = kineto_args(*map(ix.value, a[1:])) if a else None
                 mask = got[-1].get("value") if got else None
                 if isinstance(mask, list) and len(mask) == 3 and all(isinstance(v, bool) for v in mask):
-                    self._masks[self.node(i)] = mask
+                    had = self._masks.get(self.node(i), [False] * 3)  # (vmap runs a call per gradient)
+                    self._masks[self.node(i)] = [a or b for a, b in zip(had, mask, strict=True)]
         return self._masks.get(r)
+
+    def batched(self, r: int) -> list | None:
+        """The ``vmap`` levels of the pyprof ``bwd`` marker inside node range ``r`` (a node run under
+        ``torch.func.vmap``: ``jacrev``'s backward), as :func:`pyprof.parse.decode.link` takes them."""
+        if self._batched is None:
+            ix = self.ix
+            self._batched = {}
+            for i, nm in enumerate(ix.name):
+                if nm.startswith('{"pyprof":') and '"vmap":' in nm and '"k":"bwd"' in nm:
+                    vmap = orjson.loads(nm).get("vmap")
+                    self._batched[self.node(i)] = [{"name": "", "type": "tensor", "shape": None, "vmap": vmap}]
+        return self._batched.get(r)
 
     def maker(self, pid: Any, tid: Any, seq: int | None, before: int) -> int | None:
         """The op range numbered ``seq`` run inside a backward node on (``pid``, ``tid``), latest to start

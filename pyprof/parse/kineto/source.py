@@ -386,9 +386,9 @@ class KinetoSource:
                 if found is None:
                     f = self._made_in_backward(f, link, key, linker)
                 else:  # one backward instance per forward op instance and run, whatever node runs it
-                    f = dec.link(f, found[0])
+                    node_r = self._graph.node(key)
+                    f = dec.link(f, found[0], self._graph.batched(node_r))
                     if found[1] is not None and f["opDir"] is None:
-                        node_r = self._graph.node(key)
                         op_id = graph.run_id(found[1], self._graph.run(node_r))
                         mask = self._graph.conv_mask(node_r)
                         if mask is not None and f["op"].startswith(("conv", "_conv")):

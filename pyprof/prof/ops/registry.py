@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from math import prod
 from typing import Any
 
 from pyprof.prof.ops import _args as A
@@ -214,4 +215,22 @@ def estimate(call: OpCall) -> Cost | None:
         return None  # arguments the model cannot make sense of: unknown, never a crash of the report
     if cost is not None and ((cost.flops is not None and cost.flops < 0) or (cost.bytes is not None and cost.bytes < 0)):
         return None
-    return cost
+    return _batched(call, cost) if cost is not None else None
+
+
+def _batched(call: OpCall, cost: Cost) -> Cost:
+    """``cost`` of a call under ``torch.func.vmap`` (tensor arguments with ``vmap`` levels: the model priced
+    one sample): the kernels ran every sample of every level any argument is batched at, ``B`` in all, so
+    ``B`` times the FLOPs, and ``B`` times the bytes less what an argument batched at fewer levels (a
+    weight shared by the samples) is read once per its own batch, not per sample."""
+    args = A.tensors(call.args)
+    levels = {lvl: size for a in args for lvl, size in a.get("vmap") or ()}
+    if not levels:
+        return cost
+    n = prod(levels.values())
+    nbytes = cost.bytes
+    for a in args if nbytes is not None else ():
+        b, own = A.nbytes(a), prod(size for _, size in a.get("vmap") or ())
+        nbytes = None if b is None else nbytes - b * (n - own) / n
+    return Cost(None if cost.flops is None else cost.flops * n, None if nbytes is None else max(nbytes, 0) * n,
+                cost.dtype, cost.tensor_op, cost.note)
