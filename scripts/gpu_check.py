@@ -4,7 +4,6 @@
     python scripts/gpu_check.py zoo OUT [--tf32] # the validation zoo on CUDA against FlopCounterMode
     python scripts/gpu_check.py compiled OUT     # torch.compile, CUDA graphs: which kernels keep op/layer
     python scripts/gpu_check.py roofline OUT     # a large bf16 GEMM and a large copy against the peaks
-    python scripts/gpu_check.py nsys OUT         # Nsight Systems end to end, where `nsys` runs
 
 Each part prints what it saw and writes ``OUT/kernels_PART.tsv``: one row per distinct GPU kernel name
 with its op, direction, dtype and tensor-core flag, summed time and count (the Hopper/Ampere kernel
@@ -15,9 +14,7 @@ and the closing note of the session that lent the GPU quotes them. Needs torch w
 from __future__ import annotations
 
 import argparse
-import glob
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -222,41 +219,9 @@ def part_roofline(out: Path, args) -> None:
     write_rows(out, "roofline", rows)
 
 
-def part_nsys(out: Path, args) -> None:
-    found = [p for p in [shutil.which("nsys"), *glob.glob("/opt/nvidia/nsight-systems*/*/bin/nsys"),
-                         *glob.glob("/opt/nvidia/nsight-systems*/bin/nsys"),
-                         *glob.glob("/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys"),
-                         *glob.glob("/usr/local/cuda*/bin/nsys")] if p]
-    print(f"== nsys candidates: {found}")
-    rows: list = []
-    for nsys in found:
-        d = out / "nsys"
-        d.mkdir(parents=True, exist_ok=True)
-        base = d / "lenet"
-        cmd = [nsys, "profile", "--trace=cuda,nvtx", "--export=sqlite", "--force-overwrite=true",
-               "-o", str(base), sys.executable, "examples/lenet.py", "--steps", "3"]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=ROOT)
-            print("\n".join("  | " + x for x in (r.stdout + r.stderr).splitlines()[-12:]))
-        except subprocess.TimeoutExpired:
-            print(f"  {nsys}: timed out")
-            continue
-        sqlite = base.with_suffix(".sqlite")
-        if not sqlite.exists():
-            continue
-        print(f"  export {sqlite.stat().st_size / 1e6:.1f} MB")
-        r = subprocess.run([sys.executable, "-m", "pyprof", "parse", str(sqlite), "-o", str(d / "lenet.dict")],
-                           capture_output=True, text=True, cwd=ROOT)
-        print("\n".join("  | " + x for x in (r.stdout + r.stderr).splitlines()[-6:]))
-        if (d / "lenet.dict").exists():
-            facts(d / "lenet.dict", "nsys-lenet", rows)
-        break
-    write_rows(out, "nsys", rows)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("part", choices=["examples", "zoo", "compiled", "roofline", "nsys"])
+    ap.add_argument("part", choices=["examples", "zoo", "compiled", "roofline"])
     ap.add_argument("out", type=Path)
     ap.add_argument("models", nargs="*", default=[], help="zoo: only these models; examples: only these (stem); compiled: only these modes")
     ap.add_argument("--tf32", action="store_true", help="zoo: float32 GEMMs and convolutions as TF32")

@@ -30,7 +30,7 @@ part 270 zoo2 scripts/gpu_check.py zoo "$OUT" checkpoint_llama ckpt_llama_bf16 u
   attn_compiled bert bert_bf16 &
 part 270 zoo_tf32 scripts/gpu_check.py zoo "$OUT" resnet50 gpt bert vit_b_16 --tf32 &
 part 270 compiled scripts/gpu_check.py compiled "$OUT" &
-part 200 nsys scripts/gpu_check.py nsys "$OUT" &
+part 420 nsys scripts/nsys_capture.py "$OUT/nsys" &
 wait
 part 80 roofline scripts/gpu_check.py roofline "$OUT"
 part 130 bench_init scripts/bench_init.py --device cuda --quick
