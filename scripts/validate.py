@@ -25,6 +25,11 @@ count, and prints the coverage table by family, then one line per op that differ
 model (scripts/validation/opinfo.py; it needs the ``expecttest`` package that torch's test suite imports).
 Exit status 1 when pyprof raised on any op or FLOPs differ.
 
+``--catalogue`` runs cases nobody here wrote: the double backward (gradgrad) and the ``vmap`` of every sample of
+torch's OpInfo catalogue, per-sample gradients and a gradient penalty of every module of its ``module_db``,
+through ``init()`` + torch.profiler, parse and prof, against FlopCounterMode per direction, and prints the
+coverage (scripts/validation/catalogue.py). Exit status 1 when a case differs without a convention or pyprof raised.
+
 ``--advise`` profiles a model per advice kind with ``pyprof run``, reads ``pyprof advise --json``, applies
 the advised change, times the step before and after in fresh processes (medians of the steps after a
 warm-up, repeated), and prints predicted vs measured savings (scripts/validation/advice.py). Exit status 1
@@ -57,11 +62,22 @@ def main() -> int:
     ap.add_argument("--modes", nargs="*", default=["init", "plain"], choices=["init", "plain"],
                     help="--opinfo: init() + torch.profiler, plain torch.profiler (default both)")
     ap.add_argument("--limit", type=int, default=None, help="--opinfo: at most this many samples per op")
+    ap.add_argument("--catalogue", nargs="*", default=None, metavar="KIND",
+                    help="higher-order gradients and torch.func transforms of torch's op and module catalogues "
+                         "(kinds: gradgrad vmap per_sample_grad module_gradgrad; default all; --ops to pick, "
+                         "--limit samples each, default 2)")
     ap.add_argument("--advise", action="store_true", help="check pyprof advise's estimates (MODEL: advice kinds)")
     ap.add_argument("--reps", type=int, default=3, help="--advise: timed runs of each variant (default 3)")
     args = ap.parse_args()
     if args.opinfo:
         return opinfo_main(args)
+    if args.catalogue is not None:
+        from scripts.validation import catalogue
+
+        cases = [c for kind in args.catalogue or catalogue.KINDS
+                 for c in catalogue.run(kind, args.ops or None, args.limit or 2)]
+        sys.stdout.write(catalogue.table(cases))
+        return 1 if any(c.status == "differ" or c.status.startswith("error") for c in cases) else 0
     if args.advise:
         return advise_main(args)
     unknown = [m for m in args.models if m not in zoo.CASES]

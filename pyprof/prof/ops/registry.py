@@ -222,12 +222,15 @@ def _batched(call: OpCall, cost: Cost) -> Cost:
     """``cost`` of a call under ``torch.func.vmap`` (tensor arguments with ``vmap`` levels: the model priced
     one sample): the kernels ran every sample of every level any argument is batched at, ``B`` in all, so
     ``B`` times the FLOPs, and ``B`` times the bytes less what an argument batched at fewer levels (a
-    weight shared by the samples) is read once per its own batch, not per sample."""
+    weight shared by the samples) is read once per its own batch, not per sample. A GEMM's, convolution's
+    or attention's batch is that of its products' operands: a batched bias alone is added per sample to
+    one product."""
     args = A.tensors(call.args)
-    levels = {lvl: size for a in args for lvl, size in a.get("vmap") or ()}
-    if not levels:
+    if not any(a.get("vmap") for a in args):
         return cost
-    n = prod(levels.values())
+    added = {"bias", "self"} if call.op.startswith(("add", "baddbmm")) else {"bias"}  # (addmm's self: a bias)
+    work = [a for k, a in call.schema.items() if k not in added] if cost.tensor_op and call.schema else args
+    n = prod({lvl: size for a in A.tensors(work) for lvl, size in a.get("vmap") or ()}.values())
     nbytes = cost.bytes
     for a in args if nbytes is not None else ():
         b, own = A.nbytes(a), prod(size for _, size in a.get("vmap") or ())
