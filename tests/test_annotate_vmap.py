@@ -53,3 +53,33 @@ def test_batched_cost_by_hand():
     w = {**tensor_arg([10, 800]), "vmap": [[2, 3]]}
     both = estimate(OpCall("linear", [{**x, "vmap": [[1, 16]]}, w], "fprop", None, "torch"))
     assert both.flops == 48 * 2 * 800 * 10
+
+
+def test_nsight_backward_under_vmap_is_priced_for_its_batch(tmp_path):
+    """An Nsight export (synthetic, tests/nsys_synth.py) of a linear whose backward ran under ``vmap``
+    (``jacrev``: the ``bwd`` marker carries the levels): its backward is priced for the 10 batched runs."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from nsys_synth import Export
+
+    from pyprof.parse import open_source
+    from pyprof.prof import build
+
+    ex = Export()
+    t = ex.track(name="python")
+    x = '{"name":"input","type":"tensor","shape":[8,32],"dtype":"float32","grad":true}'
+    w = '{"name":"weight","type":"tensor","shape":[16,32],"dtype":"float32","grad":true}'
+    for i, vmap in ((1, ""), (2, ',"vmap":[[1,10]]')):
+        with t.range('{"pyprof":1,"k":"op","ns":"torch.nn.functional","op":"linear","args":[' + x + "," + w
+                     + f'],"id":{i},"seq":[{i}]}}', domain="pyprof"):
+            t.launch("ampere_sgemm_32x32_sliced1x4_tn")
+        with t.range(f'{{"pyprof":1,"k":"bwd","node":"MmBackward0","seq":{i},"id":{i},"nseq":{i}' + vmap + "}",
+                     domain="pyprof"):
+            t.launch("ampere_sgemm_32x32_sliced1x4_nn")
+    ex.write(tmp_path / "x.sqlite")
+    df = build(open_source(tmp_path / "x.sqlite").records(), peak_flops=1e12, peak_bw=1e11)
+    fwd, plain, fwd2, batched = df["flops"].tolist()
+    assert fwd == fwd2 == 2 * 8 * 32 * 16 and plain == 2 * fwd  # dX and dW
+    assert batched == 10 * plain

@@ -59,8 +59,7 @@ instance, priced once. The op's FLOPs and bytes are computed once per instance (
 What an instance is, by marker kind: a pyprof op marker is one instance (its backward ranges carry its
 `id`). With emit_nvtx text or a torch.profiler trace and no pyprof markers, the instance is the
 outermost namespaced op open at the launch (`aten::linear` around `aten::addmm`; `ProfilerStep#N`,
-optimizer records are not ops; a custom autograd Function's record is the op of the kernels it
-launches outside any aten op, link `op`, mod `autograd`), and a backward node (`AddmmBackward0, seq = N`, or
+optimizer records are not ops; a custom autograd Function's is, link `op`), and a backward node (`AddmmBackward0, seq = N`, or
 `stashed seq = N` in PyTorch 1.0-1.1; a torch.profiler node's `Sequence number`) joins the forward op
 with that number on the same process, the latest before the node. An aten op under a node that joins
 no forward op is its own instance, priced as the op it ran (record field `opDir`). NVIDIA PyProf's
@@ -103,11 +102,9 @@ nothing calls it), and the records add up to the time spent in ops.
   re-runs: a block re-run on its own keeps the module path it had in the forward (`layers.3.mlp`), not
   the backward node's module. `--summary dir` shows it as its own row; FlopCounterMode counts the same
   work (the harness's reference charges forward ops run while an autograd node runs to `recomp`).
-  A torch.profiler trace without pyprof's markers tells the same from its `with_stack`/`with_modules`
-  Python ranges: an aten op a backward node runs under an `nn.Module` forward opened inside the node is
-  recomputed (`recomp`, priced as the op it is: a ResNet's `conv2d` re-run under `ReluBackward0`), not
-  that node's backward; without those ranges it cannot be told and counts as the node's backward, and
-  on a CPU trace the op at which checkpoint's early stop raised counts as run (no `raised` marker).
+  A trace without pyprof's markers tells it from `with_stack`/`with_modules` ranges: an aten op a node
+  runs under an `nn.Module` forward opened inside the node (a ResNet's `conv2d` under `ReluBackward0`);
+  without them it is the node's backward, and on a CPU an early-stopped op counts as run.
 - **An op whose call raised did no work** (`opDir` `none`): checkpoint's early stop ends a recompute
   by raising inside the op at which every saved tensor is rebuilt, while that op saves its inputs for
   backward, before its kernel runs; torch.profiler still records the op (on a CPU an `aten::mm` of
@@ -148,34 +145,20 @@ nothing calls it), and the records add up to the time spent in ops.
   own record, never the 0 of its views.
 - That formula prices a GEMM's, convolution's or einsum's backward for each input that requires a
   gradient (the `grad` flag of an `init()` marker: a frozen input gets none); a torch.profiler trace
-  records no `requires_grad`, so there every input is taken to need one, except a convolution's: its
-  `convolution_backward`'s `output_mask` says which of the input's, weight's and bias' gradients ran (a
-  first layer computes no input gradient; a gradient penalty's `autograd.grad` the input's alone).
-- **Each run of a backward is priced on its own.** A node's backward can run twice: inside
-  `torch.autograd.grad(create_graph=True)` and again inside the `backward()` through it (a gradient
-  penalty), or with `retain_graph=True`. On a torch.profiler trace each run is an instance of its own
-  (the `k`-th evaluation of its node: `opId` the forward op's plus `k·2^40`), priced for what that run
-  computed, never one backward split over both by time.
-- **The backward of a backward** (double backward): with `create_graph` the ops a backward node runs make
-  nodes of their own (`ConvolutionBackwardBackward0`, an `MmBackward0` under a linear's, a norm's backward
-  as its aten decomposition). Their records are the ops they run, each its own instance priced by its
-  own model (`_convolution_double_backward`: the convolutions torch runs for it; `mm`; the activations'
-  `*_backward` helpers), `dir` `bprop`, `opDir` `fprop`, and they take the layers and call site of the
-  backward that made them (the forward op's module): the double backward of `conv1` is charged to `conv1`.
-  Their node is in the record's `bwdNode`. (An Nsight capture has no aten ops: there the double
-  backward's kernels have no op.)
-- **`torch.func` transforms.** Under `vmap` an op sees one sample while its kernels run the batch:
-  `init()`'s marker gives each batched tensor its levels (`"vmap": [[level, batch size], ...]`, the
-  shape staying the per-sample one the op saw), and the op is priced for the batch: `B` times its FLOPs
-  (`B` the product of the batch sizes of every level any argument is batched at), its bytes `B` times
-  but an argument batched at fewer levels (a weight the samples share) read once per its own batch.
-  Nested transforms (`vmap(grad(...))`: per-sample gradients; `vmap` over stacked weights: an ensemble)
-  multiply; a backward run under `vmap` (`jacrev`: its backward batched over the outputs) takes its
-  node's levels from the `bwd` marker, on the first tensor argument. Such an instance is priced by its
-  model, not on what ran (its records mix the per-sample calls a transform dispatches and the batched
-  ones). What a transform hides: forward-mode AD (`jvp`, `jacfwd`, a Hessian-vector product's
-  forward-over-reverse) computes each op's tangents inside the same call, which the marker does not
-  see: only the primal is priced (`jacfwd` of an MLP 1.5% of FlopCounterMode's, an `hvp` a third).
+  records no `requires_grad`, so there every input is taken to need one, except a convolution's, whose
+  `convolution_backward` records in `output_mask` which gradients ran.
+- **Each run of a backward is priced on its own** (`autograd.grad(create_graph=True)` then a `backward()`
+  through it, or `retain_graph`): on a torch.profiler trace run `k` of a node is an instance of its own
+  (`opId` the forward op's plus `k·2^40`). **A double backward**'s nodes (`ConvolutionBackwardBackward0`)
+  run ops priced as themselves (`opDir` `fprop`; `_convolution_double_backward`: the convolutions torch
+  runs for it), charged to the module whose backward made them. An Nsight capture has no aten ops:
+  there its kernels have no op.
+- **`torch.func`**: under `vmap` an op sees one sample, its kernels run the batch. `init()`'s marker gives
+  a batched tensor its levels (`"vmap": [[level, size], ...]`; a `bwd` marker its node's: `jacrev`), and
+  the op is priced `B` times (`B`: the batch of every level its operands are batched at; bytes: a shared
+  weight once), by its model, not on what ran. Forward-mode AD (`jvp`, `jacfwd`, `hvp`) computes
+  tangents inside each call, unseen: only the primal is priced (`jacfwd` of an MLP: 1.5% of
+  FlopCounterMode's).
 - Linear algebra (`torch.linalg`, `cholesky`, `qr`, `lu_*`, `triangular_solve`, ...): the textbook
   counts of the LAPACK routines torch runs, LAPACK Working Note 41's multiplications and additions
   (complex: 6 per multiplication, 2 per addition): LU `⅔n³`, Cholesky `⅓n³`, QR `2mn² − ⅔n³` (plus
@@ -204,9 +187,8 @@ nothing calls it), and the records add up to the time spent in ops.
   `var_mean`, `sub`, `add`, `rsqrt`, `mul`, `mul`, `add`, and `softmax` `amax`, `sub`, `exp`, `sum`,
   `div`: the decomposed `layer_norm` counts about 8 FLOPs per element against its composite model's 7
   (`var_mean` 4, then four pointwise ops), softmax the same 5. A kernel named only from its name (a trace
-  without `pyprof run`'s record) has no arguments: `n/a`. In any trace a compiled backward's GEMMs are
-  its extern aten ops (`aten::mm` with an `out` tensor), priced from their shapes, in bprop; one replayed
-  as a CUDA graph (`mode="reduce-overhead"`) launches them under no op: `n/a`.
+  without `pyprof run`'s record) has no arguments: `n/a`. A compiled backward's GEMMs are its extern
+  `aten::mm` calls, priced from their shapes; replayed as a CUDA graph, under no op: `n/a`.
 - `python scripts/validate.py` checks the GEMM, convolution and attention FLOPs of a model zoo through
   `pyprof run` -> records -> `prof`, per direction and module, against FlopCounterMode's formulas.
 - Arguments are read in one form: bound to the aten schema of the overload that ran (names, positions,

@@ -1,13 +1,6 @@
-"""What a Kineto trace shows of the autograd graph beyond one forward and one backward per op.
-
-* **Runs**: a node's backward can run twice (``autograd.grad(create_graph=True)`` then a ``backward()``
-  through it, or ``retain_graph=True``); run ``k`` of an op's backward, its node's ``k``-th evaluation, is an
-  instance of its own: the forward op's id plus ``k · RUN_STRIDE`` (:func:`run_id`).
-* **Which gradients a convolution's backward computed**: its ``convolution_backward``'s ``output_mask``.
-* **Recompute**: a forward a backward node re-runs (a checkpoint's) under ``nn.Module`` Python ranges.
-* **Which backward op made a node** (a double backward): with ``create_graph`` the ops a backward node runs
-  make nodes numbered on their thread (``ConvolutionBackwardBackward0`` takes ``aten::convolution_backward``'s).
-"""
+"""What a Kineto trace shows of the autograd graph beyond one forward and one backward per op: each run of
+a node's backward (``create_graph``, ``retain_graph``), a convolution backward's ``output_mask``, a forward
+re-run by a node (a checkpoint's), the op that made a double backward's node, a node run under ``vmap``."""
 
 from __future__ import annotations
 
@@ -24,7 +17,8 @@ RUN_STRIDE = 1 << 40  # (Kineto's External ids stay far below it)
 
 
 def run_id(op_id: int, run: int) -> int:
-    """The instance id of run ``run`` (0: the first) of the backward of the forward op ``op_id``."""
+    """The instance id of run ``run`` (0: the first) of the backward of the forward op ``op_id``: its id
+    plus ``run · RUN_STRIDE``."""
     return op_id if run <= 0 else op_id + run * RUN_STRIDE if op_id >= 0 else op_id - run * RUN_STRIDE
 
 

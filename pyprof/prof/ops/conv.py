@@ -14,13 +14,6 @@ FLOPs (a multiply-add is 2; bias adds not counted, as FlopCounterMode and fvcore
 Bytes: input, weight, bias read once, output written once; backward: per gradient, ``dY`` and the
 other operand read and the gradient written; ``db`` reads ``dY``.
 
-The double backward (``_convolution_double_backward``, the backward of a backward taken with
-``create_graph``: a gradient penalty) runs up to four convolutions, each where its incoming gradient is
-defined: ``conv(ggI, W)`` and ``conv(X, ggW)`` for the gradient of ``grad_output`` and the data gradient of
-``(gO, ggW)``, each the forward's FLOPs, and the weight gradient of ``(ggI, gO)`` as torch runs it (a
-convolution over the batch with stride and dilation swapped, cut to the kernel's size afterwards: a
-strided layer's computes ``prod(kept) / prod(k)`` times the forward's, ``kept`` its uncut output size).
-
 The backward ops themselves (``convolution_backward``; the old per-backend ``cudnn_convolution_backward``,
 ``miopen_convolution_backward``, ``mkldnn_convolution_backward``, ``mps_convolution_backward``, which
 traces of PyTorch 1.8-1.10 record as an op of their own) are priced from their recorded ``input``,
@@ -188,7 +181,7 @@ def _mask(call: OpCall, b: dict, x, w) -> tuple[bool, bool, bool | None] | None:
 
 @register(*BACKWARD)
 def _conv_backward(call: OpCall) -> Cost | None:
-    if call.direction == "bprop":  # (a double backward runs as its own op: _convolution_double_backward)
+    if call.direction == "bprop":  # (a double backward runs as _convolution_double_backward)
         return None
     got = _backward_shapes(call)
     if got is None:
@@ -219,12 +212,10 @@ _DOUBLE = ("ggI", "ggW", "ggb", "grad_output", "weight", "input", "stride", "pad
 
 @register("_convolution_double_backward")
 def _conv_double_backward(call: OpCall) -> Cost | None:
-    """The double backward (the backward of ``convolution_backward``) from the gradients ``ggI``, ``ggW``,
-    ``ggb`` that reached dX, dW, db (undefined where none did), as torch computes it whatever
-    ``output_mask`` says: the gradient of ``grad_output``, ``conv(ggI, W) + conv(X, ggW) + ggb``; the input's,
-    the transposed convolution of ``(gO, ggW)`` (each of these three costs the forward's FLOPs); the
-    weight's, a convolution of ``ggI`` with ``gO`` over the batch, stride and dilation swapped, per group,
-    whose output is cut to the kernel's size afterwards (a strided layer computes more than it keeps)."""
+    """The double backward (a gradient penalty's) as torch runs it, whatever ``output_mask`` says, from the
+    gradients ``ggI``, ``ggW``, ``ggb`` that reached dX, dW, db: ``conv(ggI, W) + conv(X, ggW) + ggb`` and the
+    data gradient of ``(gO, ggW)``, each the forward's FLOPs; the weight gradient of ``(ggI, gO)``, a
+    convolution over the batch, stride and dilation swapped, cut to the kernel's size after it ran."""
     b = A.bind(call.args, _DOUBLE)
     x, gy, w = b.get("input"), b.get("grad_output"), b.get("weight")
     sx, sy, sw = A.shape(x), A.shape(gy), A.shape(w)
@@ -236,15 +227,15 @@ def _conv_double_backward(call: OpCall) -> Cost | None:
     fwd = 2.0 * sx[0] * (prod(sx[2:]) if transposed else prod(sy[2:])) * prod(sw)
     gi, gw, gb = (A.is_tensor(b.get(k)) and A.shape(b.get(k)) is not None for k in ("ggI", "ggW", "ggb"))
     flops = fwd * (gi + 2 * gw)
-    if gi:  # dW of (ggI, gO): input ggI or gO (transposed) with the other as weight, over the batch
-        stride, dil = A.ints(b.get("stride"), nd, 1, minimum=1), A.ints(b.get("dilation"), nd, 1, minimum=1)
-        pad = A.ints(b.get("padding"), nd, 0)
-        if stride is None or dil is None or pad is None:
-            return None
+    stride, dil = A.ints(b.get("stride"), nd, 1, minimum=1), A.ints(b.get("dilation"), nd, 1, minimum=1)
+    pad = A.ints(b.get("padding"), nd, 0)
+    if gi and stride and dil and pad:  # dW of (ggI, gO): one of them the weight of the other, over the batch
         big, small = (sy, sx) if transposed else (sx, sy)
         kept = [(i + 2 * p - s * (o - 1) - 1) // d + 1 for i, o, s, p, d in zip(big[2:], small[2:], stride, pad, dil,
                                                                                  strict=True)]
         flops += 2.0 * sw[0] * sw[1] * prod(kept) * sx[0] * prod(small[2:])
+    elif gi:
+        return None
     dt = A.compute_dtype(call.cdtype, x, w)
     nx, ny, nw = prod(sx), prod(sy), prod(sw)
     byts = (gi + 2 * gw) * (nx + ny + nw) + gi * (nx + ny + nw) + gb * (ny + sy[1])
