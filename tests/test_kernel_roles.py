@@ -31,6 +31,7 @@ from pyprof.prof import tensorcores
 GEMM_CONV_ATTENTION = {
     "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv", "aten::dot",
     "aten::cudnn_convolution", "aten::cudnn_convolution_backward_input", "aten::cudnn_convolution_backward_weight",
+    "aten::miopen_convolution",
     "aten::convolution_backward", "aten::_flash_attention_forward", "aten::_flash_attention_backward",
     "aten::_efficient_attention_forward", "aten::_efficient_attention_backward",
 }
