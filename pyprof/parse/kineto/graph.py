@@ -31,6 +31,7 @@ class Graph:
         self._masks: dict[int, list] | None = None
         self._makers: dict[tuple, tuple[list, list]] | None = None
         self._batched: dict[int, list] | None = None
+        self._roots: dict[str, tuple] | None = None
 
     def node(self, r: int) -> int:
         """The innermost backward node's ``evaluate_function`` range open at range ``r`` (-1: none)."""
@@ -51,6 +52,18 @@ class Graph:
         op = self.first_op(kept)
         node = self.node(op)
         return node >= 0 and len(self.ix.modules[op]) > len(self.ix.modules[node])
+
+    def rooted(self, mods: tuple) -> tuple:
+        """A recompute's module ranges (opened inside a node: the re-run block's) under the modules that
+        held that block in the forward (its first forward run), so it keeps its forward path."""
+        if self._roots is None:
+            ix = self.ix
+            self._roots = {}
+            for i, ms in enumerate(ix.modules):
+                if ms and not any(ix.bwd[a] for a in ix.chain[i]):
+                    for j, m in enumerate(ms):
+                        self._roots.setdefault(m, ms[:j])
+        return self._roots.get(mods[0], ()) + mods if mods else mods
 
     def run(self, r: int) -> int:
         """Which evaluation of its node (0: the first, per process, thread, number and name) range ``r`` is."""

@@ -402,7 +402,8 @@ class KinetoSource:
                 f = dict(f, trace=list(ix.frames[key][:3]))
             if not f["layer"] and key >= 0 and ix.modules[key]:
                 # no pyprof module range (own or forward's): torch.profiler's nn.Module ranges
-                f = dict(f, layer=list(ix.modules[key]))
+                f = dict(f, layer=list(self._graph.rooted(ix.modules[key]) if f["dir"] == dec.RECOMPUTE else
+                                       ix.modules[key]))
             ctx = (f, op_id, key)
             if len(self._cache) > 262144:  # instances are met in time order: old ones are done
                 self._cache.clear()
