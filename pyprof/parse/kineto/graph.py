@@ -14,6 +14,10 @@ from pyprof.parse.kineto.args import kineto_args
 from pyprof.parse.kineto.index import ROLE_OP, Index
 
 RUN_STRIDE = 1 << 40  # (Kineto's External ids stay far below it)
+#: PyTorch 1.8-1.10 ran a convolution's gradients as child ops of its backward op (no ``output_mask`` in
+#: the trace): which ran says which gradients it computed ([input, weight, bias] index)
+OLD_CONV = {"aten::cudnn_convolution_backward", "aten::miopen_convolution_backward"}
+_OLD_GRADS = {f"aten::{b}_convolution_backward_{g}": i for b in ("cudnn", "miopen") for i, g in enumerate(("input", "weight"))}
 
 
 def run_id(op_id: int, run: int) -> int:
@@ -78,17 +82,22 @@ class Graph:
         return self._runs.get(r, 0)
 
     def conv_mask(self, r: int) -> list | None:
-        """The ``output_mask`` ([input, weight, bias]) of the ``convolution_backward`` run inside node range ``r``."""
+        """The ``output_mask`` ([input, weight, bias]) of the ``convolution_backward`` run inside node range ``r``
+        (of an old backward op range ``r``: the gradients whose child ops ran)."""
         if self._masks is None:
             ix = self.ix
             self._masks = {}
             for i, nm in enumerate(ix.name):
                 a = ix.args[i] if nm == "aten::convolution_backward" else None
                 got = kineto_args(*map(ix.value, a[1:])) if a else None
-                mask = got[-1].get("value") if got else None
-                if isinstance(mask, list) and len(mask) == 3 and all(isinstance(v, bool) for v in mask):
-                    had = self._masks.get(self.node(i), [False] * 3)  # (vmap runs a call per gradient)
-                    self._masks[self.node(i)] = [a or b for a, b in zip(had, mask, strict=True)]
+                mask = got[-1].get("value") if got else [j == _OLD_GRADS[nm] for j in range(3)] if nm in _OLD_GRADS \
+                    else None
+                key, p = (-1, ix.parent[i]) if nm in _OLD_GRADS else (self.node(i), -1)
+                while p >= 0 and ix.name[p] in OLD_CONV:  # (1.8 nests the old op in a twin of itself)
+                    key, p = p, ix.parent[p]
+                if isinstance(mask, list) and len(mask) == 3 and all(isinstance(v, bool) for v in mask) and key >= 0:
+                    had = self._masks.get(key, [False] * 3)  # (vmap runs a call per gradient)
+                    self._masks[key] = [a or b for a, b in zip(had, mask, strict=True)]
         return self._masks.get(r)
 
     def batched(self, r: int) -> list | None:

@@ -77,14 +77,7 @@ from pyprof.process import collector_paused
 from pyprof.records import thread_id
 
 _FWD_KEYS = ("mod", "op", "args", "cdtype", "layer", "trace")
-# PyTorch 1.8-1.10 ran a convolution's gradients as child ops of its backward op (input, weight): which
-# ran says which gradients it computed, where the trace did not record its output_mask
-_CONV_GRAD_CHILDREN = {
-    "aten::cudnn_convolution_backward": ("aten::cudnn_convolution_backward_input",
-                                         "aten::cudnn_convolution_backward_weight"),
-    "aten::miopen_convolution_backward": ("aten::miopen_convolution_backward_input",
-                                          "aten::miopen_convolution_backward_weight"),
-}
+
 
 
 class KinetoSource:
@@ -123,7 +116,6 @@ class KinetoSource:
         self._devices = _device_names(self.meta)
         self._device_props = _device_props(self.meta)
         self._raised = raised_ops(ix)  # op ranges whose call raised: their records did no work
-        self._conv_kids: dict[int, set] | None = None  # see _conv_grads
         self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
         self._fwd_threads: tuple | None = None  # (Fwd thread id -> tid, the linker it was learnt from)
         self._node_threads: dict | None = None  # (pid, tid, seq) of a backward node -> its Fwd thread id
@@ -190,9 +182,9 @@ class KinetoSource:
         if (f["mod"] == "aten" or f["link"] == dec.LINK_OP) and f["args"] is None and op_node is not None and (
                 f["dir"] != "bprop" or f["opDir"] == "fprop"):
             f["args"] = kineto_args(*map(ix.value, ix.args[op_node][1:]))
-            kids = _CONV_GRAD_CHILDREN.get(ix.name[op_node])
-            if kids is not None:
-                f["args"] = self._conv_grads(op_node, f["args"], kids)
+            mask = self._graph.conv_mask(op_node) if ix.name[op_node] in graph.OLD_CONV else None
+            if mask is not None:  # (an old backward op's arguments: input, grad_output, weight)
+                f["args"] = graph.with_grads(f["args"], [mask[0], True, mask[1]])
         return f, op_id, link
 
     def _decode(self, kept: tuple) -> dec.Decoded:
@@ -235,29 +227,6 @@ class KinetoSource:
             elif link is None:
                 seqs.append(seq)
         return seqs, link
-
-    def _conv_grads(self, node: int, args: list | None, kids: tuple[str, str]) -> list | None:
-        """``args`` of an old convolution backward op, its input (first) and weight (third) marked
-        ``grad: false`` where the child op computing that gradient did not run inside ``node``."""
-        ix = self._ix
-        if self._conv_kids is None:  # one pass, in the traces that have such an op
-            names = {k for pair in _CONV_GRAD_CHILDREN.values() for k in pair}
-            found: dict[int, set] = {}
-            parent, name = ix.parent, ix.name
-            for r, p in enumerate(parent):
-                if p >= 0 and name[r] in names:
-                    while p >= 0 and name[p] in _CONV_GRAD_CHILDREN:  # (1.8 nests the op in a twin of itself)
-                        found.setdefault(p, set()).add(name[r])
-                        p = parent[p]
-            self._conv_kids = found
-        ran = self._conv_kids.get(node)
-        if not ran or not args or len(args) < 3:  # no child seen: which gradients ran is unknown
-            return args
-        out = list(args)
-        for i, child in ((0, kids[0]), (2, kids[1])):
-            if child not in ran and isinstance(out[i], dict) and out[i].get("type") == "tensor":
-                out[i] = {**out[i], "grad": False}
-        return out
 
     def _named_work(self, kept: tuple, ops_only: bool = False) -> tuple[int, dict[str, Any]] | None:
         """(range, fields) of the innermost range of ``kept`` (a chain less ``ProfilerStep#N``) that names
