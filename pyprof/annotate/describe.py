@@ -149,9 +149,8 @@ _F = torch._C._functorch  # (pyprof.probes checks the names used)
 
 
 def vmapped(d: dict, t) -> dict:
-    """A tensor argument's dict with ``"vmap"``: ``[[level, batch size], ...]``, the ``torch.func.vmap``
-    levels ``t`` is batched at (its shape is the per-sample one the op sees; the kernels run it that many
-    times over), where it is batched at any."""
+    """A tensor argument's dict with ``"vmap"``: ``[[level, batch size], ...]`` of the ``torch.func.vmap``
+    levels ``t`` is batched at (its shape: the per-sample one the op sees), where there are any."""
     levels = []
     while _F.is_functorch_wrapped_tensor(t):
         u = _F.get_unwrapped(t)

@@ -508,9 +508,8 @@ def link(own: dict[str, Any], fwd: dict[str, Any] | None, batched: list | None =
     backward of a layer's op belongs to that layer; an op marker called inside the backward keeps its
     own op, see ``opDir``; ranges open on the backward thread, such as a
     ``layer:`` range around the whole training step, stay in ``ranges`` and do not replace it), and the
-    call site when its own stack has none; ``batched`` (or ``own``'s args, a node's alone): the vmap
-    levels its node ran at (``jacrev``'s backward), added to the first tensor argument's, since the node
-    ran the op's backward that many times over. Returns a new dict; neither input is changed."""
+    call site when its own stack has none; ``batched`` (or a node's own args): the vmap levels the node
+    ran at (``jacrev``), added to the first tensor's. Returns a new dict; neither input is changed."""
     if not fwd:
         return own
     out = dict(own)

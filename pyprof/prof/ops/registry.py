@@ -219,12 +219,9 @@ def estimate(call: OpCall) -> Cost | None:
 
 
 def _batched(call: OpCall, cost: Cost) -> Cost:
-    """``cost`` of a call under ``torch.func.vmap`` (tensor arguments with ``vmap`` levels: the model priced
-    one sample): the kernels ran every sample of every level any argument is batched at, ``B`` in all, so
-    ``B`` times the FLOPs, and ``B`` times the bytes less what an argument batched at fewer levels (a
-    weight shared by the samples) is read once per its own batch, not per sample. A GEMM's, convolution's
-    or attention's batch is that of its products' operands: a batched bias alone is added per sample to
-    one product."""
+    """``cost`` (of one sample) of a call under ``torch.func.vmap``, its arguments' ``vmap`` levels ``B``
+    samples in all (a GEMM's: its products' operands', not a bias's): ``B`` times the FLOPs and bytes, but
+    an argument batched at fewer levels (a shared weight) read once per its own batch."""
     args = A.tensors(call.args)
     if not any(a.get("vmap") for a in args):
         return cost
