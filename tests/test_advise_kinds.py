@@ -62,7 +62,7 @@ def cpu_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("loop")
     (d / "loop.py").write_text(LOOP)
     try:
-        main(["run", "--no-calibrate", "-o", str(d / "out"), str(d / "loop.py")])
+        main(["run", "--no-calibrate", "--active", "3", "-o", str(d / "out"), str(d / "loop.py")])
     except SystemExit as exc:
         assert exc.code in (0, None)
     return d / "out"
