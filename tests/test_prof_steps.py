@@ -19,8 +19,7 @@ from pyprof.prof import noise, steps
 from pyprof.prof.table import build_file
 from tests.conftest import CORPUS, REPO, run_main
 
-TRACES = ("pytorch__kineto__resnet50_num_workers_0.pt.trace.json.gz",
-          "facebookresearch__HolisticTraceAnalysis__trace_diff__control__control.json.gz")
+TRACES = sorted(p.name for p in (CORPUS / "kineto").glob("*.json*")) if (CORPUS / "kineto").is_dir() else []
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
@@ -57,6 +56,9 @@ def test_step_times_of_real_traces_equal_the_hand_count(tmp_path, capsys, name):
     assert run_main(capsys, ["parse", "-q", trace, "-o", out])[0] == 0
     head = orjson.loads(out.read_bytes().split(b"\n", 1)[0])
     want = _hand_steps(trace)
+    if not want:
+        assert "steps" not in head  # a trace without ProfilerStep ranges is one step
+        return
     assert [s[0] for s in head["steps"]] == sorted(want)
     df = build_file(str(out), workers=1)
     table = steps.summary(df)
@@ -64,7 +66,7 @@ def test_step_times_of_real_traces_equal_the_hand_count(tmp_path, capsys, name):
     got = dict(zip(rows["step"].astype(int), rows["sil"].astype(int), strict=True))
     assert got == want and sum(want.values()) > 0
     code, text, _ = run_main(capsys, ["prof", "--summary", "step", "-w", "120", out])
-    assert code == 0 and f"Steps: {len(want)} profiled steps" in text and "median" in text
+    assert code == 0 and f"Steps: {len(want)} profiled step" in text and ("median" in text or len(want) == 1)
 
 
 def test_a_launch_between_steps_takes_the_last_step_begun():
