@@ -1,8 +1,10 @@
 """The ``pyprof`` click group, and the one place where errors become exit codes.
 
 Subcommands live in their own modules and are registered in :data:`SUBCOMMANDS` as
-``"module:attribute"`` strings, imported lazily so that ``pyprof --help`` stays fast and a
-subcommand's heavy imports (pandas, torch) are paid only when it runs.
+``"module:attribute"`` strings with their one-line help, imported only when named, so that ``pyprof
+--help`` imports none of them and a subcommand's heavy imports (pandas, torch) are paid only when it runs
+(``tests/test_cli_startup.py``). Within one command, each warning line is said once
+(:func:`pyprof.cli.stderr_say`).
 """
 
 from __future__ import annotations
@@ -12,17 +14,18 @@ import sys
 
 import click
 
-from pyprof import __version__
 from pyprof.errors import PyprofError
+from pyprof.version import __version__
 
-SUBCOMMANDS: dict[str, str] = {
-    "parse": "pyprof.cli.parse_cmd:parse",
-    "prof": "pyprof.cli.prof_cmd:prof",
-    "run": "pyprof.cli.run_cmd:run",
-    "calibrate": "pyprof.cli.calibrate_cmd:calibrate",
-    "advise": "pyprof.cli.advise_cmd:advise",
-    "report": "pyprof.cli.report_cmd:report",
-    "diff": "pyprof.cli.diff_cmd:diff",
+#: name -> ("module:attribute", the line ``pyprof --help`` shows for it)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "parse": ("pyprof.cli.parse_cmd:parse", "Attribute each kernel of an export or trace to layer, op, line."),
+    "prof": ("pyprof.cli.prof_cmd:prof", "One row per kernel (FLOPs, bytes, gap), or a summary per step."),
+    "run": ("pyprof.cli.run_cmd:run", "Run a script under torch.profiler and pyprof.init(); summarise."),
+    "calibrate": ("pyprof.cli.calibrate_cmd:calibrate", "Measure this machine's peak FLOP/s and bandwidth."),
+    "advise": ("pyprof.cli.advise_cmd:advise", "The changes that would save the most time per step."),
+    "report": ("pyprof.cli.report_cmd:report", "One self-contained HTML page about a profile."),
+    "diff": ("pyprof.cli.diff_cmd:diff", "Compare two profiles per op, layer and kernel, step by step."),
 }
 
 
@@ -41,23 +44,18 @@ class LazyGroup(click.Group):
             raise _ClosedPipe() from None
 
     def list_commands(self, ctx):
-        return sorted(name for name in SUBCOMMANDS if self._load(name) is not None)
+        return sorted(SUBCOMMANDS)
 
     def get_command(self, ctx, name):
-        return self._load(name)
-
-    @staticmethod
-    def _load(name):
-        target = SUBCOMMANDS.get(name)
-        if target is None:
+        if name not in SUBCOMMANDS:
             return None
-        module, attr = target.split(":")
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except ModuleNotFoundError as exc:
-            if exc.name == module:  # subcommand not built yet
-                return None
-            raise
+        module, attr = SUBCOMMANDS[name][0].split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx, formatter):
+        """The command list from :data:`SUBCOMMANDS`, importing no subcommand."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUBCOMMANDS[name][1]) for name in self.list_commands(ctx)])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

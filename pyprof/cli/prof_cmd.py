@@ -8,7 +8,7 @@ import click
 
 from pyprof.cli import owns_process, stderr_say
 from pyprof.prof import columns
-from pyprof.prof.summary import SUMMARY_COLUMNS
+from pyprof.prof.columns import SUMMARY_COLUMNS
 
 SPLIT_RULE = (
     "Kernels sharing an opId and dir form one op instance; the instance's FLOPs and bytes\n"

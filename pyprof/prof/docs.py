@@ -8,10 +8,10 @@ from __future__ import annotations
 import sys
 
 from pyprof.prof import columns
+from pyprof.prof.columns import SUMMARY_COLUMNS
 from pyprof.prof.comm import COMM_COLUMNS, FACTOR_TEXT, RANK_COLUMNS, SKEW_COLUMNS
 from pyprof.prof.devices import DATASHEET_DIFFERENCES, gpu_table
 from pyprof.prof.idle import IDLE_COLUMNS, TINY_NS
-from pyprof.prof.summary import SUMMARY_COLUMNS
 
 INTRO = """# pyprof prof
 

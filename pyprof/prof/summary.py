@@ -25,31 +25,10 @@ import pandas as pd
 
 from pyprof.errors import UsageError
 from pyprof.prof import steps as steps_mod
+from pyprof.prof.columns import SUMMARY_COLUMNS
 
 KEYS = {"op": "op", "layer": "module", "kernel": "kernel", "dir": "dir"}
 
-# name, header, format, meaning: the one table of summary columns (help and renderers use it)
-SUMMARY_COLUMNS = (
-    ("key", "Key", "str", "The op, innermost layer (module path; outside every module: what the work is), kernel "
-                          "name or direction."),
-    ("time", "Time(ns)", "sci", "Time per step: the median over the profiled steps of the group's silicon time "
-                                "(kernels, memcpy, memset) in a step."),
-    ("spread", "Spread(%)", "float", "How much that time varied between steps: interquartile range / median "
-                                     "(n/a with one step)."),
-    ("share", "Share(%)", "float", "Percent of the time of all records in the profiled steps."),
-    ("calls", "Calls", "int", "Op instances (calls) in all the profiled steps."),
-    ("kernels", "Kernels", "int", "Kernels (and memcpy/memset) in all the profiled steps."),
-    ("flops", "FLOPs", "sci", "FLOPs per step (median) of the kernels with a model (n/a when none has one)."),
-    ("bytes", "Bytes", "sci", "Bytes per step (median) of the kernels with a model."),
-    ("tflops", "TFLOP/s", "float", "Achieved: FLOPs / time of the kernels with FLOPs."),
-    ("gbps", "GB/s", "float", "Achieved: bytes / time of the kernels with bytes."),
-    ("ideal", "Ideal(ns)", "sci", "Roofline time per step (median) of the kernels with a known ideal."),
-    ("excess", "Excess(ns)", "sci", "time - ideal per step (median) over the kernels with a known ideal: what the "
-                                    "roofline would save."),
-    ("gap", "Gap", "float", "time / ideal over the kernels with a known ideal (> 1 exactly when excess > 0)."),
-    ("bound", "Bound", "str", "What bounds most of the group's time: compute, memory, or latency (kernels at the "
-                              "device's floor: launch/dispatch cost)."),
-)
 SUMMARY_NAMES = tuple(c[0] for c in SUMMARY_COLUMNS)
 # the columns a narrow terminal leaves out first, in order (ideal = time - excess; bytes and bandwidth
 # before FLOPs and FLOP/s): key, time, gap and the fix-this-first excess stay longest

@@ -1,0 +1,46 @@
+"""The command line as a terminal user meets it: help that starts at once (no pandas or numpy imported),
+each warning said once per command, and piped output that keeps every column."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from conftest import REPO
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HEAVY = ("pandas", "numpy", "torch", "pyarrow")
+
+
+def _imported_by(argv: list[str]) -> tuple[list[str], str]:
+    """The heavy modules a fresh interpreter holds after ``pyprof ARGV``, and what it printed."""
+    code = ("import sys\nfrom pyprof.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120)
+    return eval(done.stderr.strip().splitlines()[-1]), done.stdout  # noqa: S307 - our own list's repr
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["prof", "--help"], ["parse", "--help"]])
+def test_help_imports_neither_pandas_nor_numpy(argv):
+    heavy, out = _imported_by(argv)
+    assert heavy == [], f"pyprof {' '.join(argv)} imported {heavy}"
+    assert out.startswith("Usage: pyprof")
+
+
+def test_help_lists_every_command_and_each_loads():
+    from pyprof.cli.main import SUBCOMMANDS, cli
+
+    heavy, out = _imported_by(["--help"])
+    listed = [line.split()[0] for line in out.split("Commands:\n", 1)[1].splitlines() if line.startswith("  ")
+              and not line.startswith("   ")]
+    assert listed == sorted(SUBCOMMANDS)
+    ctx = click.Context(cli)
+    for name in SUBCOMMANDS:
+        cmd = cli.get_command(ctx, name)
+        assert isinstance(cmd, click.Command) and cmd.name == name
+    assert cli.get_command(ctx, "nope") is None
