@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import REPO
+from conftest import REPO, run_main
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HEAVY = ("pandas", "numpy", "torch", "pyarrow")
@@ -44,3 +44,18 @@ def test_help_lists_every_command_and_each_loads():
         cmd = cli.get_command(ctx, name)
         assert isinstance(cmd, click.Command) and cmd.name == name
     assert cli.get_command(ctx, "nope") is None
+
+
+def test_a_warning_is_said_once_per_command(capsys):
+    """diff of one export against itself parses it twice: its warnings (and the line saying it was parsed)
+    come once each."""
+    trace = FIXTURES / "kineto" / "gpu_synthetic.json"
+    code, out, err = run_main(capsys, ["diff", trace, trace])
+    assert code == 0, err
+    lines = err.splitlines()
+    assert any(line.startswith("pyprof: warning: ") for line in lines)
+    assert sum("is an export, not a record file" in line for line in lines) == 1
+    assert len(lines) == len(set(lines)), lines
+    # a second command says them again: once per command, not once per process
+    code, _, again = run_main(capsys, ["diff", trace, trace])
+    assert again == err

@@ -23,7 +23,21 @@ def owns_process(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def stderr_say(quiet: bool = False) -> Callable[[str], None]:
-    """A subcommand's ``say``: one line on stderr (progress, warnings); nothing under ``-q``."""
+    """A subcommand's ``say``: one line on stderr (progress, warnings); nothing under ``-q``. A line the
+    command has said already is not said again (the same warning of both inputs of ``diff``, or of one
+    export parsed for the table and again for the advice): every ``say`` of one command shares what was
+    said (click's context)."""
     import click
 
-    return (lambda line: None) if quiet else functools.partial(click.echo, err=True)
+    if quiet:
+        return lambda line: None
+    ctx = click.get_current_context(silent=True)
+    said: set[str] = ctx.meta.setdefault("pyprof.said", set()) if ctx is not None else set()
+
+    def say(line: str) -> None:
+        if line not in said:
+            said.add(line)
+            click.echo(line, err=True)
+
+    return say
+
