@@ -59,3 +59,33 @@ def test_a_warning_is_said_once_per_command(capsys):
     # a second command says them again: once per command, not once per process
     code, _, again = run_main(capsys, ["diff", trace, trace])
     assert again == err
+
+
+def test_piped_summary_keeps_every_column(capsys, monkeypatch):
+    """Not a terminal (the tests' stdout, a pipe, a file): no width limit, so FLOPs, bytes and their rates
+    are there; -w still fits a width and names what it left out."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    trace = FIXTURES / "gpu" / "h200_lenet.trace.json.gz"
+    code, out, err = run_main(capsys, ["prof", "--summary", "op", trace])
+    assert code == 0, err
+    head = next(line for line in out.splitlines() if line.startswith("Op "))
+    for name in ("FLOPs", "Bytes", "FLOP/s", "B/s", "Ideal", "Excess", "Gap", "Bound"):
+        assert name in head.split(), head
+    assert "left out to fit" not in out and max(len(line) for line in out.splitlines()) > 80
+    code, out, err = run_main(capsys, ["prof", "--summary", "op", "-w", "60", trace])
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 60
+    assert "(left out to fit -w 60: " in out
+    monkeypatch.setenv("COLUMNS", "70")  # a width the user set is kept
+    code, out, err = run_main(capsys, ["prof", "--summary", "op", trace])
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 70
+
+
+def test_terminal_width(monkeypatch):
+    from pyprof.cli import terminal_width
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *a: os.terminal_size((132, 40)))
+    assert terminal_width() == 132 and terminal_width("out.txt") == 0  # a file is no terminal
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    assert terminal_width() == 0

@@ -41,3 +41,18 @@ def stderr_say(quiet: bool = False) -> Callable[[str], None]:
 
     return say
 
+
+def terminal_width(output: str | None = "-") -> int:
+    """The width a human table fits by default: ``$COLUMNS`` where set, else the terminal's where the
+    table goes to stdout and stdout is one; else 0, no limit: piped or written to a file, every column
+    is kept (``pyprof prof --summary op x.dict | less`` shows FLOPs, bytes and bandwidth)."""
+    import os
+    import shutil
+    import sys
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if output in (None, "-") and sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return 0

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from pyprof.cli import stderr_say
+from pyprof.cli import stderr_say, terminal_width
 
 HELP = """Compare records file B with A (the baseline): per op, layer and kernel, the time per step of
 each side, the change, and whether the steps show it. A and B: record files, .parquet files, dataset
@@ -63,7 +63,7 @@ def _by_list(value: str) -> list[str]:
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
               help="Rows per table (human output; --csv and --json print every row).")
 @click.option("-w", "width", type=click.IntRange(min=0), default=None, metavar="WIDTH",
-              help="Every line within WIDTH characters (default: the terminal's width; 0: no limit).")
+              help="Every line within WIDTH characters (default: the terminal's width; 0 and piped: no limit).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV, raw numbers, one row per group (column `by` first).")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, raw numbers (null = unknown or absent).")
 @click.option("--fail-above", type=click.FloatRange(min=0), metavar="PCT",
@@ -77,8 +77,6 @@ def _by_list(value: str) -> list[str]:
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s.")
 def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_load, per_sample, gpu, peak_flops,
          peak_bw):
-    import shutil
-
     from pyprof.cli import inputs
     from pyprof.errors import UsageError
     from pyprof.prof import noise
@@ -110,7 +108,7 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
         _raw(tables, out, as_json)
     else:
         if width is None:
-            width = shutil.get_terminal_size((80, 24)).columns
+            width = terminal_width()
         _human(tables, tot, out, width, top, a, b, per_sample)
         out.write(f"\n{_outcome_line(outcome, pct, groupings)}\n")
     out.flush()

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from pyprof.cli import owns_process, stderr_say
+from pyprof.cli import owns_process, stderr_say, terminal_width
 from pyprof.prof import columns
 from pyprof.prof.columns import SUMMARY_COLUMNS
 
@@ -78,7 +78,7 @@ Summary columns (--summary op|layer|kernel|dir):
 @click.option("-w", "width", type=click.IntRange(min=0), default=None, metavar="WIDTH",
               help="Aligned columns in human units (ms, MFLOP, MB), every line within WIDTH characters; "
                    "0: space-separated raw numbers. Default: space-separated rows, and --summary "
-                   "aligned to the terminal's width (80 when not a terminal).")
+                   "aligned to the terminal's width (no limit when piped or written to a file).")
 @click.option("--summary", type=click.Choice(["op", "layer", "kernel", "dir", "step", "comm", "idle"]),
               help="Per-step figures per group instead of kernels (the median over the profiled steps, with their "
                    "spread); step: one row per step (wall time, calls, samples/s); comm: one row per collective "
@@ -127,19 +127,19 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
     if file not in (None, "-") and is_parquet(file) and not any(per_kernel.values()):
         from pyprof.scale.query import prof_dataset  # Parquet: per-rank summary and stragglers
 
+        width = terminal_width(output) if width is None else width
         return prof_dataset(file, output, as_csv, as_json, width, top, jobs, per_kernel)
     if as_csv + as_json + bool(width) > 1:
         raise UsageError("--csv, --json and -w are exclusive", "choose one output style")
-    if width is None and summary and not (as_csv or as_json):  # a summary is read by a person
-        import shutil
-
-        width = shutil.get_terminal_size((80, 24)).columns
+    aligned = bool(width) or (width is None and summary is not None and not (as_csv or as_json))
+    if width is None and aligned:  # a summary is read by a person: the terminal's width, no limit in a pipe
+        width = terminal_width(output)
     if top is not None and not summary:
         raise UsageError("--top needs --summary", "e.g. --summary op --top 10")
     if file in (None, "-") and sys.stdin.isatty():
         raise UsageError("no record file given and stdin is a terminal",
                          "give FILE (from `pyprof parse x.sqlite -o FILE`) or pipe records in")
-    style = "csv" if as_csv else "json" if as_json else "aligned" if width else "space"
+    style = "csv" if as_csv else "json" if as_json else "aligned" if aligned else "space"
     if summary in ("comm", "idle"):
         if cols or sort != "time" or gpu or peak_flops or peak_bw:
             raise UsageError(f"--summary {summary} takes no -c, --sort, --gpu or peaks",

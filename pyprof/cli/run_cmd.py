@@ -68,7 +68,7 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
 @click.option("--no-calibrate", is_flag=True,
               help="Do not measure the CPU's peaks when none are saved (ideal time and gap then show n/a).")
 @click.option("-w", "width", type=click.IntRange(min=0), default=None, metavar="WIDTH",
-              help="Summary lines within WIDTH characters (default: the terminal's width, 80 when not a terminal).")
+              help="Summary lines within WIDTH characters (default: the terminal's width; piped: no limit).")
 @click.option("--report", is_flag=False, flag_value="", default=None, metavar="[PATH.html]",
               help="Also write the HTML report (`pyprof report`; default DIR/report.html). May also come last, "
                    "after the script's arguments: pyprof run train.py --report.")
@@ -237,13 +237,13 @@ def _pinned() -> dict | None:
 def _summary(records, head, by, top, peak_flops, peak_bw, width=None):
     """The prof summary (per ``by``, ``top`` rows, the fix-this-first list), then the steps, on stdout in
     human units within ``width`` characters (None: the terminal's); returns prof's table."""
-    import shutil
-
     from pyprof.prof import summary_text
     from pyprof.prof.table import build
 
     if width is None:
-        width = shutil.get_terminal_size((80, 24)).columns
+        from pyprof.cli import terminal_width
+
+        width = terminal_width()
     df = build(records, peak_flops=peak_flops, peak_bw=peak_bw, header=head)
     for line in df.attrs.get("warnings", []):
         click.echo(f"pyprof: warning: {line}", err=True)
