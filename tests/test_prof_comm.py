@@ -235,13 +235,18 @@ def test_cli_comm_on_a_trace_and_bad_input(gloo, tmp_path, capsys):
     assert code == 0, err
     assert out.splitlines()[0].startswith("Idx,Rank,Device,Lane,Op,Kind,Kernel,Dtype,Size(B),Group,")
     assert len(out.splitlines()) == 1 + sum(1 for e in _raw(Path(gloo[0])) if str(e.get("name", "")).startswith("gloo:"))
-    # a trace without collectives: one line, exit 2, no output file
+    # a one-process trace (no collective): nothing to compare, which is said in one line; exit 0, no table
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
                                                   "ts": 10, "dur": 5, "args": {"External id": 1}}]}))
     code, out, err = run_main(capsys, ["prof", "--summary", "comm", plain, "-o", tmp_path / "out.txt"])
-    assert code == 2 and out == "" and "no collective" in err and "Traceback" not in err
+    assert code == 0 and out == "" and "Traceback" not in err
+    assert "no collective" in err.splitlines()[-1] and "nothing to compare" in err.splitlines()[-1]
     assert not (tmp_path / "out.txt").exists()
+    # a record file that is not one still fails in one line, exit 2
+    (tmp_path / "bad.dict").write_text("not json\n")
+    code, out, err = run_main(capsys, ["prof", "--summary", "comm", tmp_path / "bad.dict"])
+    assert code == 2 and out == "" and err.startswith("pyprof: error: ")
 
 
 @pytest.mark.torch

@@ -219,9 +219,11 @@ def _record_summary(file, summary: str, style: str, width: int, top: int | None,
         return
     per_rank = [comm.collectives(recs, rank) for rank, recs in sets]
     df = pd.concat(per_rank, ignore_index=True)
-    if df.empty:
-        raise InputError(f"{file}: no collective in the records",
-                         "record a torch.distributed job (NCCL kernels, or gloo's ranges in a CPU trace)")
+    if df.empty:  # one process (or no collective profiled): nothing to compare, which is no error
+        say(f"pyprof: no collective in {file or 'stdin'}'s records: one process, or no torch.distributed call in "
+            "the profiled steps, so there is nothing to compare (NCCL kernels, or gloo's ranges in a CPU trace, "
+            "are what --summary comm reads)")
+        return
     unknown = int(df["size"].isna().sum())
     spec = comm.COMM_COLUMNS
     per = ranks = None
