@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, corpus_file, record_lines, run_main
+from tests.conftest import CORPUS, REPO, corpus_file, corpus_files, read_record_file, record_lines, run_main
+
+FIXTURES = REPO / "tests" / "fixtures"
 
 pytestmark = pytest.mark.corpus
 
@@ -144,3 +146,17 @@ def test_outputs_of_inputs_named_alike_take_as_many_folders_as_needed(tmp_path):
     assert names == ["a-x-trace.dict", "b-x-trace.dict", "net.dict"]  # unique names keep their own
     with pytest.raises(UsageError, match="given twice"):
         output_names([paths[0], paths[0]], "out")
+
+
+def test_parse_returns_what_it_wrote(tmp_path):
+    """Result.written is the number of records written, whichever reader wrote them (the streamed
+    readers of traces and exports had left it 0)."""
+    from pyprof.parse.run import parse_file
+
+    srcs = [FIXTURES / "gpu" / "h200_lenet.trace.json.gz", FIXTURES / "kineto" / "cpu_compiled_mlp.trace.json.gz", FIXTURES / "kineto" / "gpu_synthetic.json"]
+    srcs += corpus_files("nsys")[:1] + corpus_files("nvprof")[:1] + sorted((CORPUS / "kineto").glob("*bert*"))[:1]
+    for i, src in enumerate(srcs):
+        out = tmp_path / f"{i}.dict"
+        res = parse_file(str(src), str(out))
+        n = len(read_record_file(out))
+        assert res.written == n and (n == 0 or res.written > 0), src

@@ -93,6 +93,7 @@ def _parse_file(path: str, out: str | None) -> Result:
                 fh.write(header_line(source.kind, header_facts(source)))
                 write_lines(prep, fh)
                 fh.flush()
+            res.written = prep.n
         finally:
             # a failed write (a full disk) ends the source's reading here, before the error line
             close = getattr(prep, "close", None)
