@@ -603,7 +603,6 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
     from torch.profiler import ProfilerActivity, profile
 
-    import pyprof
     from pyprof import annotate
     from pyprof.cpu_findings import machine_env
 
@@ -632,9 +631,9 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     prof = profile(activities=activities, on_trace_ready=on_ready, record_shapes=opts.record_shapes,
                    with_stack=opts.with_stack, **kwargs)
     stepper = _Stepper(prof, opts.step_on, _Conditions(None if sched is None else opts.wait + opts.warmup, opts.active))
-    was_initialized = pyprof.is_initialized()
+    was_initialized = annotate.is_initialized()
     if opts.init:
-        pyprof.init()
+        annotate.init()
     # a deferred step is taken at the next module call, before pyprof opens the module's range: through
     # pyprof's own module instrumentation (a global forward hook would put it into hooks mode, see
     # pyprof.annotate.modules); without it, through torch's global hook, kept out of TorchDynamo's frames
@@ -688,7 +687,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             own.restore()
             annotate.remove_step_callback(stepper.on_pyprof_step)
             if opts.init and not was_initialized:
-                pyprof.deinit()
+                annotate.deinit()
     times["script"] = time.perf_counter() - t_start
     env = {**machine_env(), **torch_env()}
     if failure is not None:

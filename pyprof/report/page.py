@@ -25,6 +25,7 @@ from pyprof.report import breakdown as breakdown_mod
 from pyprof.report import diff as diff_mod
 from pyprof.report import figures, layers, roofline, shapes, tables, timeline
 from pyprof.report.profile import Profile
+from pyprof.version import __version__
 
 MAX_BYTES = 8 * 1024 * 1024
 SHAPE_ROWS = 300
@@ -172,8 +173,6 @@ def _chart(fid: str) -> str:
 def build(p: Profile, baseline: Profile | None = None, advised: Any = None) -> str:
     """The page of ``p`` (with the comparison against ``baseline`` where given, and ``pyprof advise``'s
     result ``advised``, a :class:`pyprof.advise.Advised`, as its own section) as HTML text."""
-    import pyprof
-
     figs: dict[str, Any] = {}
     pts = roofline.points(p)
     rfs = roofline.roofs(p, pts)
@@ -264,13 +263,13 @@ def build(p: Profile, baseline: Profile | None = None, advised: Any = None) -> s
     title = f"pyprof report: {p.name}"
     page = (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-        f'content="width=device-width, initial-scale=1"><meta name="generator" content="pyprof {pyprof.__version__}">'
+        f'content="width=device-width, initial-scale=1"><meta name="generator" content="pyprof {__version__}">'
         f"<title>{_e(title)}</title><style>{_asset('page.css')}</style>"
         f'<script>{plotly_js()}</script></head><body>'
         f'<header><h1>pyprof report</h1><div class="sub">{_e(p.name)}'
         + (f" compared with {_e(baseline.name)}" if baseline is not None else "")
-        + f" &middot; pyprof {_e(pyprof.__version__)}</div></header><nav>{nav}</nav><main>{body}</main>"
-        f'<footer>Written by pyprof {_e(pyprof.__version__)} (<code>pyprof report</code>); one self-contained '
+        + f" &middot; pyprof {_e(__version__)}</div></header><nav>{nav}</nav><main>{body}</main>"
+        f'<footer>Written by pyprof {_e(__version__)} (<code>pyprof report</code>); one self-contained '
         f"file: plotly.js and every style and script are inlined, nothing is fetched.</footer>"
         f'<script type="application/json" id="pyprof-figures">{fig_json}</script>'
         f"<script>{_asset('page.js')}</script></body></html>")
