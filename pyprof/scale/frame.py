@@ -1,5 +1,7 @@
-"""``pyprof.load``: records as a pandas DataFrame, from a JSON-lines record file, a Parquet file or a
-Parquet dataset folder, with the same columns and dtypes whichever it read.
+"""``pyprof.load``: records as a pandas DataFrame, from any input ``pyprof prof`` takes
+(:mod:`pyprof.cli.inputs`): a JSON-lines record file, a ``pyprof run`` folder, a Parquet file or dataset
+folder, or an export or trace (parsed first, into a temporary file), with the same columns and dtypes
+whichever it read.
 
 Columns: ``rank``, ``host``, ``file`` (for a record file: the rank in its name, else 0; no host; its
 name), then every record field: integers as pandas' nullable ``Int64`` (``start`` of an nvprof export,
@@ -54,7 +56,7 @@ def _selected(columns: Sequence[str] | None) -> list[str]:
     return list(columns)
 
 
-def _from_lines(path: str, names: list[str]) -> pd.DataFrame:
+def _from_lines(path: str, names: list[str], name: str) -> pd.DataFrame:
     """A JSON-lines record file, its header line (the record format, :mod:`pyprof.records`) checked and
     left out; format 1's ``tid`` texts as integers."""
     from pyprof.errors import InputError
@@ -74,10 +76,14 @@ def _from_lines(path: str, names: list[str]) -> pd.DataFrame:
             if rec.__class__ is dict and rec.get("tid").__class__ is str:
                 rec["tid"] = thread_id(rec["tid"])
     cols = columns_of(records)
-    m = NAME_RANK.search(os.path.basename(path))
-    n = len(records)
-    cols.update(rank=[int(m.group(1)) if m else 0] * n, host=[None] * n, file=[os.path.basename(path)] * n)
-    return pd.DataFrame({name: _series(name, cols[name]) for name in names})
+    cols.update(_file_columns(name, len(records)))
+    return pd.DataFrame({c: _series(c, cols[c]) for c in names})
+
+
+def _file_columns(name: str, n: int) -> dict[str, list]:
+    """``rank``, ``host`` and ``file`` of ``n`` records of the file ``name`` (the rank in its name, else 0)."""
+    m = NAME_RANK.search(os.path.basename(name))
+    return {"rank": [int(m.group(1)) if m else 0] * n, "host": [None] * n, "file": [os.path.basename(name)] * n}
 
 
 def _file_table(path: str, names: list[str]):
@@ -125,7 +131,7 @@ def _from_parquet(path: str, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _prof_table(path: str, columns: Sequence[str] | None) -> pd.DataFrame:
+def _prof_table(path: str, columns: Sequence[str] | None, name: str) -> pd.DataFrame:
     """``rank``, ``host``, ``file``, then prof's table of the records (``pyprof prof``'s columns, row ``i``
     the ``i``-th record), built per file of a dataset (each file numbers its op instances itself)."""
     from pyprof.prof.table import build, build_file
@@ -142,10 +148,7 @@ def _prof_table(path: str, columns: Sequence[str] | None) -> pd.DataFrame:
             parts.append((ds, table))
     else:
         table = build_file(path)
-        m = NAME_RANK.search(os.path.basename(path))
-        n = len(table)
-        parts.append(({"rank": [int(m.group(1)) if m else 0] * n, "host": [None] * n,
-                       "file": [os.path.basename(path)] * n}, table))
+        parts.append((_file_columns(name, len(table)), table))
     frames = []
     for ds, table in parts:
         head = pd.DataFrame({name: _series(name, ds[name]) for name in DATASET_COLUMNS})
@@ -165,15 +168,32 @@ def _prof_table(path: str, columns: Sequence[str] | None) -> pd.DataFrame:
 def load(path: str | os.PathLike, columns: Sequence[str] | None = None, prof: bool = False) -> pd.DataFrame:
     """Records as a DataFrame (see the module's text); ``columns``: only these (a Parquet read then
     reads only them). ``prof``: instead of the record fields, prof's table of them (``flops``, ``bytes``,
-    ``gap``... as ``pyprof prof`` computes them; docs/prof.md), after ``rank``, ``host`` and ``file``;
-    ``df.attrs["warnings"]`` holds prof's warnings."""
-    path = os.fspath(path)
+    ``gap``... as ``pyprof prof`` computes them; docs/prof.md), after ``rank``, ``host`` and ``file``.
+    ``df.attrs["warnings"]`` holds prof's warnings, and the parser's for an export."""
+    from pyprof.cli import inputs
+
+    path = inputs.resolve(os.fspath(path))
     if not os.path.exists(path):
         from pyprof.errors import InputError
 
-        raise InputError(f"{path}: no such file or folder", "give a record file, a .parquet file or a dataset folder")
+        raise InputError(f"{path}: no such file or folder", "give a record file, a run folder, Parquet or an export")
+    if inputs.kind(path) != inputs.EXPORT:
+        return _load(path, columns, prof, path)
+    import tempfile
+
+    from pyprof.parse.run import parse_file
+
+    with tempfile.TemporaryDirectory(prefix="pyprof-load-") as tmp:
+        lines = os.path.join(tmp, "records.dict")
+        res = parse_file(path, lines)
+        df = _load(lines, columns, prof, path)
+    df.attrs["warnings"] = [*res.warnings, *df.attrs.get("warnings", [])]
+    return df
+
+
+def _load(path: str, columns: Sequence[str] | None, prof: bool, name: str) -> pd.DataFrame:
     if prof:
-        return _prof_table(path, columns)
+        return _prof_table(path, columns, name)
     names = _selected(columns)
-    df = _from_parquet(path, names) if is_parquet(path) else _from_lines(path, names)
+    df = _from_parquet(path, names) if is_parquet(path) else _from_lines(path, names, name)
     return df.reset_index(drop=True)
