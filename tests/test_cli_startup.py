@@ -25,7 +25,7 @@ def _imported_by(argv: list[str]) -> tuple[list[str], str]:
     return eval(done.stderr.strip().splitlines()[-1]), done.stdout  # noqa: S307 - our own list's repr
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["prof", "--help"], ["parse", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["prof", "--help"], ["parse", "--help"], ["export", "--help"]])
 def test_help_imports_neither_pandas_nor_numpy(argv):
     heavy, out = _imported_by(argv)
     assert heavy == [], f"pyprof {' '.join(argv)} imported {heavy}"

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "advise": ("pyprof.cli.advise_cmd:advise", "The changes that would save the most time per step."),
     "report": ("pyprof.cli.report_cmd:report", "One self-contained HTML page about a profile."),
     "diff": ("pyprof.cli.diff_cmd:diff", "Compare two profiles per op, layer and kernel, step by step."),
+    "export": ("pyprof.cli.export_cmd:export", "A Perfetto / chrome://tracing trace with pyprof's columns."),
 }
 
 
@@ -73,6 +74,7 @@ def cli():
     Without a GPU or Nsight:  pyprof run examples/lenet.py --report   (torch.profiler, CPU)
     Compare two runs:         pyprof diff old.dict new.dict  (--fail-above 5 for CI)
     What to change first:     pyprof advise net.dict         (estimated time saved per step)
+    On a timeline:            pyprof export --perfetto net.json net.dict   (ui.perfetto.dev)
     """
 
 
