@@ -9,11 +9,14 @@ machines without PyTorch.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 from pyprof.version import __version__
 
-__all__ = ["__version__", "init", "deinit", "wrap", "range", "step", "is_initialized", "load", "dataset"]
+__all__ = ["__version__", "init", "deinit", "wrap", "range", "step", "is_initialized", "load", "dataset", "profile",
+           "parse", "prof", "report", "diff", "export"]
 
 
 def init(**options: Any) -> None:
@@ -59,10 +62,11 @@ def step() -> None:
 
 
 def load(path: Any, columns: list[str] | None = None, prof: bool = False):
-    """Kernel records as a pandas DataFrame: a JSON-lines record file (``pyprof parse -o x.dict``), a
-    Parquet file or a dataset folder (``--format parquet``); ``columns``: only these; ``prof=True``:
-    prof's table of them instead (flops, bytes, gap... as ``pyprof prof`` computes them). No torch;
-    Parquet needs the ``scale`` extra. See :mod:`pyprof.scale.frame`."""
+    """Kernel records as a pandas DataFrame, from any input ``pyprof prof`` takes: a record file (``pyprof
+    parse -o x.dict``), a ``pyprof run`` folder, a Parquet file or dataset folder (``--format parquet``), or
+    an export or trace (parsed first); ``columns``: only these; ``prof=True``: prof's table of them instead
+    (flops, bytes, gap... as ``pyprof prof`` computes them). No torch; Parquet needs the ``scale`` extra.
+    See :mod:`pyprof.scale.frame`."""
     from pyprof.scale import load as _load
 
     return _load(path, columns, prof)
@@ -74,3 +78,62 @@ def dataset(path: Any, connection: Any = None):
     from pyprof.scale import dataset as _dataset
 
     return _dataset(path, connection)
+
+
+def profile(out: Any = None, **options: Any):
+    """``with pyprof.profile() as p:`` around your loop (call ``pyprof.step()`` once per iteration): ``pyprof
+    run`` for code in a notebook; then ``p.summary("op")``, ``p.report()``, ``p.advise()``, ``p.save(dir)``
+    (:class:`pyprof.api.Profile`, docs/api.md)."""
+    from pyprof.api import Profile
+
+    return Profile(out, **options)
+
+
+def diff(a: Any, b: Any, by: str = "op,layer,kernel", threshold: float = 10.0):
+    """``pyprof diff A B`` as a DataFrame, the verdict in ``attrs`` (:func:`pyprof.api.diff`)."""
+    from pyprof.api import diff as _diff
+
+    return _diff(a, b, by, threshold)
+
+
+def export(path: Any, out: Any):
+    """``pyprof export --perfetto OUT PATH`` (:func:`pyprof.api.export`)."""
+    from pyprof.api import export as _export
+
+    return _export(path, out)
+
+
+class _Command(types.ModuleType):
+    """The subpackages ``parse``, ``prof`` and ``report`` are also their commands: ``pyprof.parse(path, out)``,
+    ``pyprof.prof(path, by=None)``, ``pyprof.report(path, out)`` call :mod:`pyprof.api`'s functions of that
+    name, while their modules (``pyprof.parse.open_source``, ``pyprof.prof.table``) stay where they are."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from pyprof import api
+
+        return getattr(api, self.__name__.rpartition(".")[2])(*args, **kwargs)
+
+
+class _Package(types.ModuleType):
+    """This module: it makes each of those subpackages a :class:`_Command` as it is imported."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("parse", "prof", "report") and type(value) is types.ModuleType:
+            value.__class__ = _Command
+        super().__setattr__(name, value)
+
+
+def __getattr__(name: str) -> Any:
+    """``pyprof.parse``, ``pyprof.prof`` and ``pyprof.report`` before anything imported them."""
+    if name == "parse":
+        import pyprof.parse
+    elif name == "prof":
+        import pyprof.prof
+    elif name == "report":
+        import pyprof.report  # noqa: F401 - (the import binds it here)
+    else:
+        raise AttributeError(f"module 'pyprof' has no attribute {name!r}")
+    return globals()[name]
+
+
+sys.modules[__name__].__class__ = _Package

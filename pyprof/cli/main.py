@@ -75,6 +75,7 @@ def cli():
     Compare two runs:         pyprof diff old.dict new.dict  (--fail-above 5 for CI)
     What to change first:     pyprof advise net.dict         (estimated time saved per step)
     On a timeline:            pyprof export --perfetto net.json net.dict   (ui.perfetto.dev)
+    From Python, a notebook:  with pyprof.profile() as p: ...; p.summary()  (docs/api.md)
     """
 
 

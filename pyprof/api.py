@@ -1,0 +1,314 @@
+"""pyprof from Python and notebooks, as the command line does it (docs/api.md).
+
+``with pyprof.profile() as p:`` around your own loop runs it under ``pyprof.init()`` and torch.profiler on a
+wait/warmup/active schedule that ``pyprof.step()`` advances (``pyprof run``'s machinery,
+:mod:`pyprof.runner`); on leaving, the trace is parsed into records, and :class:`Profile` gives prof's table
+and summaries as DataFrames, the HTML report, the advice, a folder ``pyprof prof DIR`` reads, a Perfetto
+trace, and an HTML view in Jupyter. :func:`parse`, :func:`prof`, :func:`diff`, :func:`report` and
+:func:`export` are the commands of the same names on any input they take (:mod:`pyprof.cli.inputs`: a
+record file, a ``pyprof run`` folder, Parquet, or an export or trace, parsed first). Warnings are not
+printed: DataFrames carry them in ``attrs["warnings"]``, a :class:`Profile` in ``warnings``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pyprof.errors import UsageError
+
+SUMMARIES = ("op", "layer", "kernel", "dir", "step")
+
+
+def _summary(df, by: str):
+    """``pyprof prof --summary BY``'s table of prof's table ``df`` (raw numbers), its warnings kept."""
+    from pyprof.prof import steps
+    from pyprof.prof.summary import SUMMARY_NAMES, summarize
+
+    if by not in SUMMARIES:
+        raise UsageError(f"unknown summary {by!r}", f"use one of {', '.join(SUMMARIES)}")
+    out = steps.summary(df) if by == "step" else summarize(df, by)[list(SUMMARY_NAMES)]
+    out.attrs = {"warnings": list(df.attrs.get("warnings", [])), "steps": df.attrs.get("steps")}
+    return out
+
+
+def _said() -> tuple[list[str], Any]:
+    """A list and the ``say`` that collects the lines the CLI would print (warnings, less the prefix)."""
+    lines: list[str] = []
+    return lines, lambda line: lines.append(line.removeprefix("pyprof: warning: ").removeprefix("pyprof: "))
+
+
+def prof(path: str | os.PathLike, by: str | None = None, gpu: str | None = None,
+         peak_flops: float | None = None, peak_bw: float | None = None):
+    """prof's per-kernel table of ``path`` (``pyprof prof``: FLOPs, bytes, gap... docs/prof.md), or with
+    ``by`` its summary (``--summary op|layer|kernel|dir|step``: the median per step, with the spread)."""
+    from pyprof.cli import inputs
+
+    lines, say = _said()
+    df = inputs.table(os.fspath(path), say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=1)
+    df.attrs["warnings"] = lines + list(df.attrs.get("warnings", []))
+    return df if by is None else _summary(df, by)
+
+
+def parse(path: str | os.PathLike, out: str | os.PathLike):
+    """``pyprof parse PATH -o OUT``: the export's records written to ``out`` (all or nothing); returns the
+    :class:`pyprof.parse.run.Result` (``written`` records, ``kernels``, ``warnings``...)."""
+    from pyprof.parse.run import parse_file
+
+    return parse_file(os.fspath(path), os.fspath(out))
+
+
+def diff(a: str | os.PathLike, b: str | os.PathLike, by: str = "op,layer,kernel", threshold: float = 10.0):
+    """``pyprof diff A B --csv``: one row per group and grouping (column ``by`` first; times per step, the
+    change, its p and verdict: :mod:`pyprof.report.diff`); ``attrs["verdict"]`` is the outcome
+    (``regression``, ``inconclusive``, ``no regression``) and ``attrs["why"]`` its reasons."""
+    import pandas as pd
+
+    from pyprof.cli import inputs
+    from pyprof.prof import noise
+    from pyprof.report import diff as diff_mod
+
+    lines, say = _said()
+    groups = [g.strip() for g in by.split(",") if g.strip()]
+    if not groups or any(g not in diff_mod.BY for g in groups):
+        raise UsageError(f"unknown grouping in {by!r}", f"use {', '.join(diff_mod.BY)}")
+    pa, pb = (inputs.profile(os.fspath(x), say) for x in (a, b))
+    sides = {g: (diff_mod.side(pa.df, g), diff_mod.side(pb.df, g)) for g in groups}
+    tables = {g: diff_mod.compare(sa, sb, threshold) for g, (sa, sb) in sides.items()}
+    loaded = [f"{n} ran under load ({why})" for n, p in (("A", pa), ("B", pb)) if (why := noise.under_load(p.df))]
+    outcome = diff_mod.judge(tables, diff_mod.total(*sides[groups[0]]), threshold, diff_mod.MIN_SHARE, loaded)
+    out = pd.concat([t.assign(by=g)[["by", *diff_mod.COLUMNS]] for g, t in tables.items()], ignore_index=True)
+    out.attrs = {"verdict": outcome.kind, "why": list(outcome.why or outcome.regressions),
+                 "warnings": lines + pa.warnings + [w for w in pb.warnings if w not in pa.warnings]}
+    return out
+
+
+def _advised(p, records: str):
+    from pyprof.cli.advise_cmd import advice_for
+
+    return advice_for(p, records, _said()[1])
+
+
+def report(path: str | os.PathLike, out: str | os.PathLike = "report.html", gpu: str | None = None,
+           peak_flops: float | None = None, peak_bw: float | None = None) -> Path:
+    """``pyprof report PATH -o OUT``: the one-file HTML report (the ``report`` extra); returns its path."""
+    from pyprof.cli import inputs
+    from pyprof.report import page, require_plotly
+
+    require_plotly()
+    p = inputs.profile(os.fspath(path), _said()[1], gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
+    page.write(p, os.fspath(out), advised=_advised(p, os.fspath(path)))
+    return Path(out)
+
+
+def export(path: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """``pyprof export --perfetto OUT PATH``: a trace for ui.perfetto.dev and chrome://tracing whose kernel
+    events carry pyprof's columns (:mod:`pyprof.report.perfetto`); returns its path."""
+    from pyprof.cli import inputs
+    from pyprof.report import perfetto
+
+    perfetto.write(inputs.profile(os.fspath(path), _said()[1]), os.fspath(out))
+    return Path(out)
+
+
+class Profile:
+    """What ran inside ``with pyprof.profile(...) as p:`` (see the module docstring). ``out``: the folder
+    for trace.json, records.dict and env.json (as ``pyprof run -o``; None: a temporary one, removed with
+    this object: :meth:`save` keeps it); ``wait``/``warmup``/``active``/``steps_from``: ``pyprof run``'s
+    schedule options; ``init``: ``pyprof.init()`` for the block (undone after)."""
+
+    def __init__(self, out: str | os.PathLike | None = None, *, wait: int = 1, warmup: int = 1, active: int = 3,
+                 steps_from: str = "auto", init: bool = True, record_shapes: bool = True, with_stack: bool = False,
+                 cuda: bool | None = None):
+        from pyprof.runner import RunOptions, _check
+
+        self.opts = RunOptions(wait=wait, warmup=warmup, active=active, step_on=steps_from, init=init,
+                               record_shapes=record_shapes, with_stack=with_stack, cuda=cuda)
+        _check(self.opts)
+        self._out = out
+        self.folder: Path | None = None
+        self.steps = 0
+        self._done: list[Any] = []
+        self._profile = None
+
+    # -- the profiled block ------------------------------------------------------------------------------
+    def __enter__(self) -> Profile:
+        import shutil
+        import tempfile
+        import weakref
+
+        from pyprof.runner import _fresh_output
+
+        if self._out is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="pyprof-"))
+            weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+        else:
+            self.folder = _fresh_output(self._out)
+        self._start()
+        return self
+
+    def _start(self) -> None:
+        """torch.profiler with pyprof's markers and step sources, as :func:`pyprof.runner.run_script` sets
+        them up around a script (its schedule, stepper and hooks)."""
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.profiler import ProfilerActivity, profile
+
+        from pyprof import annotate
+        from pyprof.runner import _GlobalModuleHook, _modules, _schedule, _Stepper
+
+        opts, trace = self.opts, self.folder / "trace.json"
+        cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
+        sched = _schedule(opts)
+        whole = [opts.step_on == "auto" and sched is not None and opts.wait + opts.warmup > 0]
+
+        def on_ready(p) -> None:
+            if whole[0]:  # the step-0 window kept only where no iteration is marked (runner's docstring)
+                whole[0] = False
+                if stepper.steps:
+                    return
+            p.export_chrome_trace(str(trace.with_suffix(".json.part")))
+            os.replace(trace.with_suffix(".json.part"), trace)
+            self._done.append(trace)
+
+        prof = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
+                       on_trace_ready=on_ready, record_shapes=opts.record_shapes, with_stack=opts.with_stack,
+                       **({} if sched is None else {"schedule": sched}))
+        stepper = _Stepper(prof, opts.step_on)
+        self._was_on = annotate.is_initialized()
+        if opts.init:
+            annotate.init()
+        self._module_hook = None
+        if not (opts.init and _modules().add_before_call(stepper.on_module_call)):
+            self._module_hook = _GlobalModuleHook(stepper.on_module_call)
+        annotate.add_step_callback(stepper.on_pyprof_step)
+        self._hook = register_optimizer_step_post_hook(stepper.on_optimizer_step)
+        self._prof, self._stepper = prof, stepper
+        prof.start()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        from pyprof import annotate
+        from pyprof.runner import _modules
+
+        stepper = self._stepper
+        try:
+            if exc_type is None:
+                stepper.flush()
+            stepper.add_compiled()
+            self._prof.stop()
+        finally:
+            self._hook.remove()
+            if self._module_hook is not None:
+                self._module_hook.remove()
+            else:
+                _modules().remove_before_call(stepper.on_module_call)
+            stepper.unwrap()
+            annotate.remove_step_callback(stepper.on_pyprof_step)
+            if self.opts.init and not self._was_on:
+                annotate.deinit()
+        self.steps = stepper.steps
+        if exc_type is None:
+            self._finish()
+        return False
+
+    def _finish(self) -> None:
+        """The trace parsed into ``records.dict`` (with its header: steps, peaks) and ``env.json`` written."""
+        import orjson
+
+        from pyprof.atomic import atomic_output
+        from pyprof.cpu_findings import machine_env
+        from pyprof.runner import torch_env
+
+        if not self._done:
+            o = self.opts
+            raise UsageError(f"the block marked {self.steps} iteration(s), fewer than wait + warmup + 1 = "
+                             f"{o.wait + o.warmup + 1}, so nothing was recorded",
+                             "call pyprof.step() once per iteration, run more, or lower wait/warmup")
+        with atomic_output(self.folder / "env.json", "wb") as fh:
+            fh.write(orjson.dumps({**machine_env(), **torch_env()}, option=orjson.OPT_INDENT_2))
+        parse(self.folder / "trace.json", self.folder / "records.dict")
+
+    # -- what it recorded ---------------------------------------------------------------------------------
+    @property
+    def profile(self):
+        """The :class:`pyprof.report.profile.Profile` of the records (records and prof's table)."""
+        if self._profile is None:
+            from pyprof.cli import inputs
+
+            if self.folder is None or not (self.folder / "records.dict").is_file():
+                raise UsageError("nothing profiled yet", "run your loop inside `with pyprof.profile() as p:` first")
+            lines, say = _said()
+            self._profile = inputs.profile(str(self.folder / "records.dict"), say)
+            self._profile.df.attrs["said"] = lines
+        return self._profile
+
+    @property
+    def warnings(self) -> list[str]:
+        """What ``pyprof prof`` would print on stderr about these records."""
+        return [*self.profile.df.attrs.get("said", []), *self.profile.warnings]
+
+    @property
+    def table(self):
+        """prof's per-kernel table (``pyprof prof``'s columns, raw numbers)."""
+        return self.profile.df
+
+    def summary(self, by: str = "op"):
+        """``pyprof prof --summary BY``: one row per op, layer, kernel or dir (time per step: the median over
+        the profiled steps, spread, calls, kernels, FLOPs, bytes, gap, bound), or per step."""
+        return _summary(self.table, by)
+
+    def advise(self):
+        """``pyprof advise``: one row per suggested change, largest estimated saving per step first."""
+        import pandas as pd
+
+        from pyprof import advise as adv
+
+        return pd.DataFrame(adv.as_json(_advised(self.profile, str(self.folder / "records.dict"))))
+
+    def report(self, path: str | os.PathLike = "report.html") -> Path:
+        """The HTML report (``pyprof report``; the ``report`` extra)."""
+        from pyprof.report import page, require_plotly
+
+        require_plotly()
+        page.write(self.profile, os.fspath(path), advised=_advised(self.profile, str(self.folder / "records.dict")))
+        return Path(path)
+
+    def export(self, path: str | os.PathLike) -> Path:
+        """A Perfetto / chrome://tracing trace with pyprof's columns (``pyprof export --perfetto``)."""
+        from pyprof.report import perfetto
+
+        perfetto.write(self.profile, os.fspath(path))
+        return Path(path)
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Copy trace.json, records.dict and env.json into ``folder`` (made; one already holding a run's
+        records is refused): a folder ``pyprof prof DIR``, ``report`` and ``diff`` read."""
+        import shutil
+
+        records = self.profile and self.folder / "records.dict"  # (nothing profiled: one line says so)
+        dest = Path(folder)
+        if (dest / "records.dict").exists():
+            raise UsageError(f"{dest} already holds a run's records", "give a new folder (nothing is overwritten)")
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in ("trace.json", "env.json", "records.dict"):  # the records last: their presence says done
+            shutil.copyfile(records.with_name(name), dest / name)
+        return dest
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: what was profiled, the summary per op and per step as ``pyprof prof`` prints
+        them, and the warnings."""
+        import html
+        import io
+
+        from pyprof.prof import summary_text
+
+        if self.folder is None or not (self.folder / "records.dict").is_file():
+            return "<p>pyprof: nothing profiled yet</p>"
+        buf = io.StringIO()
+        summary_text.write(self.table, "op", buf, "aligned", 0, 10)
+        summary_text.write(self.table, "step", buf, "aligned", 0)
+        warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
+        return (f"<div><b>pyprof</b>: {self.steps} steps marked, {len(self.table)} kernels; records in "
+                f"<code>{html.escape(str(self.folder))}</code><pre>{html.escape(buf.getvalue())}</pre>"
+                + (f"<ul>{warn}</ul>" if warn else "") + "</div>")
