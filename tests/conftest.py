@@ -70,6 +70,13 @@ def corpus_files(kind: str | None = None) -> list[Path]:
     return sorted(p for k in kinds for p in (CORPUS / k).glob("*.sqlite"))
 
 
+def corpus_params(paths: list) -> list:
+    """``paths`` to parametrize a test with, or where the corpus gave none, one skipped case that says so
+    (an empty parameter set would skip without naming the corpus, and uncounted by the suite's line)."""
+    return list(paths) or [pytest.param(None, marks=pytest.mark.skip(reason=f"corpus not found at {CORPUS}"),
+                                        id="no-corpus")]
+
+
 def corpus_file(name: str) -> Path:
     """One corpus file by (a unique part of) its name; skips the test where the corpus is absent."""
     matches = [p for p in corpus_files() if name in p.name]
@@ -87,6 +94,21 @@ def corpus_copy(tmp_path: Path, name: str) -> Path:
     shutil.copyfile(src, dst)
     dst.chmod(0o644)
     return dst
+
+
+def _corpus_skip(report) -> bool:
+    """A skip for want of the real-data corpus (every such skip's reason names the corpus or its folder)."""
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return report.skipped and ("corpus" in reason.lower() or str(CORPUS) in reason)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line before pytest's last: how many tests skipped because the real-data corpus is absent
+    (README.md, "The real-data corpus", says where it lives and how to get it)."""
+    n = sum(1 for r in terminalreporter.stats.get("skipped", []) if _corpus_skip(r))
+    where = f"the real-data corpus is not at {CORPUS}" if not CORPUS.is_dir() else f"files missing from {CORPUS}"
+    terminalreporter.write_line(f"pyprof: {n} test(s) skipped for want of corpus data ({where}; README.md: The "
+                                "real-data corpus)" if n else f"pyprof: no test skipped for want of corpus data ({CORPUS})")
 
 
 @pytest.fixture

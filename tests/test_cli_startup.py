@@ -89,3 +89,16 @@ def test_terminal_width(monkeypatch):
     assert terminal_width() == 132 and terminal_width("out.txt") == 0  # a file is no terminal
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
     assert terminal_width() == 0
+
+
+def test_the_suite_says_how_many_tests_the_corpus_skips(tmp_path):
+    """The suite's line on tests skipped for want of the corpus counts exactly those (here: all of a file
+    of corpus tests, with the corpus pointed elsewhere)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYPROF_CORPUS": str(tmp_path / "none")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+                           "-p", "no:xdist", str(REPO / "tests" / "test_parse_corpus.py")],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    lines = done.stdout.splitlines()
+    skipped = int(lines[-1].split(" skipped")[0].split()[-1])
+    assert skipped > 0 and f"pyprof: {skipped} test(s) skipped for want of corpus data" in done.stdout, done.stdout[-800:]
+    assert lines[-1].startswith(f"{skipped} skipped")  # (pytest's own line stays the last)

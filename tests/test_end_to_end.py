@@ -15,9 +15,9 @@ import math
 import pytest
 
 try:
-    from conftest import CORPUS, corpus_files, read_record_file, run_main
+    from conftest import CORPUS, corpus_files, corpus_params, read_record_file, run_main
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import CORPUS, corpus_files, read_record_file, run_main
+    from tests.conftest import CORPUS, corpus_files, corpus_params, read_record_file, run_main
 
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.ops import OpCall, estimate
@@ -45,7 +45,7 @@ FILES = corpus_files()
 
 @pytest.mark.corpus
 @pytest.mark.skipif(not FILES, reason=f"corpus not found at {CORPUS}")
-@pytest.mark.parametrize("path", FILES, ids=[p.name[:48] for p in FILES])
+@pytest.mark.parametrize("path", corpus_params(FILES), ids=lambda p: p.name[:48])
 def test_parse_then_prof(path, tmp_path, capsys):
     records_path = tmp_path / "net.dict"
     code, err = run(["parse", "-q", str(path), "-o", str(records_path)], capsys)

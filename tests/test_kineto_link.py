@@ -19,7 +19,7 @@ from pyprof.parse.kineto import KinetoSource
 from pyprof.parse.kineto.schema import collective_of_kernel
 from pyprof.prof import build
 from pyprof.prof.tensorcores import kernel_class
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_params
 
 PID, MAIN, BWD, T = 7, 7, 9, 1_700_000_000
 VINTAGES = ("1.8", "2.0", "current")
@@ -273,7 +273,7 @@ def _inside(r) -> bool:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", HTA, ids=lambda p: p.name[40:80])
+@pytest.mark.parametrize("path", corpus_params(HTA), ids=lambda p: p.name[40:80])
 def test_corpus_kernel_time_inside_a_cpu_event_carries_an_op(path):
     _, recs, _ = _corpus(path)
     inside = [r for r in recs if _inside(r)]
@@ -339,7 +339,7 @@ def test_corpus_rocm_launches_are_linked():
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", [p for p in HTA if "mi250" not in p.name], ids=lambda p: p.name[40:80])
+@pytest.mark.parametrize("path", corpus_params([p for p in HTA if "mi250" not in p.name]), ids=lambda p: p.name[40:80])
 def test_corpus_gemm_time_has_flops_where_shapes_were_recorded(path):
     """GEMM/conv/attention kernels (fbgemm_gpu's, matched by their namespace alone, are none) whose
     innermost op recorded shapes: their op instance is priced (this is what linking decides; which of

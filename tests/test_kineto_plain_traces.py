@@ -13,7 +13,7 @@ import pytest
 
 from pyprof.parse.kineto import KinetoSource
 from pyprof.prof import build
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_params
 
 pytestmark = pytest.mark.corpus
 
@@ -32,7 +32,7 @@ def _share(recs, rows) -> float:
     return sum(recs[i]["kDuration"] for i in rows)
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", corpus_params(TRACES), ids=lambda p: p.name[:40])
 def test_every_kernel_launched_inside_a_cpu_op_has_an_op(path):
     _, recs, _ = _kernels(path)
     inside = [i for i, r in enumerate(recs) if r.get("ranges")]
@@ -41,7 +41,7 @@ def test_every_kernel_launched_inside_a_cpu_op_has_an_op(path):
     assert _share(recs, with_op) >= 0.95 * _share(recs, inside)
 
 
-@pytest.mark.parametrize("path", WITH_TYPES + OLD_TRAINING, ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", corpus_params(WITH_TYPES + OLD_TRAINING), ids=lambda p: p.name[:40])
 def test_gemm_kernel_time_has_flops_where_shapes_were_recorded(path):
     _, recs, df = _kernels(path)
     gemm = [i for i, r in enumerate(recs) if r.get("ranges") and df["tc"][i] != "-"]
@@ -50,7 +50,7 @@ def test_gemm_kernel_time_has_flops_where_shapes_were_recorded(path):
     assert _share(recs, priced) >= 0.95 * _share(recs, gemm)
 
 
-@pytest.mark.parametrize("path", OLD_TRAINING, ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", corpus_params(OLD_TRAINING), ids=lambda p: p.name[:40])
 def test_training_trace_without_types_gets_directions_and_says_what_is_missing(path):
     """PyTorch 1.8 traces: no sequence numbers, no input types, no scalar arguments. Backward kernels
     still get the aten op they ran and the bprop direction; convolutions (whose strides are unknown) are
@@ -70,7 +70,7 @@ def test_training_trace_without_types_gets_directions_and_says_what_is_missing(p
     assert sum("no input types or scalar arguments" in w for w in src.warnings) == 1
 
 
-@pytest.mark.parametrize("path", WITH_TYPES, ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", corpus_params(WITH_TYPES), ids=lambda p: p.name[:40])
 def test_layers_come_from_torch_profilers_module_ranges(path):
     """Without pyprof's module ranges, the ``nn.Module: Name_N`` ranges torch.profiler records name the
     layers, outermost (the model) first (collectives aside: DDP's all-reduces of gradient buckets belong

@@ -19,7 +19,7 @@ import pytest
 
 from pyprof.errors import NoKernelsError
 from pyprof.parse.source import open_source
-from tests.conftest import corpus_files
+from tests.conftest import corpus_files, corpus_params
 
 MAX_CHECKED = 400  # activities checked against the per-kernel reference, per file (evenly spaced)
 
@@ -124,7 +124,7 @@ def _records(path):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", corpus_files("nsys"), ids=lambda p: p.name[:60])
+@pytest.mark.parametrize("path", corpus_params(corpus_files("nsys")), ids=lambda p: p.name[:60])
 def test_nsys_file_matches_reference(path):
     c = _connect(path)
     acts, api, nvtx, domains, shared, capture_end = _nsys_reference(c)
@@ -160,7 +160,7 @@ def test_nsys_file_matches_reference(path):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", corpus_files("nvprof"), ids=lambda p: p.name[:60])
+@pytest.mark.parametrize("path", corpus_params(corpus_files("nvprof")), ids=lambda p: p.name[:60])
 def test_nvprof_file_matches_reference(path):
     c = _connect(path)
     acts, api = _nvprof_reference(c)

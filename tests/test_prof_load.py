@@ -10,9 +10,9 @@ import pytest
 from pyprof.prof.load import _Decoder, iter_records, read_records
 
 try:
-    from conftest import corpus_files
+    from conftest import corpus_files, corpus_params
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import corpus_files
+    from tests.conftest import corpus_files, corpus_params
 
 
 def expected(line: bytes) -> dict:
@@ -65,7 +65,7 @@ FILES = [p for p in corpus_files() if any(k in p.name for k in ("josiahdavis", "
 
 @pytest.mark.corpus
 @pytest.mark.skipif(not FILES, reason="corpus not found")
-@pytest.mark.parametrize("path", FILES, ids=[p.name[:30] for p in FILES])
+@pytest.mark.parametrize("path", corpus_params(FILES), ids=lambda p: p.name[:30])
 def test_decoder_on_parsed_corpus(path, tmp_path):
     from pyprof.parse import open_source
 

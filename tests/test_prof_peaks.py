@@ -10,9 +10,9 @@ import sqlite3
 import pytest
 
 try:
-    from conftest import CORPUS, corpus_file, corpus_files, read_record_file, run_main
+    from conftest import CORPUS, corpus_file, corpus_files, corpus_params, read_record_file, run_main
 except ImportError:  # tests/ collected as a package
-    from tests.conftest import CORPUS, corpus_file, corpus_files, read_record_file, run_main
+    from tests.conftest import CORPUS, corpus_file, corpus_files, corpus_params, read_record_file, run_main
 
 from pyprof.parse.db import Database
 from pyprof.parse.gpus import nsys_gpu_props, nvprof_gpu_props
@@ -78,7 +78,7 @@ def _nsys_rows(path) -> list[dict]:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", corpus_files("nsys"), ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", corpus_params(corpus_files("nsys")), ids=lambda p: p.name[:40])
 def test_corpus_nsys_properties_and_peaks(path):
     """The reader's properties are the tables' (hand SQL); each GPU's peaks are derived from them, and
     where the datasheet lists the GPU they agree with it as the table's rows do."""
@@ -100,7 +100,7 @@ def test_corpus_nsys_properties_and_peaks(path):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", corpus_files("nvprof"), ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", corpus_params(corpus_files("nvprof")), ids=lambda p: p.name[:40])
 def test_corpus_nvprof_peaks(path):
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     want = {i: (sms, clock * 1000, bw * 1000) for i, sms, clock, bw in con.execute(
@@ -131,7 +131,7 @@ def _kineto_traces():
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("path", _kineto_traces(), ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", corpus_params(_kineto_traces()), ids=lambda p: p.name[:40])
 def test_corpus_kineto_gpus_get_peaks(path):
     """torch.profiler records SMs and compute capability, no clock or bandwidth: the datasheet where it
     lists the GPU, else estimated; every trace that names its GPU gets both peaks."""
