@@ -230,16 +230,19 @@ class Profile:
         parse(self.folder / "trace.json", self.folder / "records.dict")
 
     # -- what it recorded ---------------------------------------------------------------------------------
+    def _records(self) -> str:
+        if self.folder is None or not (self.folder / "records.dict").is_file():
+            raise UsageError("nothing profiled yet", "run your loop inside `with pyprof.profile() as p:` first")
+        return str(self.folder / "records.dict")
+
     @property
     def profile(self):
         """The :class:`pyprof.report.profile.Profile` of the records (records and prof's table)."""
         if self._profile is None:
             from pyprof.cli import inputs
 
-            if self.folder is None or not (self.folder / "records.dict").is_file():
-                raise UsageError("nothing profiled yet", "run your loop inside `with pyprof.profile() as p:` first")
             lines, say = _said()
-            self._profile = inputs.profile(str(self.folder / "records.dict"), say)
+            self._profile = inputs.profile(self._records(), say)
             self._profile.df.attrs["said"] = lines
         return self._profile
 
@@ -264,29 +267,22 @@ class Profile:
 
         from pyprof import advise as adv
 
-        return pd.DataFrame(adv.as_json(_advised(self.profile, str(self.folder / "records.dict"))))
+        return pd.DataFrame(adv.as_json(_advised(self.profile, self._records())))
 
     def report(self, path: str | os.PathLike = "report.html") -> Path:
         """The HTML report (``pyprof report``; the ``report`` extra)."""
-        from pyprof.report import page, require_plotly
-
-        require_plotly()
-        page.write(self.profile, os.fspath(path), advised=_advised(self.profile, str(self.folder / "records.dict")))
-        return Path(path)
+        return report(self._records(), path)
 
     def export(self, path: str | os.PathLike) -> Path:
         """A Perfetto / chrome://tracing trace with pyprof's columns (``pyprof export --perfetto``)."""
-        from pyprof.report import perfetto
-
-        perfetto.write(self.profile, os.fspath(path))
-        return Path(path)
+        return export(self._records(), path)
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Copy trace.json, records.dict and env.json into ``folder`` (made; one already holding a run's
         records is refused): a folder ``pyprof prof DIR``, ``report`` and ``diff`` read."""
         import shutil
 
-        records = self.profile and self.folder / "records.dict"  # (nothing profiled: one line says so)
+        records = Path(self._records())
         dest = Path(folder)
         if (dest / "records.dict").exists():
             raise UsageError(f"{dest} already holds a run's records", "give a new folder (nothing is overwritten)")
@@ -303,7 +299,7 @@ class Profile:
 
         from pyprof.prof import summary_text
 
-        if self.folder is None or not (self.folder / "records.dict").is_file():
+        if self._profile is None and (self.folder is None or not (self.folder / "records.dict").is_file()):
             return "<p>pyprof: nothing profiled yet</p>"
         buf = io.StringIO()
         summary_text.write(self.table, "op", buf, "aligned", 0, 10)
