@@ -254,11 +254,11 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def prof_dataset(path: str, output: str, as_csv: bool, as_json: bool, width: int | None, top: int | None,
+def prof_dataset(path: str, output: str, as_csv: bool, as_json: bool, width: int, top: int | None,
                  threads: int | None, unused: dict[str, object]) -> None:
-    """``pyprof prof DIR`` / ``pyprof prof x.parquet``: :func:`write_tables` to ``output`` (``-``: stdout).
-    ``unused``: the options given that apply to a record file only (option -> value), refused."""
-    import shutil
+    """``pyprof prof DIR`` / ``pyprof prof x.parquet``: :func:`write_tables` to ``output`` (``-``: stdout)
+    within ``width`` (0: no limit). ``unused``: the options given that apply to a record file only (option
+    -> value), refused."""
     import sys
 
     from pyprof.atomic import atomic_output
@@ -271,8 +271,6 @@ def prof_dataset(path: str, output: str, as_csv: bool, as_json: bool, width: int
     if as_csv and as_json:
         raise UsageError("--csv and --json are exclusive", "choose one output style")
     style = "csv" if as_csv else "json" if as_json else "aligned"
-    if width is None:
-        width = shutil.get_terminal_size((80, 24)).columns
     with atomic_output(output) as fh:
         write_tables(path, fh, style, width, top or 10, threads)
         if fh is sys.stdout:
