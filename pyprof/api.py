@@ -145,10 +145,10 @@ class Profile:
             weakref.finalize(self, shutil.rmtree, str(self.folder), True)
         else:
             self.folder = _fresh_output(self._out)
-        self._start()
+        self._start(self.folder)
         return self
 
-    def _start(self) -> None:
+    def _start(self, folder: Path) -> None:
         """torch.profiler with pyprof's markers and step sources, as :func:`pyprof.runner.run_script` sets
         them up around a script (its schedule, stepper and hooks)."""
         import torch
@@ -158,7 +158,7 @@ class Profile:
         from pyprof import annotate
         from pyprof.runner import _GlobalModuleHook, _modules, _schedule, _Stepper
 
-        opts, trace = self.opts, self.folder / "trace.json"
+        opts, trace = self.opts, folder / "trace.json"
         cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
         sched = _schedule(opts)
         whole = [opts.step_on == "auto" and sched is not None and opts.wait + opts.warmup > 0]
@@ -187,7 +187,7 @@ class Profile:
         self._prof, self._stepper = prof, stepper
         prof.start()
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         from pyprof import annotate
         from pyprof.runner import _modules
 
@@ -208,11 +208,10 @@ class Profile:
             if self.opts.init and not self._was_on:
                 annotate.deinit()
         self.steps = stepper.steps
-        if exc_type is None:
-            self._finish()
-        return False
+        if exc_type is None and self.folder is not None:  # (an exception in the block goes on as it was)
+            self._finish(self.folder)
 
-    def _finish(self) -> None:
+    def _finish(self, folder: Path) -> None:
         """The trace parsed into ``records.dict`` (with its header: steps, peaks) and ``env.json`` written."""
         import orjson
 
@@ -225,9 +224,9 @@ class Profile:
             raise UsageError(f"the block marked {self.steps} iteration(s), fewer than wait + warmup + 1 = "
                              f"{o.wait + o.warmup + 1}, so nothing was recorded",
                              "call pyprof.step() once per iteration, run more, or lower wait/warmup")
-        with atomic_output(self.folder / "env.json", "wb") as fh:
+        with atomic_output(folder / "env.json", "wb") as fh:
             fh.write(orjson.dumps({**machine_env(), **torch_env()}, option=orjson.OPT_INDENT_2))
-        parse(self.folder / "trace.json", self.folder / "records.dict")
+        parse(folder / "trace.json", folder / "records.dict")
 
     # -- what it recorded ---------------------------------------------------------------------------------
     def _records(self) -> str:

@@ -172,21 +172,21 @@ def load(path: str | os.PathLike, columns: Sequence[str] | None = None, prof: bo
     ``df.attrs["warnings"]`` holds prof's warnings, and the parser's for an export."""
     from pyprof.cli import inputs
 
-    path = inputs.resolve(os.fspath(path))
-    if not os.path.exists(path):
+    src = str(inputs.resolve(os.fspath(path)))
+    if not os.path.exists(src):
         from pyprof.errors import InputError
 
-        raise InputError(f"{path}: no such file or folder", "give a record file, a run folder, Parquet or an export")
-    if inputs.kind(path) != inputs.EXPORT:
-        return _load(path, columns, prof, path)
+        raise InputError(f"{src}: no such file or folder", "give a record file, a run folder, Parquet or an export")
+    if inputs.kind(src) != inputs.EXPORT:
+        return _load(src, columns, prof, src)
     import tempfile
 
     from pyprof.parse.run import parse_file
 
     with tempfile.TemporaryDirectory(prefix="pyprof-load-") as tmp:
         lines = os.path.join(tmp, "records.dict")
-        res = parse_file(path, lines)
-        df = _load(lines, columns, prof, path)
+        res = parse_file(src, lines)
+        df = _load(lines, columns, prof, src)
     df.attrs["warnings"] = [*res.warnings, *df.attrs.get("warnings", [])]
     return df
 
