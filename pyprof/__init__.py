@@ -89,11 +89,11 @@ def profile(out: Any = None, **options: Any):
     return Profile(out, **options)
 
 
-def diff(a: Any, b: Any, by: str = "op,layer,kernel", threshold: float = 10.0):
+def diff(a: Any, b: Any, by: str = "op,layer,kernel", threshold: float = 10.0, ignore_load: bool = False):
     """``pyprof diff A B`` as a DataFrame, the verdict in ``attrs`` (:func:`pyprof.api.diff`)."""
     from pyprof.api import diff as _diff
 
-    return _diff(a, b, by, threshold)
+    return _diff(a, b, by, threshold, ignore_load)
 
 
 def export(path: Any, out: Any):

@@ -59,10 +59,12 @@ def parse(path: str | os.PathLike, out: str | os.PathLike):
     return parse_file(os.fspath(path), os.fspath(out))
 
 
-def diff(a: str | os.PathLike, b: str | os.PathLike, by: str = "op,layer,kernel", threshold: float = 10.0):
+def diff(a: str | os.PathLike, b: str | os.PathLike, by: str = "op,layer,kernel", threshold: float = 10.0,
+         ignore_load: bool = False):
     """``pyprof diff A B --csv``: one row per group and grouping (column ``by`` first; times per step, the
     change, its p and verdict: :mod:`pyprof.report.diff`); ``attrs["verdict"]`` is the outcome
-    (``regression``, ``inconclusive``, ``no regression``) and ``attrs["why"]`` its reasons."""
+    (``regression``, ``inconclusive``, ``no regression``) and ``attrs["why"]`` its reasons. A side that ran
+    under load makes it inconclusive unless ``ignore_load``."""
     import pandas as pd
 
     from pyprof.cli import inputs
@@ -76,7 +78,8 @@ def diff(a: str | os.PathLike, b: str | os.PathLike, by: str = "op,layer,kernel"
     pa, pb = (inputs.profile(os.fspath(x), say) for x in (a, b))
     sides = {g: (diff_mod.side(pa.df, g), diff_mod.side(pb.df, g)) for g in groups}
     tables = {g: diff_mod.compare(sa, sb, threshold) for g, (sa, sb) in sides.items()}
-    loaded = [f"{n} ran under load ({why})" for n, p in (("A", pa), ("B", pb)) if (why := noise.under_load(p.df))]
+    loaded = [] if ignore_load else [f"{n} ran under load ({why})" for n, p in (("A", pa), ("B", pb))
+                                     if (why := noise.under_load(p.df))]
     outcome = diff_mod.judge(tables, diff_mod.total(*sides[groups[0]]), threshold, diff_mod.MIN_SHARE, loaded)
     out = pd.concat([t.assign(by=g)[["by", *diff_mod.COLUMNS]] for g, t in tables.items()], ignore_index=True)
     out.attrs = {"verdict": outcome.kind, "why": list(outcome.why or outcome.regressions),
@@ -118,7 +121,7 @@ class Profile:
     this object: :meth:`save` keeps it); ``wait``/``warmup``/``active``/``steps_from``: ``pyprof run``'s
     schedule options; ``init``: ``pyprof.init()`` for the block (undone after)."""
 
-    def __init__(self, out: str | os.PathLike | None = None, *, wait: int = 1, warmup: int = 1, active: int = 3,
+    def __init__(self, out: str | os.PathLike | None = None, *, wait: int = 1, warmup: int = 1, active: int = 5,
                  steps_from: str = "auto", init: bool = True, record_shapes: bool = True, with_stack: bool = False,
                  cuda: bool | None = None):
         from pyprof.runner import RunOptions, _check
@@ -149,65 +152,19 @@ class Profile:
         return self
 
     def _start(self, folder: Path) -> None:
-        """torch.profiler with pyprof's markers and step sources, as :func:`pyprof.runner.run_script` sets
-        them up around a script (its schedule, stepper and hooks)."""
-        import torch
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-        from torch.profiler import ProfilerActivity, profile
+        """pyprof's torch.profiler session (:class:`pyprof.runner.Session`), as ``pyprof run`` runs a script
+        in: its schedule, step sources, hooks and load probe."""
+        from pyprof.runner import Session
 
-        from pyprof import annotate
-        from pyprof.runner import _GlobalModuleHook, _modules, _schedule, _Stepper
-
-        opts, trace = self.opts, folder / "trace.json"
-        cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
-        sched = _schedule(opts)
-        whole = [opts.step_on == "auto" and sched is not None and opts.wait + opts.warmup > 0]
-
-        def on_ready(p) -> None:
-            if whole[0]:  # the step-0 window kept only where no iteration is marked (runner's docstring)
-                whole[0] = False
-                if stepper.steps:
-                    return
-            p.export_chrome_trace(str(trace.with_suffix(".json.part")))
-            os.replace(trace.with_suffix(".json.part"), trace)
-            self._done.append(trace)
-
-        prof = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
-                       on_trace_ready=on_ready, record_shapes=opts.record_shapes, with_stack=opts.with_stack,
-                       **({} if sched is None else {"schedule": sched}))
-        stepper = _Stepper(prof, opts.step_on)
-        self._was_on = annotate.is_initialized()
-        if opts.init:
-            annotate.init()
-        self._module_hook = None
-        if not (opts.init and _modules().add_before_call(stepper.on_module_call)):
-            self._module_hook = _GlobalModuleHook(stepper.on_module_call)
-        annotate.add_step_callback(stepper.on_pyprof_step)
-        self._hook = register_optimizer_step_post_hook(stepper.on_optimizer_step)
-        self._prof, self._stepper = prof, stepper
-        prof.start()
+        self._session = Session(self.opts, folder / "trace.json")
+        self._session.start()
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        from pyprof import annotate
-        from pyprof.runner import _modules
-
-        stepper = self._stepper
-        try:
-            if exc_type is None:
-                stepper.flush()
-            stepper.add_compiled()
-            self._prof.stop()
-        finally:
-            self._hook.remove()
-            if self._module_hook is not None:
-                self._module_hook.remove()
-            else:
-                _modules().remove_before_call(stepper.on_module_call)
-            stepper.unwrap()
-            annotate.remove_step_callback(stepper.on_pyprof_step)
-            if self.opts.init and not self._was_on:
-                annotate.deinit()
-        self.steps = stepper.steps
+        session = self._session
+        session.stop(flush=exc_type is None)
+        self.steps = session.stepper.steps
+        self._done = session.written
+        self._conditions = session.stepper.conditions.result(session.device)
         if exc_type is None and self.folder is not None:  # (an exception in the block goes on as it was)
             self._finish(self.folder)
 
@@ -226,7 +183,13 @@ class Profile:
                              "call pyprof.step() once per iteration, run more, or lower wait/warmup")
         with atomic_output(folder / "env.json", "wb") as fh:
             fh.write(orjson.dumps({**machine_env(), **torch_env()}, option=orjson.OPT_INDENT_2))
-        parse(folder / "trace.json", folder / "records.dict")
+        from pyprof.calibrate import write_run_records
+        from pyprof.parse.kineto import KinetoSource
+
+        source = KinetoSource(folder / "trace.json")
+        lines, say = _said()
+        write_run_records(source, list(source.records()), folder / "records.dict", self._conditions, True, say)
+        self._said_lines = [*source.warnings, *lines]  # (what pyprof run says of its trace and peaks)
 
     # -- what it recorded ---------------------------------------------------------------------------------
     def _records(self) -> str:
@@ -242,7 +205,7 @@ class Profile:
 
             lines, say = _said()
             self._profile = inputs.profile(self._records(), say)
-            self._profile.df.attrs["said"] = lines
+            self._profile.df.attrs["said"] = [*getattr(self, "_said_lines", []), *lines]
         return self._profile
 
     @property

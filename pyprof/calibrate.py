@@ -377,3 +377,64 @@ def saved_warning(threads: int | None = None, path=None, now: _dt.datetime | Non
     where = f"{peaks.path(path)}" + (f", saved {when.date().isoformat()}" if when else "")
     return (f"saved CPU peaks ({where}) may not fit this run: {'; '.join(found)}; "
             "run `pyprof calibrate` on a quiet machine to replace them")
+
+
+# -- a run's records and the CPU peaks they are priced with -------------------------------------------
+
+
+def ensure_cpu_peaks(say: Callable[[str], None]) -> None:
+    """Measure and save this CPU's peaks when no calibration holds them, so the roofline is never blank;
+    when one does, say in one line (``say``) if it may not fit this run (old, of unknown age, taken under
+    load or unstable, or with another thread count: :func:`saved_warning`).
+
+    The thread count is torch's now, after the script ran in this process (it may have set it). A quick
+    measurement (about a second: a 1024x1024 GEMM per dtype and a 64 MiB copy, each stopping once its best
+    runs agree) is saved like ``pyprof calibrate`` would, with the conditions it was taken under; a warning
+    follows when those make it unreliable."""
+    import torch
+
+    from pyprof import peaks
+    from pyprof.errors import PyprofError
+    from pyprof.prof.units import byte_rate, flop_rate
+
+    try:
+        if peaks.entry(peaks.CPU_DEVICE) is not None:
+            line = saved_warning(threads=torch.get_num_threads())
+            if line:
+                say(f"pyprof: warning: {line}")
+            return
+        cal = measure("cpu", n=1024, copy_mb=64, budget=0.2)
+        path, _ = save(cal)
+    except (PyprofError, OSError) as exc:
+        say(f"pyprof: warning: could not calibrate the CPU ({exc}); ideal time and gap show n/a")
+        return
+    # (in human units: a CPU's 0.3 GFLOP/s of bfloat16 printed as "0 GFLOP/s" read as a zero measurement)
+    rates = ", ".join(f"{k} {flop_rate(v)}" for k, v in cal.flops.items())
+    say(f"pyprof: no saved CPU peaks: measured {rates}, copy {byte_rate(cal.bw)} in {cal.seconds:.1f} s, saved to "
+        f"{path} (`pyprof calibrate` measures longer)")
+    found = condition_problems(cal.conditions())
+    if found:
+        say(f"pyprof: warning: the CPU peaks just saved may be off: {'; '.join(found)}; run `pyprof calibrate` on "
+            "a quiet machine to replace them")
+
+
+def write_run_records(source, records: list, path, conditions: dict | None, calibrate: bool,
+                      say: Callable[[str], None]) -> dict[str, Any]:
+    """Write a profiled run's ``records`` (of the trace ``source``) to ``path``, its header holding the
+    steps, the ``conditions`` its steps ran under and the peaks it is priced with (measured first where
+    ``calibrate`` and the run has CPU records, so that the header pins them); returns the header facts."""
+    from pyprof import peaks
+    from pyprof.atomic import atomic_output
+    from pyprof.errors import InputError
+    from pyprof.records import write_records
+
+    if calibrate and any(r.get("device") is None for r in records):
+        ensure_cpu_peaks(say)
+    try:
+        pinned = peaks.pinned()
+    except InputError:  # (an unreadable calibration file: prof says why)
+        pinned = None
+    facts = {**source.facts(), "conditions": conditions or None, "peaks": pinned}
+    with atomic_output(path, "wb") as fh:
+        write_records(records, fh, facts=facts)
+    return facts

@@ -589,6 +589,93 @@ def _nothing_recorded(script: Path, opts: RunOptions, stepper: _Stepper) -> NoRe
         "lower --wait/--warmup or run more iterations")
 
 
+class Session:
+    """pyprof's torch.profiler session: the profiler (its schedule, trace written to ``trace_path`` when
+    the active steps end), ``init()``, and the step sources and hooks that advance it (the module
+    docstring), started by :meth:`start` and all undone by :meth:`stop`. ``pyprof run`` runs a script
+    inside one, ``pyprof.profile()`` a block of the user's own code."""
+
+    def __init__(self, opts: RunOptions, trace_path: Path):
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        self.opts, self.trace_path = opts, trace_path
+        cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
+        self.device = torch.cuda.get_device_name() if cuda and torch.cuda.is_available() else "cpu"
+        self.written: list[Path] = []
+        self.times = {"export": 0.0}
+        sched = _schedule(opts)
+        # under "auto", the step-0 window recorded in case no iteration is ever marked: dropped at the
+        # first boundary, kept (the whole script) when the script ends before one
+        self._whole_window = opts.step_on == "auto" and sched is not None and opts.wait + opts.warmup > 0
+        self.prof = profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
+                            on_trace_ready=self._on_ready, record_shapes=opts.record_shapes,
+                            with_stack=opts.with_stack, **({} if sched is None else {"schedule": sched}))
+        self.stepper = _Stepper(self.prof, opts.step_on,
+                                _Conditions(None if sched is None else opts.wait + opts.warmup, opts.active))
+
+    def _on_ready(self, p) -> None:
+        if self._whole_window:
+            self._whole_window = False
+            if self.stepper.steps:  # an iteration was marked: this window is not the trace
+                return
+        t = time.perf_counter()
+        tmp = self.trace_path.with_suffix(".json.part")
+        p.export_chrome_trace(str(tmp))
+        os.replace(tmp, self.trace_path)
+        self.written.append(self.trace_path)
+        self.times["export"] += time.perf_counter() - t
+
+    def start(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        from pyprof import annotate
+
+        stepper, opts = self.stepper, self.opts
+        self._was_initialized = annotate.is_initialized()
+        if opts.init:
+            annotate.init()
+        # a deferred step is taken at the next module call, before pyprof opens the module's range: through
+        # pyprof's own module instrumentation (a global forward hook would put it into hooks mode, see
+        # pyprof.annotate.modules); without it, through torch's global hook, kept out of TorchDynamo's frames
+        self._module_hook = None
+        if not (opts.init and _modules().add_before_call(stepper.on_module_call)):
+            self._module_hook = _GlobalModuleHook(stepper.on_module_call)
+        annotate.add_step_callback(stepper.on_pyprof_step)
+        self._hooks = [register_optimizer_step_pre_hook(stepper.on_optimizer_pre_step),
+                       register_optimizer_step_post_hook(stepper.on_optimizer_step)]
+        stepper.wrap_backward()
+        self.own = _OwnProfilers(self.prof, stepper.on_pyprof_step)
+        with quiet_kineto():  # (Kineto's start-up, about a second of CPU time at its first start, is no step's)
+            self.prof.start()
+        stepper.conditions.begin()
+
+    def stop(self, flush: bool = True) -> None:
+        """End the session (``flush``: take a pending optimizer step first) and undo all of :meth:`start`."""
+        from pyprof import annotate
+
+        stepper = self.stepper
+        try:
+            if flush:
+                stepper.flush()
+            stepper.conditions.end()
+            stepper.add_compiled()
+            with quiet_kineto():
+                self.prof.stop()
+        finally:
+            for hook in self._hooks:
+                hook.remove()
+            if self._module_hook is not None:
+                self._module_hook.remove()
+            else:
+                _modules().remove_before_call(stepper.on_module_call)
+            stepper.unwrap()
+            self.own.restore()
+            annotate.remove_step_callback(stepper.on_pyprof_step)
+            if self.opts.init and not self._was_initialized:
+                annotate.deinit()
+
+
 def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.PathLike,
                opts: RunOptions | None = None) -> RunResult:
     """Run ``script`` under torch.profiler; write ``out_dir/trace.json``; return where and what ran."""
@@ -598,53 +685,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     if not script.is_file():
         raise UsageError(f"{script}: no such script", "give the path of a Python file to run")
     trace_path = _fresh_output(out_dir) / "trace.json"
-
-    import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-    from torch.profiler import ProfilerActivity, profile
-
-    from pyprof import annotate
-    from pyprof.cpu_findings import machine_env
-
-    cuda = torch.cuda.is_available() if opts.cuda is None else opts.cuda
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    written: list[Path] = []
-    times = {"export": 0.0}
-    sched = _schedule(opts)
-    # under "auto", the step-0 window recorded in case no iteration is ever marked: dropped at the first
-    # boundary, kept (the whole script) when the script ends before one
-    whole_window = [opts.step_on == "auto" and sched is not None and opts.wait + opts.warmup > 0]
-
-    def on_ready(p) -> None:
-        if whole_window[0]:
-            whole_window[0] = False
-            if stepper.steps:  # an iteration was marked: this window is not the trace
-                return
-        t = time.perf_counter()
-        tmp = trace_path.with_suffix(".json.part")
-        p.export_chrome_trace(str(tmp))
-        os.replace(tmp, trace_path)
-        written.append(trace_path)
-        times["export"] += time.perf_counter() - t
-
-    kwargs: dict[str, Any] = {} if sched is None else {"schedule": sched}
-    prof = profile(activities=activities, on_trace_ready=on_ready, record_shapes=opts.record_shapes,
-                   with_stack=opts.with_stack, **kwargs)
-    stepper = _Stepper(prof, opts.step_on, _Conditions(None if sched is None else opts.wait + opts.warmup, opts.active))
-    was_initialized = annotate.is_initialized()
-    if opts.init:
-        annotate.init()
-    # a deferred step is taken at the next module call, before pyprof opens the module's range: through
-    # pyprof's own module instrumentation (a global forward hook would put it into hooks mode, see
-    # pyprof.annotate.modules); without it, through torch's global hook, kept out of TorchDynamo's frames
-    module_hook = None
-    if not (opts.init and _modules().add_before_call(stepper.on_module_call)):
-        module_hook = _GlobalModuleHook(stepper.on_module_call)
-    annotate.add_step_callback(stepper.on_pyprof_step)
-    hooks = [register_optimizer_step_pre_hook(stepper.on_optimizer_pre_step),
-             register_optimizer_step_post_hook(stepper.on_optimizer_step)]
-    stepper.wrap_backward()
-    own = _OwnProfilers(prof, stepper.on_pyprof_step)
+    session = Session(opts, trace_path)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.resolve().parent))
@@ -652,9 +693,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
     exit_code: Any = None
     t_start = time.perf_counter()
     parent = os.getpid()
-    with quiet_kineto():  # (Kineto's start-up, about a second of CPU time at its first start, is no step's)
-        prof.start()
-    stepper.conditions.begin()
+    session.start()
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
@@ -669,37 +708,23 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
         if os.getpid() != parent:
             _end_forked_child(exit_code, failure)
         try:
-            if failure is None:
-                stepper.flush()
-            stepper.conditions.end()
-            stepper.add_compiled()
-            with quiet_kineto():
-                prof.stop()
+            session.stop(flush=failure is None)
         finally:
             sys.argv, sys.path[:] = saved_argv, saved_path
-            for hook in hooks:
-                hook.remove()
-            if module_hook is not None:
-                module_hook.remove()
-            else:
-                _modules().remove_before_call(stepper.on_module_call)
-            stepper.unwrap()
-            own.restore()
-            annotate.remove_step_callback(stepper.on_pyprof_step)
-            if opts.init and not was_initialized:
-                annotate.deinit()
+    stepper, times = session.stepper, session.times
     times["script"] = time.perf_counter() - t_start
+    from pyprof.cpu_findings import machine_env
+
     env = {**machine_env(), **torch_env()}
     if failure is not None:
         _script_failed(script, failure, exit_code)
-    if not written:
+    if not session.written:
         _nothing_recorded(script, opts, stepper)
     whole = opts.step_on == "auto" and stepper.steps == 0
-    device = torch.cuda.get_device_name() if cuda and torch.cuda.is_available() else "cpu"
-    conditions = stepper.conditions.result(device)
+    conditions = stepper.conditions.result(session.device)
     times["profiled"] = conditions["profiled_s"]
     return RunResult(trace=trace_path, steps=stepper.steps, step_source=stepper.source, env=env, times=times,
-                     whole=whole, notes=([WHOLE_SCRIPT] if whole else []) + own.note(trace_path),
+                     whole=whole, notes=([WHOLE_SCRIPT] if whole else []) + session.own.note(trace_path),
                      conditions=conditions)
 
 

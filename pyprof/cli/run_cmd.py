@@ -80,10 +80,11 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     import orjson
 
     from pyprof.atomic import atomic_output
+    from pyprof.calibrate import write_run_records
     from pyprof.cpu_findings import findings, format_findings
     from pyprof.parse.kineto import KinetoSource
     from pyprof.prof import noise
-    from pyprof.records import header, write_records
+    from pyprof.records import header
     from pyprof.runner import RunOptions, run_script
 
     script, args, report = _report_option(script, args, report)
@@ -109,11 +110,9 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     source = KinetoSource(result.trace)
     records = list(source.records())
     t_parse = time.perf_counter() - t_parse
-    if not (no_calibrate or peak_flops or peak_bw) and any(r.get("device") is None for r in records):
-        _calibrate_cpu_once()  # (before the records are written: their header pins the peaks)
-    facts = {**source.facts(), "conditions": result.conditions or None, "peaks": _pinned()}
-    with atomic_output(out / "records.dict", "wb") as fh:
-        write_records(records, fh, facts=facts)
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    calibrate = not (no_calibrate or peak_flops or peak_bw)
+    facts = write_run_records(source, records, out / "records.dict", result.conditions, calibrate, say)
     for line in source.warnings:
         click.echo(f"pyprof: warning: {line}", err=True)
     mode = "GPU kernels" if source.gpu_mode else "CPU ops (self time)"
@@ -182,56 +181,6 @@ def _write_report(records, df, path, name, env, peak_flops, peak_bw) -> None:
 
     size = page.write(p, path, advised=advice_for(p, name, lambda line: click.echo(line, err=True)))
     click.echo(f"pyprof: wrote {path} ({nbytes(size)})", err=True)
-
-
-def _calibrate_cpu_once() -> None:
-    """Measure and save this CPU's peaks when no calibration holds them, so the roofline is never blank;
-    when one does, say in one line on stderr if it may not fit this run (old, of unknown age, taken
-    under load or unstable, or with another thread count: :func:`pyprof.calibrate.saved_warning`).
-
-    The thread count is torch's now, after the script ran in this process (it may have set it). A
-    quick measurement (about a second: a 1024x1024 GEMM per dtype and a 64 MiB copy, each stopping
-    once its best runs agree) is saved like ``pyprof calibrate`` would, with the conditions it was
-    taken under; a warning follows when those make it unreliable."""
-    import torch
-
-    from pyprof import peaks
-    from pyprof.calibrate import condition_problems, measure, save, saved_warning
-    from pyprof.errors import PyprofError
-
-    try:
-        if peaks.entry(peaks.CPU_DEVICE) is not None:
-            line = saved_warning(threads=torch.get_num_threads())
-            if line:
-                click.echo(f"pyprof: warning: {line}", err=True)
-            return
-        cal = measure("cpu", n=1024, copy_mb=64, budget=0.2)
-        path, _ = save(cal)
-    except (PyprofError, OSError) as exc:
-        click.echo(f"pyprof: warning: could not calibrate the CPU ({exc}); ideal time and gap show n/a", err=True)
-        return
-    from pyprof.prof.units import byte_rate, flop_rate
-
-    # (in human units: a CPU's 0.3 GFLOP/s of bfloat16 printed as "0 GFLOP/s" read as a zero measurement)
-    rates = ", ".join(f"{k} {flop_rate(v)}" for k, v in cal.flops.items())
-    click.echo(f"pyprof: no saved CPU peaks: measured {rates}, copy {byte_rate(cal.bw)} in "
-               f"{cal.seconds:.1f} s, saved to {path} (`pyprof calibrate` measures longer)", err=True)
-    found = condition_problems(cal.conditions())
-    if found:
-        click.echo(f"pyprof: warning: the CPU peaks just saved may be off: {'; '.join(found)}; "
-                   "run `pyprof calibrate` on a quiet machine to replace them", err=True)
-
-
-def _pinned() -> dict | None:
-    """The peaks the run's records are priced with (:func:`pyprof.peaks.pinned`), None where the
-    calibration file cannot be read (prof then says why)."""
-    from pyprof import peaks
-    from pyprof.errors import InputError
-
-    try:
-        return peaks.pinned()
-    except InputError:
-        return None
 
 
 def _summary(records, head, by, top, peak_flops, peak_bw, width=None):
