@@ -7,6 +7,7 @@ the measurement is replaced by a crafted one: nothing depends on this machine's 
 from __future__ import annotations
 
 import datetime as dt
+import sys
 
 import orjson
 import pytest
@@ -78,8 +79,6 @@ def test_an_old_file_without_these_fields_keeps_loading_and_says_so_once(tmp_pat
     assert "of unknown age" in line and "unknown load and thread count" in line
 
     pytest.importorskip("torch")  # pyprof run's calibration asks torch for its thread count
-    from pyprof.cli.run_cmd import _calibrate_cpu_once
-
     _calibrate_cpu_once()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("pyprof: warning: saved CPU peaks") and "of unknown age" in err
@@ -94,8 +93,6 @@ def test_malformed_conditions_are_not_judged_and_do_not_crash(tmp_path):
 
 def test_run_warns_about_a_saved_calibration_taken_with_other_threads(tmp_path, monkeypatch, capsys):
     torch = pytest.importorskip("torch")
-    from pyprof.cli.run_cmd import _calibrate_cpu_once
-
     other = torch.get_num_threads() + 1
     today = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     path = write(tmp_path / "c.json", saved=today, measured=dict(QUIET, threads=other))
@@ -110,6 +107,11 @@ def test_run_warns_about_a_saved_calibration_taken_with_other_threads(tmp_path, 
     assert capsys.readouterr().err == ""
 
 
+def _calibrate_cpu_once() -> None:
+    """What ``pyprof run`` does before it writes its records: :func:`pyprof.calibrate.ensure_cpu_peaks`."""
+    calibrate.ensure_cpu_peaks(lambda line: print(line, file=sys.stderr))
+
+
 def _busy_calibration(*args, **kwargs):
     cal = Calibration(CPU_DEVICE, "crafted CPU, 2 threads", {"float32": 3e10, "bfloat16": 3e8}, 5e9, seconds=0.9,
                       spread={"float32": 0.02, "bw": 0.01}, torch="2.13.0", threads=2)
@@ -119,8 +121,6 @@ def _busy_calibration(*args, **kwargs):
 
 def test_quick_calibration_saves_its_conditions_and_warns_when_taken_under_load(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
-    from pyprof.cli.run_cmd import _calibrate_cpu_once
-
     path = tmp_path / "c.json"
     monkeypatch.setenv("PYPROF_CALIBRATION", str(path))
     monkeypatch.setattr(calibrate, "measure", _busy_calibration)
