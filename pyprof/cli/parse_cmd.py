@@ -51,7 +51,9 @@ Bad input exits with status 2 and one line saying what is wrong; no partial outp
 @click.option("--limit", "limit_specs", multiple=True, metavar="NAME=N",
               help="Raise a bound on what an export may ask (no real capture reaches the defaults): "
                    "inflate (bytes a .json.gz may inflate to, default 512 MiB or 100x its size), depth "
-                   "(ranges open at once on a thread, 2000), text (characters of one range text, 16 MiB).")
+                   "(ranges open at once on a thread, 2000), text (characters of one range text, 16 MiB), "
+                   "cross (ranges stacked again where ranges cross, per range, 16), chain (torch.profiler "
+                   "ranges open around a range, on average, 64).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line or warnings on stderr.")
 @owns_process
 def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str | None, cluster: str | None,

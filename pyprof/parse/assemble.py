@@ -379,10 +379,11 @@ class Streamed:
     """
 
     def __init__(self, acts: Activities, windows, source: str, stats: Stats, bare_names: bool | None = None,
-                 resolve_bare=None, close=None, range_pid=None):
+                 resolve_bare=None, close=None, range_pid=None, range_tid=None):
         self.acts, self.source, self.stats = acts, source, stats
-        # the process of a range's thread key (default: an nsys globalTid, the pid in bits 24-47)
+        # the process and thread of a range's thread key (default: an nsys globalTid, the pid in bits 24-47)
         self._range_pid = range_pid or (lambda thread: (thread >> 24) & 0xFFFFFF)
+        self._range_tid = range_tid or (lambda thread: thread & 0xFFFFFF)
         self.n = n = acts.n
         self._windows = windows
         self._close = close
@@ -461,7 +462,8 @@ class Streamed:
                 int(np.searchsorted(self._q_times, win.t_hi, side="left"))
             rows = np.sort(self._q_order[qi:qj])
             qi = qj
-            st = open_stacks(r_thread, r_start, r_end, r_label, acts.thread[rows], acts.api_start[rows])
+            st = open_stacks(r_thread, r_start, r_end, r_label, acts.thread[rows], acts.api_start[rows],
+                             lambda th: f"{self._range_tid(th)} of process {self._range_pid(th)}")
             q_sid = st.q_sid
             stats.attributed += int(((q_sid >= 0) & acts.is_kernel[rows]).sum())
             sids = np.unique(q_sid[q_sid >= 0]).tolist()

@@ -7,6 +7,10 @@ name            what it bounds                                              defa
 ``inflate``     bytes a gzip trace may inflate to, beyond 100 x its size    512 MiB
 ``depth``       ranges open at once on one thread (NVTX, user annotations)  2,000
 ``text``        characters of one range text (a marker, an annotation)      16 MiB
+``cross``       ranges stacked again where ranges cross (one ends under     16
+                others), per range and launch of the thread
+``chain``       torch.profiler ranges open around a range, on average over  64
+                the trace's ranges (beyond one stack as deep as ``depth``)
 ==============  ==========================================================  =================
 
 A gzip trace may always inflate to 100 times its own size (real traces compress 5 to 30 times), and
@@ -15,9 +19,12 @@ to ``inflate`` bytes whatever its size. Each limit is raised with ``pyprof parse
 forked and Dask workers see the same limits.
 
 ``depth`` bounds what one record carries (a kernel's record lists every range open at its launch)
-and the sweep's walk up the nesting, one step per level: at the default, a million ranges 2,000 deep
-parse in 8 s and 0.4 GB; one stack 100,000 deep, with the limit raised, in 21 s and 0.2 GB
-(docs/benchmarks.md, ``scripts/nested_export.py``).
+and the sweep's walk up the nesting, one step per level, whether the ranges nest or cross: at the
+default, a million ranges 2,000 deep parse in 8 s and 0.4 GB; one stack 100,000 deep, with the limit
+raised, in 21 s and 0.2 GB (docs/benchmarks.md, ``scripts/nested_export.py``). ``cross`` bounds the
+work of a thread whose ranges cross (:func:`pyprof.parse.sweep.open_stacks`: a range ending under
+others stacks them again) and ``chain`` the tuples of open ranges a torch.profiler trace's ranges
+keep, so that time and memory stay linear in the input whatever its ranges do.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import os
 
 from pyprof.errors import InputError
 
-DEFAULTS = {"inflate": 512 << 20, "depth": 2000, "text": 16 << 20}
+DEFAULTS = {"inflate": 512 << 20, "depth": 2000, "text": 16 << 20, "cross": 16, "chain": 64}
 #: a gzip trace may inflate to this many times its compressed size whatever ``inflate`` says
 INFLATE_RATIO = 100
 ENV = "PYPROF_LIMITS"

@@ -206,7 +206,7 @@ class NvprofSource(PreparedSource):
         if not len(ranges):
             self.warnings.append("the database has no NVTX ranges: records carry no ranges, layer or op")
         return Streamed(_activities(acts), iter([_window(ranges)]), self.kind, self.stats,
-                        range_pid=lambda thread: thread >> 32)
+                        range_pid=lambda thread: thread >> 32, range_tid=lambda thread: thread & 0xFFFFFFFF)
 
 
 #: the record fields between the kernel names and ``apiStart``, in record order

@@ -15,7 +15,11 @@ a plain Python active-set sweep, still one pass per thread, never a query per ke
 
 from __future__ import annotations
 
+import bisect
+import heapq
+from array import array
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,46 +29,30 @@ from pyprof.parse import limits
 class StackLabels:
     """The interned label stacks: ``stack_labels[sid]`` is a tuple of label ids (outermost first).
 
-    A stack of a nested thread is stored as (its parent's stack id, its own label) and made into its
-    tuple only when asked for (then kept): the consumers ask only for the stacks kernels are launched
-    under, and a tuple per stack would cost the square of the nesting depth (8 GB for one stack
-    40,000 deep). The stacks of overlapping threads (:func:`_sweep_general`) are stored as tuples."""
+    A stack is stored as (its parent's stack id, its own label) and made into its tuple only when asked
+    for (then kept): the consumers ask only for the stacks kernels are launched under, and a tuple per
+    stack would cost the square of the nesting depth (8 GB for one stack 40,000 deep). Both sweeps
+    (nested and crossing threads) make their stacks with :meth:`child`, so a sequence of labels met on
+    both is one id."""
 
-    def __init__(self) -> None:
-        self._parent: list[int] = []
-        self._label: list[int] = []
-        self._pairs: dict[tuple[int, int], int] = {}  # (parent stack id, label) -> stack id
-        self._tuples: dict[int, tuple] = {}  # stacks stored or already made as tuples
-        self._index: dict[tuple, int] = {}  # stacks stored as tuples -> stack id
+    def __init__(self, width: int = 1) -> None:
+        self.width = width  # labels are 0 .. width - 1
+        self._parent: Any = array("q")
+        self._label: Any = array("q")
+        self._pairs: dict[int, int] = {}  # (parent stack id + 1) * width + label -> stack id
+        self._tuples: dict[int, tuple] = {}  # stacks already made as tuples
 
     def __len__(self) -> int:
         return len(self._parent)
 
     def child(self, parent: int, label: int) -> int:
         """The id of stack ``parent`` (-1: none) with ``label`` pushed on it (a new id where new)."""
-        sid = self._pairs.get((parent, label))
+        key = (parent + 1) * self.width + label
+        sid = self._pairs.get(key)
         if sid is None:
-            sid = self._pairs[(parent, label)] = len(self._parent)
+            sid = self._pairs[key] = len(self._parent)
             self._parent.append(parent)
             self._label.append(label)
-        return sid
-
-    def intern(self, labels: tuple) -> int:
-        """The id of the stack ``labels`` (the one a nested thread made, where it did)."""
-        sid = self._index.get(labels)
-        if sid is not None:
-            return sid
-        ps = -1
-        for lab in labels:
-            ps = self._pairs.get((ps, lab), -2)
-            if ps == -2:
-                break
-        if labels and ps >= 0:
-            return ps
-        sid = self._index[labels] = len(self._parent)
-        self._parent.append(-2)  # (never walked: the tuple is kept)
-        self._label.append(-1)
-        self._tuples[sid] = labels
         return sid
 
     def __getitem__(self, sid: int) -> tuple:
@@ -93,7 +81,9 @@ class Stacks:
     * ``q_chain(q_idx, depth)``: range index at nesting ``depth`` (0 = outermost) of the stacks of
       queries ``q_idx`` (the range instance, for op ids).
     * ``r_sid[r]`` / ``r_parent[r]``: stack id of range r (its own label innermost) and its parent
-      range index (-1 at top level); for registering forward ops.
+      range index (-1 at top level), as they were when r started; for registering forward ops.
+    * ``restacked``: ranges the crossing sweep stacked again after a range under them ended (its work
+      beyond one push per range).
     """
 
     stack_labels: StackLabels
@@ -102,13 +92,17 @@ class Stacks:
     r_parent: np.ndarray
     _q_inner: np.ndarray
     _r_depth: np.ndarray
-    _q_tuples: dict
+    _crossing: list  # (ranges, queries) of each thread whose ranges cross: q_chain sweeps it again
+    _r_start: np.ndarray
+    _r_end: np.ndarray
+    _q_time: np.ndarray
+    restacked: int = 0
 
     def q_chain(self, q_idx: np.ndarray, depth: np.ndarray) -> np.ndarray:
         q_idx = np.asarray(q_idx, dtype=np.int64)
         depth = np.asarray(depth, dtype=np.int64)
         out = self._q_inner[q_idx].copy()
-        # nested threads: walk up from the innermost range to the wanted depth
+        # nested threads: walk up from the innermost range to the wanted depth, one numpy step per level
         while True:
             ok = out >= 0
             d = np.where(ok, self._r_depth[np.where(ok, out, 0)], -1)
@@ -116,22 +110,45 @@ class Stacks:
             if not step.any():
                 break
             out[step] = self.r_parent[out[step]]
-        # fallback threads stored explicit tuples
-        for j, q in enumerate(q_idx.tolist()):
-            t = self._q_tuples.get(q)
-            if t is not None:
-                out[j] = t[depth[j]] if depth[j] < len(t) else -1
+        # crossing threads: their open ranges at each query, swept again (no chain is kept per query)
+        for g, qs in self._crossing:
+            sel = np.flatnonzero(np.isin(q_idx, qs))
+            if len(sel):
+                out[sel] = _open_at(g, q_idx[sel], depth[sel], self._r_start, self._r_end, self._q_time)
         return out
 
 
-def _nested(s: np.ndarray, e: np.ndarray):
-    """Depth and parent (positions within this thread) if the ranges nest properly, else None."""
+def _open_at(g, qs, depth, r_start, r_end, q_time) -> list[int]:
+    """The range open ``depth`` deep (0: outermost; -1: none) at each query of ``qs`` on the thread of
+    ranges ``g`` ((start, -end) order): the ranges begun by then, less those ended, in start order."""
+    starts, ends, rows = r_start[g].tolist(), r_end[g].tolist(), g.tolist()
+    order = np.argsort(q_time[qs], kind="stable")
+    out = [-1] * len(qs)
+    active: list[int] = []
+    heap: list[tuple[int, int]] = []
+    i, n = 0, len(rows)
+    for j, t, d in zip(order.tolist(), q_time[qs][order].tolist(), depth[order].tolist(), strict=True):
+        while i < n and starts[i] <= t:
+            active.append(i)
+            heapq.heappush(heap, (ends[i], i))
+            i += 1
+        while heap and heap[0][0] <= t:
+            del active[bisect.bisect_left(active, heapq.heappop(heap)[1])]
+        if d < len(active):
+            out[j] = rows[active[d]]
+    return out
+
+
+def _depth(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """How many ranges are open under each (0: none) when it starts, whether or not they nest: the
+    ranges before it in start order less those ended by its start (``s`` ascending, every ``e > s``)."""
+    return np.arange(len(s), dtype=np.int64) - np.searchsorted(np.sort(e, kind="stable"), s, side="right")
+
+
+def _nested(s: np.ndarray, e: np.ndarray, depth: np.ndarray):
+    """Parent (positions within this thread) of each range if the ranges nest properly, else None."""
     n = len(s)
-    es = np.sort(e, kind="stable")
-    depth = np.arange(n, dtype=np.int64) - np.searchsorted(es, s, side="right")
     parent = np.full(n, -1, dtype=np.int64)
-    if n and depth.min() < 0:
-        return None
     has = depth > 0
     if has.any():
         key = depth * (n + 1) + np.arange(n)
@@ -147,11 +164,12 @@ def _nested(s: np.ndarray, e: np.ndarray):
         parent[has] = p
         if (e[has] > e[p]).any() or (s[has] < s[p]).any():
             return None
-    return depth, parent
+    return parent
 
 
-def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
-    """Sweep ranges against queries (all numpy arrays; threads and labels are ints)."""
+def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time, thread_name=str) -> Stacks:
+    """Sweep ranges against queries (all numpy arrays; threads and labels are ints). ``thread_name``: a
+    thread's key as a limit's error line names it."""
     r_thread = np.asarray(r_thread, dtype=np.int64)
     r_start = np.asarray(r_start, dtype=np.int64)
     r_end = np.asarray(r_end, dtype=np.int64)
@@ -181,15 +199,16 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
         lo, hi = np.searchsorted(q_th_sorted, [th, th + 1])
         qs = q_order[lo:hi]
         s, e = r_start[g], r_end[g]
-        nested = _nested(s, e)
-        if nested is None:
+        depth = _depth(s, e)
+        if int(depth.max()) >= max_depth:
+            # a query walks up its ranges one level at a time, and a record lists them all: bounded first,
+            # whether they nest or cross
+            raise limits.exceeded(f"ranges nest {int(depth.max()) + 1:,} deep on thread {thread_name(int(th))}",
+                                  "depth", int(depth.max()) + 1)
+        parent = _nested(s, e, depth)
+        if parent is None:
             fallback.append((g, qs))
             continue
-        depth, parent = nested
-        if len(depth) and int(depth.max()) >= max_depth:
-            # a query walks up its ranges one level at a time, and a record lists them all: bounded first
-            raise limits.exceeded(f"ranges nest {int(depth.max()) + 1:,} deep on one thread", "depth",
-                                  int(depth.max()) + 1)
         r_depth[g] = depth
         r_parent[g] = np.where(parent >= 0, g[np.maximum(parent, 0)], -1)
         if not len(qs):
@@ -206,7 +225,8 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
         q_inner[qs] = np.where(cand >= 0, g[np.maximum(cand, 0)], -1)
 
     # intern label stacks level by level (nested ranges)
-    stack_labels = StackLabels()
+    width = int(r_label.max()) + 1 if nr else 1
+    stack_labels = StackLabels(width)
     r_sid = np.full(nr, -1, dtype=np.int64)
     by_depth = np.argsort(r_depth, kind="stable")
     depth_sorted = r_depth[by_depth]
@@ -216,7 +236,6 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
         if not len(at):
             continue
         psid = r_sid[r_parent[at]] if d else np.full(len(at), -1, dtype=np.int64)
-        width = int(r_label.max()) + 1
         uniq, inv = np.unique((psid + 1) * width + r_label[at], return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int64)
         for k, key in enumerate(uniq.tolist()):
@@ -224,40 +243,81 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time) -> Stacks:
         r_sid[at] = ids[inv.reshape(-1)]
     q_sid = np.where(q_inner >= 0, r_sid[np.maximum(q_inner, 0)], -1) if nr else np.full(nq, -1, np.int64)
 
-    # overlapping (non-nesting) threads: an active-set sweep in Python
-    q_tuples: dict[int, tuple] = {}
+    # crossing (non-nesting) threads: an active-set sweep in Python
+    restacked = 0
     for g, qs in fallback:
-        _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_sid, q_tuples, stack_labels)
-    return Stacks(stack_labels, q_sid, r_sid, r_parent, q_inner, r_depth, q_tuples)
+        restacked += _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_sid,
+                                    stack_labels, thread_name(int(r_thread[g[0]])))
+    return Stacks(stack_labels, q_sid, r_sid, r_parent, q_inner, r_depth, fallback, r_start, r_end, q_time,
+                  restacked)
 
 
-def _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_sid, q_tuples,
-                   stack_labels: StackLabels):
-    def intern(rs: tuple) -> int:
-        return stack_labels.intern(tuple(int(r_label[r]) for r in rs))
-
+def _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_sid, stack_labels: StackLabels,
+                   thread: str) -> int:
+    """The open ranges of one thread whose ranges cross (``g``: its ranges in (start, -end) order; ``qs``:
+    its queries), by events in time order: a range's start (ranges open before a query at the same
+    time sees them: start <= t), a query, and between them the ends (a heap). The open ranges are a
+    stack in start order, each with the stack id of the stack up to it, so a push or a pop from the
+    top is O(1); a range that ends under others (a crossing) stacks those above it again. Those
+    re-pushes are the only work beyond one push per range, bounded by the ``cross`` limit (per range
+    and query of the thread), as the stack is by ``depth``: time stays linear in the input, and memory
+    in the distinct stacks. Returns the re-pushes."""
     starts = r_start[g].tolist()
     ends = r_end[g].tolist()
+    labs = r_label[g].tolist()
     rows = g.tolist()
     qs = qs[np.argsort(q_time[qs], kind="stable")]
-    qtimes = q_time[qs].tolist()
-    # events: range starts (as their own query, stack incl. itself) and kernel queries, by time;
-    # at equal times ranges open before the query sees them (start <= t).
-    active: list[int] = []  # positions into g, in (start, -end) order
+    per = limits.get("cross")
+    budget = per * (len(rows) + len(qs))
+    active: list[int] = []  # positions into g, ascending (start order)
+    sids: list[int] = []  # stack id of active[:k + 1]
+    heap: list[tuple[int, int]] = []  # (end, position) of every open range
+    child = stack_labels.child
+    restacked = 0
+
+    def close(t: int) -> None:
+        """Take off every range that ended by ``t``; stack again those that were above one of them."""
+        nonlocal restacked
+        gone = []
+        while heap and heap[0][0] <= t:
+            gone.append(heapq.heappop(heap)[1])
+        if not gone:
+            return
+        gone.sort()
+        k = bisect.bisect_left(active, gone[0])
+        if len(active) - k == len(gone):  # all from the top
+            del active[k:], sids[k:]
+            return
+        dead = set(gone)
+        keep = [a for a in active[k:] if a not in dead]
+        del active[k:], sids[k:]
+        restacked += len(keep)
+        if restacked > budget:
+            raise limits.exceeded(f"ranges on thread {thread} cross so often that more than {per:,} ranges are "
+                                  "stacked again per range and launch", "cross", per * 2)
+        for a in keep:
+            sids.append(child(sids[-1] if sids else -1, labs[a]))
+            active.append(a)
+
+    r_sids, r_parents, q_sids, q_at = [], [], [], []
     i = 0
-    for qi, t in zip(qs.tolist() + [None], qtimes + [None], strict=False):
-        while i < len(rows) and (t is None or starts[i] <= t):
-            s_i = starts[i]
-            active = [a for a in active if ends[a] > s_i]
+    n = len(rows)
+    for qi, t in zip(qs.tolist() + [None], q_time[qs].tolist() + [None], strict=True):
+        while i < n and (t is None or starts[i] <= t):
+            close(starts[i])
+            r_parents.append(rows[active[-1]] if active else -1)
+            sids.append(child(sids[-1] if sids else -1, labs[i]))  # (no deeper than the depth limit: checked)
             active.append(i)
-            chain = tuple(rows[a] for a in active)
-            r_sid[rows[i]] = intern(chain)
-            r_parent[rows[i]] = rows[active[-2]] if len(active) > 1 else -1
+            heapq.heappush(heap, (ends[i], i))
+            r_sids.append(sids[-1])
             i += 1
         if qi is None:
             break
-        active = [a for a in active if ends[a] > t]
+        close(t)
         if active:
-            chain = tuple(rows[a] for a in active)
-            q_sid[qi] = intern(chain)
-            q_tuples[qi] = chain
+            q_at.append(qi)
+            q_sids.append(sids[-1])
+    r_sid[g] = r_sids
+    r_parent[g] = r_parents
+    q_sid[q_at] = q_sids
+    return restacked

@@ -264,6 +264,11 @@ def finish(ix: Index) -> None:
     ix.launch_node = [-1] * len(ix.launches)
     starts = np.frombuffer(ix.start, dtype=np.int64)
     ends = np.frombuffer(ix.end, dtype=np.int64)
+    from pyprof.parse import limits
+
+    # every op/annotation range keeps the tuple of those open around it: their lengths in all, bounded
+    # (one stack as deep as the depth limit always fits), so memory stays linear in the ranges
+    held = [limits.get("chain") * n + limits.get("depth") ** 2]
     for key, rids in ix.threads.items():
         # start order, the longer first at equal starts (a stable sort: ties keep scan order); a trace
         # with fractional microseconds seldom has equal starts, and its events come nearly sorted
@@ -274,7 +279,7 @@ def finish(ix: Index) -> None:
         if (s[1:] == s[:-1]).any():
             order = np.lexsort((-ends[r], starts[r]))
         rids[:] = r[order].tolist()
-        _nest(ix, rids, ix.launch_threads.get(key, ()))
+        _nest(ix, rids, ix.launch_threads.get(key, ()), key, held)
     ix.anc = op_ancestors(ix)
     _backward_seqs(ix)
 
@@ -314,9 +319,10 @@ def _is_op_instance(name: str) -> bool:
     return ("::" in name and not name.startswith("autograd::")) or name == ks.COMMS_OP
 
 
-def _nest(ix: Index, rids: list[int], lids) -> None:
-    """Parents, ancestor chains and user frames of one thread's ranges (``rids``, in start order);
-    innermost range of its launches."""
+def _nest(ix: Index, rids: list[int], lids, key: tuple, held: list) -> None:
+    """Parents, ancestor chains and user frames of one thread's ranges (``rids``, in start order; ``key``:
+    its (pid, tid)); innermost range of its launches. ``held``: how many more range ids the chains (and
+    module tuples) may hold, counted down here."""
     start, end, role, name, bwd = ix.start, ix.end, ix.role, ix.name, ix.bwd
     parent, chain, frames, cut, modules = ix.parent, ix.chain, ix.frames, ix.cut, ix.modules
     lids = sorted(lids, key=lambda i: ix.launches[i][2])
@@ -328,6 +334,7 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
     from pyprof.parse import limits
 
     max_depth = limits.get("depth")
+    left = held[0]
     py: dict[str, tuple] = {}  # Python range name -> (its user frame or None, its module range or ())
     for r in rids:
         s = start[r]
@@ -353,7 +360,11 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
                 chain[r] = chain[p]
                 pf = frames[p]
                 frames[r] = ((f,) + pf[:7]) if f else pf
-                modules[r] = modules[p] + m if m else modules[p]
+                if m:
+                    modules[r] = got = modules[p] + m
+                    left -= len(got)
+                else:
+                    modules[r] = modules[p]
             else:
                 frames[r] = (f,) if f else ()
                 modules[r] = m
@@ -364,16 +375,22 @@ def _nest(ix: Index, rids: list[int], lids) -> None:
             if c < 0 and ro == ROLE_OP and not bwd[r] and _is_op_instance(name[r]):
                 c = r  # the op instance: the outermost plain op (under an autograd node too)
             cut[r] = c
-            chain[r] = chain[p] + (r,)
+            chain[r] = got = chain[p] + (r,)
             frames[r] = frames[p]
             modules[r] = modules[p]
+            left -= len(got)
         else:
             cut[r] = r if ro == ROLE_OP and not bwd[r] and _is_op_instance(name[r]) else -1
             chain[r] = (r,)
         push(r)
         if len(stack) > max_depth:  # (ancestor chains are tuples: depth bounds their size)
-            raise limits.exceeded(f"ranges nest more than {max_depth:,} deep on one thread",
-                                  "depth", 2 * max_depth)
+            raise limits.exceeded(f"ranges nest more than {max_depth:,} deep on thread {key[1]} of process "
+                                  f"{key[0]}", "depth", 2 * max_depth)
+        if left < 0:
+            per = limits.get("chain")
+            raise limits.exceeded(f"ranges on thread {key[1]} of process {key[0]} are nested so deep so often that "
+                                  f"more than {per:,} per range are open around it on average", "chain", 2 * per)
+    held[0] = left
     while li < nl:
         t = launches[lids[li]][2]
         while stack and end[stack[-1]] <= t:

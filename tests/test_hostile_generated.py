@@ -1,0 +1,225 @@
+"""Hostile inputs of the classes of issue #45, made by seeded generators at several sizes: range patterns
+(nesting, crossing, overlap) whose work and memory must stay linear, non-finite and ill-typed fields,
+undecodable text, record files cut short, hard links, signals during a write.
+
+Each input gives a result or one line, and nothing is lost without a count: the same rules as
+tests/test_hostile_inputs.py (whose helpers these tests share). Work is measured by counting (the
+sweep's pushes), memory by ``tracemalloc`` or an address-space limit in a child: no wall-clock
+assertion. Time and peak memory of the big cases as a user meets them: ``scripts/hostile_bounds.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from pyprof.parse import limits
+from pyprof.parse.limits import LimitError
+from pyprof.parse.sweep import open_stacks
+from tests.test_hostile_inputs import SEED, one_line_or_result, parse_bounded, records_ok
+
+# -- 1. bounded work on every sweep ------------------------------------------------------------------------
+
+
+def range_pattern(kind: str, n: int, rng: random.Random) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` ranges of one thread as (start, end, label), in a pattern a sweep may meet:
+
+    * ``nested``: stacks 1,000 deep, one after another (push/pop ranges);
+    * ``crossing``: the same, each stack crossed by a range that opens before it and ends halfway up
+      it (the issue's: nested ranges crossing a real one);
+    * ``staircase``: each range ends just after the next one starts (every end crosses);
+    * ``window``: ranges ``[i, i + w)`` for a seeded w of 2 to 6 (every end under w - 1 others);
+    * ``wide``: the same with w 1,999 (under the depth limit, but 1,998 ranges re-stacked per end);
+    * ``random``: seeded starts and lengths (overlapping every way);
+    * ``deep-crossing``: one stack ``n`` deep, crossed (past the depth limit from 2,000 ranges)."""
+    i = np.arange(n, dtype=np.int64)
+    if kind in ("nested", "crossing"):
+        d = 1000
+        stack, level = i // d, i % d
+        start = stack * 10 * d + 2 * level
+        end = stack * 10 * d + 4 * d - 2 * level
+        if kind == "crossing":
+            top = i[level == 0]
+            start = np.concatenate([start, start[top] - 1])
+            end = np.concatenate([end, start[top] + d + 1])  # ends halfway up its stack
+    elif kind == "staircase":
+        start, end = 2 * i, 2 * i + 3
+    elif kind in ("window", "wide"):
+        w = rng.randint(2, 6) if kind == "window" else 1999
+        start, end = 2 * i, 2 * i + 2 * w - 1
+    elif kind == "random":
+        start = np.array(sorted(rng.randrange(0, 4 * n) for _ in range(n)), dtype=np.int64)
+        end = start + np.array([rng.choice((1, 2, 5, 40, 300)) for _ in range(n)], dtype=np.int64)
+    elif kind == "deep-crossing":
+        start, end = 2 * i, 4 * n - 2 * i
+        start, end = np.append(start, -1), np.append(end, n)
+    else:
+        raise ValueError(kind)
+    label = np.array([rng.randrange(97) for _ in range(len(start))], dtype=np.int64)
+    return start, end, label
+
+
+def _brute(start, end, label, times) -> list[tuple]:
+    out = []
+    for t in times.tolist():
+        open_ = sorted((s, -e, r) for r, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True))
+                       if s <= t < e)
+        out.append(tuple(int(label[r]) for _, _, r in open_))
+    return out
+
+
+PATTERNS = ("nested", "crossing", "staircase", "window", "wide", "random", "deep-crossing")
+
+
+@pytest.mark.parametrize("kind", PATTERNS)
+def test_range_patterns_match_the_definition(kind):
+    """Each pattern at 3,000 ranges (the depth limit raised for ``deep-crossing`` not to be refused):
+    the stacks at 300 seeded times are the open ranges in start order, as the definition says."""
+    rng = random.Random(SEED)
+    start, end, label = range_pattern(kind, 3000, rng)
+    times = np.array(sorted(rng.randrange(int(start.min()), int(end.max()) + 2) for _ in range(300)), dtype=np.int64)
+    spec = "depth=4000,cross=2000" if kind in ("deep-crossing", "wide") else ""
+    with _limits(spec):
+        s = open_stacks(np.zeros(len(start), np.int64), start, end, label, np.zeros(len(times), np.int64), times)
+    got = [s.stack_labels[i] if i >= 0 else () for i in s.q_sid.tolist()]
+    assert got == _brute(start, end, label, times)
+    # the range instance at each depth, for the op ids (q_chain), agrees with the labels
+    q = np.flatnonzero(s.q_sid >= 0)[:40]
+    for depth in (0, 1, 5):
+        r = s.q_chain(q, np.full(len(q), depth))
+        want = [got[j][depth] if depth < len(got[j]) else None for j in q.tolist()]
+        assert [int(label[x]) if x >= 0 else None for x in r.tolist()] == want
+
+
+class _limits:
+    """``PYPROF_LIMITS`` set to ``spec`` within the block."""
+
+    def __init__(self, spec: str):
+        self.spec = spec
+
+    def __enter__(self):
+        import os
+
+        self.old = os.environ.get(limits.ENV)
+        os.environ[limits.ENV] = self.spec
+
+    def __exit__(self, *exc):
+        import os
+
+        if self.old is None:
+            os.environ.pop(limits.ENV, None)
+        else:
+            os.environ[limits.ENV] = self.old
+
+
+def _sweep(kind: str, n: int) -> tuple[str, int, int]:
+    """(outcome, work, peak bytes) of the sweep of pattern ``kind`` at ``n`` ranges and n / 10 launches:
+    work is every push of a range onto a stack (the crossing sweep's, re-pushes included; the nested
+    sweep's is one per range, done in numpy)."""
+    rng = random.Random(SEED + n)
+    start, end, label = range_pattern(kind, n, rng)
+    times = np.sort(np.array([rng.randrange(int(start.min()), int(end.max()) + 1) for _ in range(n // 10)],
+                             dtype=np.int64))
+    tracemalloc.start()
+    try:
+        s = open_stacks(np.zeros(len(start), np.int64), start, end, label, np.zeros(len(times), np.int64), times)
+        outcome, work = "result", len(start) + s.restacked
+    except LimitError as exc:
+        outcome, work = f"refused ({exc.problem.split('(')[-1].split(')')[0]})", 0
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return outcome, work, peak
+
+
+@pytest.mark.parametrize("kind", PATTERNS)
+def test_range_patterns_take_linear_work_and_memory(kind):
+    """Each pattern at 10^3, 10^4 and 10^5 ranges: a result or a refusal naming its limit, with the
+    pushes at most ``1 + cross`` per range and launch, and peak memory under 4 kB per range (numpy's
+    arrays, and at most one new stack per push, each about 170 bytes: linear). ``wide`` is refused by ``cross`` and ``deep-crossing`` by
+    ``depth`` from 10^4 on (before #45, the crossing sweep built a tuple of every open range per start:
+    20,000 crossing ranges took 8 GB). 10^6: ``scripts/hostile_bounds.py``."""
+    bound = 1 + limits.get("cross")
+    for n in (1_000, 10_000, 100_000):
+        outcome, work, peak = _sweep(kind, n)
+        ranges = n + n // 10
+        assert work <= bound * ranges, (kind, n, work)
+        assert peak < 4096 * ranges + (1 << 20), (kind, n, peak)
+        if kind == "wide" and n >= 10_000:
+            assert outcome == "refused (cross)", outcome
+        elif kind == "deep-crossing" and n >= 10_000:
+            assert outcome == "refused (depth)", outcome
+        elif kind not in ("wide", "deep-crossing"):
+            assert outcome == "result", (kind, n, outcome)
+
+
+def write_crossing(path, ranges: int, depth: int) -> None:
+    """An Nsight export of ``ranges`` nested NVTX ranges in stacks ``depth`` deep (:func:`write_nested`),
+    each stack crossed by one more range that opens before it and ends halfway up it (the issue's
+    export: 20,000 such ranges took 8.2 GB in 120 s)."""
+    import sqlite3
+
+    from tests.nsys_synth import _TICK, NVTX_PUSH_POP, write_nested
+
+    write_nested(path, ranges, depth)
+    con = sqlite3.connect(path)
+    (thread,) = con.execute("SELECT DISTINCT globalTid FROM NVTX_EVENTS").fetchone()
+    span = (2 * depth + 3 + 4) * _TICK  # (write_nested's stack span, one kernel per stack)
+    rows = [(1_000_000 + s * span - _TICK // 2, 1_000_000 + s * span + (depth // 2) * _TICK + _TICK // 2,
+             NVTX_PUSH_POP, "cross", thread, 0) for s in range(-(-ranges // depth))]
+    con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
+                    "VALUES (?,?,?,?,?,?)", rows)
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize("ranges, depth", [(20_000, 20_000), (300_000, 300_000), (30_000, 1500)])
+def test_crossing_nested_exports_are_bounded(ranges, depth, tmp_path):
+    """Nested NVTX ranges crossed by a real range, in a child under a 2 GB address-space limit: one
+    stack of 20,000 or 300,000 is refused naming the depth limit and the thread; stacks 1,500 deep
+    (under the limit) are read, each record listing its 1,500 open ranges (the crossing one ended)."""
+    from tests.conftest import read_record_file
+
+    src, out = tmp_path / "cross.sqlite", tmp_path / "o.dict"
+    write_crossing(src, ranges, depth)
+    r = parse_bounded(src, out)
+    assert one_line_or_result(r.returncode, r.stderr, [out]) is None, r.stderr
+    if depth > limits.DEFAULTS["depth"]:
+        assert r.returncode == 2 and "--limit depth=" in r.stderr and "on thread 4242 of process 4242" in r.stderr
+        return
+    assert r.returncode == 0 and records_ok(out) is None
+    recs = read_record_file(out)
+    assert len(recs) == ranges // depth and {len(rec["ranges"]) for rec in recs} == {depth}
+
+
+def _annotation_stacks(n: int, depth: int) -> dict:
+    """A torch.profiler trace of ``n`` user annotations in stacks ``depth`` deep, an ATen op in each
+    innermost one."""
+    events, t = [], 0
+    for base in range(0, n, depth):
+        d = min(depth, n - base)
+        events += [{"ph": "X", "cat": "user_annotation", "name": f"ann{i % 97}", "pid": 1, "tid": 1, "ts": t + i,
+                    "dur": 4 * d - 2 * i} for i in range(d)]
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": t + d + 1, "dur": 1,
+                       "args": {}})
+        t += 5 * d
+    return {"traceEvents": events}
+
+
+@pytest.mark.parametrize("depth", [20, 1999])
+def test_deep_annotation_stacks_stay_linear(depth, tmp_path):
+    """60,000 user annotations in stacks 20 deep (read) or 1,999 deep (under the depth limit, but each
+    range keeps the tuple of those open around it: 60,000 x 1,000 ids, and 1M of them took 10 GB before
+    #45): refused naming the ``chain`` limit, in a child under a 2 GB address-space limit."""
+    src, out = tmp_path / "deep.json", tmp_path / "o.dict"
+    src.write_text(json.dumps(_annotation_stacks(60_000, depth)))
+    r = parse_bounded(src, out)
+    assert one_line_or_result(r.returncode, r.stderr, [out]) is None, r.stderr
+    if depth == 20:
+        assert r.returncode == 0 and records_ok(out) is None
+    else:
+        assert r.returncode == 2 and "--limit chain=" in r.stderr and "thread 1 of process 1" in r.stderr
