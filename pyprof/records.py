@@ -334,9 +334,10 @@ HEADER_FACTS = ("steps", "conditions", "peaks")
 
 def header(source: str | None, facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """The header of a record file whose records come from ``source`` (``nsys``, ``nvprof``, ``kineto``;
-    None where unknown): the format version, the pyprof that wrote it, the source, then the ``facts``
-    of :data:`HEADER_FACTS` that are known (``steps``, ``conditions``, ``peaks``; see ``docs/records.md``)."""
-    head = {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": source}
+    None where unknown): the format version, the pyprof that wrote it, the source, that an end line follows,
+    then the ``facts`` of :data:`HEADER_FACTS` that are known (``steps``, ``conditions``, ``peaks``; see
+    ``docs/records.md``)."""
+    head = {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": source, END_FLAG: True}
     for key in HEADER_FACTS:
         if facts and facts.get(key) is not None:
             head[key] = facts[key]
@@ -377,7 +378,7 @@ def read_header(path: str | os.PathLike | None) -> dict[str, Any]:
 
 
 def is_header(value: Any) -> bool:
-    """Whether a decoded line is a header line (an object with :data:`HEADER_KEY`)."""
+    """Whether a decoded line is a header line, or an end line (an object with :data:`HEADER_KEY`)."""
     return value.__class__ is dict and HEADER_KEY in value
 
 
@@ -421,6 +422,126 @@ def read_version(path: str | os.PathLike) -> int:
     return version_of(first, os.fspath(path))
 
 
+# -- the end line: a record file that knows where it ends ---------------------------------------------
+
+#: the header key announcing that the file ends with an end line (:func:`end_line`)
+END_FLAG = "counted"
+#: the end line's key: how many records lie between the header and it
+END_COUNT = "records"
+#: what to do with a record file cut short
+CUT_HINT = "it was cut short (a killed `pyprof parse`, a copy cut off): parse the export again"
+
+
+def end_line(count: int, facts: dict[str, Any] | None = None) -> bytes:
+    """The last line of a record file: ``{"pyprofRecords": 2, "records": N}``, the count of records
+    since the header, then ``facts`` (what parse counted: ``dropped``, ``nulled``). It starts as a
+    header does, so a pyprof that knows no end line reads it as the header of a file appended to this
+    one (which it accepts); a reader now checks the count (:class:`RecordEnds`)."""
+    return orjson.dumps({HEADER_KEY: FORMAT_VERSION, END_COUNT: count, **(facts or {})}) + b"\n"
+
+
+def is_end(value: Any) -> bool:
+    """Whether a decoded header-like line is an end line (:func:`end_line`)."""
+    return value.__class__ is dict and END_COUNT in value and HEADER_KEY in value
+
+
+class RecordEnds:
+    """A reader's account of a record file's header and end lines, so that a file cut short is refused:
+    each header announcing an end line (:data:`END_FLAG`) opens a part whose records are counted, and
+    its end line closes it, stating the count. A file of pyprof before the end line (a header without
+    the flag, or none) is read as it is, unchecked. Files appended one to another (``cat a.dict b.dict``)
+    are parts one after another. A reader of a piece of a file (``inside``: whether the piece starts in
+    an announced part) keeps its own account; :meth:`merge` adds the pieces' up."""
+
+    __slots__ = ("announced", "ends", "declared", "counted", "inside", "start")
+
+    def __init__(self, inside: bool = False):
+        self.announced = self.ends = self.declared = self.counted = self.start = 0
+        self.inside = inside
+
+    def copy(self) -> RecordEnds:
+        new = RecordEnds()
+        for k in self.__slots__:
+            setattr(new, k, getattr(self, k))
+        return new
+
+    def _close(self, count: int) -> None:
+        if self.inside:
+            self.counted += count - self.start
+        self.start = count
+
+    def header(self, head: dict[str, Any], count: int) -> None:
+        """A header line, read after ``count`` records."""
+        self._close(count)
+        self.inside = head.get(END_FLAG) is True
+        self.announced += self.inside
+
+    def end(self, tail: dict[str, Any], count: int, where: str) -> None:
+        """An end line (``where``: its file and line, for a broken one), read after ``count`` records."""
+        n = tail.get(END_COUNT)
+        if n.__class__ is not int or n < 0:
+            from pyprof.errors import InputError
+
+            raise InputError(f"{where}: a broken end line (records {n!r})", "parse the export again")
+        if self.inside:  # (an end line of a part no header announced is not checked)
+            self.ends += 1
+            self.declared += n
+        self._close(count)
+        self.inside = False
+
+    def finish(self, count: int) -> RecordEnds:
+        """The piece read ended after ``count`` records."""
+        self._close(count)
+        return self
+
+    def merge(self, other: RecordEnds) -> None:
+        for k in ("announced", "ends", "declared", "counted"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+    def check(self, name: str) -> None:
+        """An :class:`~pyprof.errors.InputError` where the file was cut short (an announced end line
+        missing) or its count is not the records read (edited, or cut and joined to another)."""
+        from pyprof.errors import InputError
+
+        if self.ends < self.announced:
+            raise InputError(f"{name}: no end line after its {self.counted:,} records", CUT_HINT)
+        if self.counted != self.declared:
+            raise InputError(f"{name} holds {self.counted:,} records where its end line counts {self.declared:,}: "
+                             "cut short or edited", "parse the export again (after editing records by hand, "
+                             f'correct the count in its last line, "{END_COUNT}")')
+
+
+def read_head(path: str | os.PathLike) -> dict[str, Any]:
+    """The header of the record file ``path`` as a dict (empty where its first line is none)."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 16)
+    except OSError:
+        return {}
+    try:
+        head = orjson.loads(first) if first.startswith(HEADER_PREFIX) else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return head if head.__class__ is dict else {}
+
+
+def read_end(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The end line of the record file ``path`` (its last line, :func:`end_line`) as a dict; None where
+    the file does not end with one."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - (1 << 16)))
+            last = fh.read().rstrip(b"\n").rpartition(b"\n")[2]
+    except OSError:
+        return None
+    try:
+        tail = orjson.loads(last) if last.startswith(HEADER_PREFIX) else None
+    except orjson.JSONDecodeError:
+        return None
+    return tail if is_end(tail) else None
+
+
 def thread_id(v: Any) -> int | None:
     """A ``tid`` as the record field holds it (an integer): a decimal string (torch.profiler traces of
     some versions, format 1 files) as its integer, any other text null."""
@@ -441,8 +562,8 @@ def dumps(record: dict[str, Any]) -> bytes:
 
 def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None = None,
                   facts: dict[str, Any] | None = None) -> int:
-    """Stream a record file to a text or binary file object: the header line (:func:`header_line`), then
-    the records as JSON lines; returns the count of records.
+    """Stream a record file to a text or binary file object: the header line (:func:`header_line`), the
+    records as JSON lines, the end line (:func:`end_line`); returns the count of records.
 
     ``source``: the header's; None: the first record's ``source`` field. ``facts``: the header's facts
     (:data:`HEADER_FACTS`), added to those the records' source knows. ``records`` that can also give
@@ -458,6 +579,7 @@ def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None 
         out.write(header_line(source or getattr(src, "kind", None), {**source_facts(src), **(facts or {})}))
         for chunk in prep.lines():
             out.write(chunk)
+        out.write(end_line(prep.n))
         return prep.n
     it = iter(records)
     first = next(it, None)
@@ -465,21 +587,23 @@ def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None 
         source = first.get("source")
     write = out.write if out is not None else lambda b: fh.write(b.decode())  # (a text-only stream: StringIO)
     write(header_line(source, facts))
-    if first is None:
-        return 0
-    for rec in chain((first,), it):
+    for rec in chain((first,), it) if first is not None else ():
         write(dumps(rec))
         n += 1
+    write(end_line(n))
     return n
 
 
 def iter_records(fh: IO) -> Iterator[dict[str, Any]]:
-    """Read JSON-lines records (the header line checked and skipped, see :func:`check_version`). Old
-    PyProf ``str(dict)`` lines are read too (``ast.literal_eval``). Format 1's ``tid`` texts become
-    integers (:func:`thread_id`)."""
+    """Read JSON-lines records (the header line checked and skipped, see :func:`check_version`; a file
+    cut short refused at its end, see :class:`RecordEnds`). Old PyProf ``str(dict)`` lines are read too
+    (``ast.literal_eval``). Format 1's ``tid`` texts become integers (:func:`thread_id`)."""
     from pyprof.markers import MarkerError, decode_legacy_pyprof
 
     version = UNVERSIONED
+    name = getattr(fh, "name", "<stream>")
+    ends = RecordEnds()
+    n = 0
     for lineno, line in enumerate(fh, 1):
         if isinstance(line, bytes):
             line = line.decode("utf-8", "replace")
@@ -487,8 +611,14 @@ def iter_records(fh: IO) -> Iterator[dict[str, Any]]:
         if not line:
             continue
         if line.startswith('{"' + HEADER_KEY + '":'):
-            version = version_of(line.encode(), getattr(fh, "name", "<stream>"))
+            head = orjson.loads(line) if END_COUNT in line else None
+            if is_end(head):
+                ends.end(head, n, f"{name} line {lineno}")
+            else:
+                version = version_of(line.encode(), name)
+                ends.header(orjson.loads(line), n)
             continue
+        n += 1
         if line.startswith("{'"):
             try:
                 rec = decode_legacy_pyprof(line)
@@ -502,6 +632,7 @@ def iter_records(fh: IO) -> Iterator[dict[str, Any]]:
         if version == UNVERSIONED and rec.__class__ is dict and rec.get("tid").__class__ is str:
             rec["tid"] = thread_id(rec["tid"])
         yield rec
+    ends.finish(n).check(name)
 
 
 def markdown() -> str:
@@ -515,8 +646,9 @@ def markdown() -> str:
         "## Header and format version",
         "",
         f"A record file's first line is its header: `{{\"{HEADER_KEY}\":{FORMAT_VERSION},\"pyprof\":\"0.1.0\","
-        f"\"source\":\"nsys\"}}`. `{HEADER_KEY}` is the record format's version (now {FORMAT_VERSION}); `pyprof` "
-        "the version that wrote the file; `source` where its records came from (`nsys`, `nvprof`, `kineto`). "
+        f"\"source\":\"nsys\",\"{END_FLAG}\":true}}`. `{HEADER_KEY}` is the record format's version (now "
+        f"{FORMAT_VERSION}); `pyprof` the version that wrote the file; `source` where its records came from (`nsys`, "
+        f"`nvprof`, `kineto`); `{END_FLAG}`: the file ends with an end line. "
         "It has no `kShortName` or `kDuration`, so a pyprof older than the header refuses the file (\"record "
         "without kShortName/kDuration\") instead of reading it as a kernel. A Parquet file (`pyprof parse "
         f"--format parquet`) holds the same three facts in its `pyprof` metadata (`format`, `pyprof`, `source`).",
@@ -544,6 +676,16 @@ def markdown() -> str:
         "- `peaks`: the calibration the file is priced with (`pyprof.peaks.pinned`: the calibration file's path "
         "and its entries when the file was written). prof, report, advise and diff price the file with it, so a "
         "later `pyprof calibrate` does not change an older run's numbers (`pyprof prof --reprice` uses today's).",
+        "",
+        "## End line",
+        "",
+        f"A file whose header holds `\"{END_FLAG}\":true` ends with its end line: `{{\"{HEADER_KEY}\":{FORMAT_VERSION},"
+        f"\"{END_COUNT}\":1234}}`, the count of records between the two. A file cut short (a killed `pyprof parse` writing to stdout, a copy cut off) lacks it, and "
+        "every reader above refuses it in one line, exit 2, as it does a file whose count is not its records "
+        "(cut and joined, or edited: after deleting a record by hand, correct the count). Files joined one "
+        "after another (`cat a.dict b.dict`) are read as such, each part counted. A file of a pyprof before the "
+        f"end line (a header without `{END_FLAG}`, or none) is read as it is, unchecked; a pyprof before it "
+        "reads the end line as the header of a file appended to the first.",
         "",
         "## Fields",
         "",

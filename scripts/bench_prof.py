@@ -93,9 +93,9 @@ def synthetic() -> list[dict]:
 
 
 def tile(seed: list[dict], n: int, fh) -> None:
-    """Write a record file of ``n`` records (its header line first): copies of ``seed`` with fresh opIds,
-    shifted times, perturbed durations."""
-    from pyprof.records import header_line
+    """Write a record file of ``n`` records (its header line first, its end line last): copies of ``seed``
+    with fresh opIds, shifted times, perturbed durations."""
+    from pyprof.records import end_line, header_line
 
     fh.write(header_line(seed[0].get("source") if seed else None))
     span = max((r.get("end") or 0) for r in seed) - min((r.get("start") or 0) for r in seed) + 1
@@ -121,6 +121,7 @@ def tile(seed: list[dict], n: int, fh) -> None:
         rep += 1
     if buf:
         fh.write(b"\n".join(buf) + b"\n")
+    fh.write(end_line(n))
 
 
 def make(path: str, n: int, source: str, seed_file: str | None = None, kineto: bool = False) -> None:
@@ -141,7 +142,7 @@ def make(path: str, n: int, source: str, seed_file: str | None = None, kineto: b
 
 
 def count_records(path: Path) -> int:
-    """Non-blank lines of a record file less its header line (what prof turns into rows)."""
+    """Non-blank lines of a record file less its header and end lines (what prof turns into rows)."""
     from pyprof.records import HEADER_PREFIX
 
     n = 0

@@ -235,7 +235,7 @@ def _no_pyprof_leftovers():
 
 def record_body(data: bytes | str) -> bytes | str:
     """A record file's text (or bytes) less its header line, checked to be the current format's
-    (``pyprof.records.header_line``): the record lines themselves, as tests compare them."""
+    (``pyprof.records.header_line``), and its end line: the record lines themselves, as tests compare them."""
     import orjson
 
     from pyprof.records import FORMAT_VERSION, HEADER_KEY
@@ -244,6 +244,9 @@ def record_body(data: bytes | str) -> bytes | str:
     head, sep, body = raw.partition(b"\n")
     assert orjson.loads(head)[HEADER_KEY] == FORMAT_VERSION, f"no record file header: {head[:80]!r}"
     body = body if sep else b""
+    cut = body.rfind(b"\n", 0, len(body) - 1) + 1  # the end line (pyprof.records.end_line), if any
+    if body[cut:].startswith(b'{"' + HEADER_KEY.encode() + b'":'):
+        body = body[:cut]
     return body.decode() if isinstance(data, str) else body
 
 

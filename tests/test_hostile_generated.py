@@ -223,3 +223,125 @@ def test_deep_annotation_stacks_stay_linear(depth, tmp_path):
         assert r.returncode == 0 and records_ok(out) is None
     else:
         assert r.returncode == 2 and "--limit chain=" in r.stderr and "thread 1 of process 1" in r.stderr
+
+
+# -- 4. record files that know their end ---------------------------------------------------------------
+
+
+def _record_files(tmp_path) -> list:
+    """Record files as parse writes them, from an Nsight export (this suite's), the torch.profiler GPU
+    fixture and, where the corpus is present, a real export of thousands of kernels."""
+    from pyprof.parse.run import parse_file
+    from tests.conftest import corpus_files
+    from tests.test_hostile_inputs import KINETO_GPU, _small_export
+
+    srcs = [tmp_path / "small.sqlite", KINETO_GPU]
+    _small_export(srcs[0], 300)
+    srcs += [p for p in corpus_files("nsys") if "Athrun0109" in p.name]
+    outs = []
+    for i, src in enumerate(srcs):
+        out = tmp_path / f"r{i}.dict"
+        parse_file(str(src), str(out))
+        outs.append(out)
+    return outs
+
+
+def _cut_at(path, share: float, dst) -> int:
+    """``path`` cut at the first line boundary at or after ``share`` of its bytes (before its last line
+    at least) into ``dst``; the records kept."""
+    data = path.read_bytes()
+    last = data.rfind(b"\n", 0, len(data) - 1) + 1
+    at = data.find(b"\n", int(len(data) * share))
+    cut = last if at < 0 else min(at + 1, last)
+    dst.write_bytes(data[:cut])
+    return data[:cut].count(b"\n") - 1
+
+
+#: every reader of a record file, as ``pyprof ARGS`` with ``{}`` for the file
+CUT_READERS = (["prof", "{}"], ["prof", "--summary", "op", "{}"], ["prof", "-j", "2", "--csv", "{}"],
+               ["report", "{}", "-o", "{html}"], ["diff", "{}", "{}"], ["advise", "{}"])
+
+
+@pytest.mark.parametrize("share", [0.0, 0.15, 0.5, 1.0])
+def test_record_file_cut_at_a_line_boundary_is_refused(share, capsys, tmp_path, monkeypatch):
+    """Parse outputs cut at a line boundary (0: right after the header; 15%, as a killed ``parse``
+    writing to stdout left 21 MB of 141 MB; 1.0: just before the end line): every command that reads
+    records, ``pyprof.load`` (both ways) and the Parquet conversion refuse each in one line saying it was
+    cut short (before #45, prof read it with exit 0). prof's parallel reader (``-j 2``, every file
+    counted as big) checks the whole file across its parts."""
+    import pyprof
+    from pyprof import process
+    from pyprof.errors import InputError
+    from pyprof.prof import table
+    from tests.conftest import run_main
+
+    monkeypatch.setattr(table, "PARALLEL_MIN_BYTES", 1)
+    html = tmp_path / "r.html"
+    problems = []
+    for path in _record_files(tmp_path):
+        cut = tmp_path / f"cut-{path.name}"
+        kept = _cut_at(path, share, cut)
+        for args in CUT_READERS:
+            if args[0] == "report":
+                pytest.importorskip("plotly")
+            argv = [a.format(cut, html=html) for a in args]
+            with process.owning():
+                code, _, err = run_main(capsys, argv)
+            bad = one_line_or_result(code, err, [html])
+            if bad is None and (code != 2 or f"no end line after its {kept:,} records" not in err):
+                bad = f"exit {code}: {err[-300:]}"
+            if bad:
+                problems.append(f"{cut.name}: pyprof {' '.join(args)}: {bad}")
+        for kw in ({}, {"prof": True}):
+            with pytest.raises(InputError, match="no end line"):
+                pyprof.load(cut, **kw)
+        if _has("duckdb") and _has("pyarrow"):
+            from pyprof.scale.identity import identify
+            from pyprof.scale.parquet import convert
+
+            out = tmp_path / "x.parquet"
+            with pytest.raises(InputError, match="no end line"):
+                convert(str(cut), str(out), identify(str(cut), 0))
+            assert not out.exists()
+    assert not problems, "\n".join(problems)
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def test_whole_joined_old_and_edited_record_files(capsys, tmp_path):
+    """A whole file reads; two whole files joined (``cat a b``) read as their records; a file of pyprof
+    before the end line (its header without ``counted``, no end line) reads, unchecked, as documented;
+    a record deleted by hand (the count unchanged) is refused naming both counts; an end line whose
+    count is no number is one line."""
+    import orjson
+
+    from pyprof.records import END_COUNT, END_FLAG
+    from tests.conftest import run_main
+
+    path = _record_files(tmp_path)[0]
+    data = path.read_bytes()
+    n = data.count(b"\n") - 2
+    joined = tmp_path / "joined.dict"
+    joined.write_bytes(data + data)
+    code, out, err = run_main(capsys, ["prof", "--csv", joined])
+    assert code == 0 and len(out.splitlines()) == 2 * n + 1, err
+    head, *body, _ = data.splitlines(keepends=True)
+    old_head = orjson.loads(head)
+    del old_head[END_FLAG]
+    old = tmp_path / "old.dict"
+    old.write_bytes(orjson.dumps(old_head) + b"\n" + b"".join(body[: n // 2]))
+    code, out, err = run_main(capsys, ["prof", "--csv", old])
+    assert code == 0 and len(out.splitlines()) == n // 2 + 1, err
+    edited = tmp_path / "edited.dict"
+    edited.write_bytes(data.replace(body[3], b""))
+    code, _, err = run_main(capsys, ["prof", edited])
+    assert code == 2 and one_line_or_result(code, err, []) is None
+    assert f"holds {n - 1:,} records where its end line counts {n:,}" in err
+    broken = tmp_path / "broken.dict"
+    broken.write_bytes(data.replace(f'"{END_COUNT}":{n}'.encode(), f'"{END_COUNT}":"x"'.encode()))
+    code, _, err = run_main(capsys, ["prof", broken])
+    assert code == 2 and one_line_or_result(code, err, []) is None and "a broken end line" in err

@@ -22,13 +22,14 @@ from tests.test_parse_speed_windows import _same_every_way
 
 def _records(out: bytes) -> tuple[dict[str, list[str]], list[str]]:
     """Kernel name -> the texts of its ranges, and the warnings (the lines after the records; the
-    record file's header line is checked to come first)."""
+    record file's header line is checked to come first, its end line to count the records)."""
     recs, warnings = {}, []
     for i, line in enumerate(out.split(b"\n")):
         if line.startswith(b"{"):
             r = orjson.loads(line)
-            if HEADER_KEY in r:
-                assert i == 0 and r[HEADER_KEY] == FORMAT_VERSION, (i, r)
+            if HEADER_KEY in r:  # the header line first; the end line (its count) last
+                assert i == 0 or r["records"] == len(recs), (i, r)
+                assert r[HEADER_KEY] == FORMAT_VERSION, (i, r)
                 continue
             recs[r["kShortName"]] = [x["text"] for x in r["ranges"]]
         elif line:

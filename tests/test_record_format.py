@@ -21,7 +21,7 @@ from pyprof.parse.run import parse_file
 from pyprof.prof.fastread import read_columns
 from pyprof.prof.load import iter_records, split_ranges
 from pyprof.prof.table import build_file
-from pyprof.records import FORMAT_VERSION, HEADER_KEY, pyprof_version, write_records
+from pyprof.records import END_COUNT, END_FLAG, FORMAT_VERSION, HEADER_KEY, pyprof_version, write_records
 from tests.conftest import CORPUS, REPO, corpus_file, read_record_file, run_main
 
 GPU_TRACE = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"
@@ -46,6 +46,8 @@ def _format1(v2, v1) -> None:
         src.readline()
         for line in src:
             rec = orjson.loads(line)
+            if END_COUNT in rec:  # (the end line: none in format 1)
+                continue
             if rec["tid"] is not None:
                 rec["tid"] = str(rec["tid"])
             dst.write(orjson.dumps(rec) + b"\n")
@@ -71,7 +73,7 @@ def test_every_parse_output_starts_with_the_header(tmp_path, name, source):
     parse_file(str(src), str(out))
     head = _first(out)
     facts = {k: head.pop(k) for k in ("steps", "peaks") if k in head}
-    assert head == {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": source}
+    assert head == {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": source, END_FLAG: True}
     assert set(facts.get("peaks", {})) <= {"file", "devices"}  # the calibration it will be priced with
     assert all(len(s) == 3 and s[1] <= s[2] for s in facts.get("steps", []))
     assert "kShortName" not in head and "kDuration" not in head  # an older reader refuses it: no kernel
@@ -87,11 +89,15 @@ def test_write_records_starts_with_the_header_on_any_stream():
         data = fh.getvalue()
         data = data.encode() if isinstance(data, str) else data
         head, _, body = data.partition(b"\n")
-        assert orjson.loads(head) == {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": "kineto"}
-        assert [orjson.loads(x) for x in body.splitlines()] == recs
+        assert orjson.loads(head) == {HEADER_KEY: FORMAT_VERSION, "pyprof": pyprof_version(), "source": "kineto",
+                                      END_FLAG: True}
+        *lines, end = body.splitlines()
+        assert [orjson.loads(x) for x in lines] == recs
+        assert orjson.loads(end) == {HEADER_KEY: FORMAT_VERSION, END_COUNT: len(recs)}
     empty = io.BytesIO()
     assert write_records([], empty, source="nsys") == 0
-    assert orjson.loads(empty.getvalue())["source"] == "nsys"
+    head, end = empty.getvalue().splitlines()
+    assert orjson.loads(head)["source"] == "nsys" and orjson.loads(end)[END_COUNT] == 0
 
 
 def test_text_thread_ids_are_integers_now(text_tids):

@@ -18,7 +18,7 @@ from pyprof.errors import PyprofError
 from pyprof.parse.db import damaged, integrity_problem
 from pyprof.parse.limits import LimitError
 from pyprof.parse.source import open_source
-from pyprof.records import header_line, source_facts, write_records
+from pyprof.records import end_line, header_line, source_facts, write_records
 
 
 @dataclass
@@ -92,6 +92,7 @@ def _parse_file(path: str, out: str | None) -> Result:
             with atomic_output(out, "wb") as fh:
                 fh.write(header_line(source.kind, header_facts(source)))
                 write_lines(prep, fh)
+                fh.write(end_line(prep.n))
                 fh.flush()
             res.written = prep.n
         finally:

@@ -39,7 +39,7 @@ import orjson
 
 from pyprof.errors import InputError
 from pyprof.prof.fields import STATIC, VARYING
-from pyprof.records import UNVERSIONED, thread_id
+from pyprof.records import UNVERSIONED, RecordEnds, thread_id
 
 # (later fields: record files written before them lack them)
 _STATIC_SET = frozenset(STATIC) - {"gpuProps", "aten", "atenSizes"}
@@ -88,6 +88,7 @@ class Columns:
         self.pools: dict[str, dict] = {k: {} for k in STATIC}
         self.skipped = 0
         self.first_bad: tuple[str, int, int, str] | None = None
+        self.ends = RecordEnds()  # the header and end lines read (see pyprof.records.RecordEnds)
 
     def static_code(self, values: tuple, key: Any) -> int:
         code = self.index.get(key)
@@ -168,6 +169,7 @@ class Columns:
         return self
 
     def extend(self, other: Columns) -> None:
+        self.ends.merge(other.ends)
         self.skipped += other.skipped
         self.first_bad = self.first_bad or other.first_bad
         remap = np.asarray([self.static_code(values, key) for key, values in _keyed(other)], dtype=np.int64)
@@ -242,7 +244,7 @@ def read_columns(path: str | os.PathLike, start: int = 0, end: int | None = None
             with mm:
                 _map_blocks(mm, start, end, cols, reader)
     reader.finish(allow_empty)
-    cols.skipped, cols.first_bad = reader.skipped, reader.first_bad
+    cols.skipped, cols.first_bad, cols.ends = reader.skipped, reader.first_bad, reader.ends
     return cols
 
 
@@ -357,6 +359,7 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
         known_no += buf[known_pos:pos].count(b"\n")
         known_pos = pos
         nslow += 1
+        reader.fast = nrec - len(slow)  # (a header or end line counts the records before it)
         try:
             rec = reader.record(buf[pos:nl + 1], known_no + 1)
         except InputError:
@@ -370,6 +373,7 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
             codes.append(cols.record_code(rec))
             nrec += 1
         pos = nl + 1
+    reader.fast = 0
     try:
         dicts = orjson.loads(b"".join(pieces) + b"]")
     except orjson.JSONDecodeError:

@@ -34,12 +34,15 @@ from pyprof.markers import MarkerError, as_lists, decode_legacy_pyprof
 from pyprof.prof.fields import STATIC, VARYING
 from pyprof.records import (
     CHECKS,
+    END_FLAG,
     HEADER_PREFIX,
     UNVERSIONED,
     Check,
+    RecordEnds,
     bad_field,
     check_version,
-    read_version,
+    is_end,
+    read_head,
     thread_id,
 )
 
@@ -374,15 +377,20 @@ class _LineReader:
         self.skipped = 0
         self.first_bad: tuple[str, int, int, str] | None = None
         self.where = (path or name, offset)  # how a skipped record's place is told (see BadRecords.first)
-        # the file's record format (pyprof.records): from its header line; a part of a file (``offset``)
-        # reads it from the file's first line
-        self.version = read_version(path) if path is not None and offset > 0 else UNVERSIONED
+        # the file's record format (pyprof.records) and whether it announces an end line: from its header
+        # line; a part of a file (``offset``) reads them from the file's first line
+        head = read_head(path) if path is not None and offset > 0 else {}
+        self.version = check_version(head, name) if head else UNVERSIONED
+        self.ends = RecordEnds(inside=head.get(END_FLAG) is True)
+        self.fast = 0  # records the block reader (fastread) has read but not counted yet
 
     def state(self) -> tuple:
-        return self.count, self.skipped, self.first_bad
+        return self.count, self.skipped, self.first_bad, self.ends.copy()
 
     def restore(self, state: tuple) -> None:
-        self.count, self.skipped, self.first_bad = state
+        self.count, self.skipped, self.first_bad, ends = state
+        self.ends = ends.copy()
+        self.fast = 0
 
     def reject(self, lineno: int, check: Check, rec: dict[str, Any]) -> None:
         """A record with a bad field: a :class:`RecordError`, or (skipping) counted."""
@@ -437,6 +445,10 @@ class _LineReader:
             raise InputError(f"{self.name} line {lineno}: a broken record file header", HINT) from None
         if head.__class__ is not dict:
             raise InputError(f"{self.name} line {lineno}: a broken record file header", HINT)
+        if is_end(head):
+            self.ends.end(head, self.count + self.fast, f"{self.name} line {lineno}")
+            return
+        self.ends.header(head, self.count + self.fast)
         version = check_version(head, self.name)
         if lineno > 1 and version != self.version and self.count:
             raise InputError(f"{self.name} line {lineno}: a header of record format {version} after records "
@@ -484,7 +496,13 @@ class _LineReader:
         return self._accept(rec, lineno)
 
     def finish(self, allow_empty: bool = False) -> None:
-        if self.count > self.skipped or allow_empty:
+        """The end of the file (``allow_empty``: of a part of it, whose caller checks the whole): refused
+        where it was cut short (:class:`~pyprof.records.RecordEnds`), holds no records, or only bad ones."""
+        self.ends.finish(self.count)
+        if allow_empty:
+            return
+        self.ends.check(self.name)
+        if self.count > self.skipped:
             return
         if self.skipped and self.first_bad is not None:
             raise InputError(f"{self.name}: all {self.skipped} records have a bad field, the first: line "

@@ -246,7 +246,10 @@ def _parallel_columns(path: str, workers: int):
     cols = parts[0]
     for part in parts[1:]:
         cols.extend(part)
-    return cols if len(cols) else None
+    if not len(cols):
+        return None
+    cols.ends.check(path)  # (each part saw part of the file: the whole is checked here)
+    return cols
 
 
 def build_file(source, gpu: str | None = None, peak_flops: float | None = None, peak_bw: float | None = None,

@@ -58,19 +58,29 @@ def _selected(columns: Sequence[str] | None) -> list[str]:
 
 def _from_lines(path: str, names: list[str], name: str) -> pd.DataFrame:
     """A JSON-lines record file, its header line (the record format, :mod:`pyprof.records`) checked and
-    left out; format 1's ``tid`` texts as integers."""
+    left out, as its end line (a file cut short is refused); format 1's ``tid`` texts as integers."""
     from pyprof.errors import InputError
-    from pyprof.records import HEADER_PREFIX, UNVERSIONED, thread_id, version_of
+    from pyprof.records import HEADER_PREFIX, UNVERSIONED, RecordEnds, is_end, thread_id, version_of
 
     loads = orjson.loads
+    ends = RecordEnds()  # (a file cut short is refused, as prof refuses it)
+    records: list = []
     with open(path, "rb") as fh:
         version = version_of(fh.readline(1 << 16), path)
         fh.seek(0)
         try:
-            records = [loads(line) for line in fh if line.strip() and not line.startswith(HEADER_PREFIX)]
+            for lineno, line in enumerate(fh, 1):
+                if not line.startswith(HEADER_PREFIX):
+                    if line.strip():
+                        records.append(loads(line))
+                elif is_end(head := loads(line)):
+                    ends.end(head, len(records), f"{path} line {lineno}")
+                else:
+                    ends.header(head if head.__class__ is dict else {}, len(records))
         except orjson.JSONDecodeError as exc:
             raise InputError(f"{path}: not a record file (JSON lines) or Parquet: {exc}",
                              "give `pyprof parse`'s output, a .parquet file or a dataset folder") from None
+    ends.finish(len(records)).check(path)
     if version == UNVERSIONED:
         for rec in records:
             if rec.__class__ is dict and rec.get("tid").__class__ is str:

@@ -227,9 +227,23 @@ def convert(records_path: str, out: str, ident: Identity, threads: int | None = 
             if pending is not None and pending.num_rows:
                 writer.write_table(pending.combine_chunks(), row_group_size=ROW_GROUP)
                 n += pending.num_rows
+            _check_end(records_path, n)  # (before the Parquet file is put in place)
             return n
     finally:
         con.close()
+
+
+def _check_end(path: str, n: int) -> None:
+    """The record file ``path``, of ``n`` records, refused where its header announces an end line that
+    is not its last line or counts other records (:class:`pyprof.records.RecordEnds`)."""
+    from pyprof.records import RecordEnds, read_end, read_head
+
+    ends = RecordEnds()
+    ends.header(read_head(path), 0)
+    tail = read_end(path)
+    if tail is not None:
+        ends.end(tail, n, path)
+    ends.finish(n).check(path)
 
 
 def output_name(path: str, out_dir: str) -> str:
