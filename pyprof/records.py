@@ -317,6 +317,39 @@ def bad_field(rec: dict[str, Any], checks: Iterable[Check]) -> Check | None:
     return None
 
 
+def nulled(parts: list[dict[str, Any]], counts: dict[str, int],
+           weights: Sequence[int] | None = None) -> dict[int, list[str]]:
+    """The validation parse runs as it writes, the same for every source: every field of ``parts``
+    (records, or the pieces of records a writer splices) whose value :data:`CHECKS` refuses (a kernel
+    ending before it starts, a grid of a null dimension) is written as null, unknown, never as a made-up
+    value, and counted in ``counts`` (field -> records; ``weights[i]``: how many records ``parts[i]``
+    stands for). A part is copied before it is changed (writers share them). Column by column, at C
+    speed, where every value passes (:meth:`Check.column_ok`), so prof never refuses what parse wrote.
+    Returns the fields nulled in each part changed, by its index."""
+    bad: dict[int, list[str]] = {}
+    for name in {k: None for p in parts for k in p}:
+        check = CHECKS.get(name)
+        if check is None:
+            continue
+        col = [p.get(name) for p in parts]
+        if check.column_ok(col):
+            continue
+        for i, v in enumerate(col):
+            if not check.ok(v):
+                parts[i] = dict(parts[i], **{name: None})
+                counts[name] = counts.get(name, 0) + (1 if weights is None else int(weights[i]))
+                bad.setdefault(i, []).append(name)
+    return bad
+
+
+def nulled_text(counts: dict[str, int]) -> str:
+    """The one warning line of :func:`nulled`'s counts (empty where none)."""
+    if not counts:
+        return ""
+    return (f"{sum(counts.values()):,} impossible values written as null, unknown (by field: "
+            + ", ".join(f"{k} {n:,}" for k, n in counts.items()) + ")")
+
+
 @functools.cache
 def pyprof_version() -> str:
     """The installed pyprof's version (``unknown`` in a source checkout that is not installed)."""
@@ -612,7 +645,7 @@ def iter_records(fh: IO) -> Iterator[dict[str, Any]]:
             continue
         if line.startswith('{"' + HEADER_KEY + '":'):
             head = orjson.loads(line) if END_COUNT in line else None
-            if is_end(head):
+            if head is not None and is_end(head):
                 ends.end(head, n, f"{name} line {lineno}")
             else:
                 version = version_of(line.encode(), name)
@@ -680,7 +713,12 @@ def markdown() -> str:
         "## End line",
         "",
         f"A file whose header holds `\"{END_FLAG}\":true` ends with its end line: `{{\"{HEADER_KEY}\":{FORMAT_VERSION},"
-        f"\"{END_COUNT}\":1234}}`, the count of records between the two. A file cut short (a killed `pyprof parse` writing to stdout, a copy cut off) lacks it, and "
+        f"\"{END_COUNT}\":1234}}`, the count of records between the two, then what parse counted where the "
+        "export held what no record may: `dropped` (what it left out or kept changed, per reason: events whose "
+        "time is no finite number or whose field is of the wrong type, NVTX ranges ending before they start, "
+        "texts kept escaped) and `nulled` (record fields whose impossible value, such as a kernel ending before "
+        "it starts, was written as null, per field: parse writes only what the checks below accept); each is "
+        "also said in one warning line. A file cut short (a killed `pyprof parse` writing to stdout, a copy cut off) lacks it, and "
         "every reader above refuses it in one line, exit 2, as it does a file whose count is not its records "
         "(cut and joined, or edited: after deleting a record by hand, correct the count). Files joined one "
         "after another (`cat a.dict b.dict`) are read as such, each part counted. A file of a pyprof before the "

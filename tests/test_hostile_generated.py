@@ -345,3 +345,183 @@ def test_whole_joined_old_and_edited_record_files(capsys, tmp_path):
     broken.write_bytes(data.replace(f'"{END_COUNT}":{n}'.encode(), f'"{END_COUNT}":"x"'.encode()))
     code, _, err = run_main(capsys, ["prof", broken])
     assert code == 2 and one_line_or_result(code, err, []) is None and "a broken end line" in err
+
+
+# -- 3. every drop counted and said; 5. parse writes only what prof reads ---------------------------------
+
+#: values no complete event can use, by field (each an event left out, counted by its field's reason)
+UNUSABLE = {"ts": [float("nan"), float("inf"), float("-inf"), "123", [5], 10.0**30], "dur": [float("nan"), float("inf"), -5, "7", {}],
+            "pid": [[1], 1.5, 2**70, {"a": 1}], "tid": [[1], 2.5, True], "cat": [5, ["cpu_op"]],
+            "name": [7, ["x"]]}
+
+
+def _trace_files() -> list:
+    """torch.profiler traces to mutate: the GPU fixture, and the corpus' real traces where present."""
+    from tests.conftest import CORPUS
+    from tests.test_hostile_inputs import KINETO_GPU
+
+    real = sorted((CORPUS / "kineto").glob("*.json.gz"))[:3] if (CORPUS / "kineto").is_dir() else []
+    return [KINETO_GPU, *real]
+
+
+def _events(path) -> dict:
+    import gzip
+
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+
+
+def _mutated(doc: dict, rng: random.Random, share: float) -> tuple[dict, dict, int]:
+    """``doc`` with a seeded ``share`` of its complete events given an unusable value in one field
+    (:data:`UNUSABLE`), and as many others a name holding a lone surrogate: (the trace, the drops
+    expected by reason, the names escaped)."""
+    from pyprof.parse.kineto.events import DROP_REASONS
+
+    want: dict[str, int] = {}
+    escaped = 0
+    for ev in doc["traceEvents"]:
+        if not isinstance(ev, dict) or ev.get("ph") != "X" or rng.random() >= share:
+            continue
+        if rng.random() < 0.5 and isinstance(ev.get("name"), str):
+            ev["name"] += "\ud800"
+            escaped += 1
+            continue
+        key = rng.choice(list(UNUSABLE))
+        ev[key] = rng.choice(UNUSABLE[key])
+        want[DROP_REASONS[key]] = want.get(DROP_REASONS[key], 0) + 1
+    return doc, want, escaped
+
+
+@pytest.mark.parametrize("share", [0.02, 0.3, 1.0])
+def test_unusable_event_fields_are_counted_by_reason(share, capsys, tmp_path):
+    """Real and fixture torch.profiler traces whose complete events hold, seeded, NaN, infinite, text,
+    list, object, 2^70 and negative values in ts, dur, pid, tid, cat and name, or a lone surrogate in
+    a name: parse keeps every other event, says in one warning how many it left out and why (the
+    exact counts, by reason; the same in the end line's ``dropped``), keeps each surrogate name escaped
+    and counted, writes records prof, report and diff accept; a trace left with nothing is one line
+    naming the drops (before #45: "0 kernels" or "holds neither GPU kernels nor CPU ops", no word of
+    the NaN times; ill-typed events left out without a count; names turned into '')."""
+    from pyprof.parse.kineto.events import DROP_REASONS
+    from pyprof.records import END_COUNT
+    from tests.conftest import run_main
+
+    rng = random.Random(SEED)
+    for i, trace in enumerate(_trace_files()):
+        doc, want, escaped = _mutated(_events(trace), rng, share)
+        src, out = tmp_path / f"t{i}.json", tmp_path / f"t{i}.dict"
+        src.write_text(json.dumps(doc))  # (NaN and Infinity as Python's json writes them)
+        code, _, err = run_main(capsys, ["parse", src, "-o", out])
+        assert one_line_or_result(code, err, [out]) is None, err
+        if code == 2:
+            assert share == 1.0 and "no kernel or CPU op is left" in err and "events left out" in err, err
+            continue
+        assert code == 0 and records_ok(out) is None, err
+        said = [line for line in err.splitlines() if "left out (" in line]
+        if want:
+            assert len(said) == 1, err
+            assert f"{sum(want.values()):,} events left out" in said[0]
+            for reason, n in want.items():
+                assert f"{reason}: {n:,}" in said[0], (reason, n, said[0])
+        end = json.loads(out.read_text().splitlines()[-1])
+        reasons = set(DROP_REASONS.values())
+        assert END_COUNT in end and {k: v for k, v in end.get("dropped", {}).items() if k in reasons} == want
+        if escaped:
+            assert end["dropped"]["texts holding a lone surrogate, kept escaped"] == escaped
+            assert "\\ud800" in out.read_text()
+        for args in (["prof", out], ["diff", out, out], ["report", out, "-o", tmp_path / "r.html"]):
+            code, _, err = run_main(capsys, args)
+            assert code == 0, (args, err)
+
+
+def _mutate_export(path, rng: random.Random, share: float) -> dict[str, int]:
+    """An Nsight export changed in place, seeded: a ``share`` of its kernels end before they start, as
+    many have a grid dimension below zero, as many NVTX ranges end before they start, and a kernel name
+    and an NVTX message hold bytes that are no UTF-8. Returns what the parse must count: ``kDuration``,
+    ``grid`` (values nulled), ``backwards`` (ranges left out), ``escaped`` (at least)."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    kernels = [r for (r,) in con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL")]
+    ranges = [r for (r,) in con.execute('SELECT rowid FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND "end" > start')]
+    k = max(1, int(len(kernels) * share))
+    ends, grids = rng.sample(kernels, k), rng.sample(kernels, k)
+    back = rng.sample(ranges, min(len(ranges), k))
+    con.executemany('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 1 - rowid % 997 WHERE rowid = ?',
+                    [(r,) for r in ends])
+    con.executemany("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridY = -5 WHERE rowid = ?", [(r,) for r in grids])
+    con.executemany('UPDATE NVTX_EVENTS SET "end" = start - 10 WHERE rowid = ?', [(r,) for r in back])
+    name = con.execute("SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = ?", (kernels[0],)).fetchone()[0]
+    con.execute("UPDATE StringIds SET value = CAST(X'6b5fff5f78' AS TEXT) WHERE id = ?", (name,))
+    if con.execute("SELECT 1 FROM NVTX_EVENTS WHERE text IS NOT NULL LIMIT 1").fetchone():
+        con.execute("UPDATE NVTX_EVENTS SET text = CAST(X'6c617965723aff' AS TEXT) "
+                    "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL)")
+    con.commit()
+    con.close()
+    return {"kDuration": len(ends), "grid": len(grids), "backwards": len(back), "escaped": 1}
+
+
+def _exports(tmp_path) -> list:
+    """Nsight exports to mutate: this suite's synthetic one (pyprof markers), and real ones with NVTX
+    ranges where the corpus is present (copies)."""
+    import shutil
+
+    from tests.conftest import corpus_files
+    from tests.test_hostile_inputs import _export_with_markers, generated_markers
+
+    first = tmp_path / "m.sqlite"
+    _export_with_markers(first, generated_markers(200))
+    out = [first]
+    for p in corpus_files("nsys"):
+        if any(k in p.name for k in ("yyhtbs", "zx3xyy", "NVIDIA__Fuser__report1")):
+            out.append(tmp_path / p.name)
+            shutil.copy(p, out[-1])
+    return out
+
+
+@pytest.mark.parametrize("share", [0.01, 0.2])
+def test_impossible_export_values_are_nulled_and_counted(share, capsys, tmp_path):
+    """Synthetic and real Nsight exports with kernels ending before they start, grids with a dimension
+    below zero, NVTX ranges ending before they start and names that are no UTF-8 (seeded): parse writes
+    every kernel, each impossible value as null, counted per field in one warning and in the end line
+    (``nulled``), the backward ranges left out and the names kept with their bytes escaped, counted
+    (``dropped``); prof, report and diff read what it wrote (before #45 they refused parse's own output:
+    "kDuration is -7", "grid is [1, null, 1]")."""
+    import sqlite3
+
+    from pyprof.parse.assemble import BACKWARDS, ESCAPED
+    from tests.conftest import run_main
+
+    rng = random.Random(SEED)
+    for src in _exports(tmp_path):
+        want = _mutate_export(src, rng, share)
+        n = sqlite3.connect(src).execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        out = src.with_suffix(".dict")
+        code, _, err = run_main(capsys, ["parse", src, "-o", out])
+        assert code == 0 and records_ok(out) is None, err
+        lines = out.read_text().splitlines()
+        end = json.loads(lines[-1])
+        assert end["records"] >= n and end["nulled"] == {"kDuration": want["kDuration"], "grid": want["grid"]}, end
+        assert end["dropped"].get(BACKWARDS) == want["backwards"] and end["dropped"].get(ESCAPED, 0) >= want["escaped"]
+        assert r"k_\\xff_x" in out.read_text()  # (the escape, as JSON writes its backslash)
+        assert f"{want['kDuration'] + want['grid']:,} impossible values written as null" in err
+        for args in (["prof", out], ["diff", out, out], ["report", out, "-o", tmp_path / "r.html"]):
+            code, _, err = run_main(capsys, args)
+            assert code == 0, (args, err)
+
+
+def test_kineto_plan_entries_are_checked_before_writing():
+    """The write-time check of torch.profiler records (what no trace of the corpus needs): an instance's
+    decoded field and a GPU record's own field that their checks refuse are written as null, counted per
+    record, the entries changed in place and the shared dicts left as they were."""
+    from pyprof.parse.kineto.lines import entry_stats
+
+    f_bad = {"op": "mm", "bwdNode": None, "layer": [1, 2], "dir": "fprop"}
+    f_ok = {"op": "mm", "bwdNode": None, "layer": ["a"], "dir": "fprop"}
+    bad_ctx, ok_ctx = (f_bad, 7, 1), (f_ok, 8, 2)
+    pre = {"kind": "kernel", "kDuration": -3, "grid": [1, None, 1]}
+    entries = [(1, bad_ctx, 0, None), (2, bad_ctx, 1, dict(pre)), (3, ok_ctx, 0, {"kind": "kernel", "kDuration": 4})]
+    stats = entry_stats(entries)
+    assert stats.nulled == {"layer": 2, "kDuration": 1, "grid": 1}
+    assert entries[0][1][0]["layer"] is None and entries[0][1] is entries[1][1] and entries[0][1][1:] == (7, 1)
+    assert entries[1][3] == {"kind": "kernel", "kDuration": None, "grid": None}
+    assert entries[2][1] is ok_ctx and f_bad["layer"] == [1, 2]  # (the shared dict untouched)

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from pyprof.parse import decode as dec
+from pyprof.parse.db import escaped
 from pyprof.parse.sweep import open_stacks
+from pyprof.records import CHECKS, nulled
 
 CHUNK = 2048  # records per output chunk
 #: lines formatted and joined at a time (a piece of bytes): ~0.4 MB, where 2048 lines (3 MB) were 2-3x slower
@@ -35,7 +37,9 @@ PIECE = 256
 
 @dataclass
 class Stats:
-    """What a run found, for the summary line."""
+    """What a run found, for the summary line; ``dropped``: what the export held that no record keeps
+    as it was (reason -> count: the end line's ``dropped``); ``escaped0``: :func:`pyprof.parse.db.escaped`
+    when the source began reading."""
 
     kernels: int = 0
     copies: int = 0
@@ -43,6 +47,20 @@ class Stats:
     ranges: int = 0
     malformed: int = 0
     warnings: list[str] = field(default_factory=list)
+    dropped: dict = field(default_factory=dict)
+    escaped0: int = field(default_factory=escaped)
+
+
+#: reasons of :attr:`Stats.dropped`
+ESCAPED = "texts not UTF-8, kept with their bytes escaped"
+NEVER_POPPED = "NVTX push ranges never popped (closed by nsys at the capture's end), left out"
+BACKWARDS = "NVTX ranges ending before they start, left out"
+
+
+def count(counts: dict, reason: str, n: int) -> None:
+    """``n`` more of ``reason`` in ``counts`` (none where ``n`` is 0)."""
+    if n:
+        counts[reason] = counts.get(reason, 0) + n
 
 
 def pylist(values) -> list:
@@ -269,7 +287,14 @@ class PreparedSource:
     each defines ``_load()``, which reads its export once into a :class:`Streamed` that builds the records."""
 
     if TYPE_CHECKING:  # each source's own (nsys's makes a Streamed)
+        stats: Stats
+
         def _load(self) -> Streamed: ...
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """What the export held that no record keeps as it was, by reason (see :class:`Stats`)."""
+        return self.stats.dropped
 
     def prepared(self, split: bool = False) -> Streamed:
         """Everything read and attributed. ``split`` (two processes where it pays, as for a big
@@ -405,6 +430,8 @@ class Streamed:
         launch = np.where(q, acts.api_start, np.iinfo(np.int64).min)
         self._ready_at = np.maximum.accumulate(launch) if n else launch
         self._tables: dict[int, list] = {-1: [([], dec.decode([], False).fields)]}
+        self.nulled: dict[str, int] = {}  # fields written as null where their check refused them (see lines)
+        self._parts: tuple | None = None
         self._strs: dict[int, np.ndarray] = {}
         self._last_row: dict[int, int] = {}
 
@@ -454,6 +481,7 @@ class Streamed:
             info = [dec.classify(t, bare) for t, _ in labels]
             new_lab = r_label[nc:]
             stats.ranges += len(new_lab)
+            count(stats.dropped, BACKWARDS, int((r_end[nc:] < r_start[nc:]).sum()))  # (the sweep skips them)
             if len(new_lab) and labels:
                 bad = np.array([i.malformed for i in info], dtype=bool)
                 stats.malformed += int(bad[new_lab].sum())
@@ -495,6 +523,9 @@ class Streamed:
             key_of = {v: k for k, v in linked_keys.items()}
             table = [(ranges_of[k], fields[k]) if k != -1 else ([], empty)
                      for k in (key_of.get(u, u) for u in row_key[first].tolist())]
+            checked = [f for _, f in table]
+            for i in nulled(checked, self.nulled, np.bincount(codes, minlength=len(table))):
+                table[i] = (table[i][0], checked[i])
             self._tables[w] = table
             self.fwin[rows] = w
             self.fcode[rows] = codes
@@ -514,6 +545,10 @@ class Streamed:
             rows = np.sort(self._q_order[qi:])
             self.fwin[rows] = -1
         yield self.n
+        count(stats.dropped, ESCAPED, escaped() - stats.escaped0)
+        told = {r: n for r, n in stats.dropped.items() if r != NEVER_POPPED}  # (that one has its own line)
+        if told:
+            stats.warnings.append("; ".join(f"{n:,} {r}" for r, n in told.items()))
         if stats.malformed:
             stats.warnings.append(
                 f"{stats.malformed} malformed pyprof/PyProf marker range(s): not decodable, or a field of "
@@ -631,24 +666,54 @@ class Streamed:
             out[m] = strs[fc[m]]
         return out.tolist()
 
+    def checked_parts(self) -> tuple[list[dict], list[dict], list[dict]]:
+        """The repeated pieces of the records as dicts, each field that fails its check written as null
+        (:func:`pyprof.records.nulled`, counted per record as the records are made): heads (kind and names),
+        middles (device ... API name), and per piece changed the fields nulled (heads', middles')."""
+        if self._parts is None:
+            a = self.acts
+            heads = [{"kind": k, "source": self.source, "kShortName": sh, "kLongName": lg} for k, sh, lg in a.heads]
+            mids = [{"pid": pid, "tid": tid, "device": dev, "gpu": gpu, "gpuProps": props, "stream": stream, "grid": grid,
+                     "block": block, "bytes": nbytes, "copyKind": copy, "apiName": api}
+                    for pid, tid, dev, gpu, props, stream, grid, block, nbytes, copy, api in a.mids]
+            self._parts = (heads, mids, [nulled(heads, {}), nulled(mids, {})])
+        return self._parts
+
+    def _count_nulled(self, clo: int, chi: int, bad_dur: np.ndarray) -> None:
+        """Count the fields rows clo..chi-1 are written with as null (see :meth:`checked_parts`), their
+        durations where impossible (``bad_dur``) among them."""
+        a, counts = self.acts, self.nulled
+        for codes, bad in zip((a.hcode[clo:chi], a.mcode[clo:chi]), self.checked_parts()[2], strict=True):
+            if bad:
+                uses = np.bincount(codes, minlength=max(bad) + 1)
+                for code, names in bad.items():
+                    for name in names:
+                        counts[name] = counts.get(name, 0) + int(uses[code])
+        n = int(bad_dur.sum())
+        if n:
+            counts["kDuration"] = counts.get("kDuration", 0) + n
+
     def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
         """Records as JSON lines, in chunks of bytes: the bytes of :meth:`records` dumped one by one. What
         repeats (the head: kind and names; the middle: device ... API name; each distinct range stack's
         fields) is serialised once and spliced in by one f-string per record (no format string parsed per
-        record, as a ``%`` template would be), :data:`PIECE` lines joined at a time."""
+        record, as a ``%`` template would be), :data:`PIECE` lines joined at a time. A value its check
+        refuses is written as null (:meth:`checked_parts`)."""
         a = self.acts
-        heads = _strings(orjson.dumps({"kind": k, "source": self.source, "kShortName": sh, "kLongName": lg})[:-1]
-                         .decode() + ',"kDuration":' for k, sh, lg in a.heads)
-        mids = _strings("," + orjson.dumps({
-            "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "gpuProps": props, "stream": stream, "grid": grid,
-            "block": block, "bytes": nbytes, "copyKind": copy, "apiName": api})[1:-1].decode() + ',"apiStart":'
-            for pid, tid, dev, gpu, props, stream, grid, block, nbytes, copy, api in a.mids)
+        head_parts, mid_parts, _ = self.checked_parts()
+        heads = _strings(orjson.dumps(h)[:-1].decode() + ',"kDuration":' for h in head_parts)
+        mids = _strings("," + orjson.dumps(m)[1:-1].decode() + ',"apiStart":' for m in mid_parts)
+        low, high = CHECKS["kDuration"].low, CHECKS["kDuration"].high
         for clo, chi in self._chunks(lo, hi):
             s, e = a.start[clo:chi], a.end[clo:chi]
             known = (s >= 0) & (e >= 0)
+            dur = e - s
+            bad = known & ((dur < low) | (dur > high))
+            self._count_nulled(clo, chi, bad)
+            known &= ~bad
             # a line's parts, in its order: head, kDuration, start, end, correlationId, middle, apiStart, apiEnd,
             # ranges and fields, opId, subSeqId
-            cols = (heads[a.hcode[clo:chi]].tolist(), _json_ints(np.where(known, e - s, 0), ~known), _json_ints(s),
+            cols = (heads[a.hcode[clo:chi]].tolist(), _json_ints(np.where(known, dur, 0), ~known), _json_ints(s),
                     _json_ints(e), _json_ints(a.corr[clo:chi]), mids[a.mcode[clo:chi]].tolist(),
                     _json_ints(a.api_start[clo:chi]), _json_ints(a.api_end[clo:chi]), self._frags(clo, chi),
                     _json_ints(self.op_id[clo:chi]), _json_ints(self.sub_seq[clo:chi]))
@@ -658,22 +723,23 @@ class Streamed:
                                in zip(*(c[i:i + PIECE] for c in cols), strict=True)]).encode()
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Records as dicts (shared sub-objects: do not mutate)."""
-        a, src = self.acts, self.source
+        """Records as dicts (shared sub-objects: do not mutate); the same values as :meth:`lines`."""
+        a = self.acts
+        heads, mids, _ = self.checked_parts()
+        low, high = CHECKS["kDuration"].low, CHECKS["kDuration"].high
         for clo, chi in self._chunks():
             ints = [pylist(c[clo:chi]) for c in (a.start, a.end, a.corr, a.api_start, a.api_end)]
             op_ids, subs = self.op_id[clo:chi].tolist(), self.sub_seq[clo:chi].tolist()
             fw, fc = self.fwin[clo:chi].tolist(), self.fcode[clo:chi].tolist()
+            s, e = a.start[clo:chi], a.end[clo:chi]
+            dur = e - s
+            impossible = (s >= 0) & (e >= 0) & ((dur < low) | (dur > high))
+            self._count_nulled(clo, chi, impossible)
+            bad = impossible.tolist()
             for j, (h, m, s, e, corr, a0, a1) in enumerate(zip(a.hcode[clo:chi].tolist(), a.mcode[clo:chi].tolist(),
                                                                 *ints, strict=True)):
-                kind, short, long_ = a.heads[h]
-                pid, tid, dev, gpu, props, stream, grid, block, nbytes, copy, api = a.mids[m]
-                rec = {"kind": kind, "source": src, "kShortName": short, "kLongName": long_,
-                       "kDuration": e - s if s is not None and e is not None else None, "start": s, "end": e,
-                       "correlationId": corr, "pid": pid, "tid": tid, "device": dev, "gpu": gpu, "gpuProps": props,
-                       "stream": stream,
-                       "grid": grid, "block": block, "bytes": nbytes, "copyKind": copy, "apiName": api,
-                       "apiStart": a0, "apiEnd": a1}
+                rec = {**heads[h], "kDuration": e - s if s is not None and e is not None and not bad[j] else None,
+                       "start": s, "end": e, "correlationId": corr, **mids[m], "apiStart": a0, "apiEnd": a1}
                 ranges, fields = self._tables[fw[j]][fc[j]]
                 rec["ranges"] = ranges
                 rec.update(fields)

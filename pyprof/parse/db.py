@@ -42,8 +42,26 @@ def is_sqlite(path: str | os.PathLike) -> bool:
         return False
 
 
-def _lenient(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
+#: texts of this process that were no UTF-8, kept with their bytes escaped (:func:`text`)
+_escaped = [0]
+
+
+def text(raw: bytes) -> str:
+    """Bytes an export holds as text, as str: UTF-8, or where they are not, each byte that is not
+    written as its escape (``\\xff``), counted (:func:`escaped`): a name is never changed silently."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        _escaped[0] += 1
+        return raw.decode("utf-8", "backslashreplace")
+
+
+def escaped() -> int:
+    """How many texts :func:`text` has escaped in this process so far."""
+    return _escaped[0]
+
+
+_lenient = text
 
 
 class LayoutError(InputError):
@@ -57,7 +75,7 @@ def as_text(value) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "replace")
+        return text(bytes(value))
     return str(value)
 
 

@@ -35,11 +35,14 @@ from pyprof.errors import NoKernelsError
 from pyprof.parse import decode as dec
 from pyprof.parse import fetch, schema
 from pyprof.parse.assemble import (
+    ESCAPED,
+    NEVER_POPPED,
     Activities,
     PreparedSource,
     RangeWindow,
     Stats,
     Streamed,
+    count,
     first_codes,
     group_codes,
     join_first,
@@ -52,9 +55,11 @@ from pyprof.parse.db import (
     absent_warning,
     as_text,
     damaged,
+    escaped,
     sqlite_uri,
     translate_errors,
 )
+from pyprof.parse.db import text as db_text
 from pyprof.parse.demangle import demangle
 from pyprof.parse.gpus import nsys_gpu_names, nsys_gpu_props
 
@@ -238,6 +243,7 @@ class _Nvtx:
         self.dnames: dict[int, str] = {}
         self.ordered = True
         self.dropped = 0
+        self.escaped = 0  # texts the forked reader escaped (this process counts its own in pyprof.parse.db)
         self.known: list[bytes] = []  # the messages in temp.pyprof_text, by number
         self.known_str: list[str] = []
         self._known_set: dict[bytes, None] = {}
@@ -525,25 +531,26 @@ class _Nvtx:
             return part.copy(), self._kcodes[lo:hi].astype(np.int64)
         return (part >> _KEY_SHIFT) + cast(int, self._base), part & ((1 << _KEY_SHIFT) - 1)
 
-    def _learn(self) -> None:
-        """The open window's new messages join the known ones (up to :data:`KNOWN_MAX`): the slices
-        after find them in ``temp.pyprof_text``."""
-        for raw in self._cur_texts:
+    def _learn(self, texts: list[str]) -> None:
+        """The open window's new messages (``texts``: decoded) join the known ones (up to
+        :data:`KNOWN_MAX`): the slices after find them in ``temp.pyprof_text``."""
+        for raw, text in zip(self._cur_texts, texts, strict=True):
             if len(self.known) >= self.KNOWN_MAX:
                 break
             if raw not in self._known_set:
                 self._known_set[raw] = None
                 self.known.append(raw)
-                self.known_str.append(raw.decode("utf-8", "replace"))
+                self.known_str.append(text)
 
     def _close(self, s: int) -> None:
         """The open window is full (or its slice done): keep it, in memory or in the spill file."""
-        self._learn()
+        texts = [db_text(raw) for raw in self._cur_texts]  # (each decoded once: see pyprof.parse.db.text)
+        self._learn(texts)
         if self._cur_n:
             cols = {c: np.concatenate(v) for c, v in self._cur.items()}
             st = cols["start"]
             self._meta[s].append((int(st[0]), int(st[-1]), not (np.diff(st) < 0).any()))
-            payload = (cols, [raw.decode("utf-8", "replace") for raw in self._cur_texts])
+            payload = (cols, texts)
             size = sum(x.nbytes for x in cols.values()) + sum(len(t) for t in payload[1])
             if self._held + size <= SPILL_BYTES:
                 self._store[s].append(payload)
@@ -855,13 +862,14 @@ def _reader_child(nvtx: _Nvtx, conn) -> None:
     """The forked reader: reads slices from the back; then, with the summary and keys of the slices this
     process read, finds the never-popped ranges (:meth:`_Nvtx.merge`: here, where memory is not held by
     the kernels) and sends the verdict; then its windows and the count of ranges it left out."""
+    escaped0 = escaped()
     try:
         nvtx.read(front=False)
         other = _recv(conn, "summary")
         conn.send(("verdict", nvtx.merge(other, conn.recv_bytes_into)))
         for win in nvtx.windows():
             conn.send(("window", win))
-        conn.send(("end", nvtx.dropped))
+        conn.send(("end", (nvtx.dropped, escaped() - escaped0)))
         nvtx.close()
     except BaseException as exc:  # noqa: BLE001 - handed to the parent, which raises it
         try:
@@ -1043,9 +1051,11 @@ class NsysSource(PreparedSource):
                     kept += len(win.start)
                     yield win
                 dropped = nvtx.dropped
+                count(self.stats.dropped, ESCAPED, nvtx.escaped)
         finally:
             self._stop()
         if dropped:
+            count(self.stats.dropped, NEVER_POPPED, dropped)
             self.warnings.append(
                 f"{dropped} NVTX push range(s) were never popped by the program (nsys closed them at the end of "
                 "the capture); they are left out of `ranges`")
@@ -1072,7 +1082,8 @@ class NsysSource(PreparedSource):
         while True:
             what, value = _recv(conn)
             if what == "end":
-                nvtx.dropped += value
+                nvtx.dropped += value[0]
+                nvtx.escaped += value[1]  # (the texts it escaped: see pyprof.parse.db.text)
                 return
             yield value
 

@@ -18,7 +18,7 @@ from pyprof.errors import PyprofError
 from pyprof.parse.db import damaged, integrity_problem
 from pyprof.parse.limits import LimitError
 from pyprof.parse.source import open_source
-from pyprof.records import end_line, header_line, source_facts, write_records
+from pyprof.records import end_line, header_line, nulled_text, source_facts, write_records
 
 
 @dataclass
@@ -85,6 +85,7 @@ def _parse_file(path: str, out: str | None) -> Result:
     """:func:`parse_file`'s work."""
     source = open_source(path)
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
+    nulls: dict[str, int] = {}
     if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
         # a second process where it pays (a big CPU trace's records), if this process is pyprof's to fork
         prep = source.prepared(split=process.can_fork())
@@ -92,7 +93,8 @@ def _parse_file(path: str, out: str | None) -> Result:
             with atomic_output(out, "wb") as fh:
                 fh.write(header_line(source.kind, header_facts(source)))
                 write_lines(prep, fh)
-                fh.write(end_line(prep.n))
+                nulls = getattr(prep, "nulled", {})
+                fh.write(end_line(prep.n, {k: v for k, v in (("dropped", source.dropped), ("nulled", nulls)) if v}))
                 fh.flush()
             res.written = prep.n
         finally:
@@ -118,6 +120,8 @@ def _parse_file(path: str, out: str | None) -> Result:
     else:
         res.kernels = res.written
     res.warnings = list(source.warnings)
+    if nulls:
+        res.warnings.append(nulled_text(nulls))
     return res
 
 

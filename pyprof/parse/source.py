@@ -29,6 +29,9 @@ class Source(Protocol):
     version: str
     warnings: list[str]
 
+    @property
+    def dropped(self) -> dict[str, int]: ...  # what the input held that no record keeps as it was, by reason
+
     def records(self) -> Iterator[dict[str, Any]]: ...
 
 

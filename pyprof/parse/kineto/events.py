@@ -19,13 +19,17 @@ structs, the same parse, only slower.
 The types admit only what the parser can use (:data:`EVENT_TYPES`, :func:`_arg_type`): text where
 it reads text (a category is looked up, a name is searched), a hashable ``pid``/``tid``, integers
 that fit int64, and times whose nanoseconds fit int64 (:data:`MAX_TS`, :data:`MAX_DUR`: no NaN, no
-infinity, no negative duration). A value of another type, in a damaged trace, is read as missing
-(None), on both ways, so that it cannot crash the scan or reach a record.
+infinity, no negative duration). A trace holding another value goes the dict way
+(:meth:`EventTypes.from_dicts`), where nothing is lost without a count (:attr:`EventTypes.dropped`):
+a complete event (``ph`` ``X``) whose time, duration, category, name, pid or tid holds such a value is
+left out, counted per field; an argument of another type is read as missing, counted; a name holding
+a lone UTF-16 surrogate (which Python's json reads and no output can hold) is kept with it escaped
+(``\\ud800``), counted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import msgspec
@@ -78,6 +82,21 @@ def _as_str(v):
     return v if v.__class__ is str and (v.isascii() or _unicode(v)) else None
 
 
+def escaped(v: str) -> str:
+    """Text with each lone surrogate written as its escape (``\\ud800``), as no UTF-8 output holds it."""
+    return v.encode("utf-8", "backslashreplace").decode()
+
+
+#: why a complete event was left out, by the field that held a value of no use (see from_dicts)
+DROP_REASONS = {"ts": "time (ts) not a finite number of microseconds", "dur": "duration (dur) negative or not a finite number",
+                "cat": "category (cat) not text", "name": "name not text", "pid": "pid neither a 64-bit integer nor text",
+                "tid": "tid neither a 64-bit integer nor text"}
+#: the counts of what is no drop: arguments read as missing, names kept escaped
+ARG_REASON, ESCAPED_REASON = "arguments of the wrong type, read as missing", "texts holding a lone surrogate, kept escaped"
+#: why a complete event the scan needs a time for is left out without one
+MISSING_TS = "no time (ts)"
+
+
 def _as_int(v):
     return v if v.__class__ is int and I64_MIN <= v <= I64_MAX else None
 
@@ -120,6 +139,8 @@ class EventTypes:
     arg_keys: tuple[tuple[str, str], ...]  # (field, JSON key) of the args struct
     gpu_fields: dict[str, tuple[str, ...]]  # logical GPU argument -> its fields, one per spelling
     arg_checks: tuple = ()  # (field, JSON key, check) of the args struct (see from_dicts)
+    #: what :meth:`from_dicts` left out, read as missing or escaped: reason -> count
+    dropped: dict = field(default_factory=dict)
 
     def decode(self, array: bytes) -> list:
         """The events of ``array`` (JSON bytes ``[...]``); raises msgspec's errors."""
@@ -128,9 +149,11 @@ class EventTypes:
     def from_dicts(self, events: list) -> list:
         """Events parsed as dicts (or anything else) as structs: what is not an object becomes an event
         with no fields (the scan skips it), ``args`` that is not an object becomes None, and a field
-        whose value is not of its type (see the module's docstring) None."""
+        whose value is not of its type (see the module's docstring) None; a complete event such a value
+        would change is left out instead, and every one of these counted in :attr:`dropped`."""
         make, make_args, checks = self.event, self.args, self.arg_checks
         as_str, as_id, as_ts, as_dur = _as_str, _as_id, _as_ts, _as_dur
+        dropped = self.dropped
         out = []
         for d in events:
             if type(d) is not dict:
@@ -140,11 +163,18 @@ class EventTypes:
             a = get("args")
             if type(a) is dict:
                 get_arg = a.get
-                args = make_args(**{f: check(v) for f, k, check in checks if (v := get_arg(k)) is not None})
+                fields = {f: check(v) for f, k, check in checks if (v := get_arg(k)) is not None}
+                args = make_args(**fields)
+                if None in fields.values():
+                    dropped[ARG_REASON] = dropped.get(ARG_REASON, 0) + sum(v is None for v in fields.values())
             else:
                 args = None
-            out.append(make(get("ph"), as_str(get("cat")), as_str(get("name")), as_id(get("pid")), as_id(get("tid")),
-                            as_ts(get("ts")), as_dur(get("dur")), args))
+            ev = (get("ph"), get("cat"), get("name"), get("pid"), get("tid"), get("ts"), get("dur"))
+            typed: tuple | None = (ev[0], as_str(ev[1]), as_str(ev[2]), as_id(ev[3]), as_id(ev[4]), as_ts(ev[5]),
+                                   as_dur(ev[6]))
+            if typed[1:] != ev[1:] and ev[0] == "X":  # type: ignore[index]
+                typed = _kept(ev, typed, dropped)  # type: ignore[arg-type]
+            out.append(make() if typed is None else make(*typed, args))  # (None: left out, counted)
         return out
 
     def gpu_arg(self, args, name: str):
@@ -156,6 +186,23 @@ class EventTypes:
             if value is not None:
                 return value
         return None
+
+
+def _kept(ev: tuple, typed: tuple, dropped: dict) -> tuple | None:
+    """A complete event's fields ``ev`` (:data:`EVENT_FIELDS`) as the parser takes them, where ``typed``
+    (their checked values) differs: text holding a lone surrogate escaped; None (the event left out) for
+    any other value the parser cannot use, counted in ``dropped`` by its field's reason."""
+    out = list(typed)
+    for i, key in enumerate(EVENT_FIELDS[1:], 1):
+        if out[i] is not None or ev[i] is None:
+            continue
+        if ev[i].__class__ is str and key in ("cat", "name", "pid", "tid"):
+            out[i] = escaped(ev[i])
+            dropped[ESCAPED_REASON] = dropped.get(ESCAPED_REASON, 0) + 1
+        else:
+            dropped[DROP_REASONS[key]] = dropped.get(DROP_REASONS[key], 0) + 1
+            return None
+    return tuple(out)
 
 
 def _raw(value) -> bytes | None:

@@ -60,6 +60,7 @@ class Index:
     threads: dict = field(default_factory=dict)  # (pid, tid) -> [range ids]
     launch_threads: dict = field(default_factory=dict)  # (pid, tid) -> [launch ids]
     skipped: int = 0                            # events without a usable ts
+    dropped: dict = field(default_factory=dict)  # events left out, values read as missing: reason -> count
     n_events: int = 0
     steps: set = field(default_factory=set)     # ProfilerStep#N annotation ranges (mean nothing to decode)
     texts: dict = field(default_factory=dict)   # interned JSON texts of op arguments (args[1:])

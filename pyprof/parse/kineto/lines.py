@@ -15,7 +15,7 @@ are not in the usual order takes the dict path. :class:`KinetoStats` counts the 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
@@ -24,7 +24,7 @@ from pyprof.parse import decode as dec
 from pyprof.parse.kineto.args import sizes_value
 from pyprof.parse.kineto.index import ROLE_OP, Index
 from pyprof.process import collector_paused
-from pyprof.records import thread_id
+from pyprof.records import nulled, thread_id
 
 # the decoded fields, in the order decode (and _EMPTY) writes them; aten/atenSizes/seqId are per kernel
 _F_ORDER = ("layer", "trace", "mod", "op", "args", "cdtype", "aten", "atenSizes", "seqId", "altSeqId",
@@ -72,6 +72,7 @@ class KinetoStats:
     kernels: int = 0
     copies: int = 0
     attributed: int = 0
+    nulled: dict = field(default_factory=dict)  # fields written as null where their check refused them
 
 
 class KinetoPrepared:
@@ -86,12 +87,15 @@ class KinetoPrepared:
         self.self_t = self_t
         self.tail = tail
         self.stats = stats = entry_stats(entries)
+        self.nulled = stats.nulled
         self.n = len(entries)
         if tail is not None:
             self.n += tail.n
             stats.kernels += tail.stats.kernels
             stats.copies += tail.stats.copies
             stats.attributed += tail.stats.attributed
+            for k, v in tail.stats.nulled.items():
+                stats.nulled[k] = stats.nulled.get(k, 0) + v
 
     def records(self, lo: int = 0, hi: int | None = None) -> Iterator[dict[str, Any]]:
         if self.tail is not None:
@@ -124,8 +128,11 @@ class KinetoPrepared:
 
 
 def entry_stats(entries: list[tuple]) -> KinetoStats:
-    """Kernels, copies and attributed kernels among plan entries."""
+    """Kernels, copies and attributed kernels among plan entries, which are checked first: every field
+    of a GPU record's own and of an op instance's decoded fields that its check refuses is written as
+    null (:func:`pyprof.records.nulled`: the entries are changed), counted per record in ``nulled``."""
     stats = KinetoStats()
+    _checked(entries, stats.nulled)
     for _, ctx, _, pre in entries:
         if pre is not None and pre["kind"] != "kernel":
             stats.copies += 1
@@ -135,6 +142,36 @@ def entry_stats(entries: list[tuple]) -> KinetoStats:
             if f["op"] is not None or f["bwdNode"] is not None:
                 stats.attributed += 1
     return stats
+
+
+def _checked(entries: list[tuple], counts: dict[str, int]) -> None:
+    """:func:`pyprof.records.nulled` of the GPU records' own fields and of each distinct instance's
+    fields, at once (column by column); an entry whose values were nulled is replaced."""
+    ctxs: dict[int, tuple] = {}
+    pres: list[dict] = []
+    for _, ctx, _, pre in entries:
+        ctxs.setdefault(id(ctx), ctx)
+        if pre is not None:
+            pres.append(pre)
+    fields = [c[0] for c in ctxs.values()]
+    bad_ctx = nulled(fields, {})
+    bad_pre = nulled(pres, counts)
+    if not bad_ctx and not bad_pre:
+        return
+    keys = list(ctxs)
+    fixed = {keys[i]: ((fields[i], *ctxs[keys[i]][1:]), names) for i, names in bad_ctx.items()}
+    p = 0
+    for i, (node, ctx, n, pre) in enumerate(entries):
+        got = fixed.get(id(ctx))
+        if got is not None:
+            ctx = got[0]
+            for name in got[1]:
+                counts[name] = counts.get(name, 0) + 1
+        if pre is not None:
+            if p in bad_pre:
+                pre = pres[p]
+            p += 1
+        entries[i] = (node, ctx, n, pre)
 
 
 class LazyRecords:

@@ -390,8 +390,13 @@ def _load_chunked(path: str, data, raw: bool) -> Trace | None:
             return _strict(path, _chunks(path, data, start, cut[0], trace))
 
         def second_half() -> Iterator[list]:
-            def before() -> int:  # how many events the first half holds
-                return sum(map(len, _chunks(path, data, start, cut[0], trace)))
+            def before() -> int:  # how many events the first half holds (read again: not counted again)
+                counts = trace.types.dropped if trace.types is not None else {}
+                kept = dict(counts)
+                n = sum(map(len, _chunks(path, data, start, cut[0], trace)))
+                counts.clear()
+                counts.update(kept)
+                return n
 
             return _or_reference(path, data, trace, _chunks(path, data, cut[1], end, trace), before)
 

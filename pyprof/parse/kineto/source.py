@@ -59,6 +59,7 @@ from pyprof.parse.demangle import short_name
 from pyprof.parse.kineto import graph, inductor
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.args import kineto_args, sizes_value
+from pyprof.parse.kineto.events import ARG_REASON, ESCAPED_REASON, MISSING_TS
 from pyprof.parse.kineto.index import (
     ROLE_OP,
     Index,
@@ -108,11 +109,18 @@ class KinetoSource:
         del trace
         if not self.n_events:
             raise InputError(f"{self.path}: the trace holds no events", "profile at least one active step (check the schedule)")
+        self.dropped = ix.dropped
+        said = dropped_text(ix.dropped)
         self.gpu_mode = bool(ix.gpu)
         if not self.gpu_mode and not any(r == ROLE_OP for r in ix.role):
+            if said:  # nothing left to make a record of: not "0 kernels"
+                raise InputError(f"{self.path}: no kernel or CPU op is left: {said}",
+                                 "export the trace again with prof.export_chrome_trace()")
             raise NoKernelsError(
                 f"{self.path}: the trace holds neither GPU kernels nor CPU ops",
                 "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] over at least one active step")
+        if said:
+            self.warnings.append(said)
         self._devices = _device_names(self.meta)
         self._device_props = _device_props(self.meta)
         self._raised = raised_ops(ix)  # op ranges whose call raised: their records did no work
@@ -733,6 +741,15 @@ class KinetoSource:
         return kernels
 
 
+def dropped_text(dropped: dict) -> str:
+    """The one line telling what was left out of a trace (``Index.dropped``), per reason; empty if nothing."""
+    left = {r: n for r, n in dropped.items() if r not in (ARG_REASON, ESCAPED_REASON)}
+    parts = [f"{sum(left.values()):,} events left out (" + ", ".join(f"{r}: {n:,}" for r, n in left.items()) + ")"] \
+        if left else []
+    parts += [f"{dropped[r]:,} {r}" for r in (ESCAPED_REASON, ARG_REASON) if dropped.get(r)]
+    return "; ".join(parts)
+
+
 def _build_index(trace: Trace) -> Index:
     """The index of ``trace``: its events classified in one pass over the chunks (a big trace's second
     half by a forked child, where :mod:`pyprof.parse.kineto.split_scan` may fork), then each thread's
@@ -741,6 +758,10 @@ def _build_index(trace: Trace) -> Index:
     if ix is None:
         ix = Index()
         scan(ix, trace.chunks, trace)
+    counts = [*(trace.types.dropped.items() if trace.types is not None else ()), (MISSING_TS, ix.skipped)]
+    for reason, n in counts:
+        if n:
+            ix.dropped[reason] = ix.dropped.get(reason, 0) + n
     finish(ix)
     return ix
 

@@ -82,7 +82,7 @@ def _child(src: PlanSource, nodes: list[int], self_t: list[int], wfd: int, fd: i
     st = prep.stats
     now_unlinked, now_malformed = src.problem_counts()
     msg = marshal.dumps((len(entries), st.kernels, st.copies, st.attributed, now_unlinked - unlinked,
-                         now_malformed - malformed))
+                         now_malformed - malformed, st.nulled))
     with os.fdopen(wfd, "wb") as pipe:
         pipe.write(msg)
     fork.write_fd(fd, prep.lines())
@@ -106,7 +106,7 @@ class Tail:
         with os.fdopen(self._rfd, "rb") as pipe:
             data = pipe.read()
         try:
-            n, kernels, copies, attributed, unlinked, malformed = marshal.loads(data)
+            n, kernels, copies, attributed, unlinked, malformed, nulls = marshal.loads(data)
         except (EOFError, ValueError, TypeError):
             assert self.part is not None  # (set once the child started: plan_in_two)
             self.part.close()
@@ -115,7 +115,7 @@ class Tail:
             self.stats = entry_stats(self.entries)
             return
         self.n = n
-        self.stats = KinetoStats(kernels=kernels, copies=copies, attributed=attributed)
+        self.stats = KinetoStats(kernels=kernels, copies=copies, attributed=attributed, nulled=nulls)
         self.src.add_problem_counts(unlinked, malformed)
 
     def redo(self) -> Iterator[bytes]:

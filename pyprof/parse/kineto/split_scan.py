@@ -47,10 +47,12 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
 
     def child(fd: int) -> None:  # the second half, marshalled into the child's file
         part = Index()
+        dropped = trace.types.dropped if trace.types is not None else {}
+        dropped.clear()  # (the first half's are the parent's to count)
         try:
             scan(part, second_half(), trace)
             payload = ([getattr(part, c) for c in _COLUMNS], part.skipped, part.n_events,
-                       trace.repaired - repaired0, sorted(part.steps), part.comms, part.fwd_thread)
+                       trace.repaired - repaired0, sorted(part.steps), part.comms, part.fwd_thread, dict(dropped))
         except InputError:
             payload = None
         with os.fdopen(fd, "wb") as fh:
@@ -79,7 +81,7 @@ def scan_in_two(trace: Trace, halves: tuple) -> Index | None:
 
 
 def _append(ix: Index, columns: list, skipped: int, n_events: int, _repaired: int, steps: list,
-            comms: dict, fwd_thread: dict) -> None:
+            comms: dict, fwd_thread: dict, dropped: dict) -> None:
     """Append a later part's rows to ``ix``: range and launch ids shift by ``ix``'s counts."""
     off, loff = len(ix.name), len(ix.launches)
     ix.steps.update(r + off for r in steps)
@@ -101,3 +103,5 @@ def _append(ix: Index, columns: list, skipped: int, n_events: int, _repaired: in
         lt.setdefault((launch[0], launch[1]), []).append(loff + i)
     ix.skipped += skipped
     ix.n_events += n_events
+    for reason, n in dropped.items():
+        ix.dropped[reason] = ix.dropped.get(reason, 0) + n
