@@ -6,10 +6,16 @@ which cannot be rolled back; callers validate their input before writing the fir
 ``path`` that is not a regular file (``/dev/null``, a FIFO) is written in place, never replaced.
 
 What the user named stays what it was: a symlink is written through (its target is replaced, the
-link kept); an existing file keeps its permission bits (a private ``0600`` file stays private); a new
-file gets the permissions ``open()`` would give it (``0o666`` less the umask), not the temporary
-file's private ``0o600``. Every OS failure of the output (a missing or read-only folder, a full disk,
-a path that names a folder) is one :class:`~pyprof.errors.OutputError` line.
+link kept); a file with other hard links is written in place once the temporary file is complete (every
+name of it sees the new content: renaming over it would leave the others with the old one); an existing
+file keeps its permission bits (a private ``0600`` file stays private); a new file gets the permissions
+``open()`` would give it (``0o666`` less the umask), not the temporary file's private ``0o600``. Every
+OS failure of the output (a missing or read-only folder, a full disk, a path that names a folder) is
+one :class:`~pyprof.errors.OutputError` line.
+
+While the temporary file exists, SIGTERM and SIGHUP (where they would kill the process outright, and in
+the main thread) raise :class:`Interrupted`, as Ctrl-C raises ``KeyboardInterrupt``: the temporary file
+is removed on the way out, and the CLI says so in one line (exit 128 + the signal's number).
 """
 
 from __future__ import annotations
@@ -27,6 +33,38 @@ from pyprof.errors import OutputError
 
 #: errors of a write that are the output's, not the input's (a full disk, a quota, a read-only mount)
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+class Interrupted(BaseException):  # (a BaseException, as KeyboardInterrupt: no ``except Exception`` takes it)
+    """A SIGTERM or SIGHUP met while an output was being written: ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise(signum: int, _frame) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` where they would end the process
+    at once (their default action; a handler someone installed stays), in the main thread only (signal
+    handlers can be set nowhere else)."""
+    import signal
+    import threading
+
+    saved = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                saved.append((sig, signal.signal(sig, _raise)))
+    try:
+        yield
+    finally:
+        for sig, old in saved:
+            signal.signal(sig, old)
 
 
 def output_error(path: str, exc: OSError) -> OutputError:
@@ -68,28 +106,42 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
             raise
         return
     directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".part", dir=directory)
-    except OSError as exc:
-        raise output_error(shown, exc) from None
-    try:
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+    with _signals_raise():
         try:
-            with os.fdopen(fd, mode) as fh:
-                yield fh
-        except OSError as exc:
-            if exc.errno in _WRITE_ERRNOS and not exc.filename:
-                raise output_error(shown, exc) from None
-            raise
-        try:
-            os.replace(tmp, path)
+            fd, tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".part", dir=directory)
         except OSError as exc:
             raise output_error(shown, exc) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+            try:
+                with os.fdopen(fd, mode) as fh:
+                    yield fh
+            except OSError as exc:
+                if exc.errno in _WRITE_ERRNOS and not exc.filename:
+                    raise output_error(shown, exc) from None
+                raise
+            try:
+                if st is not None and st.st_nlink > 1:
+                    _copy_into(tmp, path)  # (its other names keep seeing it)
+                    os.unlink(tmp)
+                else:
+                    os.replace(tmp, path)
+            except OSError as exc:
+                raise output_error(shown, exc) from None
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def _copy_into(src: str, dst: str) -> None:
+    """The bytes of ``src`` as the whole content of the existing file ``dst`` (its inode kept)."""
+    import shutil
+
+    with open(src, "rb") as fin, open(dst, "r+b") as fout:
+        fout.truncate(0)
+        shutil.copyfileobj(fin, fout, 16 << 20)
 
 
 def _umask() -> int:

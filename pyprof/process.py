@@ -58,9 +58,18 @@ def pool(n: int, spawn: bool = False) -> ProcessPoolExecutor | None:
         return None
     try:
         ctx = multiprocessing.get_context("fork" if can_fork() else "spawn")
-        return ProcessPoolExecutor(n, mp_context=ctx, initializer=own)
+        return ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker)
     except (OSError, NotImplementedError, ValueError):
         return None
+
+
+def _worker() -> None:
+    """A pool worker's start: it owns its process, and Ctrl-C (sent to the whole process group) ends it
+    quietly: the process that started it says what happened, in one line (no traceback per worker)."""
+    import signal
+
+    own()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def fork(child: Callable[[], object]) -> int:

@@ -525,3 +525,126 @@ def test_kineto_plan_entries_are_checked_before_writing():
     assert entries[0][1][0]["layer"] is None and entries[0][1] is entries[1][1] and entries[0][1][1:] == (7, 1)
     assert entries[1][3] == {"kind": "kernel", "kDuration": None, "grid": None}
     assert entries[2][1] is ok_ctx and f_bad["layer"] == [1, 2]  # (the shared dict untouched)
+
+
+# -- 4. outputs: hard links, signals during the write ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["parse", "prof", "report"])
+def test_output_over_a_hard_link_writes_its_file(command, capsys, tmp_path):
+    """``-o`` naming a file with another hard link: the file itself gets the output, so both names show
+    it (before #45 the output was renamed over the name given: the link broken, the other name left
+    with the old content); a file without other links is still replaced whole."""
+    import os
+
+    from tests.conftest import run_main
+    from tests.test_hostile_inputs import _small_export
+
+    if command == "report":
+        pytest.importorskip("plotly")
+    src, records = tmp_path / "s.sqlite", tmp_path / "r.dict"
+    _small_export(src, 30)
+    assert run_main(capsys, ["parse", src, "-o", records])[0] == 0
+    other, named = tmp_path / "other", tmp_path / "named"
+    other.write_text("old\n")
+    os.link(other, named)
+    argv = {"parse": ["parse", src, "-o", named], "prof": ["prof", records, "-o", named],
+            "report": ["report", records, "-o", named]}[command]
+    code, _, err = run_main(capsys, argv)
+    assert code == 0, err
+    assert os.path.samefile(other, named) and os.stat(named).st_nlink == 2
+    assert other.read_bytes() == named.read_bytes() != b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["named", "other", "r.dict", "s.sqlite"]
+
+
+#: a child that runs ``pyprof ARGS`` and, at the K-th write to its output (``end``: after the last one,
+#: before the file is put in place), sends itself (or its process group) a signal: an interrupt met
+#: during the final write, at a chosen moment
+_SIGNALLED = """
+import contextlib, os, signal, sys
+from pyprof import atomic
+from pyprof.parse import run
+from pyprof.parse.kineto import split_lines
+split_lines.FORK_MIN = 100  # (a big CPU trace's later records by a forked child: its file too)
+sig, k, group = getattr(signal, sys.argv[1]), sys.argv[2], sys.argv[3] == "group"
+real = atomic.atomic_output
+
+
+def send():
+    (os.killpg if group else os.kill)(0 if group else os.getpid(), sig)
+
+class Spy:
+    def __init__(self, fh):
+        self.fh, self.n = fh, 0
+    def write(self, data):
+        self.n += 1
+        if str(self.n) == k:
+            send()
+        return self.fh.write(data)
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+@contextlib.contextmanager
+def spied(path, mode="w"):
+    with real(path, mode) as fh:
+        yield Spy(fh)
+        if k == "end":  # every byte written, the file not yet in place
+            send()
+
+atomic.atomic_output = run.atomic_output = spied
+from pyprof.cli.main import main
+main(sys.argv[4:])
+"""
+
+
+def _cpu_trace(path, ops: int) -> None:
+    events = []
+    for i in range(ops):
+        events += [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 8,
+                    "args": {"Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]}},
+                   {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10 * i + 1, "dur": 5,
+                    "args": {"Input Dims": [[4], [4, 4], [4, 4]]}}]
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_signal_during_the_final_write_leaves_nothing(sig, tmp_path):
+    """SIGINT (Ctrl-C), SIGTERM or SIGHUP, to pyprof alone or to its process group (its forked workers
+    too), at the 1st, 3rd or 20th write of its output: parse of an Nsight export (a writer thread), of
+    a torch.profiler CPU trace (a forked child writing the later records to a file of its own) and prof
+    ``-o``: exit 128 + the signal's number, one line naming it, no output, no temporary file beside it
+    or in $TMPDIR (before #45: SIGTERM left the hidden ``.pyprof-*.part``)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    from tests.nsys_synth import write_nested
+
+    nsys, cpu, records = tmp_path / "n.sqlite", tmp_path / "c.json", tmp_path / "r.dict"
+    write_nested(str(nsys), 60_000, 2)  # 30,000 kernels: the writer thread
+    _cpu_trace(cpu, 3000)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(temp))
+    subprocess.run([sys.executable, "-m", "pyprof", "parse", "-q", str(nsys), "-o", str(records)], env=env, check=True)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    problems = []
+    for name, argv in (("nsys", ["parse", nsys]), ("kineto", ["parse", cpu]), ("prof", ["prof", records])):
+        for k in ("1", "2", "end"):
+            for who in ("self", "group"):
+                out = out_dir / f"{name}.out"
+                r = subprocess.run([sys.executable, "-c", _SIGNALLED, sig, str(k), who, *map(str, argv), "-o", str(out)],
+                                   capture_output=True, text=True, env=env, timeout=300, start_new_session=True)
+                code = 128 + getattr(signal, sig)
+                left = sorted(p.name for p in (*out_dir.iterdir(), *temp.iterdir()))
+                said = f"pyprof: interrupted ({sig}); no partial output file is left\n"
+                lines = r.stderr.splitlines(keepends=True)
+                if r.returncode != code or lines[-1:] != [said] or r.stderr.count("interrupted") != 1 \
+                        or "Traceback" in r.stderr or left:
+                    problems.append(f"{name} k={k} {who}: exit {r.returncode}, left {left}, stderr {r.stderr[-300:]!r}")
+                for p in (*out_dir.iterdir(), *temp.iterdir()):
+                    p.unlink()
+    assert not problems, "\n".join(problems)

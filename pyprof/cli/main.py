@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from pyprof.atomic import Interrupted
 from pyprof.errors import PyprofError
 from pyprof.version import __version__
 
@@ -43,6 +44,10 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError:
             raise _ClosedPipe() from None
+        except KeyboardInterrupt:  # (past click, which would print an empty line first)
+            import signal
+
+            raise Interrupted(signal.SIGINT) from None
 
     def list_commands(self, ctx):
         return sorted(SUBCOMMANDS)
@@ -90,6 +95,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("pyprof: aborted", err=True)
         sys.exit(130)
+    except Interrupted as exc:  # SIGTERM, SIGHUP (pyprof.atomic) and Ctrl-C
+        import signal
+
+        click.echo(f"pyprof: interrupted ({signal.Signals(exc.signum).name}); no partial output file is left", err=True)
+        sys.exit(128 + exc.signum)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -107,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
             _quiet_stdout()
         sys.exit(2)
     except KeyboardInterrupt:
-        click.echo("pyprof: interrupted", err=True)
+        click.echo("pyprof: interrupted (SIGINT); no partial output file is left", err=True)
         sys.exit(130)
     except SystemExit:
         raise
