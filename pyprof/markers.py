@@ -136,12 +136,23 @@ def is_legacy_pyprof(text: str | None) -> bool:
     return bool(text) and (text.startswith("{'mod'") or text.startswith("{'traceMarker'"))
 
 
+#: the longest PyProf dict marker read (``literal_eval`` takes about 500 bytes of memory per byte of a
+#: list-heavy literal: a 4 MB one took 1.9 GB; real ones are a few kB)
+LEGACY_MAX = 1 << 20
+#: the largest integer literal read (bits: about 1,200 decimal digits; Python prints no int beyond 4,300)
+INT_MAX_BITS = 4096
+
+
 def decode_legacy_pyprof(text: str) -> dict[str, Any]:
     """Read an old PyProf dict marker with ``ast.literal_eval`` (never ``eval``).
 
     Returns the dict with tuples turned into lists (``shape`` is a tuple there). Raises
-    :class:`MarkerError` if the text is not a Python literal dict.
+    :class:`MarkerError` if the text is not a Python literal dict, or is one past what pyprof reads:
+    longer than :data:`LEGACY_MAX`, nested deeper than Python's parser goes, or holding an integer
+    beyond :data:`INT_MAX_BITS`.
     """
+    if len(text) > LEGACY_MAX:
+        raise MarkerError(f"PyProf dict marker of {len(text):,} characters, past the {LEGACY_MAX:,} read: {text[:80]!r}")
     try:
         value = ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -160,11 +171,15 @@ def as_lists(value: Any) -> Any:
     """A ``literal_eval``'d PyProf dict in the JSON shapes pyprof uses: tuples as lists, all the way
     down, and every value that is not plain JSON (bytes, complex, set, ``...``, a dict with keys that are
     not strings, an integer outside 64 bits) as its text, so that it is data a record can hold rather
-    than a value no JSON writer takes."""
+    than a value no JSON writer takes; :class:`MarkerError` for an integer past :data:`INT_MAX_BITS`."""
     if value is None or value.__class__ in (str, bool, float):
         return value
     if value.__class__ is int:
-        return value if _INT_LOW <= value <= _INT_HIGH else str(value)
+        if _INT_LOW <= value <= _INT_HIGH:
+            return value
+        if value.bit_length() > INT_MAX_BITS:
+            raise MarkerError(f"an integer of {value.bit_length():,} bits, past the {INT_MAX_BITS:,} read")
+        return str(value)
     if value.__class__ is dict and all(k.__class__ is str for k in value):
         return {k: as_lists(v) for k, v in value.items()}
     if value.__class__ in (list, tuple):

@@ -21,6 +21,7 @@ No torch and nothing of prof here: parse, prof and calibrate all read it.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,37 @@ def read(given: str | os.PathLike | None = None) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("devices"), dict):
         raise InputError(f"calibration file {target} is not a pyprof calibration",
                          "delete it or run `pyprof calibrate` again")
+    for name, found in data["devices"].items():
+        problem = _problem(found)
+        if problem:
+            from pyprof.terminal import shown
+
+            raise InputError(shown(f"calibration file {target}: device {name!r}: {problem}", 300),
+                             "delete it or run `pyprof calibrate` again")
     return data
+
+
+def _problem(found: Any) -> str | None:
+    """What is wrong with one device's entry (``flops``: dtype -> FLOP/s, ``bw``: bytes/s, ``floor``: ns,
+    ``bw_levels``: [bytes, bytes/s] pairs; each a positive finite number), or None."""
+    def rate(v) -> bool:
+        return v.__class__ in (int, float) and math.isfinite(v) and v > 0
+
+    if not isinstance(found, dict):
+        return "not an object"
+    flops = found.get("flops") or {}
+    if not isinstance(flops, dict):
+        return '"flops" is not an object of rates'
+    bad = next((k for k, v in flops.items() if not rate(v)), None)
+    if bad is not None:
+        return f'"flops" of {bad} is {flops[bad]!r:.40}, not a positive number of FLOP/s'
+    for key in ("bw", "floor"):
+        if found.get(key) is not None and not rate(found[key]):
+            return f'"{key}" is {found[key]!r:.40}, not a positive number'
+    levels = found.get("bw_levels") or []
+    if not isinstance(levels, list) or not all(isinstance(v, list) and len(v) == 2 and all(map(rate, v)) for v in levels):
+        return '"bw_levels" is not a list of [bytes, bytes/s] pairs'
+    return None
 
 
 def entry(device: str, given: str | os.PathLike | None = None) -> dict | None:

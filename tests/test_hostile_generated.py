@@ -648,3 +648,124 @@ def test_signal_during_the_final_write_leaves_nothing(sig, tmp_path):
                 for p in (*out_dir.iterdir(), *temp.iterdir()):
                     p.unlink()
     assert not problems, "\n".join(problems)
+
+
+# -- 6. no tracebacks, no raw control characters, bounded lines -------------------------------------------
+
+#: control characters of every class: C0 (BEL, BS, CR, LF, ESC sequences), DEL, C1 (CSI)
+CONTROLS = ["\x1b[2J\x1b[31m", "\x07", "\r\n", "\x08", "\x7f", "\x9b31m", "\x00"]
+
+
+def _evil_names(rng: random.Random, n: int) -> list[str]:
+    """Op names holding control characters (seeded) or run to 1 kB, 1 MB or 10 MB (the issue's)."""
+    names = [f"op{i}{rng.choice(CONTROLS)}{rng.choice(CONTROLS)}x" for i in range(n)]
+    return names + ["long" + "A" * size for size in (1 << 10, 1 << 20, 10 << 20)]
+
+
+def _bad(text: str) -> list[str]:
+    return [line[:80] for line in text.splitlines() if any(c < " " or "\x7f" <= c <= "\x9f" for c in line)]
+
+
+def test_terminal_lines_are_escaped_and_bounded(capsys, tmp_path):
+    """Ops named with escape sequences and other control characters, and ops named by 1 kB to 10 MB of
+    text, none of which a FLOP model prices (so warnings name them): every line prof, prof --summary,
+    report, advise and diff write to the terminal holds no control character (each escaped, ``\\x1b``)
+    and none is longer than a terminal line (each name cut, saying by how much); the records keep every
+    name whole (before #45 the warning lines of prof and report carried raw escapes and all 10 MB)."""
+    from pyprof import terminal
+    from tests.conftest import read_record_file, run_main
+    from tests.test_hostile_inputs import _export_with_markers
+
+    names = _evil_names(random.Random(SEED), 12)
+    texts = [json.dumps({"pyprof": 1, "k": "op", "ns": "torch", "op": op, "args": []}) for op in names]
+    src, out = tmp_path / "evil.sqlite", tmp_path / "evil.dict"
+    _export_with_markers(src, texts)
+    code, _, err = run_main(capsys, ["parse", src, "-o", out])
+    assert code == 0 and not _bad(err), err[:300]
+    assert sorted(r["op"] for r in read_record_file(out)) == sorted(names)
+    problems = []
+    for args in (["prof", out], ["prof", "--summary", "op", out], ["prof", "-w", "120", out],
+                 ["report", out, "-o", tmp_path / "r.html"], ["advise", out], ["diff", out, out]):
+        code, stdout, err = run_main(capsys, args)
+        if code not in (0, 2) or one_line_or_result(code, err, []) is not None and code == 2:
+            problems.append(f"{args[0]}: exit {code}: {err[:200]!r}")
+        lines = err.splitlines() + (stdout.splitlines() if "-w" in args or "--summary" in args else [])
+        if _bad(err + stdout):
+            problems.append(f"{' '.join(map(str, args[:-1]))}: control characters: {_bad(err + stdout)[:2]}")
+        if any(len(line) > terminal.LINE_MAX + 40 for line in lines):
+            problems.append(f"{' '.join(map(str, args[:-1]))}: a line of {max(map(len, lines)):,} characters")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("text, want", [
+    ("plain", "plain"), ("a\x1b[31mb", "a\\x1b[31mb"), ("x\ny\r", "x\\x0ay\\x0d"), ("\x9b\x7f", "\\x9b\\x7f"),
+    ("n" * 301, "n" * 300 + "...(+1 characters)"), ("a " * 3000, None)])
+def test_shown_escapes_and_cuts(text, want):
+    from pyprof.terminal import LINE_MAX, shown
+
+    got = shown(text)
+    if want is not None:
+        assert got == want
+    else:
+        assert len(got) <= LINE_MAX + 40 and got.endswith(f"...(+{len(text) - LINE_MAX:,} characters)")
+
+
+@pytest.mark.parametrize("literal", ["0x" + "f" * 1_000_000, "1" * 5000, "-0b" + "1" * 20_000, "[" * 150 + "]" * 150,
+                                     "[" + "1," * 600_000 + "]"])
+def test_marker_literals_are_bounded(literal, capsys, tmp_path):
+    """PyProf dict markers holding a hex int of 10^6 digits (before #45: a ValueError traceback, the
+    int-to-string digit limit), a decimal one of 5,000 digits, a binary one of 20,000, a deep nesting,
+    a literal of 1.2 MB (past what pyprof reads: ``literal_eval`` takes ~500 bytes per byte): the marker
+    is counted malformed in one warning, its kernel kept, and prof reads the records."""
+    from tests.conftest import run_main
+    from tests.test_hostile_inputs import _export_with_markers
+
+    src, out = tmp_path / "m.sqlite", tmp_path / "m.dict"
+    _export_with_markers(src, ["{'mod': 'torch', 'op': 'mul', 'args': [{'name': 'x', 'type': 'int', 'value': "
+                               + literal + "}]}", "{'mod': 'torch', 'op': 'add', 'args': []}"])
+    code, _, err = run_main(capsys, ["parse", src, "-o", out])
+    assert code == 0 and records_ok(out) is None, err[-500:]
+    assert "1 malformed pyprof/PyProf marker" in err or literal.startswith("[[") and "malformed" not in err
+    code, _, err = run_main(capsys, ["prof", out])
+    assert code == 0, err[-300:]
+
+
+#: ill-typed values of env.json's fields (``pyprof run`` writes counts, flags, texts, an object of texts)
+ENV_BAD = {"intra_op_threads": ["8", -1, 2.5, [4]], "processes": ["x", {}], "physical_cores": [[4], True],
+           "mkldnn": ["yes", 1], "torch": [2], "vars": [5, {"OMP_NUM_THREADS": 4}, ["a"]]}
+
+
+@pytest.mark.parametrize("key", list(ENV_BAD))
+def test_ill_typed_env_file_is_one_line(key, records_ok_file, capsys, tmp_path):
+    """An env.json whose field holds a value of another type, given to ``report --env`` or found beside
+    the records (report, advise): one line naming the file and the field (before #45: a TypeError or
+    ValueError traceback in the thread finding)."""
+    pytest.importorskip("plotly")
+    from tests.conftest import run_main
+
+    records = records_ok_file
+    html = tmp_path / "r.html"
+    for value in ENV_BAD[key]:
+        env = {"intra_op_threads": 4, "physical_cores": 2, "processes": 1, key: value}
+        beside = records.with_name("env.json")
+        beside.write_text(json.dumps(env))
+        other = tmp_path / "other.json"
+        other.write_text(json.dumps(env))
+        for args in (["report", records, "--env", other, "-o", html], ["report", records, "-o", html],
+                     ["advise", records]):
+            code, _, err = run_main(capsys, args)
+            assert code == 2 and one_line_or_result(code, err, [html]) is None, (args, err)
+            assert f'"{key}" is ' in err and "env.json" in err or "other.json" in err, err
+        beside.unlink()
+
+
+@pytest.fixture
+def records_ok_file(tmp_path, capsys):
+    from tests.conftest import run_main
+    from tests.test_hostile_inputs import _small_export
+
+    src, out = tmp_path / "run" / "s.sqlite", tmp_path / "run" / "records.dict"
+    src.parent.mkdir()
+    _small_export(src, 10)
+    assert run_main(capsys, ["parse", src, "-o", out])[0] == 0
+    return out

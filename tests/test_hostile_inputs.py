@@ -519,7 +519,8 @@ def test_huge_range_text_is_refused(capsys, tmp_path):
 
 
 def test_recursive_view_named_like_a_cupti_table_is_not_followed(capsys, tmp_path):
-    """A recursive VIEW in place of the kernel table: never read (tables only), so no hang."""
+    """A recursive VIEW in place of the kernel table: never read (tables only), so no hang; the line says
+    so (before #45: "holds no CUDA kernels")."""
     import sqlite3
 
     src, out = tmp_path / "v.sqlite", tmp_path / "o.dict"
@@ -533,7 +534,7 @@ def test_recursive_view_named_like_a_cupti_table_is_not_followed(capsys, tmp_pat
     con.close()
     code, _, err = run_main(capsys, ["parse", src, "-o", out])
     assert one_line_or_result(code, err, [out]) is None
-    assert code == 2 and "no CUDA kernels" in err
+    assert code == 2 and "CUPTI_ACTIVITY_KIND_KERNEL is a view, not a table" in err  # (#45: not "no CUDA kernels")
 
 
 # -- 10. names are data --------------------------------------------------------------------------------

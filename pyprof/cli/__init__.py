@@ -23,11 +23,14 @@ def owns_process(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def stderr_say(quiet: bool = False) -> Callable[[str], None]:
-    """A subcommand's ``say``: one line on stderr (progress, warnings); nothing under ``-q``. A line the
+    """A subcommand's ``say``: one line on stderr (progress, warnings: names in them as
+    :func:`pyprof.terminal.shown` makes them fit a terminal); nothing under ``-q``. A line the
     command has said already is not said again (the same warning of both inputs of ``diff``, or of one
     export parsed for the table and again for the advice): every ``say`` of one command shares what was
     said (click's context)."""
     import click
+
+    from pyprof.terminal import shown
 
     if quiet:
         return lambda line: None
@@ -37,7 +40,7 @@ def stderr_say(quiet: bool = False) -> Callable[[str], None]:
     def say(line: str) -> None:
         if line not in said:
             said.add(line)
-            click.echo(line, err=True)
+            click.echo(shown(line), err=True)
 
     return say
 

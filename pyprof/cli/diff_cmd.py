@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from pyprof import terminal
 from pyprof.cli import stderr_say, terminal_width
 
 HELP = """Compare records file B with A (the baseline): per op, layer and kernel, the time per step of
@@ -114,9 +115,9 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
     out.flush()
     if fail_above is not None:
         for line in outcome.regressions:
-            click.echo(f"pyprof: regression beyond {fail_above:g}%: {line}", err=True)
+            click.echo(terminal.shown(f"pyprof: regression beyond {fail_above:g}%: {line}"), err=True)
         if outcome.kind == "inconclusive":
-            click.echo(f"pyprof: inconclusive: {'; '.join(outcome.why)}", err=True)
+            click.echo(terminal.shown(f"pyprof: inconclusive: {'; '.join(outcome.why)}"), err=True)
         sys.exit(outcome.exit_code)
 
 

@@ -16,6 +16,7 @@ import click
 
 from pyprof.atomic import Interrupted
 from pyprof.errors import PyprofError
+from pyprof.terminal import shown
 from pyprof.version import __version__
 
 #: name -> ("module:attribute", the line ``pyprof --help`` shows for it)
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="pyprof", standalone_mode=False)
         sys.stdout.flush()  # here, not at exit: a closed pipe or a full disk is met while it can be handled
     except PyprofError as exc:
-        click.echo(f"pyprof: error: {exc}", err=True)
+        click.echo(shown(f"pyprof: error: {exc}"), err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("pyprof: aborted", err=True)
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"pyprof: interrupted ({signal.Signals(exc.signum).name}); no partial output file is left", err=True)
         sys.exit(128 + exc.signum)
     except click.ClickException as exc:
+        exc.message = shown(exc.message)  # (a bad option's value is the user's text)
         exc.show()
         sys.exit(exc.exit_code)
     except (BrokenPipeError, _ClosedPipe):
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         # an OS failure no reader turned into its own message (stdout on a full disk, say): one line
         broken = _is_stdout_error()
         where = f" {exc.filename}" if exc.filename else " the output"
-        click.echo(f"pyprof: error: cannot read or write{where}: {exc.strerror or exc}", err=True)
+        click.echo(shown(f"pyprof: error: cannot read or write{where}: {exc.strerror or exc}"), err=True)
         if broken:
             _quiet_stdout()
         sys.exit(2)

@@ -8,6 +8,7 @@ import click
 
 from pyprof.cli import owns_process, stderr_say
 from pyprof.errors import PyprofError, UsageError
+from pyprof.terminal import shown
 
 HELP = """Attribute every GPU kernel in a profile to the NVTX ranges, layer and op that launched it.
 
@@ -155,7 +156,7 @@ def _report_many(results, n_inputs: int, say) -> None:
         if res.error:
             failed.append(res)
             if n_inputs > 1:
-                click.echo(f"pyprof: error: {res.error}", err=True)
+                click.echo(shown(f"pyprof: error: {res.error}"), err=True)
             continue
         for w in res.warnings:
             say(f"pyprof: warning: {os.path.basename(res.path)}: {w}")

@@ -17,6 +17,8 @@ import sys
 
 import click
 
+from pyprof.terminal import shown
+
 HELP = """Run SCRIPT (with its ARGS) under torch.profiler with pyprof.init(), then parse, prof and summarise.
 
 \b
@@ -110,14 +112,14 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     source = KinetoSource(result.trace)
     records = list(source.records())
     t_parse = time.perf_counter() - t_parse
-    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    say = lambda line: click.echo(shown(line), err=True)  # noqa: E731
     calibrate = not (no_calibrate or peak_flops or peak_bw)
     facts = write_run_records(source, records, out / "records.dict", result.conditions, calibrate, say)
     for line in source.warnings:
-        click.echo(f"pyprof: warning: {line}", err=True)
+        click.echo(shown(f"pyprof: warning: {line}"), err=True)
     mode = "GPU kernels" if source.gpu_mode else "CPU ops (self time)"
     for line in result.notes:
-        click.echo(f"pyprof: {line}", err=True)
+        say(f"pyprof: {line}")
     steps = "whole script" if result.whole else f"{result.steps} steps counted at {result.step_source}"
     click.echo(f"pyprof: {steps}; {source.n_events} trace events -> "
                f"{len(records)} {mode}; wrote {out / 'trace.json'}, {out / 'records.dict'}")
@@ -134,7 +136,7 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     click.echo("\n" + timing_line(result.times, t_parse, t_prof))
     line = noise.warning(noise.problems(df))
     if line:
-        click.echo(f"pyprof: warning: {line}", err=True)
+        say(f"pyprof: warning: {line}")
 
 
 def timing_line(times: dict, parse: float, prof: float) -> str:
@@ -179,7 +181,7 @@ def _write_report(records, df, path, name, env, peak_flops, peak_bw) -> None:
     p = profile.from_records(records, name=name, peak_flops=peak_flops, peak_bw=peak_bw, env=env, df=df)
     from pyprof.cli.advise_cmd import advice_for
 
-    size = page.write(p, path, advised=advice_for(p, name, lambda line: click.echo(line, err=True)))
+    size = page.write(p, path, advised=advice_for(p, name, lambda line: click.echo(shown(line), err=True)))
     click.echo(f"pyprof: wrote {path} ({nbytes(size)})", err=True)
 
 
@@ -195,7 +197,7 @@ def _summary(records, head, by, top, peak_flops, peak_bw, width=None):
         width = terminal_width()
     df = build(records, peak_flops=peak_flops, peak_bw=peak_bw, header=head)
     for line in df.attrs.get("warnings", []):
-        click.echo(f"pyprof: warning: {line}", err=True)
+        click.echo(shown(f"pyprof: warning: {line}"), err=True)
     summary_text.write(df, by, sys.stdout, "aligned", width, top, first_rows=min(top, 5))
     if by != "step":
         summary_text.write(df, "step", sys.stdout, "aligned", width)

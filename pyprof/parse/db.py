@@ -188,14 +188,25 @@ class Database:
                 self.conn: sqlite3.Connection = self._conn
                 self.conn.text_factory = _lenient
                 # tables only: an exporter writes no views, and a view (a recursive one named like a CUPTI
-                # table, say) could make a plain SELECT run for ever; SQLite's own tables left out
-                self.tables: set[str] = {str(name) for (name,) in self.conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite~_%' ESCAPE '~'")}
+                # table, say) could make a plain SELECT run for ever; SQLite's own tables left out. The
+                # views' names are kept, to say why such a table is not read (view_problem)
+                found = self.conn.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
+                                          "AND name NOT LIKE 'sqlite~_%' ESCAPE '~'").fetchall()
+                self.tables: set[str] = {str(name) for name, kind in found if kind == "table"}
+                self.views: set[str] = {str(name) for name, kind in found if kind == "view"}
         except BaseException:
             self.close()
             raise
         self._columns: dict[str, list[str]] = {}
         self._rows: dict[str, bool] = {}
+
+    def view_problem(self, tables) -> None:
+        """One line where one of ``tables`` (needed, and found empty or absent) is a view: no exporter
+        writes one, and pyprof does not run it (a recursive one would never end)."""
+        views = sorted(set(tables) & self.views)
+        if views:
+            raise InputError(f"{self.path}: {views[0]} is a view, not a table: no exporter writes one, and pyprof does "
+                             "not run it", "export the report again (nsys export --type sqlite REPORT.nsys-rep)")
 
     def close(self) -> None:
         if self._conn is not None:

@@ -933,6 +933,7 @@ class NsysSource(PreparedSource):
         counts = {t: fetch.span(db, t) for t in (schema.NSYS_KERNEL, schema.NSYS_RUNTIME, schema.NSYS_NVTX)}
         counts.update({t: db.count(t) for t in (schema.NSYS_MEMCPY, schema.NSYS_MEMSET)})
         if not counts[schema.NSYS_KERNEL]:
+            db.view_problem([schema.NSYS_KERNEL])
             raise NoKernelsError(
                 f"{self.path}: this Nsight Systems export holds no CUDA kernels (no CUDA trace in the capture)",
                 "profile with `nsys profile --trace=cuda,nvtx` and run some GPU work",

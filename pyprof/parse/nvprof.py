@@ -108,6 +108,7 @@ class NvprofSource(PreparedSource):
         k = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
         k = k.drop_duplicates(["correlationId", "start", "end"])
         if not len(k):
+            self.db.view_problem(schema.NVPROF_KERNEL_TABLES)
             raise NoKernelsError(f"{self.path}: this nvprof database holds no CUDA kernels",
                                  "profile a run that launches GPU kernels (nvprof -o FILE ...)")
         longs = [demangle(v) for v in _texts(k["nameId"], strings)]

@@ -30,7 +30,7 @@ from typing import IO, Any, cast
 import orjson
 
 from pyprof.errors import InputError, RecordError
-from pyprof.markers import MarkerError, as_lists, decode_legacy_pyprof
+from pyprof.markers import LEGACY_MAX, MarkerError, as_lists, decode_legacy_pyprof
 from pyprof.prof.fields import STATIC, VARYING
 from pyprof.records import (
     CHECKS,
@@ -522,11 +522,13 @@ def _lenient_legacy(text: str) -> Any:
                 return ast.copy_location(ast.Constant(float(node.id)), node)
             return node
 
+    if len(text) > LEGACY_MAX:  # (as decode_legacy_pyprof bounds it)
+        return None
     try:
         value = ast.literal_eval(_Floats().visit(ast.parse(text, mode="eval")))
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return as_lists(value) if isinstance(value, dict) else None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # (MarkerError: a ValueError)
         return None
-    return as_lists(value) if isinstance(value, dict) else None
 
 
 def _slow_line(line: bytes, lineno: int, name: str) -> Any:

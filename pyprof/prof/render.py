@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -158,17 +157,16 @@ def human_column(series: pd.Series, kind: str, scale: float = 1.0) -> list[str]:
     return units.column((a * scale).tolist() if scale != 1.0 else a.tolist(), kind)
 
 
-#: control characters (C0, DEL, C1): an op or kernel name holding ESC sequences must not drive the terminal
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 #: a CSV cell a spreadsheet would run as a formula starts with one of these (and is no plain number)
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def printable(col: list[str]) -> list[str]:
-    """A column of text with every control character shown as ``?`` (checked at C speed first)."""
-    if not _CONTROL.search("".join(col)):
-        return col
-    return [_CONTROL.sub("?", v) for v in col]
+    """A column of text with every control character written as its escape: an op or kernel name holding
+    escape sequences must not drive the terminal (:func:`pyprof.terminal.escaped_column`)."""
+    from pyprof.terminal import escaped_column
+
+    return escaped_column(col)
 
 
 def _is_number(v: str) -> bool:
