@@ -33,6 +33,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import itemgetter
 from typing import IO, Any
 
 import orjson
@@ -181,10 +182,19 @@ _KINDS = {
 _ELEMENT_TYPES = {"num": _NUM, "str": frozenset((str,)), "dict": frozenset((dict,)), "arg": frozenset((dict,))}
 
 
+_TEXT = (str, type(None))
+
+
 def _arg_ok(arg: dict) -> bool:
     """An argument object whose fields of :data:`ARG_FIELDS` hold values of their types (``items`` nested
-    too deep to check is not one)."""
+    too deep to check is not one). The common one, a tensor or a scalar (texts, a shape of integers, no
+    ``items``), is told at once; any other goes through the checks."""
     get = arg.get
+    shape = get("shape")
+    if get("items") is None and get("name").__class__ in _TEXT and get("type").__class__ in _TEXT \
+            and get("dtype").__class__ in _TEXT \
+            and (shape is None or shape.__class__ is list and all(x.__class__ is int for x in shape)):
+        return True
     try:
         return all(c.ok(get(c.name)) for c in ARG_CHECKS)
     except RecursionError:
@@ -327,11 +337,18 @@ def nulled(parts: list[dict[str, Any]], counts: dict[str, int],
     speed, where every value passes (:meth:`Check.column_ok`), so prof never refuses what parse wrote.
     Returns the fields nulled in each part changed, by its index."""
     bad: dict[int, list[str]] = {}
-    for name in {k: None for p in parts for k in p}:
-        check = CHECKS.get(name)
-        if check is None:
-            continue
-        col = [p.get(name) for p in parts]
+    keys = set().union(*parts)
+    names = [n for n in CHECKS if n in keys]
+    if not names:
+        return bad
+    try:  # (at C speed where every part has every field)
+        rows = list(map(itemgetter(*names), parts))
+    except KeyError:
+        rows = [tuple(map(p.get, names)) for p in parts]
+    if len(names) == 1:
+        rows = [(v,) for v in rows]
+    for name, col in zip(names, zip(*rows, strict=True), strict=True):
+        check = CHECKS[name]
         if check.column_ok(col):
             continue
         for i, v in enumerate(col):
