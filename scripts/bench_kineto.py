@@ -143,6 +143,8 @@ with open(sys.argv[2], "rb") as fh:
     n = sum(chunk.count(b"\\n") for chunk in iter(lambda: fh.read(1 << 24), b""))
     fh.seek(0)
     n -= fh.read(16) == b'{"pyprofRecords"'  # the header line (record format 2 on) is no record
+    fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
+    n -= fh.read().rstrip(b"\\n").rpartition(b"\\n")[2].startswith(b'{"pyprofRecords"')  # nor the end line
 print(res.kernels + res.copies, n, t2 - t0, c2 - c0, kids.children_user + kids.children_system, peak, flush=True)
 os._exit(0)  # skip freeing millions of objects at exit: not part of parsing
 """

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Run every refused hostile input of issue #29 as a user would, each in a child process, and print
-its exit status, wall time and peak resident memory: the figures behind "one line, exit 2, under
-2 GB and 60 s" (tests/test_hostile_inputs.py asserts the outcome and an address-space bound, never
-a time). ``hostile_bounds.py [--only SUBSTRING] [--keep DIR]``.
+"""Run every refused hostile input of issues #29 and #45 as a user would, each in a child process, and
+print its exit status, wall time and peak resident memory: the figures behind "one line, exit 2, under
+2 GB (#45's: 1 GB) and 60 s" (tests/test_hostile_inputs.py and tests/test_hostile_generated.py assert
+the outcome and an address-space bound, never a time). ``hostile_bounds.py [--only SUBSTRING] [--keep DIR]``.
 
 Each case is built afresh in a temporary folder (the generators are the suite's own: seeded, so the
 inputs are the same from run to run), then ``python -m pyprof ...`` runs on it with this checkout
@@ -210,6 +210,105 @@ def case_parquet(tmp, kind, command):
     return argv, None
 
 
+# -- issue #45 ----------------------------------------------------------------------------------------
+
+def case_crossing(tmp, ranges, depth):
+    from tests.test_hostile_generated import write_crossing
+
+    src = tmp / "cross.sqlite"
+    write_crossing(src, ranges, depth)
+    return ["parse", src, "-o", tmp / "o.dict"], None
+
+
+def case_window(tmp, ranges, width):
+    """``ranges`` NVTX ranges [i, i + width) on one thread: every end crosses width - 1 others."""
+    from tests.nsys_synth import _TICK, NVTX_PUSH_POP, write_nested
+
+    src = tmp / "window.sqlite"
+    write_nested(src, 1, 1)
+    con = sqlite3.connect(src)
+    (thread,) = con.execute("SELECT DISTINCT globalTid FROM NVTX_EVENTS").fetchone()
+    con.execute("DELETE FROM NVTX_EVENTS")
+    con.executemany('INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?,?,?,?,?,?)',
+                    ((1_000_000 + i * _TICK, 1_000_000 + (i + width) * _TICK + 1, NVTX_PUSH_POP, f"w{i % 97}", thread, 0)
+                     for i in range(ranges)))
+    con.commit()
+    con.close()
+    return ["parse", src, "-o", tmp / "o.dict"], None
+
+
+def case_annotation_stacks(tmp, n, depth):
+    from tests.test_hostile_generated import _annotation_stacks
+
+    src = tmp / "stacks.json"
+    src.write_text(json.dumps(_annotation_stacks(n, depth)))
+    return ["parse", src, "-o", tmp / "o.dict"], None
+
+
+def case_trace(tmp, kind):
+    """The torch.profiler GPU fixture with every complete event's ts NaN, or the fixture's events given
+    seeded unusable fields (ill-typed), or names holding a lone surrogate."""
+    import random
+
+    from tests.test_hostile_generated import SEED, _mutated
+    from tests.test_hostile_inputs import KINETO_GPU
+
+    doc = json.loads(KINETO_GPU.read_text())
+    if kind == "nan":
+        for ev in doc["traceEvents"]:
+            if isinstance(ev, dict) and "ts" in ev:
+                ev["ts"] = float("nan")
+    else:
+        doc, _, _ = _mutated(doc, random.Random(SEED), 0.5)
+    src = tmp / f"{kind}.json"
+    src.write_text(json.dumps(doc))
+    return ["parse", src, "-o", tmp / "o.dict"], None
+
+
+def case_cut_records(tmp, command):
+    """A record file cut at 15% of its bytes, at a line boundary (a killed ``parse`` to stdout)."""
+    from tests.test_hostile_generated import _cut_at
+
+    src, full, cut = tmp / "s.sqlite", tmp / "full.dict", tmp / "cut.dict"
+    _small(src, 2000)
+    subprocess.run([sys.executable, "-m", "pyprof", "parse", "-q", str(src), "-o", str(full)], check=True, env=_env())
+    _cut_at(full, 0.15, cut)
+    argv = {"prof": ["prof", cut], "report": ["report", cut, "-o", tmp / "r.html"], "diff": ["diff", cut, full]}[command]
+    return argv, None
+
+
+def case_impossible(tmp):
+    """An export whose kernels end before they start, with a grid dimension below zero, NVTX ranges
+    ending before they start: parse, then prof of what it wrote (this case times the prof)."""
+    import random
+
+    from tests.test_hostile_generated import _mutate_export
+
+    src, out = tmp / "s.sqlite", tmp / "s.dict"
+    _small(src, 400)
+    _mutate_export(src, random.Random(1), 0.2)
+    subprocess.run([sys.executable, "-m", "pyprof", "parse", "-q", str(src), "-o", str(out)], check=True, env=_env())
+    return ["prof", out], None
+
+
+def case_hex_marker(tmp):
+    src = tmp / "hex.sqlite"
+    _marker_export(src, ["{'mod': 'torch', 'op': 'mul', 'args': [{'name': 'x', 'type': 'int', 'value': 0x"
+                         + "f" * 1_000_000 + "}]}"])
+    return ["parse", src, "-o", tmp / "o.dict"], None
+
+
+def case_env(tmp):
+    src, out, env = tmp / "s.sqlite", tmp / "s.dict", tmp / "env.json"
+    _small(src, 20)
+    subprocess.run([sys.executable, "-m", "pyprof", "parse", "-q", str(src), "-o", str(out)], check=True, env=_env())
+    env.write_text(json.dumps({"intra_op_threads": "8", "processes": "x"}))
+    return ["report", out, "--env", env, "-o", tmp / "r.html"], None
+
+
+#: issue #45's bound on memory where it set one (1 GB); the others keep #29's
+MEMORY_45 = 1024
+
 CASES = [
     ("gzip 2 MB -> 2 GiB: parse", lambda t: case_gzip_bomb(t, "parse")),
     ("gzip 2 MB -> 2 GiB: prof", lambda t: case_gzip_bomb(t, "prof")),
@@ -232,7 +331,22 @@ CASES = [
     ("locked database", case_locked),
 ] + [(f"Parquet {kind}: {command}", lambda t, k=kind, c=command: case_parquet(t, k, c))
      for kind in ("foreign", "truncated", "kDuration-text", "ranges-int")
-     for command in ("prof", "summary", "report", "diff", "advise")]
+     for command in ("prof", "summary", "report", "diff", "advise")] + [
+    ("#45 20,000 nested NVTX ranges crossing one", lambda t: case_crossing(t, 20_000, 20_000), MEMORY_45),
+    ("#45 1M nested NVTX ranges crossing one", lambda t: case_crossing(t, 1_000_000, 1_000_000), MEMORY_45),
+    ("#45 1M NVTX ranges, 1,500 deep, each stack crossed", lambda t: case_crossing(t, 1_000_000, 1500), MEMORY_45),
+    ("#45 1M NVTX ranges, each end under 1,998", lambda t: case_window(t, 1_000_000, 1999), MEMORY_45),
+    ("#45 1M NVTX ranges, each end under 5", lambda t: case_window(t, 1_000_000, 6), MEMORY_45),
+    ("#45 1M user annotations 1,999 deep", lambda t: case_annotation_stacks(t, 1_000_000, 1999), MEMORY_45),
+    ("#45 trace: every ts NaN", lambda t: case_trace(t, "nan"), MEMORY_45),
+    ("#45 trace: ill-typed fields, surrogates", lambda t: case_trace(t, "ill"), MEMORY_45),
+    ("#45 records cut at 15%: prof", lambda t: case_cut_records(t, "prof"), MEMORY_45),
+    ("#45 records cut at 15%: report", lambda t: case_cut_records(t, "report"), MEMORY_45),
+    ("#45 records cut at 15%: diff", lambda t: case_cut_records(t, "diff"), MEMORY_45),
+    ("#45 impossible values: prof of parse's output", case_impossible, MEMORY_45),
+    ("#45 marker with a 10^6-digit hex int", case_hex_marker, MEMORY_45),
+    ("#45 report --env with ill-typed values", case_env, MEMORY_45),
+]
 
 
 def build(index: int, tmp: Path) -> tuple[list[str], str | None]:
@@ -271,7 +385,7 @@ def run_case(argv: list, lock: str | None) -> tuple[int | str, float, float, str
     return code, wall, usage.ru_maxrss / 1024, text
 
 
-def verdict(code, wall: float, rss: float, err: str) -> str:
+def verdict(code, wall: float, rss: float, err: str, memory_mb: int = MEMORY_MB) -> str:
     if "Traceback" in err:
         return "TRACEBACK"
     if code == 0:
@@ -282,7 +396,7 @@ def verdict(code, wall: float, rss: float, err: str) -> str:
         shape = "one line" if len(errors) == 1 and lines[-1].startswith("pyprof: error: ") else "NOT ONE LINE"
     else:
         shape = f"EXIT {code}"
-    over = [w for w, bad in (("OVER 2 GB", rss > MEMORY_MB), ("OVER 60 s", wall > SECONDS)) if bad]
+    over = [w for w, bad in ((f"OVER {memory_mb} MiB", rss > memory_mb), ("OVER 60 s", wall > SECONDS)) if bad]
     return ", ".join([shape, *over])
 
 
@@ -296,7 +410,8 @@ def main(argv=None) -> int:
         argv_, lock = CASES[int(args.build[0])][1](Path(args.build[1]))
         print(json.dumps({"argv": [str(a) for a in argv_], "lock": None if lock is None else str(lock)}))
         return 0
-    cases = [(i, *c) for i, c in enumerate(CASES) if not args.only or args.only.lower() in c[0].lower()]
+    cases = [(i, c[0], c[1], c[2] if len(c) > 2 else MEMORY_MB) for i, c in enumerate(CASES)
+             if not args.only or args.only.lower() in str(c[0]).lower()]
     import platform
 
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.python_version()}, "
@@ -305,7 +420,7 @@ def main(argv=None) -> int:
     failed = 0
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="pyprof-hostile-"))
     try:
-        for i, name, _ in cases:
+        for i, name, _, memory_mb in cases:
             tmp = root / f"case{i:02d}"
             tmp.mkdir(parents=True, exist_ok=True)
             try:
@@ -315,7 +430,7 @@ def main(argv=None) -> int:
                 failed += 1
                 continue
             code, wall, rss, err = run_case(argv, lock)
-            v = verdict(code, wall, rss, err)
+            v = verdict(code, wall, rss, err, memory_mb)
             failed += v not in ("result", "one line")
             last = (err.strip().splitlines() or [""])[-1]
             print(f"{name:44} {code!s:>4} {wall:7.2f} {rss:9.0f}  {v}: {last[:110]}", flush=True)

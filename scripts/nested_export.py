@@ -7,7 +7,9 @@ each inside the one before (D open at once), with K kernels launched inside its 
 ``--ranges 1000000 --depth 1000000`` is one nesting a million deep (the issue's hostile export), and
 ``--ranges 1000000 --depth 1000`` a million ranges that a real capture could hold (depth under
 pyprof's limit). Rows are written as nsys writes them (a push/pop range when it is popped: in order of
-their end); the export is written by :func:`tests.nsys_synth.write_nested`.
+their end); the export is written by :func:`tests.nsys_synth.write_nested`. ``--cross`` adds to each
+stack a range that opens before it and ends halfway up it (issue #45's export: nested ranges crossing
+a real one, which send the thread to the crossing sweep; :func:`tests.test_hostile_generated.write_crossing`).
 
 ``--parse`` then runs ``pyprof parse OUT -o OUT.dict`` in a child and prints its wall time, peak
 resident memory (``ru_maxrss`` of the child), exit status and last line of stderr: how the parser
@@ -45,13 +47,19 @@ def main() -> None:
     ap.add_argument("--ranges", type=int, required=True, help="NVTX ranges in all")
     ap.add_argument("--depth", type=int, required=True, help="ranges open at once in each stack")
     ap.add_argument("--kernels", type=int, default=1, help="kernels inside each stack's innermost range")
+    ap.add_argument("--cross", action="store_true", help="cross each stack with one more range (one kernel a stack)")
     ap.add_argument("--parse", action="store_true", help="then time `pyprof parse` on it (in a child)")
     a = ap.parse_args()
     sys.path.insert(0, REPO)
     from tests.nsys_synth import write_nested
+    from tests.test_hostile_generated import write_crossing
 
     t = time.perf_counter()
-    counts = write_nested(a.out, a.ranges, a.depth, a.kernels)
+    if a.cross:
+        write_crossing(a.out, a.ranges, a.depth)
+        counts = {"ranges": a.ranges + -(-a.ranges // a.depth), "depth": a.depth, "kernels": -(-a.ranges // a.depth)}
+    else:
+        counts = write_nested(a.out, a.ranges, a.depth, a.kernels)
     print(f"{a.out}: {counts} ({time.perf_counter() - t:.1f} s, {os.path.getsize(a.out) >> 20} MiB)")
     if a.parse:
         print(parse(a.out))
