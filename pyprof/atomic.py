@@ -6,16 +6,13 @@ which cannot be rolled back; callers validate their input before writing the fir
 ``path`` that is not a regular file (``/dev/null``, a FIFO) is written in place, never replaced.
 
 What the user named stays what it was: a symlink is written through (its target is replaced, the
-link kept); a file with other hard links is written in place once the temporary file is complete (every
-name of it sees the new content: renaming over it would leave the others with the old one); an existing
-file keeps its permission bits (a private ``0600`` file stays private); a new file gets the permissions
-``open()`` would give it (``0o666`` less the umask), not the temporary file's private ``0o600``. Every
-OS failure of the output (a missing or read-only folder, a full disk, a path that names a folder) is
-one :class:`~pyprof.errors.OutputError` line.
-
-While the temporary file exists, SIGTERM and SIGHUP (where they would kill the process outright, and in
-the main thread) raise :class:`Interrupted`, as Ctrl-C raises ``KeyboardInterrupt``: the temporary file
-is removed on the way out, and the CLI says so in one line (exit 128 + the signal's number).
+link kept); a file with other hard links is written in place once the temporary file is complete (so
+every name of it sees the new content); an existing file keeps its permission bits (a private ``0600``
+file stays private); a new file gets the permissions ``open()`` would give it (``0o666`` less the
+umask), not the temporary file's private ``0o600``. Every OS failure of the output (a missing or
+read-only folder, a full disk, a path that names a folder) is one :class:`~pyprof.errors.OutputError`
+line. Meanwhile SIGTERM and SIGHUP, where they would end the process outright, raise
+:class:`Interrupted` (as Ctrl-C raises ``KeyboardInterrupt``): the temporary file goes on the way out.
 """
 
 from __future__ import annotations
@@ -35,12 +32,8 @@ from pyprof.errors import OutputError
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
 
 
-class Interrupted(BaseException):  # (a BaseException, as KeyboardInterrupt: no ``except Exception`` takes it)
-    """A SIGTERM or SIGHUP met while an output was being written: ``signum`` says which."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
+class Interrupted(BaseException):  # (as KeyboardInterrupt: no ``except Exception`` takes it)
+    """A signal that ends pyprof (``args[0]``: its number) met while an output was being written."""
 
 
 def _raise(signum: int, _frame) -> None:
@@ -49,17 +42,15 @@ def _raise(signum: int, _frame) -> None:
 
 @contextlib.contextmanager
 def _signals_raise() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise :class:`Interrupted` where they would end the process
-    at once (their default action; a handler someone installed stays), in the main thread only (signal
-    handlers can be set nowhere else)."""
+    """SIGTERM and SIGHUP raise :class:`Interrupted` within the block where their action is the default
+    (a handler someone set stays), in the main thread (the only one that may set them)."""
     import signal
     import threading
 
-    saved = []
-    if threading.current_thread() is threading.main_thread():
-        for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
-            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
-                saved.append((sig, signal.signal(sig, _raise)))
+    main = threading.current_thread() is threading.main_thread()
+    sigs = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+            if main and s is not None and signal.getsignal(s) == signal.SIG_DFL]
+    saved = [(s, signal.signal(s, _raise)) for s in sigs]
     try:
         yield
     finally:

@@ -13,7 +13,7 @@ Every record file starts with a header line, :func:`header_line`: ``{"pyprofReco
 "0.1.0", "source": "nsys"}``, the record format's version (:data:`FORMAT_VERSION`), the pyprof that wrote
 it and the source of its records. It has neither ``kShortName`` nor ``kDuration``, so a reader older than
 the header refuses it as "a record without kShortName/kDuration" rather than reading it as a kernel. Every
-reader takes its version from it (:func:`read_version`, :func:`version_of`): a file without one is of
+reader takes its version from it (:func:`read_line`, :func:`check_version`): a file without one is of
 format 1 (written before the header: the same records, ``tid`` possibly a decimal string, which the
 readers turn into the integer it is); a version newer than :data:`FORMAT_VERSION` is refused in one line.
 Parquet carries the same facts in its file metadata (:mod:`pyprof.scale.parquet`).
@@ -25,12 +25,13 @@ the test ``pyprof prof`` applies to the records it reads (:mod:`pyprof.prof.load
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -187,12 +188,10 @@ _TEXT = (str, type(None))
 
 def _arg_ok(arg: dict) -> bool:
     """An argument object whose fields of :data:`ARG_FIELDS` hold values of their types (``items`` nested
-    too deep to check is not one). The common one, a tensor or a scalar (texts, a shape of integers, no
-    ``items``), is told at once; any other goes through the checks."""
+    too deep to check is not one); a tensor's or a scalar's told at once."""
     get = arg.get
     shape = get("shape")
-    if get("items") is None and get("name").__class__ in _TEXT and get("type").__class__ in _TEXT \
-            and get("dtype").__class__ in _TEXT \
+    if get("items") is None and all(get(k).__class__ in _TEXT for k in ("name", "type", "dtype")) \
             and (shape is None or shape.__class__ is list and all(x.__class__ is int for x in shape)):
         return True
     try:
@@ -329,24 +328,18 @@ def bad_field(rec: dict[str, Any], checks: Iterable[Check]) -> Check | None:
 
 def nulled(parts: list[dict[str, Any]], counts: dict[str, int],
            weights: Sequence[int] | None = None) -> dict[int, list[str]]:
-    """The validation parse runs as it writes, the same for every source: every field of ``parts``
-    (records, or the pieces of records a writer splices) whose value :data:`CHECKS` refuses (a kernel
-    ending before it starts, a grid of a null dimension) is written as null, unknown, never as a made-up
-    value, and counted in ``counts`` (field -> records; ``weights[i]``: how many records ``parts[i]``
-    stands for). A part is copied before it is changed (writers share them). Column by column, at C
-    speed, where every value passes (:meth:`Check.column_ok`), so prof never refuses what parse wrote.
-    Returns the fields nulled in each part changed, by its index."""
+    """The check parse runs as it writes, one for every source: each field of ``parts`` (records, or the
+    pieces a writer splices them from; copied before a change) whose value :data:`CHECKS` refuses (a
+    kernel ending before it starts) becomes null, unknown, counted in ``counts`` (field -> records;
+    ``weights[i]``: the records ``parts[i]`` stands for), so prof never refuses what parse wrote. Column
+    by column at C speed; returns the fields nulled, by part."""
     bad: dict[int, list[str]] = {}
-    keys = set().union(*parts)
-    names = [n for n in CHECKS if n in keys]
-    if not names:
-        return bad
-    try:  # (at C speed where every part has every field)
-        rows = list(map(itemgetter(*names), parts))
+    names = [n for n in CHECKS if n in set().union(*parts)]
+    try:
+        rows = [tuple(map(p.__getitem__, names)) for p in parts] if len(names) < 2 else \
+            list(map(itemgetter(*names), parts))
     except KeyError:
         rows = [tuple(map(p.get, names)) for p in parts]
-    if len(names) == 1:
-        rows = [(v,) for v in rows]
     for name, col in zip(names, zip(*rows, strict=True), strict=True):
         check = CHECKS[name]
         if check.column_ok(col):
@@ -360,11 +353,9 @@ def nulled(parts: list[dict[str, Any]], counts: dict[str, int],
 
 
 def nulled_text(counts: dict[str, int]) -> str:
-    """The one warning line of :func:`nulled`'s counts (empty where none)."""
-    if not counts:
-        return ""
-    return (f"{sum(counts.values()):,} impossible values written as null, unknown (by field: "
-            + ", ".join(f"{k} {n:,}" for k, n in counts.items()) + ")")
+    """The one warning line of :func:`nulled`'s counts."""
+    return f"{sum(counts.values()):,} impossible values written as null, unknown (by field: " \
+        + ", ".join(f"{k} {n:,}" for k, n in counts.items()) + ")"
 
 
 @functools.cache
@@ -410,18 +401,8 @@ def read_header(path: str | os.PathLike | None) -> dict[str, Any]:
     none (stdin, a PyProf file, a file written before the header, an unreadable path: its reader says why)."""
     if path is None or str(path) == "-":
         return {}
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(1 << 24)
-    except OSError:
-        return {}
-    if not first.startswith(HEADER_PREFIX):
-        return {}
-    try:
-        head = orjson.loads(first)
-    except orjson.JSONDecodeError:
-        return {}  # (the reader names the broken header)
-    if not is_header(head):
+    head = read_line(path)
+    if not is_header(head) or END_COUNT in head:
         return {}
     check_version(head, os.fspath(path))
     return head
@@ -446,48 +427,18 @@ def check_version(head: dict[str, Any], name: str) -> int:
     return v
 
 
-def version_of(first_line: bytes, name: str) -> int:
-    """The format version of a record file whose first line is ``first_line``: its header's (checked,
-    see :func:`check_version`), or :data:`UNVERSIONED` where that line is no header."""
-    if not first_line.startswith(HEADER_PREFIX):
-        return UNVERSIONED
-    try:
-        head = orjson.loads(first_line)
-    except orjson.JSONDecodeError:
-        from pyprof.errors import InputError
-
-        raise InputError(f"{name} line 1: a broken record file header", "write the file again with "
-                         "`pyprof parse`") from None
-    return check_version(head, name)
-
-
-def read_version(path: str | os.PathLike) -> int:
-    """The format version of the record file ``path`` (see :func:`version_of`); a file that cannot be
-    read is :data:`UNVERSIONED` here (its reader says why)."""
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(1 << 16)
-    except OSError:
-        return UNVERSIONED
-    return version_of(first, os.fspath(path))
-
-
 # -- the end line: a record file that knows where it ends ---------------------------------------------
 
-#: the header key announcing that the file ends with an end line (:func:`end_line`)
-END_FLAG = "counted"
-#: the end line's key: how many records lie between the header and it
-END_COUNT = "records"
-#: what to do with a record file cut short
-CUT_HINT = "it was cut short (a killed `pyprof parse`, a copy cut off): parse the export again"
+#: the header key announcing an end line; the end line's key for its count (see :func:`end_line`)
+END_FLAG, END_COUNT = "counted", "records"
 
 
-def end_line(count: int, facts: dict[str, Any] | None = None) -> bytes:
-    """The last line of a record file: ``{"pyprofRecords": 2, "records": N}``, the count of records
-    since the header, then ``facts`` (what parse counted: ``dropped``, ``nulled``). It starts as a
-    header does, so a pyprof that knows no end line reads it as the header of a file appended to this
-    one (which it accepts); a reader now checks the count (:class:`RecordEnds`)."""
-    return orjson.dumps({HEADER_KEY: FORMAT_VERSION, END_COUNT: count, **(facts or {})}) + b"\n"
+def end_line(count: int, dropped: dict | None = None, nulled: dict | None = None) -> bytes:
+    """A record file's last line: ``{"pyprofRecords": 2, "records": N}``, the records since the header,
+    then parse's counts where any (``dropped``, ``nulled``). It starts as a header does, so a pyprof
+    that knows no end line takes it for the header of an appended file; readers now check the count."""
+    facts = {k: v for k, v in (("dropped", dropped), ("nulled", nulled)) if v}
+    return orjson.dumps({HEADER_KEY: FORMAT_VERSION, END_COUNT: count, **facts}) + b"\n"
 
 
 def is_end(value: Any) -> bool:
@@ -496,12 +447,11 @@ def is_end(value: Any) -> bool:
 
 
 class RecordEnds:
-    """A reader's account of a record file's header and end lines, so that a file cut short is refused:
-    each header announcing an end line (:data:`END_FLAG`) opens a part whose records are counted, and
-    its end line closes it, stating the count. A file of pyprof before the end line (a header without
-    the flag, or none) is read as it is, unchecked. Files appended one to another (``cat a.dict b.dict``)
-    are parts one after another. A reader of a piece of a file (``inside``: whether the piece starts in
-    an announced part) keeps its own account; :meth:`merge` adds the pieces' up."""
+    """A reader's account of the header and end lines it met, so that a file cut short is refused: a
+    header announcing an end line (:data:`END_FLAG`) opens a part whose records are counted, the end line
+    closes it. Parts may follow one another (``cat a.dict b.dict``); a part no header announced (pyprof
+    before the end line) is not checked. A reader of a piece of a file (``inside``: the piece starts in
+    an announced part) keeps its own account, and the pieces' are merged."""
 
     __slots__ = ("announced", "ends", "declared", "counted", "inside", "start")
 
@@ -510,86 +460,60 @@ class RecordEnds:
         self.inside = inside
 
     def copy(self) -> RecordEnds:
-        new = RecordEnds()
-        for k in self.__slots__:
-            setattr(new, k, getattr(self, k))
-        return new
+        return copy.copy(self)
 
-    def _close(self, count: int) -> None:
-        if self.inside:
-            self.counted += count - self.start
+    def finish(self, count: int) -> RecordEnds:
+        """The piece read so far ended after ``count`` records."""
+        self.counted += (count - self.start) * self.inside
         self.start = count
+        return self
 
     def header(self, head: dict[str, Any], count: int) -> None:
-        """A header line, read after ``count`` records."""
-        self._close(count)
+        """A header line, after ``count`` records."""
+        self.finish(count)
         self.inside = head.get(END_FLAG) is True
         self.announced += self.inside
 
     def end(self, tail: dict[str, Any], count: int, where: str) -> None:
-        """An end line (``where``: its file and line, for a broken one), read after ``count`` records."""
+        """An end line, after ``count`` records (``where``: its file and line)."""
         n = tail.get(END_COUNT)
         if n.__class__ is not int or n < 0:
             from pyprof.errors import InputError
 
             raise InputError(f"{where}: a broken end line (records {n!r})", "parse the export again")
-        if self.inside:  # (an end line of a part no header announced is not checked)
-            self.ends += 1
-            self.declared += n
-        self._close(count)
+        self.ends += self.inside
+        self.declared += n * self.inside
+        self.finish(count)
         self.inside = False
-
-    def finish(self, count: int) -> RecordEnds:
-        """The piece read ended after ``count`` records."""
-        self._close(count)
-        return self
 
     def merge(self, other: RecordEnds) -> None:
         for k in ("announced", "ends", "declared", "counted"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
     def check(self, name: str) -> None:
-        """An :class:`~pyprof.errors.InputError` where the file was cut short (an announced end line
-        missing) or its count is not the records read (edited, or cut and joined to another)."""
+        """An :class:`~pyprof.errors.InputError` where an announced end line is missing (cut short) or
+        counts other records than those read (edited, or cut and joined)."""
         from pyprof.errors import InputError
 
         if self.ends < self.announced:
-            raise InputError(f"{name}: no end line after its {self.counted:,} records", CUT_HINT)
+            raise InputError(f"{name}: no end line after its {self.counted:,} records", "it was cut short (a "
+                             "killed `pyprof parse`, a copy cut off): parse the export again")
         if self.counted != self.declared:
             raise InputError(f"{name} holds {self.counted:,} records where its end line counts {self.declared:,}: "
-                             "cut short or edited", "parse the export again (after editing records by hand, "
-                             f'correct the count in its last line, "{END_COUNT}")')
+                             "cut short or edited", f'parse the export again (or correct "{END_COUNT}" in its last line)')
 
 
-def read_head(path: str | os.PathLike) -> dict[str, Any]:
-    """The header of the record file ``path`` as a dict (empty where its first line is none)."""
+def read_line(path: str | os.PathLike, last: bool = False) -> dict[str, Any]:
+    """The first (``last``: the last) line of the record file ``path`` as a dict where it is a header
+    or an end line; else empty."""
     try:
         with open(path, "rb") as fh:
-            first = fh.readline(1 << 16)
-    except OSError:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - (1 << 16)) if last else 0)
+            line = fh.read().rstrip(b"\n").rpartition(b"\n")[2] if last else fh.readline(1 << 24)
+        value = orjson.loads(line) if line.startswith(HEADER_PREFIX) else {}
+    except (OSError, orjson.JSONDecodeError):
         return {}
-    try:
-        head = orjson.loads(first) if first.startswith(HEADER_PREFIX) else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return head if head.__class__ is dict else {}
-
-
-def read_end(path: str | os.PathLike) -> dict[str, Any] | None:
-    """The end line of the record file ``path`` (its last line, :func:`end_line`) as a dict; None where
-    the file does not end with one."""
-    try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - (1 << 16)))
-            last = fh.read().rstrip(b"\n").rpartition(b"\n")[2]
-    except OSError:
-        return None
-    try:
-        tail = orjson.loads(last) if last.startswith(HEADER_PREFIX) else None
-    except orjson.JSONDecodeError:
-        return None
-    return tail if is_end(tail) else None
+    return value if value.__class__ is dict else {}
 
 
 def thread_id(v: Any) -> int | None:
@@ -629,7 +553,7 @@ def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None 
         out.write(header_line(source or getattr(src, "kind", None), {**source_facts(src), **(facts or {})}))
         for chunk in prep.lines():
             out.write(chunk)
-        out.write(end_line(prep.n))
+        out.write(end_line(prep.n, getattr(getattr(prep, "src", None), "dropped", None), getattr(prep, "nulled", None)))
         return prep.n
     it = iter(records)
     first = next(it, None)
@@ -642,47 +566,6 @@ def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None 
         n += 1
     write(end_line(n))
     return n
-
-
-def iter_records(fh: IO) -> Iterator[dict[str, Any]]:
-    """Read JSON-lines records (the header line checked and skipped, see :func:`check_version`; a file
-    cut short refused at its end, see :class:`RecordEnds`). Old PyProf ``str(dict)`` lines are read too
-    (``ast.literal_eval``). Format 1's ``tid`` texts become integers (:func:`thread_id`)."""
-    from pyprof.markers import MarkerError, decode_legacy_pyprof
-
-    version = UNVERSIONED
-    name = getattr(fh, "name", "<stream>")
-    ends = RecordEnds()
-    n = 0
-    for lineno, line in enumerate(fh, 1):
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith('{"' + HEADER_KEY + '":'):
-            head = orjson.loads(line) if END_COUNT in line else None
-            if head is not None and is_end(head):
-                ends.end(head, n, f"{name} line {lineno}")
-            else:
-                version = version_of(line.encode(), name)
-                ends.header(orjson.loads(line), n)
-            continue
-        n += 1
-        if line.startswith("{'"):
-            try:
-                rec = decode_legacy_pyprof(line)
-            except MarkerError as exc:
-                raise ValueError(f"line {lineno}: {exc}") from None
-        else:
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise ValueError(f"line {lineno}: not a JSON record ({exc})") from None
-        if version == UNVERSIONED and rec.__class__ is dict and rec.get("tid").__class__ is str:
-            rec["tid"] = thread_id(rec["tid"])
-        yield rec
-    ends.finish(n).check(name)
 
 
 def markdown() -> str:
@@ -731,16 +614,15 @@ def markdown() -> str:
         "",
         f"A file whose header holds `\"{END_FLAG}\":true` ends with its end line: `{{\"{HEADER_KEY}\":{FORMAT_VERSION},"
         f"\"{END_COUNT}\":1234}}`, the count of records between the two, then what parse counted where the "
-        "export held what no record may: `dropped` (what it left out or kept changed, per reason: events whose "
-        "time is no finite number or whose field is of the wrong type, NVTX ranges ending before they start, "
-        "texts kept escaped) and `nulled` (record fields whose impossible value, such as a kernel ending before "
-        "it starts, was written as null, per field: parse writes only what the checks below accept); each is "
-        "also said in one warning line. A file cut short (a killed `pyprof parse` writing to stdout, a copy cut off) lacks it, and "
-        "every reader above refuses it in one line, exit 2, as it does a file whose count is not its records "
-        "(cut and joined, or edited: after deleting a record by hand, correct the count). Files joined one "
-        "after another (`cat a.dict b.dict`) are read as such, each part counted. A file of a pyprof before the "
-        f"end line (a header without `{END_FLAG}`, or none) is read as it is, unchecked; a pyprof before it "
-        "reads the end line as the header of a file appended to the first.",
+        "export held what no record may (each also one warning line): `dropped`, per reason (events left out: "
+        "a time that is no finite number, a field of the wrong type; NVTX ranges ending before they start; "
+        "texts kept escaped) and `nulled`, per field (an impossible value, such as a kernel ending before it "
+        "starts, written as null: parse writes only what the checks below accept). Every reader above refuses "
+        "a file without it (cut short: a killed `pyprof parse` writing to stdout, a copy cut off) or whose count "
+        "is not its records (edited: after deleting a record by hand, correct the count), in one line, exit 2. "
+        "Files joined (`cat a.dict b.dict`) are counted part by part. A file of a pyprof before the end line "
+        f"(a header without `{END_FLAG}`) is read unchecked; a pyprof before it takes the end line for the "
+        "header of an appended file.",
         "",
         "## Fields",
         "",

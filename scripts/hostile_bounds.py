@@ -415,7 +415,7 @@ def main(argv=None) -> int:
     import platform
 
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; bounds: {MEMORY_MB} MiB, {SECONDS} s")
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; bounds: {MEMORY_MB} MiB (#45: {MEMORY_45}), {SECONDS} s")
     print(f"{'case':44} {'exit':>4} {'wall s':>7} {'peak MiB':>9}  outcome: last line")
     failed = 0
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="pyprof-hostile-"))

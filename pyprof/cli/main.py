@@ -96,11 +96,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("pyprof: aborted", err=True)
         sys.exit(130)
-    except Interrupted as exc:  # SIGTERM, SIGHUP (pyprof.atomic) and Ctrl-C
+    except (Interrupted, KeyboardInterrupt) as exc:  # SIGTERM, SIGHUP (pyprof.atomic) and Ctrl-C
         import signal
 
-        click.echo(f"pyprof: interrupted ({signal.Signals(exc.signum).name}); no partial output file is left", err=True)
-        sys.exit(128 + exc.signum)
+        num = exc.args[0] if isinstance(exc, Interrupted) else signal.SIGINT
+        click.echo(f"pyprof: interrupted ({signal.Signals(num).name}); no partial output file is left", err=True)
+        sys.exit(128 + num)
     except click.ClickException as exc:
         exc.message = shown(exc.message)  # (a bad option's value is the user's text)
         exc.show()
@@ -118,9 +119,6 @@ def main(argv: list[str] | None = None) -> None:
         if broken:
             _quiet_stdout()
         sys.exit(2)
-    except KeyboardInterrupt:
-        click.echo("pyprof: interrupted (SIGINT); no partial output file is left", err=True)
-        sys.exit(130)
     except SystemExit:
         raise
     except click.exceptions.Exit as exc:

@@ -37,9 +37,8 @@ PIECE = 256
 
 @dataclass
 class Stats:
-    """What a run found, for the summary line; ``dropped``: what the export held that no record keeps
-    as it was (reason -> count: the end line's ``dropped``); ``escaped0``: :func:`pyprof.parse.db.escaped`
-    when the source began reading."""
+    """What a run found, for the summary line; ``dropped``: what no record keeps as the export held it, by
+    reason (the end line's); ``escaped0``: :func:`pyprof.parse.db.escaped` as the source began."""
 
     kernels: int = 0
     copies: int = 0
@@ -58,7 +57,6 @@ BACKWARDS = "NVTX ranges ending before they start, left out"
 
 
 def count(counts: dict, reason: str, n: int) -> None:
-    """``n`` more of ``reason`` in ``counts`` (none where ``n`` is 0)."""
     if n:
         counts[reason] = counts.get(reason, 0) + n
 
@@ -292,8 +290,7 @@ class PreparedSource:
         def _load(self) -> Streamed: ...
 
     @property
-    def dropped(self) -> dict[str, int]:
-        """What the export held that no record keeps as it was, by reason (see :class:`Stats`)."""
+    def dropped(self) -> dict[str, int]:  # (see Stats)
         return self.stats.dropped
 
     def prepared(self, split: bool = False) -> Streamed:
@@ -667,50 +664,43 @@ class Streamed:
         return out.tolist()
 
     def checked_parts(self) -> tuple[list[dict], list[dict], list[dict]]:
-        """The repeated pieces of the records as dicts, each field that fails its check written as null
-        (:func:`pyprof.records.nulled`, counted per record as the records are made): heads (kind and names),
-        middles (device ... API name), and per piece changed the fields nulled (heads', middles')."""
+        """The records' repeated pieces as dicts, heads (kind, names) and middles (device ... API name),
+        each value its check refuses made null (:func:`pyprof.records.nulled`), and those nulled per piece."""
         if self._parts is None:
             a = self.acts
             heads = [{"kind": k, "source": self.source, "kShortName": sh, "kLongName": lg} for k, sh, lg in a.heads]
-            mids = [{"pid": pid, "tid": tid, "device": dev, "gpu": gpu, "gpuProps": props, "stream": stream, "grid": grid,
-                     "block": block, "bytes": nbytes, "copyKind": copy, "apiName": api}
-                    for pid, tid, dev, gpu, props, stream, grid, block, nbytes, copy, api in a.mids]
+            mids = [dict(zip(("pid", "tid", "device", "gpu", "gpuProps", "stream", "grid", "block", "bytes", "copyKind",
+                              "apiName"), m, strict=True)) for m in a.mids]
             self._parts = (heads, mids, [nulled(heads, {}), nulled(mids, {})])
         return self._parts
 
-    def _count_nulled(self, clo: int, chi: int, bad_dur: np.ndarray) -> None:
-        """Count the fields rows clo..chi-1 are written with as null (see :meth:`checked_parts`), their
-        durations where impossible (``bad_dur``) among them."""
-        a, counts = self.acts, self.nulled
-        for codes, bad in zip((a.hcode[clo:chi], a.mcode[clo:chi]), self.checked_parts()[2], strict=True):
-            if bad:
-                uses = np.bincount(codes, minlength=max(bad) + 1)
-                for code, names in bad.items():
-                    for name in names:
-                        counts[name] = counts.get(name, 0) + int(uses[code])
-        n = int(bad_dur.sum())
-        if n:
-            counts["kDuration"] = counts.get("kDuration", 0) + n
+    def _nulls(self, clo: int, chi: int) -> np.ndarray:
+        """Rows clo..chi-1 whose duration its check refuses; their nulls counted (:meth:`checked_parts`)."""
+        a, check = self.acts, CHECKS["kDuration"]
+        s, e = a.start[clo:chi], a.end[clo:chi]
+        bad = (s >= 0) & (e >= 0) & ((e - s < check.low) | (e - s > check.high))
+        count(self.nulled, "kDuration", int(bad.sum()))
+        for codes, parts in zip((a.hcode[clo:chi], a.mcode[clo:chi]), self.checked_parts()[2], strict=True):
+            uses = np.bincount(codes, minlength=max(parts) + 1) if parts else ()
+            for code, names in parts.items():
+                for name in names:
+                    count(self.nulled, name, int(uses[code]))
+        return bad
 
     def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
         """Records as JSON lines, in chunks of bytes: the bytes of :meth:`records` dumped one by one. What
         repeats (the head: kind and names; the middle: device ... API name; each distinct range stack's
         fields) is serialised once and spliced in by one f-string per record (no format string parsed per
-        record, as a ``%`` template would be), :data:`PIECE` lines joined at a time. A value its check
-        refuses is written as null (:meth:`checked_parts`)."""
+        record, as a ``%`` template would be), :data:`PIECE` lines joined at a time; a value its check
+        refuses as null."""
         a = self.acts
         head_parts, mid_parts, _ = self.checked_parts()
         heads = _strings(orjson.dumps(h)[:-1].decode() + ',"kDuration":' for h in head_parts)
         mids = _strings("," + orjson.dumps(m)[1:-1].decode() + ',"apiStart":' for m in mid_parts)
-        low, high = CHECKS["kDuration"].low, CHECKS["kDuration"].high
         for clo, chi in self._chunks(lo, hi):
             s, e = a.start[clo:chi], a.end[clo:chi]
-            known = (s >= 0) & (e >= 0)
+            known = (s >= 0) & (e >= 0) & ~self._nulls(clo, chi)
             dur = e - s
-            bad = known & ((dur < low) | (dur > high))
-            self._count_nulled(clo, chi, bad)
-            known &= ~bad
             # a line's parts, in its order: head, kDuration, start, end, correlationId, middle, apiStart, apiEnd,
             # ranges and fields, opId, subSeqId
             cols = (heads[a.hcode[clo:chi]].tolist(), _json_ints(np.where(known, dur, 0), ~known), _json_ints(s),
@@ -726,16 +716,11 @@ class Streamed:
         """Records as dicts (shared sub-objects: do not mutate); the same values as :meth:`lines`."""
         a = self.acts
         heads, mids, _ = self.checked_parts()
-        low, high = CHECKS["kDuration"].low, CHECKS["kDuration"].high
         for clo, chi in self._chunks():
             ints = [pylist(c[clo:chi]) for c in (a.start, a.end, a.corr, a.api_start, a.api_end)]
             op_ids, subs = self.op_id[clo:chi].tolist(), self.sub_seq[clo:chi].tolist()
             fw, fc = self.fwin[clo:chi].tolist(), self.fcode[clo:chi].tolist()
-            s, e = a.start[clo:chi], a.end[clo:chi]
-            dur = e - s
-            impossible = (s >= 0) & (e >= 0) & ((dur < low) | (dur > high))
-            self._count_nulled(clo, chi, impossible)
-            bad = impossible.tolist()
+            bad = self._nulls(clo, chi).tolist()
             for j, (h, m, s, e, corr, a0, a1) in enumerate(zip(a.hcode[clo:chi].tolist(), a.mcode[clo:chi].tolist(),
                                                                 *ints, strict=True)):
                 rec = {**heads[h], "kDuration": e - s if s is not None and e is not None and not bad[j] else None,

@@ -94,7 +94,7 @@ def _parse_file(path: str, out: str | None) -> Result:
                 fh.write(header_line(source.kind, header_facts(source)))
                 write_lines(prep, fh)
                 nulls = getattr(prep, "nulled", {})
-                fh.write(end_line(prep.n, {k: v for k, v in (("dropped", source.dropped), ("nulled", nulls)) if v}))
+                fh.write(end_line(prep.n, source.dropped, nulls))
                 fh.flush()
             res.written = prep.n
         finally:

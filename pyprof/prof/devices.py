@@ -387,27 +387,6 @@ def pinned_calibration(pinned: Any) -> dict[str, Device]:
                       f"calibration pinned in the record file (from {where})" if where else "calibration pinned")
 
 
-def _calibration_problem(entry) -> str | None:
-    """What is wrong with one device's calibration entry (``flops``: dtype -> FLOP/s; ``bw``: bytes/s;
-    each a positive finite number), or None."""
-    import math
-
-    def rate(v) -> bool:
-        return v.__class__ in (int, float) and math.isfinite(v) and v > 0
-
-    if not isinstance(entry, dict):
-        return "not an object"
-    flops = entry.get("flops") or {}
-    if not isinstance(flops, dict):
-        return '"flops" is not an object of rates'
-    bad = next((k for k, v in flops.items() if not rate(v)), None)
-    if bad is not None:
-        return f'"flops" of {bad} is {flops[bad]!r:.40}, not a positive number of FLOP/s'
-    if entry.get("bw") is not None and not rate(entry["bw"]):
-        return f'"bw" is {entry["bw"]!r:.40}, not a positive number of bytes/s'
-    return None
-
-
 # -- resolution --------------------------------------------------------------------------------------
 
 

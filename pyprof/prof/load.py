@@ -42,7 +42,7 @@ from pyprof.records import (
     bad_field,
     check_version,
     is_end,
-    read_head,
+    read_line,
     thread_id,
 )
 
@@ -379,7 +379,7 @@ class _LineReader:
         self.where = (path or name, offset)  # how a skipped record's place is told (see BadRecords.first)
         # the file's record format (pyprof.records) and whether it announces an end line: from its header
         # line; a part of a file (``offset``) reads them from the file's first line
-        head = read_head(path) if path is not None and offset > 0 else {}
+        head = read_line(path) if path is not None and offset > 0 else {}
         self.version = check_version(head, name) if head else UNVERSIONED
         self.ends = RecordEnds(inside=head.get(END_FLAG) is True)
         self.fast = 0  # records the block reader (fastread) has read but not counted yet

@@ -162,11 +162,11 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def printable(col: list[str]) -> list[str]:
-    """A column of text with every control character written as its escape: an op or kernel name holding
-    escape sequences must not drive the terminal (:func:`pyprof.terminal.escaped_column`)."""
-    from pyprof.terminal import escaped_column
+    """A column of text with every control character written as its escape (:mod:`pyprof.terminal`): an op
+    or kernel name holding escape sequences must not drive the terminal (checked at C speed first)."""
+    from pyprof.terminal import CONTROL, escaped
 
-    return escaped_column(col)
+    return [escaped(v) for v in col] if CONTROL.search("".join(col)) else col
 
 
 def _is_number(v: str) -> bool:

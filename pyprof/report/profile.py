@@ -103,23 +103,11 @@ def load(path: str | os.PathLike, gpu: str | None = None, peak_flops: float | No
                         header=read_header(path))
 
 
-#: the fields of ``env.json`` that are read, by the type each must have (``pyprof.runner.torch_env``,
-#: ``pyprof.cpu_findings.machine_env``): counts, flags, texts; ``vars``: names to values
-_ENV_TYPES = {**dict.fromkeys(("intra_op_threads", "inter_op_threads", "logical_cpus", "usable_cpus",
-                               "physical_cores", "processes"), "count"),
-              "mkldnn": "flag", "cuda": "flag", "torch": "text", "vars": "texts"}
-
-
-def _env_ok(kind: str, v: Any) -> bool:
-    if v is None:
-        return True
-    if kind == "count":
-        return v.__class__ is int and v >= 0
-    if kind == "flag":
-        return v.__class__ is bool
-    if kind == "text":
-        return v.__class__ is str
-    return v.__class__ is dict and all(x.__class__ is str for kv in v.items() for x in kv)
+_COUNT, _FLAG = (lambda v: v.__class__ is int and v >= 0, "a whole number"), (lambda v: v.__class__ is bool, "a flag")
+#: the fields of ``env.json`` that are read (``runner.torch_env``, ``cpu_findings.machine_env``): their test
+_ENV = {**dict.fromkeys(("intra_op_threads", "inter_op_threads", "logical_cpus", "usable_cpus", "physical_cores",
+                         "processes"), _COUNT), "mkldnn": _FLAG, "cuda": _FLAG, "torch": (lambda v: v.__class__ is str, "a text"),
+        "vars": (lambda v: v.__class__ is dict and all(x.__class__ is str for kv in v.items() for x in kv), "texts")}
 
 
 def read_env(path: Path) -> dict[str, Any] | None:
@@ -127,22 +115,18 @@ def read_env(path: Path) -> dict[str, Any] | None:
     the wrong type (``"processes": "x"``) is one :class:`~pyprof.errors.InputError` line naming it."""
     import orjson
 
-    from pyprof.errors import InputError
-    from pyprof.terminal import shown
-
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None
-    if not isinstance(data, dict):
-        return None
-    for key, kind in _ENV_TYPES.items():
-        if not _env_ok(kind, data.get(key)):
-            expected = {"count": "a whole number", "flag": "true or false", "text": "a text",
-                        "texts": "an object of texts"}[kind]
-            raise InputError(f'{path}: "{key}" is {shown(orjson.dumps(data[key]).decode(), 60)}, expected {expected}',
-                             "give the env.json `pyprof run` wrote, or correct that field")
-    return data
+    bad = next((k for k, (ok, _) in _ENV.items() if isinstance(data, dict) and data.get(k) is not None
+                and not ok(data[k])), None)
+    if bad is not None:
+        from pyprof.errors import InputError
+
+        raise InputError(f'{path}: "{bad}" is {orjson.dumps(data[bad]).decode()[:60]}, expected {_ENV[bad][1]}',
+                         "give the env.json `pyprof run` wrote, or correct that field")
+    return data if isinstance(data, dict) else None
 
 
 def _devices(records: list[dict[str, Any]], df: pd.DataFrame, resolver: DeviceResolver) -> list[DeviceInfo]:

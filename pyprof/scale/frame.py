@@ -60,14 +60,22 @@ def _from_lines(path: str, names: list[str], name: str) -> pd.DataFrame:
     """A JSON-lines record file, its header line (the record format, :mod:`pyprof.records`) checked and
     left out, as its end line (a file cut short is refused); format 1's ``tid`` texts as integers."""
     from pyprof.errors import InputError
-    from pyprof.records import HEADER_PREFIX, UNVERSIONED, RecordEnds, is_end, thread_id, version_of
+    from pyprof.records import (
+        HEADER_PREFIX,
+        UNVERSIONED,
+        RecordEnds,
+        check_version,
+        is_end,
+        read_line,
+        thread_id,
+    )
 
     loads = orjson.loads
     ends = RecordEnds()  # (a file cut short is refused, as prof refuses it)
     records: list = []
+    head = read_line(path)
+    version = check_version(head, path) if head else UNVERSIONED
     with open(path, "rb") as fh:
-        version = version_of(fh.readline(1 << 16), path)
-        fh.seek(0)
         try:
             for lineno, line in enumerate(fh, 1):
                 if not line.startswith(HEADER_PREFIX):

@@ -41,7 +41,6 @@ from pyprof.records import (
     check_version,
     pyprof_version,
     read_header,
-    read_version,
 )
 from pyprof.scale.extra import require
 from pyprof.scale.identity import Identity
@@ -195,8 +194,7 @@ def convert(records_path: str, out: str, ident: Identity, threads: int | None = 
 
     from pyprof.atomic import atomic_output
 
-    version = read_version(records_path)  # (an InputError for a newer one)
-    head = read_header(records_path) if version != UNVERSIONED else {}
+    head = read_header(records_path)  # (an InputError for a newer version)
     schema = arrow_schema(metadata(ident, head.get("source"), head))
     plain = schema.remove_metadata()
     con = duckdb.connect(config={"threads": int(threads)} if threads else {})
@@ -236,12 +234,11 @@ def convert(records_path: str, out: str, ident: Identity, threads: int | None = 
 def _check_end(path: str, n: int) -> None:
     """The record file ``path``, of ``n`` records, refused where its header announces an end line that
     is not its last line or counts other records (:class:`pyprof.records.RecordEnds`)."""
-    from pyprof.records import RecordEnds, read_end, read_head
+    from pyprof.records import RecordEnds, is_end, read_line
 
-    ends = RecordEnds()
-    ends.header(read_head(path), 0)
-    tail = read_end(path)
-    if tail is not None:
+    ends, tail = RecordEnds(), read_line(path, last=True)
+    ends.header(read_line(path), 0)
+    if is_end(tail):
         ends.end(tail, n, path)
     ends.finish(n).check(path)
 

@@ -161,7 +161,8 @@ def validate(name: str, steps: int = 2, workdir: str | Path | None = None, devic
     from pyprof.errors import PyprofError
     from pyprof.parse.kineto import KinetoSource
     from pyprof.prof import build_file
-    from pyprof.records import iter_records, write_records
+    from pyprof.prof.load import iter_records
+    from pyprof.records import write_records
     from pyprof.runner import RunOptions, run_script
 
     from . import reference, zoo
