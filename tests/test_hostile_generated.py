@@ -820,3 +820,55 @@ def test_real_exports_crossed_by_start_end_ranges(name, capsys, tmp_path):
         assert [r["text"] or "" for r in rec["ranges"]] == want, rec["kShortName"]
         crossed += any(t.startswith("cross") for t in want)
     assert crossed > 0
+
+
+def test_ill_typed_calibration_file_is_one_line(capsys, tmp_path, monkeypatch):
+    """A calibration file (``$PYPROF_CALIBRATION``) whose CPU entry holds a text, a list, a negative or an
+    object where a peak belongs: prof of CPU records says so in one line (before #45: a ValueError or
+    AttributeError traceback); a good one is read."""
+    from tests.conftest import REPO, run_main
+
+    out = tmp_path / "cpu.dict"
+    trace = REPO / "tests" / "fixtures" / "kineto" / "cpu_compiled_mlp.trace.json.gz"
+    assert run_main(capsys, ["parse", trace, "-o", out])[0] == 0
+    cal = tmp_path / "cal.json"
+    monkeypatch.setenv("PYPROF_CALIBRATION", str(cal))
+    for entry in ({"flops": {"float32": "x"}, "bw": 1e10}, {"flops": [1]}, 5, {"flops": {"float32": 1e12}, "bw": "fast"},
+                  {"flops": {"float32": -1.0}, "bw": 1e10}):
+        cal.write_text(json.dumps({"version": 1, "devices": {"cpu": entry}}))
+        code, _, err = run_main(capsys, ["prof", out])
+        assert code == 2 and one_line_or_result(code, err, []) is None and "calibration file" in err, err
+    cal.write_text(json.dumps({"version": 1, "devices": {"cpu": {"flops": {"float32": 1e12}, "bw": 1e10}}}))
+    assert run_main(capsys, ["prof", out])[0] == 0
+
+
+def test_record_files_with_deep_ranges_take_linear_work(tmp_path):
+    """Record files whose every record lists 10^4 or 10^5 open ranges (a hand-made file: parse refuses
+    such depths), read by prof, report, diff and advise in a child under a 2 GB address-space limit: each
+    a result (their work is linear in the file; none walks the ranges more than once)."""
+    import os
+    import subprocess
+    import sys
+
+    import orjson
+
+    from tests.conftest import REPO
+    from tests.test_hostile_inputs import MEMORY_LIMIT, _small_export
+
+    src, base = tmp_path / "s.sqlite", tmp_path / "s.dict"
+    _small_export(src, 8)
+    subprocess.run([sys.executable, "-m", "pyprof", "parse", "-q", str(src), "-o", str(base)], check=True,
+                   env=dict(os.environ, PYTHONPATH=str(REPO)))
+    head, *body, end = base.read_bytes().splitlines()
+    code = (f"import resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT})); "
+            "from pyprof.cli.main import main; main(sys.argv[1:])")
+    for n in (10_000, 100_000):
+        ranges = [{"text": f"ProfilerStep#{i}" if i % 1000 == 0 else f"r{i}", "domain": None} for i in range(n)]
+        path = tmp_path / f"deep{n}.dict"
+        path.write_bytes(b"\n".join([head, *(orjson.dumps({**orjson.loads(r), "ranges": ranges}) for r in body), end])
+                         + b"\n")
+        for args in (["prof", path], ["report", path, "-o", tmp_path / "r.html"], ["diff", path, path],
+                     ["advise", path]):
+            r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                               env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
+            assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr[-500:])
