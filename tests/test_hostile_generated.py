@@ -825,21 +825,30 @@ def test_real_exports_crossed_by_start_end_ranges(name, capsys, tmp_path):
 def test_ill_typed_calibration_file_is_one_line(capsys, tmp_path, monkeypatch):
     """A calibration file (``$PYPROF_CALIBRATION``) whose CPU entry holds a text, a list, a negative or an
     object where a peak belongs: prof of CPU records says so in one line (before #45: a ValueError or
-    AttributeError traceback); a good one is read."""
+    AttributeError traceback), as does prof of what parse wrote meanwhile; a good one is read."""
+    import orjson
+
     from tests.conftest import REPO, run_main
 
     out = tmp_path / "cpu.dict"
     trace = REPO / "tests" / "fixtures" / "kineto" / "cpu_compiled_mlp.trace.json.gz"
-    assert run_main(capsys, ["parse", trace, "-o", out])[0] == 0
     cal = tmp_path / "cal.json"
     monkeypatch.setenv("PYPROF_CALIBRATION", str(cal))
+    assert run_main(capsys, ["parse", trace, "-o", out])[0] == 0
     for entry in ({"flops": {"float32": "x"}, "bw": 1e10}, {"flops": [1]}, 5, {"flops": {"float32": 1e12}, "bw": "fast"},
                   {"flops": {"float32": -1.0}, "bw": 1e10}):
         cal.write_text(json.dumps({"version": 1, "devices": {"cpu": entry}}))
-        code, _, err = run_main(capsys, ["prof", out])
+        code, _, err = run_main(capsys, ["prof", "--reprice", out])  # today's calibration, not the pinned one
+        assert code == 2 and one_line_or_result(code, err, []) is None and "calibration file" in err, err
+        # parse leaves an unreadable calibration unpinned, so that prof of its output says what is wrong
+        again = tmp_path / "again.dict"
+        assert run_main(capsys, ["parse", trace, "-o", again])[0] == 0
+        assert "peaks" not in orjson.loads(again.read_bytes().partition(b"\n")[0])
+        code, _, err = run_main(capsys, ["prof", again])
         assert code == 2 and one_line_or_result(code, err, []) is None and "calibration file" in err, err
     cal.write_text(json.dumps({"version": 1, "devices": {"cpu": {"flops": {"float32": 1e12}, "bw": 1e10}}}))
-    assert run_main(capsys, ["prof", out])[0] == 0
+    code, _, err = run_main(capsys, ["prof", "--reprice", out])
+    assert code == 0 and "no peak FLOP/s" not in err, err
 
 
 def test_record_files_with_deep_ranges_take_linear_work(tmp_path):

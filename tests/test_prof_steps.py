@@ -88,14 +88,15 @@ def _stepped_file(tmp_path, conditions=None, times=(1000, 1000, 1000)):
     facts = {"steps": [[i, i * 10_000, i * 10_000 + 5000] for i in range(3)]}
     if conditions is not None:
         facts["conditions"] = conditions
-    from pyprof.records import header_line
+    from pyprof.records import end_line, header_line
 
     recs = [{"kind": "kernel", "kShortName": "k", "kLongName": "k", "kDuration": t, "start": i * 10_000 + 10,
              "end": i * 10_000 + 10 + t, "apiStart": i * 10_000 + 5, "device": 0, "gpu": "NVIDIA A100-SXM4-40GB",
              "op": "relu", "mod": "torch", "opId": i, "dir": "fprop", "seqId": [], "altSeqId": [], "layer": []}
             for i, t in enumerate(times)]
     path = tmp_path / "s.dict"
-    path.write_bytes(header_line("kineto", facts) + b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    path.write_bytes(header_line("kineto", facts) + b"".join(orjson.dumps(r) + b"\n" for r in recs)
+                     + end_line(len(recs)))
     return path
 
 

@@ -97,10 +97,12 @@ def test_diff_of_a_side_under_load_is_inconclusive(tmp_path, capsys, pair):
     """A side whose steps ran while other processes held most of the CPUs: exit 3 naming the load, however
     large the change; --ignore-load judges anyway."""
     a, b = pair
-    from pyprof.records import header_line
+    from pyprof.records import end_line, header_line
 
     loaded = tmp_path / "loaded.dict"
-    loaded.write_bytes(header_line("kineto", {"conditions": {"busy_others": 0.9, "cpus": 2}}) + b.read_bytes())
+    lines = b.read_bytes().splitlines(keepends=True)  # B's records under a header that names the load
+    loaded.write_bytes(header_line("kineto", {"conditions": {"busy_others": 0.9, "cpus": 2}}) + b"".join(lines)
+                       + end_line(len(lines)))
     code, _, err = run_main(capsys, ["diff", a, loaded, "--fail-above", "10"])
     assert code == 3 and "inconclusive: B ran under load (other processes used 90% of the 2 CPUs" in err
     assert "timings may not hold" in err  # and that side says so itself

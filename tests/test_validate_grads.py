@@ -11,13 +11,13 @@ sample), and held-out models of the same kinds (an MLP and a LayerNorm block und
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from scripts.validation import harness  # noqa: E402
 from scripts.validation.zoo import CASES  # noqa: E402
+from tests.conftest import read_record_file  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -38,7 +38,7 @@ def test_gradient_penalty(tmp_path):
     no working backward record is left unpriced."""
     o = harness.validate("wgan_gp", steps=1, workdir=tmp_path)
     _check(o)
-    recs = [orjson.loads(line) for line in (tmp_path / "records.dict").read_bytes().splitlines()[1:]]
+    recs = read_record_file(tmp_path / "records.dict")
     df = o.frame
     # the interpolate's conv1 backward ran twice: inside autograd.grad (input gradient alone: the weight's
     # was not asked for) and inside backward() (both): two instances, the second's id a later run's
