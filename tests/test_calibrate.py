@@ -15,15 +15,29 @@ from pyprof.peaks import CPU_DEVICE  # noqa: E402
 from pyprof.prof.devices import DeviceResolver, load_calibration  # noqa: E402
 
 
-def test_best_rate_is_work_over_the_best_time():
-    calls = []
+def test_best_rate_is_work_over_the_best_time(monkeypatch):
+    """The work divided by the fastest timed call, on the clock ``_timer`` gives (a fake one here: each
+    call advances it by the next duration, the first the untimed warm-up), at least three calls timed."""
+    from pyprof import calibrate
+
+    clock, calls = [0.0], []
+    durations = [9.0, 0.5, 0.25, 0.4, 0.3, 0.26, 0.25, 1.0]
+    monkeypatch.setattr(calibrate, "_timer", lambda cuda: (lambda: clock[0]))
 
     def fn():
+        clock[0] += durations[len(calls)]
+        calls.append(1)
+
+    assert best_rate(fn, 2.0, budget=100.0, cuda=False) == 2.0 / 0.25
+    assert len(calls) == 7  # warm-up and six timed: it stops once the best three (0.25, 0.25, 0.26 s) agree
+    monkeypatch.undo()
+    calls.clear()
+
+    def sleeps():  # the real clock: a call that sleeps 10 ms takes at least that, so at most 100 per s
         calls.append(1)
         time.sleep(0.01)
 
-    rate = best_rate(fn, 1.0, budget=0.05, cuda=False)
-    assert 50 < rate <= 100  # one unit of work per >= 10 ms
+    assert 0 < best_rate(sleeps, 1.0, budget=0.05, cuda=False) <= 100
     assert len(calls) >= 4  # warm-up + at least three timed calls
 
 
