@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import atexit
+import functools
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -109,6 +112,77 @@ def pytest_terminal_summary(terminalreporter):
     where = f"the real-data corpus is not at {CORPUS}" if not CORPUS.is_dir() else f"files missing from {CORPUS}"
     terminalreporter.write_line(f"pyprof: {n} test(s) skipped for want of corpus data ({where}; README.md: The "
                                 "real-data corpus)" if n else f"pyprof: no test skipped for want of corpus data ({CORPUS})")
+
+
+# -- CI legs select by marker (.ci/run): a test needs torch by what it imports -----------------------
+def _torch_in(node: ast.AST) -> bool:
+    """Whether ``node`` imports torch (directly, through a module of this repository that does at its
+    top level, or by ``pytest.importorskip("torch")``) or is marked ``torch``."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" or _imports_torch(a.name)
+                                             for a in n.names):
+            return True
+        if isinstance(n, ast.ImportFrom) and n.module and (n.module.split(".")[0] == "torch" or any(
+                _imports_torch(f"{n.module}.{a.name}") for a in n.names) or _imports_torch(n.module)):
+            return True
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "importorskip" \
+                and n.args and str(getattr(n.args[0], "value", "")).split(".")[0] == "torch":
+            return True
+        if isinstance(n, ast.Attribute) and n.attr == "torch" and getattr(n.value, "attr", "") == "mark":
+            return True
+    return False
+
+
+_SEEN: set[str] = set()
+
+
+@functools.cache
+def _imports_torch(module: str) -> bool:
+    """Whether the module ``module`` of this repository imports torch when it is imported."""
+    path = REPO.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if module in _SEEN or not path.is_file():  # (an import cycle, or not this repository's)
+        return False
+    _SEEN.add(module)
+    return _torch_units(path)[0]
+
+
+@functools.cache
+def _torch_units(path: Path) -> tuple[bool, frozenset[str]]:
+    """(whether the module at ``path`` needs torch at its top level, the names of its top-level
+    functions and classes that need torch: their own imports, or a function, class or fixture of the
+    module that they name and that needs it)."""
+    body = ast.parse(path.read_text()).body
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    units = {s.name: s for s in body if isinstance(s, defs)}
+    top = any(_torch_in(s) for s in body if not isinstance(s, defs))
+    names = {k: {n.id if isinstance(n, ast.Name) else n.arg for n in ast.walk(u) if isinstance(n, (ast.Name, ast.arg))}
+             for k, u in units.items()}
+    need = {k for k, u in units.items() if _torch_in(u)}
+    while grown := {k for k in units if k not in need and names[k] & need}:
+        need |= grown
+    return top, frozenset(need)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark ``torch`` every test that needs torch (:func:`_torch_units`), the set the torch legs and
+    the pure-Python leg of .ci/run select with ``-m torch``."""
+    for item in items:
+        top, need = _torch_units(Path(item.fspath))
+        unit = item.cls.__name__ if getattr(item, "cls", None) else getattr(item, "originalname", item.name)
+        if top or unit in need:
+            item.add_marker(pytest.mark.torch)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Where torch is absent, a test that skips for want of it but is not marked ``torch`` fails: the
+    torch legs, which select by the marker, would never run it."""
+    report = (yield).get_result()
+    if report.skipped and re.search(r"could not import 'torch['.]", str(report.longrepr)) \
+            and not item.get_closest_marker("torch"):
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid} skips without torch but is not marked torch: mark it (pytest.mark.torch)"
 
 
 @pytest.fixture
