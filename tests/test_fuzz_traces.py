@@ -41,6 +41,8 @@ from pyprof.parse.kineto.events import event_types
 from pyprof.records import CHECKS, bad_field
 from tests.conftest import CORPUS, REPO, run_main
 
+pytestmark = pytest.mark.slow
+
 SEED = 20250923
 FIXTURES = REPO / "tests" / "fixtures" / "kineto"
 GPU = FIXTURES / "gpu_synthetic.json"

@@ -26,6 +26,8 @@ from pyprof.records import CHECKS, bad_field
 from tests.conftest import REPO, read_record_file, record_body, run_main
 from tests.nsys_synth import Export
 
+pytestmark = pytest.mark.slow
+
 SEED = 20261127
 KINETO_GPU = REPO / "tests" / "fixtures" / "kineto" / "gpu_synthetic.json"
 

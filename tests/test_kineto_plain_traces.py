@@ -15,7 +15,7 @@ from pyprof.parse.kineto import KinetoSource
 from pyprof.prof import build
 from tests.conftest import CORPUS, corpus_params
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.slow]
 
 TRACES = sorted((CORPUS / "kineto").glob("*.json.gz")) if (CORPUS / "kineto").is_dir() else []
 WITH_TYPES = [p for p in TRACES if "TraceLens" in p.name]

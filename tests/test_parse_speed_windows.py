@@ -65,6 +65,7 @@ def _same_every_way(path, tmp_path, monkeypatch) -> bytes:
 
 
 @pytest.mark.corpus
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CORPUS)
 def test_corpus_records_do_not_depend_on_the_windows(tmp_path, monkeypatch, name):
     _same_every_way(corpus_file(name), tmp_path, monkeypatch)

@@ -377,6 +377,7 @@ def _expected_bad(recs: list[dict]) -> list[int]:
     return [i for i, r in enumerate(recs, 1) if bad_field(_format1(r), checks) is not None]
 
 
+@pytest.mark.slow
 def test_fuzz_never_a_traceback(tmp_path, capsys, monkeypatch):
     rnd = random.Random(20240611)
     base = {"fast": tiled(12), "slow": tiled(12, dict)}

@@ -37,6 +37,8 @@ from pyprof.parse.kineto import load as kineto_load
 from pyprof.parse.source import open_source
 from tests.conftest import CORPUS, REPO
 
+pytestmark = pytest.mark.slow
+
 PASSES = 5
 #: inputs per pass (corpus present), of which up to KINETO torch.profiler traces
 FILES = 20
