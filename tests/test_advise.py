@@ -169,3 +169,34 @@ def test_layout_transforms_under_a_convolution_are_the_saving(lenet_records):
     other.update(op="relu", start=rec["start"] + 100_000, end=rec["start"] + 190_000, kDuration=90_000)
     got = next(a for a in adv.advise(profile.from_records([rec, other])).items if a.kind == "layout")
     assert got.saved_s == pytest.approx(50e-6) and got.kernels == 1
+
+
+def test_ranked_by_saving_then_by_time_covered_and_nothing_under_one_percent(lenet_records, monkeypatch):
+    """The issue's case: a withdrawn estimate (no saving, a model's 49 us) came first because
+    unestimated items escaped the 1% filter and kept the rules' order. Now estimated savings come first,
+    largest first; then unestimated ones by the time they cover; anything under 1% of the step (an
+    unestimated one by the time it covers) is hidden, in the text and in --json alike."""
+    from pyprof.advise.common import Advice
+
+    p = profile.from_records(lenet_records)
+    kernel_s = float(p.df.loc[p.df["kind"] == "kernel", "sil"].sum()) / 1e9 / 3  # 3 ProfilerSteps
+    made = [Advice("fuse", None, "c", "f", now_s=0.002 * kernel_s, model_s=49e-6),  # covers 0.2%: hidden
+            Advice("optim", None, "c", "f", now_s=0.30 * kernel_s),
+            Advice("threads", None, "c", "f", now_s=0.45 * kernel_s),
+            Advice("tf32", 0.005 * kernel_s, "c", "f", now_s=0.9 * kernel_s),  # saves 0.5%: hidden
+            Advice("bf16", 0.02 * kernel_s, "c", "f", now_s=0.9 * kernel_s),
+            Advice("layout", 0.10 * kernel_s, "c", "f", now_s=0.1 * kernel_s)]
+    monkeypatch.setattr(adv, "_RULES", tuple((lambda ctx, a=a: a) for a in made))
+    result = adv.advise(p)
+    assert result.steps == 3 and not result.wall and result.step_s == pytest.approx(kernel_s)
+    assert [a.kind for a in result.items] == ["layout", "bf16", "threads", "optim"]
+    assert [a["kind"] for a in adv.as_json(result)] == ["layout", "bf16", "threads", "optim"]
+    text = adv.format_text(result)
+    assert [line.split("]")[0][4:] for line in text.splitlines() if line[:1].isdigit()] == [
+        "layout", "bf16", "threads", "optim"]
+    assert "saving not estimated (now " in text and "45.0% of the step" in text
+    # with the trace's step ranges the share is of the median step's wall time
+    walls = [(1, 0, int(kernel_s * 1e9 * k), "ProfilerStep#1") for k in (4, 6, 5)]  # median 5 x kernel time
+    result = adv.advise(p, {"ProfilerStep#": walls, "enumerate(DataLoader)#": []})
+    assert result.wall and result.step_s == pytest.approx(5 * kernel_s, rel=1e-6)
+    assert [a.kind for a in result.items] == ["layout", "threads", "optim"]  # bf16 now 0.4% of the step

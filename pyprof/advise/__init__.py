@@ -21,7 +21,7 @@ table that docs/advise.md holds):
 
 from __future__ import annotations
 
-import math
+import statistics
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -44,13 +44,17 @@ _RULES = (gemm.tf32, gemm.bf16, gemm.align, fuse.fuse, layout.layout, optim.opti
 
 @dataclass
 class Advised:
-    """What :func:`advise` found: the advice, largest saving first (withdrawn estimates last), the step
-    count it divided by and the kernel time per step it compares with."""
+    """What :func:`advise` found: the advice ranked (estimated savings first, largest first; then the
+    unestimated ones by the time they cover), the step count it divided by, ``step_s`` the step that
+    shares are of (the median ``ProfilerStep#N`` wall time where the trace is at hand, else the kernel
+    time per step: ``wall`` says which) and ``kernel_s`` the kernel time per step."""
 
     items: list[Advice]
     steps: int
     steps_recorded: bool
-    step_s: float  # kernel time per step
+    step_s: float
+    kernel_s: float = 0.0
+    wall: bool = False
 
 
 def context(profile, spans: dict[str, list] | None = None) -> Context:
@@ -62,18 +66,25 @@ def context(profile, spans: dict[str, list] | None = None) -> Context:
     return Context(profile.df, profile.records, float(steps or 1), devices, profile.env, spans, steps=steps)
 
 
+def size(a: Advice) -> float:
+    """What an advice is ranked and filtered by: its estimated saving, or where it has none the time it
+    covers (the most it could save)."""
+    return a.saved_s if a.saved_s is not None else a.now_s
+
+
 def advise(profile, spans: dict[str, list] | None = None) -> Advised:
-    """The advice for ``profile`` (:class:`pyprof.report.profile.Profile`), largest saving first.
-    ``spans``: the trace's annotations (:func:`pyprof.advise.spans.read_spans`), for the
-    dataloader advice."""
+    """The advice for ``profile`` (:class:`pyprof.report.profile.Profile`), ranked by :func:`size`
+    (estimated first), none under :data:`MIN_SHARE` of the step. ``spans``: the trace's annotations
+    (:func:`pyprof.advise.spans.read_spans`), for the step's wall time and the dataloader advice."""
     ctx = context(profile, spans)
     df, steps, per_step = ctx.df, ctx.steps, ctx.per_step
-    step_s = float(df.loc[df["kind"] == "kernel", "sil"].fillna(0).sum()) / per_step / 1e9
-    found = [rule(ctx) for rule in _RULES]
-    items = [a for a in found if a is not None and step_s > 0
-             and (a.saved_s is None or a.saved_s / step_s >= MIN_SHARE)]
-    items.sort(key=lambda a: (a.saved_s is None, -(a.saved_s or 0.0)))
-    return Advised(items, steps or 1, bool(steps), step_s)
+    kernel_s = float(df.loc[df["kind"] == "kernel", "sil"].fillna(0).sum()) / per_step / 1e9
+    walls = [s[2] for s in (spans or {}).get("ProfilerStep#") or ()]
+    step_s = statistics.median(walls) / 1e9 if walls else kernel_s
+    found = [a for a in (rule(ctx) for rule in _RULES) if a is not None]
+    items = sorted((a for a in found if step_s > 0 and size(a) / step_s >= MIN_SHARE),
+                   key=lambda a: (a.saved_s is None, -size(a)))
+    return Advised(items, steps or 1, bool(steps), step_s, kernel_s, bool(walls))
 
 
 def _seconds(s: float) -> str:
@@ -88,19 +99,20 @@ def format_text(result: Advised, width: int = 100) -> str:
 
     head = (f"{result.steps} step{'s' if result.steps != 1 else ''}" if result.steps_recorded
             else "no ProfilerStep ranges: the whole window counted as one step")
-    lines = [f"pyprof advise: {head}; kernel time {_seconds(result.step_s)} per step"]
+    step = f"; step {_seconds(result.step_s)} (median wall time)" if result.wall else ""
+    lines = [f"pyprof advise: {head}{step}; kernel time {_seconds(result.kernel_s)} per step"]
     if not result.items:
         lines.append("No change found that this model can estimate (kinds: " + ", ".join(KINDS) + ").")
         return "\n".join(lines) + "\n"
     for i, a in enumerate(result.items, 1):
         lines.append("")
+        share = f"{size(a) / result.step_s:.1%} of the step" if result.step_s else "n/a"
+        what = f"{a.kernels} kernels now taking" if a.kernels else "now"
         if a.saved_s is None:
-            lines.append(f"{i}. [{a.kind}] saving not estimated" + (f" ({a.kernels} kernels now taking "
-                                                                       f"{_seconds(a.now_s)} per step)" if a.kernels else ""))
+            lines.append(f"{i}. [{a.kind}] saving not estimated ({what} {_seconds(a.now_s)} per step, {share})")
         else:
-            share = a.saved_s / result.step_s if result.step_s else math.nan
-            lines.append(f"{i}. [{a.kind}] saves ~{_seconds(a.saved_s)} per step ({share:.1%} of kernel time; "
-                         + (f"{a.kernels} kernels now taking " if a.kernels else "now ") + f"{_seconds(a.now_s)} per step)")
+            lines.append(f"{i}. [{a.kind}] saves ~{_seconds(a.saved_s)} per step ({share}; {what} "
+                         f"{_seconds(a.now_s)} per step)")
         lines += textwrap.wrap(a.change, width, initial_indent="   ", subsequent_indent="   ")
         lines += ["   where: " + e for e in a.evidence]
         if a.no_estimate:
@@ -127,7 +139,9 @@ def markdown() -> str:
     for k, (change, formula) in KINDS.items():
         out.append(f"| `{k}` | {change} | {formula} |")
     out += ["", f"Constants: a kernel is never assumed faster than {MIN_KERNEL_NS / 1e3:g} us; advice saving less than "
-            f"{MIN_SHARE:.1%} of a step's kernel time is not shown. `pyprof advise --json` prints one object per "
+            f"{MIN_SHARE:.1%} of a step is not shown, nor an unestimated one covering less (the step: the median "
+            "`ProfilerStep#N` wall time where the trace is at hand, else the kernel time per step); estimated "
+            "advice comes first, largest saving first, then the unestimated, largest time covered first. `pyprof advise --json` prints one object per "
             "advice with `kind`, `saved_s` (seconds per step; null where not estimated, with `no_estimate`), "
             "`now_s`, `kernels`, `change`, `evidence` and `formula`.", "", measured.markdown()]
     return "\n".join(out) + "\n"

@@ -319,11 +319,11 @@ def _advice(advised: Any) -> str:
     steps = f"{advised.steps} step{'s' if advised.steps != 1 else ''}" if advised.steps_recorded \
         else "no ProfilerStep ranges: the whole window as one step"
     body = ("<table><thead><tr><th class='num'>#</th><th>kind</th><th class='num'>saves per step</th>"
-            "<th class='num'>of kernel time</th><th>change</th><th>evidence</th><th>estimate</th></tr></thead>"
+            "<th class='num'>of the step</th><th>change</th><th>evidence</th><th>estimate</th></tr></thead>"
             "<tbody>" + "".join(rows) + "</tbody></table>")
     return _section("advice", "Advice", body,
-                    f"What `pyprof advise` would change, largest estimated saving first ({steps}; kernel time "
-                    f"{_e(units.duration(advised.step_s * 1e9))} per step). Each estimate is a model, its formula "
+                    f"What `pyprof advise` would change, largest estimated saving first ({steps}; step "
+                    f"{_e(units.duration(advised.step_s * 1e9))}). Each estimate is a model, its formula "
                     f"beside it; docs/advise.md says which were checked against measured savings.")
 
 
