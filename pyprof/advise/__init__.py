@@ -60,10 +60,14 @@ class Advised:
 def context(profile, spans: dict[str, list] | None = None) -> Context:
     """What the kinds read of ``profile`` (and the trace's ``spans``); ``steps``: the ProfilerStep count."""
     from pyprof.prof.steps import table
+    from pyprof.report.timeline import step_of
 
-    steps = len(table(profile.df.attrs.get("header")))
+    names = {f"ProfilerStep#{n}" for n in table(profile.df.attrs.get("header"))[:, 0]}
+    names = names or {s for s in map(step_of, profile.records) if s is not None}  # (a file without step facts)
+    steps = len(names)
     devices = {d.label: d.device for d in profile.devices if not d.is_cpu and d.device is not None}
-    return Context(profile.df, profile.records, float(steps or 1), devices, profile.env, spans, steps=steps)
+    return Context(profile.df, profile.records, float(steps or 1), devices, profile.env, spans, steps=steps,
+                   step_names=names)
 
 
 def size(a: Advice) -> float:
@@ -79,7 +83,7 @@ def advise(profile, spans: dict[str, list] | None = None) -> Advised:
     ctx = context(profile, spans)
     df, steps, per_step = ctx.df, ctx.steps, ctx.per_step
     kernel_s = float(df.loc[df["kind"] == "kernel", "sil"].fillna(0).sum()) / per_step / 1e9
-    walls = [s[2] for s in (spans or {}).get("ProfilerStep#") or ()]
+    walls = [s[2] for s in (spans or {}).get("ProfilerStep#") or () if s[3] in ctx.step_names]
     step_s = statistics.median(walls) / 1e9 if walls else kernel_s
     found = [a for a in (rule(ctx) for rule in _RULES) if a is not None]
     items = sorted((a for a in found if step_s > 0 and size(a) / step_s >= MIN_SHARE),

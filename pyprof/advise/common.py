@@ -59,6 +59,7 @@ class Context:
     #: seconds per step other advice already claims for the same idle time (dataloader waits)
     claimed: dict[str, float] = field(default_factory=dict)
     steps: int = 0  # ProfilerStep ranges found (0: none; per_step is then 1)
+    step_names: set[str] = field(default_factory=set)  # their names (ProfilerStep#N)
 
     def make(self, kind: str, change: str, formula: str, total_ns: float | None, rows: list[tuple[str, float]],
              n: int, now_ns: float, no_estimate: str | None = None) -> Advice:

@@ -14,7 +14,7 @@ PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#")
 
 
 def read_spans(path: str | os.PathLike) -> dict[str, list[tuple[Any, int, int, str]]]:
-    """Prefix of :data:`PREFIXES` -> its complete events as (thread, start ns, duration ns, name), in
+    """Prefix of :data:`PREFIXES` -> its complete CPU events as (thread, start ns, duration ns, name), in
     start order. Raises :class:`pyprof.errors.InputError` where ``path`` is no chrome trace."""
     from pyprof.parse.kineto.load import load_trace
     from pyprof.parse.kineto.schema import to_ns
@@ -23,7 +23,8 @@ def read_spans(path: str | os.PathLike) -> dict[str, list[tuple[Any, int, int, s
     for chunk in load_trace(path, raw=True).chunks:
         for ev in chunk:
             name = ev.get("name") if type(ev) is dict else None
-            if type(name) is not str or ev.get("ph") != "X" or not name.startswith(PREFIXES):
+            if (type(name) is not str or ev.get("ph") != "X" or not name.startswith(PREFIXES)
+                    or ev.get("cat") == "gpu_user_annotation"):  # the GPU's copy of a CPU range
                 continue
             ts, dur = ev.get("ts"), ev.get("dur")
             if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
