@@ -65,7 +65,8 @@ def context(profile, spans: dict[str, list] | None = None) -> Context:
     names = {f"ProfilerStep#{n}" for n in table(profile.df.attrs.get("header"))[:, 0]}
     names = names or {s for s in map(step_of, profile.records) if s is not None}  # (a file without step facts)
     steps = len(names)
-    devices = {d.label: d.device for d in profile.devices if not d.is_cpu and d.device is not None}
+    # GPUs by label; the CPU's peaks under None, the ``gpu`` of CPU rows
+    devices = {(None if d.is_cpu else d.label): d.device for d in profile.devices if d.device is not None}
     return Context(profile.df, profile.records, float(steps or 1), devices, profile.env, spans, steps=steps,
                    step_names=names)
 

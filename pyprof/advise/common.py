@@ -46,9 +46,9 @@ class Advice:
 @dataclass
 class Context:
     """What a kind reads: prof's table ``df`` and its ``records`` (row for row), the step count
-    ``per_step`` divides by, the GPU devices by label, the profiled process's ``env`` (``pyprof run``'s
-    env.json: threads, cores; None where absent) and the trace's annotations (``spans``: name ->
-    list of (thread, start ns, duration ns), None where no trace is at hand)."""
+    ``per_step`` divides by, the devices by label (the CPU's under None), the profiled process's ``env``
+    (``pyprof run``'s env.json: threads, cores; None where absent) and the trace's annotations
+    (``spans``: name -> list of (thread, start ns, duration ns), None where no trace is at hand)."""
 
     df: Any
     records: list[dict[str, Any]]

@@ -1,9 +1,15 @@
-"""GEMM/convolution advice that moves kernels to a higher peak: TF32 and bf16 on tensor cores, and
-fp16/bf16 dimensions padded to multiples of 8 (``tf32``, ``bf16``, ``align``)."""
+"""GEMM/convolution advice that moves kernels to a higher peak: TF32 and bf16 on tensor cores (bf16 also
+on a CPU whose calibrated bf16 GEMM peak is :data:`CPU_BF16` times its fp32 one or more: native bf16
+such as AVX512-BF16 or AMX), and fp16/bf16 dimensions padded to multiples of 8 (``tf32``, ``bf16``,
+``align``)."""
 
 from __future__ import annotations
 
 from pyprof.advise.common import Advice, Context, faster, ideal, num, site
+
+#: a CPU has native bf16 where calibration measured its bf16 GEMMs at least this many times its fp32 ones
+#: (without, torch converts bf16 in software: a fraction of the fp32 rate)
+CPU_BF16 = 1.5
 
 KINDS = {
     "tf32": ("Let float32 GEMMs and convolutions run on tensor cores as TF32: "
@@ -12,10 +18,13 @@ KINDS = {
              "for each fp32 GEMM/conv kernel without tensor cores (tc=0) on a GPU with TF32: "
              "saved = t - max(t x ideal_TF32 / ideal_now, 2 us), ideal = max(FLOPs / peak, bytes / bandwidth); a "
              "latency-bound kernel (t > 10 x ideal_now) saves ideal_now - ideal_TF32"),
-    "bf16": ("Run float32 GEMMs and convolutions in bfloat16 under `torch.autocast('cuda', dtype=torch.bfloat16)`.",
-             "for each fp32 GEMM/conv/attention kernel on a GPU with bf16 tensor cores: saved = t - max(t x "
-             "ideal_bf16 / ideal_now, 2 us), ideal_bf16 = max(FLOPs / bf16 tensor peak, bytes / 2 / bandwidth); a "
-             "latency-bound kernel (t > 10 x ideal_now) saves ideal_now - ideal_bf16"),
+    "bf16": ("Run float32 GEMMs and convolutions in bfloat16 under `torch.autocast(device_type, "
+             "dtype=torch.bfloat16)` ('cuda' or 'cpu') around the forward and the loss.",
+             "for each fp32 GEMM/conv/attention kernel on a GPU with bf16 tensor cores, or CPU op on a CPU with "
+             f"native bf16 (calibrated bf16 peak >= {CPU_BF16:g} x fp32): saved = t - max(t x "
+             "ideal_bf16 / ideal_now, 2 us), ideal_bf16 = max(FLOPs / bf16 peak, bytes / 2 / bandwidth); a "
+             "latency-bound kernel (t > 10 x ideal_now) saves ideal_now - ideal_bf16; the casts autocast adds "
+             "are not counted"),
     "align": ("Pad the GEMM/conv dimensions named in the evidence to multiples of 8 (vocabulary, hidden and "
               "head sizes, channels) so that fp16/bf16 kernels can use tensor cores.",
               "for each fp16/bf16 GEMM/conv kernel without tensor cores whose note names a dimension not a multiple "
@@ -49,10 +58,16 @@ def _peak_swap(ctx: Context, kind: str, select, new_peak, new_bytes) -> Advice |
     return ctx.make(kind, *KINDS[kind], total, saved_rows, n, now)
 
 
-def _fp32_gemm(dtype, tc, note, op, dev) -> bool:
+def _bf16_pays(dtype, tc, note, op, dev) -> bool:
+    """An fp32 GEMM/conv that bf16 would speed up: on a GPU with bf16 tensor cores, or a native-bf16 CPU."""
     from pyprof.prof.tensorcores import is_gemm_op
 
-    return (dtype or "").removeprefix("torch.") == "float32" and tc in ("0", "1") and is_gemm_op(op)
+    if (dtype or "").removeprefix("torch.") != "float32" or not is_gemm_op(op):
+        return False
+    new = dev.peak("bfloat16", True)
+    if dev.arch == "cpu":
+        return bool(new and dev.peak("float32", False) and new >= CPU_BF16 * dev.peak("float32", False))
+    return tc in ("0", "1") and new is not None
 
 
 def tf32(ctx: Context) -> Advice | None:
@@ -62,9 +77,7 @@ def tf32(ctx: Context) -> Advice | None:
 
 
 def bf16(ctx: Context) -> Advice | None:
-    return _peak_swap(ctx, "bf16", lambda d, tc, note, op, dev: _fp32_gemm(d, tc, note, op, dev)
-                      and dev.peak("bfloat16", True) is not None,
-                      lambda dev, d: dev.peak("bfloat16", True), lambda b: b / 2)
+    return _peak_swap(ctx, "bf16", _bf16_pays, lambda dev, d: dev.peak("bfloat16", True), lambda b: b / 2)
 
 
 def align(ctx: Context) -> Advice | None:
