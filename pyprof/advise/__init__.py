@@ -26,7 +26,19 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from pyprof.advise import attention, comm, dataloader, fuse, gemm, launch, layout, optim, threads
+from pyprof.advise import (
+    attention,
+    comm,
+    copies,
+    dataloader,
+    dense,
+    fuse,
+    gemm,
+    launch,
+    layout,
+    optim,
+    threads,
+)
 from pyprof.advise.common import LATENCY_GAP, MIN_KERNEL_NS, MIN_SHARE, Advice, Context, faster, ideal, numel
 
 __all__ = ["KINDS", "LATENCY_GAP", "MIN_KERNEL_NS", "MIN_SHARE", "Advice", "Advised", "advise", "faster",
@@ -35,11 +47,12 @@ __all__ = ["KINDS", "LATENCY_GAP", "MIN_KERNEL_NS", "MIN_SHARE", "Advice", "Advi
 _faster = faster  # the name the tests of the first version use
 
 #: kind -> (what to change, the estimate's formula), in the order they are computed
-KINDS: dict[str, tuple[str, str]] = {**gemm.KINDS, **attention.KINDS, **fuse.KINDS, **layout.KINDS, **optim.KINDS,
-                                     **dataloader.KINDS, **threads.KINDS, **launch.KINDS, **comm.KINDS}
+KINDS: dict[str, tuple[str, str]] = {**gemm.KINDS, **attention.KINDS, **fuse.KINDS, **dense.KINDS, **layout.KINDS,
+                                     **copies.KINDS, **optim.KINDS, **dataloader.KINDS, **threads.KINDS,
+                                     **launch.KINDS, **comm.KINDS}
 #: the functions, in order: dataloader before launch (launch leaves out the dataloader's wait)
-_RULES = (gemm.tf32, gemm.bf16, gemm.align, attention.attention, fuse.fuse, layout.layout, optim.optim,
-          dataloader.dataloader, threads.threads, launch.launch, comm.comm)
+_RULES = (gemm.tf32, gemm.bf16, gemm.align, attention.attention, fuse.fuse, dense.dense, layout.layout,
+          copies.copies, optim.optim, dataloader.dataloader, threads.threads, launch.launch, comm.comm)
 
 
 @dataclass
