@@ -137,7 +137,33 @@ def format_text(result: Advised, width: int = 100) -> str:
             lines += textwrap.wrap("no estimate: " + a.no_estimate, width, initial_indent="   ", subsequent_indent="     ")
         else:
             lines += textwrap.wrap("estimate: " + a.formula, width, initial_indent="   ", subsequent_indent="     ")
+        if a.measured:
+            lines += textwrap.wrap(tried(a), width, initial_indent="   ", subsequent_indent="     ")
     return "\n".join(lines) + "\n"
+
+
+def tried(a: Advice) -> str:
+    """``--try``'s measurement of an advice, in words, beside its estimate."""
+    from pyprof.advise.changes import CHANGES
+
+    m = a.measured or {}
+    if m.get("not_tried"):
+        return "not tried: " + m["not_tried"]
+    what = f"tried ({CHANGES[m['change']].what}{''.join(f', {k}={v}' for k, v in m['params'].items())}): "
+    if m.get("measured_s") is None:
+        return what + (m.get("measured_note") or "no measurement")
+    lo, hi = m["measured_ci"]
+    s = m["measured_s"]
+    spread = (f"interval {_seconds(lo)} .. {_seconds(hi)} at {m['ci_level']:.0%}, {m['trials']} pairs of runs"
+              if m["trials"] > 1 else "one pair of runs: no interval")
+    out = (f"{'saves' if s >= 0 else 'costs'} {_seconds(abs(s))} per step ({spread}; step {_seconds(m['step_s'][0])} "
+           f"-> {_seconds(m['step_s'][1])}); estimated " + ("n/a" if a.saved_s is None else _seconds(a.saved_s)))
+    verdict = {True: "results kept", False: "CHANGES RESULTS: not recommended", None: "results not compared"}
+    load = m.get("busy_others")
+    return (what + out + f"; {verdict[m.get('results_equal')]} ({m.get('results_note')})"
+            + (f"; {m['measured_note']}" if m.get("measured_note") else "")
+            + (f"; other processes used {load:.0%} of the CPUs" if load is not None and "unreliable" not in (
+                m.get("measured_note") or "") else ""))
 
 
 def as_json(result: Advised) -> list[dict[str, Any]]:

@@ -32,6 +32,8 @@ class Advice:
     now_s: float = 0.0  # time per step of what the change touches
     no_estimate: str | None = None
     model_s: float | None = None  # a withdrawn estimate: what the model gave (not a prediction to use)
+    params: dict[str, Any] = field(default_factory=dict)  # what `--try` applies the change with
+    measured: dict[str, Any] | None = None  # `--try`'s measurement (pyprof.advise.measure)
 
     def as_json(self) -> dict[str, Any]:
         out = {"kind": self.kind, "saved_s": self.saved_s, "now_s": self.now_s, "kernels": self.kernels,
@@ -40,7 +42,7 @@ class Advice:
             out["no_estimate"] = self.no_estimate
         if self.model_s is not None:
             out["model_s"] = self.model_s
-        return out
+        return {**out, **(self.measured or {})}
 
 
 @dataclass
@@ -62,11 +64,12 @@ class Context:
     step_names: set[str] = field(default_factory=set)  # their names (ProfilerStep#N)
 
     def make(self, kind: str, change: str, formula: str, total_ns: float | None, rows: list[tuple[str, float]],
-             n: int, now_ns: float, no_estimate: str | None = None) -> Advice:
-        """An :class:`Advice` of per-window totals (ns) made per step (s)."""
+             n: int, now_ns: float, no_estimate: str | None = None, **params: Any) -> Advice:
+        """An :class:`Advice` of per-window totals (ns) made per step (s); ``params``: what ``--try``
+        applies the change with."""
         saved = None if total_ns is None else total_ns / self.per_step / 1e9
         return Advice(kind, saved, change, formula, evidence(rows, self.per_step), n, now_ns / self.per_step / 1e9,
-                      no_estimate)
+                      no_estimate, params=params)
 
 
 def withdraw(advice: Advice | None, reason: str) -> Advice | None:

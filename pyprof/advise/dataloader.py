@@ -52,4 +52,5 @@ def dataloader(ctx: Context) -> Advice | None:
                                                f"if loading is I/O-bound or has free cores" if single else
                                                "waiting for the workers: raise num_workers or prefetch_factor"),
            None)]
-    return ctx.make("dataloader", *KINDS["dataloader"], wait * ctx.per_step, ev, 0, wait * ctx.per_step)
+    return ctx.make("dataloader", *KINDS["dataloader"], wait * ctx.per_step, ev, 0, wait * ctx.per_step,
+                     workers=max(workers, 2))

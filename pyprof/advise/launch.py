@@ -40,4 +40,4 @@ def launch(ctx: Context) -> Advice | None:
     total -= ctx.claimed.get("dataloader", 0.0) * 1e9 * ctx.per_step
     if total <= 0:
         return None
-    return ctx.make("launch", *KINDS["launch"], total, ev, 0, total)
+    return ctx.make("launch", *KINDS["launch"], total, ev, 0, total, mode="reduce-overhead")  # --try: CUDA graphs

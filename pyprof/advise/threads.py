@@ -34,4 +34,5 @@ def threads(ctx: Context) -> Advice | None:
            f"(env.json: torch.get_num_threads(), /proc/cpuinfo; processes: LOCAL_WORLD_SIZE or the records' pids)",
            None),
           (f"set torch.set_num_threads({max(cores // procs, 1)})", None)]
-    return ctx.make("threads", *KINDS["threads"], None, ev, 0, cpu_ns, NO_ESTIMATE)
+    return ctx.make("threads", *KINDS["threads"], None, ev, 0, cpu_ns, NO_ESTIMATE,
+                     threads=max(cores // procs, 1))

@@ -28,28 +28,70 @@ measurements: check a change by profiling it.
 """
 
 
-@click.command("advise", help=HELP, context_settings={"max_content_width": 110})
+@click.command("advise", help=HELP, context_settings={"max_content_width": 110, "ignore_unknown_options": True,
+                                                      "allow_interspersed_args": False})
 @click.argument("records", type=click.Path(dir_okay=True))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per advice, largest saving first.")
+@click.option("--try", "try_", is_flag=True, help="RECORDS is a SCRIPT (with ARGS): profile it, advise, and time "
+              "each change that can be applied without editing it.")
+@click.option("--try-budget", type=click.FloatRange(min=1), default=300, show_default=True, metavar="SECONDS",
+              help="--try: seconds of trials in all, shared among the changes.")
+@click.option("-o", "--output", "out_dir", default="pyprof-out", show_default=True, metavar="DIR",
+              help="--try: the folder pyprof run profiles into; advice.json is written there.")
 @click.option("--gpu", metavar="NAME", help="GPU of every record (a name the peak table matches).")
 @click.option("--peak-flops", type=float, metavar="FLOP/S", help="Peak FLOP/s for every dtype (overrides the table).")
 @click.option("--peak-bw", type=float, metavar="BYTES/S", help="Peak memory bandwidth in bytes/s.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr.")
-def advise(records, as_json, gpu, peak_flops, peak_bw, quiet):
+def advise(records, args, as_json, try_, try_budget, out_dir, gpu, peak_flops, peak_bw, quiet):
     import orjson
 
     from pyprof import advise as adv
     from pyprof.cli import inputs
+    from pyprof.errors import UsageError
 
     say = stderr_say(quiet)
+    if args and not try_:
+        raise UsageError(f"unexpected arguments after {records}: {' '.join(args)}", "give one RECORDS path, or "
+                         "--try SCRIPT [ARGS] to profile and try a script")
+    script, records = records, (_profile(records, args, out_dir, quiet) if try_ else records)
     p = inputs.profile(records, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
     for line in p.warnings:
         say(f"pyprof: warning: {line}")
     result = advice_for(p, records, say)
+    if try_:
+        from pathlib import Path
+
+        from pyprof.advise.measure import try_advice
+        from pyprof.atomic import atomic_output
+
+        try_advice(result, script, list(args), try_budget, say)
+        with atomic_output(Path(out_dir) / "advice.json", "wb") as fh:
+            fh.write(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2))
     if as_json:
         click.echo(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(adv.format_text(result), nl=False)
+
+
+def _profile(script, args, out_dir, quiet) -> str:
+    """``pyprof run -o out_dir script args`` in a fresh process (the script's output and pyprof run's
+    summary not shown; its warnings and the script's errors are); the records' path."""
+    import os
+    import subprocess
+    import sys
+
+    from pyprof.errors import UsageError
+    from pyprof.runner import ScriptFailed
+
+    if not os.path.isfile(script):
+        raise UsageError(f"{script}: no such script", "give the path of a Python file after --try")
+    r = subprocess.run([sys.executable, "-m", "pyprof", "run", "-o", out_dir, script, *args], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL if quiet else None)
+    if r.returncode:
+        raise ScriptFailed(f"pyprof run {script} exited with status {r.returncode}", "nothing was tried; "
+                           "see its messages above")
+    return os.path.join(out_dir, "records.dict")
 
 
 def advice_for(p, records, say):
