@@ -195,18 +195,18 @@ def test_ranked_by_saving_then_by_time_covered_and_nothing_under_one_percent(len
     assert [line.split("]")[0][4:] for line in text.splitlines() if line[:1].isdigit()] == [
         "layout", "bf16", "threads", "optim"]
     assert "saving not estimated (now " in text and "45.0% of the step" in text
-    # with the trace's step ranges the share is of the median step's wall time
+    # with the trace's step ranges the share is of the mean step's wall time
     from pyprof.report.timeline import step_of
 
     names = sorted({step_of(r) for r in lenet_records} - {None})
-    walls = [(1, 0, int(kernel_s * 1e9 * k), n) for k, n in zip((4, 6, 5), names, strict=True)]  # median 5x
+    walls = [(1, 0, int(kernel_s * 1e9 * k), n) for k, n in zip((4, 6, 5), names, strict=True)]  # mean 5x
     result = adv.advise(p, {"ProfilerStep#": walls, "enumerate(DataLoader)#": []})
     assert result.wall and result.step_s == pytest.approx(5 * kernel_s, rel=1e-6)
     assert [a.kind for a in result.items] == ["layout", "threads", "optim"]  # bf16 now 0.4% of the step
 
 
 def test_no_saving_exceeds_the_step_on_the_corpus_traces():
-    """The step is the median wall time of the records' own ``ProfilerStep#N`` CPU ranges: the GPU's copy
+    """The step is the mean wall time of the records' own ``ProfilerStep#N`` CPU ranges: the GPU's copy
     of a step range (``gpu_user_annotation``) and a step the records do not hold are no steps (the MI250
     trace: a 1.03 ms GPU copy and a 49 us unfinished step made an 8.76 ms launch saving 850% of it)."""
     from pyprof.advise.spans import read_spans

@@ -137,3 +137,18 @@ def test_the_command_ranks_and_hides_alike_in_text_and_json(run):
 def test_an_unestimated_item_is_hidden_by_the_time_it_covers():
     a = Advice("fuse", None, "c", "f", now_s=0.004, model_s=49e-6)
     assert adv.size(a) == 0.004 and adv.size(Advice("tf32", 0.001, "c", "f", now_s=0.5)) == 0.001
+
+
+def test_cpu_convolutions_of_nchw_inputs_get_layout_advice_without_an_estimate(result):
+    p, _ = result
+    base = next(r for r in p.records if r.get("op") == "linear" and r.get("dir") == "fprop")
+    recs = []
+    for i, contig in enumerate((True, False)):  # NCHW, then a channels_last input (not contiguous)
+        r = copy.deepcopy(base)
+        r.update(op="conv2d", aten="aten::conv2d", kShortName="aten::conv2d", kDuration=1_000_000 * (i + 1),
+                 args=[{"name": "input", "type": "tensor", "shape": [8, 16, 32, 32], "dtype": "float32",
+                        "device": "cpu", "contig": contig}])
+        r["end"] = r["start"] + r["kDuration"]
+        recs.append(r)
+    got = next(a for a in adv.advise(profile.from_records(recs, calibration=cpu(1))).items if a.kind == "layout")
+    assert got.saved_s is None and got.no_estimate and got.kernels == 1 and got.now_s == pytest.approx(1e-3)

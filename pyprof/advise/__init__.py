@@ -59,7 +59,7 @@ _RULES = (gemm.tf32, gemm.bf16, gemm.align, attention.attention, fuse.fuse, dens
 class Advised:
     """What :func:`advise` found: the advice ranked (estimated savings first, largest first; then the
     unestimated ones by the time they cover), the step count it divided by, ``step_s`` the step that
-    shares are of (the median ``ProfilerStep#N`` wall time where the trace is at hand, else the kernel
+    shares are of (the mean ``ProfilerStep#N`` wall time where the trace is at hand, else the kernel
     time per step: ``wall`` says which) and ``kernel_s`` the kernel time per step."""
 
     items: list[Advice]
@@ -98,7 +98,7 @@ def advise(profile, spans: dict[str, list] | None = None) -> Advised:
     df, steps, per_step = ctx.df, ctx.steps, ctx.per_step
     kernel_s = float(df.loc[df["kind"] == "kernel", "sil"].fillna(0).sum()) / per_step / 1e9
     walls = [s[2] for s in (spans or {}).get("ProfilerStep#") or () if s[3] in ctx.step_names]
-    step_s = statistics.median(walls) / 1e9 if walls else kernel_s
+    step_s = statistics.fmean(walls) / 1e9 if walls else kernel_s  # a mean, as the savings per step are
     found = [a for a in (rule(ctx) for rule in _RULES) if a is not None]
     items = sorted((a for a in found if step_s > 0 and size(a) / step_s >= MIN_SHARE),
                    key=lambda a: (a.saved_s is None, -size(a)))
@@ -117,7 +117,7 @@ def format_text(result: Advised, width: int = 100) -> str:
 
     head = (f"{result.steps} step{'s' if result.steps != 1 else ''}" if result.steps_recorded
             else "no ProfilerStep ranges: the whole window counted as one step")
-    step = f"; step {_seconds(result.step_s)} (median wall time)" if result.wall else ""
+    step = f"; step {_seconds(result.step_s)} (mean wall time)" if result.wall else ""
     lines = [f"pyprof advise: {head}{step}; kernel time {_seconds(result.kernel_s)} per step"]
     if not result.items:
         lines.append("No change found that this model can estimate (kinds: " + ", ".join(KINDS) + ").")
@@ -183,7 +183,7 @@ def markdown() -> str:
     for k, (change, formula) in KINDS.items():
         out.append(f"| `{k}` | {change} | {formula} |")
     out += ["", f"Constants: a kernel is never assumed faster than {MIN_KERNEL_NS / 1e3:g} us; advice saving less than "
-            f"{MIN_SHARE:.1%} of a step is not shown, nor an unestimated one covering less (the step: the median "
+            f"{MIN_SHARE:.1%} of a step is not shown, nor an unestimated one covering less (the step: the mean "
             "`ProfilerStep#N` wall time where the trace is at hand, else the kernel time per step); estimated "
             "advice comes first, largest saving first, then the unestimated, largest time covered first. `pyprof advise --json` prints one object per "
             "advice with `kind`, `saved_s` (seconds per step; null where not estimated, with `no_estimate`), "

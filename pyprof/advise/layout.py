@@ -1,5 +1,7 @@
 """``layout``: layout transforms (cuDNN's NCHW<->NHWC kernels, oneDNN reorders) under convolutions,
-which channels_last activations avoid."""
+which channels_last activations avoid. On a CPU, oneDNN mostly reorders NCHW activations inside its
+convolution kernels, where no record shows it: 2-D convolutions on contiguous (NCHW) 4-D inputs are
+shown then, without an estimate (``pyprof advise --try`` measures channels_last)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ KINDS = {
                "`model.to(memory_format=torch.channels_last)` and channels_last inputs (CPU: the oneDNN reorders "
                "go away the same way, or run the model under `torch.jit.freeze` / `torch.compile`).",
                "saved = the time of the layout-transform kernels (nchwToNhwc, nhwcToNchw, oneDNN reorders) "
-               "under convolution ops"),
+               "under convolution ops; CPU convolutions of NCHW inputs without such kernels: not estimated"),
 }
 
 
@@ -37,5 +39,22 @@ def layout(ctx: Context) -> Advice | None:
         total += t
         n += 1
     if not n:
-        return None
+        return _nchw(ctx)
     return ctx.make("layout", *KINDS["layout"], total, saved_rows, n, total)
+
+
+def _nchw(ctx: Context) -> Advice | None:
+    """CPU 2-D convolutions whose input is NCHW (4-D and contiguous), their time."""
+    rows, now, n = [], 0.0, 0
+    for rec, op, sil, layer, trace in zip(ctx.records, ctx.df["op"], ctx.df["sil"], ctx.df["layer"], ctx.df["trace"],
+                                          strict=True):
+        x = next((a for a in rec.get("args") or () if isinstance(a, dict) and a.get("type") == "tensor"), None)
+        if (rec.get("device") is None and op == "conv2d" and x and len(x.get("shape") or ()) == 4
+                and x.get("contig") is True):
+            rows.append((f"{op} in {site(layer, trace)}", num(sil)))
+            now += num(sil)
+            n += 1
+    if not n:
+        return None
+    return ctx.make("layout", *KINDS["layout"], None, rows, n, now, "oneDNN reorders NCHW activations inside its "
+                    "convolution kernels on the CPU, where the records do not show what channels_last would save")
