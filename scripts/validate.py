@@ -5,8 +5,8 @@
     python scripts/validate.py --device cuda --tf32  # on a GPU: its kernels, float32 GEMMs as TF32
     python scripts/validate.py --opinfo           # torch's OpInfo catalogue (op_db), CPU float32
     python scripts/validate.py --opinfo --ops mm einsum --dtypes float32 bfloat16 --modes init plain
-    python scripts/validate.py --advise           # pyprof advise's estimates vs measured savings (CPU)
-    python scripts/validate.py --advise optim fuse --reps 5
+    python scripts/validate.py --advise --write   # pyprof advise --try on the zoo: docs/advise.md's table
+    python scripts/validate.py --advise try_train optim --budget 120
 
 Each model trains for a few steps through the path a user runs (``pyprof run`` -> records -> ``prof``);
 its GEMM, convolution and attention FLOPs per direction (fprop, bprop, and recomp where a checkpointed
@@ -30,10 +30,10 @@ torch's OpInfo catalogue, per-sample gradients and a gradient penalty of every m
 through ``init()`` + torch.profiler, parse and prof, against FlopCounterMode per direction, and prints the
 coverage (scripts/validation/catalogue.py). Exit status 1 when a case differs without a convention or pyprof raised.
 
-``--advise`` profiles a model per advice kind with ``pyprof run``, reads ``pyprof advise --json``, applies
-the advised change, times the step before and after in fresh processes (medians of the steps after a
-warm-up, repeated), and prints predicted vs measured savings (scripts/validation/advice.py). Exit status 1
-when a case failed or a kind whose estimate stands missed it by more than 30%.
+``--advise`` runs ``pyprof advise --try --json`` on the validation zoo's models and the advice cases
+(MODEL: cases of scripts/validation/advice.py) and prints the estimated vs measured savings, one row per
+advice; ``--write`` puts the table into docs/advise.md. Exit status 1 when a case failed or a change
+altered the results beyond its tolerance.
 """
 
 import argparse
@@ -66,8 +66,9 @@ def main() -> int:
                     help="higher-order gradients and torch.func transforms of torch's op and module catalogues "
                          "(kinds: gradgrad vmap per_sample_grad module_gradgrad; default all; --ops to pick, "
                          "--limit samples each, default 2)")
-    ap.add_argument("--advise", action="store_true", help="check pyprof advise's estimates (MODEL: advice kinds)")
-    ap.add_argument("--reps", type=int, default=3, help="--advise: timed runs of each variant (default 3)")
+    ap.add_argument("--advise", action="store_true", help="pyprof advise --try on the zoo (MODEL: advice cases)")
+    ap.add_argument("--budget", type=float, default=240, help="--advise: --try-budget per case (default 240 s)")
+    ap.add_argument("--write", action="store_true", help="--advise: write the table into docs/advise.md")
     args = ap.parse_args()
     if args.opinfo:
         return opinfo_main(args)
@@ -118,17 +119,31 @@ def opinfo_main(args) -> int:
 
 
 def advise_main(args) -> int:
+    import datetime
+    import os
+    import tempfile
+
+    from pyprof import advise as adv
     from scripts.validation import advice
 
     unknown = [k for k in args.models if k not in advice.CASES]
     if unknown:
-        print(f"validate.py: unknown advice kind(s) {', '.join(unknown)}: choose from {', '.join(advice.CASES)}",
+        print(f"validate.py: unknown case(s) {', '.join(unknown)}: choose from {', '.join(advice.CASES)}",
               file=sys.stderr)
         return 2
-    checks = advice.run(args.models or None, reps=args.reps, keep=args.keep,
-                        log=lambda line: print(line, file=sys.stderr, flush=True))
-    sys.stdout.write(advice.table(checks))
-    return 1 if any(c.error or (c.within is False and not c.withdrawn) for c in checks) else 0
+    began, load0 = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="pyprof-advise-") as tmp:
+        results = advice.run(args.models or list(advice.CASES), args.budget, Path(args.keep or tmp),
+                             log=lambda line: print(line, file=sys.stderr, flush=True))
+    text = advice.section(results, "PYTHONPATH=$PWD python scripts/validate.py --advise --write"
+                          + (" " + " ".join(args.models) if args.models else "") + f" --budget {args.budget:g}",
+                          began, (load0, os.getloadavg()[0]))
+    sys.stdout.write(text)
+    if args.write:
+        path = Path(__file__).resolve().parents[1] / "docs" / "advise.md"
+        path.write_text(adv.markdown() + "\n" + text)
+    bad = [c for c, got in results.items() if isinstance(got, str) or any(a.get("results_equal") is False for a in got)]
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

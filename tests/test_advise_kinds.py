@@ -251,18 +251,22 @@ def test_the_corpus_nccl_trace_gets_comm_advice_below_its_exposed_time():
     assert any("all_reduce" in e for e in got.evidence)
 
 
-def test_the_validation_table_takes_medians_and_flags_the_30_percent_band():
-    from scripts.validation.advice import Check, table
+def test_the_validation_table_has_a_row_per_advice_and_flags_changed_results():
+    from scripts.validation.advice import HEADER, table
 
-    c = Check("dataloader", "m", "workers", predicted=[0.040, 0.050, 0.048], before=[0.090, 0.080, 0.085],
-              after=[0.050, 0.044, 0.055])
-    assert c.predicted_s == 0.048
-    assert c.measured_s == pytest.approx(0.036)  # savings 40, 36, 30 ms: the median
-    assert c.ratio == pytest.approx(0.75) and c.within
-    far = Check("optim", "m", "fused", predicted=[0.06], before=[0.05], after=[0.03], withdrawn=True)
-    assert far.within is False
-    text = table([c, far, Check("threads", "m", "n", advised=True, no_estimate="not modelled", before=[0.03],
-                                after=[0.29])])
-    assert "| 48.0 ms (40.0 ms .. 50.0 ms) | 36.0 ms (30.0 ms .. 40.0 ms) |" in text and "| 0.75 | yes |" in text
-    assert "(withdrawn)" in text and "| no |" in text
-    assert "not estimated (not modelled)" in text and "-260.0 ms" in text
+    tried = {"kind": "optim", "saved_s": None, "model_s": 0.012, "change": "optim", "params": {},
+             "measured_s": 0.0048, "measured_ci": [0.0035, 0.0089], "ci_level": 0.984, "trials": 7,
+             "step_s": [0.0398, 0.0337], "results_equal": True, "max_abs_diff": 3e-05, "busy_others": 0.8,
+             "measured_note": "unreliable: other processes used 80% of the CPUs during the trials"}
+    bf16 = {**tried, "kind": "bf16", "change": "bf16", "saved_s": 0.002, "measured_s": 0.001,
+            "results_equal": False, "max_abs_diff": 0.5, "measured_note": None}
+    text = table({"a": [tried, bf16, {"kind": "attention", "saved_s": 0.001, "measured_s": None,
+                                      "not_tried": "needs an edit of the script"}], "b": "boom", "c": []})
+    lines = text.splitlines()
+    assert lines[0] == HEADER and len(lines) == 2 + 5 and all(line.count("|") == 10 for line in lines)
+    assert ("| a | `optim` | optim | not estimated (withdrawn model: 12.00 ms) | 4.80 ms (3.50 ms .. 8.90 ms, 98%, 7); "
+            "unreliable: other processes used 80% of the CPUs during the trials | 39.80 ms -> 33.70 ms | n/a | kept "
+            "(max diff 3e-05) | 80% |") in lines
+    assert "| 0.50 | **CHANGED** (max diff 0.5) |" in lines[3]
+    assert lines[4].startswith("| a | `attention` | not tried: needs an edit of the script | 1.00 ms |")
+    assert lines[5:] == ["| b | | error: boom | | | | | | |", "| c | | no advice | | | | | | |"]

@@ -1,172 +1,122 @@
-"""``pyprof advise``'s estimates against measured savings (``scripts/validate.py --advise``).
+"""``pyprof advise --try`` on the validation zoo's models and on the advice cases, and the table of
+estimated vs measured savings that docs/advise.md holds (``scripts/validate.py --advise``).
 
-For each case of :data:`CASES` (a kind of advice and a model of
-:mod:`scripts.validation.advice_models` that shows the problem):
-
-1. ``pyprof run`` profiles the ``before`` variant and ``pyprof advise --json`` reads its output; the
-   advice of the case's kind gives the predicted saving per step (``saved_s``; none where the kind's
-   estimate is withdrawn, or where the advice is missing);
-2. one fresh process, not profiled, builds both variants (after: the advised change) and runs their
-   steps in pairs, alternating which goes first, so that the machine's load drifts alike for both;
-   the median step time of each after ``warm`` warm-up pairs gives the measured saving (median before
-   - median after);
-3. steps 1 and 2 are repeated ``reps`` times: predicted and measured are the medians of the repeats,
-   the spread their range; the ratio is measured / predicted, and *within* is
-   ``|measured - predicted| <= 30% of predicted``.
-
-Every step is timed as a user sees it (wall clock around fetch, forward, backward and optimizer step).
-The machine may be shared: the spread says how much the repeats disagree.
+Each case is a script as a user runs it: a zoo model trained by :func:`scripts.validation.zoo.train`
+(SGD, ``pyprof.step()`` per step), a case of :mod:`scripts.validation.advice_models` in its
+``before`` variant, the GPT-style user script (``gpt_user.py``) or issue 41's training script
+(``try_train.py``). ``pyprof advise --try --json`` profiles it, advises and times every change it can
+apply (pyprof/advise/measure.py); one row per advice: the estimate, the measured saving with its
+interval, the two step times, measured / estimated, whether the losses stayed within the change's
+tolerance, and the share of the CPUs other processes used during the trials.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
-import tempfile
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
 
-MODELS = Path(__file__).with_name("advice_models.py")
-TOLERANCE = 0.30
-
-#: kind -> (case of advice_models, what the model is, the change timed as `after`)
-CASES: dict[str, tuple[str, str, str]] = {
-    "optim": ("optim", "12 x Linear(256, 256), batch 8, AdamW", "foreach=False -> fused=True"),
-    "fuse": ("fuse", "Linear, 5 pointwise ops on [2048, 256], Linear; SGD", "eager -> torch.compile"),
-    "dataloader": ("dataloader", "MLP 64-2048-2048-8, 8 samples x 5 ms sleep per batch", "num_workers 0 -> 4"),
-    "layout": ("layout", "3 x Conv2d 16-32-32-16 (3x3) on [8, 16, 56, 56]; SGD", "NCHW -> channels_last"),
-    "threads": ("threads", "MLP 512-1024-512, batch 64; SGD", "set_num_threads(4 x cores) -> (cores)"),
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+MODELS = HERE / "advice_models.py"
+ZOO = ("gpt", "lstm", "moe_einsum", "packed_rnn", "unet", "sepconv", "tcn", "broadcast_lora", "bert",
+       "checkpoint_llama", "custom_function", "convnet_bf16")
+#: case -> (script, arguments, what it is)
+CASES: dict[str, tuple[Path | str, list[str], str]] = {
+    "try_train": (HERE / "try_train.py", ["--steps", "60"], "issue 41: MLP 64-256x10-8, for-loop AdamW, "
+                  "DataLoader of 8 samples x 3 ms sleep"),
+    "gpt_user": (HERE / "gpt_user.py", ["--steps", "40", "--threads", "1"], "issue 40: GPT (2 x 128, hand-written "
+                 "attention) + 7-layer MLP, AdamW"),
+    "optim": (MODELS, ["optim", "before", "--steps", "60"], "12 x Linear(256, 256), batch 8, AdamW foreach=False"),
+    "fuse": (MODELS, ["fuse", "before", "--steps", "40"], "Linear, 5 pointwise ops on [2048, 256], Linear; SGD"),
+    "dataloader": (MODELS, ["dataloader", "before", "--steps", "60"], "MLP 64-2048-2048-8, 8 samples x 5 ms sleep"),
+    "layout": (MODELS, ["layout", "before", "--steps", "40"], "3 x Conv2d 16-32-32-16 on [8, 16, 56, 56]; SGD"),
+    "threads": (MODELS, ["threads", "before", "--steps", "60"], "MLP 512-1024-512, batch 64, 4 threads per core"),
+    **{z: ("zoo", [z], f"zoo `{z}` (SGD)") for z in ZOO},
 }
+HEADER = ("| case | kind | change tried | estimated saved/step | measured saved/step (interval, confidence, pairs) "
+          "| step before -> after | measured / estimated | results | others' CPU share |")
 
 
-@dataclass
-class Check:
-    kind: str
-    model: str
-    change: str
-    predicted: list[float] = field(default_factory=list)  # per repeat: saved_s of the advice
-    no_estimate: str | None = None
-    advised: bool = False
-    withdrawn: bool = False  # the predicted numbers are a withdrawn estimate's (model_s)
-    before: list[float] = field(default_factory=list)  # per repeat: median step time
-    after: list[float] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def predicted_s(self) -> float | None:
-        return statistics.median(self.predicted) if self.predicted else None
-
-    @property
-    def saved(self) -> list[float]:
-        return [b - a for b, a in zip(self.before, self.after, strict=False)]
-
-    @property
-    def measured_s(self) -> float | None:
-        return statistics.median(self.saved) if self.saved else None
-
-    @property
-    def ratio(self) -> float | None:
-        if self.measured_s is None or not self.predicted_s:
-            return None
-        return self.measured_s / self.predicted_s
-
-    @property
-    def within(self) -> bool | None:
-        if self.ratio is None:
-            return None
-        return abs(self.ratio - 1) <= TOLERANCE
+def script_of(case: str, workdir: Path) -> tuple[str, list[str]]:
+    script, args, _ = CASES[case]
+    if script != "zoo":
+        return str(script), args
+    path = workdir / f"zoo_{case}.py"
+    path.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom scripts.validation.zoo import train\n"
+                    f"train({case!r}, 30)\n")
+    return str(path), []
 
 
-def _python(args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env)
+def run_case(case: str, budget: float, workdir: Path) -> list[dict] | str:
+    """The advice of ``pyprof advise --try --json`` on the case (a string: why it failed)."""
+    script, args = script_of(case, workdir)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    r = subprocess.run([sys.executable, "-m", "pyprof", "advise", "--try", "--json", "-q", "--try-budget",
+                        str(budget), "-o", str(workdir / case), script, *args], capture_output=True, text=True,
+                       env=env, timeout=budget * 4 + 1800)
+    if r.returncode:
+        return (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1][:200]
+    return json.loads(r.stdout)
 
 
-def predict(check: Check, case: str, workdir: Path, steps: int = 9) -> None:
-    """Profile the case's ``before`` variant with ``pyprof run`` and read the advice of its kind."""
-    out = workdir / case
-    run = _python(["-m", "pyprof", "run", "-o", str(out), "--active", str(steps - 4), str(MODELS), case, "before",
-                   "--steps", str(steps)], timeout=1200)
-    if run.returncode != 0:
-        raise RuntimeError(f"pyprof run failed: {(run.stderr or run.stdout).strip()[-300:]}")
-    adv = _python(["-m", "pyprof", "advise", "--json", "-q", str(out)], timeout=600)
-    if adv.returncode != 0:
-        raise RuntimeError(f"pyprof advise failed: {adv.stderr.strip()[-300:]}")
-    for item in json.loads(adv.stdout):
-        if item["kind"] == check.kind:
-            check.advised = True
-            if item["saved_s"] is not None:
-                check.predicted.append(item["saved_s"])
-            elif item.get("model_s") is not None:  # withdrawn: the model's number still compared
-                check.predicted.append(item["model_s"])
-                check.withdrawn = True
-            check.no_estimate = item.get("no_estimate")
-
-
-def time_pairs(case: str, steps: int, warm: int) -> tuple[float, float]:
-    """Median step times (s) of the two variants of one fresh process that runs their steps in pairs,
-    warm-up pairs left out."""
-    r = _python([str(MODELS), case, "both", "--steps", str(steps)], timeout=1200)
-    if r.returncode != 0:
-        raise RuntimeError(f"{case}: {r.stderr.strip()[-300:]}")
-    times = json.loads(r.stdout.strip().splitlines()[-1])
-    return statistics.median(times["before"][warm:]), statistics.median(times["after"][warm:])
-
-
-def check(kind: str, workdir: Path, reps: int = 3, steps: int = 16, warm: int = 4, log=None) -> Check:
-    """One kind: ``reps`` times, a profile and advice of ``before``, then both variants timed."""
-    case, model, change = CASES[kind]
-    c = Check(kind, model, change)
-    for r in range(reps):
-        predict(c, case, workdir)
-        before, after = time_pairs(case, steps, warm)
-        c.before.append(before)
-        c.after.append(after)
-        if log:
-            pred = (f"{c.predicted[-1] * 1e3:.1f} ms" if len(c.predicted) > r else c.no_estimate or "no advice")
-            log(f"{kind}: repeat {r + 1}: predicted {pred}; before {before * 1e3:.1f} ms, after {after * 1e3:.1f} ms")
-    return c
-
-
-def run(kinds: list[str] | None = None, reps: int = 3, steps: int = 16, warm: int = 4, keep: str | None = None,
-        log=None) -> list[Check]:
-    out = []
-    with tempfile.TemporaryDirectory(prefix="pyprof-advise-") as tmp:
-        workdir = Path(keep) if keep else Path(tmp)
-        for kind in kinds or list(CASES):
-            try:
-                out.append(check(kind, workdir, reps, steps, warm, log))
-            except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                c = Check(kind, *CASES[kind][1:])
-                c.error = str(exc)
-                out.append(c)
+def run(cases: list[str], budget: float, workdir: Path, log=print) -> dict[str, list[dict] | str]:
+    out = {}
+    for case in cases:
+        t0 = time.perf_counter()
+        out[case] = got = run_case(case, budget, workdir)
+        log(f"{case}: {got if isinstance(got, str) else f'{len(got)} advice'} ({time.perf_counter() - t0:.0f} s)")
     return out
 
 
-def _ms(s: float | None) -> str:
-    return "n/a" if s is None else f"{s * 1e3:.1f} ms"
+def _ms(s) -> str:
+    return "n/a" if s is None else f"{s * 1e3:.2f} ms"
 
 
-def table(checks: list[Check]) -> str:
-    """The predicted-vs-measured table, in markdown."""
-    rows = ["| kind | model | change | predicted saved/step | measured saved/step (spread) | step before -> after "
-            "| ratio | within 30%? |", "|---|---|---|---|---|---|---|---|"]
-    for c in checks:
-        if c.error:
-            rows.append(f"| `{c.kind}` | {c.model} | {c.change} | error: {c.error} | | | | |")
-            continue
-        pred = (f"{_ms(c.predicted_s)} ({_ms(min(c.predicted))} .. {_ms(max(c.predicted))})"
-                + (" (withdrawn)" if c.withdrawn else "") if c.predicted_s is not None else
-                f"not estimated ({c.no_estimate})" if c.advised else "no advice")
-        spread = f" ({_ms(min(c.saved))} .. {_ms(max(c.saved))})" if c.saved else ""
-        steps = (f"{_ms(statistics.median(c.before))} -> {_ms(statistics.median(c.after))}" if c.before else "n/a")
-        ratio = "n/a" if c.ratio is None else f"{c.ratio:.2f}"
-        within = "n/a" if c.within is None else ("yes" if c.within else "no")
-        rows.append(f"| `{c.kind}` | {c.model} | {c.change} | {pred} | {_ms(c.measured_s)}{spread} | {steps} | {ratio} "
-                    f"| {within} |")
+def row(case: str, a: dict) -> str:
+    est = _ms(a["saved_s"]) if a["saved_s"] is not None else (
+        f"not estimated (withdrawn model: {_ms(a['model_s'])})" if a.get("model_s") is not None else "not estimated")
+    if a.get("not_tried") or not a.get("change"):
+        return f"| {case} | `{a['kind']}` | not tried: {a.get('not_tried', 'n/a')} | {est} | | | | | |"
+    change = a["change"] + "".join(f", {k}={v}" for k, v in (a.get("params") or {}).items())
+    if a.get("measured_s") is None:
+        return f"| {case} | `{a['kind']}` | {change} | {est} | {a.get('measured_note')} | | | | |"
+    lo, hi = a["measured_ci"]
+    meas = (f"{_ms(a['measured_s'])} ({_ms(lo)} .. {_ms(hi)}, {a['ci_level']:.0%}, {a['trials']})"
+            + (f"; {a['measured_note']}" if a.get("measured_note") else ""))
+    ratio = f"{a['measured_s'] / a['saved_s']:.2f}" if a["saved_s"] else "n/a"
+    res = {True: "kept", False: "**CHANGED**", None: "not compared"}[a["results_equal"]]
+    res += f" (max diff {a['max_abs_diff']:.2g})" if a.get("max_abs_diff") is not None else ""
+    busy = "n/a" if a.get("busy_others") is None else f"{a['busy_others']:.0%}"
+    return (f"| {case} | `{a['kind']}` | {change} | {est} | {meas} | {_ms(a['step_s'][0])} -> {_ms(a['step_s'][1])} "
+            f"| {ratio} | {res} | {busy} |")
+
+
+def table(results: dict[str, list[dict] | str]) -> str:
+    rows = [HEADER, "|" + "---|" * (HEADER.count(" | ") + 1)]
+    for case, got in results.items():
+        if isinstance(got, str) or not got:
+            rows.append(f"| {case} | | {'error: ' + got if got else 'no advice'} | | | | | | |")
+        else:
+            rows += [row(case, a) for a in got]
     return "\n".join(rows) + "\n"
+
+
+#: what the table showed, written after reading it (kept with the command that makes the table)
+NOTES = ""
+
+
+def section(results: dict[str, list[dict] | str], command: str, began: str, loads: tuple) -> str:
+    """docs/advise.md's measured part: the command, the machine and its load, the table, the notes."""
+    import torch
+
+    from pyprof.calibrate import cpu_name
+
+    cases = "; ".join(f"{c}: {CASES[c][2]}" for c in results)
+    return (f"## Predicted vs measured\n\n`{command}` on {cpu_name()} ({os.cpu_count()} CPUs, torch "
+            f"{torch.__version__}), {began}; load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end "
+            f"(the machine is shared with other sessions). Cases: {cases}.\n\n{table(results)}"
+            + (f"\n{NOTES}\n" if NOTES else ""))
