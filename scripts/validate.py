@@ -123,7 +123,6 @@ def advise_main(args) -> int:
     import os
     import tempfile
 
-    from pyprof import advise as adv
     from scripts.validation import advice
 
     unknown = [k for k in args.models if k not in advice.CASES]
@@ -140,8 +139,7 @@ def advise_main(args) -> int:
                           began, (load0, os.getloadavg()[0]))
     sys.stdout.write(text)
     if args.write:
-        path = Path(__file__).resolve().parents[1] / "docs" / "advise.md"
-        path.write_text(adv.markdown() + "\n" + text)
+        advice.write_doc(text)
     bad = [c for c, got in results.items() if isinstance(got, str) or any(a.get("results_equal") is False for a in got)]
     return 1 if bad else 0
 
