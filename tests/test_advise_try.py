@@ -135,6 +135,9 @@ def test_results_are_equal_within_the_tolerance_and_not_compared_when_the_script
     assert measure.results([run(a), run([1.0, 0.95, 0.8])], [run(a)], 1e-4)["results_equal"] is None
     assert measure.results([run(a)], [run([])], 1e-4)["results_equal"] is None
     assert measure.results([run(a)], [run([1.0, float("nan")])], 1e-4)["results_equal"] is False
+    tiny = [2e-5, 1e-5]  # losses near zero: the absolute tolerance (1e-5) decides
+    assert measure.results([run(tiny)], [run([2.2e-5, 0.9e-5])], 1e-4)["results_equal"] is True
+    assert measure.results([run(tiny)], [run([4e-5, 1e-5])], 1e-4)["results_equal"] is False
 
 
 def test_a_trial_times_the_steps_asked_and_records_the_losses(script):

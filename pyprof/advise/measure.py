@@ -11,7 +11,7 @@ confidence their count allows (6 pairs: 96.9%; fewer: less, and said). Where it 
 made no measurable difference.
 
 Results: the losses of both variants' steps are compared (the scalars ``backward()`` ran on): within
-the change's tolerance (:data:`pyprof.advise.changes.CHANGES`) they are equal; where two runs of the
+:data:`ATOL` plus the change's relative tolerance (:data:`pyprof.advise.changes.CHANGES`) they are equal; where two runs of the
 unchanged script already disagree by more, they cannot be compared. The machine's load during each
 run (other processes' share of the CPUs, this process and its children left out) is kept; above
 :data:`pyprof.calibrate.BUSY_SHARE` the measurement is said to be unreliable.
@@ -35,6 +35,7 @@ WARM = 3
 MAX_PAIRS = 20
 MIN_LEVEL = 0.95
 TIGHT = 0.2
+ATOL = 1e-5  # absolute tolerance of a loss (torch.testing's for float32 and bfloat16)
 
 
 def _load():
@@ -88,33 +89,34 @@ def _step(r: dict) -> float | None:
     return statistics.median(t[min(WARM, len(t) - 1):]) if t else None
 
 
-def _diff(a: list[float], b: list[float]) -> tuple[float, float] | None:
-    """(largest relative, largest absolute) difference of two loss sequences, over the steps both ran."""
+def _diff(a: list[float], b: list[float], rtol: float) -> tuple[bool, float, float] | None:
+    """Whether two loss sequences agree over the steps both ran (each ``|x - y| <= ATOL + rtol x
+    max(|x|, |y|)``, torch.testing's rule), their largest absolute and relative difference."""
     n = min(len(a), len(b))
     if not n:
         return None
-    rel = ab = 0.0
+    ok, ab, rel = True, 0.0, 0.0
     for x, y in zip(a[:n], b[:n], strict=True):
-        if x != y:
-            e = abs(x - y) if math.isfinite(x) and math.isfinite(y) else math.inf
-            ab, rel = max(ab, e), max(rel, e / max(abs(x), abs(y), 1e-30))
-    return rel, ab
+        e = abs(x - y) if math.isfinite(x) and math.isfinite(y) else (0.0 if str(x) == str(y) else math.inf)
+        ok = ok and e <= ATOL + rtol * max(abs(x), abs(y))
+        ab, rel = max(ab, e), max(rel, e / max(abs(x), abs(y), 1e-30))
+    return ok, ab, rel
 
 
 def results(before: list[dict], after: list[dict], rtol: float) -> dict:
     """``results_equal`` (None: not comparable, ``results_note`` says why) and ``max_abs_diff`` of the
     losses of the changed runs against the first unchanged one."""
     base = before[0]["losses"]
-    own = [d for d in (_diff(base, r["losses"]) for r in before[1:]) if d]
-    got = [d for d in (_diff(base, r["losses"]) for r in after) if d]
+    own = [d for d in (_diff(base, r["losses"], rtol) for r in before[1:]) if d]
+    got = [d for d in (_diff(base, r["losses"], rtol) for r in after) if d]
     if not got:
         return {"results_equal": None, "max_abs_diff": None, "results_note": "no loss seen (no backward() of a scalar)"}
-    rel, ab = max(g[0] for g in got), max(g[1] for g in got)
-    if own and max(o[0] for o in own) > rtol:
+    ab, rel = max(g[1] for g in got), max(g[2] for g in got)
+    if not all(o[0] for o in own):
         return {"results_equal": None, "max_abs_diff": ab, "results_note": "the unchanged script's losses differ "
                 f"between its runs by up to {max(o[1] for o in own):.3g}: not comparable"}
-    return {"results_equal": rel <= rtol, "max_abs_diff": ab, "results_note":
-            f"largest loss difference {ab:.3g} ({rel:.2g} relative; tolerance {rtol:g})"}
+    return {"results_equal": all(g[0] for g in got), "max_abs_diff": ab, "results_note":
+            f"largest loss difference {ab:.3g} ({rel:.2g} relative; tolerance {ATOL:g} + {rtol:g} relative)"}
 
 
 def measure(script: str, args: list[str], change: str, params: dict, budget: float, steps: int,

@@ -123,7 +123,7 @@ def markdown() -> str:
 
     def plain(doc):
         doc = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", doc.strip()).replace("``", "`")
-        for name, fmt in (("WARM", "{:g}"), ("MIN_LEVEL", "{:.0%}"), ("TIGHT", "{:.0%}")):
+        for name, fmt in (("WARM", "{:g}"), ("MIN_LEVEL", "{:.0%}"), ("TIGHT", "{:.0%}"), ("ATOL", "{:g}")):
             doc = doc.replace(f"`{name}`", fmt.format(getattr(measure, name)))
         return doc.replace("`pyprof.calibrate.BUSY_SHARE`", f"{measure._load()[1]:.0%}")
 
