@@ -206,3 +206,11 @@ def test_the_measurement_reads_beside_the_estimate():
     assert "costs 1.00 ms per step" in text and "CHANGES RESULTS: not recommended" in text
     assert text.endswith("no measurable change; other processes used 10% of the CPUs")
     assert adv.as_json(adv.Advised([a], 1, True, 0.05))[0]["measured_s"] == -0.001
+
+
+def test_a_script_that_calls_pyprof_step_is_timed_at_it_once_a_step(tmp_path):
+    path = tmp_path / "stepped.py"
+    path.write_text(SCRIPT.replace("        opt.step()\n", "        opt.step()\n        pyprof.step()\n")
+                    .replace("import sys, torch", "import sys, torch, pyprof"))
+    r = measure.trial(str(path), [], None, {}, 5, 300)
+    assert r["error"] is None and len(r["times"]) == 5 and len(r["losses"]) == 6
