@@ -15,16 +15,26 @@ call sites) and the formula of every estimate. RECORDS: a record file or Parquet
 Examples:
   pyprof advise pyprof-out/records.dict
   pyprof advise net.dict --json > advice.json     one object per advice: kind, saved_s, evidence, formula
+  pyprof advise --try train.py --epochs 1         profile, advise, then time each change on the script
 
 \b
-Kinds: tf32 (fp32 GEMMs/convs off tensor cores), bf16 (autocast), align (fp16/bf16 dims not
-multiples of 8), fuse (chains of memory-bound pointwise ops), layout (channels_last instead of
-layout transforms), optim (foreach/fused optimizers), dataloader (waits in DataLoader.__next__, read
-from the trace: the one given, or trace.json beside pyprof run's records), threads (more intra-op
-threads than cores, from pyprof run's env.json), launch (host-bound GPU idle: CUDA graphs), comm
-(exposed collectives). Per step: divided by the ProfilerStep ranges recorded (pyprof run records
-them). Estimates are models (docs/advise.md, with how they compared with measured savings), not
-measurements: check a change by profiling it.
+Kinds: tf32 (fp32 GEMMs/convs off tensor cores), bf16 (autocast; GPU, or a CPU with native bf16),
+align (fp16/bf16 dims not multiples of 8), attention (hand-written: scaled_dot_product_attention),
+fuse (chains of memory-bound pointwise ops), compile (op-dense modules), layout (channels_last),
+copies (the CPU findings' copies, by call site), optim (foreach/fused optimizers), dataloader (waits
+in DataLoader.__next__, read from the trace: the one given, or trace.json beside pyprof run's
+records), threads (more intra-op threads than cores, from pyprof run's env.json), launch (host-bound
+GPU idle: CUDA graphs), comm (exposed collectives). Ranked by the estimated saving, then the
+unestimated by the time they cover; none under 1% of the step (the mean ProfilerStep wall time).
+Estimates are models (docs/advise.md): --try measures them.
+
+\b
+--try SCRIPT [ARGS]: profile SCRIPT (pyprof run, into -o DIR), advise, then run the script unprofiled
+with and without each change that can be made from outside it (fused/foreach optimizers, DataLoader
+workers, channels_last, torch.compile, thread count, bf16 autocast, TF32), each run a fresh process,
+in alternating pairs, until the saving's interval is tight or --try-budget runs out. Each advice then
+shows the measured saving per step beside the estimate, its interval, whether the losses stayed
+within the change's tolerance, and the machine's load; DIR/advice.json keeps them.
 """
 
 
