@@ -135,6 +135,9 @@ def test_results_are_equal_within_the_tolerance_and_not_compared_when_the_script
     assert measure.results([run(a), run([1.0, 0.95, 0.8])], [run(a)], 1e-4)["results_equal"] is None
     assert measure.results([run(a)], [run([])], 1e-4)["results_equal"] is None
     assert measure.results([run(a)], [run([1.0, float("nan")])], 1e-4)["results_equal"] is False
+    r = measure.results([run([1e38, 3e38])], [run([1e38, float("inf")])], 1e-4)  # a loss overflowed
+    assert r["results_equal"] is False and r["max_abs_diff"] is None and "infinite" in r["results_note"]
+    assert measure.results([run([1.0, float("nan")])], [run([1.0, float("nan")])], 1e-4)["results_equal"] is True
     tiny = [2e-5, 1e-5]  # losses near zero: the absolute tolerance (1e-5) decides
     assert measure.results([run(tiny)], [run([2.2e-5, 0.9e-5])], 1e-4)["results_equal"] is True
     assert measure.results([run(tiny)], [run([4e-5, 1e-5])], 1e-4)["results_equal"] is False
@@ -214,3 +217,23 @@ def test_a_script_that_calls_pyprof_step_is_timed_at_it_once_a_step(tmp_path):
                     .replace("import sys, torch", "import sys, torch, pyprof"))
     r = measure.trial(str(path), [], None, {}, 5, 300)
     assert r["error"] is None and len(r["times"]) == 5 and len(r["losses"]) == 6
+
+
+def test_pairs_alternate_until_the_interval_is_tight_and_bf16_scripts_get_its_tolerance(monkeypatch):
+    calls = []
+    rng = random.Random(1)
+
+    def fake(script, args, change, params, steps, timeout):
+        calls.append(change)
+        step = 0.050 if change is None else 0.040  # the change saves 10 ms a step, give or take noise
+        return {"times": [step + rng.uniform(-1e-3, 1e-3) for _ in range(steps)], "error": None,
+                "losses": [1.0, 0.9] if change is None else [1.0, 0.9 * 1.001], "load": {"busy_others": 0.5}}
+
+    monkeypatch.setattr(measure, "trial", fake)
+    m = measure.measure("s.py", [], "optim", {}, 1e6, 12)
+    assert calls[:4] == [None, "optim", "optim", None]  # which variant goes first alternates
+    assert m["trials"] == 6 and m["ci_level"] > 0.95  # tight at the first pair count that reaches 95%
+    assert m["measured_ci"][0] <= m["measured_s"] <= m["measured_ci"][1] and 0.008 < m["measured_s"] < 0.012
+    assert m["results_equal"] is False  # 1e-3 relative: beyond float32's tolerance
+    assert "unreliable: other processes used 50%" in m["measured_note"]
+    assert measure.measure("s.py", [], "optim", {}, 1e6, 12, rtol=0.02)["results_equal"] is True

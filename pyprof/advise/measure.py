@@ -98,7 +98,7 @@ def _diff(a: list[float], b: list[float], rtol: float) -> tuple[bool, float, flo
     ok, ab, rel = True, 0.0, 0.0
     for x, y in zip(a[:n], b[:n], strict=True):
         e = abs(x - y) if math.isfinite(x) and math.isfinite(y) else (0.0 if str(x) == str(y) else math.inf)
-        ok = ok and e <= ATOL + rtol * max(abs(x), abs(y))
+        ok = ok and (e == 0 or e <= ATOL + rtol * max(abs(x), abs(y)) < math.inf)
         ab, rel = max(ab, e), max(rel, e / max(abs(x), abs(y), 1e-30))
     return ok, ab, rel
 
@@ -115,14 +115,18 @@ def results(before: list[dict], after: list[dict], rtol: float) -> dict:
     if not all(o[0] for o in own):
         return {"results_equal": None, "max_abs_diff": ab, "results_note": "the unchanged script's losses differ "
                 f"between its runs by up to {max(o[1] for o in own):.3g}: not comparable"}
+    if ab == math.inf:
+        return {"results_equal": False, "max_abs_diff": None, "results_note": "a loss became NaN or infinite in "
+                "one variant only"}
     return {"results_equal": all(g[0] for g in got), "max_abs_diff": ab, "results_note":
             f"largest loss difference {ab:.3g} ({rel:.2g} relative; tolerance {ATOL:g} + {rtol:g} relative)"}
 
 
 def measure(script: str, args: list[str], change: str, params: dict, budget: float, steps: int,
-            say=lambda line: None) -> dict:
+            say=lambda line: None, rtol: float = 0.0) -> dict:
     """Time ``change`` against the script as written, in pairs of fresh runs, until the interval is tight
-    or ``budget`` seconds are spent; the ``measured_*`` fields of the advice."""
+    or ``budget`` seconds are spent; the ``measured_*`` fields of the advice. Losses are held to the
+    change's tolerance, or ``rtol`` where larger (a script that computes in bf16 itself)."""
     _, busy_share = _load()
     pairs: list[tuple[dict, dict]] = []
     t0, spent = time.perf_counter(), 0.0
@@ -152,7 +156,7 @@ def measure(script: str, args: list[str], change: str, params: dict, budget: flo
     out = {"measured_s": med, "measured_ci": [lo, hi], "ci_level": round(level, 4), "trials": len(pairs),
            "step_s": [base, statistics.median(_step(y) for _, y in pairs)], "busy_others": busy,
            "loadavg": pairs[0][0]["load"].get("loadavg"),
-           **results([x for x, _ in pairs], [y for _, y in pairs], CHANGES[change].rtol)}
+           **results([x for x, _ in pairs], [y for _, y in pairs], max(CHANGES[change].rtol, rtol))}
     notes = ["no measurable change" if lo <= 0 <= hi else ""]
     if busy is not None and busy > busy_share:
         notes.append(f"unreliable: other processes used {busy:.0%} of the CPUs during the trials")
@@ -160,10 +164,12 @@ def measure(script: str, args: list[str], change: str, params: dict, budget: flo
     return out
 
 
-def try_advice(result, script: str, args: list[str], budget: float, say=lambda line: None) -> list[dict]:
+def try_advice(result, script: str, args: list[str], budget: float, say=lambda line: None,
+               low_precision: bool = False) -> list[dict]:
     """Measure every advice of ``result`` (:class:`pyprof.advise.Advised`) that a change can apply,
     ``budget`` seconds shared among them; each advice's ``measured`` is set (``not_tried`` where no
-    change applies). Returns what was measured, one dict per change."""
+    change applies). ``low_precision``: the script computes in bf16 or fp16 already (its losses are held
+    to the bf16 change's tolerance whatever the change). Returns what was measured, one dict per change."""
     todo: dict[str, list] = {}
     for a in result.items:
         name = for_kind(a.kind)
@@ -176,7 +182,8 @@ def try_advice(result, script: str, args: list[str], budget: float, say=lambda l
     for name, items in todo.items():
         params = {k: v for a in items for k, v in a.params.items()}
         say(f"pyprof advise --try: {name}: {CHANGES[name].what} {params or ''}")
-        m = {"change": name, "params": params, **measure(script, args, name, params, budget / len(todo), steps, say)}
+        m = {"change": name, "params": params, **measure(script, args, name, params, budget / len(todo), steps, say,
+                                                         CHANGES["bf16"].rtol if low_precision else 0.0)}
         for a in items:
             a.measured = m
         done.append({"kinds": [a.kind for a in items], **m})

@@ -75,7 +75,8 @@ def advise(records, args, as_json, try_, try_budget, out_dir, gpu, peak_flops, p
         from pyprof.advise.measure import try_advice
         from pyprof.atomic import atomic_output
 
-        try_advice(result, script, list(args), try_budget, say)
+        low = bool(p.df["dtype"].isin(["bfloat16", "float16", "torch.bfloat16", "torch.float16"]).any())
+        try_advice(result, script, list(args), try_budget, say, low_precision=low)
         with atomic_output(Path(out_dir) / "advice.json", "wb") as fh:
             fh.write(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2))
     if as_json:
