@@ -54,7 +54,7 @@ def result(run):
 
 def test_the_top_item_is_no_sub_percent_item_and_the_ranking_holds(result):
     p, res = result
-    assert res.wall and res.steps == 3 and res.items
+    assert res.wall and res.steps == 5 and res.items  # pyprof run profiles 5 steps (--active)
     shares = [adv.size(a) / res.step_s for a in res.items]
     assert min(shares) >= adv.MIN_SHARE
     est = [a for a in res.items if a.saved_s is not None]
@@ -76,7 +76,7 @@ def test_hand_written_attention_saves_what_runs_between_its_matmuls(result):
     a = found(p, "attention")
     df = p.df
     attn = df["layer"].map(lambda layer: bool(layer) and layer[-1].endswith(".attn"))
-    matmuls = float(df.loc[attn & (df["op"] == "__matmul__"), "sil"].sum()) / 3 / 1e9
+    matmuls = float(df.loc[attn & (df["op"] == "__matmul__"), "sil"].sum()) / adv.context(p).per_step / 1e9
     assert a.now_s - a.saved_s == pytest.approx(matmuls, rel=1e-9)  # the matmuls keep their time
     assert 0 < a.saved_s < a.now_s
     assert sorted(e.split(" in ")[1].split(" @")[0] for e in a.evidence) == ["blocks.0.attn", "blocks.1.attn"]
@@ -124,7 +124,7 @@ def test_op_dense_modules_get_compile_advice_and_copies_match_the_findings(resul
     assert made.saved_s is None
     conv = sum(r["kDuration"] for r in p.records if str(r.get("op") or "").startswith("conv"))
     assert conv == 0
-    assert made.now_s == pytest.approx(reorder_finding(p.records).numbers["ns"] / 3 / 1e9, rel=1e-9)
+    assert made.now_s == pytest.approx(reorder_finding(p.records).numbers["ns"] / adv.context(p).per_step / 1e9, rel=1e-9)
 
 
 def test_the_command_ranks_and_hides_alike_in_text_and_json(run):
