@@ -125,8 +125,10 @@ FIELDS: tuple[Field, ...] = (
     Field("altSeqId", "list[int]", "Sequence numbers seen in backward ranges (`stashed seq = N`, pyprof `bwd` seq) tying a backward kernel to its forward op."),
     Field("bwdNode", "str|null", "Autograd node for a backward kernel (`ConvolutionBackward0`)."),
     Field("dir", "str", "`fprop`, `bprop`, `recomp` (a forward re-run by the backward pass to rebuild what it did "
-          "not save: torch.utils.checkpoint) or `optim` (optimizer step); `` when it cannot be told.",
-          values=("fprop", "bprop", "recomp", "optim", "")),
+          "not save: torch.utils.checkpoint), `bprop2` (a double backward: the backward of work a backward pass did "
+          "with `create_graph=True`, a gradient penalty's, run by a later backward; torch.profiler traces) or "
+          "`optim` (optimizer step); `` when it cannot be told.",
+          values=("fprop", "bprop", "recomp", "bprop2", "optim", "")),
     Field("opDir", "str|null", "Which computation of `op` the kernel ran when it is not `dir`'s: `fprop` for an op run "
           "as itself in the backward pass (an aten op under an autograd node that links to no forward op, an op "
           "called inside a custom autograd Function's backward), priced by the op's own model; `none` for an op "

@@ -127,15 +127,16 @@ def test_json_lines(dictfile, capsys):
     assert objs[0]["flops"] == 1e6 and objs[1]["flops"] is None and objs[1]["tc"] == "-"
 
 
-def test_summary_and_fix_first(dictfile, capsys):
-    code, out, _ = run(["--summary", "op", str(dictfile)], capsys)  # read by a person: human units, 80 wide
+def test_summary_and_fix_first(dictfile, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # read by a person in an 80-column terminal: human units, 80 wide
+    code, out, _ = run(["--summary", "op", str(dictfile)], capsys)
     assert code == 0
     lines = out.splitlines()
     assert lines[1].startswith("Summary by op (top 3 of 3): time per step, the median of the whole file")
     table = _table(out)
     assert table[0].split()[:5] == ["Op", "Time/step", "Spread", "Share", "Calls"]
     assert table[1].split()[:6] == ["ptestgemm", "4.00", "\u00b5s", "n/a", "87.0%", "2"]  # one step: no spread
-    assert all(len(line) <= 80 for line in lines)
+    assert all(len(line) <= 80 for line in lines), [ln for ln in lines if len(ln) > 80]
     # its kernels' roofline times (tens of ns) are under the 1 us floor: latency-bound, no fix
     assert not any("fix this first" in line for line in lines)
     assert any("at the latency floor" in line for line in lines)

@@ -47,6 +47,9 @@ def test_gradient_penalty(tmp_path):
     assert sorted(runs.values()) == [False, True, True, True] and any(i >= 1 << 40 for i in runs)
     double = df[df["op"] == "_convolution_double_backward"]
     assert set(double["module"]) == {"conv1", "conv2"} and double["flops"].sum() > 0
+    assert set(double["dir"]) == {"bprop2"}  # a direction that names the double backward
+    second = set(df.loc[df["dir"] == "bprop2", "op"])  # the double backward's ops: the first backward's conv2d none
+    assert "_convolution_double_backward" in second and "conv2d" not in second and "leaky_relu_backward" in second
     assert (df.loc[(df["dir"] == "bprop") & df["op"].notna() & (df["kind"] == "kernel"), "flops"].notna()).all()
     nodes = {r["bwdNode"] for r in recs if r["bwdNode"] and "BackwardBackward" in r["bwdNode"]}
     assert {"ConvolutionBackwardBackward0", "LeakyReluBackwardBackward0"} <= nodes

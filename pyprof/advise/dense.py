@@ -31,7 +31,7 @@ def dense(ctx: Context) -> Advice | None:
     mods: dict[str, list] = {}  # module -> [small ops, time in small ops, time]
     for rec, d, sil, gap, ideal, layer, opid in zip(ctx.records, df["dir"], df["sil"], df["gap"], df["ideal"],
                                                     df["layer"], df["opid"], strict=True):
-        if d not in ("fprop", "bprop") or not isinstance(layer, (list, tuple)) or not layer:
+        if d not in ("fprop", "bprop", "bprop2") or not isinstance(layer, (list, tuple)) or not layer:
             continue
         t = num(sil)
         m = mods.setdefault(layer[-1], [0, 0.0, 0.0, set()])

@@ -462,6 +462,11 @@ def _direction(sc: _Scan, op: str | None, op_pos: int | None) -> tuple[str, str 
 
 #: The direction of a forward re-run inside the backward pass (``torch.utils.checkpoint``).
 RECOMPUTE = "recomp"
+#: The direction of a double backward: a node made by an op that another backward node ran (the
+#: backward of ``autograd.grad(..., create_graph=True)``'s work, run by a later ``backward()``).
+SECOND_ORDER = "bprop2"
+#: The backward directions: work the backward pass does for a forward op.
+BACKWARD = ("bprop", SECOND_ORDER)
 #: ``opDir`` of the records of an op whose call raised (the parser saw a ``raised`` marker after it):
 #: no computation of the op ran (checkpoint's early stop), so prof prices them 0 FLOPs and 0 bytes.
 NO_WORK = "none"

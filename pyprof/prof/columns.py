@@ -25,7 +25,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("tid", "TId", "int", "Thread id of the launching thread."),
     Column("layer", "Layer", "list:", "Layers, outermost first, joined by ':' (module paths and layer:NAME ranges)."),
     Column("trace", "Trace", "list;", "Python call site(s) of the op, innermost first, joined by ';'."),
-    Column("dir", "Direction", "str", "fprop, bprop, recomp (a checkpointed forward re-run by backward) or optim."),
+    Column("dir", "Direction", "str", "fprop, bprop, recomp (a checkpointed forward re-run by backward), bprop2 (a double backward) or optim."),
     Column("sub", "Sub", "int", "Index of the kernel among those its op instance launched (0-based)."),
     Column("mod", "Module", "str", "Namespace the op was called from (torch, torch.nn.functional, torch.Tensor, aten)."),
     Column("op", "Op", "str", "Operator name (conv2d, linear, __matmul__); for bprop kernels the forward op."),

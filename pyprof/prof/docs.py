@@ -149,7 +149,8 @@ nothing calls it), and the records add up to the time spent in ops.
   `convolution_backward` records in `output_mask` which gradients ran.
 - **Each run of a backward is priced on its own** (`autograd.grad(create_graph=True)` then a `backward()`
   through it, or `retain_graph`): on a torch.profiler trace run `k` of a node is an instance of its own
-  (`opId` the forward op's plus `k·2^40`). **A double backward**'s nodes (`ConvolutionBackwardBackward0`)
+  (`opId` the forward op's plus `k·2^40`). **A double backward**'s nodes (`ConvolutionBackwardBackward0`, or the
+  `MmBackward0` of a GEMM a backward ran with `create_graph=True`) have the direction `bprop2` and
   run ops priced as themselves (`opDir` `fprop`; `_convolution_double_backward`: the convolutions torch
   runs for it), charged to the module whose backward made them. An Nsight capture has no aten ops:
   there its kernels have no op.

@@ -585,7 +585,7 @@ def _normalise_legacy(rec: dict[str, Any], fprop_by_seq: dict[int, dict[str, Any
     if rec.get("dir") == "fprop" and rec.get("args") is not None:
         for s in rec.get("seqId") or ():
             fprop_by_seq[s] = rec
-    elif rec.get("dir") == "bprop" and rec.get("args") is None:
+    elif rec.get("dir") in ("bprop", "bprop2") and rec.get("args") is None:
         for s in list(rec.get("seqId") or ()) + list(rec.get("altSeqId") or ()):
             src = fprop_by_seq.get(s)
             if src is not None:

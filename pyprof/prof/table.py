@@ -419,10 +419,12 @@ def _not_none(values: np.ndarray) -> np.ndarray:
 def _model_dir(raw: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
     """The computation a model prices for ``rows``: ``opDir`` where a record gives it (an op run as itself
     in the backward pass: ``fprop``), else the record's direction; a recompute (``recomp``) is its op's
-    forward, run again."""
+    forward, run again; a double backward (``bprop2``) its op's backward."""
     d = raw["dir"][rows]
     if len(d) and (d == "recomp").any():
         d = np.where(d == "recomp", "fprop", d)
+    if len(d) and (d == "bprop2").any():  # a double backward node's work is a backward's
+        d = np.where(d == "bprop2", "bprop", d)
     op_dir = raw.get("opDir")
     if op_dir is None:
         return d

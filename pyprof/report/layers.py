@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-DIRECTION_NAMES = {"fprop": "forward", "bprop": "backward", "optim": "optimizer"}
+DIRECTION_NAMES = {"fprop": "forward", "bprop": "backward", "bprop2": "double backward", "optim": "optimizer"}
 ROOT = "all"
 NO_LAYER = "(no layer)"
 

@@ -177,7 +177,7 @@ def _pyprof(step, folder: Path) -> dict:
     for d, op, mod, ran, fl in zip(df["dir"], df["op"], df["mod"], df["priced"], df["flops"], strict=True):
         fam = family(ran or op, "aten" if ran else mod) if op and fl == fl else None
         if fam in ("gemm", "conv", "attention") or (fam == "rnn" and d in out):
-            key = "bprop" if d == "bprop" else "fprop" if d in ("fprop", "recomp") else None
+            key = "bprop" if d in ("bprop", "bprop2") else "fprop" if d in ("fprop", "recomp") else None
             if key:
                 out[key] += float(fl)
     return out

@@ -85,6 +85,7 @@ def pyprof_flops(df, root: str) -> dict[tuple[str, str, str], float]:
     fam_of: dict = {}
     for d, op, mod, lay, flops, ran in zip(df["dir"], df["op"], df["mod"], df["layer"], df["flops"], df["priced"],
                                            strict=True):
+        d = "bprop" if d == "bprop2" else d  # (the reference counts a double backward as backward)
         if op is None or d not in DIRECTIONS or not flops == flops:  # NaN: no model
             continue
         if ran:  # a backward priced on what ran: the family of the aten op that ran

@@ -376,7 +376,7 @@ def run_op(op, dtype: str = "float32", mode: str = "init", limit: int | None = N
             if d == "fprop":
                 s.py_f += counted
                 s.py_bytes += float(nb) if nb == nb else 0.0
-            elif d == "bprop":
+            elif d in ("bprop", "bprop2"):
                 s.py_b += counted
     result.samples = [by[i] for i in keep]
     work = {k: v for k, v in fams.items() if k != "engine"}  # AccumulateGrad is bookkeeping, not the op's

@@ -231,7 +231,7 @@ class _Writer:
         head = dumps({k: f[k] for k in _HEAD})[1:-1]
         tail = b"," + dumps({k: f[k] for k in _TAIL})[1:-1]
         key = ctx[2]
-        key_depth = len(self.ix.chain[key]) if key >= 0 and f["dir"] != "bprop" else None
+        key_depth = len(self.ix.chain[key]) if key >= 0 and f["dir"] not in dec.BACKWARD else None
         return head, dumps(f["aten"]), dumps(f["atenSizes"]), dumps(f["seqId"]), tail, key_depth
 
     def _ctx_frags(self, ctx: tuple):

@@ -396,7 +396,7 @@ class KinetoSource:
             self._unlinked += 1
             return f
         by = self._context(made, linker)[0]
-        return dict(f, layer=by["layer"] or f["layer"], trace=f["trace"] or by["trace"])
+        return dict(f, dir=dec.SECOND_ORDER, layer=by["layer"] or f["layer"], trace=f["trace"] or by["trace"])
 
     def _kernel_fields(self, node: int, ctx: tuple, rec: dict[str, Any]) -> dict[str, Any]:
         """``rec`` completed with the instance's fields, the kernel's innermost ATen op, the seq numbers
@@ -414,7 +414,7 @@ class KinetoSource:
                 rec["aten"] = ix.name[r]
                 rec["atenSizes"] = sizes_value(ix.value(ix.args[r][1]))
                 break
-        if key >= 0 and f["dir"] != "bprop" and len(chain) > len(ix.chain[key]):
+        if key >= 0 and f["dir"] not in dec.BACKWARD and len(chain) > len(ix.chain[key]):
             seq = ix.seq
             extra = [seq[r] for r in chain[len(ix.chain[key]):] if seq[r] is not None and not bwd[r]]
             if extra:
@@ -491,7 +491,7 @@ class KinetoSource:
             if p >= 0 and ix.seq[p] == seq:
                 continue
             f, op_id, key = self._context(r, None)
-            if f["dir"] == "bprop":
+            if f["dir"] in dec.BACKWARD:
                 self._cache.pop(key, None)  # cached without its backward link: recompute later
                 continue
             if f["mod"] != "aten" and f["link"] == dec.LINK_OP and key >= 0 and ix.seq[key] is None:
