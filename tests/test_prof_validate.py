@@ -114,7 +114,7 @@ CASES = [  # (field, value, what the message says it should be)
     ("kDuration", -5, "an integer from 0 to 2^62"),
     ("kDuration", float("nan"), "an integer from 0 to 2^62"),
     ("kDuration", float("inf"), "an integer from 0 to 2^62"),
-    ("dir", "sideways", 'one of "fprop", "bprop", "recomp", "optim", ""'),
+    ("dir", "sideways", 'one of "fprop", "bprop", "recomp", "bprop2", "optim", ""'),
     ("bytes", -1, "an integer from 0 to 2^62"),
     ("trace", ["a.py:1", 2], "a list of strings"),
     ("seqId", ["a"], "a list of integers"),
