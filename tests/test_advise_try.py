@@ -181,6 +181,23 @@ def test_the_command_tries_the_advice_and_keeps_it(script, tmp_path, monkeypatch
     assert "(one pair of runs: no interval; step " in text and "; results kept (" in text
 
 
+def test_run_try_tries_the_advice_of_its_own_profile(script, tmp_path, monkeypatch):
+    """``pyprof run --try``: the run's summary, then its advice with each change timed and kept."""
+    from pyprof import advise as adv
+    from pyprof.advise.common import Advice
+
+    made = [Advice("optim", None, "c", "f", now_s=1.0)]
+    monkeypatch.setattr(adv, "_RULES", tuple((lambda ctx, a=a: a) for a in made))
+    monkeypatch.setattr(measure, "MAX_PAIRS", 1)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["run", "--try", "--try-budget", "1", "--no-calibrate", "-o", str(out), str(script)])
+    assert res.exit_code == 0, res.output
+    kept = json.loads((out / "advice.json").read_text())
+    assert [a["kind"] for a in kept] == ["optim"] and kept[0]["trials"] == 1 and kept[0]["change"] == "optim"
+    assert "Summary by op" in res.stdout and "tried (" in res.stdout.split("Summary by op")[1]
+    assert not torch.optim.AdamW([nn.Parameter(torch.ones(1))]).defaults["fused"]  # nothing left patched here
+
+
 def test_bad_try_input_is_one_line_and_exit_2_or_1(script, tmp_path):
     from pyprof.cli.main import main
 

@@ -70,15 +70,7 @@ def advise(records, args, as_json, try_, try_budget, out_dir, gpu, peak_flops, p
         say(f"pyprof: warning: {line}")
     result = advice_for(p, records, say)
     if try_:
-        from pathlib import Path
-
-        from pyprof.advise.measure import try_advice
-        from pyprof.atomic import atomic_output
-
-        low = bool(p.df["dtype"].isin(["bfloat16", "float16", "torch.bfloat16", "torch.float16"]).any())
-        try_advice(result, script, list(args), try_budget, say, low_precision=low)
-        with atomic_output(Path(out_dir) / "advice.json", "wb") as fh:
-            fh.write(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2))
+        tried_advice(p, result, script, list(args), try_budget, out_dir, say)
     if as_json:
         click.echo(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2).decode())
     else:
@@ -103,6 +95,24 @@ def _profile(script, args, out_dir, quiet) -> str:
         raise ScriptFailed(f"pyprof run {script} exited with status {r.returncode}", "nothing was tried; "
                            "see its messages above")
     return os.path.join(out_dir, "records.dict")
+
+
+def tried_advice(p, result, script: str, args: list[str], budget: float, out_dir, say) -> None:
+    """Time each change of ``result`` (advice for the profile ``p`` of ``script``) on the unmodified
+    script (:func:`pyprof.advise.measure.try_advice`), and keep the advice with its measurements in
+    ``out_dir/advice.json``: what ``advise --try`` and ``run --try`` do after profiling."""
+    from pathlib import Path
+
+    import orjson
+
+    from pyprof import advise as adv
+    from pyprof.advise.measure import try_advice
+    from pyprof.atomic import atomic_output
+
+    low = bool(p.df["dtype"].isin(["bfloat16", "float16", "torch.bfloat16", "torch.float16"]).any())
+    try_advice(result, script, args, budget, say, low_precision=low)
+    with atomic_output(Path(out_dir) / "advice.json", "wb") as fh:
+        fh.write(orjson.dumps(adv.as_json(result), option=orjson.OPT_INDENT_2))
 
 
 def advice_for(p, records, say):

@@ -27,6 +27,7 @@ Examples:
   pyprof run -o out --active 5 train.py --epochs 1
   pyprof run --steps-from all script.py        profile everything, even a script with iterations
   pyprof run examples/lenet.py --report        also write pyprof-out/report.html
+  pyprof run --try train.py                    then time each advised change (pyprof advise --try)
 
 \b
 The script runs in this process (runpy) as __main__ with sys.argv = [SCRIPT, *ARGS].
@@ -71,11 +72,17 @@ pyprof's own errors (bad options, no step recorded) are one line, exit status 2.
               help="Do not measure the CPU's peaks when none are saved (ideal time and gap then show n/a).")
 @click.option("-w", "width", type=click.IntRange(min=0), default=None, metavar="WIDTH",
               help="Summary lines within WIDTH characters (default: the terminal's width; piped: no limit).")
+@click.option("--try", "try_", is_flag=True,
+              help="Then advise, and time each advised change that can be made without editing the script, "
+                   "on the script run unprofiled with and without it (as `pyprof advise --try`); the advice "
+                   "with its measured savings is printed and kept in DIR/advice.json.")
+@click.option("--try-budget", type=click.FloatRange(min=1), default=300, show_default=True, metavar="SECONDS",
+              help="--try: seconds of trials in all, shared among the changes.")
 @click.option("--report", is_flag=False, flag_value="", default=None, metavar="[PATH.html]",
               help="Also write the HTML report (`pyprof report`; default DIR/report.html). May also come last, "
                    "after the script's arguments: pyprof run train.py --report.")
 def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stack, no_shapes, by, top,
-        peak_flops, peak_bw, no_calibrate, width, report):
+        peak_flops, peak_bw, no_calibrate, width, try_, try_budget, report):
     import time
     from pathlib import Path
 
@@ -137,6 +144,21 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
     line = noise.warning(noise.problems(df))
     if line:
         say(f"pyprof: warning: {line}")
+    if try_:
+        _try(records, df, out, script, list(args), try_budget, result.env, peak_flops, peak_bw, say)
+
+
+def _try(records, df, out, script, args, budget, env, peak_flops, peak_bw, say) -> None:
+    """``--try``: the advice for this run, each change timed on the unprofiled script, printed."""
+    from pyprof import advise as adv
+    from pyprof.cli.advise_cmd import advice_for, tried_advice
+    from pyprof.report import profile
+
+    name = str(out / "records.dict")
+    p = profile.from_records(records, name=name, peak_flops=peak_flops, peak_bw=peak_bw, env=env, df=df)
+    result = advice_for(p, name, say)
+    tried_advice(p, result, script, args, budget, out, say)
+    click.echo("\n" + adv.format_text(result), nl=False)
 
 
 def timing_line(times: dict, parse: float, prof: float) -> str:
