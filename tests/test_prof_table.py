@@ -371,6 +371,22 @@ def test_latency_floor_prices_tiny_kernels_at_the_floor(model, monkeypatch):
     assert not any("faster than the roofline" in w for w in df.attrs["warnings"])
 
 
+def test_a_kernel_of_no_work_is_latency_bound_without_a_gap(model, monkeypatch):
+    """A kernel whose op does no work (0 FLOPs, 0 bytes: a compiled region's or a wrapper's own time) is
+    all overhead: latency-bound, with no ideal, excess or gap (it has no roofline to be a multiple of;
+    before, a wrapper's milliseconds over a 1 us floor read as a gap of 2,000); the latency line counts it."""
+    from pyprof.prof import summary as summary_mod
+
+    monkeypatch.setattr(devices, "DEFAULT_FLOOR_NS", 1000.0)
+    monkeypatch.setitem(registry._MODELS, "ptestnothing", lambda call: Cost(0.0, 0.0, "float32"))
+    df = table.build([rec(0, op="ptestnothing", dur=2_000_000), rec(1, dur=1500, opid=2)])
+    assert df["bound"].tolist() == ["latency", "latency"] and df["flops"][0] == 0 and df["bytes"][0] == 0
+    assert math.isnan(df["ideal"][0]) and math.isnan(df["gap"][0]) and df["gap"][1] == 1.5
+    s = summary_mod.summarize(df, "op").set_index("key")
+    assert math.isnan(s.loc["ptestnothing", "gap"]) and s.loc["ptestnothing", "bound"] == "latency"
+    assert s.loc["ptestnothing", "latency"] == 2_000_000  # in the latency line's time
+
+
 def test_calibrated_cache_levels_raise_the_bandwidth_roof_of_small_working_sets(model):
     """A CPU op whose bytes fit a calibrated cache level is priced against that level's bandwidth, the
     largest calibrated size no larger than its working set (DRAM's for larger ones)."""

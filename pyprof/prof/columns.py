@@ -48,7 +48,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("tflops", "TFLOP/s", "float", "Achieved TFLOP/s: flops / sil."),
     Column("gbps", "GB/s", "float", "Achieved bandwidth in GB/s: bytes / sil."),
     Column("ideal", "Ideal(ns)", "float", "Roofline time: max(flops / peak FLOP/s for dtype and unit, bytes / peak bandwidth)."),
-    Column("gap", "Gap", "float", "sil / ideal: how many times slower than the roofline (1 = at the roofline)."),
+    Column("gap", "Gap", "float", "sil / ideal: how many times slower than the roofline (1 = at the roofline); n/a for a kernel of no work."),
     Column("bound", "Bound", "str", "compute or memory: which roofline term is larger."),
     Column("note", "Note", "str", "Tensor-core eligibility note (fp32 without TF32, dims not multiple of 8) and model remarks."),
     Column("gpu", "GPU", "str", "GPU name from the export."),

@@ -337,7 +337,9 @@ side under load inconclusive (`pyprof diff --help`).
 whatever its work (CPU: one op's dispatch, measured by `pyprof calibrate`; GPU and an uncalibrated CPU:
 1 us, the fastest kernels of the corpus' Nsight exports taking 0.9 to 2.3 us). A kernel whose roofline
 time is below the floor is `latency`-bound: its ideal is the floor (its own time where it took less), so a
-tiny op never shows a gap of 10^4. The fix-this-first list counts only the time above the roofline of
+tiny op never shows a gap of 10^4. A kernel that does no work at all (0 FLOPs and 0 bytes: a wrapper's own
+time, such as a compiled region's or `CheckpointFunction`'s Python) is `latency`-bound with no ideal, excess
+or gap: all of its time is overhead, with no roofline to be a multiple of. The fix-this-first list counts only the time above the roofline of
 kernels not at the floor (a faster kernel cannot remove launch cost); one line sums the rest per step.
 
 **Cache levels (CPU).** `pyprof calibrate` also measures the copy bandwidth of working sets that fit the

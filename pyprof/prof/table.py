@@ -670,7 +670,8 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
     The roof of a kernel is max(flops / peak, bytes / bandwidth), the bandwidth that of the fastest level a
     working set of its bytes fits in where calibration measured levels (a CPU's caches). No kernel is priced
     below its device's latency floor (dispatch, launch: :meth:`Device.floor_ns`): one whose roof is lower is
-    latency-bound, its ideal the floor (its own time, where it took less)."""
+    latency-bound, its ideal the floor (its own time, where it took less); one that does no work (0 FLOPs and
+    0 bytes: a wrapper's own time) is latency-bound with no ideal and no gap."""
     n = len(is_kernel)
     peak_f, peak_b, floor = np.full(n, NAN), np.full(n, NAN), np.full(n, NAN)
     missing: dict[str, int] = {}
@@ -707,6 +708,10 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
         latency = roof < floor  # (a model of no work, or of less than the floor can take)
         ideal = np.where(latency, np.fmin(floor, sil), roof)
         ideal = np.where(ideal > 0, ideal, NAN)
+        # no work at all (0 FLOPs, 0 bytes: a wrapper's or a compiled region's own time): all of it is
+        # overhead, latency-bound, with no roofline to be a multiple of (no ideal, no gap)
+        idle = (flops == 0) & (nbytes == 0) & latency
+        ideal = np.where(idle, NAN, ideal)
         gap = sil / ideal
         ai = np.where(nbytes > 0, flops / nbytes, NAN)
         pos = sil > 0
@@ -715,7 +720,7 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
     compute = np.nan_to_num(t_f, nan=-1.0) > np.nan_to_num(t_b, nan=-1.0)
     known = ~np.isnan(ideal)
     bound = _obj([None, "compute", "memory", "latency"])[np.where(known, np.where(latency, 3, np.where(compute, 1, 2)),
-                                                                   0)]
+                                                                   np.where(idle, 3, 0))]
     out.update(ideal=ideal, gap=gap, bound=bound, ai=ai, tflops=tflops, gbps=gbps)
     warnings = _beyond_roofline(out, known & (roof > sil), sil)
     if not missing:
