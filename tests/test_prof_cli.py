@@ -111,6 +111,8 @@ def _table(out: str) -> list[str]:
     """The lines of a summary's first table (after its title, up to the first blank line)."""
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Summary by")) + 1
+    while lines[start].startswith("  "):  # the title's wrapped lines
+        start += 1
     end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
     return lines[start:end]
 

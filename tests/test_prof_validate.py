@@ -277,7 +277,7 @@ def test_no_int64_overflow_reaches_the_output(tmp_path, capsys, monkeypatch):
     code, out, err = run(capsys, monkeypatch, ["--summary", "op", "--peak-flops", "1e40", "--peak-bw", "1e40",
                                                str(path)], None)
     assert code == 0 and "-9223372036854775808" not in out
-    assert [line for line in out.splitlines() if line and not line.startswith("#")][2].startswith("ptestbig ")
+    assert [line for line in out.splitlines() if line and not line.startswith(("#", "  "))][2].startswith("ptestbig ")
     code, out, _ = run(capsys, monkeypatch, ["--json", "-c", "gap", "--peak-flops", "1e40", "--peak-bw", "1e40",
                                              str(path)], None)
     assert orjson.loads(out.splitlines()[0])["gap"] == pytest.approx(MAX_COUNT / DEFAULT_FLOOR_NS)  # raw values

@@ -50,9 +50,11 @@ def write(df: pd.DataFrame, by: str, fh: IO[str], style: str, width: int = 0, to
     human = style in ("space", "aligned")
     fit = width if style == "aligned" else 0
 
-    def title(text: str) -> None:
+    def title(text: str) -> None:  # prose: wrapped within the width, never cut
         if human:
-            fh.write("\n" + (render.fit_line(text, width) if style == "aligned" else text) + "\n")
+            lines = textwrap.wrap(text, max(width, 20), subsequent_indent="  ") if style == "aligned" and width > 0 \
+                else [text]
+            fh.write("\n" + "\n".join(lines) + "\n")
 
     if by == "step":
         s = steps.summary(df)
