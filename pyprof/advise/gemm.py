@@ -5,11 +5,15 @@ such as AVX512-BF16 or AMX), and fp16/bf16 dimensions padded to multiples of 8 (
 
 from __future__ import annotations
 
-from pyprof.advise.common import Advice, Context, faster, ideal, num, site
+from pyprof.advise.common import Advice, Context, faster, ideal, num, site, withdraw
 
 #: a CPU has native bf16 where calibration measured its bf16 GEMMs at least this many times its fp32 ones
 #: (without, torch converts bf16 in software: a fraction of the fp32 rate)
 CPU_BF16 = 1.5
+#: why a CPU's bf16 advice gets no number (scripts/validate.py --advise, docs/advise.md)
+CPU_WITHDRAWN = ("withdrawn on the CPU: autocast's casts and bf16 reorders cost every op, which the model does not "
+                 "count; measured, bf16 saved what it predicted on large convolutions (1.04x) and was slower in 9 of "
+                 "11 smaller models (docs/advise.md): `pyprof advise --try` measures it")
 
 KINDS = {
     "tf32": ("Let float32 GEMMs and convolutions run on tensor cores as TF32: "
@@ -24,7 +28,7 @@ KINDS = {
              f"native bf16 (calibrated bf16 peak >= {CPU_BF16:g} x fp32): saved = t - max(t x "
              "ideal_bf16 / ideal_now, 2 us), ideal_bf16 = max(FLOPs / bf16 peak, bytes / 2 / bandwidth); a "
              "latency-bound kernel (t > 10 x ideal_now) saves ideal_now - ideal_bf16; the casts autocast adds "
-             "are not counted"),
+             "are not counted. CPU records: shown without a number (withdrawn after measurement: docs/advise.md)"),
     "align": ("Pad the GEMM/conv dimensions named in the evidence to multiples of 8 (vocabulary, hidden and "
               "head sizes, channels) so that fp16/bf16 kernels can use tensor cores.",
               "for each fp16/bf16 GEMM/conv kernel without tensor cores whose note names a dimension not a multiple "
@@ -77,7 +81,9 @@ def tf32(ctx: Context) -> Advice | None:
 
 
 def bf16(ctx: Context) -> Advice | None:
-    return _peak_swap(ctx, "bf16", _bf16_pays, lambda dev, d: dev.peak("bfloat16", True), lambda b: b / 2)
+    advice = _peak_swap(ctx, "bf16", _bf16_pays, lambda dev, d: dev.peak("bfloat16", True), lambda b: b / 2)
+    cpu = all(label is None for label in ctx.devices)  # (the CPU's peaks are under None; no GPU)
+    return withdraw(advice, CPU_WITHDRAWN) if cpu else advice
 
 
 def align(ctx: Context) -> Advice | None:
