@@ -257,6 +257,16 @@ def _cut_at(path, share: float, dst) -> int:
     return data[:cut].count(b"\n") - 1
 
 
+def _usable(*commands: list) -> list:
+    """``commands`` less ``report`` where Plotly (the ``report`` extra) is not installed: these tests are
+    about the readers; the report's one line for the missing extra has its own test (test_report_cli)."""
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        return [c for c in commands if c[0] != "report"]
+    return list(commands)
+
+
 #: every reader of a record file, as ``pyprof ARGS`` with ``{}`` for the file
 CUT_READERS = (["prof", "{}"], ["prof", "--summary", "op", "{}"], ["prof", "-j", "2", "--csv", "{}"],
                ["report", "{}", "-o", "{html}"], ["diff", "{}", "{}"], ["advise", "{}"])
@@ -428,7 +438,7 @@ def test_unusable_event_fields_are_counted_by_reason(share, capsys, tmp_path):
         if escaped:
             assert end["dropped"]["texts holding a lone surrogate, kept escaped"] == escaped
             assert "\\ud800" in out.read_text()
-        for args in (["prof", out], ["diff", out, out], ["report", out, "-o", tmp_path / "r.html"]):
+        for args in _usable(["prof", out], ["diff", out, out], ["report", out, "-o", tmp_path / "r.html"]):
             code, _, err = run_main(capsys, args)
             assert code == 0, (args, err)
 
@@ -504,7 +514,7 @@ def test_impossible_export_values_are_nulled_and_counted(share, capsys, tmp_path
         assert end["dropped"].get(BACKWARDS) == want["backwards"] and end["dropped"].get(ESCAPED, 0) >= want["escaped"]
         assert r"k_\\xff_x" in out.read_text()  # (the escape, as JSON writes its backslash)
         assert f"{want['kDuration'] + want['grid']:,} impossible values written as null" in err
-        for args in (["prof", out], ["diff", out, out], ["report", out, "-o", tmp_path / "r.html"]):
+        for args in _usable(["prof", out], ["diff", out, out], ["report", out, "-o", tmp_path / "r.html"]):
             code, _, err = run_main(capsys, args)
             assert code == 0, (args, err)
 
@@ -685,8 +695,8 @@ def test_terminal_lines_are_escaped_and_bounded(capsys, tmp_path):
     assert code == 0 and not _bad(err), err[:300]
     assert sorted(r["op"] for r in read_record_file(out)) == sorted(names)
     problems = []
-    for args in (["prof", out], ["prof", "--summary", "op", out], ["prof", "-w", "120", out],
-                 ["report", out, "-o", tmp_path / "r.html"], ["advise", out], ["diff", out, out]):
+    for args in _usable(["prof", out], ["prof", "--summary", "op", out], ["prof", "-w", "120", out],
+                        ["report", out, "-o", tmp_path / "r.html"], ["advise", out], ["diff", out, out]):
         code, stdout, err = run_main(capsys, args)
         if code not in (0, 2) or one_line_or_result(code, err, []) is not None and code == 2:
             problems.append(f"{args[0]}: exit {code}: {err[:200]!r}")
@@ -877,8 +887,8 @@ def test_record_files_with_deep_ranges_take_linear_work(tmp_path):
         path = tmp_path / f"deep{n}.dict"
         path.write_bytes(b"\n".join([head, *(orjson.dumps({**orjson.loads(r), "ranges": ranges}) for r in body), end])
                          + b"\n")
-        for args in (["prof", path], ["report", path, "-o", tmp_path / "r.html"], ["diff", path, path],
-                     ["advise", path]):
+        for args in _usable(["prof", path], ["report", path, "-o", tmp_path / "r.html"], ["diff", path, path],
+                            ["advise", path]):
             r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
                                env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=300)
             assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr[-500:])
