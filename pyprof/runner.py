@@ -349,7 +349,11 @@ class _OwnProfilers:
     def _patch(self, cls: type, name: str, owned, shim) -> None:
         import inspect
 
-        orig = inspect.getattr_static(cls, name)
+        try:
+            orig = inspect.getattr_static(cls, name)
+        except AttributeError:  # an instance attribute in this torch (function_events before 2.5)
+            self._patch_instance_attribute(cls, name, owned, shim)
+            return
         self.saved.append((cls, name, cls.__dict__.get(name)))
         fn = orig.fget if isinstance(orig, property) else orig
 
@@ -358,6 +362,19 @@ class _OwnProfilers:
             return (fn if owned is not None and owned(this) else shim)(this, *args, **kwargs)
 
         setattr(cls, name, property(method) if isinstance(orig, property) else method)
+
+    def _patch_instance_attribute(self, cls: type, name: str, owned, shim) -> None:
+        """``name``, an attribute each instance sets, read through a property: the instance's own value
+        for pyprof's session, the shim's for the script's; the value stays in the instance's ``__dict__``,
+        where it is read again once :meth:`restore` removes the property."""
+        def get(this: Any) -> Any:
+            return this.__dict__.get(name) if owned is not None and owned(this) else shim(this)
+
+        def put(this: Any, value: Any) -> None:
+            this.__dict__[name] = value
+
+        self.saved.append((cls, name, None))
+        setattr(cls, name, property(get, put))
 
     def restore(self) -> None:
         for cls, name, orig in reversed(self.saved):
