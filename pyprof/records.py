@@ -76,6 +76,11 @@ class Field:
             return f"{self.type}, one of " + ", ".join(f"`{v}`" if v else "empty" for v in self.values)
         return self.type
 
+#: ``dir`` of a double backward: a node made by an op that another backward node ran (torch.profiler traces)
+SECOND_ORDER = "bprop2"
+#: the ``dir`` values of backward work (what prof prices as an op's backward)
+BACKWARD_DIRS = ("bprop", SECOND_ORDER)
+
 
 FIELDS: tuple[Field, ...] = (
     # identity and timing
@@ -128,7 +133,7 @@ FIELDS: tuple[Field, ...] = (
           "not save: torch.utils.checkpoint), `bprop2` (a double backward: the backward of work a backward pass did "
           "with `create_graph=True`, a gradient penalty's, run by a later backward; torch.profiler traces) or "
           "`optim` (optimizer step); `` when it cannot be told.",
-          values=("fprop", "bprop", "recomp", "bprop2", "optim", "")),
+          values=("fprop", "bprop", "recomp", SECOND_ORDER, "optim", "")),
     Field("opDir", "str|null", "Which computation of `op` the kernel ran when it is not `dir`'s: `fprop` for an op run "
           "as itself in the backward pass (an aten op under an autograd node that links to no forward op, an op "
           "called inside a custom autograd Function's backward), priced by the op's own model; `none` for an op "

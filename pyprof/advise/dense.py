@@ -11,6 +11,7 @@ the advice covers their time.
 from __future__ import annotations
 
 from pyprof.advise.common import LATENCY_GAP, Advice, Context, num, us
+from pyprof.records import BACKWARD_DIRS
 
 SMALL_NS = 50_000.0
 SMALL_GPU_NS = 10_000.0
@@ -31,7 +32,7 @@ def dense(ctx: Context) -> Advice | None:
     mods: dict[str, list] = {}  # module -> [small ops, time in small ops, time]
     for rec, d, sil, gap, ideal, layer, opid in zip(ctx.records, df["dir"], df["sil"], df["gap"], df["ideal"],
                                                     df["layer"], df["opid"], strict=True):
-        if d not in ("fprop", "bprop", "bprop2") or not isinstance(layer, (list, tuple)) or not layer:
+        if d not in ("fprop", *BACKWARD_DIRS) or not isinstance(layer, (list, tuple)) or not layer:
             continue
         t = num(sil)
         m = mods.setdefault(layer[-1], [0, 0.0, 0.0, set()])

@@ -30,7 +30,7 @@ import orjson
 
 from pyprof import markers
 from pyprof.parse import limits
-from pyprof.records import CHECKS
+from pyprof.records import BACKWARD_DIRS, CHECKS, SECOND_ORDER  # noqa: F401 (SECOND_ORDER: dec.SECOND_ORDER)
 
 # -- one text ---------------------------------------------------------------------------------------
 
@@ -462,11 +462,9 @@ def _direction(sc: _Scan, op: str | None, op_pos: int | None) -> tuple[str, str 
 
 #: The direction of a forward re-run inside the backward pass (``torch.utils.checkpoint``).
 RECOMPUTE = "recomp"
-#: The direction of a double backward: a node made by an op that another backward node ran (the
-#: backward of ``autograd.grad(..., create_graph=True)``'s work, run by a later ``backward()``).
-SECOND_ORDER = "bprop2"
-#: The backward directions: work the backward pass does for a forward op.
-BACKWARD = ("bprop", SECOND_ORDER)
+#: The backward directions (``records.BACKWARD_DIRS``; ``SECOND_ORDER``: a double backward, the work
+#: of ``autograd.grad(..., create_graph=True)`` differentiated by a later ``backward()``).
+BACKWARD = BACKWARD_DIRS
 #: ``opDir`` of the records of an op whose call raised (the parser saw a ``raised`` marker after it):
 #: no computation of the op ran (checkpoint's early stop), so prof prices them 0 FLOPs and 0 bytes.
 NO_WORK = "none"

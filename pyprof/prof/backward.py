@@ -58,6 +58,7 @@ import orjson
 
 from pyprof.kernel_roles import NO_WORK
 from pyprof.prof.ops import _args as A
+from pyprof.records import BACKWARD_DIRS
 
 NAN = float("nan")
 
@@ -238,7 +239,7 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     if aten is None or sizes is None or not n:
         return None
     op_dir = raw.get("opDir")
-    cand = is_kernel & np.isin(raw["dir"], ("bprop", "bprop2")) & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
+    cand = is_kernel & np.isin(raw["dir"], BACKWARD_DIRS) & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
     if op_dir is not None:
         cand &= np.equal(op_dir, None)  # type: ignore[call-overload]
     if cand.any() and raw.get("args") is not None:  # (under torch.func.vmap the records mix the per-sample

@@ -33,6 +33,7 @@ from pyprof.errors import InputError, RecordError
 from pyprof.markers import LEGACY_MAX, MarkerError, as_lists, decode_legacy_pyprof
 from pyprof.prof.fields import STATIC, VARYING
 from pyprof.records import (
+    BACKWARD_DIRS,
     CHECKS,
     END_FLAG,
     HEADER_PREFIX,
@@ -585,7 +586,7 @@ def _normalise_legacy(rec: dict[str, Any], fprop_by_seq: dict[int, dict[str, Any
     if rec.get("dir") == "fprop" and rec.get("args") is not None:
         for s in rec.get("seqId") or ():
             fprop_by_seq[s] = rec
-    elif rec.get("dir") in ("bprop", "bprop2") and rec.get("args") is None:
+    elif rec.get("dir") in BACKWARD_DIRS and rec.get("args") is None:
         for s in list(rec.get("seqId") or ()) + list(rec.get("altSeqId") or ()):
             src = fprop_by_seq.get(s)
             if src is not None:

@@ -43,6 +43,7 @@ from pyprof.prof import steps, tensorcores
 from pyprof.prof.devices import DeviceResolver
 from pyprof.prof.fastread import freeze
 from pyprof.prof.params import first_dtype, render
+from pyprof.records import SECOND_ORDER
 
 NAN = float("nan")
 
@@ -423,8 +424,8 @@ def _model_dir(raw: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
     d = raw["dir"][rows]
     if len(d) and (d == "recomp").any():
         d = np.where(d == "recomp", "fprop", d)
-    if len(d) and (d == "bprop2").any():  # a double backward node's work is a backward's
-        d = np.where(d == "bprop2", "bprop", d)
+    if len(d) and (d == SECOND_ORDER).any():  # a double backward node's work is a backward's
+        d = np.where(d == SECOND_ORDER, "bprop", d)
     op_dir = raw.get("opDir")
     if op_dir is None:
         return d
