@@ -7,8 +7,8 @@ events that are no objects, ``ts``/``dur`` missing, negative, NaN or huge, ``pid
 types, unknown ``ph``, duplicated keys, bytes that are no UTF-8, list-valued keys after the events,
 a byte order mark, an empty file, a directory). Each input goes through the CLI entry as a user runs
 it, read one of several ways (:data:`CONFIGS`: the chunked loader with big or small chunks, so cuts
-between and inside chunks and the fallback to the whole-document parse are reached, and the two-process
-scan and record writing of big traces), and must end one of two ways:
+between and inside chunks and the fallback to the whole-document parse are reached, and in a process
+pyprof owns), and must end one of two ways:
 
 * exit 0: the output holds JSON lines, each a record whose fields pass :data:`pyprof.records.CHECKS`;
 * exit 2: exactly one stderr line, ``pyprof: error: ...``, and no output (nor temporary file) left.
@@ -36,7 +36,6 @@ import pytest
 
 from pyprof import process
 from pyprof.parse.kineto import load as kineto_load
-from pyprof.parse.kineto import split_lines as kineto_split_lines
 from pyprof.parse.kineto.events import event_types
 from pyprof.records import CHECKS, bad_field
 from tests.conftest import CORPUS, REPO, run_main
@@ -50,17 +49,10 @@ CPU = FIXTURES / "cpu_unescaped_markers.json.gz"
 #: the corpus traces mutated: the smallest (mutations of a big one would be slow)
 CORPUS_TRACES = 1
 
-#: how an input is read: name -> (kineto_load.CHUNK_BYTES, kineto_load.SPLIT_BYTES,
-#: kineto_split_lines.FORK_MIN). The defaults read a small trace in one piece; small chunks cut it
-#: into many (a damaged piece falls back to the whole-document parse); "forked" also scans the
-#: second half of the events, and plans and writes the later records, in forked children (run as in
-#: a process pyprof owns, :func:`pyprof.process.owning`).
-CONFIGS = {
-    "whole": (kineto_load.CHUNK_BYTES, kineto_load.SPLIT_BYTES, kineto_split_lines.FORK_MIN),
-    "chunks-4k": (4096, kineto_load.SPLIT_BYTES, kineto_split_lines.FORK_MIN),
-    "chunks-512": (512, kineto_load.SPLIT_BYTES, kineto_split_lines.FORK_MIN),
-    "forked": (4096, 1, 1),
-}
+#: how an input is read: name -> kineto_load.CHUNK_BYTES. The default reads a small trace in one piece;
+#: small chunks cut it into many (a damaged piece falls back to the whole-document parse); "owned" runs
+#: as in a process pyprof owns (:func:`pyprof.process.owning`: the collector paused).
+CONFIGS = {"whole": kineto_load.CHUNK_BYTES, "chunks-4k": 4096, "chunks-512": 512, "owned": 4096}
 
 #: kind of mutation -> inputs made of that kind (all bases together)
 COUNTS = {
@@ -539,10 +531,7 @@ def _problem(code, err: str, out: Path) -> str | None:
 
 
 def _configure(monkeypatch, config: str) -> None:
-    chunk, split, fork_min = CONFIGS[config]
-    monkeypatch.setattr(kineto_load, "CHUNK_BYTES", chunk)
-    monkeypatch.setattr(kineto_load, "SPLIT_BYTES", split)
-    monkeypatch.setattr(kineto_split_lines, "FORK_MIN", fork_min)
+    monkeypatch.setattr(kineto_load, "CHUNK_BYTES", CONFIGS[config])
 
 
 def run_inputs(capsys, monkeypatch, tmp_path: Path, cases) -> tuple[list[str], list[int | None]]:
@@ -560,7 +549,7 @@ def run_inputs(capsys, monkeypatch, tmp_path: Path, cases) -> tuple[list[str], l
             path.write_bytes(data)
         out = tmp_path / f"out{i}.dict"
         _configure(monkeypatch, config)
-        with process.owning() if config == "forked" else contextlib.nullcontext():
+        with process.owning() if config == "owned" else contextlib.nullcontext():
             code, problem = check_parse(capsys, path, out)
         if problem is None and any(temp.iterdir()):
             problem = f"temporary files left: {sorted(p.name for p in temp.iterdir())}"

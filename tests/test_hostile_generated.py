@@ -574,8 +574,6 @@ _SIGNALLED = """
 import contextlib, os, signal, sys
 from pyprof import atomic
 from pyprof.parse import run
-from pyprof.parse.kineto import split_lines
-split_lines.FORK_MIN = 100  # (a big CPU trace's later records by a forked child: its file too)
 sig, k, group = getattr(signal, sys.argv[1]), sys.argv[2], sys.argv[3] == "group"
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a background job inherits it ignored)
 real = atomic.atomic_output

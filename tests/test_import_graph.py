@@ -232,20 +232,20 @@ def test_no_import_circles():
 
 
 def test_no_import_circles_even_for_the_type_checker():
-    """Imports under ``if TYPE_CHECKING:`` counted too: no circle either. parse/kineto's record writers
-    (lines, split_lines) are imported by the source that uses them and know it only through their own
-    public interface (``lines.PlanSource``), not by importing it for their annotations."""
+    """Imports under ``if TYPE_CHECKING:`` counted too: no circle either. parse/kineto's record writer
+    (lines) is imported by the source that uses it and knows it only through its own public interface
+    (``lines.PlanSource``), not by importing it for its annotations."""
     graph = import_graph(type_checking=True)
-    assert {"pyprof.parse.kineto.lines", "pyprof.parse.kineto.split_lines"} <= graph["pyprof.parse.kineto.source"]
+    assert "pyprof.parse.kineto.lines" in graph["pyprof.parse.kineto.source"]
     found = cycles(graph)
     assert not found, _report(found)
 
 
 def test_the_kineto_writers_read_no_private_name_of_the_source():
-    """lines and split_lines reach the source only through ``PlanSource``'s public names: no
-    ``src._x``, ``self.src._x`` or ``self._src._x``."""
+    """lines reaches the source only through ``PlanSource``'s public names: no ``src._x``,
+    ``self.src._x`` or ``self._src._x``."""
     found = []
-    for name in ("lines.py", "split_lines.py"):
+    for name in ("lines.py",):
         tree = ast.parse((ROOT / "parse" / "kineto" / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):

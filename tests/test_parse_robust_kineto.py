@@ -9,7 +9,6 @@ import json
 import orjson
 import pytest
 
-from pyprof import process
 from pyprof.errors import InputError
 from pyprof.parse.kineto import KinetoSource
 from pyprof.parse.kineto import load as kineto_load
@@ -69,16 +68,6 @@ def test_list_valued_key_after_the_events(tmp_path, monkeypatch, after, chunk):
         assert src.meta[key] == value
 
 
-def test_list_key_after_the_events_in_two_halves(tmp_path, monkeypatch):
-    p, want = _with_trailer(tmp_path, monkeypatch, "t.json", ERROR=["x"], deviceProperties=[{"id": 0}, {"id": 1}])
-    monkeypatch.setattr(kineto_load, "SPLIT_BYTES", 1)
-    monkeypatch.setattr(kineto_load, "CHUNK_BYTES", 2048)
-    _no_reference(monkeypatch)
-    assert kineto_load.load_trace(p).halves is not None
-    with process.owning():  # the second half in a forked child
-        assert _records(p) == want
-
-
 def _failing_after_one_chunk(original):
     """A ``_chunks`` that gives its first chunk and then fails (a fast-path bug, whatever it is)."""
     def chunks(path, data, start, end, trace):
@@ -112,32 +101,6 @@ def test_a_failing_layout_search_falls_back_to_the_whole_document(path, monkeypa
 
     monkeypatch.setattr(kineto_load, "_layout", broken)
     assert _records(path) == want
-
-
-def test_a_failing_second_half_falls_back_to_the_whole_document(monkeypatch):
-    """The second half (read in a forked child, else in this process) gives the events after the cut
-    from the reference parse when its chunks fail."""
-    want = _records(CPU)
-    monkeypatch.setattr(kineto_load, "SPLIT_BYTES", 1)
-    monkeypatch.setattr(kineto_load, "CHUNK_BYTES", 4096)
-    original = kineto_load._chunks
-    starts = []
-
-    def chunks(path, data, start, end, trace):
-        if not starts:
-            starts.append(start)  # the events array's start: the first call is the whole array's
-        if start != starts[0]:  # the second half
-            return _failing_after_one_chunk(original)(path, data, start, end, trace)
-        return original(path, data, start, end, trace)
-
-    monkeypatch.setattr(kineto_load, "_chunks", chunks)
-    trace = kineto_load.load_trace(CPU)
-    assert trace.halves is not None
-    first, second = trace.halves
-    events = [e for c in first() for e in c] + [e for c in second() for e in c]
-    assert [(e.name, e.ts) for e in events] == [(e.name, e.ts) for e in kineto_load.load_trace(CPU).events]
-    with process.owning():  # the second half in a forked child
-        assert _records(CPU) == want
 
 
 def test_what_only_pythons_json_reads(tmp_path):

@@ -12,9 +12,7 @@ caught. After the last pass, against the first:
   child is alive;
 * every pass gave the same records for every file (nothing of one parse leaks into the next).
 
-The big-trace paths are taken too: the passes run as in a process pyprof owns
-(:func:`pyprof.process.owning`), and :data:`SPLIT_BYTES` makes every torch.profiler trace read its
-events in two processes.
+The passes run as in a process pyprof owns (:func:`pyprof.process.owning`).
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ import pytest
 
 from pyprof import process
 from pyprof.errors import PyprofError
-from pyprof.parse.kineto import load as kineto_load
 from pyprof.parse.source import open_source
 from tests.conftest import CORPUS, REPO
 
@@ -45,8 +42,6 @@ FILES = 20
 KINETO = 2
 #: traced memory after the last pass may exceed that after the first by this much
 GROWTH_LIMIT = 2 << 20
-#: the events arrays from this size on are read in two processes (see kineto_load.SPLIT_BYTES)
-SPLIT_BYTES = 64 << 10
 FIXTURES = REPO / "tests" / "fixtures" / "kineto"
 
 
@@ -142,7 +137,6 @@ def test_many_parses_leave_nothing_behind(tmp_path, monkeypatch):
     work.mkdir()
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))  # forked children's temporary files
-    monkeypatch.setattr(kineto_load, "SPLIT_BYTES", SPLIT_BYTES)
     inputs = _inputs(work)
     gc.collect()
     fds, children, threads = _fds(), _children(), threading.active_count()

@@ -293,10 +293,8 @@ class PreparedSource:
     def dropped(self) -> dict[str, int]:  # (see Stats)
         return self.stats.dropped
 
-    def prepared(self, split: bool = False) -> Streamed:
-        """Everything read and attributed. ``split`` (two processes where it pays, as for a big
-        torch.profiler CPU trace) is accepted and not used: an export's lines cost too little to make
-        for a second process to gain (see :func:`pyprof.parse.run.write_lines`)."""
+    def prepared(self) -> Streamed:
+        """Everything read and attributed."""
         return self._load()
 
     def records(self):

@@ -87,8 +87,7 @@ def _parse_file(path: str, out: str | None) -> Result:
     res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
     nulls: dict[str, int] = {}
     if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
-        # a second process where it pays (a big CPU trace's records), if this process is pyprof's to fork
-        prep = source.prepared(split=process.can_fork())
+        prep = source.prepared()
         try:
             with atomic_output(out, "wb") as fh:
                 fh.write(header_line(source.kind, header_facts(source)))
@@ -137,19 +136,14 @@ def write_lines(prep, fh) -> None:
     processes (a temporary file appended afterwards, or both ``pwrite``-ing blocks of one file) were
     measured too, and were slower: copy-on-write faults on the shared heap and the file system's
     per-file write lock ate the gain; so did a child making the later half into a file of its own,
-    appended by ``sendfile`` (:mod:`pyprof.parse.kineto.fork`): median 3.17 s against 2.66 s for
-    writing 1M kernels' records, the extra 0.8 GB copy costing more than the lines it shares. A big
-    torch.profiler CPU trace, whose records cost three times as much to plan and make, is where
-    that pays: its ``tail`` (:mod:`pyprof.parse.kineto.split_lines`) is appended last."""
-    tail = getattr(prep, "tail", None)
-    chunks = prep.own_lines() if tail is not None else prep.lines()
+    appended by ``sendfile``: median 3.17 s against 2.66 s for writing 1M kernels' records, the extra
+    0.8 GB copy costing more than the lines it shares."""
+    chunks = prep.lines()
     if prep.n < THREADED_MIN:
         for chunk in chunks:
             fh.write(chunk)
     else:
         _write_threaded(chunks, fh)
-    if tail is not None:
-        tail.copy_into(fh)
 
 
 def _write_threaded(chunks, fh) -> None:

@@ -8,10 +8,7 @@ The reader, from the file to the records:
 * :mod:`~pyprof.parse.kineto.index`: the events scanned into flat arrays and their ranges nested;
 * :mod:`~pyprof.parse.kineto.args`: an op's recorded inputs as pyprof argument dicts;
 * :mod:`~pyprof.parse.kineto.source`: :class:`KinetoSource`, every kernel's op instance decoded and linked;
-* :mod:`~pyprof.parse.kineto.lines`: the planned records as JSON lines (or dicts);
-* on two cores, in a process pyprof owns (:mod:`pyprof.process`): :mod:`~pyprof.parse.kineto.split_scan`
-  (a big trace's second half scanned by a forked child), :mod:`~pyprof.parse.kineto.split_lines` (a big
-  CPU trace's later records planned and written by one), both through :mod:`~pyprof.parse.kineto.fork`.
+* :mod:`~pyprof.parse.kineto.lines`: the planned records as JSON lines (or dicts).
 """
 
 from pyprof.parse.kineto.lines import KinetoStats

@@ -11,7 +11,7 @@ open at a launch is one lookup.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -113,11 +113,6 @@ def user_frame(name: str) -> str | None:
     if path.startswith(_LIB_PREFIXES) or any(m in path for m in _LIB_MARKERS):
         return None
     return f"{path.rsplit('/', 1)[-1]}:{line}:{func}"
-
-
-def chain_first(first: list, rest: Iterator[list]) -> Iterator[list]:
-    yield first
-    yield from rest
 
 
 def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:  # noqa: C901 - the per-event loop, inlined

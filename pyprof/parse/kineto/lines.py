@@ -43,10 +43,9 @@ _MEMO_MAX = 16384   # entries per fragment cache (ranges prefixes are up to a fe
 
 
 class PlanSource(Protocol):
-    """What this module and :mod:`.split_lines` read of a source (:class:`~.source.KinetoSource` is
-    one): its index, the record dict of a plan entry, the plan of a part of its CPU op ranges, and the
-    counts behind its warnings. A public interface, so that they neither reach into the source's own
-    attributes nor import its module (which imports them: no circle, even for the type checker)."""
+    """What this module reads of a source (:class:`~.source.KinetoSource` is one): its index and the
+    record dict of a plan entry. A public interface, so that it neither reaches into the source's own
+    attributes nor imports its module (which imports it: no circle, even for the type checker)."""
 
     stats: Any
 
@@ -55,13 +54,7 @@ class PlanSource(Protocol):
 
     def record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]: ...
 
-    def plan_part(self, nodes: list[int]) -> list[tuple]: ...
-
-    def prepared(self, split: bool = False) -> KinetoPrepared: ...
-
-    def problem_counts(self) -> tuple[int, int]: ...
-
-    def add_problem_counts(self, unlinked: int, malformed: int) -> None: ...
+    def prepared(self) -> KinetoPrepared: ...
 
 
 @dataclass
@@ -76,48 +69,24 @@ class KinetoStats:
 
 
 class KinetoPrepared:
-    """A trace's kernels, decoded, in output order (``n`` of them); ``stats`` is complete.
+    """A trace's kernels, decoded, in output order (``n`` of them); ``stats`` is complete."""
 
-    ``tail`` (see :class:`pyprof.parse.kineto.split_lines.Tail`): the records after ``entries`` are
-    planned and written by a forked child; :meth:`lines` then gives them all, :meth:`records` none."""
-
-    def __init__(self, src: PlanSource, entries: list[tuple], self_t: list[int] | None, tail=None):
+    def __init__(self, src: PlanSource, entries: list[tuple], self_t: list[int] | None):
         self.src = src
         self.entries = entries
         self.self_t = self_t
-        self.tail = tail
-        self.stats = stats = entry_stats(entries)
-        self.nulled = stats.nulled
+        self.stats = entry_stats(entries)
+        self.nulled = self.stats.nulled
         self.n = len(entries)
-        if tail is not None:
-            self.n += tail.n
-            stats.kernels += tail.stats.kernels
-            stats.copies += tail.stats.copies
-            stats.attributed += tail.stats.attributed
-            for k, v in tail.stats.nulled.items():
-                stats.nulled[k] = stats.nulled.get(k, 0) + v
 
     def records(self, lo: int = 0, hi: int | None = None) -> Iterator[dict[str, Any]]:
-        if self.tail is not None:
-            raise RuntimeError("a split plan gives JSON lines only (plan with split=False for dicts)")
         record, self_t = self.src.record, self.self_t
         with collector_paused():
             for e in self.entries[lo:hi]:
                 yield record(e, self_t)
 
     def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
-        """Records ``lo:hi`` as JSON lines, in chunks of bytes (see the module docstring); with a
-        ``tail``, all of them (own first, then the child's)."""
-        if self.tail is not None:
-            if lo or hi is not None:
-                raise RuntimeError("a split plan gives all its lines or none")
-            yield from self.own_lines()
-            yield from self.tail.chunks()
-            return
-        yield from self.own_lines(lo, self.n if hi is None else hi)
-
-    def own_lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
-        """The lines of this process's entries (all of them unless there is a ``tail``)."""
+        """Records ``lo:hi`` as JSON lines, in chunks of bytes (see the module docstring)."""
         hi = len(self.entries) if hi is None else hi
         w = _Writer(self.src, self.self_t)
         entries = self.entries

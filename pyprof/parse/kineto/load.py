@@ -19,7 +19,7 @@ import mmap
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -39,11 +39,6 @@ _BOUNDARY = re.compile(rb'\}\s*,\s*\{(?=\s*")')
 CHUNK_BYTES = 8 << 20
 #: plain files at least this big are memory-mapped instead of read
 MMAP_BYTES = 1 << 20
-#: event arrays at least this big are offered in two halves (parsed by two processes where allowed)
-SPLIT_BYTES = 64 << 20
-#: the first half's share of the bytes: the process parsing the second half also serialises its
-#: index for the first (:mod:`pyprof.parse.kineto.split_scan`), so it gets less
-FIRST_SHARE = 0.55
 _NONSPACE = re.compile(rb"\S")
 _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
 
@@ -64,9 +59,6 @@ class Trace:
     chunks: Iterator[list]
     meta: dict[str, Any] = field(default_factory=dict)
     repaired: int = 0
-    #: big Kineto-layout files: two functions giving the chunks before and after a cut near the
-    #: middle (an event boundary if the first half parses; see :mod:`pyprof.parse.kineto.split_scan`)
-    halves: tuple[Callable[[], Iterator[list]], Callable[[], Iterator[list]]] | None = None
     raw: bool = False
     types: EventTypes | None = None
 
@@ -328,25 +320,6 @@ def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Itera
         pos = nxt
 
 
-def _cut(data: bytes, start: int, end: int) -> tuple[int, int] | None:
-    """(end of the first half, start of the second) at a ``}, {`` at :data:`FIRST_SHARE` of the events
-    array whose next event parses on its own, or None. (A ``}, {`` inside a string would leave the
-    first half unparsable, which the caller checks.)"""
-    m = _BOUNDARY.search(data, start + int((end - start) * FIRST_SHARE), end)
-    for _ in range(16):
-        if m is None:
-            return None
-        nxt = _BOUNDARY.search(data, m.end(), end)
-        try:
-            event = orjson.loads(data[m.end() - 1: nxt.start() + 1 if nxt is not None else end])
-        except orjson.JSONDecodeError:
-            event = None
-        if isinstance(event, dict):
-            return m.start() + 1, m.end() - 1
-        m = nxt
-    return None
-
-
 def load_trace(path: str | os.PathLike, raw: bool = False) -> Trace:
     """Open a chrome trace; raise :class:`InputError` with one line if it is none.
 
@@ -373,9 +346,9 @@ def load_trace(path: str | os.PathLike, raw: bool = False) -> Trace:
 
 
 def _load_chunked(path: str, data, raw: bool) -> Trace | None:
-    """The fast path: Kineto's layout, parsed chunk by chunk as the caller iterates (and in two halves
-    on big files); None where that layout is not found. The chunk iterators fall back to the
-    reference path themselves (:func:`_or_reference`), since they fail only once the caller reads them."""
+    """The fast path: Kineto's layout, parsed chunk by chunk as the caller iterates; None where that
+    layout is not found. The chunk iterator falls back to the reference path itself
+    (:func:`_or_reference`), since it fails only once the caller reads it."""
     layout = _layout(data)
     if layout is None:
         return None
@@ -383,42 +356,13 @@ def _load_chunked(path: str, data, raw: bool) -> Trace | None:
     if _NONSPACE.search(data, start, end) is None:
         raise InputError(f"{path}: the trace holds no events", "profile at least one active step (check the schedule)")
     trace = Trace(chunks=iter(()), meta=meta, raw=raw)
-    trace.chunks = _or_reference(path, data, trace, _chunks(path, data, start, end, trace), lambda: 0)
-    cut = _cut(data, start, end) if end - start >= SPLIT_BYTES else None
-    if cut is not None:
-        def first_half() -> Iterator[list]:
-            return _strict(path, _chunks(path, data, start, cut[0], trace))
-
-        def second_half() -> Iterator[list]:
-            def before() -> int:  # how many events the first half holds (read again: not counted again)
-                counts = trace.types.dropped if trace.types is not None else {}
-                kept = dict(counts)
-                n = sum(map(len, _chunks(path, data, start, cut[0], trace)))
-                counts.clear()
-                counts.update(kept)
-                return n
-
-            return _or_reference(path, data, trace, _chunks(path, data, cut[1], end, trace), before)
-
-        trace.halves = (first_half, second_half)
+    trace.chunks = _or_reference(path, data, trace, _chunks(path, data, start, end, trace))
     return trace
 
 
-def _strict(path: str, chunks: Iterator[list]) -> Iterator[list]:
-    """``chunks``, any failure raised as :class:`InputError`: the first half's reader
-    (:mod:`pyprof.parse.kineto.split_scan`) reads the whole array in one pass instead when it meets one."""
-    try:
-        yield from chunks
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - reported as the file's, read again in one pass
-        raise _not_json(path, exc) from None
-
-
-def _or_reference(path: str, data, trace: Trace, chunks: Iterator[list], before: Callable[[], int]) -> Iterator[list]:
-    """``chunks`` (the fast path's, over one part of the events array) as long as they parse; after a
-    failure, the rest of that part from the reference parse of the whole file: its events after the
-    ``before()`` that precede the part and the ones ``chunks`` already gave. The reference parse's
+def _or_reference(path: str, data, trace: Trace, chunks: Iterator[list]) -> Iterator[list]:
+    """``chunks`` (the fast path's) as long as they parse; after a failure, the rest from the reference
+    parse of the whole file: its events after the ones ``chunks`` already gave. The reference parse's
     metadata replaces the fast path's (in place: the caller may hold the dict already)."""
     given = 0
     while True:
@@ -434,7 +378,7 @@ def _or_reference(path: str, data, trace: Trace, chunks: Iterator[list], before:
     trace.meta.clear()
     trace.meta.update(meta)
     trace.repaired = max(trace.repaired, repaired)
-    rest = events[before() + given:]
+    rest = events[given:]
     del events
     if rest:
         yield trace.typed(rest)

@@ -42,9 +42,7 @@ is reduced to a few packed fields in one pass. Records are planned first (:meth:
 every kernel's op instance decoded and linked), then written as JSON lines spliced from per-instance
 fragments (:mod:`pyprof.parse.kineto.lines`) or built as dicts. In a process pyprof owns
 (:mod:`pyprof.process`: ``pyprof parse``), the cyclic garbage collector is paused while the millions of
-acyclic objects are made, and a big trace takes a second core: its second half scanned by a forked
-child (:mod:`pyprof.parse.kineto.split_scan`), and a big CPU trace's later records planned and written
-by one (:mod:`pyprof.parse.kineto.split_lines`). ``scripts/bench_kineto.py`` measures it.
+acyclic objects are made. ``scripts/bench_kineto.py`` measures it.
 """
 
 from __future__ import annotations
@@ -72,8 +70,6 @@ from pyprof.parse.kineto.index import (
 )
 from pyprof.parse.kineto.lines import KinetoPrepared, KinetoStats, LazyRecords
 from pyprof.parse.kineto.load import Trace, load_trace
-from pyprof.parse.kineto.split_lines import plan_in_two
-from pyprof.parse.kineto.split_scan import scan_in_two
 from pyprof.process import collector_paused
 from pyprof.records import thread_id
 
@@ -104,8 +100,7 @@ class KinetoSource:
             self.warnings.append(
                 f"{trace.repaired} event names had unescaped double quotes (a Kineto export bug, "
                 "pytorch/pytorch#146900) and were repaired")
-        trace.chunks = iter(())  # the unused chunk generators hold the file's bytes (and the trace:
-        trace.halves = None      # a cycle, while the collector is paused)
+        trace.chunks = iter(())  # the unused chunk generator holds the file's bytes (and the trace: a cycle)
         del trace
         if not self.n_events:
             raise InputError(f"{self.path}: the trace holds no events", "profile at least one active step (check the schedule)")
@@ -526,16 +521,13 @@ class KinetoSource:
                         if ix.name[r][cut:].isdigit()), key=lambda s: s[1])
         return {"steps": steps} if steps else {}
 
-    def prepared(self, split: bool = False) -> KinetoPrepared:
+    def prepared(self) -> KinetoPrepared:
         """Every kernel with its op instance decoded and linked, in output order, ready to be turned
         into dicts (:meth:`KinetoPrepared.records`) or JSON lines (:meth:`KinetoPrepared.lines`);
-        ``stats`` and ``warnings`` are complete on return. ``pyprof parse`` takes this path, with
-        ``split``: a big CPU trace's later records are then planned and written by a forked child
-        (:mod:`pyprof.parse.kineto.split_lines`), and only :meth:`KinetoPrepared.lines` can give them."""
-        split = split and inductor.TRACE_KEY not in self.meta  # (compiled kernels are joined in one pass)
+        ``stats`` and ``warnings`` are complete on return. ``pyprof parse`` takes this path."""
         with collector_paused():
-            entries, self_t, tail = self._plan(split)
-        prep = KinetoPrepared(self, entries, self_t, tail)
+            entries, self_t = self._plan()
+        prep = KinetoPrepared(self, entries, self_t)
         self.stats = prep.stats
         return prep
 
@@ -545,19 +537,16 @@ class KinetoSource:
         :func:`pyprof.records.write_records`)."""
         return LazyRecords(self)
 
-    def _plan(self, split: bool = False) -> tuple[list[tuple], list[int] | None, Any]:
-        """(entries, self times, tail): one ``(node, ctx, n, pre)`` per record in output order, ``node``
+    def _plan(self) -> tuple[list[tuple], list[int] | None]:
+        """(entries, self times): one ``(node, ctx, n, pre)`` per record in output order, ``node``
         the innermost range open at the kernel (-1: none), ``ctx`` its op instance's context, ``n`` its
-        ``subSeqId`` count and ``pre`` the GPU record's own fields (None on CPU: built from ``node``).
-        ``tail`` is None, or (``split``) the forked child planning and writing the records after
-        ``entries`` (:class:`pyprof.parse.kineto.split_lines.Tail`)."""
+        ``subSeqId`` count and ``pre`` the GPU record's own fields (None on CPU: built from ``node``)."""
         self._cache: dict[int, tuple] = {}
         self._decodes: dict[tuple, dec.Decoded] = {}
         self._malformed = 0
         self._unlinked = 0
         ix = self._ix
         self_t = None
-        tail = None
         if self.gpu_mode:
             linker = self._register_forward()
             sub: dict[Any, int] = {}
@@ -579,13 +568,7 @@ class KinetoSource:
             entries = [e for _, e in numbered]
         else:
             self_t = fold_no_work(ix, self_times(ix))
-            nodes = cpu_nodes(ix, self_t)
-            if split:
-                nodes, tail = plan_in_two(self, nodes, self_t)
-            # two processes: each decodes the forward ops its own backward instances link to
-            entries = self.plan_part(nodes) if tail is not None else self.plan_nodes(nodes, self._register_forward())
-            if tail is not None:
-                tail.collect()  # the child's counts (for stats and warnings)
+            entries = self.plan_nodes(cpu_nodes(ix, self_t), self._register_forward())
         self._cache.clear()
         self._decodes.clear()
         self._compiled(entries)
@@ -599,7 +582,7 @@ class KinetoSource:
         missing = self._missing_shapes()
         if missing:
             self.warnings.append(missing)
-        return entries, self_t, tail
+        return entries, self_t
 
     def _compiled(self, entries: list[tuple]) -> None:
         """Kernels of compiled regions joined to their modules and origin ops (:mod:`.inductor`), and a
@@ -633,14 +616,7 @@ class KinetoSource:
         return ("the trace has input shapes but no input types or scalar arguments (PyTorch 1.8-1.9): "
                 "bytes, and the FLOPs of ops that need their arguments (convolutions), are n/a")
 
-    def plan_part(self, nodes: list[int]) -> list[tuple]:
-        """:meth:`plan_nodes` for a part of a CPU trace's records (see split_lines), registering
-        only the forward ops their backward instances can link to (:meth:`needed_links`)."""
-        if not nodes:
-            return []
-        return self.plan_nodes(nodes, self._register_forward(self.needed_links(nodes)))
-
-    # What KinetoPrepared and split_lines read of a source (their PlanSource): public names, so that
+    # What KinetoPrepared reads of a source (its PlanSource): public names, so that
     # they use no private attribute of this class and need not import this module.
     @property
     def index(self) -> Index:
@@ -651,19 +627,9 @@ class KinetoSource:
         """The record dict of one plan entry (``self_t``: CPU self times, for a CPU trace's records)."""
         return self._record(entry, self_t)
 
-    def problem_counts(self) -> tuple[int, int]:
-        """(backward op instances that found no forward op, malformed pyprof markers) counted so far:
-        the counts of the warnings :meth:`prepared` gives."""
-        return self._unlinked, self._malformed
-
-    def add_problem_counts(self, unlinked: int, malformed: int) -> None:
-        """Add the counts of a part planned in another process (:mod:`.split_lines`)."""
-        self._unlinked += unlinked
-        self._malformed += malformed
-
     def plan_nodes(self, nodes: list[int], linker: dec.BackwardLinker) -> list[tuple]:
         """The plan entries of CPU op ranges ``nodes`` (in start order), numbering each op instance's
-        records from 0 (callers give whole instances: see :func:`split_lines.split_point`)."""
+        records from 0."""
         sub: dict[Any, int] = {}
         get = sub.get
         context = self._context
@@ -751,13 +717,10 @@ def dropped_text(dropped: dict) -> str:
 
 
 def _build_index(trace: Trace) -> Index:
-    """The index of ``trace``: its events classified in one pass over the chunks (a big trace's second
-    half by a forked child, where :mod:`pyprof.parse.kineto.split_scan` may fork), then each thread's
+    """The index of ``trace``: its events classified in one pass over the chunks, then each thread's
     ranges nested (one sort and one stack per thread)."""
-    ix = scan_in_two(trace, trace.halves) if trace.halves is not None else None
-    if ix is None:
-        ix = Index()
-        scan(ix, trace.chunks, trace)
+    ix = Index()
+    scan(ix, trace.chunks, trace)
     counts = [*(trace.types.dropped.items() if trace.types is not None else ()), (MISSING_TS, ix.skipped)]
     for reason, n in counts:
         if n:
