@@ -173,7 +173,6 @@ def _bound(n: int | None) -> str:
     return "2^62" if n == MAX_COUNT else str(n)
 
 
-_NONE = type(None)
 _NUM = frozenset((int, float))  # not bool: JSON true is not a number
 # a base type of the FIELDS table -> (kind, element kind, what a user is told it should be)
 _KINDS = {
@@ -214,9 +213,7 @@ def _finite(v: Any) -> bool:
 class Check:
     """The test of one field, built from its :class:`Field`: its values must be null or of the field's
     type (a number: int or finite float; a list: of the documented element type; ``int|str``: either),
-    within ``low``..``high``, among ``values``. :meth:`ok` tests one value; :meth:`column_ok` tests a whole
-    column at C speed (type sets, ``min``/``max``), which is how prof checks millions of records cheaply;
-    both give the same answer."""
+    within ``low``..``high``, among ``values``. :meth:`ok` tests one value."""
 
     __slots__ = ("name", "kind", "element", "low", "high", "allowed", "expected", "alternatives")
     expected: str  # (set in __init__; declared for the checks of a union, built before it)
@@ -267,45 +264,6 @@ class Check:
             return all(map(_arg_ok, v))
         return self.element != "num" or all(map(_finite, v))
 
-    def column_ok(self, col: Sequence[Any]) -> bool:
-        """True when every value of ``col`` is valid: the same answer as ``all(map(self.ok, col))``,
-        per column rather than per value (a type set, one ``min``/``max``) where it can be."""
-        types = set(map(type, col))
-        nulls = _NONE in types
-        types.discard(_NONE)
-        if not types:
-            return True
-        if self.kind == "str":
-            return types == {str} and (self.allowed is None or set(col) <= self.allowed)
-        if self.kind == "num":
-            if not types <= _NUM:
-                return False
-            if float not in types and self.low is None and self.high is None:
-                return True
-            values = [v for v in col if v is not None] if nulls else col
-            if float in types and not all(map(_finite, values)):  # NaN, inf (min/max cannot order NaN)
-                return False
-            return (self.low is None or min(values) >= self.low) and (self.high is None or max(values) <= self.high)
-        if self.kind == "props":
-            return all(map(self.ok, col))
-        if self.kind == "union":  # one alternative's types: its own column test; a mix: value by value
-            for a in self.alternatives:
-                if types <= _KIND_TYPES[a.kind]:
-                    return a.column_ok(col)
-            return all(map(self.ok, col))
-        if types != {list}:
-            return False
-        if self.element is None:
-            return True
-        elements = set(map(type, chain.from_iterable(filter(None, col))))
-        if not elements <= _ELEMENT_TYPES[self.element]:
-            return False
-        if self.element == "arg":
-            return all(map(_arg_ok, chain.from_iterable(filter(None, col))))
-        if self.element == "num" and float in elements:
-            return all(map(self.ok, col))  # floats in a list of integers: rare, checked one by one
-        return True
-
     def problem(self, v: Any) -> str:
         """The one-line description of a bad value: ``field "layer" is 5, expected a list of strings``
         (the value as JSON, NaN and infinities as Python's json module writes them, cut at 60 characters)."""
@@ -315,9 +273,6 @@ class Check:
         if len(shown) > 60:
             shown = shown[:57] + "..."
         return f'field "{self.name}" is {shown}, expected {self.expected}'
-
-
-_KIND_TYPES = {"str": frozenset((str,)), "num": _NUM, "list": frozenset((list,)), "props": frozenset((dict,))}
 
 
 CHECKS: dict[str, Check] = {f.name: Check(f) for f in FIELDS}
@@ -339,7 +294,7 @@ def nulled(parts: list[dict[str, Any]], counts: dict[str, int],
     pieces a writer splices them from; copied before a change) whose value :data:`CHECKS` refuses (a
     kernel ending before it starts) becomes null, unknown, counted in ``counts`` (field -> records;
     ``weights[i]``: the records ``parts[i]`` stands for), so prof never refuses what parse wrote. Column
-    by column at C speed; returns the fields nulled, by part."""
+    by column; returns the fields nulled, by part."""
     bad: dict[int, list[str]] = {}
     names = [n for n in CHECKS if n in set().union(*parts)]
     try:
@@ -349,7 +304,7 @@ def nulled(parts: list[dict[str, Any]], counts: dict[str, int],
         rows = [tuple(map(p.get, names)) for p in parts]
     for name, col in zip(names, zip(*rows, strict=True), strict=True):
         check = CHECKS[name]
-        if check.column_ok(col):
+        if all(map(check.ok, col)):
             continue
         for i, v in enumerate(col):
             if not check.ok(v):

@@ -148,7 +148,7 @@ class Columns:
         if rows:
             cols = list(zip(*rows, strict=True))
             for i, check in _checks()[1]:
-                if not check.column_ok(cols[i]):
+                if not all(map(check.ok, cols[i])):
                     return False
             for k, col in zip(VARYING, cols, strict=True):
                 var[k].extend(col)

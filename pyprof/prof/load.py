@@ -126,7 +126,7 @@ def prof_checks(ranges: bool = False) -> tuple[Check, ...]:
 
 def columns_ok(recs: list[dict[str, Any]], checks: tuple[Check, ...]) -> bool:
     """True when every record of ``recs`` passes ``checks``, tested column by column (a missing field is
-    null): the same answer as ``bad_field`` record by record, at C speed."""
+    null): the same answer as ``bad_field`` record by record."""
     if not recs or not checks:
         return True
     names = tuple(c.name for c in checks)
@@ -137,13 +137,13 @@ def columns_ok(recs: list[dict[str, Any]], checks: tuple[Check, ...]) -> bool:
         rows = [tuple(map(r.get, names)) for r in recs]
     if len(names) == 1:
         rows = [(v,) for v in rows]
-    return all(check.column_ok(col) for check, col in zip(checks, zip(*rows, strict=True), strict=True))
+    return all(all(map(check.ok, col)) for check, col in zip(checks, zip(*rows, strict=True), strict=True))
 
 
 def good_records(recs: list[dict[str, Any]], places: Sequence[int], checks: tuple[Check, ...],
                  reject: Callable[[int, Check, dict[str, Any]], None]) -> list[dict[str, Any]]:
     """``recs`` less those with a bad field, each of which goes to ``reject(place, check, rec)`` (which
-    raises, or counts it): all of them when every column passes (:func:`columns_ok`, at C speed), else
+    raises, or counts it): all of them when every column passes (:func:`columns_ok`), else
     record by record, in order, so that the first bad record is the one reported. ``places``: where
     each record was read (a line, a row)."""
     if columns_ok(recs, checks):
