@@ -21,7 +21,7 @@ bytes.
     python scripts/bench_parse.py --no-corpus --sizes 100000 1000000 5000000 --workdir /tmp/tiles
     python scripts/bench_parse.py --no-corpus --intern-text --sizes 1000000
     python scripts/bench_parse.py --no-corpus --every-table --sizes 328000    # every table at its real ratio
-    python scripts/bench_parse.py --no-corpus --every-table --sizes 328000 --twins  # + the fast paths' twins
+    python scripts/bench_parse.py --no-corpus --every-table --sizes 328000  # (fast paths' twins: bench_twins.py)
 
 NVIDIA PyProf (PyPI ``nvidia-pyprof``) is not installed here -- its package is also named ``pyprof`` and
 would shadow this one -- so its quoted figure is used: 5.3 s for the 328 kernels and 1,956 ranges of
@@ -170,130 +170,6 @@ def bench_tile(path: Path, work: Path, repeat: int, baseline: str | None) -> dic
 #: (argv[1] "sqlite3") or not, printing the CPU seconds of the reading the two readers share: this process's
 #: kernels, copies and API calls (``NsysSource._activities``) and its share of NVTX_EVENTS (``_Nvtx.read``), and
 #: every child's (the forked NVTX reader's share)
-_READER_RUN = """import json, resource, sys, time
-from pyprof.parse import fetch, nsys
-if sys.argv[1] == "sqlite3":
-    fetch.arrow_available = lambda: False
-    fetch.read_ints_arrow = lambda *a, **k: None
-spent = [0.0]
-def timed(f):
-    def run(*a, **k):
-        t = time.thread_time()
-        try:
-            return f(*a, **k)
-        finally:
-            spent[0] += time.thread_time() - t
-    return run
-nsys.NsysSource._activities = timed(nsys.NsysSource._activities)
-nsys._Nvtx.read = timed(nsys._Nvtx.read)
-from pyprof.cli.main import main
-sys.argv = ["pyprof", "parse", *sys.argv[2:]]
-try:
-    main()
-finally:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"reading": spent[0] + ru.ru_utime + ru.ru_stime}))
-"""
-
-
-def twin_readers(path: Path, work: Path, repeat: int) -> None:
-    """The ADBC (Arrow) reader against sqlite3 alone: ``pyprof parse`` of ``path`` each way, alternating;
-    CPU of the whole parse and of the reading the two share. CPU is the figure to trust on a shared machine."""
-    import json
-
-    runs: dict[str, list] = {"adbc": [], "sqlite3": []}
-    outs = {name: work / f"{path.stem}.{name}.dict" for name in runs}
-    for i in range(repeat):
-        for name in (("adbc", "sqlite3") if i % 2 == 0 else ("sqlite3", "adbc")):
-            cmd = [sys.executable, "-c", _READER_RUN, name, str(path), "-o", str(outs[name]), "-q"]
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE)
-            out = proc.stdout.read() if proc.stdout else b""
-            _, status, ru = os.wait4(proc.pid, 0)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise SystemExit(f"{name}: parse of {path} failed")
-            reading = json.loads(out.decode().strip().splitlines()[-1])["reading"]
-            runs[name].append((ru.ru_utime + ru.ru_stime, time.perf_counter() - t0, ru.ru_maxrss / 1024, reading))
-    same = filecmp.cmp(outs["adbc"], outs["sqlite3"], shallow=False)
-    for o in outs.values():
-        o.unlink(missing_ok=True)
-    cpu = {n: statistics.median(r[0] for r in v) for n, v in runs.items()}
-    rd = {n: statistics.median(r[3] for r in v) for n, v in runs.items()}
-    for name, v in runs.items():
-        print(f"  reader {name:8s} CPU {cpu[name]:6.2f} s (median of {len(v)}: "
-              f"{', '.join(f'{r[0]:.2f}' for r in v)}), of it reading {rd[name]:5.2f} s  "
-              f"wall {statistics.median(r[1] for r in v):6.2f} s  peak {max(r[2] for r in v):5.0f} MB")
-    print(f"  ADBC / sqlite3: {cpu['sqlite3'] / cpu['adbc']:.2f}x by CPU of the whole parse, "
-          f"{rd['sqlite3'] / rd['adbc']:.2f}x of the reading; outputs {'byte-identical' if same else 'DIFFER'}")
-
-
-def twin_lines(path: Path, repeat: int) -> None:
-    """The spliced ``%s``-template lines (``Streamed.lines``) against ``records()`` serialised one by one
-    (``pyprof.records.dumps``): CPU of making the bytes, in this process, the reading and attribution
-    (``Streamed._chunks``) left out; the two must give the same bytes."""
-    import hashlib
-
-    sys.path.insert(0, str(REPO))  # (this checkout's pyprof, as the timed parses run it)
-    from pyprof.parse import assemble
-    from pyprof.parse.source import open_source
-    from pyprof.records import dumps
-
-    inside = [0.0]
-    chunks = assemble.Streamed._chunks
-
-    def timed(self, *a, **k):
-        it = chunks(self, *a, **k)
-        while True:
-            t = time.process_time()
-            try:
-                v = next(it)
-            except StopIteration:
-                inside[0] += time.process_time() - t
-                return
-            inside[0] += time.process_time() - t
-            yield v
-
-    def one(mode: str) -> tuple[float, str, int]:
-        inside[0] = 0.0
-        prep = open_source(str(path)).prepared()
-        h, n = hashlib.sha256(), 0
-        t = time.process_time()
-        if mode == "lines":
-            for chunk in prep.lines():
-                h.update(chunk)
-                n += len(chunk)
-        else:
-            buf: list[bytes] = []
-            for rec in prep.records():
-                buf.append(dumps(rec))
-                if len(buf) == 2048:
-                    b = b"".join(buf)
-                    h.update(b)
-                    n += len(b)
-                    buf = []
-            b = b"".join(buf)
-            h.update(b)
-            n += len(b)
-        total = time.process_time() - t
-        prep.close()
-        return total - inside[0], h.hexdigest(), n
-
-    assemble.Streamed._chunks = timed
-    try:
-        runs: dict[str, list] = {"lines": [], "records": []}
-        for i in range(repeat):
-            for mode in (("lines", "records") if i % 2 == 0 else ("records", "lines")):
-                runs[mode].append(one(mode))
-    finally:
-        assemble.Streamed._chunks = chunks
-    cpu = {m: statistics.median(r[0] for r in v) for m, v in runs.items()}
-    for m, v in runs.items():
-        print(f"  {m:8s} making the bytes: CPU {cpu[m]:6.2f} s (median of {len(v)}: "
-              f"{', '.join(f'{r[0]:.2f}' for r in v)}), {v[0][2]:,} bytes")
-    same = len({r[1] for v in runs.values() for r in v}) == 1
-    print(f"  lines / records: {cpu['records'] / cpu['lines']:.2f}x by CPU; bytes {'the same' if same else 'DIFFER'}")
-
-
 def _line(name: str, r: dict) -> str:
     k = r["kernels"]
     walls = sorted(x["wall"] for x in r["runs"])
@@ -317,10 +193,6 @@ def main(argv=None) -> int:
                     help="tile every event table of the source (scale_export.py --every-table: runtime API, "
                          "memcpy, sync, OS runtime, ... each at its real ratio to the kernels), as many tiles as "
                          "the kernels asked for need (--ranges-per-kernel is not applied)")
-    ap.add_argument("--twins-only", action="store_true", help="--twins without timing the parse itself")
-    ap.add_argument("--twins", action="store_true",
-                    help="on each tile also time the twins: the ADBC reader against sqlite3 alone, and the spliced "
-                         "lines against records() serialised one by one (issue #31: each fast path earns >= 2x)")
     ap.add_argument("--no-corpus", action="store_true")
     ap.add_argument("--workdir", default=None, help="where tiled exports and outputs go (default: a temp dir); "
                                                     "tiles already there are reused")
@@ -368,11 +240,6 @@ def main(argv=None) -> int:
                                check=True, stderr=subprocess.DEVNULL)
             ranges = count_rows(tiled, "NVTX_EVENTS", "WHERE eventType IN (59, 60)")
             print(f"\n{name} x{factor}: {tiled} ({tiled.stat().st_size / 1e9:.2f} GB, {ranges:,} NVTX ranges)")
-            if a.twins_only:
-                print(f"  twins (this checkout, {max(1, a.repeat)} alternating runs each):")
-                twin_readers(tiled, work, max(1, a.repeat))
-                twin_lines(tiled, max(1, a.repeat))
-                continue
             res = bench_tile(tiled, work, max(1, a.repeat), a.baseline)
             print(f"  command: {res['new']['cmd']}")
             k = res["new"]["kernels"]
@@ -383,10 +250,6 @@ def main(argv=None) -> int:
                 n, b = res["new"], res["baseline"]
                 print(f"  new / baseline: {b['wall'] / n['wall']:.1f}x by wall time, {b['cpu_med'] / n['cpu_med']:.1f}x "
                       f"by CPU time, {b['rss_mb'] / n['rss_mb']:.1f}x less peak memory (largest process)")
-            if a.twins:
-                print(f"  twins (this checkout, {max(1, a.repeat)} alternating runs each):")
-                twin_readers(tiled, work, max(1, a.repeat))
-                twin_lines(tiled, max(1, a.repeat))
             per_kernel.setdefault(name, {})[k] = res["new"]["wall"] / k
             if name == "mmagic":
                 pyprof_s = PYPROF_MMAGIC_S * k / 328

@@ -132,12 +132,8 @@ def write_lines(prep, fh) -> None:
     """Stream ``prep``'s JSON lines to ``fh``; on big outputs a second thread does the writing.
 
     ``write`` releases the GIL, so the kernel's copying into the page cache (about 2 s of system time
-    for the 1.7 GB of a 1M-kernel export) overlaps with serialising the next chunks. Two forked writer
-    processes (a temporary file appended afterwards, or both ``pwrite``-ing blocks of one file) were
-    measured too, and were slower: copy-on-write faults on the shared heap and the file system's
-    per-file write lock ate the gain; so did a child making the later half into a file of its own,
-    appended by ``sendfile``: median 3.17 s against 2.66 s for writing 1M kernels' records, the extra
-    0.8 GB copy costing more than the lines it shares."""
+    for the 1.7 GB of a 1M-kernel export) overlaps with serialising the next chunks. (Forked writers
+    were slower: copy-on-write faults and the file system's per-file write lock ate the gain.)"""
     chunks = prep.lines()
     if prep.n < THREADED_MIN:
         for chunk in chunks:

@@ -616,13 +616,8 @@ class KinetoSource:
         return ("the trace has input shapes but no input types or scalar arguments (PyTorch 1.8-1.9): "
                 "bytes, and the FLOPs of ops that need their arguments (convolutions), are n/a")
 
-    # What KinetoPrepared reads of a source (its PlanSource): public names, so that
-    # they use no private attribute of this class and need not import this module.
-    @property
-    def index(self) -> Index:
-        """The trace's index (:func:`pyprof.parse.kineto.index.scan`): its events as flat arrays."""
-        return self._ix
-
+    # What KinetoPrepared reads of a source (its PlanSource): a public name, so that it uses no
+    # private attribute of this class and need not import this module.
     def record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]:
         """The record dict of one plan entry (``self_t``: CPU self times, for a CPU trace's records)."""
         return self._record(entry, self_t)
