@@ -1,7 +1,6 @@
 """prof reads torch.profiler records on its fast paths: their ``ranges`` come after ``opDir`` (just before
-``opId``), not after ``apiEnd`` as in Nsight records, and both the block reader (:mod:`pyprof.prof.fastread`)
-and the line decoder (:mod:`pyprof.prof.load`) cut that order too, with the same columns as decoding
-every line whole."""
+``opId``), not after ``apiEnd`` as in Nsight records, and the block reader (:mod:`pyprof.prof.fastread`)
+cuts that order too, with the same columns as decoding every line whole."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import pytest
 
 import pyprof.prof.load as load
 from pyprof.prof.fastread import read_columns
-from pyprof.prof.load import _Decoder, iter_records
+from pyprof.prof.load import iter_records
 from pyprof.prof.table import KEYS, _columns
 
 try:
@@ -37,14 +36,6 @@ def _whole(line: bytes) -> dict:
     rec = orjson.loads(line)
     rec.pop("ranges", None)
     return rec
-
-
-def test_the_decoder_cuts_the_torch_profiler_order(kineto_lines):
-    d = _Decoder()
-    for line in kineto_lines:
-        assert d(line) == _whole(line)
-        assert d.light is not None  # cut, not decoded whole
-    assert d.cache
 
 
 def _fast_and_slow(path, monkeypatch) -> tuple[dict, dict, int]:

@@ -7,10 +7,8 @@ is not a record, a record whose field has the wrong type or an impossible value 
 ``"dir": "sideways"``). Under :func:`skipping_bad` (``pyprof prof --skip-bad``) such records are skipped
 and counted instead.
 
-Fields are checked against :data:`pyprof.records.CHECKS` (the documented types), those prof reads. The
-check costs little next to decoding: a repeated heavy value (call sites, arguments) is checked once, the
-rest of a parse record once per digit mask (:class:`_LineReader`); other records a chunk at a time,
-column by column. PyProf lines are normalised to the record fields prof uses (``op``/``mod`` lists to
+Fields are checked against :data:`pyprof.records.CHECKS` (the documented types), those prof reads, a
+chunk of records at a time, column by column. PyProf lines are normalised to the record fields prof uses (``op``/``mod`` lists to
 names, ``args`` from the first argument marker, backward kernels given their forward op's arguments
 through ``seqId``, as PyProf's own prof did).
 """
@@ -19,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
 import stat
 import sys
@@ -206,120 +203,8 @@ def iter_records(source: str | os.PathLike | IO | None, keep_ranges: bool = Fals
         yield from _read(fh, path, keep_ranges=keep_ranges)
 
 
-# Heavy fields of parse's records, each with the field parse writes right after it. Their values repeat
-# across kernels (call sites, argument lists, demangled names), so :class:`_Decoder` decodes each distinct
-# value once; ``ranges`` (raw NVTX texts, unused by prof) is not decoded at all.
-_HEAVY = ((b"kLongName", b"kDuration"), (b"ranges", b"layer"), (b"layer", b"trace"), (b"trace", b"mod"),
-          (b"args", b"cdtype"))
-#: the same in torch.profiler records' order (:mod:`pyprof.parse.kineto.lines`: ranges after opDir)
-_HEAVY_KINETO = ((b"kLongName", b"kDuration"), (b"layer", b"trace"), (b"trace", b"mod"), (b"args", b"cdtype"),
-                 (b"ranges", b"opId"))
-_SKIP = b"ranges"
-HEAVY_FIELDS = frozenset(k.decode() for k, _ in _HEAVY if k != _SKIP)
-# A record's JSON less its heavy fields, digits masked: two records with the same mask have fields of the
-# same types, texts that differ at most in their digits and lists of the same element types; only numbers
-# and digits differ, so every check but a bound (low/high) or a list of values holding a digit gives both
-# the same answer (those are checked on each record).
-_MASK = bytes.maketrans(b"123456789", b"000000000")
-_MISSING = object()
-_MAX_MASKS = 16384  # masks remembered (each a few hundred bytes); then the table starts again
-
-
-class _Decoder:
-    """Decode one JSON-lines record, reusing the decoded value of every repeated heavy field.
-
-    A heavy field's value is the bytes between ``,"FIELD":`` and ``,"NEXT":``. Both markers hold an
-    unescaped quote, which cannot occur inside a JSON string, so they can only be keys; nested objects
-    (arguments, ranges) have no such keys. Where a line has neither of parse's field orders (torch.profiler
-    records have ``ranges`` later), it is decoded whole, so the result is always what ``orjson.loads``
-    gives (less ``ranges``, unless ``keep_ranges``: then they are decoded like the heavy fields).
-
-    With ``checks`` (field -> :class:`~pyprof.records.Check`), each distinct heavy value is checked once,
-    when first decoded; after each call ``heavy_ok`` says whether all of the record's passed, and
-    ``light`` holds the rest of the record's JSON (None when the line was decoded whole), which
-    :class:`_LineReader` checks per distinct mask."""
-
-    def __init__(self, checks: dict[str, Check] | None = None, keep_ranges: bool = False):
-        self.keep_ranges = keep_ranges
-        self.cache: dict[bytes, Any] = {}  # ',"FIELD":' + value bytes -> the value (passed its check)
-        self.invalid: dict[bytes, Any] = {}  # the same, for values that failed their check
-        self.checks = checks or {}
-        self.layouts = [([(b',"' + k + b'":', b',"' + n + b'":', k.decode()) for k, n in heavy], last)
-                        for heavy, last in ((_HEAVY, False), (_HEAVY_KINETO, True))]
-        self.light: bytes | None = None
-        self.heavy_ok = True
-
-    def _whole(self, line: bytes) -> Any:
-        self.light = None
-        return orjson.loads(line)
-
-    def _new(self, cut: bytes, key: str, skip: int) -> Any:
-        """A heavy value not in the cache: decoded, checked, remembered."""
-        if cut in self.invalid:
-            self.heavy_ok = False
-            return self.invalid[cut]
-        value = orjson.loads(cut[skip:])
-        check = self.checks.get(key)
-        if check is not None and not check.ok(value):
-            self.heavy_ok = False
-            self.invalid[cut] = value
-        else:
-            self.cache[cut] = value
-        return value
-
-    def _cut(self, line: bytes, marks: list, ranges_last: bool) -> tuple[list, list] | None:
-        """(light pieces, heavy cuts) of ``line`` in the field order of ``marks``; None if it does not fit.
-        ``ranges_last``: the torch.profiler order, whose ``ranges`` (skipped, not decoded) must be followed by
-        ``opId`` itself: a list of range objects holds no ``],"``, so one there means another field between."""
-        pieces = []
-        heavy = []
-        pos = 0
-        find = line.find
-        for start_mark, end_mark, key in marks:
-            a = find(start_mark, pos)
-            if a < 0:
-                return None
-            b = find(end_mark, a + len(start_mark))
-            if b < 0:
-                return None
-            pieces.append(line[pos:a])
-            if ranges_last and key == "ranges" and find(b'],"', a, b) >= 0:
-                return None
-            if key != "ranges" or self.keep_ranges:
-                heavy.append((key, line[a:b], len(start_mark)))
-            pos = b
-        pieces.append(line[pos:])
-        return pieces, heavy
-
-    def __call__(self, line: bytes) -> dict[str, Any]:
-        self.heavy_ok = True
-        for marks, ranges_last in self.layouts:
-            cut = self._cut(line, marks, ranges_last)
-            if cut is not None:
-                break
-        else:
-            return self._whole(line)
-        pieces, heavy = cut
-        try:
-            light = b"".join(pieces)
-            rec = orjson.loads(light)
-            cache = self.cache
-            for key, cut, skip in heavy:
-                value = cache.get(cut, _MISSING)
-                if value is _MISSING:
-                    value = self._new(cut, key, skip)
-                rec[key] = value
-        except orjson.JSONDecodeError:  # not cut where expected (another field between): decode it whole
-            return self._whole(line)
-        if rec.__class__ is not dict:
-            return self._whole(line)
-        self.light = light
-        return rec
-
-
 def _read(fh: IO, name: str, keep_ranges: bool = False) -> Iterator[dict[str, Any]]:
-    """The records of ``fh``, checked: one known good as it is read is passed on at once; from one that is
-    not, records wait to be checked :data:`CHUNK` at a time, column by column (:meth:`_LineReader.checked`)."""
+    """The records of ``fh``, checked :data:`CHUNK` at a time, column by column (:meth:`_LineReader.checked`)."""
     reader = _LineReader(name, check=False, keep_ranges=keep_ranges)
     record = reader.record
     recs: list[dict[str, Any]] = []  # records waiting to be checked (and those read after them)
@@ -331,9 +216,6 @@ def _read(fh: IO, name: str, keep_ranges: bool = False) -> Iterator[dict[str, An
             reader.checked(recs, lines)  # a bad field on an earlier line is the first error
             raise
         if rec is None:
-            continue
-        if reader.known and not recs:
-            yield rec
             continue
         recs.append(rec)
         lines.append(lineno)
@@ -351,29 +233,17 @@ class _LineReader:
     field (under :func:`skipping_bad`), ``first_bad`` the first of those.
 
     With ``check``, each record's fields are checked as it is read (:mod:`pyprof.prof.fastread` reads
-    only odd lines this way). Without, ``known`` says after each record whether it is known good: its
-    heavy values passed when the decoder first met them, the rest of its JSON has the digit mask of a
-    record whose other fields passed (see :data:`_MASK`), and its bounded fields are integers within
-    their bounds. A parse record costs one ``bytes.translate``, one lookup and a comparison or two;
-    the caller checks the others a chunk at a time, per column, with :meth:`checked`."""
+    only odd lines this way); without, the caller checks them a chunk at a time, per column, with
+    :meth:`checked`. ``keep_ranges``: records keep their ``ranges`` (prof does not read them)."""
 
     def __init__(self, name: str, check: bool = True, path: str | None = None, offset: int = 0,
                  keep_ranges: bool = False):
         self.name = name
         self.checks = prof_checks(keep_ranges)
-        heavy = HEAVY_FIELDS | {"ranges"} if keep_ranges else HEAVY_FIELDS
-        self.decode = _Decoder({c.name: c for c in self.checks if c.name in heavy}, keep_ranges)
+        self.keep_ranges = keep_ranges
         self.legacy: dict | None = None
         self.count = 0
         self.check = check
-        self.bounded = tuple(c for c in self.checks if c.low is not None or c.high is not None)
-        self.digits = tuple(c for c in self.checks if any(ch.isdigit() for v in c.allowed or () if v for ch in v))
-        self.light_checks = tuple(c for c in self.checks
-                                  if c.name not in heavy and c not in self.bounded and c not in self.digits)
-        self.bounds = tuple((c.name, -math.inf if c.low is None else c.low, math.inf if c.high is None else c.high)
-                            for c in self.bounded)
-        self.masks: dict[bytes, bool] = {}  # digit mask of a record's light JSON -> its light fields pass
-        self.known = False
         self.skip = _policy.skip
         self.skipped = 0
         self.first_bad: tuple[str, int, int, str] | None = None
@@ -410,31 +280,12 @@ class _LineReader:
     def _accept(self, rec: dict[str, Any], lineno: int) -> dict[str, Any] | None:
         """A record read but not known good: checked now (``check``), or left to :meth:`checked`."""
         self.count += 1
-        self.known = False
         if self.check:
             bad = bad_field(rec, self.checks)
             if bad is not None:
                 self.reject(lineno, bad, rec)
                 return None
         return rec
-
-    def _known(self, light: bytes, rec: dict[str, Any]) -> bool:
-        """Whether ``rec``, whose JSON less its heavy fields is ``light``, is known good."""
-        get = rec.get
-        for name, low, high in self.bounds:
-            v = get(name)
-            if v is not None and (v.__class__ is not int or v < low or v > high):
-                return False
-        if self.digits and bad_field(rec, self.digits) is not None:
-            return False
-        mask = light.translate(_MASK)
-        known = self.masks.get(mask)
-        if known is None:
-            known = bad_field(rec, self.light_checks) is None
-            if len(self.masks) >= _MAX_MASKS:
-                self.masks.clear()
-            self.masks[mask] = known
-        return known
 
     def header(self, line: bytes, lineno: int) -> None:
         """A header line (:data:`pyprof.records.HEADER_PREFIX`): its format version, checked, is the
@@ -464,21 +315,17 @@ class _LineReader:
             if line.startswith(HEADER_PREFIX):
                 self.header(line, lineno)
                 return None
-            decode = self.decode
             try:
-                rec = decode(line)
+                rec = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 rec = _lenient(line)
                 if rec is None:
                     raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
-                decode.light = None
+            if rec.__class__ is dict and not self.keep_ranges:
+                rec.pop("ranges", None)
             if self.version == UNVERSIONED and rec.__class__ is dict and rec.get("tid").__class__ is str:
                 rec["tid"] = thread_id(rec["tid"])  # format 1: a torch.profiler trace's decimal text
             if rec.__class__ is dict and "kDuration" in rec and "kShortName" in rec:
-                if not self.check and decode.light is not None and decode.heavy_ok and self._known(decode.light, rec):
-                    self.count += 1
-                    self.known = True
-                    return rec
                 return self._accept(rec, lineno)
         else:
             rec = _slow_line(line, lineno, name)
