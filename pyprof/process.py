@@ -4,7 +4,7 @@ Library functions (``pyprof.parse``, ``pyprof.prof``) never do either on their o
 run threads (a user's training script, CUDA, a DataLoader) can deadlock in a forked child, and the
 collector's settings belong to whoever owns the interpreter. The CLI owns its process, so ``pyprof
 parse`` and ``pyprof prof`` call :func:`own` before they work, and the library then takes its faster
-paths (forked workers on big files, the collector paused while millions of acyclic records
+paths (forked readers and workers on big inputs, the collector paused while millions of acyclic records
 are made). ``pyprof run`` does not: its process has just run the user's script.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -69,6 +69,41 @@ def _worker() -> None:
 
     own()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def fork(child: Callable[[], object]) -> int:
+    """Fork a child that runs ``child()`` and exits: status 0 if it returned, 1 if it raised (it never
+    returns into the caller's code). The child's pid, in this process. Only where :func:`can_fork`."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def reap(pid: int, timeout: float | None = None) -> int | None:
+    """Wait for a child from :func:`fork` to end, at most ``timeout`` seconds (None: as long as it takes),
+    then terminate it (SIGTERM) and wait for that. Its exit status (0: it returned), or None where it
+    was reaped already."""
+    import signal
+    import time
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            done, status = os.waitpid(pid, 0 if deadline is None else os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            if time.monotonic() >= cast(float, deadline):  # (not None: waitpid blocked otherwise)
+                os.kill(pid, signal.SIGTERM)
+                return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            time.sleep(0.01)
+    except ChildProcessError:
+        return None
 
 
 @contextlib.contextmanager

@@ -213,3 +213,19 @@ def test_pyprof_run_leaves_the_collector_on_while_kineto_plans(tmp_path, capsys,
     monkeypatch.setattr(source.KinetoSource, "_plan", planned)
     monkeypatch.setattr(load, "CHUNK_BYTES", 4096)
     _pyprof_run(tmp_path, capsys, monkeypatch)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_fork_and_reap_statuses():
+    """process.fork's child exits 0 when its function returns, 1 when it raises; reap waits for it,
+    terminates one that outlives its timeout, and says None for a child reaped already."""
+    import time
+
+    def boom():
+        raise RuntimeError("in the child")
+
+    ok, bad = process.fork(lambda: None), process.fork(boom)
+    assert (process.reap(ok), process.reap(bad)) == (0, 1)
+    assert process.reap(ok) is None
+    stuck = process.fork(lambda: time.sleep(60))
+    assert process.reap(stuck, timeout=0.2) == -15  # (terminated by SIGTERM: it would have returned 0)
