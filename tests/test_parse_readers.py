@@ -2,7 +2,8 @@
 
 Four ways exist (see pyprof/parse/fetch.py): sqlite3 row tuples with packed columns, in-process or in
 forked workers, and the ADBC (Arrow) reader with plain columns, in-process or in forked workers that hand
-results back through shared mappings. Each corpus export with NVTX is parsed all four ways.
+results back through shared mappings. Each corpus export with NVTX is parsed all four ways, and its
+spliced lines are compared with its records dumped one by one.
 """
 
 from __future__ import annotations
@@ -91,3 +92,15 @@ def test_workers_hand_back_results_in_shared_memory(tmp_path):
     assert np.array_equal(par[1], seq[1]) and par[1].shape == (50_000, 2)
     assert par[2] == seq[2] == [(50_000,)]
     assert not fetch._SHARED
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_spliced_lines_are_the_records_dumped(name):
+    """``Streamed.lines`` (the fast path: fragments spliced by f-strings) writes the bytes of ``records()``
+    dumped one by one (its twin), nulled values and all; nvprof (josiahdavis) takes the same path."""
+    from pyprof.parse.source import open_source
+    from pyprof.records import dumps
+
+    path = str(corpus_file(name))
+    want = b"".join(dumps(r) for r in open_source(path).records())
+    assert want and b"".join(open_source(path).prepared().lines()) == want
