@@ -15,7 +15,7 @@ after. The table of docs/benchmarks.md ("Fast paths and their twins") was made w
 Inputs: ``--nsys`` a tiled Nsight export (``scripts/scale_export.py``, as bench_parse.py makes them),
 ``--kineto`` a tiled torch.profiler trace (``bench_kineto.py --keep DIR``), ``--records`` a record file
 (``bench_prof.py --keep FILE``). ``--code DIR`` runs another checkout's pyprof (default: this one): the
-pairs whose fast path has since been removed (all but nsys-arrow, prof-fastread and prof-parallel) run
+pairs whose fast path has since been removed (parse-column-ok, prof-column-ok, kineto-*, prof-decoder) run
 against a checkout of 4d5896b. Run it from a copy of the code that is not being edited meanwhile.
 """
 
