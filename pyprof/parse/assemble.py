@@ -457,61 +457,27 @@ class Streamed:
 
     def _run(self):
         """Attribute window after window; yields how many rows are final after each."""
-        acts = self.acts
         carry = None  # (thread, start, end, gidx, label, labels) of ranges still open
         linker = _WindowLinker()
         counts = [np.zeros(0, np.int64)] * 3  # see _number
         qi = 0
         empty = self._tables[-1][0][1]
-        stats = self.stats
         for w, win in enumerate(self._windows):
-            # this window's ranges: those carried over (all earlier: their indices are smaller), then its own
-            nc = 0 if carry is None else len(carry[0])
-            labels = list(win.labels) + ([] if carry is None else carry[5])
-            cols = [win.thread, win.start, win.end, win.gidx, win.label]
-            if nc:
-                cols = [np.concatenate([c, x]) for c, x in zip(carry[:4], cols[:4], strict=True)] + \
-                       [np.concatenate([carry[4] + len(win.labels), win.label])]
-            r_thread, r_start, r_end, r_gidx, r_label = (np.asarray(c, dtype=np.int64) for c in cols)
-            bare = self._bare_for(win.labels)
-            info = [dec.classify(t, bare) for t, _ in labels]
-            new_lab = r_label[nc:]
-            stats.ranges += len(new_lab)
-            count(stats.dropped, BACKWARDS, int((r_end[nc:] < r_start[nc:]).sum()))  # (the sweep skips them)
-            if len(new_lab) and labels:
-                bad = np.array([i.malformed for i in info], dtype=bool)
-                stats.malformed += int(bad[new_lab].sum())
+            nc, labels, bare, r = self._window_ranges(win, carry)
+            r_thread, r_start, r_end, r_gidx, r_label = r
             # the launches of this window
             qj = len(self._q_order) if win.t_hi is None else \
                 int(np.searchsorted(self._q_times, win.t_hi, side="left"))
-            rows = np.sort(self._q_order[qi:qj])
-            qi = qj
-            st = open_stacks(r_thread, r_start, r_end, r_label, acts.thread[rows], acts.api_start[rows],
-                             lambda th: f"{self._range_tid(th)} of process {self._range_pid(th)}")
-            q_sid = st.q_sid
-            stats.attributed += int(((q_sid >= 0) & acts.is_kernel[rows]).sum())
-            sids = np.unique(q_sid[q_sid >= 0]).tolist()
-            decoded = {sid: dec.decode([labels[lab][0] for lab in st.stack_labels[sid]], bare) for sid in sids}
-            ranges_of = {sid: [{"text": labels[lab][0], "domain": labels[lab][1]} for lab in st.stack_labels[sid]]
-                         for sid in sids}
-            op_pos_of_sid = np.full(len(st.stack_labels) + 1, -1, dtype=np.int64)
-            for sid, d in decoded.items():
-                if d.op_pos is not None:
-                    op_pos_of_sid[sid] = d.op_pos
-            q_pos = op_pos_of_sid[q_sid] if len(rows) else np.zeros(0, np.int64)
-            op_local = np.full(len(rows), -1, dtype=np.int64)
-            sel = np.flatnonzero(q_pos >= 0)
-            if len(sel):
-                r = st.q_chain(sel, q_pos[sel])
-                op_local[sel] = np.where(r >= 0, r_gidx[np.maximum(r, 0)], -1)
+            rows, qi = np.sort(self._q_order[qi:qj]), qj
+            st, decoded, ranges_of, op_local = self._stacks(rows, r, labels, bare)
             fields: dict[Any, dict] = {sid: d.fields for sid, d in decoded.items()}
             # a row's key into this window's table: its stack id, or (linked backward rows) a number past the
             # stack ids standing for a (stack id, forward fields) key of ``linked_keys``
-            row_key = q_sid.astype(np.int64)
+            row_key = st.q_sid.astype(np.int64)
             linked_keys: dict[tuple, int] = {}
             linked = np.zeros(len(rows), dtype=np.int64)
-            self._link(linker, rows, q_sid, decoded, st, nc, r_thread, r_start, r_gidx, r_label, labels, bare,
-                       fields, ranges_of, row_key, linked_keys, op_local, linked, last=win.t_hi is None)
+            self._link(linker, rows, decoded, st, nc, r, labels, bare, fields, ranges_of, row_key, linked_keys,
+                       op_local, linked, last=win.t_hi is None)
             self.op_id[rows] = op_local
             self._number(counts, rows, op_local, linked, r_gidx, r_end, win.t_hi)
             # the window's table of (ranges, fields); rows with nothing open use the shared empty one
@@ -522,25 +488,22 @@ class Streamed:
             checked = [f for _, f in table]
             for i in nulled(checked, self.nulled, np.bincount(codes, minlength=len(table))):
                 table[i] = (table[i][0], checked[i])
-            self._tables[w] = table
-            self.fwin[rows] = w
-            self.fcode[rows] = codes
+            self._tables[w], self.fwin[rows], self.fcode[rows] = table, w, codes
             self._last_row[w] = int(rows[-1]) if len(rows) else -1
-            # carried over: what is still open where the next window starts
-            if win.t_hi is not None:
-                keep = np.flatnonzero((r_end > win.t_hi) & (r_end > r_start))
-                used, lab = np.unique(r_label[keep], return_inverse=True)
-                carry = (r_thread[keep], r_start[keep], r_end[keep], r_gidx[keep], lab.reshape(-1).astype(np.int64),
-                         [labels[i] for i in used.tolist()])
-                ready = int(np.searchsorted(self._ready_at, win.t_hi, side="left"))
-            else:
+            if win.t_hi is None:
                 carry = None
-                ready = self.n
-            yield ready
+                yield self.n
+                continue
+            # carried over: what is still open where the next window starts
+            keep = np.flatnonzero((r_end > win.t_hi) & (r_end > r_start))
+            used, lab = np.unique(r_label[keep], return_inverse=True)
+            carry = (r_thread[keep], r_start[keep], r_end[keep], r_gidx[keep], lab.reshape(-1).astype(np.int64),
+                     [labels[i] for i in used.tolist()])
+            yield int(np.searchsorted(self._ready_at, win.t_hi, side="left"))
         if qi < len(self._q_order):  # (no window at all: every launch is outside any range)
-            rows = np.sort(self._q_order[qi:])
-            self.fwin[rows] = -1
+            self.fwin[np.sort(self._q_order[qi:])] = -1
         yield self.n
+        stats = self.stats
         count(stats.dropped, ESCAPED, escaped() - stats.escaped0)
         told = {r: n for r, n in stats.dropped.items() if r != NEVER_POPPED}  # (that one has its own line)
         if told:
@@ -550,11 +513,56 @@ class Streamed:
                 f"{stats.malformed} malformed pyprof/PyProf marker range(s): not decodable, or a field of "
                 "the wrong type (left out); their kernels keep the raw range text in `ranges`")
 
-    def _link(self, linker, rows, q_sid, decoded, st, nc, r_thread, r_start, r_gidx, r_label, labels, bare,
-              fields, ranges_of, row_key, linked_keys, op_local, linked, last: bool = False) -> None:
+
+    def _window_ranges(self, win, carry) -> tuple:
+        """A window's ranges, those carried over (all earlier: their indices are smaller) then its own, counted:
+        (how many carried, labels, bare_names, (thread, start, end, gidx, label) arrays)."""
+        nc = 0 if carry is None else len(carry[0])
+        labels = list(win.labels) + ([] if carry is None else carry[5])
+        cols = [win.thread, win.start, win.end, win.gidx, win.label]
+        if nc:
+            cols = [np.concatenate([c, x]) for c, x in zip(carry[:4], cols[:4], strict=True)] + \
+                   [np.concatenate([carry[4] + len(win.labels), win.label])]
+        r = tuple(np.asarray(c, dtype=np.int64) for c in cols)
+        bare = self._bare_for(win.labels)
+        new_lab, stats = r[4][nc:], self.stats
+        stats.ranges += len(new_lab)
+        count(stats.dropped, BACKWARDS, int((r[2][nc:] < r[1][nc:]).sum()))  # (the sweep skips them)
+        if len(new_lab) and labels:
+            bad = np.array([dec.classify(t, bare).malformed for t, _ in labels], dtype=bool)
+            stats.malformed += int(bad[new_lab].sum())
+        return nc, labels, bare, r
+
+    def _stacks(self, rows, r, labels: list, bare: bool) -> tuple:
+        """The open-range stacks of a window's launches ``rows``: (stacks, decoded fields and ranges of each
+        stack id a launch has, each row's op instance (a range's global index, or -1))."""
+        acts = self.acts
+        st = open_stacks(*r[:3], r[4], acts.thread[rows], acts.api_start[rows],
+                         lambda th: f"{self._range_tid(th)} of process {self._range_pid(th)}")
+        q_sid = st.q_sid
+        self.stats.attributed += int(((q_sid >= 0) & acts.is_kernel[rows]).sum())
+        sids = np.unique(q_sid[q_sid >= 0]).tolist()
+        decoded = {sid: dec.decode([labels[lab][0] for lab in st.stack_labels[sid]], bare) for sid in sids}
+        ranges_of = {sid: [{"text": labels[lab][0], "domain": labels[lab][1]} for lab in st.stack_labels[sid]]
+                     for sid in sids}
+        op_pos_of_sid = np.full(len(st.stack_labels) + 1, -1, dtype=np.int64)
+        for sid, d in decoded.items():
+            if d.op_pos is not None:
+                op_pos_of_sid[sid] = d.op_pos
+        q_pos = op_pos_of_sid[q_sid] if len(rows) else np.zeros(0, np.int64)
+        op_local = np.full(len(rows), -1, dtype=np.int64)
+        sel = np.flatnonzero(q_pos >= 0)
+        if len(sel):
+            found = st.q_chain(sel, q_pos[sel])
+            op_local[sel] = np.where(found >= 0, r[3][np.maximum(found, 0)], -1)
+        return st, decoded, ranges_of, op_local
+
+    def _link(self, linker, rows, decoded, st, nc, r, labels, bare, fields, ranges_of, row_key, linked_keys,
+              op_local, linked, last: bool = False) -> None:
         """Backward kernels -> their forward op, for one window: register its own forward ranges, then link its
         backward launches. In the ``last`` window (nvprof's only one) no later window looks anything up, so
         only the sequence numbers its own backward launches need are registered."""
+        r_thread, r_start, _, r_gidx, r_label = r
         link_of_sid = {sid: d.link_seq for sid, d in decoded.items() if d.link_seq is not None}
         needed = set(link_of_sid.values()) if last else None
         seqs_of_label = [dec.forward_seqs(t, bare) for t, _ in labels]
@@ -571,7 +579,7 @@ class Streamed:
             linker.add_window(entries)
         if not link_of_sid:
             return
-        want = np.flatnonzero(np.isin(q_sid, np.fromiter(link_of_sid, dtype=np.int64)))
+        want = np.flatnonzero(np.isin(st.q_sid, np.fromiter(link_of_sid, dtype=np.int64)))
         pids = self.acts.pid[rows[want]].tolist()
         times = self.acts.api_start[rows[want]].tolist()
         for i, pid, t in zip(want.tolist(), pids, times, strict=True):
