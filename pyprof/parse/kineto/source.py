@@ -47,6 +47,7 @@ acyclic objects are made. ``scripts/bench_kineto.py`` measures it.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from typing import Any, cast
@@ -142,6 +143,37 @@ class KinetoSource:
         kept = chain if steps.isdisjoint(chain) else tuple(r for r in chain if r not in steps)
         d = self._decode(kept)
         f = dict(d.fields)
+        op_node = self._named_op(f, d, kept)
+        op_id = None if op_node is None else self._op_id(f, d, kept, chain, op_node)
+        seqs, link = self._chain_seqs(chain)
+        if f["dir"] != "bprop":
+            if seqs:
+                f["seqId"] = dec._unique([*f["seqId"], *seqs])
+            link = None
+        elif link is not None and link[1] not in f["altSeqId"]:
+            f["altSeqId"] = [*f["altSeqId"], link[1]]
+        return f, op_id, link
+
+    def _op_id(self, f: dict[str, Any], d: dec.Decoded, kept: tuple, chain: tuple, op_node: int) -> int:
+        """The id of the op instance named by ``op_node`` (see :meth:`_instance_node`): its event's External id,
+        else -1 - its range; fills its fields ``f``: a raised call's opDir, an op's arguments the decode lacks."""
+        ix = self._ix
+        op_node = self._instance_node(f, d, kept, chain, op_node)
+        if op_node in self._raised:
+            f["opDir"] = dec.NO_WORK  # the call raised before its work: priced 0
+        if (f["mod"] == "aten" or f["link"] == dec.LINK_OP) and f["args"] is None and (
+                f["dir"] != "bprop" or f["opDir"] == "fprop"):
+            f["args"] = kineto_args(*map(ix.value, ix.args[op_node][1:]))
+            mask = self._graph.conv_mask(op_node) if ix.name[op_node] in graph.OLD_CONV else None
+            if mask is not None:  # (an old backward op's arguments: input, grad_output, weight)
+                f["args"] = graph.with_grads(f["args"], [mask[0], True, mask[1]])
+        ext = ix.args[op_node][0]
+        return ext if type(ext) is int else -1 - op_node
+
+    def _named_op(self, f: dict[str, Any], d: dec.Decoded, kept: tuple) -> int | None:
+        """The range of ``kept`` that names the op instance (a recomputed op's first, a collective, or what
+        :meth:`_named_work` finds where the decode named no op), updating its fields ``f``; None: none."""
+        ix = self._ix
         op_node = None if d.op_pos is None else kept[d.op_pos]
         if f["opDir"] == "fprop" and f["mod"] == "aten" and self._graph.recomputed(kept):
             f.update(dir=dec.RECOMPUTE, opDir=None)
@@ -153,42 +185,22 @@ class KinetoSource:
             f.update(_comm_fields(ix.comms[op_node]), opDir="fprop" if f["dir"] == "bprop" else None,
                      link=dec.LINK_COLLECTIVE)
             f["dir"] = f["dir"] or "fprop"
-        if f["op"] is None:
-            # no op or region decoded: an op of another namespace, a collective without its arguments, a
-            # compiled region or a user annotation (see _named_work); under an autograd node, only an op,
-            # collective or region inside it (run as itself, as an aten op there is)
-            node = f["bwdNode"] is not None
-            found = self._named_work(kept, ops_only=node)
-            if found is not None:
-                op_node, upd = found
-                f.update(upd)
-                f["dir"] = f["dir"] or "fprop"  # (in a backward pass, the decode said bprop)
-                if node:
-                    f["opDir"] = "fprop"
-        elif f["mod"] == "c10d" and f["link"] == dec.LINK_OP:
-            f["link"] = dec.LINK_COLLECTIVE
-        op_id = None
-        if op_node is not None:
-            op_node = self._instance_node(f, d, kept, chain, op_node)
-            ext = ix.args[op_node][0]
-            op_id = ext if type(ext) is int else -1 - op_node
-            if op_node in self._raised:
-                f["opDir"] = dec.NO_WORK  # the call raised before its work: priced 0
-        seqs, link = self._chain_seqs(chain)
-        if f["dir"] == "bprop":
-            if link is not None and link[1] not in f["altSeqId"]:
-                f["altSeqId"] = [*f["altSeqId"], link[1]]
-        else:
-            if seqs:
-                f["seqId"] = dec._unique([*f["seqId"], *seqs])
-            link = None
-        if (f["mod"] == "aten" or f["link"] == dec.LINK_OP) and f["args"] is None and op_node is not None and (
-                f["dir"] != "bprop" or f["opDir"] == "fprop"):
-            f["args"] = kineto_args(*map(ix.value, ix.args[op_node][1:]))
-            mask = self._graph.conv_mask(op_node) if ix.name[op_node] in graph.OLD_CONV else None
-            if mask is not None:  # (an old backward op's arguments: input, grad_output, weight)
-                f["args"] = graph.with_grads(f["args"], [mask[0], True, mask[1]])
-        return f, op_id, link
+        if f["op"] is not None:
+            if f["mod"] == "c10d" and f["link"] == dec.LINK_OP:
+                f["link"] = dec.LINK_COLLECTIVE
+            return op_node
+        # no op or region decoded: an op of another namespace, a collective without its arguments, a
+        # compiled region or a user annotation (see _named_work); under an autograd node, only an op,
+        # collective or region inside it (run as itself, as an aten op there is)
+        node = f["bwdNode"] is not None
+        found = self._named_work(kept, ops_only=node)
+        if found is None:
+            return op_node
+        f.update(found[1])
+        f["dir"] = f["dir"] or "fprop"  # (in a backward pass, the decode said bprop)
+        if node:
+            f["opDir"] = "fprop"
+        return found[0]
 
     def _decode(self, kept: tuple) -> dec.Decoded:
         """:func:`~pyprof.parse.decode.decode` of the ranges ``kept``, cached by their texts (aten-only
@@ -233,52 +245,51 @@ class KinetoSource:
 
     def _named_work(self, kept: tuple, ops_only: bool = False) -> tuple[int, dict[str, Any]] | None:
         """(range, fields) of the innermost range of ``kept`` (a chain less ``ProfilerStep#N``) that names
-        work, by the rule's precedence (docs/records.md): an op of any namespace, a collective's
-        ``record_param_comms`` (its type refined per kernel: :meth:`_collective`), a compiled region
-        (``CompiledFunction``) or a custom autograd Function's record (an op: it made the Function's node),
-        a user annotation or another unnamespaced op range. None: nothing does.
+        work, by the rule's precedence (docs/records.md, :meth:`_work_of`). None: nothing does.
         ``ops_only``: only an op, collective or region inside the innermost autograd node."""
-        ix = self._ix
-        name, role, bwd = ix.name, ix.role, ix.bwd
         best = None  # (precedence, range, fields)
         for r in reversed(kept):
-            if bwd[r]:
+            if self._ix.bwd[r]:
                 if ops_only:
                     break
                 continue
-            nm = name[r]
-            if role[r] == ROLE_OP:
-                if nm == ks.COMMS_OP:
-                    hit = (1, {"mod": "c10d", "op": nm, "link": dec.LINK_COLLECTIVE})
-                elif "::" in nm and not nm.startswith("autograd::"):
-                    ns, _, bare = nm.rpartition("::")
-                    ns = ns.rsplit("::", 1)[-1]
-                    hit = (0, {"mod": ns, "op": bare or nm,
-                               "link": dec.LINK_COLLECTIVE if ns in ks.COLLECTIVE_NAMESPACES else dec.LINK_OP})
-                elif nm in ks.COMPILED_REGIONS:
-                    hit = (2, {"mod": "torch.compile", "op": nm, "link": dec.LINK_REGION})
-                elif ix.seq[r] is not None:  # a custom autograd Function's forward (it made the Function's node)
-                    hit = (2, {"mod": "autograd", "op": nm, "link": dec.LINK_OP})
-                else:  # another profiler range
-                    hit = (3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION})
-            elif nm.startswith(ks.GLOO_RANGE_PREFIX) and nm != ks.GLOO_RANGE_PREFIX:
-                # gloo's run of a collective on its worker thread (a CPU trace's record of it)
-                kind = nm[len(ks.GLOO_RANGE_PREFIX):]
-                hit = (1, {"mod": "c10d", "op": kind, "link": dec.LINK_COLLECTIVE,
-                           "args": self._backend_args(r, kind, self._group_size())})
-            elif dec.classify(nm).kind in ("plain", "hint", "optim"):
-                hit = (3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION})
-            else:
-                continue
-            if ops_only and hit[0] > 2:  # (an annotation inside a node names no work of its own)
+            hit = self._work_of(r)
+            if hit is None or (ops_only and hit[0] > 2):  # (an annotation inside a node names no work of its own)
                 continue
             if best is None or hit[0] < best[0]:
                 best = (hit[0], r, hit[1])
                 if hit[0] == 0:
                     break
-        if best is None:
+        return None if best is None else (best[1], best[2])
+
+    def _work_of(self, r: int) -> tuple[int, dict[str, Any]] | None:
+        """(precedence, fields) of the work range ``r`` names: 0 an op of any namespace, 1 a collective's
+        ``record_param_comms`` (its type refined per kernel: :meth:`_collective`) or gloo's run of one, 2 a
+        compiled region (``CompiledFunction``) or a custom autograd Function's record (an op: it made the
+        Function's node), 3 a user annotation or another unnamespaced op range. None: no work."""
+        ix = self._ix
+        nm = ix.name[r]
+        if ix.role[r] != ROLE_OP:
+            if nm.startswith(ks.GLOO_RANGE_PREFIX) and nm != ks.GLOO_RANGE_PREFIX:
+                # gloo's run of a collective on its worker thread (a CPU trace's record of it)
+                kind = nm[len(ks.GLOO_RANGE_PREFIX):]
+                return 1, {"mod": "c10d", "op": kind, "link": dec.LINK_COLLECTIVE,
+                           "args": self._backend_args(r, kind, self._group_size())}
+            if dec.classify(nm).kind in ("plain", "hint", "optim"):
+                return 3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION}
             return None
-        return best[1], best[2]
+        if nm == ks.COMMS_OP:
+            return 1, {"mod": "c10d", "op": nm, "link": dec.LINK_COLLECTIVE}
+        if "::" in nm and not nm.startswith("autograd::"):
+            ns, _, bare = nm.rpartition("::")
+            ns = ns.rsplit("::", 1)[-1]
+            return 0, {"mod": ns, "op": bare or nm,
+                       "link": dec.LINK_COLLECTIVE if ns in ks.COLLECTIVE_NAMESPACES else dec.LINK_OP}
+        if nm in ks.COMPILED_REGIONS:
+            return 2, {"mod": "torch.compile", "op": nm, "link": dec.LINK_REGION}
+        if ix.seq[r] is not None:  # a custom autograd Function's forward (it made the Function's node)
+            return 2, {"mod": "autograd", "op": nm, "link": dec.LINK_OP}
+        return 3, {"mod": "annotation", "op": nm, "link": dec.LINK_ANNOTATION}  # another profiler range
 
     def _collective(self, node: int, ctx: tuple, kernel: str) -> tuple:
         """``ctx`` of a collective recorded without its ``Collective name`` (a ``record_param_comms`` or a
@@ -316,9 +327,7 @@ class KinetoSource:
         t = got[0] if got and got[0].get("type") == "tensor" else None
         if t is None:
             return None
-        n_in = 1
-        for d in t["shape"]:
-            n_in *= d
+        n_in = math.prod(t["shape"])
         n_out = None
         if kind in ks.SAME_SIZE_COLLECTIVES:
             n_out = n_in
@@ -347,40 +356,45 @@ class KinetoSource:
         ix = self._ix
         key = ix.cut[node] if node >= 0 and ix.cut[node] >= 0 else node
         ctx = self._cache.get(key)
-        if ctx is None:
-            f, op_id, link = self._instance(key)
-            if link is not None and linker is not None:
-                found = linker.find_op(link[0], link[1], ix.start[key], self._forward_tid(link, linker))
-                if found is not None and found[0].get("mod") == "aten" and _in_cpp_node(ix, key):
-                    # a C++ autograd Function's node (fbgemm's) is made by that Function, never by an aten
-                    # op: an aten op with its number only ran before the Function (which records none)
-                    found = None
-                if found is None:
-                    f = self._made_in_backward(f, link, key, linker)
-                else:  # one backward instance per forward op instance and run, whatever node runs it
-                    node_r = self._graph.node(key)
-                    f = dec.link(f, found[0], self._graph.batched(node_r))
-                    if found[1] is not None and f["opDir"] is None:
-                        op_id = graph.run_id(found[1], self._graph.run(node_r))
-                        mask = self._graph.conv_mask(node_r)
-                        if mask is not None and f["op"].startswith(("conv", "_conv")):
-                            f["args"] = graph.with_grads(f["args"], mask)
-            if linker is not None and f["op"] is None and f["bwdNode"] is not None:
-                # a node with no forward op in the trace (it ran before the window, or the trace has no
-                # sequence numbers) and no op inside it: the node is the op
-                f = dict(f, mod="autograd", op=f["bwdNode"])
-            if not f["trace"] and key >= 0 and ix.frames[key]:
-                # no marker call site (own or forward's): the with_stack Python frames
-                f = dict(f, trace=list(ix.frames[key][:3]))
-            if not f["layer"] and key >= 0 and ix.modules[key]:
-                # no pyprof module range (own or forward's): torch.profiler's nn.Module ranges
-                f = dict(f, layer=list(self._graph.rooted(ix.modules[key]) if f["dir"] == dec.RECOMPUTE else
-                                       ix.modules[key]))
-            ctx = (f, op_id, key)
-            if len(self._cache) > 262144:  # instances are met in time order: old ones are done
-                self._cache.clear()
-            self._cache[key] = ctx
+        if ctx is not None:
+            return ctx
+        f, op_id, link = self._instance(key)
+        if link is not None and linker is not None:
+            f, op_id = self._linked(f, op_id, link, key, linker)
+        if linker is not None and f["op"] is None and f["bwdNode"] is not None:
+            # a node with no forward op in the trace (it ran before the window, or the trace has no
+            # sequence numbers) and no op inside it: the node is the op
+            f = dict(f, mod="autograd", op=f["bwdNode"])
+        if not f["trace"] and key >= 0 and ix.frames[key]:
+            # no marker call site (own or forward's): the with_stack Python frames
+            f = dict(f, trace=list(ix.frames[key][:3]))
+        if not f["layer"] and key >= 0 and ix.modules[key]:
+            # no pyprof module range (own or forward's): torch.profiler's nn.Module ranges
+            f = dict(f, layer=list(self._graph.rooted(ix.modules[key]) if f["dir"] == dec.RECOMPUTE else
+                                   ix.modules[key]))
+        if len(self._cache) > 262144:  # instances are met in time order: old ones are done
+            self._cache.clear()
+        ctx = self._cache[key] = (f, op_id, key)
         return ctx
+
+    def _linked(self, f: dict[str, Any], op_id, link: tuple, key: int, linker: dec.BackwardLinker) -> tuple:
+        """(fields, op id) of the backward instance ``key`` linked by ``link`` to its forward op: one backward
+        instance per forward op instance and run, whatever node runs it."""
+        found = linker.find_op(link[0], link[1], self._ix.start[key], self._forward_tid(link, linker))
+        if found is not None and found[0].get("mod") == "aten" and _in_cpp_node(self._ix, key):
+            # a C++ autograd Function's node (fbgemm's) is made by that Function, never by an aten
+            # op: an aten op with its number only ran before the Function (which records none)
+            found = None
+        if found is None:
+            return self._made_in_backward(f, link, key, linker), op_id
+        node_r = self._graph.node(key)
+        f = dec.link(f, found[0], self._graph.batched(node_r))
+        if found[1] is not None and f["opDir"] is None:
+            op_id = graph.run_id(found[1], self._graph.run(node_r))
+            mask = self._graph.conv_mask(node_r)
+            if mask is not None and f["op"].startswith(("conv", "_conv")):
+                f["args"] = graph.with_grads(f["args"], mask)
+        return f, op_id
 
     def _made_in_backward(self, f: dict[str, Any], link: tuple, key: int, linker: dec.BackwardLinker) -> dict[str, Any]:
         """``f`` of a backward instance whose node links to no forward op: made by an op another backward
@@ -543,8 +557,7 @@ class KinetoSource:
         ``subSeqId`` count and ``pre`` the GPU record's own fields (None on CPU: built from ``node``)."""
         self._cache: dict[int, tuple] = {}
         self._decodes: dict[tuple, dec.Decoded] = {}
-        self._malformed = 0
-        self._unlinked = 0
+        self._malformed = self._unlinked = 0
         ix = self._ix
         self_t = None
         if self.gpu_mode:
@@ -654,52 +667,49 @@ class KinetoSource:
         return rec
 
     def _gpu_kernels(self) -> list:
+        """(launch time, plan node, start, record) of each GPU activity; one without its launch in the trace
+        is kept at its own start, with no op (a warning says how many)."""
         ix = self._ix
-        by_corr: dict = {}
-        lid: int | None
-        for lid, launch in enumerate(ix.launches):
-            if launch[5] is not None:
-                by_corr[launch[5]] = lid
+        by_corr = {launch[5]: lid for lid, launch in enumerate(ix.launches) if launch[5] is not None}
         kernels = []
         no_launch = early = 0
         first = min((c for c in by_corr if isinstance(c, int)), default=None)
-        for role, name, start, end, ev_pid, ev_tid, corr, device, stream, grid, block, nbytes in ix.gpu:
+        for ev in ix.gpu:
+            rec, corr = self._gpu_record(*ev), ev[6]
             lid = by_corr.get(corr) if corr is not None else None
-            name = name or ""
-            if role == "kernel":
-                rec = _base("kernel", short_name(name) or name, name, start, end, end - start, None, None)
-                rec["grid"] = _dim3(grid)
-                rec["block"] = _dim3(block)
-            else:
-                kind_name, copy_kind = _copy_kind(role, name)
-                rec = _base(role, kind_name, name, start, end, end - start, None, None)
-                rec["bytes"] = nbytes if isinstance(nbytes, int) and nbytes >= 0 else None
-                rec["copyKind"] = copy_kind
-            if not isinstance(device, int):
-                device = ev_pid if isinstance(ev_pid, int) else None
-            if not isinstance(stream, int):
-                stream = ev_tid if isinstance(ev_tid, int) else None
-            rec["device"] = device
-            rec["gpu"] = self._devices.get(device)
-            rec["gpuProps"] = self._device_props.get(device)
-            rec["stream"] = stream
-            rec["correlationId"] = corr if isinstance(corr, int) else None
             if lid is None:
                 no_launch += 1
                 early += first is not None and isinstance(corr, int) and corr < first
                 rec["pid"] = None  # the GPU event's pid is the device; the launching process is unknown
                 rec["tid"] = None
-                kernels.append((start, NO_LAUNCH, start, rec))
+                kernels.append((rec["start"], NO_LAUNCH, rec["start"], rec))
                 continue
             pid, tid, a_start, a_end, a_name, _, _ = ix.launches[lid]
             rec.update(pid=pid, tid=thread_id(tid), apiName=a_name, apiStart=a_start, apiEnd=a_end)
-            kernels.append((a_start, ix.launch_node[lid], start, rec))
+            kernels.append((a_start, ix.launch_node[lid], rec["start"], rec))
         if no_launch:
             why = (f" ({early} of them launched before the profiled window: correlation ids below the first "
                    "launch's)") if early else ""
             self.warnings.append(f"{no_launch} GPU activities have no CUDA launch with their correlation id "
                                  f"in the trace{why}; they are kept without an op, link 'no-launch'")
         return kernels
+
+    def _gpu_record(self, role, name, start, end, ev_pid, ev_tid, corr, device, stream, grid, block, nbytes) -> dict:
+        """The record of one GPU activity of ``Index.gpu``, less its launch's fields."""
+        name = name or ""
+        if role == "kernel":
+            rec = _base("kernel", short_name(name) or name, name, start, end, end - start, None, None)
+            rec.update(grid=_dim3(grid), block=_dim3(block))
+        else:
+            kind_name, copy_kind = _copy_kind(role, name)
+            rec = _base(role, kind_name, name, start, end, end - start, None, None)
+            rec.update(bytes=nbytes if isinstance(nbytes, int) and nbytes >= 0 else None, copyKind=copy_kind)
+        if not isinstance(device, int):
+            device = ev_pid if isinstance(ev_pid, int) else None
+        rec.update(device=device, gpu=self._devices.get(device), gpuProps=self._device_props.get(device),
+                   stream=stream if isinstance(stream, int) else ev_tid if isinstance(ev_tid, int) else None,
+                   correlationId=corr if isinstance(corr, int) else None)
+        return rec
 
 
 def dropped_text(dropped: dict) -> str:
