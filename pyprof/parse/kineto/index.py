@@ -115,14 +115,12 @@ def user_frame(name: str) -> str | None:
     return f"{path.rsplit('/', 1)[-1]}:{line}:{func}"
 
 
-def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:  # noqa: C901 - the per-event loop, inlined
+def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
     """Append the ranges, launches and GPU activities of ``chunks``' events (``trace``'s structs,
     :mod:`pyprof.parse.kineto.events`) to ``ix``, times as lists; :func:`finish` then nests them. Only
     what the records need is kept of each event: op ranges keep ``(External id, Input Dims, Input type,
-    Concrete Inputs)``, names are interned.
-
-    GPU activities keep ``(role, name, start, end, pid, tid, correlation, device, stream, grid, block,
-    bytes)``: plain values, so that a forked scan can hand them back (:mod:`pyprof.parse.kineto.split_scan`)."""
+    Concrete Inputs)``, names are interned. The per-range loop is inlined (a call per event costs);
+    what is rarer (annotations, launches, GPU activities, a change of thread) is a call of its own."""
     # category -> range role code (int), or the role name of launches and GPU activities
     codes = {cat: _ROLE_CODE.get(role, role) for cat, role in ks.CATEGORY_ROLE.items()}
     name_l, role_l, start_l, end_l, pid_l, tid_l, args_l, seq_l, bwd_l = (
@@ -132,9 +130,6 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:  # noqa: C901
     py_names: dict[str, str] = {}
     ann_names: dict[str, str] = {}  # raw annotation name -> decoded (module markers repeat every step)
     keys: dict[tuple, tuple] = {}
-    prefix = ks.BACKWARD_PREFIX
-    threads = ix.threads
-    texts, steps, step_prefix = ix.texts, ix.steps, ks.PROFILER_STEP_PREFIX
     # the thread of the last range: its interned (pid, tid) key and range list (consecutive events
     # are mostly on one thread)
     last_pid = last_tid = _MISSING
@@ -158,93 +153,102 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:  # noqa: C901
             pid = ev.pid
             if pid.__class__ is not int:
                 pid = _pid(pid)
-            if type(code) is int:
-                tid = ev.tid
-                if pid != last_pid or tid != last_tid:
-                    key = (pid, tid)
-                    key = keys.setdefault(key, key)
-                    lst = threads.get(key)  # type: ignore[assignment]  # a None is replaced next (hot loop: no cast)
-                    if lst is None:
-                        lst = threads[key] = []
-                    last_pid, last_tid = pid, tid
-                rid = len(name_l)
-                name = ev.name or ""
+            if type(code) is not int:
+                _device_event(ix, trace, ev, code, pid, start, end)
+                continue
+            tid = ev.tid
+            if pid != last_pid or tid != last_tid:
+                key, lst = _thread(ix.threads, keys, pid, tid)
+                last_pid, last_tid = pid, tid
+            rid = len(name_l)
+            name = ev.name or ""
+            if code != ROLE_OP:
                 if code == ROLE_PY:  # (most events of a with_stack trace)
-                    name_l.append(py_names.setdefault(name, name))
-                    seq_l.append(None)
-                    bwd_l.append(False)
-                    args_l.append(None)
-                elif code == ROLE_ANN:
-                    a = ev.args
-                    raw = name
-                    name = ann_names.get(raw)
-                    if name is None:
-                        if len(ann_names) > 65536:
-                            ann_names.clear()
-                        # pyprof markers are percent-encoded in traces
-                        name = ann_names[raw] = from_profiler_name(raw)
-                    if name.startswith(step_prefix):
-                        steps.add(rid)
-                    name_l.append(name)
-                    seq_l.append(None)
-                    bwd_l.append(False)
-                    if a is not None and name.startswith(ks.BACKEND_RANGE_PREFIXES) and a.dims is not None:
-                        # a backend's collective (nccl:all_to_all, gloo:all_reduce): its message
-                        d = bytes(a.dims)
-                        t = bytes(a.types) if a.types is not None else None
-                        args_l.append((a.ext, texts.setdefault(d, d), t and texts.setdefault(t, t), None))
-                    else:
-                        args_l.append((a.ext if a is not None else None, None, None, None))
-                else:  # an op
-                    a = ev.args
-                    name = names.setdefault(name, name)
-                    b = bwd_names.get(name)
-                    if b is None:
-                        # (never, for a name first met as a Python range's: one cache served both)
-                        b = bwd_names[name] = name not in py_names and (
-                            name.startswith(prefix) or classify(name).is_bwd_node)
-                    bwd_l.append(b)
-                    if a is not None:
-                        seq = a.seq
-                        if type(seq) is not int or seq < 0:
-                            seq = None
-                        d, t, c = a.dims, a.types, a.conc
-                        if d is not None:
-                            d = bytes(d)
-                            d = texts.setdefault(d, d)
-                        if t is not None:
-                            t = bytes(t)
-                            t = texts.setdefault(t, t)
-                        if c is not None:
-                            c = bytes(c)
-                            c = texts.setdefault(c, c)
-                        args_l.append((a.ext, d, t, c))
-                        if b and type(a.ftid) is int:
-                            ix.fwd_thread[rid] = a.ftid
-                        if a.coll is not None:
-                            ix.comms[rid] = (a.coll, a.inn, a.outn, a.cdt, a.gsz)
-                    else:
-                        seq = None
-                        args_l.append((None, None, None, None))
-                    name_l.append(name)
-                    seq_l.append(seq)
-                role_l.append(code)
-                start_l.append(start)
-                end_l.append(end)
-                pid_l.append(key[0])
-                tid_l.append(key[1])
-                lst.append(rid)
-            elif code == "launch":
-                a = ev.args
-                key = (pid, ev.tid)
-                lid = len(ix.launches)
-                ix.launches.append((key[0], key[1], start, end, ev.name, cast("EventTypes", trace.types).gpu_arg(a, "correlation"),
-                                    a.ext if a is not None else None))
-                ix.launch_threads.setdefault(key, []).append(lid)
+                    name, args = py_names.setdefault(name, name), None
+                else:
+                    name, args = _annotation(ix, rid, name, ev.args, ann_names)
+                seq_l.append(None)
+                bwd_l.append(False)
+                args_l.append(args)
             else:
-                a, arg = ev.args, cast("EventTypes", trace.types).gpu_arg  # (set once events were decoded)
-                ix.gpu.append((code, ev.name, start, end, ev.pid, ev.tid, arg(a, "correlation"), arg(a, "device"),
-                               arg(a, "stream"), arg(a, "grid"), arg(a, "block"), arg(a, "bytes")))
+                a = ev.args
+                name = names.setdefault(name, name)
+                b = bwd_names.get(name)
+                if b is None:
+                    b = bwd_names[name] = _is_bwd_node(name, py_names)
+                bwd_l.append(b)
+                if a is None:
+                    seq_l.append(None)
+                    args_l.append((None, None, None, None))
+                else:
+                    seq_l.append(_op_args(ix, rid, a, b))
+            name_l.append(name)
+            role_l.append(code)
+            start_l.append(start)
+            end_l.append(end)
+            pid_l.append(key[0])
+            tid_l.append(key[1])
+            lst.append(rid)
+
+
+def _is_bwd_node(name: str, py_names: dict) -> bool:
+    """Whether an op range's name is an autograd node's (or the engine's evaluate_function range); never
+    for a name first met as a Python range's (one cache served both)."""
+    return name not in py_names and (name.startswith(ks.BACKWARD_PREFIX) or classify(name).is_bwd_node)
+
+
+def _op_args(ix: Index, rid: int, a, bwd: bool) -> int | None:
+    """Append op range ``rid``'s ``(External id, Input Dims, Input type, Concrete Inputs)`` (JSON texts,
+    interned) to ``ix.args``, with its ``Fwd thread id`` (a backward node's) and collective; its autograd
+    sequence number (None: none)."""
+    texts = ix.texts
+    d = None if a.dims is None else texts.setdefault(x := bytes(a.dims), x)
+    t = None if a.types is None else texts.setdefault(x := bytes(a.types), x)
+    c = None if a.conc is None else texts.setdefault(x := bytes(a.conc), x)
+    ix.args.append((a.ext, d, t, c))
+    if bwd and type(a.ftid) is int:
+        ix.fwd_thread[rid] = a.ftid
+    if a.coll is not None:
+        ix.comms[rid] = (a.coll, a.inn, a.outn, a.cdt, a.gsz)
+    seq = a.seq
+    return seq if type(seq) is int and seq >= 0 else None
+
+
+def _thread(threads: dict, keys: dict, pid, tid) -> tuple[tuple, list]:
+    """The interned (pid, tid) key of a range's thread and its range list in ``threads`` (made if new)."""
+    key = keys.setdefault((pid, tid), (pid, tid))
+    return key, threads.setdefault(key, [])
+
+
+def _annotation(ix: Index, rid: int, raw: str, a, ann_names: dict) -> tuple[str, tuple]:
+    """(name, args) of annotation range ``rid``: its name decoded (pyprof markers are percent-encoded in
+    traces), a backend's collective (nccl:all_to_all, gloo:all_reduce) with its message; a step noted."""
+    name = ann_names.get(raw)
+    if name is None:
+        if len(ann_names) > 65536:
+            ann_names.clear()
+        name = ann_names[raw] = from_profiler_name(raw)
+    if name.startswith(ks.PROFILER_STEP_PREFIX):
+        ix.steps.add(rid)
+    if a is None:
+        return name, (None, None, None, None)
+    if not name.startswith(ks.BACKEND_RANGE_PREFIXES) or a.dims is None:
+        return name, (a.ext, None, None, None)
+    t = None if a.types is None else ix.texts.setdefault(x := bytes(a.types), x)
+    return name, (a.ext, ix.texts.setdefault(x := bytes(a.dims), x), t, None)
+
+
+def _device_event(ix: Index, trace: Trace, ev, code: str, pid, start: int, end: int) -> None:
+    """A CUDA launch (``code`` "launch") or a GPU activity of the scan, appended to ``ix``. GPU activities keep
+    ``(role, name, start, end, pid, tid, correlation, device, stream, grid, block, bytes)``."""
+    a, arg = ev.args, cast("EventTypes", trace.types).gpu_arg  # (set once events were decoded)
+    if code != "launch":
+        ix.gpu.append((code, ev.name, start, end, ev.pid, ev.tid, arg(a, "correlation"), arg(a, "device"),
+                       arg(a, "stream"), arg(a, "grid"), arg(a, "block"), arg(a, "bytes")))
+        return
+    key = (pid, ev.tid)
+    ix.launch_threads.setdefault(key, []).append(len(ix.launches))
+    ix.launches.append((pid, ev.tid, start, end, ev.name, arg(a, "correlation"), a.ext if a is not None else None))
 
 
 def finish(ix: Index) -> None:
