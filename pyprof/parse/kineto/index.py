@@ -330,20 +330,17 @@ def _nest(ix: Index, rids: list[int], lids, key: tuple, held: list) -> None:
     nl = len(lids)
     li = 0
     stack: list[int] = []
+    place = _place_launches
     pop, push = stack.pop, stack.append
     from pyprof.parse import limits
 
     max_depth = limits.get("depth")
     left = held[0]
-    py: dict[str, tuple] = {}  # Python range name -> (its user frame or None, its module range or ())
+    py: dict[str, tuple] = {}  # Python range name -> (its user frame or (), its module range or ())
     for r in rids:
         s = start[r]
-        while li < nl and launches[lids[li]][2] < s:
-            t = launches[lids[li]][2]
-            while stack and end[stack[-1]] <= t:
-                pop()
-            launch_node[lids[li]] = stack[-1] if stack else -1
-            li += 1
+        if li < nl and launches[lids[li]][2] < s:
+            li = place(lids, li, s, stack, end, launches, launch_node)
         while stack and end[stack[-1]] <= s:
             pop()
         ro = role[r]
@@ -351,37 +348,37 @@ def _nest(ix: Index, rids: list[int], lids, key: tuple, held: list) -> None:
             nm = name[r]
             got = py.get(nm)
             if got is None:
-                got = py[nm] = (user_frame(nm), _module(nm))
+                f = user_frame(nm)
+                got = py[nm] = ((f,) if f else (), _module(nm))
             f, m = got
             if stack:
                 p = stack[-1]
                 parent[r] = p
                 cut[r] = cut[p]
                 chain[r] = chain[p]
-                pf = frames[p]
-                frames[r] = ((f,) + pf[:7]) if f else pf
+                frames[r] = (f + frames[p])[:8]  # (f empty: the parent's own tuple, no copy)
                 if m:
                     modules[r] = got = modules[p] + m
                     left -= len(got)
                 else:
                     modules[r] = modules[p]
             else:
-                frames[r] = (f,) if f else ()
+                frames[r] = f
                 modules[r] = m
-        elif stack:
-            p = stack[-1]
-            parent[r] = p
-            c = cut[p]
+        else:
+            p = stack[-1] if stack else -1
+            c = cut[p] if stack else -1
             if c < 0 and ro == ROLE_OP and not bwd[r] and _is_op_instance(name[r]):
                 c = r  # the op instance: the outermost plain op (under an autograd node too)
             cut[r] = c
-            chain[r] = got = chain[p] + (r,)
-            frames[r] = frames[p]
-            modules[r] = modules[p]
-            left -= len(got)
-        else:
-            cut[r] = r if ro == ROLE_OP and not bwd[r] and _is_op_instance(name[r]) else -1
-            chain[r] = (r,)
+            if stack:
+                parent[r] = p
+                chain[r] = got = chain[p] + (r,)
+                frames[r] = frames[p]
+                modules[r] = modules[p]
+                left -= len(got)
+            else:
+                chain[r] = (r,)
         push(r)
         if len(stack) > max_depth:  # (ancestor chains are tuples: depth bounds their size)
             raise limits.exceeded(f"ranges nest more than {max_depth:,} deep on thread {key[1]} of process "
@@ -391,12 +388,19 @@ def _nest(ix: Index, rids: list[int], lids, key: tuple, held: list) -> None:
             raise limits.exceeded(f"ranges on thread {key[1]} of process {key[0]} are nested so deep so often that "
                                   f"more than {per:,} per range are open around it on average", "chain", 2 * per)
     held[0] = left
-    while li < nl:
+    place(lids, li, float("inf"), stack, end, launches, launch_node)
+
+
+def _place_launches(lids: list, li: int, s, stack: list, end, launches: list, launch_node: list) -> int:
+    """Give the launches ``lids[li:]`` before time ``s`` their innermost open range of ``stack`` (popping
+    those ended by then, ``end``: range end times); the index of the first launch left."""
+    while li < len(lids) and launches[lids[li]][2] < s:
         t = launches[lids[li]][2]
         while stack and end[stack[-1]] <= t:
-            pop()
+            stack.pop()
         launch_node[lids[li]] = stack[-1] if stack else -1
         li += 1
+    return li
 
 
 def _pid(v) -> int | None:
