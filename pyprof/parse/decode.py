@@ -85,21 +85,24 @@ def _parse_sizes(text: str):
     return sizes if isinstance(sizes, list) else None
 
 
-def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
-    """Parse an emit_nvtx string; None if ``text`` is not one."""
-    matches = list(_KEY.finditer(text))
-    name = (text[: matches[0].start()] if matches else text).strip()
+def _node_name(name: str) -> tuple[str, bool, bool]:
+    """An emit_nvtx range's name as (op name, whether an autograd node's, whether a C++ custom autograd
+    Function's node: named by its Function, fbgemm's SplitLookupFunction_...)."""
     if name.startswith(_EVALUATE):
-        name = name[len(_EVALUATE):].strip()
-        node = True
+        name, node = name[len(_EVALUATE):].strip(), True
     else:
         mangled = _MANGLED_AUTOGRAD.match(name)
         node = bool(mangled) or bool(_BWD_NODE.match(name)) or name.startswith("torch::autograd::")
         if mangled:
             name = "torch::autograd::" + mangled.group(1)
     cpp = _CPP_NODE.match(name)
-    if cpp:  # a C++ custom autograd Function's node: named by its Function (fbgemm's SplitLookupFunction_...)
-        name, node = cpp.group(1).strip(), True
+    return (cpp.group(1).strip(), True, True) if cpp else (name, node, False)
+
+
+def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
+    """Parse an emit_nvtx string; None if ``text`` is not one."""
+    matches = list(_KEY.finditer(text))
+    name, node, cpp = _node_name((text[: matches[0].start()] if matches else text).strip())
     if not matches and not node:
         if not ((_NAMESPACED.match(name) and name.startswith(_OP_NAMESPACES)) or (bare_names and _IDENT.match(name))):
             return None
@@ -516,32 +519,30 @@ def link(own: dict[str, Any], fwd: dict[str, Any] | None, batched: list | None =
     if not fwd:
         return own
     out = dict(own)
-    if own.get("opDir") == "fprop" and (own.get("mod") != "aten" or fwd.get("mod") == COMPILED_MOD):
-        # an instrumented op called inside the backward (a custom Function's backward), or an aten op of
-        # a compiled region's backward graph (the forward "op" is the region, which has no model; the
-        # graph's aten ops, an attention backward kernel say, are the work): it keeps its own op and
-        # arguments, and takes the forward op's layers
-        if fwd.get("layer"):
-            out["layer"] = fwd["layer"]
-        if not own.get("trace") and fwd.get("trace"):
-            out["trace"] = fwd["trace"]
-        return out
-    out["opDir"] = None  # the node's work: the forward op's backward
-    for k in ("mod", "op", "args", "cdtype"):
-        if fwd.get(k) is not None:
-            out[k] = fwd[k]
-    batched = batched or (own.get("args") if own.get("link") == LINK_NODE else None)
-    if batched and out["args"] is not batched:  # run under vmap (jacrev): the first tensor takes its levels
-        i = next((i for i, a in enumerate(out["args"] or ()) if a.get("type") == "tensor"), None)
-        if i is not None:
-            a = out["args"][i]
-            out["args"] = [*out["args"][:i], {**a, "vmap": [*(a.get("vmap") or ()), *(
-                lv for lv in batched[0]["vmap"] if lv not in (a.get("vmap") or ()))]}, *out["args"][i + 1:]]
+    # an instrumented op called inside the backward (a custom Function's backward), or an aten op of a
+    # compiled region's backward graph (the forward "op" is the region, which has no model; the graph's
+    # aten ops, an attention backward kernel say, are the work) keeps its own op and arguments
+    if own.get("opDir") != "fprop" or (own.get("mod") == "aten" and fwd.get("mod") != COMPILED_MOD):
+        out["opDir"] = None  # the node's work: the forward op's backward
+        out.update((k, fwd[k]) for k in ("mod", "op", "args", "cdtype") if fwd.get(k) is not None)
+        batched = batched or (own.get("args") if own.get("link") == LINK_NODE else None)
+        if batched and out["args"] is not batched:  # run under vmap (jacrev): the first tensor takes its levels
+            out["args"] = _vmapped(out["args"], batched)
     if fwd.get("layer"):
         out["layer"] = fwd["layer"]
     if not own.get("trace") and fwd.get("trace"):
         out["trace"] = fwd["trace"]
     return out
+
+
+def _vmapped(args, batched: list) -> list | None:
+    """``args`` with the vmap levels of ``batched``'s first argument added to its first tensor's."""
+    i = next((i for i, a in enumerate(args or ()) if a.get("type") == "tensor"), None)
+    if i is None:
+        return args
+    a = args[i]
+    have = a.get("vmap") or ()
+    return [*args[:i], {**a, "vmap": [*have, *(lv for lv in batched[0]["vmap"] if lv not in have)]}, *args[i + 1:]]
 
 
 class BackwardLinker:

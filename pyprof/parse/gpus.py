@@ -36,36 +36,11 @@ def _visible_devices(db: Database) -> list[int] | None:
 def nsys_gpu_names(db: Database, pids: list, devices: list) -> list:
     """GPU name per activity (its pid and device: ints, None or -1 where unknown), or None where it
     cannot be told."""
-    by_pid_dev: dict[tuple, str] = {}
-    by_dev: dict[int, str] = {}
-    gpu_cols = db.columns("TARGET_INFO_GPU")
-    names_by_id: dict = {}
-    if "id" in gpu_cols and "name" in gpu_cols:
-        names_by_id = dict(db.execute("SELECT id, name FROM TARGET_INFO_GPU"))
-    if db.has("TARGET_INFO_CUDA_DEVICE") and names_by_id:
-        for gpu_id, cuda_id, pid in db.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
-            if gpu_id in names_by_id:
-                by_pid_dev[(pid, cuda_id)] = names_by_id[gpu_id]
-    if "cuDevice" in gpu_cols:
-        chip = "chipName" in gpu_cols
-        rows = db.execute("SELECT cuDevice, name" + (", chipName" if chip else "") + " FROM TARGET_INFO_GPU")
-        cands: dict[int, set] = {}
-        for row in rows:
-            if chip and not row[2]:
-                continue
-            cands.setdefault(row[0], set()).add(row[1])
-        system = {d: next(iter(n)) for d, n in cands.items() if len(n) == 1}
-        visible = _visible_devices(db)
-        if visible is not None:
-            by_dev = {i: system[d] for i, d in enumerate(visible) if d in system}
-        else:
-            by_dev = system
-    if db.has("TARGET_INFO_CUDA_GPU"):
-        cols = db.columns("TARGET_INFO_CUDA_GPU")
-        if {"deviceId", "pid", "name"} <= set(cols):
-            for dev, pid, name in db.execute("SELECT deviceId, pid, name FROM TARGET_INFO_CUDA_GPU"):
-                by_pid_dev.setdefault((pid, dev), name)
-                by_dev.setdefault(dev, name)
+    by_pid_dev, by_dev = _cuda_device_names(db), _system_names(db)
+    if db.has("TARGET_INFO_CUDA_GPU") and {"deviceId", "pid", "name"} <= set(db.columns("TARGET_INFO_CUDA_GPU")):
+        for dev, pid, name in db.execute("SELECT deviceId, pid, name FROM TARGET_INFO_CUDA_GPU"):
+            by_pid_dev.setdefault((pid, dev), name)
+            by_dev.setdefault(dev, name)
     names = {}
     for p, d in dict.fromkeys(zip(pids, devices, strict=True)):
         name = by_pid_dev.get((p, d))
@@ -75,6 +50,32 @@ def nsys_gpu_names(db: Database, pids: list, devices: list) -> list:
     if len(names) == 1:
         return [next(iter(names.values()))] * len(pids)
     return [names[(p, d)] for p, d in zip(pids, devices, strict=True)]
+
+
+def _cuda_device_names(db: Database) -> dict[tuple, str]:
+    """(pid, CUDA device) -> GPU name, from TARGET_INFO_CUDA_DEVICE's gpuId into TARGET_INFO_GPU."""
+    gpu_cols = db.columns("TARGET_INFO_GPU")
+    if "id" not in gpu_cols or "name" not in gpu_cols or not db.has("TARGET_INFO_CUDA_DEVICE"):
+        return {}
+    by_id = dict(db.execute("SELECT id, name FROM TARGET_INFO_GPU"))
+    rows = db.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE") if by_id else ()
+    return {(pid, cuda_id): by_id[gpu_id] for gpu_id, cuda_id, pid in rows if gpu_id in by_id}
+
+
+def _system_names(db: Database) -> dict[int, str]:
+    """CUDA device -> GPU name, from TARGET_INFO_GPU's cuDevice (the system's numbering, remapped where
+    CUDA_VISIBLE_DEVICES reordered it); a device whose rows name several GPUs gets none."""
+    gpu_cols = db.columns("TARGET_INFO_GPU")
+    if "cuDevice" not in gpu_cols:
+        return {}
+    chip = "chipName" in gpu_cols
+    cands: dict[int, set] = {}
+    for row in db.execute("SELECT cuDevice, name" + (", chipName" if chip else "") + " FROM TARGET_INFO_GPU"):
+        if not chip or row[2]:
+            cands.setdefault(row[0], set()).add(row[1])
+    system = {d: next(iter(n)) for d, n in cands.items() if len(n) == 1}
+    visible = _visible_devices(db)
+    return system if visible is None else {i: system[d] for i, d in enumerate(visible) if d in system}
 
 
 def nvprof_gpu_names(db: Database, devices: list, strings: dict[int, str | None]) -> list:
