@@ -204,6 +204,64 @@ _KEY_CHUNK = 1 << 20  # keys sent (and made anew) at a time
 _NULL = np.iinfo(np.int64).min  # a null domainId (a domain row's -1 is an id)
 
 
+#: what :meth:`_Nvtx.merge` reads of the other process's summary where there is none
+_NO_OTHER: dict = {"n": 0, "ends": None, "meta": {}, "domains": []}
+
+
+def _mid_rows(kmid_rows: list, rows, props: dict, strings: dict) -> list[tuple]:
+    """The middle of a record per ``(kmid code, pid, tid, API name id, GPU name)`` of ``rows``: (pid, tid,
+    device, GPU, its properties, stream, grid, block, bytes, copy kind, API name), -1s as None."""
+    mids = []
+    for k, p, t, api_id, gpu in rows:
+        dev, stream, gx, gy, gz, bx, by, bz, nbytes, ck = (v if v >= 0 else None for v in kmid_rows[k])
+        copy = None if kmid_rows[k][9] == -3 else "memset" if kmid_rows[k][9] == -2 else \
+            (schema.copy_kind_name(ck) if ck is not None else "unknown")
+        mids.append((p if p >= 0 else None, t if t >= 0 else None, dev, gpu, props.get(gpu), stream,
+                     [gx, gy, gz] if gx is not None else None, [bx, by, bz] if bx is not None else None, nbytes,
+                     copy, strings.get(api_id) if api_id != -1 else None))
+    return mids
+
+
+def _receive_keys(keys: np.ndarray, mine: int, theirs: int, other: dict, fill, put, codes: np.ndarray) -> None:
+    """The other process's keys (see :meth:`_Nvtx.merge`), received into ``keys[mine:mine + theirs]`` chunk
+    by chunk by ``fill``, and made anew there by ``put`` (``codes``: its thread codes -> ours)."""
+    mask = (1 << _KEY_SHIFT) - 1
+    for at in range(mine, mine + theirs, _KEY_CHUNK):
+        part = keys[at:min(mine + theirs, at + _KEY_CHUNK)]
+        fill(part)
+        if not other["wide"]:
+            put(at, (part >> _KEY_SHIFT) + other["base"], codes[part & mask])
+    if other["wide"]:
+        for at in range(mine, mine + theirs, _KEY_CHUNK):
+            part = keys[at:min(mine + theirs, at + _KEY_CHUNK)]
+            t = np.empty(len(part), dtype=np.int32)
+            fill(t)
+            put(at, part.copy(), codes[t])
+
+
+def _repeats(keys: np.ndarray, codes: np.ndarray | None, back: np.ndarray, bits: int, lo: int) -> tuple:
+    """(threads, ends) of the (thread, end) pairs that repeat, each once, where the end is its thread's last
+    (see :meth:`_Nvtx.merge`): ``keys`` end-major keys (sorted here, in place), or with ``codes`` (ends
+    spanning years) the ends and thread codes as pairs; ``back``: thread code -> thread."""
+    if codes is not None:
+        order = np.lexsort((codes, keys))
+        keys, codes = keys[order], codes[order]
+        eq = (keys[1:] == keys[:-1]) & (codes[1:] == codes[:-1])
+        eq[1:] &= ~eq[:-1]  # (the first of each run of equal pairs)
+        last = np.full(len(back), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(last, codes, keys)
+        at_last = keys[1:][eq] == last[codes[1:][eq]]
+        return back[codes[1:][eq][at_last]], keys[1:][eq][at_last]
+    keys.sort()
+    eq = keys[1:] == keys[:-1]
+    eq[1:] &= ~eq[:-1]  # (the first of each run of equal keys: each repeated key once)
+    dup = keys[1:][eq]
+    last = np.full(len(back), -1, dtype=np.int64)  # each thread's last end (keys are end-major)
+    np.maximum.at(last, keys & ((1 << bits) - 1), keys >> bits)
+    dup = dup[(dup >> bits) == last[dup & ((1 << bits) - 1)]]
+    return back[dup & ((1 << bits) - 1)], (dup >> bits) + lo
+
+
 class _Nvtx:
     """NVTX_EVENTS read in one pass, the ranges then handed out window by window.
 
@@ -609,12 +667,10 @@ class _Nvtx:
 
         Every key is made (end - the smallest end) * 2**b + thread code, b the bits of the largest code,
         in one int64 array, sorted; the repeats are where a key equals the next."""
-        mask = (1 << _KEY_SHIFT) - 1
-        mine = self._kn
-        theirs = other["n"] if other is not None else 0
-        ranges = [r for r in (self.summary()["ends"], other["ends"] if other is not None else None) if r]
-        lo = min(r[0] for r in ranges) if ranges else 0
-        hi = max(r[1] for r in ranges) if ranges else 0
+        mine, got = self._kn, other or _NO_OTHER
+        theirs = got["n"]
+        ranges = [r for r in (self.summary()["ends"], got["ends"]) if r]
+        lo, hi = min((r[0] for r in ranges), default=0), max((r[1] for r in ranges), default=0)
         codes = self._codes(other["threads"]) if other is not None else None  # its thread codes -> ours
         bits = max(1, (len(self.threads) - 1).bit_length())
         wide = (hi - lo) >= 1 << (62 - bits)  # (ends spanning years: pairs, sorted as pairs)
@@ -634,44 +690,15 @@ class _Nvtx:
             self._kbuf = keys
             put(at, *self._ends_codes(at, min(mine, at + _KEY_CHUNK)))
         self._kbuf, self._kcodes, self._kn = None, None, 0
-        if other is not None:  # the other's, received into place chunk by chunk, and made anew there
-            for at in range(mine, mine + theirs, _KEY_CHUNK):
-                part = keys[at:min(mine + theirs, at + _KEY_CHUNK)]
-                fill(part)
-                if not other["wide"]:
-                    put(at, (part >> _KEY_SHIFT) + other["base"], cast(np.ndarray, codes)[part & mask])
-            if other["wide"]:
-                for at in range(mine, mine + theirs, _KEY_CHUNK):
-                    part = keys[at:min(mine + theirs, at + _KEY_CHUNK)]
-                    t = np.empty(len(part), dtype=np.int32)
-                    fill(t)
-                    put(at, part.copy(), cast(np.ndarray, codes)[t])  # (codes: made where other is)
-        keys = keys[:mine + theirs]
-        back = self._thread_table()
-        if wide:
-            order = np.lexsort((codes_of, keys))
-            keys, codes_of = keys[order], codes_of[order]
-            eq = (keys[1:] == keys[:-1]) & (codes_of[1:] == codes_of[:-1])
-            eq[1:] &= ~eq[:-1]  # (the first of each run of equal pairs)
-            last = np.full(len(back), np.iinfo(np.int64).min, dtype=np.int64)
-            np.maximum.at(last, codes_of, keys)
-            at_last = keys[1:][eq] == last[codes_of[1:][eq]]
-            raw = (back[codes_of[1:][eq][at_last]], keys[1:][eq][at_last])
-        else:
-            keys.sort()
-            eq = keys[1:] == keys[:-1]
-            eq[1:] &= ~eq[:-1]  # (the first of each run of equal keys: each repeated key once)
-            dup = keys[1:][eq]
-            last = np.full(len(back), -1, dtype=np.int64)  # each thread's last end (keys are end-major)
-            np.maximum.at(last, keys & ((1 << bits) - 1), keys >> bits)
-            dup = dup[(dup >> bits) == last[dup & ((1 << bits) - 1)]]
-            raw = (back[dup & ((1 << bits) - 1)], (dup >> bits) + lo)
+        if other is not None:
+            _receive_keys(keys, mine, theirs, other, fill, put, cast(np.ndarray, codes))
+        raw = _repeats(keys[:mine + theirs], codes_of if wide else None, self._thread_table(), bits, lo)
         keys = codes_of = None  # type: ignore[assignment]  # (freed before the domains are read)
         self._accept_dups(*raw)
-        meta = {**(other["meta"] if other is not None else {}), **self._meta}
+        meta = {**got["meta"], **self._meta}
         flat = [m for s in sorted(meta) for m in meta[s]]
         self.ordered = all(m[2] for m in flat) and all(a[1] <= b[0] for a, b in zip(flat, flat[1:], strict=False))
-        domains = sorted(self._domain_rows + (other["domains"] if other is not None else []))
+        domains = sorted(self._domain_rows + got["domains"])
         if domains:
             self._domains(domains)
         return {"dups": raw, "dnames": self.dnames, "ordered": self.ordered}
@@ -1188,16 +1215,8 @@ class NsysSource(PreparedSource):
         mcode, mfirst = group_codes([a["kmid"], pid, tid, api_name])
         kmid_rows = list(kmids)
         gpus = self._gpu_names(pid[mfirst].tolist(), [kmid_rows[k][0] for k in a["kmid"][mfirst].tolist()])
-        props = self._gpu_props()
-        mids = []
-        for j, (k, p, t, api_id) in enumerate(zip(a["kmid"][mfirst].tolist(), pid[mfirst].tolist(), tid[mfirst].tolist(),
-                                                  api_name[mfirst].tolist(), strict=True)):
-            dev, stream, gx, gy, gz, bx, by, bz, nbytes, ck = (v if v >= 0 else None for v in kmid_rows[k])
-            copy = None if kmid_rows[k][9] == -3 else "memset" if kmid_rows[k][9] == -2 else \
-                (schema.copy_kind_name(ck) if ck is not None else "unknown")
-            mids.append((p if p >= 0 else None, t if t >= 0 else None, dev, gpus[j], props.get(gpus[j]), stream,
-                         [gx, gy, gz] if gx is not None else None, [bx, by, bz] if bx is not None else None, nbytes,
-                         copy, strings.get(api_id) if api_id != -1 else None))
+        mids = _mid_rows(kmid_rows, zip(a["kmid"][mfirst].tolist(), pid[mfirst].tolist(), tid[mfirst].tolist(),
+                                        api_name[mfirst].tolist(), gpus, strict=True), self._gpu_props(), strings)
         del tid, api_name, mfirst
         a.pop("kmid")
         a["gt"], a["pid"], a["mcode"] = gt, pid, mcode.astype(np.int32)
