@@ -537,7 +537,7 @@ class Streamed:
         """The open-range stacks of a window's launches ``rows``: (stacks, decoded fields and ranges of each
         stack id a launch has, each row's op instance (a range's global index, or -1))."""
         acts = self.acts
-        st = open_stacks(*r[:3], r[4], acts.thread[rows], acts.api_start[rows],
+        st = open_stacks(r[0], r[1], r[2], r[4], acts.thread[rows], acts.api_start[rows],
                          lambda th: f"{self._range_tid(th)} of process {self._range_pid(th)}")
         q_sid = st.q_sid
         self.stats.attributed += int(((q_sid >= 0) & acts.is_kernel[rows]).sum())

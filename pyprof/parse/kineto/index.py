@@ -238,7 +238,7 @@ def _annotation(ix: Index, rid: int, raw: str, a, ann_names: dict) -> tuple[str,
     return name, (a.ext, ix.texts.setdefault(x := bytes(a.dims), x), t, None)
 
 
-def _device_event(ix: Index, trace: Trace, ev, code: str, pid, start: int, end: int) -> None:
+def _device_event(ix: Index, trace: Trace, ev, code, pid, start: int, end: int) -> None:
     """A CUDA launch (``code`` "launch") or a GPU activity of the scan, appended to ``ix``. GPU activities keep
     ``(role, name, start, end, pid, tid, correlation, device, stream, grid, block, bytes)``."""
     a, arg = ev.args, cast("EventTypes", trace.types).gpu_arg  # (set once events were decoded)
