@@ -253,8 +253,10 @@ class Check:
             return any(a.ok(v) for a in self.alternatives)
         if self.kind == "props":
             return cls is dict and all(x.__class__ is str or x.__class__ in _NUM and _finite(x) for x in v.values())
-        if cls is not list:
-            return False
+        return cls is list and self._items_ok(v)
+
+    def _items_ok(self, v: list) -> bool:
+        """Whether the items of list ``v`` are valid elements of the field (see :meth:`ok`)."""
         if self.element is None:
             return True
         allowed = _ELEMENT_TYPES[self.element]
