@@ -174,6 +174,23 @@ class Outcome:
         return {"regression": 1, "inconclusive": 3}.get(self.kind, 0)
 
 
+def _judge_row(by: str, row, tot: Total, min_share: float, testable: bool, found: list, untestable: list) -> None:
+    """One row of a comparison table (grouped ``by``), taken into ``found`` where it is slower (or new) and
+    large enough to matter, into ``untestable`` where so few steps could not have shown that."""
+    from pyprof.prof.units import duration
+
+    ta, tb = (0.0 if math.isnan(v) else v for v in (row.time_a, row.time_b))
+    big = ta / tot.time_a * 100 >= min_share if tot.time_a > 0 else False
+    big |= tb / tot.time_b * 100 >= min_share if tot.time_b > 0 else False
+    if not big or tb <= ta:
+        return
+    if row.verdict in ("slower", "new") and row.p < ALPHA:
+        what = "new" if row.verdict == "new" else f"time per step +{row.delta_pct:.1f}%"
+        found.append(f"{by} {row.key}: {what} ({duration(ta)} -> {duration(tb)}, p={row.p:.2g})")
+    elif row.verdict in ("unclear", "new") and not testable:
+        untestable.append(f"{by} {row.key}")
+
+
 def judge(tables: dict[str, pd.DataFrame], tot: Total, pct: float, min_share: float = MIN_SHARE,
           loaded: list[str] | None = None) -> Outcome:
     """The outcome of a comparison at threshold ``pct`` (see the module docstring). ``loaded``: each side's
@@ -190,16 +207,7 @@ def judge(tables: dict[str, pd.DataFrame], tot: Total, pct: float, min_share: fl
             untestable.append("total time")
     for by, table in tables.items():
         for row in table.itertuples(index=False):
-            ta, tb = (0.0 if math.isnan(v) else v for v in (row.time_a, row.time_b))
-            big = ta / tot.time_a * 100 >= min_share if tot.time_a > 0 else False
-            big |= tb / tot.time_b * 100 >= min_share if tot.time_b > 0 else False
-            if not big or tb <= ta:
-                continue
-            if row.verdict in ("slower", "new") and row.p < ALPHA:
-                what = "new" if row.verdict == "new" else f"time per step +{row.delta_pct:.1f}%"
-                found.append(f"{by} {row.key}: {what} ({duration(ta)} -> {duration(tb)}, p={row.p:.2g})")
-            elif (row.verdict == "unclear" or row.verdict == "new") and not testable:
-                untestable.append(f"{by} {row.key}")
+            _judge_row(by, row, tot, min_share, testable, found, untestable)
     why = list(loaded or [])
     if untestable:
         why.append(f"{tot.steps_a} and {tot.steps_b} steps cannot show a change (the best one-sided p is "

@@ -96,26 +96,33 @@ def events(p) -> tuple[list[dict], int]:
         t0, t1 = rec.get("start"), rec.get("end")
         if type(t0) is not int or type(t1) is not int:
             continue
-        dev = rec.get("device")
-        pid = (rec.get("pid") if type(rec.get("pid")) is int else NO_PID) if dev is None else int(dev)
-        tid = (rec.get("tid") if dev is None else rec.get("stream")) or 0
-        if pid not in names:
-            names[pid] = f"CPU (process {pid})" if dev is None else f"GPU {dev}" + (f" ({rec['gpu']})" if rec.get("gpu") else "")
-        names.setdefault((pid, tid), f"{'thread' if dev is None else 'stream'} {tid}")
+        pid, tid, cat, pname, tname = _track(rec)
+        names.setdefault(pid, pname)
+        names.setdefault((pid, tid), tname)
         args = {name: v for c, name in ARGS if c in cols and (v := _value(cols[c][i])) is not None}
-        out.append({"ph": "X", "name": rec.get("kShortName") or "?", "cat": "cpu_op" if dev is None else "kernel",
+        out.append({"ph": "X", "name": rec.get("kShortName") or "?", "cat": cat,
                     "pid": pid, "tid": tid, "ts": us(t0), "dur": dur(t0, t1), "args": args})
         per_pid.setdefault(pid, []).append((t0, t1, tuple(rec.get("layer") or ())))
-    for key, name in names.items():
-        pid, tid = (key, 0) if isinstance(key, int) else key
-        out.append({"ph": "M", "name": "thread_name" if isinstance(key, tuple) else "process_name", "pid": pid,
-                    "tid": tid, "args": {"name": name}})
+    out += [{"ph": "M", "name": "process_name", "pid": key, "tid": 0, "args": {"name": name}} if isinstance(key, int)
+            else {"ph": "M", "name": "thread_name", "pid": key[0], "tid": key[1], "args": {"name": name}}
+            for key, name in names.items()]
     for pid, rows in per_pid.items():
         rows.sort(key=lambda r: r[0])
         out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": MODULES_TID,
                     "args": {"name": "modules (the span of their kernels)"}})
         out += _module_slices(rows, pid, us, dur)
     return out + _steps(df, steps, us, dur), zero
+
+
+def _track(rec: dict) -> tuple:
+    """(pid, tid, category, process name, thread name) of a record's slice: a CPU op's process and thread,
+    a kernel's GPU and stream."""
+    dev = rec.get("device")
+    if dev is None:
+        pid = rec.get("pid") if type(rec.get("pid")) is int else NO_PID
+        return pid, rec.get("tid") or 0, "cpu_op", f"CPU (process {pid})", f"thread {rec.get('tid') or 0}"
+    gpu = f" ({rec['gpu']})" if rec.get("gpu") else ""
+    return int(dev), rec.get("stream") or 0, "kernel", f"GPU {dev}{gpu}", f"stream {rec.get('stream') or 0}"
 
 
 def _steps(df: pd.DataFrame, steps: list, us, dur) -> list[dict]:

@@ -99,10 +99,7 @@ def roofs(profile: Profile, pts: pd.DataFrame | None = None) -> list[Roof]:
         dev = info.device
         if dev is None or (not dev.flops and not dev.bw):
             continue
-        mine = pts[pts["device"] == info.label] if len(pts) else pts
-        classes = sorted({dtype_class(d) or "fp32" for d in (mine["dtype"].tolist() if len(mine) else [])}
-                         or {"fp32"})
-        classes = [c for c in classes if c != "int"] or ["fp32"]
+        classes = _classes(pts[pts["device"] == info.label] if len(pts) else pts)
         units = [False, True] if dev.has_tensor_cores else [False]
         seen: set[float] = set()
         for cls in classes:
@@ -115,6 +112,12 @@ def roofs(profile: Profile, pts: pd.DataFrame | None = None) -> list[Roof]:
         if not seen and dev.bw:
             out.append(Roof(info.label, "memory", None, dev.bw, False))
     return out
+
+
+def _classes(mine: pd.DataFrame) -> list[str]:
+    """The dtype classes a device's points computed in (fp32 where none is known; no roof for int)."""
+    classes = sorted({dtype_class(d) or "fp32" for d in (mine["dtype"].tolist() if len(mine) else [])} or {"fp32"})
+    return [c for c in classes if c != "int"] or ["fp32"]
 
 
 _DTYPE_OF = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn",

@@ -22,6 +22,18 @@ COLUMNS = ("op", "dir", "params", "dtype", "gemm", "count", "total", "mean", "me
            "rate_median", "rate_std", "flops")
 
 
+def _operands(A, name: str, args: list) -> tuple:
+    """The two matrix operands of a call of GEMM-family op ``name`` (not linear or einsum)."""
+    if name in ("addmm", "baddbmm", "addbmm"):
+        b = A.bind(args, ("input", "mat1", "mat2") if name == "addmm" else ("input", "batch1", "batch2"))
+        return b.get("mat1") or b.get("batch1"), b.get("mat2") or b.get("batch2")
+    if name == "rmatmul":
+        b = A.bind(args, ("self", "other"))
+        return b.get("other"), b.get("self")
+    b = A.bind(args, ("input", "other"))
+    return b.get("input") or b.get("self"), b.get("other") or b.get("mat2") or b.get("vec") or b.get("tensor")
+
+
 def gemm_dims(op: str, mod: str | None, args: list | None) -> tuple[int, int, int, int] | None:
     """``(batch, M, N, K)`` of a GEMM-family op call from its arguments, or None (not a GEMM, an
     einsum, or shapes unknown). The binding is the one prof's GEMM models use."""
@@ -29,29 +41,15 @@ def gemm_dims(op: str, mod: str | None, args: list | None) -> tuple[int, int, in
     from pyprof.prof.ops.gemm import matmul_dims
     from pyprof.prof.ops.registry import canonical, family
 
-    if not op or not args or family(op, mod) != "gemm":
+    if not op or not args or family(op, mod) != "gemm" or canonical(op, mod) == "einsum":
         return None
     name = canonical(op, mod)
     try:
         if name == "linear":
             b = A.bind(args, ("input", "weight", "bias"))
             sx, sw = A.shape(b.get("input")), A.shape(b.get("weight"))
-            if not sx or not sw:
-                return None
-            return 1, prod(sx[:-1]), (sw[0] if len(sw) == 2 else 1), sx[-1]
-        if name in ("addmm", "baddbmm", "addbmm"):
-            b = A.bind(args, ("input", "mat1", "mat2") if name == "addmm" else ("input", "batch1", "batch2"))
-            a1, a2 = b.get("mat1") or b.get("batch1"), b.get("mat2") or b.get("batch2")
-        elif name == "rmatmul":
-            b = A.bind(args, ("self", "other"))
-            a1, a2 = b.get("other"), b.get("self")
-        elif name == "einsum":
-            return None
-        else:
-            b = A.bind(args, ("input", "other"))
-            a1 = b.get("input") or b.get("self")
-            a2 = b.get("other") or b.get("mat2") or b.get("vec") or b.get("tensor")
-        d = matmul_dims(A.shape(a1), A.shape(a2))
+            return (1, prod(sx[:-1]), (sw[0] if len(sw) == 2 else 1), sx[-1]) if sx and sw else None
+        d = matmul_dims(*map(A.shape, _operands(A, name, args)))
     except (TypeError, ValueError, LookupError, AttributeError):
         return None
     if d is None:
