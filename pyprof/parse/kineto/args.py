@@ -57,28 +57,29 @@ def kineto_args(dims, types, concrete) -> list[dict[str, Any]] | None:
     out: list[dict[str, Any]] = []
     for i, shape in enumerate(dims):
         typ = types[i] if i < len(types) else ""
-        typ = typ if isinstance(typ, str) else "?"  # (a damaged trace: not a type name)
         value = concrete[i] if i < len(concrete) else ""
-        dtype = ks.DTYPES.get(typ)
-        if not _shape(shape) and not (typ in ks.TENSORLIST_TYPES and isinstance(shape, list)):
-            out.append({"name": None, "type": "unknown"})  # no shape where one must be: a damaged trace
-        elif not types and shape:
-            # PyTorch 1.8-1.9 traces record shapes without types: a tensor of unknown dtype
-            out.append({"name": None, "type": "tensor", "shape": shape, "dtype": None})
-        elif not types:  # no shape and no type: a scalar, list or None whose value was not recorded
-            out.append({"name": None, "type": "unknown"})
-        elif dtype is not None:
-            out.append({"name": None, "type": "tensor", "shape": shape, "dtype": dtype})
-        elif typ in ks.TENSORLIST_TYPES:
-            items = [s for s in shape if _shape(s)]
-            out.append({"name": None, "type": "tensorlist",
-                        "items": [{"name": None, "type": "tensor", "shape": s, "dtype": None} for s in items]})
-        elif typ in ks.SCALAR_TYPES and isinstance(value, str) and value:
-            out.append(_scalar(value))
-        elif typ in ks.LIST_TYPES and isinstance(value, str) and value:
-            out.append(_list(value))
-        elif typ == "" and not value:
-            out.append({"name": None, "type": "NoneType", "value": None})
-        else:
-            out.append({"name": None, "type": "other", "value": typ or None})
+        out.append(_arg(shape, typ if isinstance(typ, str) else "?", value, bool(types)))  # (?: a damaged trace)
     return out
+
+
+def _arg(shape, typ: str, value, typed: bool) -> dict[str, Any]:
+    """One input of :func:`kineto_args`, from its shape, type and concrete value; ``typed``: whether the
+    trace records types (PyTorch 1.8-1.9 traces record shapes only)."""
+    if not _shape(shape) and not (typ in ks.TENSORLIST_TYPES and isinstance(shape, list)):
+        return {"name": None, "type": "unknown"}  # no shape where one must be: a damaged trace
+    if not typed:  # a tensor of unknown dtype; no shape: a scalar, list or None whose value was not recorded
+        return {"name": None, "type": "tensor", "shape": shape, "dtype": None} if shape else \
+            {"name": None, "type": "unknown"}
+    dtype = ks.DTYPES.get(typ)
+    if dtype is not None:
+        return {"name": None, "type": "tensor", "shape": shape, "dtype": dtype}
+    if typ in ks.TENSORLIST_TYPES:
+        return {"name": None, "type": "tensorlist",
+                "items": [{"name": None, "type": "tensor", "shape": s, "dtype": None} for s in shape if _shape(s)]}
+    if typ in ks.SCALAR_TYPES and isinstance(value, str) and value:
+        return _scalar(value)
+    if typ in ks.LIST_TYPES and isinstance(value, str) and value:
+        return _list(value)
+    if typ == "" and not value:
+        return {"name": None, "type": "NoneType", "value": None}
+    return {"name": None, "type": "other", "value": typ or None}

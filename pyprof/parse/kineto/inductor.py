@@ -203,16 +203,7 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
             key = (id(ctx), name, replay, id(info))
             got = new_ctx.get(key)
             if got is None:
-                ops = _strings(info.get("ops")) if info is not None else None
-                ops = ops or list(ops_from_name(name))
-                g = dict(f, mod=FUSED_MOD, op=FUSED_PREFIX + "+".join(ops) if ops else FUSED_PREFIX + kernel_name(name),
-                         args=fused_args(info), link=LINK_INDUCTOR if info is not None else LINK_KERNEL_NAME,
-                         opDir=None)
-                if info is not None:
-                    g["layer"] = _layer(f["layer"], _strings(info.get("layer")))
-                    if isinstance(info.get("stack"), str) and info["stack"]:
-                        g["trace"] = [info["stack"]]
-                got = new_ctx[key] = (g, ctx[1] if replay else None, ctx[2])
+                got = new_ctx[key] = (_fused_fields(f, name, info), ctx[1] if replay else None, ctx[2])
                 keep.append(ctx)
             counts[got[0]["link"]] += 1
             entries[i] = (node, got, n if replay else 0, pre)
@@ -233,13 +224,28 @@ def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
         if got is None:
             info = calls[k]
             g = dict(f, layer=_layer(f["layer"], _strings(info.get("layer"))), link=LINK_INDUCTOR)
-            if not g["trace"] and isinstance(info.get("stack"), str) and info["stack"]:
-                g["trace"] = [info["stack"]]
-            got = new_ctx[extern_key] = (g, ctx[1], ctx[2])
+            got = new_ctx[extern_key] = (dict(g, trace=g["trace"] or _stack(info)), ctx[1], ctx[2])
             keep.append(ctx)
         counts["extern"] += 1
         entries[i] = (node, got, n, pre)
     return counts
+
+
+def _fused_fields(f: dict, name: str, info: dict | None) -> dict:
+    """The fields of a generated kernel ``name`` of the op instance with fields ``f``: its recorded entry's
+    (``info``; else its ops read from its name, link kernel-name)."""
+    ops = (_strings(info.get("ops")) if info is not None else None) or list(ops_from_name(name))
+    g = dict(f, mod=FUSED_MOD, op=FUSED_PREFIX + ("+".join(ops) if ops else kernel_name(name)),
+             args=fused_args(info), link=LINK_INDUCTOR if info is not None else LINK_KERNEL_NAME, opDir=None)
+    if info is not None:
+        g["layer"] = _layer(f["layer"], _strings(info.get("layer")))
+        g["trace"] = _stack(info) or g["trace"]
+    return g
+
+
+def _stack(info: dict) -> list:
+    """A recorded entry's call site as a ``trace`` (empty where none)."""
+    return [info["stack"]] if isinstance(info.get("stack"), str) and info["stack"] else []
 
 
 def fused_args(info: dict | None) -> list | None:

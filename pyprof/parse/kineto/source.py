@@ -297,14 +297,9 @@ class KinetoSource:
         ``nccl:NAME`` range open inside it at the launch, else from the NCCL/RCCL kernel's name; the message
         comes from that range's Input Dims (:meth:`_backend_args`). Cached per instance."""
         ix = self._ix
-        kind = rng = None
-        for r in reversed(ix.chain[node]) if node >= 0 else ():
-            nm = ix.name[r]
-            if nm.startswith(ks.NCCL_RANGE_PREFIX):
-                kind = nm[len(ks.NCCL_RANGE_PREFIX):] or None
-                rng = r
-                break
-        kind = kind or ks.collective_of_kernel(kernel)
+        prefix = ks.NCCL_RANGE_PREFIX
+        rng = next((r for r in reversed(ix.chain[node] if node >= 0 else ()) if ix.name[r].startswith(prefix)), None)
+        kind = (ix.name[rng][len(prefix):] if rng is not None else None) or ks.collective_of_kernel(kernel)
         if kind is None:
             return ctx
         key = (ctx[2], ctx[1], ctx[0]["dir"], kind, rng)
