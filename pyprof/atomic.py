@@ -72,6 +72,31 @@ def output_error(path: str, exc: OSError) -> OutputError:
 
 
 @contextlib.contextmanager
+def _straight(path: str, shown: str, mode: str) -> Iterator[IO]:
+    """/dev/null, /dev/stdout, a FIFO: written straight to. Never renamed over (as root that would replace
+    the device node itself with a regular file)."""
+    try:
+        with open(path, mode) as fh:
+            yield fh
+    except OSError as exc:
+        if exc.errno in _WRITE_ERRNOS or exc.filename == path:
+            raise output_error(shown, exc) from None
+        raise
+
+
+def _put_in_place(tmp: str, path: str, st, shown: str) -> None:
+    """The written temporary file ``tmp`` made ``path`` (``st``: its stat before, or None)."""
+    try:
+        if st is not None and st.st_nlink > 1:
+            _copy_into(tmp, path)  # (its other names keep seeing it)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise output_error(shown, exc) from None
+
+
+@contextlib.contextmanager
 def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[IO]:
     if path is None or str(path) == "-":
         yield sys.stdout.buffer if "b" in mode else sys.stdout
@@ -86,15 +111,8 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
     except OSError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        # /dev/null, /dev/stdout, a FIFO: write straight to it. Never rename over it (as root that would
-        # replace the device node itself with a regular file).
-        try:
-            with open(path, mode) as fh:
-                yield fh
-        except OSError as exc:
-            if exc.errno in _WRITE_ERRNOS or exc.filename == path:
-                raise output_error(shown, exc) from None
-            raise
+        with _straight(path, shown, mode) as fh:
+            yield fh
         return
     directory = os.path.dirname(os.path.abspath(path))
     with _signals_raise():
@@ -112,14 +130,7 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
                 if exc.errno in _WRITE_ERRNOS and not exc.filename:
                     raise output_error(shown, exc) from None
                 raise
-            try:
-                if st is not None and st.st_nlink > 1:
-                    _copy_into(tmp, path)  # (its other names keep seeing it)
-                    os.unlink(tmp)
-                else:
-                    os.replace(tmp, path)
-            except OSError as exc:
-                raise output_error(shown, exc) from None
+            _put_in_place(tmp, path, st, shown)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

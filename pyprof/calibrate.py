@@ -171,34 +171,11 @@ def gemm_size(n: int, probe_rate: float, budget: float) -> int:
     return max(_PROBE_N, min(n, fit))
 
 
-def measure(device: str | None = None, n: int | None = None, copy_mb: int | None = None,
-            budget: float = 1.0, dtypes: tuple[str, ...] = DTYPES) -> Calibration:
-    """Measure peaks on ``device`` (``"cuda"``/``"cpu"``; None: the GPU when present), each figure by
-    :func:`time_stable` within ``budget`` seconds, with the conditions it was taken under."""
+def _measure_gemms(cal: Calibration, dtypes: tuple[str, ...], device: str, n: int, budget: float, cuda: bool) -> None:
+    """The FLOP/s of ``n``-square matrix products per dtype of ``dtypes`` (see :func:`measure`) into ``cal``,
+    or why one was skipped."""
     import torch
 
-    from pyprof.errors import UsageError
-    from pyprof.peaks import CPU_DEVICE
-
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda"):
-        raise UsageError(f"unknown device {device!r}", "use --device cpu or --device cuda")
-    cuda = device == "cuda"
-    if cuda and not torch.cuda.is_available():
-        raise UsageError("--device cuda but torch sees no GPU", "run on a GPU machine or use --device cpu")
-    t_start = time.perf_counter()
-    probe_load = LoadProbe()
-    if cuda:
-        name = torch.cuda.get_device_name()
-        cal = Calibration(name, name)
-        n = n or 8192
-        copy_mb = copy_mb or 1024
-    else:
-        cal = Calibration(CPU_DEVICE, f"{cpu_name()}, {torch.get_num_threads()} threads")
-        cal.threads = torch.get_num_threads()
-        n = n or 2048
-        copy_mb = copy_mb or 256
     for name in dtypes:
         dtype = getattr(torch, name, None)
         if dtype is None:
@@ -231,6 +208,37 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
             cal.spread[name] = timing.spread
         else:
             cal.skipped[name] = "no measurable time"
+
+
+def measure(device: str | None = None, n: int | None = None, copy_mb: int | None = None,
+            budget: float = 1.0, dtypes: tuple[str, ...] = DTYPES) -> Calibration:
+    """Measure peaks on ``device`` (``"cuda"``/``"cpu"``; None: the GPU when present), each figure by
+    :func:`time_stable` within ``budget`` seconds, with the conditions it was taken under."""
+    import torch
+
+    from pyprof.errors import UsageError
+    from pyprof.peaks import CPU_DEVICE
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {device!r}", "use --device cpu or --device cuda")
+    cuda = device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise UsageError("--device cuda but torch sees no GPU", "run on a GPU machine or use --device cpu")
+    t_start = time.perf_counter()
+    probe_load = LoadProbe()
+    if cuda:
+        name = torch.cuda.get_device_name()
+        cal = Calibration(name, name)
+        n = n or 8192
+        copy_mb = copy_mb or 1024
+    else:
+        cal = Calibration(CPU_DEVICE, f"{cpu_name()}, {torch.get_num_threads()} threads")
+        cal.threads = torch.get_num_threads()
+        n = n or 2048
+        copy_mb = copy_mb or 256
+    _measure_gemms(cal, dtypes, device, n, budget, cuda)
     elems = copy_mb * (1 << 20) // 4
     src = torch.ones(elems, device=device, dtype=torch.float32)
     dst = torch.empty_like(src)

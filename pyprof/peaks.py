@@ -119,6 +119,17 @@ def _busy(entry: dict) -> float:
     return float(v) if isinstance(v, (int, float)) else 1.0
 
 
+def _keep_levels(out: dict, old: dict, keep) -> None:
+    """``out``'s bandwidth per level, the higher of its own and ``old``'s (``keep``: told each one kept)."""
+    levels = {int(b): float(r) for b, r in (out.get("bw_levels") or [])}
+    for b, r in old.get("bw_levels") or []:
+        if r > levels.get(int(b), 0.0):
+            levels[int(b)] = float(r)
+            keep(f"bw at {int(b)} bytes")
+    if levels:
+        out["bw_levels"] = sorted([b, r] for b, r in levels.items())
+
+
 def merge(old: dict | None, new: dict) -> tuple[dict, list[str]]:
     """``new`` (an entry just measured) kept with the best figures of ``old`` (the saved entry of the same
     setup): the higher peak, the lower floor, the higher bandwidth per level. Returns the entry and the
@@ -143,13 +154,7 @@ def merge(old: dict | None, new: dict) -> tuple[dict, list[str]]:
     if isinstance(old.get("floor"), (int, float)) and (out.get("floor") is None or old["floor"] < out["floor"]):
         out["floor"] = float(old["floor"])
         keep("floor")
-    levels = {int(b): float(r) for b, r in (out.get("bw_levels") or [])}
-    for b, r in old.get("bw_levels") or []:
-        if r > levels.get(int(b), 0.0):
-            levels[int(b)] = float(r)
-            keep(f"bw at {int(b)} bytes")
-    if levels:
-        out["bw_levels"] = sorted([b, r] for b, r in levels.items())
+    _keep_levels(out, old, keep)
     if _busy(old) < _busy(new):  # the quieter measurement's conditions describe the figures kept best
         out["measured"], out["saved"] = old.get("measured"), old.get("saved", out["saved"])
     for name in [k for k in out["kept"] if k not in kept]:
