@@ -399,25 +399,29 @@ def _record(graph, before: set) -> None:
             chain, seq = _module_chain(n), n.meta.get("seq_nr")
             if chain and seq is not None:
                 forward_chains.setdefault(seq, chain)
-    kernels = []
     fresh = [(key, names) for key, names in tracked.items() if key not in before]
     uses = _node_uses(fresh, nodes)
-    for key, names in fresh:
-        name, order = _split_key(key)
-        origins = [nodes[n] for n in names if n in nodes]
-        ops = [o for o in dict.fromkeys(_aten_name(n) for n in origins) if o]
-        main = [n for n in origins if _aten_name(n) == extern_op(name)] or origins  # an extern: its op's node
-        stack = (stacks.get(key) or [None])[0]
-        entry = {"name": name, "order": order, "ops": ops, **_placed(main, forward_chains),
-                 "stack": _last_frame(stack) if stack else None}
-        if _generated(name):
-            entry["nodes"] = _origin_calls(names, nodes, uses)
-        kernels.append(entry)
+    kernels = [_kernel_entry(key, names, nodes, uses, (stacks.get(key) or [None])[0], forward_chains)
+               for key, names in fresh]
     kernels.sort(key=lambda k: k["order"])
     _attach_tensors(kernels, _pointer_params(graph))
     _name_input_copies(kernels, nodes, forward_chains)
     _generation[0] += 1
     GRAPHS.append({"compileId": None if cid is None else str(cid), "backward": backward, "kernels": kernels})
+
+
+def _kernel_entry(key, names: list, nodes: dict, uses, stack, forward_chains: dict) -> dict:
+    """The entry of the kernel the provenance tracker keys ``key``, made of the graph's nodes ``names``
+    (``stack``: its recorded stack trace, or None)."""
+    name, order = _split_key(key)
+    origins = [nodes[n] for n in names if n in nodes]
+    ops = [o for o in dict.fromkeys(_aten_name(n) for n in origins) if o]
+    main = [n for n in origins if _aten_name(n) == extern_op(name)] or origins  # an extern: its op's node
+    entry = {"name": name, "order": order, "ops": ops, **_placed(main, forward_chains),
+             "stack": _last_frame(stack) if stack else None}
+    if _generated(name):
+        entry["nodes"] = _origin_calls(names, nodes, uses)
+    return entry
 
 
 def _name_input_copies(kernels: list[dict], nodes: dict, forward_chains: dict) -> None:
@@ -539,10 +543,7 @@ def _node_arg(value, name: str | None = None) -> dict:
     if isinstance(value, torch.fx.Node):
         value = value.meta.get("val")
         if isinstance(value, torch.Tensor):
-            shape = list(value.shape)
-            if not all(type(d) is int for d in shape):
-                raise _Unknown
-            return {**arg, "type": "tensor", "shape": shape, "dtype": str(value.dtype).removeprefix("torch.")}
+            return {**arg, **_tensor_arg(value)}
         if value is None or not isinstance(value, (bool, int, float)):
             raise _Unknown
     if value is None:
@@ -559,15 +560,28 @@ def _node_arg(value, name: str | None = None) -> dict:
     if isinstance(value, torch.dtype):
         return {**arg, "type": "dtype", "value": str(value).removeprefix("torch.")}
     if isinstance(value, (list, tuple)):
-        items = [_node_arg(v) for v in value]
-        if items and all(i["type"] == "tensor" for i in items):
-            return {**arg, "type": "tensorlist", "items": items}
-        if all(i["type"] in ("int", "float", "bool") for i in items):
-            return {**arg, "type": "list", "value": [i["value"] for i in items]}
-        raise _Unknown
+        return {**arg, **_list_arg([_node_arg(v) for v in value])}
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         raise _Unknown
     return {**arg, "type": "other", "value": str(value)}  # a device, layout or memory format
+
+
+def _tensor_arg(value) -> dict:
+    """A tensor argument (a node's ``meta['val']``); :class:`_Unknown` where a size is symbolic."""
+    shape = list(value.shape)
+    if not all(type(d) is int for d in shape):
+        raise _Unknown
+    return {"type": "tensor", "shape": shape, "dtype": str(value.dtype).removeprefix("torch.")}
+
+
+def _list_arg(items: list[dict]) -> dict:
+    """A list argument from its ``items`` (:func:`_node_arg`'s): a tensor list, or a list of numbers;
+    :class:`_Unknown` for anything else."""
+    if items and all(i["type"] == "tensor" for i in items):
+        return {"type": "tensorlist", "items": items}
+    if all(i["type"] in ("int", "float", "bool") for i in items):
+        return {"type": "list", "value": [i["value"] for i in items]}
+    raise _Unknown
 
 
 def _kernel_calls(kernels: list[dict]):

@@ -107,23 +107,28 @@ class OpMeta:
 _names_cache: dict = {}  # (ns, name) -> positional names; survives deinit/init
 
 
-def _arg_names(fn, ns: str, name: str) -> tuple:
-    """Positional parameter names: from the Python signature, else from the aten schemas when all
-    overloads agree on a position (``self`` first for Tensor methods)."""
+def _signature_names(fn) -> tuple:
+    """The leading positional parameter names of ``fn``'s Python signature (none where it has none)."""
     import inspect
 
     try:
-        sig = inspect.signature(fn)
-        names = []
-        for p in sig.parameters.values():
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-                names.append(p.name)
-            else:
-                break
-        if names:
-            return tuple(names)
+        params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        pass
+        return ()
+    names = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return tuple(names)
+
+
+def _arg_names(fn, ns: str, name: str) -> tuple:
+    """Positional parameter names: from the Python signature, else from the aten schemas when all
+    overloads agree on a position (``self`` first for Tensor methods)."""
+    own = _signature_names(fn)
+    if own:
+        return own
     try:
         schemas = torch._C._jit_get_schemas_for_operator("aten::" + name.strip("_").replace("__", ""))
     except Exception:  # noqa: BLE001 - unknown operator
