@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 import statistics
+from itertools import groupby
 from math import prod
+from operator import itemgetter
 
 from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, us, withdraw
 
@@ -46,14 +48,8 @@ KINDS = {
 
 
 def _cls(rec: dict) -> str | None:
-    for r in rec.get("ranges") or ():
-        text = r.get("text") if isinstance(r, dict) else None
-        if isinstance(text, str):
-            for pat in _CLS:
-                m = pat.search(text)
-                if m:
-                    return m.group(1)
-    return None
+    texts = (r.get("text") for r in rec.get("ranges") or () if isinstance(r, dict))
+    return next((m.group(1) for t in texts if isinstance(t, str) for pat in _CLS if (m := pat.search(t))), None)
 
 
 def _zero_grad(rec: dict) -> bool:
@@ -70,81 +66,87 @@ def _itemsize(rec: dict) -> int | None:
     return size
 
 
-def optim(ctx: Context) -> Advice | None:
+def _add(items: list, rec: dict, opid, t: float, nbytes: float) -> None:
+    """Append op instance [opid, n, itemsize, t, bytes, start, end], or add another kernel's to the last."""
+    start, end = rec.get("start") or 0, rec.get("end") or 0
+    if items and opid is not None and items[-1][0] == opid:
+        it = items[-1]
+        it[3], it[4], it[6] = it[3] + t, it[4] + nbytes, max(it[6], end)
+    else:
+        items.append([opid, numel(rec), _itemsize(rec), t, nbytes, start, end])
+
+
+def _windows(ctx: Context) -> tuple[dict[tuple, list], set[str]] | None:
+    """The optimizer's op instances by (step, lane) and its classes; None for a step already one pass."""
     from pyprof.report.timeline import step_of
 
-    df = ctx.df
-    windows: dict[tuple, list] = {}  # (step, lane) -> op instances [opid, n, itemsize, t, bytes, start, end]
+    windows: dict[tuple, list] = {}
     classes: set[str] = set()
     cols = ("dir", "sil", "bytes", "opid", "op")
-    for rec, d, sil, nbytes, opid, op in zip(ctx.records, *(df[c] for c in cols), strict=True):
+    for rec, d, sil, nbytes, opid, op in zip(ctx.records, *(ctx.df[c] for c in cols), strict=True):
         if d != "optim" or rec.get("kind", "kernel") != "kernel" or _zero_grad(rec):
             continue
-        cls = _cls(rec)
-        name = f"{op} {rec.get('aten') or ''} {rec.get('kShortName') or ''} {cls or ''}".lower()
-        if "_foreach_" in name or "_fused_" in name or "fused" in (cls or "").lower():
-            return None  # already one pass over the parameters
-        if cls:
-            classes.add(cls)
+        cls = _cls(rec) or ""
+        name = f"{op} {rec.get('aten') or ''} {rec.get('kShortName') or ''} {cls}".lower()
+        if "_foreach_" in name or "_fused_" in name or "fused" in cls.lower():
+            return None
+        classes.update([cls] if cls else ())
         lane = ("gpu", rec["device"]) if rec.get("device") is not None else ("cpu", rec.get("pid"), rec.get("tid"))
-        items = windows.setdefault((step_of(rec), lane), [])
-        start, end = rec.get("start"), rec.get("end")
-        if items and opid is not None and items[-1][0] == opid:  # another kernel of the same op instance
-            it = items[-1]
-            it[3] += num(sil)
-            it[4] += num(nbytes)
-            it[6] = max(it[6], end or 0)
-            continue
-        items.append([opid, numel(rec), _itemsize(rec), num(sil), num(nbytes), start or 0, end or 0])
-    if not windows:
-        return None
-    change, formula = KINDS["optim"]
-    # runs of one tensor size; scalar ops (numel <= 1: the step counter, .item()) are no members
-    runs_of: dict[tuple, list[tuple[int, int, int | None]]] = {}
-    for key, items in windows.items():
-        runs: list[list] = []
-        prev = None
-        for _, n, size, *_ in items:
-            if n <= 1:
-                continue
-            if prev == n:
-                runs[-1][1] += 1
-            else:
-                runs.append([n, 1, size])
-            prev = n
-        runs_of[key] = [tuple(r) for r in runs]
-    lengths = [r[1] for runs in runs_of.values() for r in runs]
-    cls = sorted(classes)[0] if len(classes) == 1 else None
-    t_ops = sum(it[3] for items in windows.values() for it in items)
-    b_loop = sum(it[4] for items in windows.values() for it in items)
-    # the median step's time inside the ops, times the steps (one paused op must not make the estimate)
-    by_step: dict = {}
-    for (step, _), items in windows.items():
-        by_step[step] = by_step.get(step, 0.0) + sum(it[3] for it in items)
-    now = statistics.median(by_step.values()) * len(by_step)
-    span = sum(max(it[6] for it in items) - min(it[5] for it in items) for items in windows.values())
-    n_ops = sum(len(items) for items in windows.values())
-    ev = [(f"{cls or 'optimizer'} step: {n_ops / ctx.per_step:.0f} ops per step, "
-           f"{len(lengths) / max(len(windows), 1):.0f} parameter runs of {min(lengths) if lengths else 0}+ ops; "
-           f"{us(t_ops / ctx.per_step)} per step inside the ops, {us(span / ctx.per_step)} from the first to the last",
-           None)]
-    if not lengths or b_loop <= 0 or t_ops <= 0:
-        return ctx.make("optim", change, formula, None, ev, n_ops, now,
-                        "the optimizer's ops have no byte counts (no shapes recorded)")
-    m = min(lengths)
+        _add(windows.setdefault((step_of(rec), lane), []), rec, opid, num(sil), num(nbytes))
+    return windows, classes
+
+
+def _runs(items: list) -> list[tuple[int, int, int | None]]:
+    """Runs (n, length, itemsize) of one tensor size; scalar ops (the step counter, .item()) are none."""
+    sized = [(n, size) for _, n, size, *_ in items if n > 1]
+    return [(n, len(run := list(grp)), run[0][1]) for n, grp in groupby(sized, key=itemgetter(0))]
+
+
+def _fused_bytes(cls: str | None, runs_of: dict, m: int) -> tuple[float | None, str | None]:
+    """Bytes a fused update moves over all runs, or None and why not."""
     k = TENSORS.get(cls or "")
     if k == 5 and cls == "SGD" and m < 2:
         k = 3
-    if k is None or any(size is None for runs in runs_of.values() for *_, size in runs):
-        why = (f"no fused-update model for {cls}" if cls and k is None else
-               "several optimizer classes or an unknown one" if k is None else "a parameter dtype without a size")
-        return ctx.make("optim", change, formula, None, ev, n_ops, now, why)
-    b_fused = sum(k * size * n * length / m for runs in runs_of.values() for n, length, size in runs)
+    if k is None:
+        return None, f"no fused-update model for {cls}" if cls else "several optimizer classes or an unknown one"
+    if any(size is None for runs in runs_of.values() for *_, size in runs):
+        return None, "a parameter dtype without a size"
+    return sum(k * size * n * length / m for runs in runs_of.values() for n, length, size in runs), None
+
+
+def _step_times(windows: dict[tuple, list]) -> tuple[float, float]:
+    """The median step's time in the ops times the steps (not one paused op's), and first-to-last spans."""
+    by_step: dict = {}
+    for (step, _), items in windows.items():
+        by_step[step] = by_step.get(step, 0.0) + sum(it[3] for it in items)
+    span = sum(max(it[6] for it in items) - min(it[5] for it in items) for items in windows.values())
+    return statistics.median(by_step.values()) * len(by_step), span
+
+
+def optim(ctx: Context) -> Advice | None:
+    windows, classes = _windows(ctx) or ({}, set())
+    if not windows:
+        return None
+    change, formula = KINDS["optim"]
+    runs_of = {key: _runs(items) for key, items in windows.items()}
+    lengths = [r[1] for runs in runs_of.values() for r in runs]
+    cls = sorted(classes)[0] if len(classes) == 1 else None
+    every = [it for items in windows.values() for it in items]
+    t_ops, b_loop = sum(it[3] for it in every), sum(it[4] for it in every)
+    now, span = _step_times(windows)
+    ev = [(f"{cls or 'optimizer'} step: {len(every) / ctx.per_step:.0f} ops per step, "
+           f"{len(lengths) / len(windows):.0f} parameter runs of {min(lengths, default=0)}+ ops; "
+           f"{us(t_ops / ctx.per_step)} per step inside the ops, {us(span / ctx.per_step)} from the first to the last",
+           None)]
+    b_fused, why = (_fused_bytes(cls, runs_of, min(lengths)) if lengths and b_loop > 0 and t_ops > 0 else
+                    (None, "the optimizer's ops have no byte counts (no shapes recorded)"))
+    if b_fused is None:
+        return ctx.make("optim", change, formula, None, ev, len(every), now, why)
     gpu = any(lane[0] == "gpu" for _, lane in windows)
     fused = max(b_fused * now / b_loop, MIN_KERNEL_NS * len(windows) if gpu else 0.0)  # one kernel per step
     if fused >= now:
         return None
     ev.append((f"fused: {b_fused / ctx.per_step / 1e6:.2f} MB per step at the loop's "
                f"{b_loop / t_ops:.2f} GB/s = {us(fused / ctx.per_step)}", None))
-    advice = ctx.make("optim", change, formula, now - fused, ev, n_ops, now)
+    advice = ctx.make("optim", change, formula, now - fused, ev, len(every), now)
     return withdraw(advice, CPU_WITHDRAWN) if not gpu else advice
