@@ -3,6 +3,7 @@ written and read once less."""
 
 from __future__ import annotations
 
+import functools
 import statistics
 
 from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, site, withdraw
@@ -27,27 +28,25 @@ KINDS = {
 }
 
 
-def fuse(ctx: Context) -> Advice | None:
+def _fusable(family: str, bound, sil, nbytes) -> bool:
+    return family == "pointwise" and bound in ("memory", "latency") and num(nbytes) > 0 and num(sil) > 0
+
+
+def _chains(ctx: Context) -> list[list[list]]:
+    """Runs of memory- or latency-bound pointwise op instances [op, t, bytes, layer, trace, opid, device]: one
+    device, direction (not the optimizer's), layer and step each, over tensors of one size."""
     from pyprof.prof.ops import family
     from pyprof.report.timeline import step_of
 
-    df = ctx.df
-    fam: dict = {}
+    fam = functools.cache(lambda op, mod: family(op, mod) or "")
     chains: list[list[list]] = []
     run: list[list] = []
     key_prev = None
     cols = ("kind", "device", "op", "mod", "dir", "layer", "bound", "sil", "bytes", "trace", "opid")
     for rec, kind, device, op, mod, d, layer, bound, sil, nbytes, trace, opid in zip(
-            ctx.records, *(df[c] for c in cols), strict=True):
-        if kind != "kernel" or op is None or d == "optim":
-            f = None
-        else:
-            f = fam.get((op, mod))
-            if f is None:
-                f = fam[op, mod] = family(op, mod) or ""
-        ok = f == "pointwise" and bound in ("memory", "latency") and num(nbytes) > 0 and num(sil) > 0
-        # one chain: one device, direction, layer and step, its ops over tensors of one size
-        key = (device, d, tuple(layer) if isinstance(layer, (list, tuple)) else (), step_of(rec), numel(rec))
+            ctx.records, *(ctx.df[c] for c in cols), strict=True):
+        ok = kind == "kernel" and op is not None and d != "optim" and _fusable(fam(op, mod), bound, sil, nbytes)
+        key = (device, d, tuple(layer) if isinstance(layer, (list, tuple)) else (), step_of(rec), numel(rec)) if ok else None
         item = [op, num(sil), num(nbytes), layer, trace, opid, device]
         if ok and key == key_prev and run and opid is not None and run[-1][5] == opid:
             run[-1][1] += item[1]  # another kernel of the same op instance
@@ -55,19 +54,20 @@ def fuse(ctx: Context) -> Advice | None:
         elif ok and key == key_prev and run:
             run.append(item)
         else:
-            if len(run) >= MIN_CHAIN:
-                chains.append(run)
+            chains.append(run)
             run = [item] if ok else []
-        key_prev = key if ok else None
-    if len(run) >= MIN_CHAIN:
-        chains.append(run)
+        key_prev = key
+    return [c for c in [*chains, run] if len(c) >= MIN_CHAIN]
+
+
+def fuse(ctx: Context) -> Advice | None:
+    chains = _chains(ctx)
     # one chain recurs once a step: its saving is the median over the steps it ran in, times the steps
     # (a noisy machine pauses a single op now and then; one such pause must not make the estimate)
     groups: dict[tuple, list[tuple[float, float, int]]] = {}
     for chain in chains:
         t = sum(c[1] for c in chain)
-        b = sum(c[2] for c in chain)
-        fused = max(max(c[2] for c in chain) * t / b, min(MIN_KERNEL_NS, t))
+        fused = max(max(c[2] for c in chain) * t / sum(c[2] for c in chain), min(MIN_KERNEL_NS, t))
         label = " -> ".join(c[0] for c in chain[:4]) + (" -> ..." if len(chain) > 4 else "")
         groups.setdefault((label, site(chain[0][3], chain[0][4])), []).append((t - fused, t, len(chain)))
     cpu = any(c[6] is None or c[6] != c[6] for chain in chains for c in chain)
