@@ -110,17 +110,13 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
          skip_bad, quiet, list_gpus):
     from pyprof.atomic import atomic_output
     from pyprof.cli import inputs
-    from pyprof.cli.memory import tune_for_batch
-    from pyprof.errors import UsageError
-    from pyprof.prof import noise, render, summary_text
-    from pyprof.prof.load import skipping_bad
+    from pyprof.prof import render, summary_text
     from pyprof.prof.table import default_workers
     from pyprof.scale.parquet import is_parquet
 
     say = stderr_say(quiet)
     if list_gpus:
         return _list_gpus(file, gpu, peak_flops, peak_bw, output)
-
     per_kernel = {"-c": cols, "--summary": summary, "--gpu": gpu, "--peak-flops": peak_flops, "--peak-bw": peak_bw,
                   "--skip-bad": skip_bad}
     file = inputs.resolve(file)  # a `pyprof run` output folder: its records.dict
@@ -129,94 +125,121 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
 
         width = terminal_width(output) if width is None else width
         return prof_dataset(file, output, as_csv, as_json, width, top, jobs, per_kernel)
+    style, width = _style(file, as_csv, as_json, width, summary, top, cols or sort != "time" or gpu or peak_flops or
+                          peak_bw, output)
+    if summary in ("comm", "idle"):
+        writer = _idle_summary if summary == "idle" else _comm_summary
+        return writer(file, inputs.record_sets(file, say), style, width, top, output, say)
+    names = columns.parse_columns(cols)
+    jobs = jobs or default_workers()
+    df = _table(file, say, skip_bad, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs, reprice=reprice)
+    with atomic_output(output) as fh:
+        if not summary:
+            shown, fmts = render.wide_numbers(df, names, style)
+            drop = () if cols else ("mod", "sub", "tc", "bytes")  # the default columns least needed
+            render.write(shown, names, fh, style, width, fmts=fmts, workers=jobs, drop=drop)
+        else:
+            summary_text.write(df, summary, fh, style, width, top, sort)
+        if fh is sys.stdout:
+            fh.flush()
+
+
+def _style(file, as_csv: bool, as_json: bool, width: int | None, summary: str | None, top: int | None, table_options,
+           output) -> tuple[str, int]:
+    """Usage checks, then the style and width (0: none; a summary: the terminal's, none in a pipe)."""
+    from pyprof.errors import UsageError
+
     if as_csv + as_json + bool(width) > 1:
         raise UsageError("--csv, --json and -w are exclusive", "choose one output style")
     aligned = bool(width) or (width is None and summary is not None and not (as_csv or as_json))
-    if width is None and aligned:  # a summary is read by a person: the terminal's width, no limit in a pipe
+    if width is None and aligned:
         width = terminal_width(output)
     if top is not None and not summary:
         raise UsageError("--top needs --summary", "e.g. --summary op --top 10")
     if file in (None, "-") and sys.stdin.isatty():
         raise UsageError("no record file given and stdin is a terminal",
                          "give FILE (from `pyprof parse x.sqlite -o FILE`) or pipe records in")
-    style = "csv" if as_csv else "json" if as_json else "aligned" if aligned else "space"
-    if summary in ("comm", "idle"):
-        if cols or sort != "time" or gpu or peak_flops or peak_bw:
-            raise UsageError(f"--summary {summary} takes no -c, --sort, --gpu or peaks",
-                             f"drop them (--summary {summary} prints its own columns)")
-        return _record_summary(file, summary, style, width or 0, top, output, say)
-    names = columns.parse_columns(cols)
+    if summary in ("comm", "idle") and table_options:
+        raise UsageError(f"--summary {summary} takes no -c, --sort, --gpu or peaks",
+                         f"drop them (--summary {summary} prints its own columns)")
+    return "csv" if as_csv else "json" if as_json else "aligned" if aligned else "space", width or 0
 
-    jobs = jobs or default_workers()
+
+def _table(file, say, skip_bad: bool, **how):
+    """prof's table of FILE's records, its warnings said."""
+    from pyprof.cli import inputs
+    from pyprof.cli.memory import tune_for_batch
+    from pyprof.prof import noise
+    from pyprof.prof.load import skipping_bad
+
     tune_for_batch()
     with skipping_bad(skip_bad) as bad:
-        df = inputs.table(file, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs, reprice=reprice)
+        df = inputs.table(file, say, **how)
     if bad.count:
         say(f"pyprof: warning: skipped {bad.count} record(s) with a wrong-typed or impossible field "
             f"(--skip-bad), the first: {bad.first_text()}")
-    for line in df.attrs.get("warnings", []):
-        say(f"pyprof: warning: {line}")
-    line = noise.warning(noise.problems(df))
-    if line:
-        say(f"pyprof: warning: {line}")
-
-    with atomic_output(output) as fh:
-        if not summary:
-            shown, fmts = render.wide_numbers(df, names, style)
-            drop = () if cols else ("mod", "sub", "tc", "bytes")  # the default columns least needed
-            render.write(shown, names, fh, style, width or 0, fmts=fmts, workers=jobs, drop=drop)
-        else:
-            summary_text.write(df, summary, fh, style, width or 0, top, sort)
-        if fh is sys.stdout:
-            fh.flush()
+    for line in [*df.attrs.get("warnings", []), noise.warning(noise.problems(df))]:
+        if line:
+            say(f"pyprof: warning: {line}")
+    return df
 
 
-def _record_summary(file, summary: str, style: str, width: int, top: int | None, output, say) -> None:
-    """``--summary comm`` (:mod:`pyprof.prof.comm`) or ``--summary idle`` (:mod:`pyprof.prof.idle`) of
-    the records themselves (they need launch times and every record field, not prof's table)."""
+def _tables(fh, style: str, width: int):
+    """``--summary comm`` and ``idle`` output: table(df, spec, drop) and title(text), a title only for a person."""
+    from pyprof.prof import render
+
+    said: list[str] = []
+
+    def table(df, spec, drop=()) -> None:
+        heads, fmts = {c[0]: c[1] for c in spec}, {c[0]: c[2] for c in spec}
+        render.write(df, tuple(c[0] for c in spec), fh, style, width, heads, fmts, drop=drop)
+
+    def title(text: str) -> None:
+        if style in ("space", "aligned"):
+            fh.write(("\n" if said else "") + (render.fit_line(text, width) if width else text) + "\n")
+            said.append(text)
+    return table, title
+
+
+def _ranked(df, col: str, rank: str):
+    """``col`` prefixed with the rank on a dataset of several ranks."""
+    return df if rank == "-" else df.assign(**{col: rank + ":" + df[col]})
+
+
+def _idle_summary(file, sets, style: str, width: int, top, output, say) -> None:
+    """``--summary idle`` (:mod:`pyprof.prof.idle`) of the records themselves (it needs launch times)."""
     import pandas as pd
 
     from pyprof.atomic import atomic_output
-    from pyprof.cli import inputs
     from pyprof.errors import InputError
-    from pyprof.prof import comm, idle, render
+    from pyprof.prof import idle
 
-    sets = inputs.record_sets(file, say)
-    human = style in ("space", "aligned")
-
-    def table(df, spec, drop=()):
-        names = tuple(c[0] for c in spec)
-        heads = {c[0]: c[1] for c in spec}
-        fmts = {c[0]: c[2] for c in spec}
-        render.write(df, names, fh, style, width, heads, fmts, drop=drop)
-
-    said = []
-
-    def title(text: str) -> None:
-        if human:
-            fh.write(("\n" if said else "") + (render.fit_line(text, width) if width else text) + "\n")
-            said.append(text)
-
-    if summary == "idle":
-        df = pd.concat([idle.idle(recs).assign(device=lambda d, r=rank: d["device"] if r == "-" else r + ":" +
-                                                d["device"]) for rank, recs in sets], ignore_index=True)
-        if df.empty:  # a CPU trace: each thread's time inside and outside ops
-            df = pd.concat([idle.cpu_idle(recs).assign(thread=lambda d, r=rank: d["thread"] if r == "-" else
-                                                       r + ":" + d["thread"]) for rank, recs in sets],
-                           ignore_index=True)
-            if df.empty:
-                raise InputError(f"{file}: no GPU activity and no CPU op records",
-                                 "--summary idle needs a GPU trace or export, or a CPU trace with ops")
-            with atomic_output(output) as fh:
-                title("# a CPU trace: per thread, time inside ops and outside them (Python between ops, "
-                      "dataloader and other waits outside ops); docs/prof.md")
-                table(df, idle.CPU_IDLE_COLUMNS)
-            return
-        with atomic_output(output) as fh:
+    df = pd.concat([_ranked(idle.idle(recs), "device", rank) for rank, recs in sets], ignore_index=True)
+    cpu = df.empty  # a CPU trace: each thread's time inside and outside ops
+    if cpu:
+        df = pd.concat([_ranked(idle.cpu_idle(recs), "thread", rank) for rank, recs in sets], ignore_index=True)
+    if df.empty:
+        raise InputError(f"{file}: no GPU activity and no CPU op records",
+                         "--summary idle needs a GPU trace or export, or a CPU trace with ops")
+    with atomic_output(output) as fh:
+        table, title = _tables(fh, style, width)
+        if cpu:
+            title("# a CPU trace: per thread, time inside ops and outside them (Python between ops, "
+                  "dataloader and other waits outside ops); docs/prof.md")
+            table(df, idle.CPU_IDLE_COLUMNS)
+        else:
             title("# GPU idle per device and step: host = nothing queued, wait = queued but held, "
                   "other = launch unknown (docs/prof.md)")
             table(df, idle.IDLE_COLUMNS, idle.IDLE_DROP)
-        return
+
+
+def _comm_summary(file, sets, style: str, width: int, top, output, say) -> None:
+    """``--summary comm`` (:mod:`pyprof.prof.comm`) of the records themselves (it needs every record field)."""
+    import pandas as pd
+
+    from pyprof.atomic import atomic_output
+    from pyprof.prof import comm
+
     per_rank = [comm.collectives(recs, rank) for rank, recs in sets]
     df = pd.concat(per_rank, ignore_index=True)
     if df.empty:  # one process (or no collective profiled): nothing to compare, which is no error
@@ -224,32 +247,32 @@ def _record_summary(file, summary: str, style: str, width: int, top: int | None,
             "the profiled steps, so there is nothing to compare (NCCL kernels, or gloo's ranges in a CPU trace, "
             "are what --summary comm reads)")
         return
-    unknown = int(df["size"].isna().sum())
-    spec = comm.COMM_COLUMNS
-    per = ranks = None
+    spec, per, ranks = comm.COMM_COLUMNS, None, None
     if len(sets) > 1:
         per, ranks = comm.skew(per_rank)
-        if not human:  # one table a program can read: each row with its collective's skew across ranks
-            df = df.merge(per[["kind", "nth", "skew", "last"]], on=["kind", "nth"], how="left")
-            spec = spec + (("nth", "Nth", "int", "Its ordinal among the collectives of its kind on its rank."),
-                           ("skew", "Skew(ns)", "sci", "Its arrival skew across ranks."),
-                           ("last", "Last", "str", "The rank that arrived last at it."))
+    if per is not None and style not in ("space", "aligned"):  # one table a program reads: each row's skew
+        df = df.merge(per[["kind", "nth", "skew", "last"]], on=["kind", "nth"], how="left")
+        spec = spec + (("nth", "Nth", "int", "Its ordinal among the collectives of its kind on its rank."),
+                       ("skew", "Skew(ns)", "sci", "Its arrival skew across ranks."),
+                       ("last", "Last", "str", "The rank that arrived last at it."))
     with atomic_output(output) as fh:
+        table, title = _tables(fh, style, width)
         title("# collectives (nccl-tests bandwidths: algbw = size / time, busbw = algbw x factor; docs/prof.md)")
         table(df.head(top) if top else df, spec, comm.COMM_DROP)
-        if human:
-            title("# per kind")
-            tot = comm.totals(df)
-            table(tot, tuple(c for c in comm.TOTAL_COLUMNS if c[0] != "rank" or len(sets) > 1))
-        if per is not None and human:
+        if style not in ("space", "aligned"):
+            return
+        title("# per kind")
+        table(comm.totals(df), tuple(c for c in comm.TOTAL_COLUMNS if c[0] != "rank" or len(sets) > 1))
+        if per is not None:
             title(f"# arrival skew across {len(sets)} ranks (the k-th collective of a kind on each rank)")
             table(per.head(top) if top else per, comm.SKEW_COLUMNS)
             title("# per rank: times last to arrive, and the others' wait for it")
             table(ranks, comm.RANK_COLUMNS)
-        if human and unknown:
+        unknown = int(df["size"].isna().sum())
+        if unknown:
             title(f"# {unknown} collective(s) without a recorded message size: size and bandwidths n/a")
         no_group = int((df["size"].notna() & df["busbw"].isna()).sum())
-        if human and no_group:
+        if no_group:
             title(f"# {no_group} collective(s) without a recorded group size (older torch records none): busbw n/a")
 
 
