@@ -40,6 +40,38 @@ _REAL: dict[str | None, str | None] = {v: k for k, v in _COMPLEX.items() if k !=
 _KINDS = {"fft": "c2c", "ifft": "c2c", "rfft": "r2c", "ihfft": "r2c", "irfft": "c2r", "hfft": "c2r"}
 
 
+def _axes(one: bool, b: Bound, nd: int) -> tuple[list[int], list] | None:
+    """The transformed dims (non-negative) and the lengths asked for them (None: the input's)."""
+    if one:
+        dims, sizes = [A.value(b.get("dim"), -1)], [A.value(b.get("n"))]
+    else:
+        sizes, dims = A.value(b.get("s")), A.value(b.get("dim"))
+        sizes = [sizes] if isinstance(sizes, int) else sizes
+        if sizes is not None and not isinstance(sizes, list):
+            return None
+        if dims is None:
+            dims = list(range(nd)) if sizes is None else list(range(nd - len(sizes), nd))
+        dims = [dims] if isinstance(dims, int) else dims
+        sizes = [None] * len(dims) if sizes is None else sizes
+    if not isinstance(dims, list) or not isinstance(sizes, list) or len(dims) != len(sizes) or not nd:
+        return None
+    if not all(isinstance(d, int) and -nd <= d < nd for d in dims):
+        return None
+    return [d % nd for d in dims], sizes
+
+
+def _lengths(dims: list[int], sizes: list, shp: list[int], c2r: bool) -> list[int] | None:
+    """Each transformed dim's length: as asked, else the input's (a complex-to-real last dim: 2(m - 1))."""
+    lengths = []
+    for i, (d, s) in enumerate(zip(dims, sizes, strict=True)):
+        if s is None or s == -1:
+            s = 2 * (shp[d] - 1) if c2r and i == len(dims) - 1 else shp[d]
+        if not isinstance(s, int) or s < 1:
+            return None
+        lengths.append(s)
+    return lengths or None
+
+
 @binds("self")
 def _transform(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     if dt is None:
@@ -47,45 +79,16 @@ def _transform(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str 
     base = call.op[len("fft_"):]
     rank = "n" if base.endswith("n") and base[:-1] in _KINDS else ("2" if base.endswith("2") else "1")
     kind = _KINDS[base.rstrip("2n") if rank != "1" else base]
-    nd = len(shp)
-    if rank == "1":
-        d = A.value(b.get("dim"), -1)
-        size = A.value(b.get("n"))
-        dims = [d]
-        sizes = [size]
-    else:
-        sizes = A.value(b.get("s"))
-        dims = A.value(b.get("dim"))
-        if isinstance(sizes, int):
-            sizes = [sizes]
-        if sizes is not None and not isinstance(sizes, list):
-            return None
-        if dims is None:
-            dims = list(range(nd)) if sizes is None else list(range(nd - len(sizes), nd))
-        elif isinstance(dims, int):
-            dims = [dims]
-        if sizes is None:
-            sizes = [None] * len(dims)
-    if not isinstance(dims, list) or not isinstance(sizes, list) or len(dims) != len(sizes) or not nd:
+    axes = _axes(rank == "1", b, len(shp))
+    lengths = _lengths(*axes, shp, kind == "c2r") if axes else None
+    if not axes or not lengths:
         return None
-    if not all(isinstance(d, int) and -nd <= d < nd for d in dims):
-        return None
-    dims = [d % nd for d in dims]
-    lengths = []
-    for i, (d, s) in enumerate(zip(dims, sizes, strict=True)):
-        if s is None or s == -1:
-            s = 2 * (shp[d] - 1) if kind == "c2r" and i == len(dims) - 1 else shp[d]
-        if not isinstance(s, int) or s < 1:
-            return None
-        lengths.append(s)
-    if not lengths:
-        return None
+    dims = axes[0]
     batch = prod(x for i, x in enumerate(shp) if i not in dims)
     n = prod(lengths)
     per = 5.0 if kind == "c2c" else 2.5
     flops = per * batch * n * log2(n) if n > 1 else 0.0
-    real = _REAL.get(dt, dt)
-    cplx = _COMPLEX.get(dt, dt)
+    real, cplx = _REAL.get(dt, dt), _COMPLEX.get(dt, dt)
     half = n // lengths[-1] * (lengths[-1] // 2 + 1)
     out_n, out_dt = {"c2c": (n, cplx), "r2c": (half, cplx), "c2r": (n, real)}[kind]
     if call.direction == "bprop" and not A.requires_grad(x):
@@ -121,8 +124,8 @@ def _stft(call: OpCall) -> Cost | None:
     center = A.value(b.get("center"), True)
     if type(hop) is not int or hop < 1 or not isinstance(center, bool):
         return None
-    batch, length = (sx[0] if len(sx) == 2 else 1), sx[-1]
-    padded = length + 2 * (n // 2) if center else length
+    batch = prod(sx[:-1])
+    padded = sx[-1] + 2 * (n // 2) if center else sx[-1]
     if padded < n:
         return None
     frames = 1 + (padded - n) // hop
@@ -131,16 +134,13 @@ def _stft(call: OpCall) -> Cost | None:
     bins = n // 2 + 1 if onesided else n
     per = (5.0 if cplx else 2.5) * n * log2(n) if n > 1 else 0.0
     flops = batch * frames * (per + n)
-    real = _REAL.get(A.dtype(x), A.dtype(x))
-    out_dt = _COMPLEX.get(real)
-    w = b.get("window") if A.is_tensor(b.get("window")) else None
     dt = A.dtype(x)
+    out_dt = _COMPLEX.get(_REAL.get(dt, dt))
+    w = b.get("window") if A.is_tensor(b.get("window")) else None
     if out_dt is None:
         return None
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(flops, A.total(A.sized(batch * bins * frames, out_dt), A.nbytes(x)), dt)
+        return Cost(flops, A.total(A.sized(batch * bins * frames, out_dt), A.nbytes(x)), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     # dt is a known dtype: out_dt was found for it
     pad_bytes = 2 * cast(float, A.sized(batch * padded, dt)) if center else 0
     return Cost(flops, A.total(A.nbytes(x), pad_bytes, A.nbytes(w) if w else 0,
