@@ -34,51 +34,57 @@ def _int(b: dict, name: str, default: int | None = None) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _expand(b: dict, shp: list[int], n: int) -> int | None:
+    size = A.value(b.get("size"))
+    if not isinstance(size, list) or len(size) < len(shp):
+        return None
+    lead = len(size) - len(shp)
+    out = [s if s != -1 else shp[i - lead] for i, s in enumerate(size)]
+    return prod(out) if all(isinstance(d, int) and d >= 0 for d in out) else None
+
+
+def _narrow(b: dict, shp: list[int], n: int) -> int | None:
+    dim, length = _int(b, "dim"), _int(b, "length")
+    if dim is None or length is None or not shp:
+        return None
+    return n // shp[dim] * length if shp[dim] else 0
+
+
+def _diagonal(b: dict, shp: list[int], n: int) -> int | None:
+    off, d1, d2 = _int(b, "offset", 0), _int(b, "dim1", 0), _int(b, "dim2", 1)
+    if off is None or d1 is None or d2 is None or len(shp) < 2:
+        return None
+    a, c = shp[d1], shp[d2]
+    diag = max(0, min(a, c - off) if off >= 0 else min(a + off, c))
+    return prod(s for i, s in enumerate(shp) if i not in (d1 % len(shp), d2 % len(shp))) * diag
+
+
+def _unfold(b: dict, shp: list[int], n: int) -> int | None:
+    dim, size, step = _int(b, "dimension"), _int(b, "size"), _int(b, "step")
+    if dim is None or size is None or step is None or step <= 0:
+        return None
+    along = shp[dim] if shp else 1
+    windows = (along - size) // step + 1
+    return (n // along if along else 0) * windows * size if windows > 0 else 0
+
+
+def _as_strided(b: dict, shp: list[int], n: int) -> int | None:
+    size = A.value(b.get("size"))
+    return prod(size) if isinstance(size, list) and all(isinstance(d, int) for d in size) else None
+
+
+# views whose copy's element count is not the input's: (args, the input's shape, its elements) -> the view's
+_SHAPED = {"expand": _expand, "narrow": _narrow, "diagonal": _diagonal, "unfold": _unfold, "as_strided": _as_strided}
+
+
 def _out_numel(op: str, b: dict, shp: list[int]) -> int | None:
     """Elements of the view ``op`` (``narrow``, ``expand``, ...) of a tensor of shape ``shp``."""
-    n = prod(shp)
     if op in _SAME:
-        return n
-    if op == "expand":
-        size = A.value(b.get("size"))
-        if not isinstance(size, list) or len(size) < len(shp):
-            return None
-        lead = len(size) - len(shp)
-        out = [s if s != -1 else shp[i - lead] for i, s in enumerate(size)]
-        return prod(out) if all(isinstance(d, int) and d >= 0 for d in out) else None
-    if op == "narrow":
-        dim, length = _int(b, "dim"), _int(b, "length")
-        if dim is None or length is None or not shp:
-            return None
-        return n // shp[dim] * length if shp[dim] else 0
-    if op == "diagonal":
-        off, d1, d2 = _int(b, "offset", 0), _int(b, "dim1", 0), _int(b, "dim2", 1)
-        if off is None or d1 is None or d2 is None or len(shp) < 2:
-            return None
-        a, c = shp[d1], shp[d2]
-        diag = max(0, min(a, c - off) if off >= 0 else min(a + off, c))
-        rest = prod(s for i, s in enumerate(shp) if i not in (d1 % len(shp), d2 % len(shp)))
-        return rest * diag
-    if op == "unfold":
-        dim, size, step = _int(b, "dimension"), _int(b, "size"), _int(b, "step")
-        if dim is None or size is None or step is None or step <= 0:
-            return None
-        along = shp[dim] if shp else 1
-        windows = (along - size) // step + 1
-        return (n // along if along else 0) * windows * size if windows > 0 else 0
-    if op == "as_strided":
-        size = A.value(b.get("size"))
-        return prod(size) if isinstance(size, list) and all(isinstance(d, int) for d in size) else None
-    return None
+        return prod(shp)
+    return _SHAPED[op](b, shp, prod(shp)) if op in _SHAPED else None
 
 
-_VIEWS = ("t", "transpose", "permute", "squeeze", "unsqueeze", "view", "alias", "unbind", "split_with_sizes",
-          "split", "expand", "narrow", "diagonal", "unfold", "as_strided", "detach", "view_as_real",
-          "view_as_complex", "_reshape_alias", "values", "indices", "ccol_indices", "row_indices",
-          "col_indices", "crow_indices", "_indices", "_values", "lift_fresh", "_neg_view", "_conj")
-
-
-@register(*(v + "_copy" for v in _VIEWS))
+@register(*(v + "_copy" for v in (*_SAME, *_SHAPED)))
 @binds("self")
 def _view_copy(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     view = call.op[: -len("_copy")]
