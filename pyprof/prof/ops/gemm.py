@@ -48,6 +48,7 @@ Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from math import prod
 from typing import cast
@@ -190,28 +191,26 @@ def _linear(call: OpCall, b: Bound) -> Cost | None:
 _EQ = re.compile(r"\s+")
 
 
+def _letters(term: str, k: int, ell_rank: int) -> list[str]:
+    """A term's letters, its ellipsis (``k`` dims) the last ``k`` of the ``ell_rank`` broadcast dims ``#i``."""
+    if "..." not in term:
+        return list(term)
+    pre, post = term.split("...")
+    return list(pre) + [f"#{ell_rank - k + i}" for i in range(k)] + list(post)
+
+
 def _einsum_terms(eq: str, shapes: list[list[int]]):
     """Parse an einsum equation against operand shapes -> (input letter lists, output letters, sizes)."""
-    eq = _EQ.sub("", eq)
-    lhs, _, rhs = eq.partition("->")
+    lhs, arrow, rhs = _EQ.sub("", eq).partition("->")
     terms = lhs.split(",")
     if len(terms) != len(shapes):
         return None
+    named = [len(s) - len(t.replace("...", "")) for t, s in zip(terms, shapes, strict=True)]
+    ell_rank = max([0, *(k for t, k in zip(terms, named, strict=True) if "..." in t)])
     sizes: dict[str, int] = {}
     ins: list[list[str]] = []
-    ell_rank = 0
-    for t, s in zip(terms, shapes, strict=True):
-        n_named = len(t.replace("...", ""))
-        if "..." in t:
-            ell_rank = max(ell_rank, len(s) - n_named)
-    for t, s in zip(terms, shapes, strict=True):
-        letters: list[str] = []
-        if "..." in t:
-            pre, post = t.split("...")
-            k = len(s) - len(pre) - len(post)
-            letters = list(pre) + [f"#{ell_rank - k + i}" for i in range(k)] + list(post)
-        else:
-            letters = list(t)
+    for t, s, k in zip(terms, shapes, named, strict=True):
+        letters = _letters(t, k, ell_rank)
         if len(letters) != len(s):
             return None
         for ch, d in zip(letters, s, strict=True):
@@ -219,17 +218,10 @@ def _einsum_terms(eq: str, shapes: list[list[int]]):
                 return None
             sizes[ch] = max(sizes.get(ch, 1), d)
         ins.append(letters)
-    if "->" in eq:
-        if "..." in rhs:
-            pre, post = rhs.split("...")
-            out = list(pre) + [f"#{i}" for i in range(ell_rank)] + list(post)
-        else:
-            out = list(rhs)
+    if arrow:
+        out = _letters(rhs, ell_rank, ell_rank)
     else:  # implicit output: ellipsis dims, then letters used once, alphabetically
-        counts: dict[str, int] = {}
-        for letters in ins:
-            for ch in letters:
-                counts[ch] = counts.get(ch, 0) + 1
+        counts = Counter(ch for letters in ins for ch in letters)
         out = [f"#{i}" for i in range(ell_rank)] + sorted(c for c, n in counts.items() if n == 1 and not c.startswith("#"))
     if any(ch not in sizes for ch in out):
         return None
@@ -249,6 +241,34 @@ class _Step:
     grad_right: bool
 
 
+def _summed(a: dict[str, int], b: dict[str, int], counts: Counter, keep: set[str]) -> list[str]:
+    """The letters the product of ``a`` and ``b`` sums over (both have them, no later operand does); a letter
+    only one side has and nothing later needs is summed out of that side first (dropped from it)."""
+    summed: list[str] = []
+    for c in list(dict.fromkeys([*a, *b])):
+        if c in keep:
+            continue
+        sa, sb = a.get(c, 1), b.get(c, 1)
+        if sa != 1 and sb != 1:
+            counts[c] -= 1
+            if counts[c] == 1:  # no later operand has it: sum it in this product
+                summed.append(c)
+                counts[c] = 0
+        elif counts[c] == 1:
+            (a if sa != 1 else b).pop(c, None)
+            counts[c] = 0
+    return summed
+
+
+def _pair_step(a: dict[str, int], b: dict[str, int], summed: list[str], ga: bool, gb: bool) -> tuple[_Step, dict]:
+    """The step multiplying ``a`` by ``b`` and summing the letters ``summed``, and its result's letters."""
+    size = {**a, **{c: d for c, d in b.items() if d != 1 or c not in a}}
+    res = {c: d for c, d in size.items() if c not in summed}
+    n_res = prod(res.values())
+    flops = 2 * n_res * prod(size[c] for c in summed) if summed else n_res
+    return _Step(flops, bool(summed), prod(a.values()), prod(b.values()), n_res, ga, gb), res
+
+
 def _einsum_steps(eq: str, shapes: list[list[int]], grads: list[bool],
                   path: list[int] | None = None) -> tuple[list[_Step], list[int]] | None:
     """The pairwise steps of ``torch.einsum`` (aten's ``einsum``, Linear.cpp) and the output shape.
@@ -265,15 +285,8 @@ def _einsum_steps(eq: str, shapes: list[list[int]], grads: list[bool],
     # per operand: letter -> size (letters an operand lacks are size 1 for it)
     ops: list[tuple[dict[str, int], bool]] = [
         ({c: d for c, d in zip(letters, shp, strict=True)}, g) for letters, shp, g in zip(ins, shapes, grads, strict=True)]
-    counts: dict[str, int] = {}
-    for letters in ins:
-        for c in set(letters):
-            counts[c] = counts.get(c, 0) + 1
-    keep_out = set(out)
-    if path:
-        pairs = [(path[i], path[i + 1]) for i in range(0, len(path) - 1, 2)]
-    else:
-        pairs = [(0, 1)] * (len(ops) - 1)
+    counts = Counter(c for letters in ins for c in set(letters))
+    pairs = [(path[i], path[i + 1]) for i in range(0, len(path) - 1, 2)] if path else [(0, 1)] * (len(ops) - 1)
     steps: list[_Step] = []
     for i, j in pairs:
         if i == j or max(i, j) >= len(ops):
@@ -281,27 +294,9 @@ def _einsum_steps(eq: str, shapes: list[list[int]], grads: list[bool],
         (a, ga), (b, gb) = ops[i], ops[j]
         for k in sorted((i, j), reverse=True):
             del ops[k]
-        summed: list[str] = []
-        for c in list(dict.fromkeys([*a, *b])):
-            if c in keep_out:
-                continue
-            sa, sb = a.get(c, 1), b.get(c, 1)
-            if sa != 1 and sb != 1:
-                counts[c] -= 1
-                if counts[c] == 1:  # no later operand has it: sum it in this product
-                    summed.append(c)
-                    counts[c] = 0
-            elif counts[c] == 1:  # only one side has it and nothing later: summed out of that side first
-                (a if sa != 1 else b).pop(c, None)
-                counts[c] = 0
-        size = {**{c: d for c, d in a.items()}, **{c: d for c, d in b.items() if d != 1 or c not in a}}
-        res = {c: d for c, d in size.items() if c not in summed}
-        n_a, n_b, n_res = prod(a.values()), prod(b.values()), prod(res.values())
-        if summed:
-            flops = 2 * prod(size[c] for c in size if c not in summed) * prod(size[c] for c in summed)
-        else:
-            flops = n_res
-        steps.append(_Step(flops, bool(summed), n_a, n_b, n_res, ga, gb))
+        summed = _summed(a, b, counts, set(out))
+        step, res = _pair_step(a, b, summed, ga, gb)
+        steps.append(step)
         ops.insert(len(ops) if path else 0, (res, ga or gb))  # left to right: the result is next's left
     final = ops[-1][0] if ops else {}
     return steps, [final.get(c, 1) for c in out]
@@ -337,16 +332,9 @@ def _einsum(call: OpCall, b: Bound) -> Cost | None:
     n_in = A.total(*[A.numel(s) for s in shapes])
     n_out = prod(out_shape)
     if call.direction == "bprop":
-        flops = 0.0
-        byts = 0.0
-        for st in steps:
-            # per gradient: read the step's output gradient and the other side, write the gradient
-            if st.grad_left:
-                flops += st.flops
-                byts += st.out + st.right + st.left
-            if st.grad_right:
-                flops += st.flops
-                byts += st.out + st.left + st.right
+        # per gradient: read the step's output gradient and the other side, write the gradient
+        flops = float(sum(st.flops * (st.grad_left + st.grad_right) for st in steps))
+        byts = float(sum((st.out + st.left + st.right) * (st.grad_left + st.grad_right) for st in steps))
         return Cost(flops, A.sized(byts, dt), dt, tensor_op=True)
     return Cost(float(sum(st.flops for st in steps)), A.sized(A.total(n_in, n_out), dt), dt, tensor_op=True)
 
@@ -409,14 +397,28 @@ def _bilinear(call: OpCall) -> Cost | None:
     bias_b = A.nbytes(bias) if A.is_tensor(bias) else 0
     if call.direction == "bprop":
         grads = [t for t in ins if A.requires_grad(t)]
-        if A.is_tensor(bias) and A.requires_grad(bias):
-            grads_b = A.total(A.sized(n_out, dt), bias_b)
-        else:
-            grads_b = 0
+        grads_b = A.total(A.sized(n_out, dt), bias_b) if A.requires_grad(bias) else 0
         return Cost(2.0 * macs * len(grads), A.total(*([A.sized(n_out, dt), *[A.nbytes(t) for t in ins],
                                                           *[A.nbytes(g) for g in grads]] if grads else [0]),
                                                        grads_b), dt, tensor_op=True)
     return Cost(2.0 * macs, A.total(*[A.nbytes(t) for t in ins], bias_b, A.sized(n_out, dt)), dt, tensor_op=True)
+
+
+def _contracted(call: OpCall, b: dict, rank: int) -> tuple[list, list] | None:
+    """tensordot's contracted dims of each side: aten's two lists, or ``dims`` (an int: the last ``dims``
+    of ``a`` with the first of ``b``; two lists)."""
+    if "dims_self" in b or "dims_other" in b or len(A.tensors(call.args)) == 2 and "*0" in b:
+        ds, do = A.value(b.get("dims_self", b.get("dims"))), A.value(b.get("dims_other", b.get("*0")))
+    else:
+        dims = A.value(b.get("dims"), 2)
+        if isinstance(dims, int) and not isinstance(dims, bool):
+            ds, do = list(range(rank - dims, rank)), list(range(dims))
+        elif isinstance(dims, list) and len(dims) == 2:
+            ds, do = dims
+        else:
+            return None
+    ds, do = [ds] if isinstance(ds, int) else ds, [do] if isinstance(do, int) else do
+    return (ds, do) if isinstance(ds, list) and isinstance(do, list) and len(ds) == len(do) else None
 
 
 @register("tensordot")
@@ -429,21 +431,10 @@ def _tensordot(call: OpCall) -> Cost | None:
     sx, sy = A.shape(x), A.shape(y)
     if sx is None or sy is None:
         return None
-    if "dims_self" in b or "dims_other" in b or len(A.tensors(call.args)) == 2 and "*0" in b:
-        ds, do = A.value(b.get("dims_self", b.get("dims"))), A.value(b.get("dims_other", b.get("*0")))
-    else:
-        dims = A.value(b.get("dims"), 2)
-        if isinstance(dims, int) and not isinstance(dims, bool):
-            ds, do = list(range(len(sx) - dims, len(sx))), list(range(dims))
-        elif isinstance(dims, list) and len(dims) == 2:
-            ds, do = dims
-        else:
-            return None
-    ds = [ds] if isinstance(ds, int) else ds
-    do = [do] if isinstance(do, int) else do
-    if not isinstance(ds, list) or not isinstance(do, list) or len(ds) != len(do):
+    pair = _contracted(call, b, len(sx))
+    if pair is None:
         return None
-    ds, do = [d % len(sx) for d in ds] if sx else [], [d % len(sy) for d in do] if sy else []
+    ds, do = [d % len(sx) for d in pair[0]] if sx else [], [d % len(sy) for d in pair[1]] if sy else []
     k = prod(sx[d] for d in ds)
     free_x = [s for i, s in enumerate(sx) if i not in ds]
     free_y = [s for i, s in enumerate(sy) if i not in do]
@@ -458,34 +449,36 @@ _LCE = ("input", "linear_weight", "target", "linear_bias", "weight", "reduction"
 @register("linear_cross_entropy")
 def _linear_cross_entropy(call: OpCall) -> Cost | None:
     b = A.bind(call.args, _LCE)
-    x, w, t = b.get("input"), b.get("linear_weight"), b.get("target")
-    sx, sw, st = A.shape(x), A.shape(w), A.shape(t)
+    sx, sw, st = A.shape(b.get("input")), A.shape(b.get("linear_weight")), A.shape(b.get("target"))
     if sx is None or sw is None or st is None or not 1 <= len(sx) <= 2 or len(sw) < 2 or sx[-1] != sw[-1]:
         return None
     red, ls = A.value(b.get("reduction"), "mean"), A.value(b.get("label_smoothing"), 0.0)
     opts = b.get("options")
     if not A.known(opts) or not isinstance(red, str) or not isinstance(ls, (int, float)):
         return None
-    rows, d, classes = (sx[0] if len(sx) == 2 else 1), sx[-1], prod(sw[:-1])
-    macs = rows * classes * d
     chunked = (opts is not None and opts.get("type") != "NoneType" and len(sw) == 2 and ls == 0
-               and red in ("mean", "sum", "none") and A.dtype(t) == "int64")
+               and red in ("mean", "sum", "none") and A.dtype(b.get("target")) == "int64")
+    return _lce_cost(call, b, sx, sw, red, chunked)
+
+
+def _lce_cost(call: OpCall, b: Bound, sx: list[int], sw: list[int], red: str, chunked: bool) -> Cost | None:
+    """``linear_cross_entropy``'s logits GEMM, and on the chunked path the gradients it computes ahead."""
+    x, w, t = b.get("input"), b.get("linear_weight"), b.get("target")
+    macs = prod(sx[:-1]) * prod(sw[:-1]) * sx[-1]
     grads = [g for g in (x, w) if A.requires_grad(g)]
     bias = b.get("linear_bias") if A.is_tensor(b.get("linear_bias")) else None
     cw = b.get("weight") if A.is_tensor(b.get("weight")) else None
     dt = A.compute_dtype(call.cdtype, x, w)
-    logits = A.sized(rows * classes, dt)
-    loss = A.sized(rows if red == "none" else 1, dt)
+    logits = A.sized(prod(sx[:-1]) * prod(sw[:-1]), dt)
+    loss = A.sized(prod(sx[:-1]) if red == "none" else 1, dt)
     if logits is None or loss is None:
         return None
     ins = A.total(A.nbytes(x), A.nbytes(w), A.nbytes(t), A.nbytes(bias) if bias else 0, A.nbytes(cw) if cw else 0)
     grad_bytes = A.total(*[A.nbytes(g) for g in grads]) if grads else 0
     note = "chunked path" if chunked else ""
+    if call.direction == "bprop" and (not grads or chunked):  # chunked: a Python backward whose ops are priced
+        return Cost(0.0, 0, dt, tensor_op=True, note=note)
     if call.direction == "bprop":
-        if not grads:
-            return Cost(0.0, 0, dt, tensor_op=True, note=note)
-        if chunked:  # a Python backward: the ops it calls are recorded (and priced) as their own
-            return Cost(0.0, 0, dt, tensor_op=True, note=note)
         return Cost(2.0 * macs * len(grads), A.total(loss, 2 * logits, ins, grad_bytes), dt, tensor_op=True)
     if chunked:
         extra = len(grads) if red != "none" else 0
@@ -502,26 +495,32 @@ _CHUNKED = ("input", "linear_weight", "target", "linear_bias", "weight", "reduct
 @register("_linear_cross_entropy_batch_chunked", "_linear_cross_entropy_batch_chunked_no_reduction")
 def _chunked_cross_entropy(call: OpCall) -> Cost | None:
     """torch's chunked ``linear_cross_entropy`` ops, as a plain trace records them (see above)."""
-    b = A.bind(call.args, _CHUNKED if call.op.endswith("chunked") else _CHUNKED[:5])
+    reduced = call.op.endswith("chunked")
+    b = A.bind(call.args, _CHUNKED if reduced else _CHUNKED[:5])
     x, w = b.get("input"), b.get("linear_weight")
     sx, sw = A.shape(x), A.shape(w)
     if sx is None or sw is None or len(sx) != 2 or len(sw) != 2 or sx[1] != sw[1]:
         return None
     flags = [A.value(b.get(k)) for k in ("compute_input_grad", "compute_linear_weight_grad")]
-    if call.op.endswith("chunked") and not all(isinstance(f, bool) for f in flags):
+    if reduced and not all(isinstance(f, bool) for f in flags):
         return None
-    extra = sum(bool(f) for f in flags) if call.op.endswith("chunked") else 0
     dt = A.compute_dtype(call.cdtype, x, w)
-    if call.direction == "bprop":  # the aten ops of its backward, under its autograd node
-        if call.op.endswith("chunked"):  # the saved gradients scaled: no product
-            # an unknown (None) raises TypeError here: cost() answers None
-            return Cost(0.0, cast(float, A.total(*[A.nbytes(t) for t, f in zip((x, w), flags, strict=True) if f] or [0])) * 2,
-                        dt, tensor_op=True)
-        ng = sum(A.requires_grad(t) for t in (x, w))  # logits recomputed, then each gradient
-        return Cost(2.0 * sx[0] * sw[0] * sx[1] * (1 + ng) if ng else 0.0,
-                    A.total(A.nbytes(x), A.nbytes(w), *[A.nbytes(t) for t in (x, w) if A.requires_grad(t)]),
-                    dt, tensor_op=True)
+    if call.direction == "bprop":
+        return _chunked_backward(reduced, x, w, flags, 2.0 * sx[0] * sw[0] * sx[1], dt)
+    extra = sum(bool(f) for f in flags) if reduced else 0
     grads = A.total(*[A.nbytes(t) for t, f in zip((x, w), flags, strict=True) if f]) if extra else 0
     ins = A.total(*[A.nbytes(t) for t in A.tensors(call.args)])
     return Cost(2.0 * sx[0] * sw[0] * sx[1] * (1 + extra), A.total(ins, A.sized(sx[0], dt), grads), dt,
                 tensor_op=True)
+
+
+def _chunked_backward(reduced: bool, x, w, flags: list, gemm: float, dt: str | None) -> Cost:
+    """The aten ops of a chunked op's backward, under its autograd node: with a reduction the saved
+    gradients scaled (no product), else the logits recomputed, then each gradient."""
+    if reduced:  # an unknown (None) raises TypeError here: cost() answers None
+        return Cost(0.0, cast(float, A.total(*[A.nbytes(t) for t, f in zip((x, w), flags, strict=True) if f] or [0])) * 2,
+                    dt, tensor_op=True)
+    ng = sum(A.requires_grad(t) for t in (x, w))
+    return Cost(gemm * (1 + ng) if ng else 0.0,
+                A.total(A.nbytes(x), A.nbytes(w), *[A.nbytes(t) for t in (x, w) if A.requires_grad(t)]),
+                dt, tensor_op=True)
