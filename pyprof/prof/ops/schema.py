@@ -245,6 +245,18 @@ def torch_version() -> str:
 _SCALAR_TYPES = {"int", "float", "bool", "complex"}
 
 
+#: kind -> (argument types that are it, types torch accepts for it anyway; "0-d": a 0-d tensor for a number)
+_FIT: dict[str, tuple[set[str], set[str]]] = {
+    "Tensor": ({"tensor", *_SCALAR_TYPES}, set()),  # torch wraps a number
+    "Tensor?": ({"tensor"}, set()), "Tensor[]": ({"tensorlist"}, set()), "Tensor?[]": ({"tensorlist"}, set()),
+    "Scalar": (_SCALAR_TYPES, {"0-d"}), "int": ({"int"}, {"bool", "0-d"}),
+    "float": ({"float"}, {"int", "bool", "0-d"}), "bool": ({"bool"}, {"0-d"}),
+    "str": ({"str"}, set()), "dtype": ({"dtype", "int", "str"}, set()),
+}
+#: int[], float[], bool[]: a list, or one number (int[1] dim=1, int[2] stride=2)
+_LIST_FIT = ({"list", "tuple"}, {"int", "float", "bool"})
+
+
 def _fits(kind: str, optional: bool, a: Arg) -> int | None:
     """0 if argument ``a`` is of the parameter's kind, 1 if torch would accept it anyway (a Python
     number for a Tensor, an int for a float), None if it cannot be that argument."""
@@ -253,31 +265,12 @@ def _fits(kind: str, optional: bool, a: Arg) -> int | None:
         return 0 if not kind.startswith("Tensor") or kind.endswith("?") or optional else 1
     if t == "NoneType":
         return 0 if optional or kind in ("Tensor?", "other") else None
-    if kind == "Tensor":
-        return 0 if t == "tensor" else (0 if t in _SCALAR_TYPES else None)  # torch wraps a number
-    if kind == "Tensor?":
-        return 0 if t == "tensor" else None
-    if kind in ("Tensor[]", "Tensor?[]"):
-        return 0 if t == "tensorlist" else None
-    if kind == "Scalar":
-        return 0 if t in _SCALAR_TYPES else (1 if t == "tensor" and a.get("shape") == [] else None)
-    if kind in ("int", "float", "bool"):
-        if t == kind:
-            return 0
-        if t in ("int", "bool") and kind in ("int", "float"):
-            return 1
-        if t == "tensor" and a.get("shape") == []:
-            return 1
-        return None
-    if kind.endswith("[]"):  # int[], float[], bool[]
-        if t in ("list", "tuple"):
-            return 0
-        return 1 if t in ("int", "float", "bool") else None  # int[1] dim=1, int[2] stride=2
-    if kind == "str":
-        return 0 if t == "str" else None
-    if kind == "dtype":
-        return 0 if t in ("dtype", "int", "str") else None
-    return 0 if t not in ("tensor", "tensorlist") else None
+    if kind not in _FIT and not kind.endswith("[]"):
+        return 0 if t not in ("tensor", "tensorlist") else None
+    exact, near = _FIT.get(kind, _LIST_FIT)
+    if t in exact:
+        return 0
+    return 1 if t in near or ("0-d" in near and t == "tensor" and a.get("shape") == []) else None
 
 
 def _convert(p: Param, a: Arg) -> Arg:
@@ -344,6 +337,38 @@ def _split_args(args: list[Arg], names: dict[str, Param], positional: list[Param
     return pos_args, kw_args, dropped
 
 
+def _bind_positional(s: Schema, positional: list[Param], pos_args: list[Arg], keywords: set[str], trace_form: bool,
+                     pack_ints: bool, out: dict[str, Arg]) -> int | None:
+    """Bind the positional arguments into ``out``: their mismatch score, or None when they cannot be."""
+    score = pi = k = 0
+    while k < len(pos_args):
+        if pi >= len(positional) and not s.varargs:
+            return None  # more positional arguments than the overload takes
+        if pi >= len(positional):
+            out[f"*{k}"] = pos_args[k]
+            k += 1
+            continue
+        p = positional[pi]
+        if p.name in keywords:
+            return None
+        a = _convert(p, pos_args[k])
+        fit = _fits(p.kind, p.optional, a)
+        if fit is None and trace_form and a.get("type") == "NoneType" and not p.kind.startswith("Tensor"):
+            # a trace writes an argument it recorded no value of (einsum's equation) as it writes None
+            a, fit = {"name": p.name, "type": "unknown"}, 1
+        more = pack_ints and k + 1 < len(pos_args) and pos_args[k + 1].get("type") == "int" and a.get("type") == "int"
+        packed, n = _pack(pos_args[k:], p.kind) if (fit is None or more) and p.kind.endswith("[]") else ({}, 0)
+        if n:
+            a, fit = _convert(p, packed), 0
+        elif fit is None:
+            return None
+        score += fit
+        out[p.name] = a
+        k += max(n, 1)
+        pi += 1
+    return score
+
+
 def bind_schema(s: Schema, args: list[Arg], renames: dict[str, str] | None = None,
                 pack_ints: bool = False) -> tuple[Bound, int] | None:
     """Bind ``args`` to overload ``s``; (the binding, its mismatch score) or None when it cannot be.
@@ -355,53 +380,19 @@ def bind_schema(s: Schema, args: list[Arg], renames: dict[str, str] | None = Non
     positional = [p for p in s.params if trace_form or not p.kwarg_only]
     pos_args, kw_args, dropped = _split_args(args, names, positional, renames or {})
     out: dict[str, Arg] = {}
-    score = 0
-    pi = 0
-    k = 0
-    while k < len(pos_args):
-        if pi >= len(positional):
-            if s.varargs:
-                out[f"*{k}"] = pos_args[k]
-                k += 1
-                continue
-            return None  # more positional arguments than the overload takes
-        p = positional[pi]
-        if p.name in kw_args:
-            return None
-        a = _convert(p, pos_args[k])
-        fit = _fits(p.kind, p.optional, a)
-        if fit is None and trace_form and a.get("type") == "NoneType" and not p.kind.startswith("Tensor"):
-            # a trace writes an argument it recorded no value of (einsum's equation) as it writes None
-            a, fit = {"name": p.name, "type": "unknown"}, 1
-        more = pack_ints and k + 1 < len(pos_args) and pos_args[k + 1].get("type") == "int" and a.get("type") == "int"
-        if (fit is None or more) and p.kind.endswith("[]"):
-            packed, n = _pack(pos_args[k:], p.kind)
-            if n:
-                out[p.name] = _convert(p, packed)
-                k += n
-                pi += 1
-                continue
-        if fit is None:
-            return None
-        score += fit
-        out[p.name] = a
-        k += 1
-        pi += 1
+    score = _bind_positional(s, positional, pos_args, set(kw_args), trace_form, pack_ints, out)
+    if score is None:
+        return None
     for name, a in kw_args.items():
-        p = names[name]
-        a = _convert(p, a)
-        fit = _fits(p.kind, p.optional, a)
+        out[name] = _convert(names[name], a)
+        fit = _fits(names[name].kind, names[name].optional, out[name])
         if fit is None:
             return None
         score += fit
-        out[name] = a
     for p in s.params:
-        if p.name in out:
-            continue
-        if p.has_default:
-            out[p.name] = _default_arg(p)
-        else:
+        if p.name not in out and not p.has_default:
             return None  # a required argument the call lacks
+        out.setdefault(p.name, _default_arg(p))
     return Bound(s, out, dropped), score + len(dropped)
 
 
@@ -423,6 +414,20 @@ def _freeze(x: Any) -> Any:
     return x
 
 
+def _best(cands: tuple[Schema, ...], args: list[Arg], renames: dict[str, str],
+          pack: bool) -> tuple[Bound, int] | None:
+    """The binding of ``args`` to one of ``cands`` with the lowest mismatch score, or None."""
+    best: tuple[Bound, int] | None = None
+    for s in cands:
+        try:
+            r = bind_schema(s, args, renames, pack)
+        except (TypeError, ValueError, AttributeError, LookupError):
+            r = None
+        if r is not None and (best is None or r[1] < best[1]):
+            best = r
+    return best
+
+
 def normalize(op: str, args: list[Arg], inplace: bool = False) -> Bound:
     """Bind ``args`` of canonical op ``op`` to the aten overload that ran (see module docstring).
 
@@ -436,27 +441,11 @@ def normalize(op: str, args: list[Arg], inplace: bool = False) -> Bound:
     cands = cands + table.get(name, ())
     if not cands:
         return Bound(None, problem=f"no aten schema named {name!r}")
-    best: tuple[Bound, int] | None = None
-    for pack in (False, True):
-        for s in cands:
-            try:
-                r = bind_schema(s, args, renames, pack)
-            except (TypeError, ValueError, AttributeError, LookupError):
-                r = None
-            if r is not None and (best is None or r[1] < best[1]):
-                best = r
-        if best is not None:
-            break
+    best = _best(cands, args, renames, False) or _best(cands, args, renames, True)
     if best is None and args and args[-1].get("type") == "tensor" and all(not (a.get("name") or "") for a in args):
         # an out= call recorded by a trace (Inductor's extern_kernels.addmm(..., out=buf)): the output
         # last, an overload (.out) the table leaves out; the op without it is what ran
-        for s in cands:
-            try:
-                r = bind_schema(s, args[:-1], renames)
-            except (TypeError, ValueError, AttributeError, LookupError):
-                r = None
-            if r is not None and (best is None or r[1] < best[1]):
-                best = r
+        best = _best(cands, args[:-1], renames, False)
     if best is None:
         kinds = ", ".join(f"{a.get('name') or '_'}:{a.get('type')}" for a in args)
         return Bound(None, problem=f"arguments ({kinds}) fit no overload of aten::{name}")
