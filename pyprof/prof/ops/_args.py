@@ -198,6 +198,11 @@ def known(a: Arg | None) -> bool:
     return a is None or a.get("type") != "unknown"
 
 
+def known_value(a: Arg | None, default: Any = None) -> Any:
+    """:func:`value`, or None for an argument whose value was not captured."""
+    return value(a, default) if known(a) else None
+
+
 def ints(a: Arg | None, n: int, default: Sequence[int] | int | None, minimum: int = 0) -> list[int] | None:
     """An int-or-list argument expanded to ``n`` ints (``stride=2`` -> ``[2, 2]``).
 

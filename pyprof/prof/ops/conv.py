@@ -66,6 +66,20 @@ def conv_out_spatial(ins: list[int], k: list[int], stride: list[int], pad: list[
     return [(i + 2 * p - d * (kk - 1) - 1) // s + 1 for i, kk, s, p, d in zip(ins, k, stride, pad, dil, strict=True)]
 
 
+def _out_spatial_of(b: dict, nd: int, ins: list[int], k: list[int], transposed: bool) -> list[int] | None:
+    """Output spatial sizes from the call's stride, padding ('valid': 0), dilation and output padding."""
+    stride = A.ints(b.get("stride"), nd, 1, minimum=1)
+    dil = A.ints(b.get("dilation"), nd, 1, minimum=1)
+    out_pad = A.ints(b.get("output_padding"), nd, 0)
+    pv = A.known_value(b.get("padding"), 0)
+    if stride is None or dil is None or out_pad is None:
+        return None
+    if pv == "same":  # output size = input size (PyTorch allows 'same' with stride 1 only)
+        return list(ins)
+    pad = [0] * nd if pv == "valid" else A.ints(b.get("padding"), nd, 0)
+    return None if pad is None else conv_out_spatial(ins, k, stride, pad, dil, transposed, out_pad)
+
+
 def conv_geometry(call: OpCall):
     """Bind a convolution call -> (input, weight, bias, out shape, transposed, spatial) or ``None``."""
     params, transposed, nd = SIGNATURES[call.op]
@@ -76,36 +90,14 @@ def conv_geometry(call: OpCall):
     if sx is None or sw is None or len(sw) < 3:
         return None
     nd = len(sw) - 2 if nd is None else nd
-    if transposed is None:
-        tv = A.value(b.get("transposed"), False) if A.known(b.get("transposed")) else None
-        if tv is None:
-            return None
-        transposed = bool(tv)
-    batched = len(sx) == nd + 2
-    if not batched and len(sx) != nd + 1:
+    transposed = A.known_value(b.get("transposed"), False) if transposed is None else transposed
+    groups = A.known_value(b.get("groups"), 1)
+    if (transposed is None or len(sx) not in (nd + 1, nd + 2) or len(sw) - 2 != nd or type(groups) is not int
+            or groups < 1):
         return None
-    ins = sx[-nd:]
-    k = sw[2:]
-    if len(k) != nd:
-        return None
-    groups = A.value(b.get("groups"), 1) if A.known(b.get("groups")) else None
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        return None
-    stride = A.ints(b.get("stride"), nd, 1, minimum=1)
-    dil = A.ints(b.get("dilation"), nd, 1, minimum=1)
-    out_pad = A.ints(b.get("output_padding"), nd, 0)
-    pad_arg = b.get("padding")
-    pv = A.value(pad_arg, 0) if A.known(pad_arg) else None
-    if pv == "valid":
-        pad = [0] * nd
-    elif pv == "same":  # output size = input size (PyTorch allows 'same' with stride 1 only)
-        pad = None
-    else:
-        pad = A.ints(pad_arg, nd, 0)
-    if stride is None or dil is None or out_pad is None or (pad is None and pv != "same"):
-        return None
-    out_sp = list(ins) if pv == "same" else conv_out_spatial(ins, k, stride, cast("list[int]", pad), dil, transposed, out_pad)
-    if any(o <= 0 for o in out_sp):
+    transposed, batched, ins, k = bool(transposed), len(sx) == nd + 2, sx[-nd:], sw[2:]
+    out_sp = _out_spatial_of(b, nd, ins, k, transposed)
+    if out_sp is None or any(o <= 0 for o in out_sp):
         return None
     n = sx[0] if batched else 1
     c_out = sw[1] * groups if transposed else sw[0]

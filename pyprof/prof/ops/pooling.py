@@ -63,6 +63,33 @@ def adaptive_window_total(i: int, o: int) -> int:
     return sum(ceil((j + 1) * i / o) - floor(j * i / o) for j in range(o))
 
 
+def _adaptive(b: dict, ins: list[int], nd: int) -> tuple[list[int], int] | None:
+    """Adaptive pooling's output dims and window elements summed over its outputs, or None."""
+    osz = A.known_value(b.get("output_size"))
+    osz = [osz] * nd if isinstance(osz, int) else osz
+    if not isinstance(osz, list) or len(osz) != nd:
+        return None
+    out = [i if o is None else o for i, o in zip(ins, osz, strict=True)]
+    if not all(isinstance(o, int) and o > 0 for o in out):
+        return None
+    return out, prod(adaptive_window_total(i, o) for i, o in zip(ins, out, strict=True))
+
+
+def _windowed(b: dict, ins: list[int], nd: int, kind: str) -> tuple[list[int], int] | None:
+    """Max, avg or lp pooling's output dims and window elements summed over its outputs, or None."""
+    k = A.ints(b.get("kernel_size"), nd, None, minimum=1)
+    sv = b.get("stride")
+    stride = k if A.value(sv) in (None, []) and A.known(sv) else A.ints(sv, nd, None, minimum=1)
+    pad = A.ints(b.get("padding"), nd, 0)
+    dil = A.ints(b.get("dilation"), nd, 1, minimum=1) if kind == "max" else [1] * nd
+    cm = b.get("ceil_mode")
+    if k is None or stride is None or pad is None or dil is None or not A.known(cm):
+        return None
+    out = [pool_out(i, kk, s, p, d, bool(A.value(cm, False)))
+           for i, kk, s, p, d in zip(ins, k, stride, pad, dil, strict=True)]
+    return None if any(o <= 0 for o in out) else (out, prod(out) * prod(k))
+
+
 @register(*SIGNATURES)
 def _pool(call: OpCall) -> Cost | None:
     params, nd, kind = SIGNATURES[call.op]
@@ -72,44 +99,22 @@ def _pool(call: OpCall) -> Cost | None:
     if sx is None or len(sx) < nd + 1:
         return None
     lead, ins = sx[:-nd], sx[-nd:]
-    if kind in ("aavg", "amax"):
-        osz = A.value(b.get("output_size")) if A.known(b.get("output_size")) else None
-        if isinstance(osz, int):
-            osz = [osz] * nd
-        if not isinstance(osz, list) or len(osz) != nd:
-            return None
-        out_sp = [i if o is None else o for i, o in zip(ins, osz, strict=True)]
-        if not all(isinstance(o, int) and o > 0 for o in out_sp):
-            return None
-        window = prod(adaptive_window_total(i, o) for i, o in zip(ins, out_sp, strict=True))  # sum over outputs
-        k_total = prod(lead) * window
-    else:
-        k = A.ints(b.get("kernel_size"), nd, None, minimum=1)
-        sv = b.get("stride")
-        stride = k if A.value(sv) in (None, []) and A.known(sv) else A.ints(sv, nd, None, minimum=1)
-        pad = A.ints(b.get("padding"), nd, 0)
-        dil = A.ints(b.get("dilation"), nd, 1, minimum=1) if kind == "max" else [1] * nd
-        cm = b.get("ceil_mode")
-        if k is None or stride is None or pad is None or dil is None or not A.known(cm):
-            return None
-        out_sp = [pool_out(i, kk, s, p, d, bool(A.value(cm, False)))
-                  for i, kk, s, p, d in zip(ins, k, stride, pad, dil, strict=True)]
-        if any(o <= 0 for o in out_sp):
-            return None
-        k_total = prod(lead) * prod(out_sp) * prod(k)
+    shape = _adaptive(b, ins, nd) if kind in ("aavg", "amax") else _windowed(b, ins, nd, kind)
+    if shape is None:
+        return None
+    out_sp, k_total = shape[0], prod(lead) * shape[1]
     n_in, n_out = prod(sx), prod(lead) * prod(out_sp)
     dt = A.compute_dtype(call.cdtype, x)
     per_out = {"max": 0, "amax": 0, "avg": 1, "aavg": 1, "lp": 1}[kind]
-    per_elem = 2 if kind == "lp" else 1
     idx = n_out if kind in ("max", "amax") and (call.op.endswith("_with_indices") or
                                                A.value(b.get("return_indices"), False) or
                                                call.direction == "bprop") else 0
+    if call.direction == "bprop" and not A.requires_grad(x):
+        return Cost(0.0, 0, dt)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
         flops = n_out if kind in ("max", "amax") else k_total + per_out * n_out
-        return Cost(float(flops), A.total(A.sized(n_out + n_in, dt), A.sized(idx, "int64")), dt)
-    flops = per_elem * k_total + per_out * n_out
+    else:
+        flops = (2 if kind == "lp" else 1) * k_total + per_out * n_out
     return Cost(float(flops), A.total(A.sized(n_in + n_out, dt), A.sized(idx, "int64")), dt)
 
 
