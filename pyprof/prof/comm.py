@@ -157,16 +157,14 @@ def _end(rec: dict[str, Any]) -> int:
     return end if type(end) is int else rec["start"] + (rec.get("kDuration") or 0)
 
 
-def collectives(records: Iterable[dict[str, Any]], rank: str = "-") -> pd.DataFrame:
-    """One row per collective instance (columns :data:`COMM_NAMES` plus ``arrival``, ``pid``), in start
-    order. ``records`` is consumed once."""
+def _gather(records: Iterable[dict[str, Any]]) -> tuple[dict[tuple, list], dict[tuple, list]]:
+    """The collectives' runs by (device, op instance), and the compute kernels' (start, end, lane) by device:
+    a device's ordinal (every process on it: a kernel whose launch is missing has no pid), the CPU's process."""
     runs: dict[tuple, list] = {}
     compute: dict[tuple, list] = {}
     for rec in records:
         if rec.get("start") is None:
             continue
-        # a device: its ordinal (every process on it: a kernel whose launch is missing has no pid); the CPU:
-        # the process
         dev = (None, rec["device"]) if rec.get("device") is not None else (rec.get("pid"), None)
         if is_run(rec):
             op_id = rec.get("opId")
@@ -174,23 +172,47 @@ def collectives(records: Iterable[dict[str, Any]], rank: str = "-") -> pd.DataFr
             runs.setdefault(key, []).append(rec)
         elif rec.get("kind", "kernel") == "kernel" and rec.get("link") != "collective":  # (a run is no compute)
             compute.setdefault(dev, []).append((rec["start"], _end(rec), _lane(rec)))
-    rows = []
-    for (dev, _, _), recs in runs.items():
-        first = min(recs, key=lambda r: r["start"])
-        start, end = first["start"], max(map(_end, recs))
-        n_in, n_out, group, dt = _message(first.get("args"))
-        name = str(first.get("kShortName") or "")
-        m = NCCL_KERNEL.search(name)
-        kind = kind_of(first.get("op")) or kind_of(m.group(1) if m else name.removeprefix(GLOO_PREFIX))
-        api = [r.get("apiStart") for r in recs if type(r.get("apiStart")) is int]
-        rows.append({"rank": rank, "device": "cpu" if dev[1] is None else str(dev[1]), "pid": dev[0],
-                     "lane": str(_lane(first)), "op": first.get("op") or "-", "kind": kind or "-",
-                     "kernel": first.get("kShortName") or "-", "dtype": dt or "-",
-                     "size": message_size(kind, n_in, n_out, group, dt), "group": group, "start": start,
-                     "time": end - start, "end": end, "arrival": min(api) if api else start,
-                     "factor": bus_factor(kind, group)})
-    df = pd.DataFrame(rows, columns=["rank", "device", "pid", "lane", "op", "kind", "kernel", "dtype", "size", "group",
-                                     "start", "time", "end", "arrival", "factor"])
+    return runs, compute
+
+
+def _row(rank: str, dev: tuple, recs: list) -> dict[str, Any]:
+    """One collective instance from its run's records."""
+    first = min(recs, key=lambda r: r["start"])
+    start, end = first["start"], max(map(_end, recs))
+    n_in, n_out, group, dt = _message(first.get("args"))
+    name = str(first.get("kShortName") or "")
+    m = NCCL_KERNEL.search(name)
+    kind = kind_of(first.get("op")) or kind_of(m.group(1) if m else name.removeprefix(GLOO_PREFIX))
+    api = [r.get("apiStart") for r in recs if type(r.get("apiStart")) is int]
+    return {"rank": rank, "device": "cpu" if dev[1] is None else str(dev[1]), "pid": dev[0],
+            "lane": str(_lane(first)), "op": first.get("op") or "-", "kind": kind or "-",
+            "kernel": first.get("kShortName") or "-", "dtype": dt or "-",
+            "size": message_size(kind, n_in, n_out, group, dt), "group": group, "start": start,
+            "time": end - start, "end": end, "arrival": min(api) if api else start, "factor": bus_factor(kind, group)}
+
+
+def _overlap(df: pd.DataFrame, compute: dict[tuple, list]) -> np.ndarray:
+    """Each collective's time the other lanes' compute on its device covered."""
+    overlap = np.zeros(len(df))
+    dev_key = [(pid, None if d == "cpu" else int(d)) for pid, d in zip(df["pid"], df["device"], strict=True)]
+    lanes: dict[tuple, list[int]] = {}
+    for i, (dev, lane) in enumerate(zip(dev_key, df["lane"], strict=True)):
+        lanes.setdefault((dev, lane), []).append(i)
+    for (dev, lane), rows_i in lanes.items():  # the other lanes' compute, merged once per lane
+        others = [(s, e) for s, e, ln in compute.get(dev, ()) if str(ln) != lane]
+        cover = Cover([s for s, _ in others], [e for _, e in others])
+        for i in rows_i:
+            overlap[i] = cover.covered(int(df["start"].iat[i]), int(df["end"].iat[i]))
+    return overlap
+
+
+def collectives(records: Iterable[dict[str, Any]], rank: str = "-") -> pd.DataFrame:
+    """One row per collective instance (columns :data:`COMM_NAMES` plus ``arrival``, ``pid``), in start
+    order. ``records`` is consumed once."""
+    runs, compute = _gather(records)
+    df = pd.DataFrame([_row(rank, dev, recs) for (dev, _, _), recs in runs.items()],
+                      columns=["rank", "device", "pid", "lane", "op", "kind", "kernel", "dtype", "size", "group",
+                               "start", "time", "end", "arrival", "factor"])
     df = df.sort_values("start", kind="stable").reset_index(drop=True)
     df.insert(0, "idx", np.arange(1, len(df) + 1))
     df["nth"] = df.groupby("kind", sort=False).cumcount() + 1  # its ordinal among its kind (skew matches by it)
@@ -202,18 +224,8 @@ def collectives(records: Iterable[dict[str, Any]], rank: str = "-") -> pd.DataFr
     df["group"] = pd.to_numeric(df["group"], errors="coerce").astype(float)
     df["algbw"] = algbw
     df["busbw"] = algbw * pd.to_numeric(df["factor"], errors="coerce").to_numpy(dtype=float)
-    overlap = np.zeros(len(df))
-    dev_key = [(pid, None if d == "cpu" else int(d)) for pid, d in zip(df["pid"], df["device"], strict=True)]
-    lanes: dict[tuple, list[int]] = {}
-    for i, (dev, lane) in enumerate(zip(dev_key, df["lane"], strict=True)):
-        lanes.setdefault((dev, lane), []).append(i)
-    for (dev, lane), rows_i in lanes.items():  # the other lanes' compute, merged once per lane
-        others = [(s, e) for s, e, ln in compute.get(dev, ()) if str(ln) != lane]
-        cover = Cover([s for s, _ in others], [e for _, e in others])
-        for i in rows_i:
-            overlap[i] = cover.covered(int(df["start"].iat[i]), int(df["end"].iat[i]))
-    df["overlap"] = overlap
-    df["exposed"] = time - overlap
+    df["overlap"] = _overlap(df, compute)
+    df["exposed"] = time - df["overlap"].to_numpy()
     return df
 
 
