@@ -173,30 +173,33 @@ ROWS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int, int, int]] = {
 _ELEMENTWISE_ROWS = {"margin_ranking_loss", "gaussian_nll_loss"}  # one loss per element: R = E
 
 
+def _loss_inputs(b: dict, names: tuple[str, ...]) -> tuple[list, list, list[int] | None]:
+    """A loss's tensors, its floating ones, and their broadcast shape."""
+    ts = [t for t in (b.get(n) or (b.get("self") if n == "input" else None) for n in names) if A.is_tensor(t)]
+    floats = [t for t in ts if A.dtype(t) in A.FLOATING]
+    return ts, floats, A.broadcast(*[A.shape(t) for t in floats])
+
+
 @register(*ROWS)
 def _rows_loss(call: OpCall) -> Cost | None:
     params, names, f, r, bwd = ROWS[call.op]
     b = A.bind(call.args, params)
-    if call.op.startswith("triplet") and A.value(b.get("distance_function")) not in (None, "PairwiseDistance"):
+    triplet = call.op.startswith("triplet")
+    if triplet and A.value(b.get("distance_function")) not in (None, "PairwiseDistance"):
         return None  # a user's distance function: its work is not this formula's
-    ts = [b.get(n) or (b.get("self") if n == "input" else None) for n in names]
-    ts = [t for t in ts if A.is_tensor(t)]
-    main = ts[0] if ts else None
-    floats = [t for t in ts if A.dtype(t) in A.FLOATING]
-    out = A.broadcast(*[A.shape(t) for t in floats])
+    ts, floats, out = _loss_inputs(b, names)
     red = _reduced(b)
-    if main is None or out is None or red is None:
+    if not ts or out is None or red is None:
         return None
-    e = prod(out)
+    main, e = ts[0], prod(out)
     rows = e if call.op in _ELEMENTWISE_ROWS else (out[0] if len(out) == 2 else 1)
-    swap = call.op.startswith("triplet") and bool(A.value(b.get("swap"), False))
-    if swap:
+    if triplet and A.value(b.get("swap"), False):
         f, r = f + 4, r + 2
     dt = A.compute_dtype(call.cdtype, main)
     n_out = 1 if red else rows
     read = A.total(*[A.nbytes(t) for t in ts])
     if call.direction == "bprop":
         grads = [t for t in floats if A.requires_grad(t)]
-        per = [bwd * (2 if call.op.startswith("triplet") and t is main else 1) for t in grads]
+        per = [bwd * (2 if triplet and t is main else 1) for t in grads]
         return Cost(float(sum(per) * e), A.total(A.sized(n_out, dt), read, *[A.nbytes(g) for g in grads]), dt)
     return Cost(float(f * e + r * rows + (rows if red else 0)), A.total(read, A.sized(n_out, dt)), dt)

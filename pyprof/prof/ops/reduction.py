@@ -98,16 +98,22 @@ def reduced_shape(shp: list[int], dim, keepdim: bool) -> list[int] | None:
     return [1 if i in dims else s for i, s in enumerate(shp) if keepdim or i not in dims]
 
 
+def _reduce_args(call: OpCall) -> dict[str, Any]:
+    """A reduction's arguments by name; var(x, True): the bool is ``unbiased``, not a dim (read by schema)."""
+    b: dict[str, Any] = A.bind(call.args, _SIG.get(call.op, _DEFAULT_SIG))
+    sb = bound(call)
+    if call.op in _CORRECTED and sb is not None:
+        b = {"input": sb.get("self"), "dim": sb.get("dim") or {"type": "NoneType", "value": None},
+             "keepdim": sb.get("keepdim")}
+    return b
+
+
 @register(*TABLE)
 def _reduce(call: OpCall) -> Cost | None:
     ts = A.tensors(call.args)
     if call.op in ("max", "min") and len(ts) >= 2:  # torch.max(a, b): elementwise
         return elementwise_cost(call, ts, _PW["maximum"])
-    b: dict[str, Any] = A.bind(call.args, _SIG.get(call.op, _DEFAULT_SIG))
-    sb = bound(call)
-    if call.op in _CORRECTED and sb is not None:  # var(x, True): the bool is ``unbiased``, not a dim
-        b = {"input": sb.get("self"), "dim": sb.get("dim") or {"type": "NoneType", "value": None},
-             "keepdim": sb.get("keepdim")}
+    b = _reduce_args(call)
     x = b.get("input") or b.get("self")
     sx = A.shape(x)
     if sx is None or not A.known(b.get("dim")) or not A.known(b.get("keepdim")):
@@ -172,6 +178,17 @@ def _all_compare(call: OpCall) -> Cost | None:
     return Cost(float((7 if call.op == "allclose" else 2) * n), A.total(A.nbytes(ts[0]), A.nbytes(ts[1]), 1), dt)
 
 
+def _bin_counts(bins: dict | None, dims: int) -> tuple[list | None, list[int]] | None:
+    """The bin edges where given as tensors (else None) and the bins per dim, or None."""
+    given = A.tensorlist(bins) if A.is_tensor(bins) or (bins or {}).get("type") == "tensorlist" else None
+    if given is not None:  # an unknown (None) raises TypeError here: cost() answers None
+        counts = [cast(int, A.numel(A.shape(t))) - 1 for t in given]
+    else:
+        v = A.value(bins, 100)
+        counts = list(v) if isinstance(v, list) else [v] * dims
+    return (given, counts) if len(counts) == dims and all(isinstance(c, int) and c >= 0 for c in counts) else None
+
+
 @register("histc", "histogram", "histogramdd")
 def _histogram(call: OpCall) -> Cost | None:
     params = ("input", "bins", "min", "max") if call.op == "histc" else ("input", "bins", "range", "weight",
@@ -182,24 +199,17 @@ def _histogram(call: OpCall) -> Cost | None:
     if sx is None:
         return None
     dims = 1 if call.op != "histogramdd" else (sx[-1] if sx else 0)
-    given = A.tensorlist(bins) if A.is_tensor(bins) or (bins or {}).get("type") == "tensorlist" else None
-    if given is not None:  # the bin edges, as tensors
-        # an unknown (None) raises TypeError here: cost() answers None
-        counts = [cast(int, A.numel(A.shape(t))) - 1 for t in given]
-    else:
-        v = A.value(bins, 100)
-        counts = list(v) if isinstance(v, list) else [v] * dims
-    if len(counts) != dims or not all(isinstance(c, int) and c >= 0 for c in counts):
+    got = _bin_counts(bins, dims)
+    if got is None:
         return None
+    given, counts = got
     if call.direction == "bprop":
         return Cost(0.0, 0, dt)
     n, cells = prod(sx), prod(counts)
     if call.op == "histc":
-        own_range = A.value(b.get("min"), 0) == A.value(b.get("max"), 0)
-        edges = 0
+        own_range, edges = A.value(b.get("min"), 0) == A.value(b.get("max"), 0), 0
     else:
-        own_range = given is None and A.value(b.get("range")) is None
-        edges = sum(c + 1 for c in counts)
+        own_range, edges = given is None and A.value(b.get("range")) is None, sum(c + 1 for c in counts)
     flops = (3 + (2 if own_range else 0)) * n + (n // max(dims, 1) if A.is_tensor(w) else 0)
     if call.op != "histc" and A.value(b.get("density"), False):
         flops += 2 * cells

@@ -58,10 +58,8 @@ def _states(hx) -> list[list[int]] | None:
     return None
 
 
-@register("lstm", "gru", "rnn_tanh", "rnn_relu")
-def _rnn(call: OpCall) -> Cost | None:
-    b, packed = _bound(call.args)
-    x = b.get("data") if packed else b.get("input")
+def _shapes(x, b: dict, packed: bool) -> tuple[list[int], list[list[int]]] | None:
+    """The input's shape and the parameters' (1-D biases, 2-D weights: at least one), or None."""
     items = A.tensorlist(b.get("params")) if A.known(b.get("params")) else None
     sx = A.shape(x)
     if not sx or not A.is_tensor(x) or not items or (packed and len(sx) != 2):
@@ -69,6 +67,17 @@ def _rnn(call: OpCall) -> Cost | None:
     params = cast("list[list[int]]", [A.shape(t) for t in items])  # a None among them is refused next
     if any(s is None or len(s) not in (1, 2) for s in params) or not any(len(s) == 2 for s in params):
         return None
+    return sx, params
+
+
+@register("lstm", "gru", "rnn_tanh", "rnn_relu")
+def _rnn(call: OpCall) -> Cost | None:
+    b, packed = _bound(call.args)
+    x = b.get("data") if packed else b.get("input")
+    shapes = _shapes(x, b, packed)
+    if shapes is None:
+        return None
+    sx, params = shapes
     n = prod(sx[:-1])
     two_d = [r * c for r, c in (s for s in params if len(s) == 2)]
     flops = 2.0 * n * sum(two_d)
@@ -86,10 +95,9 @@ def _rnn(call: OpCall) -> Cost | None:
     out = n * states[0][2] * (2 if bidir else 1) if states and isinstance(bidir, bool) else None
     nx, nparams = prod(sx), sum(prod(s) for s in params)
     nstates = sum(prod(s) for s in states) if states else 0
-    if call.direction == "bprop":  # dY, x and the parameters read; dX and the parameter gradients written
-        byts = A.total(A.sized(out, dt), A.sized(2 * nx, dt), A.sized(2 * nparams, dt)) if out else None
-    else:
-        byts = A.total(A.sized(nx + nparams + nstates, dt), A.sized(out, dt)) if out else None
+    # backward: dY, x and the parameters read; dX and the parameter gradients written
+    moved = [out, 2 * nx, 2 * nparams] if call.direction == "bprop" else [nx + nparams + nstates, out]
+    byts = A.total(*[A.sized(v, dt) for v in moved]) if out else None
     return Cost(flops, byts, dt, tensor_op=True, note=note)
 
 
