@@ -66,22 +66,30 @@ def origin_flops(args: list | None) -> tuple[float | None, str]:
         return (0.0, "") if copies else (None, "no origin ops recorded")
     total = 0.0
     for c in calls:
-        name = c.get("name")
-        if not isinstance(name, str) or not name:
-            return None, "an origin node not recorded"
-        if c.get("extern") is True:
-            continue  # (priced at its extern call)
-        items = c.get("items")
-        if not isinstance(items, list):
-            return None, f"{canonical(name)}: sizes unknown"
-        cost = estimate(OpCall(name, items, "fprop", None, "aten"))
-        if cost is None or cost.flops is None:
-            return None, canonical(name)
-        share = c.get("share", 1)
-        if not isinstance(share, int) or isinstance(share, bool) or share < 1:
-            return None, f"{canonical(name)}: share {share!r}"
-        total += cost.flops / share
+        flops, why = _call_flops(c)
+        if flops is None:
+            return None, why
+        total += flops
     return total, ""
+
+
+def _call_flops(c: dict) -> tuple[float | None, str]:
+    """One origin op's FLOPs over its ``share`` (0 for an extern one: priced at its call), or None and why."""
+    name = c.get("name")
+    if not isinstance(name, str) or not name:
+        return None, "an origin node not recorded"
+    if c.get("extern") is True:
+        return 0.0, ""
+    items = c.get("items")
+    if not isinstance(items, list):
+        return None, f"{canonical(name)}: sizes unknown"
+    cost = estimate(OpCall(name, items, "fprop", None, "aten"))
+    if cost is None or cost.flops is None:
+        return None, canonical(name)
+    share = c.get("share", 1)
+    if type(share) is not int or share < 1:
+        return None, f"{canonical(name)}: share {share!r}"
+    return cost.flops / share, ""
 
 
 def fused_cost(args: list | None) -> Cost:

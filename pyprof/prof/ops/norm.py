@@ -55,6 +55,26 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 }
 
 
+def _batch_kind(b: dict) -> str | None:
+    """batch_norm's: "stats" in training (the batch's statistics), else "eval"; None when not known."""
+    tr = b.get("training")
+    rm = b.get("running_mean")
+    if rm is not None and rm.get("type") == "bool":  # (input, weight, bias, training, ...) overload
+        tr = rm
+    return ("stats" if A.value(tr, False) else "eval") if A.known(tr) else None
+
+
+def _norm_backward(kind: str, x, w, bias, n: int, dt: str | None) -> Cost:
+    """dY, X and w read, dX and the parameters' gradients written."""
+    flops = ({"stats": 8, "rms": 6, "eval": 2}[kind] if A.requires_grad(x) else 0) * n
+    byts = A.total(A.sized(2 * n, dt), A.nbytes(w) if w is not None else 0, A.nbytes(x) if A.requires_grad(x) else 0)
+    for t, extra in ((w, 2), (bias, 1)):
+        if t is not None and A.requires_grad(t):
+            flops += extra * n
+            byts = A.total(byts, A.nbytes(t))
+    return Cost(float(flops), byts, dt)
+
+
 @register(*SIGNATURES)
 def _norm(call: OpCall) -> Cost | None:
     f_sig, t_sig, kind = SIGNATURES[call.op]
@@ -63,15 +83,10 @@ def _norm(call: OpCall) -> Cost | None:
     n = A.numel(A.shape(x))
     if n is None:
         return None
-    if kind == "batch":
-        tr = b.get("training")
-        rm = b.get("running_mean")
-        if rm is not None and rm.get("type") == "bool":  # (input, weight, bias, training, ...) overload
-            tr = rm
-        if not A.known(tr):
-            return None
-        training = A.value(tr, False)
-        kind = "stats" if training else "eval"
+    known = _batch_kind(b) if kind == "batch" else kind
+    if known is None:
+        return None
+    kind = known
     w = b.get("weight") if A.is_tensor(b.get("weight")) else None
     bias = b.get("bias") if A.is_tensor(b.get("bias")) else None
     dt = A.compute_dtype(call.cdtype, x)
@@ -79,16 +94,7 @@ def _norm(call: OpCall) -> Cost | None:
     params = [t for t in (w, bias, *stats) if A.is_tensor(t)]
     param_bytes = A.total(*[A.nbytes(t) for t in params])
     if call.direction == "bprop":
-        per = {"stats": 8, "rms": 6, "eval": 2}[kind] if A.requires_grad(x) else 0
-        flops = per * n
-        byts = A.total(A.sized(2 * n, dt), A.nbytes(w) if w is not None else 0)  # read dY, X, w
-        if A.requires_grad(x):
-            byts = A.total(byts, A.nbytes(x))  # write dX
-        for t, extra in ((w, 2), (bias, 1)):
-            if t is not None and A.requires_grad(t):
-                flops += extra * n
-                byts = A.total(byts, A.nbytes(t))
-        return Cost(float(flops), byts, dt)
+        return _norm_backward(kind, x, w, bias, n, dt)
     per = {"stats": 5, "rms": 3, "eval": 2}[kind] + (w is not None) + (bias is not None)
     return Cost(float(per * n), A.total(A.nbytes(x), param_bytes, A.sized(n, dt)), dt)
 
@@ -102,7 +108,5 @@ def _lrn(call: OpCall) -> Cost | None:
         return None
     n, dt = A.numel(sx), A.compute_dtype(call.cdtype, x)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float((6 + size) * n), A.sized(3 * n, dt), dt)
+        return Cost(float((6 + size) * n), A.sized(3 * n, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(float((5 + size) * n), A.sized(2 * n, dt), dt)

@@ -61,10 +61,8 @@ def _foreach(call: OpCall) -> Cost | None:
         if src is None:
             return None
         return Cost(0.0, A.total(*[A.nbytes(t) for t in src], *[A.nbytes(t) for t in first]), dt)
-    per = PW[base][0]
     alpha = next((a for a in call.args if a.get("name") == "alpha"), None)
-    if base in ("add", "sub") and A.value(alpha, 1) != 1:
-        per += 1
+    per = PW[base][0] + int(base in ("add", "sub") and A.value(alpha, 1) != 1)  # x + alpha * y: one more
     return Cost(float(per * n), A.total(read, *[A.nbytes(t) for t in first]), dt)
 
 

@@ -22,6 +22,7 @@ input and grid read, output written; backward dY, input and grid read, each grad
 from __future__ import annotations
 
 from math import ceil, floor, prod
+from typing import Any
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -58,19 +59,22 @@ def _out_spatial(ins: list[int], size, scale) -> list[int] | None:
     return out
 
 
-@register("interpolate", "upsample", "upsample_nearest", "upsample_bilinear", *_ATEN)
-def _resample(call: OpCall) -> Cost | None:
+def _resample_args(call: OpCall) -> tuple[dict, Any, int | None, Any, Any, bool]:
+    """(arguments, mode, spatial dims (None: the input's), size, scale, whether the size is known)."""
     if call.op in _ATEN:
         mode, nd, params = _ATEN[call.op]
         b = A.bind(call.args, params)
         scales = [A.value(b.get(k)) for k in params if k.startswith("scales")]
         scale = scales if scales and all(isinstance(s, (int, float)) for s in scales) else None
-        size, ok = A.value(b.get("output_size")), A.known(b.get("output_size"))
-    else:
-        b = A.bind(call.args, _INTERP)
-        mode = A.value(b.get("mode"), "bilinear" if call.op == "upsample_bilinear" else "nearest")
-        nd = None
-        size, scale, ok = A.value(b.get("size")), A.value(b.get("scale_factor")), A.known(b.get("size"))
+        return b, mode, nd, A.value(b.get("output_size")), scale, A.known(b.get("output_size"))
+    b = A.bind(call.args, _INTERP)
+    mode = A.value(b.get("mode"), "bilinear" if call.op == "upsample_bilinear" else "nearest")
+    return b, mode, None, A.value(b.get("size")), A.value(b.get("scale_factor")), A.known(b.get("size"))
+
+
+@register("interpolate", "upsample", "upsample_nearest", "upsample_bilinear", *_ATEN)
+def _resample(call: OpCall) -> Cost | None:
+    b, mode, nd, size, scale, ok = _resample_args(call)
     x = b.get("input")
     sx = A.shape(x)
     if sx is None or not ok or not isinstance(mode, str) or (mode not in TAPS and mode != "area"):
@@ -115,9 +119,7 @@ def _upsample_aa(call: OpCall) -> Cost | None:
     flops = 2.0 * nc * (h * wo * taps_w + ho * wo * taps_h)
     n_in, n_out, dt = prod(sx), nc * ho * wo, A.compute_dtype(call.cdtype, x)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(flops, A.sized(n_in + n_out, dt), dt)
+        return Cost(flops, A.sized(n_in + n_out, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(flops, A.sized(n_in + n_out, dt), dt)
 
 

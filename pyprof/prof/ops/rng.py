@@ -50,23 +50,26 @@ def _fill_random(call: OpCall) -> Cost | None:
     return _result(call, A.numel(A.shape(x)), A.dtype_kwarg(call.args, A.dtype(x)), extra)
 
 
+def _varargs(ints: list[dict]) -> list:
+    """``rand(2, 3)`` or ``rand([2, 3])``: the sizes (a list replaces the numbers before it)."""
+    dims = []
+    for a in ints:
+        v = A.value(a)
+        if isinstance(v, list):
+            return v
+        dims.append(v)
+    return dims
+
+
 @register("rand", "randn", "randint")
 def _factory(call: OpCall) -> Cost | None:
     ints = [a for a in call.args if a.get("name") in ("", "size") and a.get("type") in ("int", "list", "tuple")]
     if call.op in ("randint", "normal"):  # randint(low?, high, size), normal(mean, std, size): the list
         lists = [a for a in ints if a.get("type") in ("list", "tuple")]
         dims = A.value(lists[0]) if lists else None
-        if isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
-            return _result(call, prod(dims), A.dtype_kwarg(call.args, "int64" if call.op == "randint" else "float32"))
     else:
-        dims = []
-        for a in ints:
-            v = A.value(a)
-            if isinstance(v, list):
-                dims = v
-                break
-            dims.append(v)
-    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+        dims = _varargs(ints) or None
+    if not isinstance(dims, list) or not all(type(d) is int and d >= 0 for d in dims):
         return None
     return _result(call, prod(dims), A.dtype_kwarg(call.args, "int64" if call.op == "randint" else "float32"))
 
