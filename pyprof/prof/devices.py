@@ -255,6 +255,18 @@ def _positive(props: dict, key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
 
+def _clock_bw(props: dict, row, sms: float) -> tuple[float, float, list[str]]:
+    """The recorded clock and bandwidth, the architecture's typical figures where absent, and which those are."""
+    clock, bw, guessed = _positive(props, "clock"), _positive(props, "bw"), []
+    if clock is None:
+        clock = row.mhz * 1e6
+        guessed.append(f"typical {row.arch} clock {row.mhz:g} MHz")
+    if bw is None:
+        bw = row.bw_per_sm * sms
+        guessed.append(f"typical {row.arch} bandwidth {row.bw_per_sm / 1e9:g} GB/s per SM")
+    return clock, bw, guessed
+
+
 def derive(name: str | None, props: dict | None) -> Device | None:
     """Peaks from a device's recorded properties (a record's ``gpuProps``), or None without an SM count
     and a known compute capability. ``origin`` is ``derived`` when the clock and the bandwidth were
@@ -270,20 +282,9 @@ def derive(name: str | None, props: dict | None) -> Device | None:
     low = (name or "").lower()
     geforce = "geforce" in low
     no_tc = vend == "nvidia" and " gtx " in f" {low} "  # GTX 16 (Turing without tensor cores)
-    clock = _positive(props, "clock")
-    bw = _positive(props, "bw")
-    guessed = []
-    if clock is None:
-        clock = row.mhz * 1e6
-        guessed.append(f"typical {row.arch} clock {row.mhz:g} MHz")
-    if bw is None:
-        bw = row.bw_per_sm * sms
-        guessed.append(f"typical {row.arch} bandwidth {row.bw_per_sm / 1e9:g} GB/s per SM")
-    flops = {}
-    for col, ops in row.per_clock.items():
-        if no_tc and col.endswith("_tc"):
-            continue
-        flops[col] = sms * clock * ops * (0.5 if geforce and col in row.geforce_half else 1.0)
+    clock, bw, guessed = _clock_bw(props, row, sms)
+    flops = {col: sms * clock * ops * (0.5 if geforce and col in row.geforce_half else 1.0)
+             for col, ops in row.per_clock.items() if not (no_tc and col.endswith("_tc"))}
     unit = "CUs" if vend == "amd" else "SMs"
     text = (f"{int(sms)} {unit} x {clock / 1e9:.3g} GHz x {row.arch} (cc {cc}) rates per clock"
             + (", GeForce" if geforce and row.geforce_half else "") + (", no tensor cores" if no_tc else ""))
@@ -397,15 +398,12 @@ def override_device(name: str | None, peak_flops: float | None, peak_bw: float |
         return base
     if peak_flops is not None and not peak_flops > 0 or peak_bw is not None and not peak_bw > 0:
         raise UsageError("--peak-flops and --peak-bw must be positive", "give FLOP/s and bytes/s, e.g. 3.1e14 2e12")
-    flops = {"any": float(peak_flops)} if peak_flops is not None else dict(base.flops if base else {})
-    bw = float(peak_bw) if peak_bw is not None else (base.bw if base else None)
-    arch = base.arch if base else None
+    was = base or Device("override", None)
     given = " and ".join(w for w, v in (("--peak-flops", peak_flops), ("--peak-bw", peak_bw)) if v is not None)
-    kept = f"; the rest {base.origin}: {base.source}" if base is not None and (peak_flops is None or peak_bw is None) \
-        else ""
-    return Device(name or (base.name if base else "override"), arch, flops, bw,
-                  f"command-line override ({given}){kept}", "given", floor=base.floor if base else None,
-                  bw_levels=base.bw_levels if base is not None and peak_bw is None else ())
+    kept = f"; the rest {was.origin}: {was.source}" if base is not None and (peak_flops is None or peak_bw is None) else ""
+    return Device(name or was.name, was.arch, {"any": float(peak_flops)} if peak_flops is not None else dict(was.flops),
+                  float(peak_bw) if peak_bw is not None else was.bw, f"command-line override ({given}){kept}", "given",
+                  floor=was.floor, bw_levels=was.bw_levels if peak_bw is None else ())
 
 
 def props_key(props: Any) -> Any:

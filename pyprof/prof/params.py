@@ -30,6 +30,13 @@ def _value(value: Any) -> str:
     return str(value).replace(" ", "")
 
 
+def _tensorlist(items: list) -> str:
+    """``[shape,shape],dtype/dtype``."""
+    tensors = [t for t in items if isinstance(t, dict)]
+    dtypes = {_dt(t.get("dtype")) for t in tensors}
+    return "[" + ",".join(_shape(t.get("shape")) for t in tensors) + "]" + ("," + "/".join(sorted(dtypes)) if dtypes else "")
+
+
 def render_arg(arg: Any) -> str | None:
     """One argument as text, or None to leave it out."""
     if not isinstance(arg, dict):
@@ -40,12 +47,7 @@ def render_arg(arg: Any) -> str | None:
         text = f"{_shape(arg.get('shape'))},{_dt(arg.get('dtype'))}"
         return f"{name or 'T'}={text}"
     if kind == "tensorlist":
-        items = arg.get("items") or []
-        dtypes = {_dt(t.get("dtype")) for t in items if isinstance(t, dict)}
-        text = "[" + ",".join(_shape(t.get("shape")) for t in items if isinstance(t, dict)) + "]"
-        if dtypes:
-            text += "," + "/".join(sorted(dtypes))
-        return f"{name or 'T'}={text}"
+        return f"{name or 'T'}={_tensorlist(arg.get('items') or [])}"
     if kind == "NoneType" or ("value" in arg and arg.get("value") is None and kind != "other"):
         return None
     if "value" in arg:
