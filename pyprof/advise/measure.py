@@ -122,6 +122,22 @@ def results(before: list[dict], after: list[dict], rtol: float) -> dict:
             f"largest loss difference {ab:.3g} ({rel:.2g} relative; tolerance {ATOL:g} + {rtol:g} relative)"}
 
 
+def _failed(a: dict, b: dict) -> str | None:
+    """Why a pair of runs (unchanged, changed) gives no timing, or None."""
+    if a["error"] or b["error"] or _step(a) is None or _step(b) is None:
+        return f"the {'changed' if b['error'] else 'unchanged'} script failed: {b['error'] or a['error'] or 'no steps'}"
+    return None
+
+
+def _load_note(pairs: list, busy_share: float, lo: float, hi: float) -> tuple[float | None, str | None]:
+    """The median share of the CPUs other processes used during the trials, and the measurement's note."""
+    loads = [r["load"].get("busy_others") for p in pairs for r in p if r["load"].get("busy_others") is not None]
+    busy = statistics.median(loads) if loads else None
+    notes = ["no measurable change" if lo <= 0 <= hi else "", f"unreliable: other processes used {busy:.0%} of the "
+             "CPUs during the trials" if busy is not None and busy > busy_share else ""]
+    return busy, "; ".join(n for n in notes if n) or None
+
+
 def measure(script: str, args: list[str], change: str, params: dict, budget: float, steps: int,
             say=lambda line: None, rtol: float = 0.0) -> dict:
     """Time ``change`` against the script as written, in pairs of fresh runs, until the interval is tight
@@ -136,9 +152,9 @@ def measure(script: str, args: list[str], change: str, params: dict, budget: flo
         order = (None, change) if len(pairs) % 2 == 0 else (change, None)
         runs = {v: trial(script, args, v, params if v else {}, steps, timeout) for v in order}
         a, b = runs[None], runs[change]
-        if a["error"] or b["error"] or _step(a) is None or _step(b) is None:
-            return {"measured_s": None, "trials": len(pairs), "measured_note": "the " + (
-                "changed" if b["error"] else "unchanged") + f" script failed: {b['error'] or a['error'] or 'no steps'}"}
+        failed = _failed(a, b)
+        if failed:
+            return {"measured_s": None, "trials": len(pairs), "measured_note": failed}
         pairs.append((a, b))
         spent = time.perf_counter() - t0
         d = [_step(x) - _step(y) for x, y in pairs]
@@ -151,17 +167,12 @@ def measure(script: str, args: list[str], change: str, params: dict, budget: flo
             break
         if spent + (time.perf_counter() - t) > budget:
             break
-    loads = [r["load"].get("busy_others") for p in pairs for r in p if r["load"].get("busy_others") is not None]
-    busy = statistics.median(loads) if loads else None
-    out = {"measured_s": med, "measured_ci": [lo, hi], "ci_level": round(level, 4), "trials": len(pairs),
+    busy, note = _load_note(pairs, busy_share, lo, hi)
+    return {"measured_s": med, "measured_ci": [lo, hi], "ci_level": round(level, 4), "trials": len(pairs),
            "step_s": [base, statistics.median(_step(y) for _, y in pairs)], "busy_others": busy,
            "loadavg": pairs[0][0]["load"].get("loadavg"),
-           **results([x for x, _ in pairs], [y for _, y in pairs], max(CHANGES[change].rtol, rtol))}
-    notes = ["no measurable change" if lo <= 0 <= hi else ""]
-    if busy is not None and busy > busy_share:
-        notes.append(f"unreliable: other processes used {busy:.0%} of the CPUs during the trials")
-    out["measured_note"] = "; ".join(n for n in notes if n) or None
-    return out
+           **results([x for x, _ in pairs], [y for _, y in pairs], max(CHANGES[change].rtol, rtol)),
+           "measured_note": note}
 
 
 def try_advice(result, script: str, args: list[str], budget: float, say=lambda line: None,
