@@ -110,9 +110,7 @@ def _repeat(call: OpCall) -> Cost | None:
     out = [r * s for r, s in zip(reps, [1] * (len(reps) - len(sx)) + sx, strict=True)]
     n_in, n_out, dt = A.numel(sx), A.numel(out), A.dtype(x)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n_out), A.sized(n_out + n_in, dt), dt)
+        return Cost(float(n_out), A.sized(n_out + n_in, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(0.0, A.sized(n_in + n_out, dt), dt)
 
 
@@ -133,9 +131,7 @@ def _pad(call: OpCall) -> Cost | None:
         return None
     n_in, n_out, dt = A.numel(sx), A.numel(out), A.dtype(x)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(0.0, A.sized(2 * n_in, dt), dt)
+        return Cost(0.0, A.sized(2 * n_in, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(0.0, A.sized(n_in + n_out, dt), dt)
 
 
@@ -189,7 +185,5 @@ def _repeat_interleave(call: OpCall) -> Cost | None:
         return None
     n_in, dt = prod(sx), A.dtype(x)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n_out), A.sized(n_out + n_in, dt), dt)
+        return Cost(float(n_out), A.sized(n_out + n_in, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(0.0, A.total(A.nbytes(x), A.nbytes(reps) if A.is_tensor(reps) else 0, A.sized(n_out, dt)), dt)

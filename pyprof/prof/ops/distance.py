@@ -107,7 +107,5 @@ def _normalize(call: OpCall) -> Cost | None:
     e, rows = prod(s), _rows(s, dim)
     dt = A.compute_dtype(call.cdtype, x)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(6.0 * e, A.sized(3 * e, dt), dt)
+        return Cost(6.0 * e, A.sized(3 * e, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(float(3 * e + 2 * rows), A.sized(2 * e, dt), dt)

@@ -155,9 +155,7 @@ def _glu(call: OpCall) -> Cost | None:
     n = prod(shp)
     dt = A.compute_dtype(call.cdtype, x)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(5.0 * n / 2, A.sized(n // 2 + 2 * n, dt), dt)
+        return Cost(5.0 * n / 2, A.sized(n // 2 + 2 * n, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(5.0 * n / 2, A.sized(n + n // 2, dt), dt)
 
 

@@ -188,7 +188,5 @@ def _unpool(call: OpCall) -> Cost | None:
         return None
     n_in, n_out, dt = prod(sx), prod(sx[:-nd]) * prod(out), A.compute_dtype(call.cdtype, x)
     if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(0.0, A.total(A.nbytes(idx), A.sized(2 * n_in, dt)), dt)
+        return Cost(0.0, A.total(A.nbytes(idx), A.sized(2 * n_in, dt)), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(0.0, A.total(A.nbytes(x), A.nbytes(idx), A.sized(n_out, dt)), dt)
