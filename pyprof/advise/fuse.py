@@ -33,8 +33,7 @@ def _fusable(family: str, bound, sil, nbytes) -> bool:
 
 
 def _chains(ctx: Context) -> list[list[list]]:
-    """Runs of memory- or latency-bound pointwise op instances [op, t, bytes, layer, trace, opid, device]: one
-    device, direction (not the optimizer's), layer and step each, over tensors of one size."""
+    """Runs of bound pointwise op instances [op, t, bytes, layer, trace, opid, device], one key each."""
     from pyprof.prof.ops import family
     from pyprof.report.timeline import step_of
 

@@ -110,7 +110,9 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
          skip_bad, quiet, list_gpus):
     from pyprof.atomic import atomic_output
     from pyprof.cli import inputs
-    from pyprof.prof import render, summary_text
+    from pyprof.cli.memory import tune_for_batch
+    from pyprof.prof import noise, render, summary_text
+    from pyprof.prof.load import skipping_bad
     from pyprof.prof.table import default_workers
     from pyprof.scale.parquet import is_parquet
 
@@ -132,7 +134,15 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
         return writer(file, inputs.record_sets(file, say), style, width, top, output, say)
     names = columns.parse_columns(cols)
     jobs = jobs or default_workers()
-    df = _table(file, say, skip_bad, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs, reprice=reprice)
+    tune_for_batch()
+    with skipping_bad(skip_bad) as bad:
+        df = inputs.table(file, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, workers=jobs, reprice=reprice)
+    if bad.count:
+        say(f"pyprof: warning: skipped {bad.count} record(s) with a wrong-typed or impossible field "
+            f"(--skip-bad), the first: {bad.first_text()}")
+    for line in [*df.attrs.get("warnings", []), noise.warning(noise.problems(df))]:
+        if line:
+            say(f"pyprof: warning: {line}")
     with atomic_output(output) as fh:
         if not summary:
             shown, fmts = render.wide_numbers(df, names, style)
@@ -163,25 +173,6 @@ def _style(file, as_csv: bool, as_json: bool, width: int | None, summary: str | 
         raise UsageError(f"--summary {summary} takes no -c, --sort, --gpu or peaks",
                          f"drop them (--summary {summary} prints its own columns)")
     return "csv" if as_csv else "json" if as_json else "aligned" if aligned else "space", width or 0
-
-
-def _table(file, say, skip_bad: bool, **how):
-    """prof's table of FILE's records, its warnings said."""
-    from pyprof.cli import inputs
-    from pyprof.cli.memory import tune_for_batch
-    from pyprof.prof import noise
-    from pyprof.prof.load import skipping_bad
-
-    tune_for_batch()
-    with skipping_bad(skip_bad) as bad:
-        df = inputs.table(file, say, **how)
-    if bad.count:
-        say(f"pyprof: warning: skipped {bad.count} record(s) with a wrong-typed or impossible field "
-            f"(--skip-bad), the first: {bad.first_text()}")
-    for line in [*df.attrs.get("warnings", []), noise.warning(noise.problems(df))]:
-        if line:
-            say(f"pyprof: warning: {line}")
-    return df
 
 
 def _tables(fh, style: str, width: int):

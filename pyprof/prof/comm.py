@@ -158,13 +158,13 @@ def _end(rec: dict[str, Any]) -> int:
 
 
 def _gather(records: Iterable[dict[str, Any]]) -> tuple[dict[tuple, list], dict[tuple, list]]:
-    """The collectives' runs by (device, op instance), and the compute kernels' (start, end, lane) by device:
-    a device's ordinal (every process on it: a kernel whose launch is missing has no pid), the CPU's process."""
+    """The collectives' runs by (device, op instance), and the compute kernels' (start, end, lane) by device."""
     runs: dict[tuple, list] = {}
     compute: dict[tuple, list] = {}
     for rec in records:
         if rec.get("start") is None:
             continue
+        # a device: its ordinal (every process on it: a kernel whose launch is missing has no pid); the CPU: its process
         dev = (None, rec["device"]) if rec.get("device") is not None else (rec.get("pid"), None)
         if is_run(rec):
             op_id = rec.get("opId")

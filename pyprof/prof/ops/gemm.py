@@ -405,8 +405,7 @@ def _bilinear(call: OpCall) -> Cost | None:
 
 
 def _contracted(call: OpCall, b: dict, rank: int) -> tuple[list, list] | None:
-    """tensordot's contracted dims of each side: aten's two lists, or ``dims`` (an int: the last ``dims``
-    of ``a`` with the first of ``b``; two lists)."""
+    """tensordot's contracted dims of each side: aten's two lists, or ``dims`` (an int, or two lists)."""
     if "dims_self" in b or "dims_other" in b or len(A.tensors(call.args)) == 2 and "*0" in b:
         ds, do = A.value(b.get("dims_self", b.get("dims"))), A.value(b.get("dims_other", b.get("*0")))
     else:
@@ -515,8 +514,7 @@ def _chunked_cross_entropy(call: OpCall) -> Cost | None:
 
 
 def _chunked_backward(reduced: bool, x, w, flags: list, gemm: float, dt: str | None) -> Cost:
-    """The aten ops of a chunked op's backward, under its autograd node: with a reduction the saved
-    gradients scaled (no product), else the logits recomputed, then each gradient."""
+    """A chunked op's backward: the saved gradients scaled (reduced), else the logits, then each gradient."""
     if reduced:  # an unknown (None) raises TypeError here: cost() answers None
         return Cost(0.0, cast(float, A.total(*[A.nbytes(t) for t, f in zip((x, w), flags, strict=True) if f] or [0])) * 2,
                     dt, tensor_op=True)
