@@ -224,6 +224,41 @@ def _walk_instance(members: list[int], formula: bool, is_cpu: np.ndarray, raw: d
     return state, caller
 
 
+def _by_instance(rows: np.ndarray, role: np.ndarray, inst_of: np.ndarray) -> dict[int, list[int]]:
+    """The working rows (a role other than NO_WORK) of each instance."""
+    by_inst: dict[int, list[int]] = {}
+    for i in rows.tolist():
+        if role[i] != NO_WORK:
+            by_inst.setdefault(int(inst_of[i]), []).append(i)
+    return by_inst
+
+
+def _spread(costs: dict[int, tuple], bad: set[int], rows: np.ndarray, inst_of: np.ndarray, aten: np.ndarray,
+            sizes: np.ndarray, role: np.ndarray, n: int) -> dict[str, Any] | None:
+    """:func:`on_what_ran`'s answer: each call's cost on its top-role records, ``bad`` instances left out."""
+    flops = np.zeros(n)
+    nbytes = np.zeros(n)
+    priced = np.full(n, None, dtype=object)
+    groups: dict[tuple, list[int]] = {}
+    for i in costs:
+        k = int(inst_of[i])
+        if k not in bad:
+            groups.setdefault((k, aten[i], orjson.dumps(sizes[i])), []).append(i)
+    for members in groups.values():
+        name, cost = costs[members[0]]
+        top = max(int(role[i]) for i in members)
+        takers = [i for i in members if role[i] == top]  # one call each
+        flops[takers] = NAN if cost is None else cost.flops
+        nbytes[takers] = NAN if cost is None or cost.bytes is None else cost.bytes
+        priced[takers] = name
+    keep = rows[~np.isin(inst_of[rows], np.fromiter(bad, np.int64, len(bad)))]
+    if not len(keep):
+        return None
+    mask = np.zeros(n, bool)
+    mask[keep] = True
+    return {"rows": mask, "flops": flops, "bytes": nbytes, "priced": priced}
+
+
 def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarray, role: np.ndarray,
                 is_kernel: np.ndarray, formula: np.ndarray, is_cpu: np.ndarray,
                 unmodelled: np.ndarray | None = None) -> dict[str, Any] | None:
@@ -254,10 +289,7 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     if not cand.any():
         return None
     rows = np.flatnonzero(np.isin(inst_of, np.unique(inst_of[cand])) & is_kernel)
-    by_inst: dict[int, list[int]] = {}
-    for i in rows.tolist():
-        if role[i] != NO_WORK:
-            by_inst.setdefault(int(inst_of[i]), []).append(i)
+    by_inst = _by_instance(rows, role, inst_of)
     cdtype = raw.get("cdtype")
     prices: dict[tuple, tuple] = {}
 
@@ -286,24 +318,4 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
         if k in forward:
             for c in _idle_callers(state, caller, costs):
                 costs[c] = (price(c)[0], None)  # its own work has no model: n/a on its record
-    flops = np.zeros(n)
-    nbytes = np.zeros(n)
-    priced = np.full(n, None, dtype=object)
-    groups: dict[tuple, list[int]] = {}
-    for i in costs:
-        k = int(inst_of[i])
-        if k not in bad:
-            groups.setdefault((k, aten[i], orjson.dumps(sizes[i])), []).append(i)
-    for members in groups.values():
-        name, cost = costs[members[0]]
-        top = max(int(role[i]) for i in members)
-        takers = [i for i in members if role[i] == top]  # one call each
-        flops[takers] = NAN if cost is None else cost.flops
-        nbytes[takers] = NAN if cost is None or cost.bytes is None else cost.bytes
-        priced[takers] = name
-    keep = rows[~np.isin(inst_of[rows], np.fromiter(bad, np.int64, len(bad)))]
-    if not len(keep):
-        return None
-    mask = np.zeros(n, bool)
-    mask[keep] = True
-    return {"rows": mask, "flops": flops, "bytes": nbytes, "priced": priced}
+    return _spread(costs, bad, rows, inst_of, aten, sizes, role, n)
