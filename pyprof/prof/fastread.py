@@ -374,22 +374,29 @@ def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int)
             nrec += 1
         pos = nl + 1
     reader.fast = 0
-    try:
-        dicts = orjson.loads(b"".join(pieces) + b"]")
-    except orjson.JSONDecodeError:
-        dicts = None
-    if dicts is not None and len(dicts) == nrec + 1:
-        del dicts[0]
-        for i, rec in slow:
-            dicts[i] = rec
-        # (a field the torch.profiler cut skipped, between ranges and opId, would be missing: read again)
-        if cols.add_var(dicts, whole=kineto):
-            reader.count += nrec - len(slow)
-            return lines_before + nslow + nrec - len(slow)
+    if _decode(pieces, slow, nrec, cols, kineto):
+        reader.count += nrec - len(slow)
+        return lines_before + nslow + nrec - len(slow)
     # a varying part that does not decode, or a bad value in one: read the block again, line by line
     del codes[len(codes) - nrec:]
     reader.restore(before)
     return _block_slow(buf[start:size], cols, reader, lines_before)
+
+
+def _decode(pieces: list[bytes], slow: list[tuple[int, dict]], nrec: int, cols: Columns, kineto: bool) -> bool:
+    """The block's varying parts decoded in one go into ``cols``, its slow lines' records in their places;
+    False where they do not decode or hold a bad value."""
+    try:
+        dicts = orjson.loads(b"".join(pieces) + b"]")
+    except orjson.JSONDecodeError:
+        return False
+    if len(dicts) != nrec + 1:
+        return False
+    del dicts[0]
+    for i, rec in slow:
+        dicts[i] = rec
+    # (a field the torch.profiler cut skipped, between ranges and opId, would be missing: read again)
+    return cols.add_var(dicts, whole=kineto)
 
 
 def _block_slow(buf: bytes, cols: Columns, reader, lines_before: int) -> int:
