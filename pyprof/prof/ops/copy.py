@@ -120,9 +120,8 @@ def _pad(call: OpCall) -> Cost | None:
     output written (the border filled). Backward slices dY back: dY's inner part read, dX written."""
     b = A.bind(call.args, ("input", "pad", "mode", "value"))
     x, sx, pad = b.get("input"), A.shape(b.get("input")), A.value(b.get("pad"))
-    if sx is None or not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(sx):
-        return None
-    if not all(isinstance(p, int) for p in pad):
+    if (sx is None or not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(sx)
+            or not all(isinstance(p, int) for p in pad)):
         return None
     out = list(sx)
     for i in range(len(pad) // 2):

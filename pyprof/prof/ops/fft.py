@@ -53,9 +53,8 @@ def _axes(one: bool, b: Bound, nd: int) -> tuple[list[int], list] | None:
             dims = list(range(nd)) if sizes is None else list(range(nd - len(sizes), nd))
         dims = [dims] if isinstance(dims, int) else dims
         sizes = [None] * len(dims) if sizes is None else sizes
-    if not isinstance(dims, list) or not isinstance(sizes, list) or len(dims) != len(sizes) or not nd:
-        return None
-    if not all(isinstance(d, int) and -nd <= d < nd for d in dims):
+    if (not isinstance(dims, list) or not isinstance(sizes, list) or len(dims) != len(sizes) or not nd
+            or not all(isinstance(d, int) and -nd <= d < nd for d in dims)):
         return None
     return [d % nd for d in dims], sizes
 
