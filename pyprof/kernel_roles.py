@@ -67,7 +67,7 @@ CPU_COMPUTE = frozenset({
     "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_mm", "_int_mm",
 })
 
-#: the range of a C++ kernel Inductor generated, as ``torch._inductor.config.cpp.enable_kernel_profile``
+#: the range of a C++ kernel Inductor generated, as Inductor's ``config.cpp.enable_kernel_profile``
 #: names it (``graph_0_cpp_fused_relu_0``; ``graph_<N>_`` absent where the graph has no id)
 INDUCTOR_CPP_KERNEL = re.compile(r"^(?:graph_\d+_)?cpp_fused_|^graph_\d+_cpp_")
 

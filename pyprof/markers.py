@@ -36,7 +36,7 @@ so a marker is recognised by its prefix ``{"pyprof":`` (constant :data:`PREFIX`)
   ``id``: the exact join key (several forward ops may carry the same ``seq``, see
   :mod:`pyprof.annotate.backward`); ``nseq`` is the node's own autograd sequence number. The forward
   op's ``seq`` is the thread's autograd sequence counter read just before the op ran (the range text
-  is fixed before the op creates its nodes); for a one-node op it equals ``out.grad_fn._sequence_nr()``.
+  is fixed before the op creates its nodes); for a one-node op it equals the sequence number of ``out.grad_fn``.
 * ``"optim"``: an optimizer step: ``{"pyprof":1,"k":"optim","cls":"AdamW"}``.
 * ``"range"``: a user range from ``pyprof.range(name)``: ``{"pyprof":1,"k":"range","name":"attention"}``.
 * ``"raised"``: an empty range opened right after an op's range closed because its call raised

@@ -1,5 +1,7 @@
 """The private torch (and nvtx) interfaces ``pyprof.init()`` relies on, each checked before it is used.
 
+:mod:`pyprof.torch_private` binds them; no other module of pyprof names one (``tests/test_probes.py``).
+
 torch gives no public way to read, on every op and at the cost of an attribute read, whether a
 profiler is recording, nor the autograd sequence number an op is about to take. The instrumentation
 therefore reads a few private names. A rename in a new torch must not silently disable the markers or
@@ -7,9 +9,9 @@ mislink backward kernels: :func:`require` checks every name in :data:`PROBES` be
 :mod:`pyprof.annotate` is imported, and one failing probe makes ``init()`` raise one line that names the
 interface, what pyprof needs it for and the torch version, with nothing patched.
 
-Each probe is cheap (attribute lookups and a type check, no profiler started). The C accelerator reads
-``torch.autograd.profiler._is_profiler_enabled`` from that module's ``__dict__``, which a probe checks
-too. The nvtx package's internals matter only when an NVTX tool (Nsight Systems) is attached: without
+Each probe is cheap (attribute lookups and a type check, no profiler started). The C accelerator is
+handed the profiler flag's namespace and name at ``configure()`` and names nothing of torch itself.
+The names read with a fallback (:data:`OPTIONAL`) need no probe: the tests check they exist. The nvtx package's internals matter only when an NVTX tool (Nsight Systems) is attached: without
 them the markers would not reach it, so their probe fails only then.
 """
 
@@ -99,7 +101,37 @@ def _record_function_ops() -> str:
 
     ns = torch.ops.profiler
     missing = [n for n in ("_record_function_enter_new", "_record_function_exit") if not hasattr(ns, n)]
+    if not missing and not hasattr(ns._record_function_exit, "_RecordFunction"):
+        missing = ["_record_function_exit._RecordFunction"]
     return f"lacks {', '.join(missing)}" if missing else ""
+
+
+def _all_callable(*paths: str) -> Callable[[], str]:
+    def check() -> str:
+        bad = [p for p in paths if not callable(_attr_or_none(p))]
+        return f"lacks {', '.join(bad)}" if bad else ""
+    return check
+
+
+def _attr_or_none(path: str):
+    try:
+        return _attr(path)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _node_sequence_nr() -> str:
+    import torch
+
+    with torch.inference_mode(False), torch.enable_grad():
+        node = torch.ones(1, requires_grad=True).mul(2).grad_fn
+    return "" if isinstance(getattr(node, "_sequence_nr", lambda: None)(), int) else "is missing"
+
+
+def _global_hooks() -> str:
+    mm = _attr("torch.nn.modules.module")
+    ok = all(isinstance(getattr(mm, n, None), dict) for n in ("_global_forward_pre_hooks", "_global_forward_hooks"))
+    return "" if ok else "is missing (or _global_forward_hooks is), or not a dict"
 
 
 def _tracing_state() -> str:
@@ -142,7 +174,31 @@ PROBES: tuple[Probe, ...] = (
                                                    "_functorch.is_batchedtensor", "_functorch.maybe_get_bdim",
                                                    "_functorch.is_functorch_wrapped_tensor",
                                                    "_functorch.maybe_get_level")) else "is missing"),
+    Probe("torch._guards.CompileContext", "knowing whether torch.compile runs on this thread",
+          _all_callable("torch._guards.CompileContext.try_get", "torch._guards.TracingContext.try_get",
+                        "torch._guards.CompileContext.current_compile_id")),
+    Probe("torch.autograd.graph.Node._sequence_nr", "tying backward kernels to their forward op", _node_sequence_nr),
+    Probe("torch.nn.modules.module._global_forward_pre_hooks", "noticing other tools' global module hooks",
+          _global_hooks),
+    Probe("torch.jit._builtins", "keeping torch.jit.script compiling the originals",
+          _all_callable("torch.jit._builtins._find_builtin", "torch.jit._builtins._register_builtin",
+                        "torch.jit._builtins._get_builtin_table", "torch._jit_internal.boolean_dispatched.get")),
     Probe("nvtx._lib.lib", "handing markers to Nsight Systems", _nvtx_internals),
+)
+
+#: The private names :mod:`pyprof.torch_private` reads with a fallback where a torch lacks them (so no
+#: probe stops ``init()``), and the first torch minor release that has each (the tests check them).
+OPTIONAL: tuple[tuple[str, tuple[int, int]], ...] = (
+    ("torch._C._current_autograd_node", (2, 4)), ("torch._C._is_any_autocast_enabled", (2, 4)),
+    ("torch.autograd._engine_run_backward", (2, 4)), ("torch.utils._device._device_constructors", (2, 4)),
+    ("torch.autograd.profiler._run_on_profiler_start", (2, 4)),
+    ("torch.autograd.profiler._run_on_profiler_stop", (2, 4)),
+    ("torch._dynamo.trace_rules.get_torch_obj_rule_map", (2, 4)),
+    ("torch._dynamo.trace_rules.get_tensor_method", (2, 4)),
+    ("torch._inductor.virtualized.V", (2, 4)), ("torch._inductor.scheduler.Scheduler.codegen_extern_call", (2, 4)),
+    ("torch._inductor.graph.GraphLowering.codegen", (2, 4)),
+    ("torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info", (2, 8)),
+    ("torch._inductor.debug._inductor_kernel_stack_trace", (2, 8)),
 )
 
 
@@ -157,6 +213,16 @@ def failures() -> list[tuple[Probe, str]]:
         if problem:
             out.append((p, problem))
     return out
+
+
+DYNAMO = "torch._dynamo"
+
+
+def dynamo_imported() -> bool:
+    """Whether TorchDynamo has been imported (importing it costs seconds: pyprof never does)."""
+    import sys
+
+    return DYNAMO in sys.modules
 
 
 #: The oldest torch release ``init()`` supports (CI runs the torch tests on it and on the newest).

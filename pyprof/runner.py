@@ -54,6 +54,7 @@ from typing import Any, NoReturn
 from pyprof.atomic import output_error
 from pyprof.errors import PyprofError, UsageError
 from pyprof.machine import LoadProbe
+from pyprof.probes import dynamo_imported
 
 STEP_MODES = ("auto", "pyprof", "optimizer", "all")
 
@@ -428,7 +429,7 @@ class _GlobalModuleHook:
         self.fn = fn
         self.handle = None
         self.compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-        if "torch._dynamo" in sys.modules:
+        if dynamo_imported():
             self._register(_modules().unseen_by_dynamo(fn))
         else:
             self._register(self._until_dynamo)
@@ -443,7 +444,7 @@ class _GlobalModuleHook:
     def _until_dynamo(self, *args: Any) -> None:
         if self.compiling():  # traced in a compiled region before any eager module call: do nothing
             return
-        if "torch._dynamo" in sys.modules:
+        if dynamo_imported():
             self._register(_modules().unseen_by_dynamo(self.fn))
         self.fn(*args)
 

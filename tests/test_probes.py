@@ -22,6 +22,12 @@ def test_every_probe_passes_on_this_torch():
     assert len(probes.PROBES) >= 9
 
 
+def test_every_name_read_with_a_fallback_exists_on_this_torch():
+    version = tuple(int(x) for x in torch.__version__.split(".")[:2])
+    missing = [name for name, since in probes.OPTIONAL if version >= since and probes._attr_or_none(name) is None]
+    assert missing == []
+
+
 # (object, attribute) whose loss init() must notice
 REMOVABLE = [
     ("torch.autograd.profiler", "_is_profiler_enabled"),

@@ -29,7 +29,7 @@ Under torch.profiler the markers become ``record_function`` ranges named
 unescaped); ``markers.from_profiler_name`` recovers the marker.
 
 Compiled and traced code: TorchDynamo traces the original in each wrapper's place
-(``_torchdynamo_inline``, see :mod:`~pyprof.annotate.ops`), and its tables of torch functions are
+(``torch_private.DYNAMO_INLINE``, see :mod:`~pyprof.annotate.ops`), and its tables of torch functions are
 built from the originals (:mod:`~pyprof.annotate.torchtables`), so ``torch.compile`` captures the same
 graphs, breaks and recompiles with ``init()`` as without; compiled regions run unmarked.
 ``torch.jit.trace`` takes the plain path; ``torch.jit.script`` compiles the originals (see

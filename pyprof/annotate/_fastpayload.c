@@ -750,8 +750,8 @@ build(PyObject *Py_UNUSED(module), PyObject *const *argv, Py_ssize_t argc)
 }
 
 /* -- push and pop -------------------------------------------------------------------------------
- * emit.push hands a range to an NVTX tool (S.nvtx), a torch.profiler session
- * (torch.autograd.profiler._is_profiler_enabled) and the Recorders (S.recorders). The same checks are
+ * emit.push hands a range to an NVTX tool (S.nvtx), a torch.profiler session (the flag configure()
+ * names: profiler[profiler_flag]) and the Recorders (S.recorders). The same checks are
  * made here first, so that a range nobody consumes costs no Python call (token emit.NOTHING) and an
  * NVTX tool alone is served here (token emit.NVTX_ONLY); emit.pop takes both tokens too. */
 #define ROUTE_NVTX 1 /* the bits of S.route (state.py: ROUTE_*) */
@@ -1123,7 +1123,7 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
         return NULL;
     }
     configured = 0;
-    PyObject *profiler = NULL, *limit = NULL;
+    PyObject *limit = NULL;
     if (take(kw, "tensor_type", &T_tensor) || take(kw, "param_type", &T_param)
             || take(kw, "name_txt", &d_names) || take(kw, "float_txt", &d_floats)
             || take(kw, "dtype_txt", &d_dtypes) || take(kw, "device_txt", &d_devices)
@@ -1139,22 +1139,20 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
             || take(kw, "get_seq", &f_get_seq) || take(kw, "push", &f_push) || take(kw, "pop", &f_pop)
             || take(kw, "nothing", &o_nothing) || take(kw, "nvtx_only", &o_nvtx_only)
             || take(kw, "hook_op", &f_hook_op) || take(kw, "build_payload", &f_build_py)
-            || take(kw, "profiler", &profiler) || take(kw, "max_cached", &limit)) {
-        Py_XDECREF(profiler);
+            || take(kw, "profiler", &d_profiler) || take(kw, "profiler_flag", &s_prof_enabled)
+            || take(kw, "max_cached", &limit)) {
         Py_XDECREF(limit);
         return NULL;
     }
     max_cached = PyLong_AsSsize_t(limit);
     Py_DECREF(limit);
-    /* torch.autograd.profiler's namespace: its _is_profiler_enabled flag is read on every range */
-    Py_XSETREF(d_profiler, PyObject_GetAttrString(profiler, "__dict__"));
-    Py_DECREF(profiler);
-    if (max_cached < 0 || d_profiler == NULL || !PyDict_Check(d_profiler) || !PyAnySet_Check(o_qdtypes)
-            || !PyIter_Check(o_ids) || !PyDict_Check(d_names) || !PyDict_Check(d_floats)
+    /* profiler[profiler_flag]: whether torch.profiler records, read on every range */
+    if (max_cached < 0 || !PyDict_Check(d_profiler) || !PyUnicode_Check(s_prof_enabled)
+            || !PyAnySet_Check(o_qdtypes) || !PyIter_Check(o_ids) || !PyDict_Check(d_names) || !PyDict_Check(d_floats)
             || !PyDict_Check(d_dtypes) || !PyDict_Check(d_devices)) {
         PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "configure(): max_cached must be an int >= 0, profiler have a "
-                                         "__dict__, quantized_dtypes be a set, ids an iterator, the caches dicts");
+        PyErr_SetString(PyExc_TypeError, "configure(): max_cached must be an int >= 0, profiler a dict, profiler_flag "
+                                         "a str, quantized_dtypes a set, ids an iterator, the caches dicts");
         return NULL;
     }
     tensor_table_clear();
@@ -1203,7 +1201,6 @@ exec_module(PyObject *Py_UNUSED(module))
     INTERN(s_packed, "packed");
     INTERN(s_arg_names, "arg_names");
     INTERN(s_route, "route");
-    INTERN(s_prof_enabled, "_is_profiler_enabled");
     INTERN(empty_str, "");
     return 0;
 }

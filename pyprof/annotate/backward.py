@@ -5,10 +5,10 @@ forward markers are not open. To tie it to its forward op (and so to the op's ar
 path), the op wrapper:
 
 1. peeks the calling thread's autograd sequence counter before the call
-   (``torch._C._autograd._get_sequence_nr()``, a plain read; ``s0``) and writes ``"seq": [s0]`` into
+   (:func:`pyprof.torch_private.get_sequence_nr`, a plain read; ``s0``) and writes ``"seq": [s0]`` into
    the op payload when grad mode is on and a tensor argument requires grad. The range text is fixed
    when it is pushed, before the op runs, so the payload carries the *first* sequence number the op
-   may give a node; for the common one-node op this is exactly ``out.grad_fn._sequence_nr()``;
+   may give a node; for the common one-node op this is exactly the sequence number of ``out.grad_fn``;
 2. after the call, reads the counter again (``s1``). Nodes numbered ``s0 <= n < s1`` were created by
    this op (the counter is per thread). They are found from the outputs' ``grad_fn`` (and, only when
    some are missing, by walking ``next_functions`` inside that interval);
@@ -27,10 +27,10 @@ nodes without a graph walk in the common case of one node, the output's ``grad_f
 Limits. Only nodes created while payloads are built get hooks (no hooks outside a profile). A node is
 hooked once, by the innermost instrumented op that created it (a per-thread high-water mark). Nodes
 created by un-instrumented code get no range (kernels there are attributed to the enclosing node's
-range, or none). If a node raises, its post-hook does not run; the patched
-``torch.autograd._engine_run_backward`` then closes the ranges left open on the calling thread, and
-other threads close theirs at their next node (a generation counter) — balanced as far as the NVTX
-per-thread stack allows.
+range, or none). If a node raises, its post-hook does not run; the patched function every backward
+pass runs through (``torch_private.ENGINE_RUN_BACKWARD``) then closes the ranges left open on the
+calling thread, and other threads close theirs at their next node (a generation counter) — balanced
+as far as the NVTX per-thread stack allows.
 """
 
 from __future__ import annotations
@@ -40,10 +40,13 @@ import threading
 import torch
 
 from pyprof import markers
+from pyprof import torch_private as tp
 from pyprof.annotate import describe, emit
 
-get_seq = torch._C._autograd._get_sequence_nr
-_functorch_active = torch._C._are_functorch_transforms_active  # (pyprof.probes checks it)
+get_seq = tp.get_sequence_nr
+_functorch_active = tp.functorch_active
+_seq_nr = tp.node_sequence_nr
+_ENGINE = tp.ENGINE_RUN_BACKWARD
 _Tensor = torch.Tensor
 _tls = threading.local()
 _generation = [0]
@@ -104,7 +107,7 @@ def _out_nodes(out, s0: int, s1: int, found: dict) -> None:
     if isinstance(out, _Tensor):
         fn = out.grad_fn
         if fn is not None:
-            n = fn._sequence_nr()
+            n = _seq_nr(fn)
             if s0 <= n < s1 and n not in found:
                 found[n] = fn
     elif isinstance(out, (tuple, list)):
@@ -130,7 +133,7 @@ def hook_op(out, s0: int, s1: int, op_id: int) -> None:
         return
     if s1 - s0_eff == 1 and isinstance(out, _Tensor):  # the common case: one node, the output's
         fn = out.grad_fn
-        if fn is not None and fn._sequence_nr() == s0_eff:
+        if fn is not None and _seq_nr(fn) == s0_eff:
             _hook(fn, s0, op_id, s0_eff)
             tls.hooked = s0_eff
             return
@@ -146,7 +149,7 @@ def hook_op(out, s0: int, s1: int, op_id: int) -> None:
             for nxt, _ in node.next_functions:
                 if nxt is None:
                     continue
-                n = nxt._sequence_nr()
+                n = _seq_nr(nxt)
                 if s0_eff <= n < s1 and n not in found:
                     found[n] = nxt
                     todo.append(nxt)
@@ -162,7 +165,7 @@ _patched: list = []
 
 
 def _wrap_engine(orig):
-    def _engine_run_backward(*args, **kwargs):
+    def engine_run_backward(*args, **kwargs):
         try:
             return orig(*args, **kwargs)
         except BaseException:
@@ -170,8 +173,8 @@ def _wrap_engine(orig):
             _close_stale()
             raise
 
-    _engine_run_backward.__wrapped__ = orig
-    return _engine_run_backward
+    engine_run_backward.__wrapped__ = orig
+    return engine_run_backward
 
 
 def install() -> None:
@@ -179,13 +182,13 @@ def install() -> None:
     import torch.autograd.graph
 
     for mod in (torch.autograd, torch.autograd.graph):
-        orig = getattr(mod, "_engine_run_backward", None)
+        orig = getattr(mod, _ENGINE, None)
         if orig is not None and not hasattr(orig, "__wrapped__"):
-            mod._engine_run_backward = _wrap_engine(orig)
+            setattr(mod, _ENGINE, _wrap_engine(orig))
             _patched.append((mod, orig))
 
 
 def uninstall() -> None:
     while _patched:
         mod, orig = _patched.pop()
-        mod._engine_run_backward = orig
+        setattr(mod, _ENGINE, orig)

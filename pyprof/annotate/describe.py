@@ -24,6 +24,8 @@ from __future__ import annotations
 import orjson
 import torch
 
+from pyprof import torch_private
+
 _Tensor = torch.Tensor
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)  # exact types: subclasses are other kinds
 _dtype_names: dict = {}
@@ -145,7 +147,7 @@ def _odd_tensor(t, name: str) -> dict:
     return d
 
 
-_F = torch._C._functorch  # (pyprof.probes checks the names used)
+_F = torch_private.functorch
 
 
 def vmapped(d: dict, t) -> dict:

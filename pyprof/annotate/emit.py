@@ -12,7 +12,7 @@ Every range pyprof emits (op, module, backward node, optimizer step, user range)
   op messages are unique (they carry an instance id), so they are registered per call there, without
   the package's unbounded message cache.
 * an active torch.profiler (Kineto) session: the same text becomes a ``record_function`` range
-  (``torch.ops.profiler._record_function_enter_new`` / ``_record_function_exit``), named
+  (:mod:`pyprof.torch_private`'s ``record_function_enter`` / ``record_function_exit``), named
   ``markers.to_profiler_name(text)`` (Kineto writes names into the chrome trace unescaped, so the
   quotes are percent-encoded; ``markers.from_profiler_name`` gives the marker back).
 * every active :class:`~pyprof.annotate.recorder.Recorder` (an in-process consumer used by tests and
@@ -27,16 +27,14 @@ from __future__ import annotations
 import functools
 import threading
 
-import torch
-
 from pyprof import markers
+from pyprof import torch_private as tp
 from pyprof.annotate import fastpath
 from pyprof.annotate.state import S
 
-_prof_enabled = torch._C._autograd._profiler_enabled
-_prof_type = torch._C._autograd._profiler_type
-_KINETO = torch._C._profiler.ActiveProfilerType.KINETO
-_ap = torch.autograd.profiler
+_prof_enabled, _prof_type, _KINETO = tp.profiler_enabled, tp.profiler_type, tp.KINETO
+_flags, _RECORDING = tp.FLAGS, tp.RECORDING  # ``_flags[_RECORDING]``: is torch.profiler recording?
+_enter, _exit = tp.record_function_enter, tp.record_function_exit
 
 _domain = None          # the real nvtx.Domain when a tool is attached, else None
 _EventAttributes = None
@@ -75,7 +73,7 @@ def profiler_active() -> bool:
 
 def consumer_active() -> bool:
     """Is anybody there to read a marker now? (payloads are only built when this is true)."""
-    return not S.idle or (_ap._is_profiler_enabled and profiler_active())
+    return not S.idle or (_flags[_RECORDING] and profiler_active())
 
 
 #: The token of a range nobody consumed (push had nowhere to send it); pop takes it and does nothing.
@@ -98,8 +96,8 @@ def push(text: str, cache: bool = False):
             _domain.push_range(_EventAttributes(_domain, rs, None, None, None))
         nv = True
     rf = None
-    if _ap._is_profiler_enabled and _prof_enabled() and _prof_type() == _KINETO:
-        rf = torch.ops.profiler._record_function_enter_new(markers.to_profiler_name(text), None)
+    if _flags[_RECORDING] and _prof_enabled() and _prof_type() == _KINETO:
+        rf = _enter(markers.to_profiler_name(text), None)
     recs = S.recorders
     if recs:
         if len(recs) == 1:
@@ -117,7 +115,7 @@ def pop(token) -> None:
         for r, t in zip(recs, rtoks, strict=True):
             r._pop(t)
     if rf is not None:
-        torch.ops.profiler._record_function_exit._RecordFunction(rf)
+        _exit(rf)
     if nv and _domain is not None:
         if _native is not None:
             _native.nvtx_pop()

@@ -42,7 +42,8 @@ def load(**call_side):
     ``call_side``: what :mod:`pyprof.annotate.ops` hands over for ``call``: ``state`` (whose
     ``route_sink`` then hands every new ``S.route`` to the extension), ``ids``, ``compiling``,
     ``tracing``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``nothing`` and ``nvtx_only``
-    (emit's tokens), ``profiler`` (torch.autograd.profiler), ``hook_op``, ``build_payload``, and for the
+    (emit's tokens), ``profiler`` and ``profiler_flag`` (``profiler[profiler_flag]``: is torch.profiler
+    recording, :mod:`pyprof.torch_private`), ``hook_op``, ``build_payload``, and for the
     autocast part of ``build`` ``cdtype_json`` and ``any_autocast``.
     """
     global LOAD_ERROR

@@ -8,15 +8,15 @@ post-grad FX graph, whose ``meta`` holds the module stack (``nn_module_stack``, 
 
 While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
 
-* Inductor's own kernel provenance tracking is on (``torch._inductor.config.trace.provenance_tracking_level``,
+* Inductor's own kernel provenance tracking is on (its ``config.trace.provenance_tracking_level``,
   its "basic" level 2; torch 2.8 and newer): during code generation it maps each kernel name to its
-  origin nodes (``torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info``). It adds a
+  origin nodes (:func:`pyprof.torch_private.inductor_kernel_nodes`). It adds a
   comment per kernel to the generated wrapper and nothing else: the graph, the kernels and the results
   are the same. A torch without it (2.4 to 2.7) gets the same map from the scheduler: the C++ and Triton
   backends' ``define_kernel`` and ``Scheduler.codegen_extern_call`` are wrapped, and each kernel they
   generate is kept with its nodes' ``origins`` (:func:`_wrap_scheduler`). A backward node there carries
   no module stack; it takes the one of the forward node with its sequence number (``seq_nr``).
-* Inductor's C++ kernels announce themselves to the profiler (``torch._inductor.config.cpp.enable_kernel_profile``,
+* Inductor's C++ kernels announce themselves to the profiler (its ``config.cpp.enable_kernel_profile``,
   torch 2.4 and newer): each generated C++ kernel opens a record function named ``graph_<N>_<kernel name>``
   while it runs, so a CPU trace shows each kernel's time apart from its compiled region's (without it,
   the profiler sees the region's own time only). The kernels compute as before; the handle costs a
@@ -38,8 +38,8 @@ While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
   :func:`_origin_calls`): parse puts them and the tensors in the kernel's record (``args``) and prof
   prices the kernel as the sum of its nodes' ops (:mod:`pyprof.prof.ops.fused`).
 
-Inductor's modules are changed when they are imported (an import hook on ``torch._inductor.config`` and
-``torch._inductor.graph``): importing them in ``init()`` would cost seconds to every user, compiling or
+Inductor's modules are changed when they are imported (an import hook on its ``config`` and ``graph``
+modules): importing them in ``init()`` would cost seconds to every user, compiling or
 not, and add attributes to ``torch``. Where a torch cannot bypass Inductor's caches, only kernel
 profiling is turned on, nothing is wrapped and :data:`STATE` says why; parse then names fused kernels by
 their names alone (:mod:`pyprof.parse.kineto.inductor`). A generated kernel with no origin op copies the
@@ -58,16 +58,18 @@ import re
 import sys
 from typing import Any
 
+from pyprof import torch_private as tp
+
 TRACE_KEY = "pyprofInductor"  # the trace's top-level key (pyprof.parse.kineto.inductor reads it)
 VERSION = 1
-_GRAPH_MODULE = "torch._inductor.graph"
-_CONFIG_MODULE = "torch._inductor.config"
+_GRAPH_MODULE = tp.INDUCTOR_GRAPH
+_CONFIG_MODULE = tp.INDUCTOR_CONFIG
 _LEVEL = 2  # provenance tracking's "basic" level: kernel -> post-grad nodes, no extra node metadata kept
 
 GRAPHS: list[dict[str, Any]] = []  # one entry per generated graph, in compile order
 STATE: dict[str, Any] = {"status": "off", "failures": 0}
 _saved: dict[str, Any] = {}
-_WRAPPER_MODULE = "torch._inductor.codegen.wrapper"
+_WRAPPER_MODULE = tp.INDUCTOR_WRAPPER
 _origins: dict[str, list[str]] = {}  # without provenance tracking: kernel "name:k" -> origin node names
 _forward_chains: dict[str, dict] = {}  # compile id -> forward node's sequence number -> its module chain
 _calls: list = []  # (kernel name, its tensor arguments, its arguments' names) per kernel call of the graph
@@ -86,7 +88,7 @@ def install() -> None:
         return
     _installed[0] = True
     clear()  # (a new session)
-    STATE.update(status="waiting for torch._inductor", failures=0)
+    STATE.update(status="waiting for Inductor", failures=0)
     if _CONFIG_MODULE in sys.modules:
         _configure(sys.modules[_CONFIG_MODULE])
     if _GRAPH_MODULE in sys.modules:
@@ -159,8 +161,8 @@ def clear() -> None:
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Configures Inductor once ``torch._inductor.config`` has been executed, and wraps
-    ``GraphLowering.codegen`` once ``torch._inductor.graph`` has."""
+    """Configures Inductor once its ``config`` module has been executed, and wraps
+    ``GraphLowering.codegen`` once its ``graph`` module has."""
 
     def find_spec(self, name, path=None, target=None):  # noqa: ARG002 - the finder protocol
         then = {_CONFIG_MODULE: _configure, _GRAPH_MODULE: _wrap}.get(name)
@@ -230,8 +232,7 @@ def _wrap(module) -> None:
 
 # (key in _saved, module, class, method): where a torch without provenance tracking names a generated
 # kernel (``define_kernel`` returns its name; its nodes' ``origins`` are the post-grad nodes it came from)
-_DEFINERS = {"define_cpp": ("torch._inductor.codegen.cpp", "CppScheduling", "define_kernel"),
-             "define_triton": ("torch._inductor.codegen.triton", "TritonScheduling", "define_kernel")}
+_DEFINERS = tp.INDUCTOR_DEFINERS
 
 
 def _wrap_scheduler() -> None:
@@ -253,7 +254,7 @@ def _wrap_scheduler() -> None:
         if orig is not None:
             setattr(cls, attr, _defining(orig))
             _saved[key] = (cls, attr, orig)
-    scheduler = sys.modules.get("torch._inductor.scheduler")
+    scheduler = sys.modules.get(tp.INDUCTOR_SCHEDULER)
     cls = getattr(scheduler, "Scheduler", None)
     orig = getattr(cls, "codegen_extern_call", None)
     if orig is not None and "codegen_extern_call" not in _saved:
@@ -325,9 +326,7 @@ def _tensors(call_args, arg_types) -> list | None:
     (a C++ kernel's ``const T*``), ``w`` (its ``T*``: written; a buffer updated in place is read too,
     which its type does not tell) or ``?`` (a Triton kernel's: not told). None where an argument that may be a tensor cannot be resolved to a buffer of
     static size (a symbolic shape, an expression of the generated code): its bytes are then unknown."""
-    from torch._inductor.virtualized import V
-
-    graph = V.graph
+    graph = tp.inductor_graph()
     out, seen = [], set()
     types = list(arg_types) if arg_types is not None else []
     for i, arg in enumerate(call_args):
@@ -363,11 +362,7 @@ def _drop_finder() -> None:
 def _tracker() -> dict:
     """Kernel (``name:k``) -> its origin post-grad nodes' names: Inductor's provenance tracker's, else
     what :func:`_wrap_scheduler` kept for the graph being generated."""
-    if "level" not in _saved:
-        return _origins
-    from torch._inductor import debug
-
-    return getattr(debug, "_inductor_triton_kernel_to_post_grad_node_info", None) or {}
+    return _origins if "level" not in _saved else tp.inductor_kernel_nodes()
 
 
 def _kernel_keys() -> set:
@@ -380,16 +375,12 @@ def _kernel_keys() -> set:
 def _record(graph, before: set) -> None:
     """One :data:`GRAPHS` entry for ``graph`` (a ``GraphLowering`` just generated): the kernels the
     provenance tracker added since ``before``, in code generation order."""
-    import torch
-
     tracked = _tracker()
-    from torch._inductor import debug
-
-    stacks = getattr(debug, "_inductor_kernel_stack_trace", None) or {}
+    stacks = tp.inductor_kernel_stacks()
     fx = getattr(getattr(graph, "module", None), "graph", None) or getattr(graph, "graph", None)
     nodes = {n.name: n for n in getattr(fx, "nodes", ())}
     try:
-        cid = torch._guards.CompileContext.current_compile_id()
+        cid = tp.current_compile_id()
     except Exception:  # noqa: BLE001
         cid = None
     backward = _is_backward(graph, nodes.values())

@@ -35,8 +35,8 @@ A module renamed after its root's map was built keeps its old path until the map
 happens when a module is not found in it).
 
 The instrumentation is installed only while a consumer is present (a Recorder, an NVTX tool,
-``lazy=False``, or a torch.profiler session, noticed by wrapping torch's
-``torch.autograd.profiler._run_on_profiler_start/_stop``), so lazy mode pays nothing per module.
+``lazy=False``, or a torch.profiler session, noticed by wrapping the functions torch.profiler calls as
+it starts and stops, ``tp.PROFILER_HOOKS``), so lazy mode pays nothing per module.
 When the last consumer goes, the module ranges still open on the calling thread are closed (other
 threads' at their next module call, by a generation counter). If another tool wrapped
 ``Module.__call__`` over pyprof's meanwhile, pyprof's stays inside that wrapper, passing through
@@ -45,7 +45,6 @@ until a consumer comes back (``_buried``), so neither is lost and nothing recurs
 
 from __future__ import annotations
 
-import sys
 import threading
 import weakref
 
@@ -53,6 +52,7 @@ import torch
 from torch import nn
 
 from pyprof import markers
+from pyprof import torch_private as tp
 from pyprof.annotate import emit
 from pyprof.annotate import ops as _ops
 from pyprof.annotate.state import LOCK, S
@@ -61,6 +61,7 @@ _tls = threading.local()
 _paths: dict = {}   # id(root) -> (weakref to root, {id(module): path})
 _texts: dict = {}   # id(module) -> (weakref to module, path, text)
 _ap = torch.autograd.profiler
+_flags, _RECORDING = tp.FLAGS, tp.RECORDING  # ``_flags[_RECORDING]``: is torch.profiler recording?
 _push = emit.push
 _pop = emit.pop
 
@@ -169,7 +170,7 @@ def _close(module) -> None:
 
 
 _is_dynamo_compiling = _ops._is_dynamo_compiling
-_current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
+_current_node = tp.current_autograd_node
 _orig_call = nn.Module.__call__  # replaced by _on() with what Module.__call__ is then
 
 
@@ -179,7 +180,7 @@ def _call(self, *args, **kwargs):
         return _orig_call(self, *args, **kwargs)  # compile check first: see ops.make_wrapper
     if _before:
         _run_before(self, args)
-    if (S.idle and not _ap._is_profiler_enabled) or _is_compiling():
+    if (S.idle and not _flags[_RECORDING]) or _is_compiling():
         return _orig_call(self, *args, **kwargs)
     _open(self)
     try:
@@ -200,10 +201,10 @@ def _pre(module, inputs):
         return None
     if _before:
         _run_before(module, inputs)
-    if S.idle and not _ap._is_profiler_enabled:
+    if S.idle and not _flags[_RECORDING]:
         return None
     st = getattr(_tls, "mods", None)
-    if st and st[-1][0]._modules.get("_orig_mod") is module:
+    if st and tp.compiled_original(st[-1][0]) is module:
         # the user's module, called by torch.compile's OptimizedModule at the top of the compiled
         # region, where its hooks run uncompiled (unseen_by_dynamo): no range of its own, as where
         # Dynamo compiles the call (the patch, or hooks traced in), and as before Dynamo is imported
@@ -228,9 +229,7 @@ def _on() -> None:
         if _mode[0] != "hooks" or _global_hooks():
             return
         _off()  # the hooks that called for hooks mode are gone: the patch again
-    from torch.nn.modules import module as mm
-
-    if mm._global_forward_pre_hooks or mm._global_forward_hooks:  # keep their order: hooks mode
+    if tp.global_module_hooks():  # keep their order: hooks mode
         _register_hooks()
         _mode[0] = "hooks"
         _installed[0] = True
@@ -277,7 +276,7 @@ def unseen_by_dynamo(hook):
     graphless one of its own (a guarded cache lookup per call, a frame the user's program has not):
     ``torch.compiler.disable`` runs the hook there uncompiled, and Dynamo counts no frame for its
     wrapper (torch's own code). A submodule's call inside a compiled forward, where Dynamo inlines
-    the hooks: ``_torchdynamo_inline`` (the attribute Dynamo unwraps, as for ``torch.compile``'s own
+    the hooks: ``tp.DYNAMO_INLINE`` (the attribute Dynamo unwraps, as for ``torch.compile``'s own
     wrappers) hands it :func:`_pass` to trace, so the disabled wrapper breaks no graph and the hook's
     state is neither traced nor guarded on. Without ``torch.compiler.disable``: ``hook`` itself."""
     disable = getattr(getattr(torch, "compiler", None), "disable", None)
@@ -285,7 +284,7 @@ def unseen_by_dynamo(hook):
         return hook
     wrapped = disable(hook)
     try:
-        wrapped._torchdynamo_inline = _pass
+        setattr(wrapped, tp.DYNAMO_INLINE, _pass)
     except (AttributeError, TypeError):
         return hook
     return wrapped
@@ -302,7 +301,7 @@ def _register_hooks() -> None:
 
     while _handles:
         _handles.pop().remove()
-    if not _dynamo_hooks and "torch._dynamo" in sys.modules:
+    if not _dynamo_hooks and tp.dynamo_imported():
         _dynamo_hooks.extend((unseen_by_dynamo(_pre), unseen_by_dynamo(_post)))
     pre, post = _dynamo_hooks or (_pre, _post)
     _handles.append(mm.register_module_forward_pre_hook(pre))
@@ -316,7 +315,7 @@ def swap(installed: bool) -> None:
     mode, TorchDynamo just imported (``True``): the hooks again, made unseen by it."""
     if _mode[0] == "call" and not _buried[0]:
         nn.Module.__call__ = _call if installed else _orig_call
-    elif installed and _mode[0] == "hooks" and not _dynamo_hooks and "torch._dynamo" in sys.modules:
+    elif installed and _mode[0] == "hooks" and not _dynamo_hooks and tp.dynamo_imported():
         _register_hooks()
 
 
@@ -326,7 +325,7 @@ def sync() -> None:
     :func:`pyprof.init` is on: every module call takes torch's hook path anyway, and a hook set that
     changed when a profiler starts would make TorchDynamo recompile compiled regions in the profile."""
     with LOCK:
-        if _enabled[0] and (not S.idle or _ap._is_profiler_enabled or _global_hooks() or _before):
+        if _enabled[0] and (not S.idle or _flags[_RECORDING] or _global_hooks() or _before):
             _on()
         else:
             _off()
@@ -364,11 +363,8 @@ def _run_before(module, args) -> None:
 
 def _global_hooks() -> bool:
     """Whether someone else's global module forward hooks are registered (pyprof's own not counted)."""
-    from torch.nn.modules import module as mm
-
     ours = (_pre, _post, *_dynamo_hooks)
-    return (any(h not in ours for h in mm._global_forward_pre_hooks.values())
-            or any(h not in ours for h in mm._global_forward_hooks.values()))
+    return any(h not in ours for h in tp.global_module_hooks())
 
 
 _enabled = [False]
@@ -393,7 +389,7 @@ def _wrap_prof(orig):
 
 def install() -> None:
     _enabled[0] = True
-    for name in ("_run_on_profiler_start", "_run_on_profiler_stop"):
+    for name in tp.PROFILER_HOOKS:
         orig = getattr(_ap, name, None)
         if orig is not None:
             setattr(_ap, name, _wrap_prof(orig))

@@ -1,7 +1,7 @@
 """The op wrapper: what runs instead of an instrumented torch function, method or wrapped callable.
 
-Plain path (no consumer, nested call, compiling, tracing): two attribute reads (pyprof's idle flag
-and torch.autograd.profiler's ``_is_profiler_enabled`` bool; both plain Python values, so
+Plain path (no consumer, nested call, compiling, tracing): two reads (pyprof's idle flag and the bool
+torch.profiler sets while it records, :data:`pyprof.torch_private.FLAGS`; both plain Python values, so
 TorchDynamo traces straight through to the original), then the original. Marker path: build the payload (see
 :mod:`pyprof.markers`: namespace, op, described args, call site, autocast compute dtype, autograd
 ``seq``, instance ``id``), push the range, call the original inside try/finally, pop, then hook the
@@ -29,9 +29,9 @@ import threading
 
 import orjson
 import torch
-import torch._guards
 
 from pyprof import markers
+from pyprof import torch_private as tp
 from pyprof.annotate import backward, callsite, describe, fastpath
 from pyprof.annotate.autocast import LOWER_PRECISION_OPS, compute_dtype
 from pyprof.annotate.emit import NOTHING, NVTX_ONLY, pop, push
@@ -44,20 +44,18 @@ COMPOSITES = frozenset({
 
 _ids = itertools.count(1)
 _tls = threading.local()
-_ap = torch.autograd.profiler  # ``_ap._is_profiler_enabled``: a plain bool torch.profiler sets
-# is torch.jit.trace recording? (``torch._C._is_tracing``, what torch.jit.is_tracing() asks: half the
-# cost of ``_get_tracing_state() is not None``, which older torch has alone)
-_is_tracing = getattr(torch._C, "_is_tracing", None) or (lambda: torch._C._get_tracing_state() is not None)
+_flags, _RECORDING = tp.FLAGS, tp.RECORDING  # ``_flags[_RECORDING]``: is torch.profiler recording?
+_is_tracing = tp.is_tracing  # is torch.jit.trace recording?
 _grad_enabled = torch.is_grad_enabled
-_functorch_active = torch._C._are_functorch_transforms_active  # (pyprof.probes checks it)
-_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+_functorch_active = tp.functorch_active
+_any_autocast = tp.any_autocast
 _Tensor = torch.Tensor
 _VERSION = markers.VERSION
 _dumps = markers.encode  # used for the constant parts; build_payload writes the rest itself
 
 _torch_is_compiling = torch.compiler.is_compiling
-_compile_context = torch._guards.CompileContext.try_get
-_tracing_context = torch._guards.TracingContext.try_get
+_compile_context = tp.compile_context
+_tracing_context = tp.tracing_context
 
 
 def _is_compiling() -> bool:
@@ -130,7 +128,7 @@ def _arg_names(fn, ns: str, name: str) -> tuple:
     if own:
         return own
     try:
-        schemas = torch._C._jit_get_schemas_for_operator("aten::" + name.strip("_").replace("__", ""))
+        schemas = tp.jit_schemas("aten::" + name.strip("_").replace("__", ""))
     except Exception:  # noqa: BLE001 - unknown operator
         schemas = []
     if not schemas:
@@ -254,7 +252,8 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
 #: :func:`build_payload` would (``_fast.build`` on its own, for the tests).
 CALL_SIDE = dict(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
                  tracing=_is_tracing, grad_enabled=_grad_enabled, get_seq=_get_seq,
-                 push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_ap, hook_op=_hook_op,
+                 push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_flags, profiler_flag=_RECORDING,
+                 hook_op=_hook_op,
                  build_payload=build_payload, compiling=_is_compiling)
 _fast = fastpath.load(**CALL_SIDE)
 _fast_call = _fast.call if _fast is not None else None
@@ -273,11 +272,12 @@ def _mark_raised() -> None:
 
 
 _RAISED = markers.RAISED
+_INLINE = tp.DYNAMO_INLINE
 
 
 def make_wrapper(fn, meta: OpMeta):
     """A Python function standing in for ``fn``; ``__wrapped__`` is the original, and so is
-    ``_torchdynamo_inline``: the attribute TorchDynamo unwraps (as it does for ``torch.compile``'s own
+    :data:`pyprof.torch_private.DYNAMO_INLINE`: the attribute TorchDynamo unwraps (as it does for ``torch.compile``'s own
     wrappers, in every torch since 2.0), so it traces ``fn`` itself, with the rules it has for ``fn``,
     and never the wrapper (whose closure it would otherwise inline, breaking the graph at builtins it
     cannot name, recompiling per closure of the one wrapper code object)."""
@@ -287,7 +287,7 @@ def make_wrapper(fn, meta: OpMeta):
         # the compile check first: TorchDynamo folds it to True and traces straight to the original,
         # reading no pyprof state (it would guard on the idle flag, and recompile the region when a
         # profiler starts or stops, inside the profiled steps)
-        if _is_dynamo_compiling() or (St.idle and not _ap._is_profiler_enabled):
+        if _is_dynamo_compiling() or (St.idle and not _flags[_RECORDING]):
             return fn(*args, **kwargs)
         try:
             if _fast_call is not None and not _functorch_active():  # (the C path writes no vmap levels)
@@ -302,5 +302,5 @@ def make_wrapper(fn, meta: OpMeta):
     except (AttributeError, TypeError):
         wrapper.__wrapped__ = fn
     wrapper.__pyprof_meta__ = meta
-    wrapper._torchdynamo_inline = fn
+    setattr(wrapper, _INLINE, fn)
     return wrapper

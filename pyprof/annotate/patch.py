@@ -2,7 +2,7 @@
 
 Namespaces (each a category of ``init``):
 
-* ``functions``: public ``torch.*`` ops (the native ``torch._C._VariableFunctions`` exported by torch,
+* ``functions``: public ``torch.*`` ops (the native functions exported by torch,
   plus the Python ops of ``torch.functional`` such as ``einsum``/``split``);
 * ``methods``: ``torch.Tensor`` methods, operator dunders (``__add__``, ``__matmul__``, ``__getitem__``,
   ``__iadd__``...) included; metadata reads (``size``, ``dim``, ``is_*``...) and Python protocol
@@ -16,9 +16,7 @@ run under one ``cudaGraphLaunch`` that no op encloses, so its op range (ns ``tor
 
 Every replacement is recorded as (owner, name, original, was-in-owner's-dict) so :func:`unpatch_all`
 restores exactly (deleting the attribute again when the original was inherited). TorchScript keeps
-working: a wrapper of a builtin op is registered in ``torch.jit._builtins`` under the same aten name,
-a wrapper of a Python function carries ``__original_fn``/``__script_if_tracing_wrapper`` so
-``torch.jit.script`` compiles the original, and boolean-dispatch entries are mirrored.
+working: :func:`pyprof.torch_private.jit_register` registers each wrapper as what it wraps.
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ import types
 
 import torch
 
+from pyprof import torch_private as tp
 from pyprof.annotate.ops import OpMeta, make_wrapper
 
 TORCH_SKIP = frozenset({
@@ -43,8 +42,8 @@ TENSOR_SKIP = frozenset({
     "item", "dim_order", "has_names", "refine_names", "rename", "rename_", "align_to", "names",
     "register_hook", "register_post_accumulate_grad_hook", "retain_grad", "backward",
     "requires_grad_", "as_subclass", "module_load", "nbytes", "itemsize", "__torch_function__",
-    "__torch_dispatch__", "_make_subclass", "_make_wrapper_subclass", "_dtensor__new__",
-    # torch recognises it by identity with ``torch._C.TensorBase.clone`` where a torch-function mode
+    "__torch_dispatch__",
+    # torch recognises it by identity with ``TensorBase.clone`` where a torch-function mode
     # sees it: TorchDynamo's copy of a module onto fake tensors (FakeCopyMode, which torch 2.4
     # uses for every module it calls) would otherwise clone the real parameters. ``torch.clone`` stays.
     "clone",
@@ -63,7 +62,7 @@ FUNCTIONAL_SKIP = frozenset({
 })
 
 _patched: list = []  # (owner, name, original attribute, had_own, wrapper)
-_jit_regs: list = []  # wrapper functions registered in torch.jit._builtins / boolean_dispatched
+_jit_regs: list = []  # wrapper functions registered with TorchScript (tp.jit_register)
 
 
 def _is_routine(v) -> bool:
@@ -74,7 +73,7 @@ def _is_routine(v) -> bool:
 def torch_functions():
     import torch.functional as tfun
 
-    vf = torch._C._VariableFunctions
+    vf = tp.variable_functions
     for name in sorted(dir(vf)):
         if name.startswith("_") or name.startswith(("is_", "get_", "set_")) or name in TORCH_SKIP:
             continue
@@ -147,29 +146,9 @@ def patch(owner, name: str, orig, ns: str | None = None, composite: bool | None 
     call = getattr(owner, name) if isinstance(orig, (staticmethod, classmethod)) else orig
     wrapper = make_wrapper(call, OpMeta(ns, name, call, composite))
     new = staticmethod(wrapper) if isinstance(orig, staticmethod) else wrapper
-    _jit_register(call, wrapper)
+    _jit_regs.extend(tp.jit_register(call, wrapper))
     setattr(owner, name, new)
     _patched.append((owner, name, orig, had_own, new))
-
-
-def _jit_register(orig, wrapper) -> None:
-    try:
-        from torch import _jit_internal
-        from torch.jit import _builtins
-    except ImportError:
-        return
-    if isinstance(orig, types.FunctionType):
-        # torch.jit.script compiles ``__original_fn`` of such wrappers instead of the wrapper
-        setattr(wrapper, "__script_if_tracing_wrapper", True)
-        setattr(wrapper, "__original_fn", orig)
-        disp = _jit_internal.boolean_dispatched.get(orig)
-        if disp is not None:
-            _jit_internal.boolean_dispatched[wrapper] = disp
-            _jit_regs.append(("disp", wrapper))
-    op = _builtins._find_builtin(orig)
-    if op is not None:
-        _builtins._register_builtin(wrapper, op)
-        _jit_regs.append(("builtin", wrapper))
 
 
 def restore(owner, name: str, orig, had_own: bool) -> None:
@@ -189,29 +168,12 @@ def unpatch_all() -> None:
     while _patched:
         owner, name, orig, had_own, _new = _patched.pop()
         restore(owner, name, orig, had_own)
-    try:
-        from torch import _jit_internal
-        from torch.jit import _builtins
-    except ImportError:
-        _jit_regs.clear()
-        return
-    table = _builtins._get_builtin_table()
-    while _jit_regs:
-        kind, w = _jit_regs.pop()
-        if kind == "disp":
-            _jit_internal.boolean_dispatched.pop(w, None)
-        else:
-            table.pop(id(w), None)
+    tp.jit_unregister(_jit_regs)
 
 
 def patch_namespaces(functions=True, methods=True, functional=True, extra=True) -> int:
     """Install wrappers for the chosen categories; returns how many callables were wrapped."""
-    try:  # build TorchScript's builtin table from the originals before anything is replaced
-        from torch.jit import _builtins
-
-        _builtins._get_builtin_table()
-    except ImportError:
-        pass
+    tp.jit_builtin_table()  # built from the originals, before anything is replaced
     seen: set = set()
     n = 0
     groups = []

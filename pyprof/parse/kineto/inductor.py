@@ -58,7 +58,7 @@ _PROFILED = re.compile(r"^graph_\d+_(?=cpp_)")  # enable_kernel_profile's range 
 
 def kernel_name(name: str) -> str:
     """The kernel's name as Inductor generated it: ``graph_0_cpp_fused_relu_0`` (the range a C++ kernel
-    opens under ``torch._inductor.config.cpp.enable_kernel_profile``) -> ``cpp_fused_relu_0``."""
+    opens under Inductor's ``config.cpp.enable_kernel_profile``) -> ``cpp_fused_relu_0``."""
     return _PROFILED.sub("", name, count=1) if name.startswith("graph_") else name
 
 
