@@ -55,3 +55,21 @@ def test_ops_without_the_accelerator_mark_through_python(monkeypatch):
     assert out.tolist() == [2.0, 2.0]
     (payload,) = rec.payloads("op")
     assert payload["op"] == "add" and [x["shape"] for x in payload["args"]] == [[2], [2]]
+
+
+def test_the_type_stub_names_the_extensions_functions_with_their_parameters():
+    import ast
+    import re
+    from pathlib import Path
+
+    ext = fastpath.extension()
+    if ext is None:
+        pytest.skip("the C accelerator is not built here")
+    stub = ast.parse((Path(fastpath.__file__).parent / "_fastpayload.pyi").read_text())
+    typed = {f.name: [a.arg for a in (*f.args.posonlyargs, *f.args.args)] + [f"**{k.arg}" for k in [f.args.kwarg] if k]
+             for f in stub.body if isinstance(f, ast.FunctionDef)}
+    public = {n for n in dir(ext) if not n.startswith("_")}
+    assert set(typed) == public
+    for name in public:  # each C docstring starts with its signature, "build(meta, args, ...)"
+        m = re.match(rf"{name}\(([^)]*)\)", getattr(ext, name).__doc__)
+        assert m is not None and [p.split(":")[0].strip() for p in m.group(1).split(",") if p.strip()] == typed[name]
