@@ -11,8 +11,9 @@ interface, what pyprof needs it for and the torch version, with nothing patched.
 
 Each probe is cheap (attribute lookups and a type check, no profiler started). The C accelerator is
 handed the profiler flag's namespace and name at ``configure()`` and names nothing of torch itself.
-The names read with a fallback (:data:`OPTIONAL`) need no probe: the tests check they exist. The nvtx package's internals matter only when an NVTX tool (Nsight Systems) is attached: without
-them the markers would not reach it, so their probe fails only then.
+The names read with a fallback (:data:`OPTIONAL`) need no probe: the tests check they exist. The nvtx
+package's internals matter only when an NVTX tool (Nsight Systems) is attached: without them the
+markers would not reach it, so their probe fails only then.
 """
 
 from __future__ import annotations
@@ -50,23 +51,26 @@ def _attr(path: str):
     raise AttributeError(path)
 
 
-def _present(path: str) -> Callable[[], str]:
-    def check() -> str:
-        try:
-            _attr(path)
-        except (AttributeError, RuntimeError):
-            return "is missing"
-        return ""
-    return check
+def attr_or_none(path: str):
+    """The object at dotted ``path``, or None where it is missing."""
+    try:
+        return _attr(path)
+    except (AttributeError, RuntimeError):
+        return None
 
 
-def _callable(path: str) -> Callable[[], str]:
+def _present(*paths: str) -> Callable[[], str]:
+    return lambda: "" if all(attr_or_none(p) is not None for p in paths) else "is missing"
+
+
+def _callable(*paths: str) -> Callable[[], str]:
+    """All of ``paths`` callable (one: "is missing", or what it is instead; several: which are not)."""
     def check() -> str:
-        try:
-            obj = _attr(path)
-        except (AttributeError, RuntimeError):
-            return "is missing"
-        return "" if callable(obj) else f"is a {type(obj).__name__}, not callable"
+        bad = [p for p in paths if not callable(attr_or_none(p))]
+        if len(paths) > 1:
+            return f"lacks {', '.join(bad)}" if bad else ""
+        obj = attr_or_none(paths[0])
+        return "is missing" if obj is None else "" if not bad else f"is a {type(obj).__name__}, not callable"
     return check
 
 
@@ -106,32 +110,12 @@ def _record_function_ops() -> str:
     return f"lacks {', '.join(missing)}" if missing else ""
 
 
-def _all_callable(*paths: str) -> Callable[[], str]:
-    def check() -> str:
-        bad = [p for p in paths if not callable(_attr_or_none(p))]
-        return f"lacks {', '.join(bad)}" if bad else ""
-    return check
-
-
-def _attr_or_none(path: str):
-    try:
-        return _attr(path)
-    except (AttributeError, RuntimeError):
-        return None
-
-
 def _node_sequence_nr() -> str:
     import torch
 
     with torch.inference_mode(False), torch.enable_grad():
         node = torch.ones(1, requires_grad=True).mul(2).grad_fn
     return "" if isinstance(getattr(node, "_sequence_nr", lambda: None)(), int) else "is missing"
-
-
-def _global_hooks() -> str:
-    mm = _attr("torch.nn.modules.module")
-    ok = all(isinstance(getattr(mm, n, None), dict) for n in ("_global_forward_pre_hooks", "_global_forward_hooks"))
-    return "" if ok else "is missing (or _global_forward_hooks is), or not a dict"
 
 
 def _tracing_state() -> str:
@@ -169,37 +153,34 @@ PROBES: tuple[Probe, ...] = (
     Probe("torch._C._jit_get_schemas_for_operator", "naming the arguments of native functions",
           _callable("torch._C._jit_get_schemas_for_operator")),
     Probe("torch._C._is_tracing", "leaving torch.jit.trace recordings unmarked", _tracing_state),
-    Probe("torch._C._functorch", "the batch sizes of ops under torch.func.vmap", lambda: "" if all(
-        callable(_attr("torch._C." + n)) for n in ("_are_functorch_transforms_active", "_functorch.get_unwrapped",
-                                                   "_functorch.is_batchedtensor", "_functorch.maybe_get_bdim",
-                                                   "_functorch.is_functorch_wrapped_tensor",
-                                                   "_functorch.maybe_get_level")) else "is missing"),
+    Probe("torch._C._functorch", "the batch sizes of ops under torch.func.vmap", _callable(*(
+        "torch._C." + n for n in ("_are_functorch_transforms_active", "_functorch.get_unwrapped",
+                                  "_functorch.is_batchedtensor", "_functorch.maybe_get_bdim",
+                                  "_functorch.is_functorch_wrapped_tensor", "_functorch.maybe_get_level")))),
     Probe("torch._guards.CompileContext", "knowing whether torch.compile runs on this thread",
-          _all_callable("torch._guards.CompileContext.try_get", "torch._guards.TracingContext.try_get",
-                        "torch._guards.CompileContext.current_compile_id")),
-    Probe("torch.autograd.graph.Node._sequence_nr", "tying backward kernels to their forward op", _node_sequence_nr),
+          _callable("torch._guards.CompileContext.try_get", "torch._guards.TracingContext.try_get",
+                    "torch._guards.CompileContext.current_compile_id")),
+    Probe("torch.autograd.graph.Node._sequence_nr", "tying backward kernels to their forward op",
+          _node_sequence_nr),
     Probe("torch.nn.modules.module._global_forward_pre_hooks", "noticing other tools' global module hooks",
-          _global_hooks),
+          _present("torch.nn.modules.module._global_forward_pre_hooks",
+                   "torch.nn.modules.module._global_forward_hooks")),
     Probe("torch.jit._builtins", "keeping torch.jit.script compiling the originals",
-          _all_callable("torch.jit._builtins._find_builtin", "torch.jit._builtins._register_builtin",
-                        "torch.jit._builtins._get_builtin_table", "torch._jit_internal.boolean_dispatched.get")),
+          _callable("torch.jit._builtins._find_builtin", "torch.jit._builtins._register_builtin",
+                    "torch.jit._builtins._get_builtin_table", "torch._jit_internal.boolean_dispatched.get")),
     Probe("nvtx._lib.lib", "handing markers to Nsight Systems", _nvtx_internals),
 )
 
 #: The private names :mod:`pyprof.torch_private` reads with a fallback where a torch lacks them (so no
-#: probe stops ``init()``), and the first torch minor release that has each (the tests check them).
-OPTIONAL: tuple[tuple[str, tuple[int, int]], ...] = (
-    ("torch._C._current_autograd_node", (2, 4)), ("torch._C._is_any_autocast_enabled", (2, 4)),
-    ("torch.autograd._engine_run_backward", (2, 4)), ("torch.utils._device._device_constructors", (2, 4)),
-    ("torch.autograd.profiler._run_on_profiler_start", (2, 4)),
-    ("torch.autograd.profiler._run_on_profiler_stop", (2, 4)),
-    ("torch._dynamo.trace_rules.get_torch_obj_rule_map", (2, 4)),
-    ("torch._dynamo.trace_rules.get_tensor_method", (2, 4)),
-    ("torch._inductor.virtualized.V", (2, 4)), ("torch._inductor.scheduler.Scheduler.codegen_extern_call", (2, 4)),
-    ("torch._inductor.graph.GraphLowering.codegen", (2, 4)),
-    ("torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info", (2, 8)),
-    ("torch._inductor.debug._inductor_kernel_stack_trace", (2, 8)),
-)
+#: probe stops ``init()``), each with the first torch release that has it (the tests check them).
+OPTIONAL = {n: (2, 4) for n in (
+    "torch._C._current_autograd_node", "torch._C._is_any_autocast_enabled", "torch.autograd._engine_run_backward",
+    "torch.utils._device._device_constructors", "torch.autograd.profiler._run_on_profiler_start",
+    "torch.autograd.profiler._run_on_profiler_stop", "torch._dynamo.trace_rules.get_torch_obj_rule_map",
+    "torch._dynamo.trace_rules.get_tensor_method", "torch._inductor.virtualized.V",
+    "torch._inductor.scheduler.Scheduler.codegen_extern_call", "torch._inductor.graph.GraphLowering.codegen")} | {
+    "torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info": (2, 8),
+    "torch._inductor.debug._inductor_kernel_stack_trace": (2, 8)}
 
 
 def failures() -> list[tuple[Probe, str]]:

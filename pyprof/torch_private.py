@@ -3,8 +3,9 @@
 Each name either has a probe in :data:`pyprof.probes.PROBES`, which ``init()`` runs before this
 module is imported (a missing one stops ``init()`` with one line, nothing patched), or is read here
 with its fallback for a torch that lacks it (``getattr`` with a default, a ``None`` module).
-``tests/test_probes.py`` checks that no other file of pyprof names one, and that each name here exists
-on the torch under test. Import only after ``probes.require()`` passed (``pyprof.annotate`` does).
+``tests/test_private_names.py`` checks that no other file of pyprof names one, ``tests/test_probes.py``
+that each exists on the torch under test. Import only after ``probes.require()`` passed
+(``pyprof.annotate`` does).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ functorch_active = _C._are_functorch_transforms_active
 functorch = _C._functorch
 
 # -- tracing, compiling and dispatch (ops, modules, patch, torchtables) -------------------------------
+# torch.jit.trace recording? (what torch.jit.is_tracing() asks, at half the cost of the older torch's test)
 is_tracing = getattr(_C, "_is_tracing", None) or (lambda: _C._get_tracing_state() is not None)
 any_autocast = getattr(_C, "_is_any_autocast_enabled", lambda: True)
 compile_context = torch._guards.CompileContext.try_get

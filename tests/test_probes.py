@@ -24,7 +24,7 @@ def test_every_probe_passes_on_this_torch():
 
 def test_every_name_read_with_a_fallback_exists_on_this_torch():
     version = tuple(int(x) for x in torch.__version__.split(".")[:2])
-    missing = [name for name, since in probes.OPTIONAL if version >= since and probes._attr_or_none(name) is None]
+    missing = [name for name, since in probes.OPTIONAL.items() if version >= since and probes.attr_or_none(name) is None]
     assert missing == []
 
 

@@ -1148,8 +1148,8 @@ configure(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kw)
     Py_DECREF(limit);
     /* profiler[profiler_flag]: whether torch.profiler records, read on every range */
     if (max_cached < 0 || !PyDict_Check(d_profiler) || !PyUnicode_Check(s_prof_enabled)
-            || !PyAnySet_Check(o_qdtypes) || !PyIter_Check(o_ids) || !PyDict_Check(d_names) || !PyDict_Check(d_floats)
-            || !PyDict_Check(d_dtypes) || !PyDict_Check(d_devices)) {
+            || !PyAnySet_Check(o_qdtypes) || !PyIter_Check(o_ids) || !PyDict_Check(d_names)
+            || !PyDict_Check(d_floats) || !PyDict_Check(d_dtypes) || !PyDict_Check(d_devices)) {
         PyErr_Clear();
         PyErr_SetString(PyExc_TypeError, "configure(): max_cached must be an int >= 0, profiler a dict, profiler_flag "
                                          "a str, quantized_dtypes a set, ids an iterator, the caches dicts");

@@ -4,9 +4,10 @@ Some of torch's code recognises its functions by identity, in tables it builds o
 functions ``with torch.device(...)`` redirects (cached on first use), and TorchDynamo's map from torch
 callables to how it traces them (its ``trace_rules``, cached on first use) together with what its
 modules read off ``torch`` and ``torch.Tensor`` when imported (``all_tensor_attrs``,
-``unpatched_nn_module_call``...). A table built while the wrappers are installed holds the wrappers; torch then looks an original up in it, finds nothing, and behaves as if
-the function were foreign: ``torch.zeros`` under ``with torch.device("meta")`` made a CPU tensor, and
-Dynamo broke the graph at the builtin ``dropout`` and others (:mod:`pyprof.torch_private` builds them).
+``unpatched_nn_module_call``...). A table built while the wrappers are installed holds the wrappers;
+torch then looks an original up in it, finds nothing, and behaves as if the function were foreign:
+``torch.zeros`` under ``with torch.device("meta")`` made a CPU tensor, and Dynamo broke the graph at
+the builtin ``dropout`` and others (:mod:`pyprof.torch_private` builds them).
 
 So, before the patch (:func:`prime`): the cached tables torch has already imported are built, from
 the originals. TorchDynamo is not imported for it (that costs about as much as importing torch):
