@@ -27,6 +27,7 @@ unstable, or taken with another thread count. torch is imported lazily, here onl
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -122,7 +123,7 @@ def _spread(times: list[float], agree: int) -> float:
     return (best[-1] - best[0]) / best[0] if best[0] > 0 else math.inf
 
 
-def time_stable(fn: Callable[[], None], work: float, budget: float, cuda: bool = False, *, min_reps: int = 3,
+def time_stable(fn: Callable[[], object], work: float, budget: float, cuda: bool = False, *, min_reps: int = 3,
                 agree: int = AGREE, tol: float = STABLE_WITHIN, max_reps: int = 1000,
                 clock: Callable[[], float] | None = None) -> Timing:
     """Time ``fn`` (after one warm-up call) until its ``agree`` fastest runs agree within ``tol``, or
@@ -151,7 +152,7 @@ def time_stable(fn: Callable[[], None], work: float, budget: float, cuda: bool =
     return Timing(work / best if best > 0 else 0.0, best, _spread(times, agree), len(times), tol)
 
 
-def best_rate(fn: Callable[[], None], work: float, budget: float, cuda: bool, min_reps: int = 3) -> float:
+def best_rate(fn: Callable[[], object], work: float, budget: float, cuda: bool, min_reps: int = 3) -> float:
     """``work / best time`` of calls to ``fn`` (:func:`time_stable`'s rate)."""
     return time_stable(fn, work, budget, cuda, min_reps=min_reps).rate
 
@@ -182,11 +183,11 @@ def _measure_gemms(cal: Calibration, dtypes: tuple[str, ...], device: str, n: in
             cal.skipped[name] = "not in this torch"
             continue
         try:
-            a = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)
-            b = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)
-            c = torch.empty(_PROBE_N, _PROBE_N, device=device, dtype=dtype)
+            a: Any = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)  # (None once timed: freed)
+            b: Any = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)
+            c: Any = torch.empty(_PROBE_N, _PROBE_N, device=device, dtype=dtype)
             # a quick probe first: a dtype the device emulates slowly would eat the whole budget
-            probe = best_rate(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), 2.0 * _PROBE_N**3, 0.05, cuda, min_reps=2)
+            probe = best_rate(functools.partial(torch.mm, a, b, out=c), 2.0 * _PROBE_N**3, 0.05, cuda, min_reps=2)
             f32 = cal.flops.get("float32")
             if f32 and probe < 0.01 * f32:
                 cal.skipped[name] = f"emulated ({probe / 1e9:.1f} GFLOP/s at 256x256, under 1% of float32)"
@@ -197,7 +198,7 @@ def _measure_gemms(cal: Calibration, dtypes: tuple[str, ...], device: str, n: in
                 a = torch.randn(m, m, device=device).to(dtype)
                 b = torch.randn(m, m, device=device).to(dtype)
                 c = torch.empty(m, m, device=device, dtype=dtype)
-            timing = time_stable(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), 2.0 * m**3, budget, cuda)
+            timing = time_stable(functools.partial(torch.mm, a, b, out=c), 2.0 * m**3, budget, cuda)
         except (RuntimeError, TypeError) as exc:
             cal.skipped[name] = f"unsupported ({str(exc).splitlines()[0][:80]})"
             continue
@@ -242,7 +243,7 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
     elems = copy_mb * (1 << 20) // 4
     src = torch.ones(elems, device=device, dtype=torch.float32)
     dst = torch.empty_like(src)
-    timing = time_stable(lambda s=src, d=dst: d.copy_(s), 2.0 * elems * 4, budget, cuda)
+    timing = time_stable(functools.partial(dst.copy_, src), 2.0 * elems * 4, budget, cuda)
     cal.bw = timing.rate
     if timing.rate > 0:
         cal.spread["bw"] = timing.spread
@@ -285,7 +286,7 @@ def copy_levels(floor: float | None, dram: float | None, budget: float) -> list[
     for size in LEVEL_BYTES:
         src = torch.ones(size // 4)
         dst = torch.empty_like(src)
-        best = time_stable(lambda s=src, d=dst: d.copy_(s), 1.0, min(budget, 0.2)).best
+        best = time_stable(functools.partial(dst.copy_, src), 1.0, min(budget, 0.2)).best
         t = best - (floor or 0.0) / 1e9
         if t > 0 and (dram is None or 2.0 * size / t > dram):
             out.append([2 * size, 2.0 * size / t])
@@ -337,7 +338,7 @@ def condition_problems(conditions: Any, threads: int | None = None) -> list[str]
     if isinstance(spreads, dict):
         judged = {k: v for k, v in ((k, _number(v)) for k, v in spreads.items()) if v is not None}
         if judged:
-            key = max(judged, key=judged.get)
+            key = max(judged, key=judged.__getitem__)
             if judged[key] > STABLE_WITHIN:
                 what = "copy" if key == "bw" else f"{key} GEMM"
                 out.append(f"unstable (best {what} runs {judged[key]:.0%} apart)")

@@ -69,7 +69,7 @@ def physical_cores() -> int | None:
 def machine_env() -> dict[str, Any]:
     """This machine's CPUs and thread variables (no torch)."""
     try:
-        usable = len(os.sched_getaffinity(0))
+        usable: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count()
     return {

@@ -36,7 +36,7 @@ so a marker is recognised by its prefix ``{"pyprof":`` (constant :data:`PREFIX`)
   ``id``: the exact join key (several forward ops may carry the same ``seq``, see
   :mod:`pyprof.annotate.backward`); ``nseq`` is the node's own autograd sequence number. The forward
   op's ``seq`` is the thread's autograd sequence counter read just before the op ran (the range text
-  is fixed before the op creates its nodes); for a one-node op it equals the sequence number of ``out.grad_fn``.
+  is fixed before the op creates its nodes); for a one-node op it equals ``out.grad_fn``'s own.
 * ``"optim"``: an optimizer step: ``{"pyprof":1,"k":"optim","cls":"AdamW"}``.
 * ``"range"``: a user range from ``pyprof.range(name)``: ``{"pyprof":1,"k":"range","name":"attention"}``.
 * ``"raised"``: an empty range opened right after an op's range closed because its call raised
@@ -107,7 +107,7 @@ def make(kind: str, **fields: Any) -> dict[str, Any]:
 
 
 def is_pyprof(text: str | None) -> bool:
-    return bool(text) and text.startswith(PREFIX)
+    return text is not None and text.startswith(PREFIX)
 
 
 def decode(text: str) -> dict[str, Any]:
@@ -133,7 +133,7 @@ def decode(text: str) -> dict[str, Any]:
 
 def is_legacy_pyprof(text: str | None) -> bool:
     """NVIDIA PyProf / DLProf wrote ``str(dict)`` markers: ``{'mod': ...}`` and ``{'traceMarker': ...}``."""
-    return bool(text) and (text.startswith("{'mod'") or text.startswith("{'traceMarker'"))
+    return text is not None and text.startswith(("{'mod'", "{'traceMarker'"))
 
 
 #: the longest PyProf dict marker read (``literal_eval`` takes about 500 bytes of memory per byte of a
@@ -223,4 +223,4 @@ def from_profiler_name(name: str) -> str:
 
 def is_profiler_marker(name: str | None) -> bool:
     """True for a trace event name that holds a pyprof marker (see :func:`to_profiler_name`)."""
-    return bool(name) and name.startswith(PROFILER_PREFIX)
+    return name is not None and name.startswith(PROFILER_PREFIX)

@@ -107,7 +107,9 @@ class _Conditions:
         self.begin()
 
     def begin(self) -> None:
-        self.probe, self.load, self.t0, self.t1 = LoadProbe(), None, time.perf_counter(), None
+        self.probe, self.t0 = LoadProbe(), time.perf_counter()
+        self.load: dict[str, Any] | None = None
+        self.t1: float | None = None
         self.when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.batches: list[int | None] = []
         self.want = True  # the next module call is a recorded step's first
@@ -116,14 +118,15 @@ class _Conditions:
         """Before profiler step number ``steps`` begins."""
         if steps == self.first:
             self.begin()
-        elif self.first is not None and self.first < steps < self.stop:
+        elif self.first is not None and self.stop is not None and self.first < steps < self.stop:
             self.want = True
         elif steps == self.stop:
             self.end()
 
-    def end(self) -> None:
-        if self.load is None:
+    def end(self) -> tuple[dict[str, Any], float]:
+        if self.load is None or self.t1 is None:
             self.t1, self.load = time.perf_counter(), self.probe.result()
+        return self.load, self.t1
 
     def on_module_call(self, args: tuple) -> None:
         if self.want:  # (a step's first module call is an outermost one)
@@ -140,10 +143,10 @@ class _Conditions:
         intra-op), ``torch`` (version), ``when`` (ISO UTC start), ``device`` ("cpu" or the GPU's name),
         ``profiled_s`` (wall seconds), ``batch`` (the first dimension of the first tensor argument of
         each step's first module call, the most common over the steps; None where none is known)."""
-        self.end()
+        load, t1 = self.end()
         counts = collections.Counter(b for b in self.batches if b is not None)
-        return {**self.load, "threads": self.torch.get_num_threads(), "torch": self.torch.__version__,
-                "when": self.when, "device": device, "profiled_s": round(self.t1 - self.t0, 6),
+        return {**load, "threads": self.torch.get_num_threads(), "torch": self.torch.__version__,
+                "when": self.when, "device": device, "profiled_s": round(t1 - self.t0, 6),
                 "batch": counts.most_common(1)[0][0] if counts else None}
 
 
@@ -344,8 +347,12 @@ class _OwnProfilers:
             label = f"{cls.__module__.replace('.profiler.profiler', '.profiler')}.{cls.__name__}"
             for name in ("__enter__", "__exit__", *names.split()):
                 opened = name in ("__enter__", "start")
-                self._patch(cls, name, owned, (lambda this, *_a, _l=label, **_k: (self.used.add(_l), this)[1])
+                self._patch(cls, name, owned, functools.partial(self._opened, label)
                             if opened else shims.get(name, lambda *_a, **_k: None))
+
+    def _opened(self, label: str, this: Any, *_a: Any, **_k: Any) -> Any:
+        self.used.add(label)
+        return this
 
     def _patch(self, cls: type, name: str, owned, shim) -> None:
         import inspect
@@ -356,7 +363,7 @@ class _OwnProfilers:
             self._patch_instance_attribute(cls, name, owned, shim)
             return
         self.saved.append((cls, name, cls.__dict__.get(name)))
-        fn = orig.fget if isinstance(orig, property) else orig
+        fn: Any = orig.fget if isinstance(orig, property) else orig
 
         @functools.wraps(fn)
         def method(this, *args: Any, **kwargs: Any) -> Any:

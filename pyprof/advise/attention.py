@@ -46,9 +46,9 @@ def _chains(calls: list[tuple[int, str, dict]]) -> list[list[tuple[int, str, dic
         scores = _scores(calls[i][2]) if calls[i][1] in MATMULS else None
         soft = next((j for j in range(i + 1, len(calls)) if calls[j][1] in MATMULS or calls[j][1] == "softmax"),
                     None) if scores else None
-        if soft is not None and calls[soft][1] == "softmax" and (_shapes(calls[soft][2]) or [None])[0] == scores:
+        if soft is not None and calls[soft][1] == "softmax" and next(iter(_shapes(calls[soft][2])), None) == scores:
             end = next((k for k in range(soft + 1, len(calls)) if calls[k][1] in MATMULS), None)
-            if end is not None and (_shapes(calls[end][2]) or [None])[0] == scores:
+            if end is not None and next(iter(_shapes(calls[end][2])), None) == scores:
                 out.append(calls[i:end + 1])
                 i = end + 1
                 continue

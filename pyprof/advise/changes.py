@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-Undo = Callable[[], None]
+Undo = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -27,16 +27,19 @@ class Change:
     patch: Callable[[dict], Undo]
 
 
-def _wrap_init(cls: type, edit: Callable[[dict], None]) -> Undo:
-    """``cls.__init__`` with its keyword arguments edited first; the undo."""
+def _wrap_init(cls: type, edit: Callable[[dict], None] | dict) -> Undo:
+    """``cls.__init__`` with its keyword arguments edited first (by ``edit``, or updated with it); the undo."""
     orig = cls.__dict__["__init__"]
 
     @functools.wraps(orig)
     def init(self, *args, **kwargs):
-        edit(kwargs)
+        if callable(edit):
+            edit(kwargs)
+        else:
+            kwargs.update(edit)
         orig(self, *args, **kwargs)
 
-    cls.__init__ = init
+    setattr(cls, "__init__", init)  # noqa: B010 - (mypy refuses an assignment to __init__)
     return lambda: setattr(cls, "__init__", orig)
 
 
@@ -54,8 +57,7 @@ def _optim(params: dict) -> Undo:
         names = inspect.signature(cls.__init__).parameters
         key = "fused" if "fused" in names else "foreach" if "foreach" in names else None
         if key:
-            undo.append(_wrap_init(cls, lambda kw, key=key: kw.update(foreach=None, fused=True) if key == "fused"
-                                   else kw.update(foreach=True)))
+            undo.append(_wrap_init(cls, {"foreach": None, "fused": True} if key == "fused" else {"foreach": True}))
     return lambda: [u() for u in undo]
 
 
@@ -173,8 +175,13 @@ def _threads(params: dict) -> Undo:
     orig, before = torch.set_num_threads, torch.get_num_threads()
     n = int(params["threads"])
     orig(n)
-    torch.set_num_threads = lambda k: orig(min(int(k), n))
-    return lambda: (setattr(torch, "set_num_threads", orig), orig(before))
+    torch.set_num_threads = lambda nthreads: orig(min(int(nthreads), n))
+
+    def undo() -> None:
+        torch.set_num_threads = orig
+        orig(before)
+
+    return undo
 
 
 def _tf32(params: dict) -> Undo:

@@ -4,6 +4,7 @@ roofline helpers that keep a kernel's efficiency across a change, and the eviden
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -50,21 +51,22 @@ class Context:
     """What a kind reads: prof's table ``df`` and its ``records`` (row for row), the step count
     ``per_step`` divides by, the devices by label (the CPU's under None), the profiled process's ``env``
     (``pyprof run``'s env.json: threads, cores; None where absent) and the trace's annotations
-    (``spans``: name -> list of (thread, start ns, duration ns), None where no trace is at hand)."""
+    (``spans``: name -> list of (thread, start ns, duration ns, name), None where no trace is at hand)."""
 
     df: Any
     records: list[dict[str, Any]]
     per_step: float
-    devices: dict[str, Any] = field(default_factory=dict)
+    devices: dict[str | None, Any] = field(default_factory=dict)
     env: dict[str, Any] | None = None
-    spans: dict[str, list[tuple[Any, int, int]]] | None = None
+    spans: dict[str, list[tuple[Any, int, int, str]]] | None = None
     #: seconds per step other advice already claims for the same idle time (dataloader waits)
     claimed: dict[str, float] = field(default_factory=dict)
     steps: int = 0  # ProfilerStep ranges found (0: none; per_step is then 1)
     step_names: set[str] = field(default_factory=set)  # their names (ProfilerStep#N)
 
-    def make(self, kind: str, change: str, formula: str, total_ns: float | None, rows: list[tuple[str, float]],
-             n: int, now_ns: float, no_estimate: str | None = None, **params: Any) -> Advice:
+    def make(self, kind: str, change: str, formula: str, total_ns: float | None,
+             rows: Sequence[tuple[str, float | None]], n: int, now_ns: float, no_estimate: str | None = None,
+             **params: Any) -> Advice:
         """An :class:`Advice` of per-window totals (ns) made per step (s); ``params``: what ``--try``
         applies the change with."""
         saved = None if total_ns is None else total_ns / self.per_step / 1e9
@@ -91,7 +93,7 @@ def site(layer, trace) -> str:
     return f"{mod} @ {where}" if where else str(mod)
 
 
-def evidence(rows: list[tuple[str, float]], per_step: float, top: int = 5) -> list[str]:
+def evidence(rows: Sequence[tuple[str, float | None]], per_step: float, top: int = 5) -> list[str]:
     """``label: x.x us/step`` for the ``top`` labels with the most time, then a count of the rest (a
     label given as ``(text, None)`` is shown as it is)."""
     sums: dict[str, float] = defaultdict(float)

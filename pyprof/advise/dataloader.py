@@ -32,7 +32,7 @@ def dataloader(ctx: Context) -> Advice | None:
     loads = ctx.spans.get("enumerate(DataLoader)#") or []
     if not steps or not loads:
         return None
-    waits, lengths, kinds = [], [], set()
+    waits, lengths, kinds = [], [], set[str]()
     for tid, s0, dur, _ in steps:
         inside = [(d, name) for t, s, d, name in loads if t == tid and s0 <= s < s0 + dur]
         waits.append(sum(d for d, _ in inside))

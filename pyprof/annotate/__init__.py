@@ -183,7 +183,7 @@ def wrap(obj: Any, name: str, *, op: str | None = None, composite: bool = True) 
     meta = OpMeta("wrap", op or f"{owner_name}.{name}", current, composite=composite)
     if isinstance(static, classmethod):
         fn = static.__func__
-        w = classmethod(make_wrapper(fn, meta))
+        w: Any = classmethod(make_wrapper(fn, meta))
     elif isinstance(static, staticmethod):
         w = staticmethod(make_wrapper(static.__func__, meta))
     elif isinstance(obj, type) or inspect.ismodule(obj):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 
 import orjson
 import torch
@@ -58,7 +59,7 @@ def _site(e: list, f) -> str:
 def _user_frame(skip: int):
     """The first frame outside torch/pyprof, ``skip`` frames above the caller's caller, and its entry."""
     try:
-        f = _getframe(skip + 1)
+        f: FrameType | None = _getframe(skip + 1)
     except ValueError:
         return None, None
     codes = _codes

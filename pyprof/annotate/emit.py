@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any
 
 from pyprof import markers
 from pyprof import torch_private as tp
@@ -36,10 +37,10 @@ _prof_enabled, _prof_type, _KINETO = tp.profiler_enabled, tp.profiler_type, tp.K
 _flags, _RECORDING = tp.FLAGS, tp.RECORDING  # ``_flags[_RECORDING]``: is torch.profiler recording?
 _enter, _exit = tp.record_function_enter, tp.record_function_exit
 
-_domain = None          # the real nvtx.Domain when a tool is attached, else None
-_EventAttributes = None
-_RegisteredString = None
-_native = None          # the C extension, pushing NVTX ranges itself (when built; see nvtx_attached)
+_domain: Any = None          # the real nvtx.Domain when a tool is attached, else None
+_EventAttributes: Any = None
+_RegisteredString: Any = None
+_native: Any = None          # the C extension, pushing NVTX ranges itself (when built; see nvtx_attached)
 
 
 def nvtx_attached() -> bool:

@@ -110,7 +110,7 @@ def uninstall() -> None:
     _installed[0] = False
     if "profile" in _saved:
         sys.modules[_CONFIG_MODULE].cpp.enable_kernel_profile = _saved.pop("profile")
-    config = sys.modules.get(_CONFIG_MODULE)
+    config: Any = sys.modules.get(_CONFIG_MODULE)
     if "level" in _saved:
         config.trace.provenance_tracking_level = _saved.pop("level")
     if "caches" in _saved:
@@ -200,7 +200,7 @@ class _Loader(importlib.abc.Loader):
 def _wrap(module) -> None:
     if _finder is not None and _CONFIG_MODULE in sys.modules:
         _drop_finder()
-    cls = getattr(module, "GraphLowering", None)
+    cls: Any = getattr(module, "GraphLowering", None)
     orig = getattr(cls, "codegen", None)
     if "codegen" in _saved or "caches" not in _saved:
         return  # (wrapped already, or Inductor's caches cannot be bypassed)
@@ -222,8 +222,7 @@ def _wrap(module) -> None:
             STATE["failures"] += 1
         return out
 
-    codegen.__wrapped__ = orig
-    cls.codegen = codegen
+    cls.codegen = _wrapper(codegen, orig)
     _saved["codegen"] = (cls, "codegen", orig)
     _wrap_calls(sys.modules.get(_WRAPPER_MODULE))
     STATE.update(status="on: kernel origins from Inductor's scheduler (no provenance tracking in this torch)"
@@ -247,7 +246,7 @@ def _wrap_scheduler() -> None:
         if key in _saved:
             continue
         try:
-            cls = getattr(importlib.import_module(module_name), cls_name, None)
+            cls: Any = getattr(importlib.import_module(module_name), cls_name, None)
         except Exception:  # noqa: BLE001 - a backend this install cannot import (no Triton)
             cls = None
         orig = getattr(cls, attr, None) if cls is not None and attr in vars(cls) else None
@@ -267,8 +266,7 @@ def _wrap_scheduler() -> None:
                 _note(str(name), getattr(node, "origins", ()))
             return out
 
-        codegen_extern_call.__wrapped__ = orig
-        cls.codegen_extern_call = codegen_extern_call
+        cls.codegen_extern_call = _wrapper(codegen_extern_call, orig)
         _saved["codegen_extern_call"] = (cls, "codegen_extern_call", orig)
 
 
@@ -285,8 +283,13 @@ def _defining(orig):
             STATE["failures"] += 1
         return name
 
-    define_kernel.__wrapped__ = orig
-    return define_kernel
+    return _wrapper(define_kernel, orig)
+
+
+def _wrapper(fn: Any, orig: Any) -> Any:
+    """``fn`` (the wrapper of Inductor's ``orig``) with ``__wrapped__`` set to ``orig``."""
+    fn.__wrapped__ = orig
+    return fn
 
 
 def _note(name: str, origins) -> None:
@@ -300,7 +303,7 @@ def _wrap_calls(module) -> None:
     sizes and dtypes, known as the code is generated) are kept in :data:`_calls` for :func:`_record`.
     Nothing is wrapped where this torch's wrapper has no such method (the kernels' bytes are then
     unknown); the generated code is the same either way."""
-    cls = getattr(module, "PythonWrapperCodegen", None) or getattr(module, "WrapperCodeGen", None)
+    cls: Any = getattr(module, "PythonWrapperCodegen", None) or getattr(module, "WrapperCodeGen", None)
     orig = getattr(cls, "generate_kernel_call", None)
     if orig is None:
         return
@@ -313,8 +316,7 @@ def _wrap_calls(module) -> None:
             _calls.append((kernel_name, None, []))
         return orig(self, kernel_name, call_args, *args, **kwargs)
 
-    generate_kernel_call.__wrapped__ = orig
-    cls.generate_kernel_call = generate_kernel_call
+    cls.generate_kernel_call = _wrapper(generate_kernel_call, orig)
     _saved["generate_kernel_call"] = (cls, "generate_kernel_call", orig)
 
 
@@ -508,7 +510,7 @@ def _origin_calls(names, nodes: dict, uses: tuple[set, dict]) -> list[dict]:
             items = [_node_arg(a) for a in node.args] + [_node_arg(v, k) for k, v in node.kwargs.items()]
         except _Unknown:
             items = None
-        call = {"name": op, "type": "op", "items": items}
+        call: dict[str, Any] = {"name": op, "type": "op", "items": items}
         if counts.get(nm, 1) > 1:
             call["share"] = counts[nm]
         if nm in externs:
@@ -600,7 +602,7 @@ def _attach_tensors(kernels: list[dict], params: dict[str, list[str]] | None = N
         sizes = None if tensors is None else [_nbytes(shape, dtype, 2 if acc == "rw" else 1)
                                                for shape, dtype, acc in tensors]
         k["tensors"] = tensors
-        k["bytes"] = None if sizes is None or None in sizes else sum(sizes)
+        k["bytes"] = None if sizes is None or None in sizes else sum(s for s in sizes if s is not None)
 
 
 _SIGNATURE = re.compile(r"(?:\bvoid|\bdef)\s+[\w.{}]+\s*\(([^)]*)\)")  # (its name: Placeholder.KERNEL_NAME)

@@ -84,8 +84,7 @@ def _forget(table: dict, key: int):
 
 def _path_map(root, rebuild: bool = False) -> dict:
     entry = _paths.get(id(root))
-    current = entry is not None and entry[0]() is root
-    if rebuild or not current:
+    if rebuild or entry is None or entry[0]() is not root:
         m = {id(mod): name for name, mod in root.named_modules(remove_duplicate=False)}
         _paths[id(root)] = (weakref.ref(root, _forget(_paths, id(root))), m)
         return m

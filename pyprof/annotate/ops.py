@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+from typing import Any
 
 import orjson
 import torch
@@ -84,7 +85,7 @@ class OpMeta:
         self.names: tuple = ()
         self.heads: tuple = ()
         self._names_done = False
-        self.packed = None  # (head, heads, names, lowp, composite) once arg_names() ran: for the C path
+        self.packed: tuple | None = None  # (head, heads, names, lowp, composite) once arg_names() ran
         self.composite = (ns, name) in COMPOSITES if composite is None else composite
         self.lowp = name in LOWER_PRECISION_OPS
         self.head = _dumps({"pyprof": _VERSION, "k": "op", "ns": ns, "op": name})[:-1] + ',"args":['
@@ -252,8 +253,8 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
 #: :func:`build_payload` would (``_fast.build`` on its own, for the tests).
 CALL_SIDE = dict(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
                  tracing=_is_tracing, grad_enabled=_grad_enabled, get_seq=_get_seq,
-                 push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_flags, profiler_flag=_RECORDING,
-                 hook_op=_hook_op,
+                 push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_flags,
+                 profiler_flag=_RECORDING, hook_op=_hook_op,
                  build_payload=build_payload, compiling=_is_compiling)
 _fast = fastpath.load(**CALL_SIDE)
 _fast_call = _fast.call if _fast is not None else None
@@ -277,7 +278,7 @@ _INLINE = tp.DYNAMO_INLINE
 
 def make_wrapper(fn, meta: OpMeta):
     """A Python function standing in for ``fn``; ``__wrapped__`` is the original, and so is
-    :data:`pyprof.torch_private.DYNAMO_INLINE`: the attribute TorchDynamo unwraps (as it does for ``torch.compile``'s own
+    ``torch_private.DYNAMO_INLINE``: the attribute TorchDynamo unwraps (as it does for ``torch.compile``'s own
     wrappers, in every torch since 2.0), so it traces ``fn`` itself, with the rules it has for ``fn``,
     and never the wrapper (whose closure it would otherwise inline, breaking the graph at builtins it
     cannot name, recompiling per closure of the one wrapper code object)."""
@@ -297,10 +298,11 @@ def make_wrapper(fn, meta: OpMeta):
             _mark_raised()
             raise
 
+    marked: Any = wrapper
     try:
-        functools.update_wrapper(wrapper, fn)
+        functools.update_wrapper(marked, fn)
     except (AttributeError, TypeError):
-        wrapper.__wrapped__ = fn
-    wrapper.__pyprof_meta__ = meta
-    setattr(wrapper, _INLINE, fn)
-    return wrapper
+        marked.__wrapped__ = fn
+    marked.__pyprof_meta__ = meta
+    setattr(marked, _INLINE, fn)
+    return marked

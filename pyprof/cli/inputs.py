@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 Say = Callable[[str], None]
 
@@ -21,11 +21,15 @@ STDIN, RECORDS, PARQUET, EXPORT = "stdin", "records", "parquet", "export"
 RUN_RECORDS = "records.dict"  # what `pyprof run` writes in its output folder
 
 
+@overload
+def resolve(path: str | os.PathLike) -> str: ...
+@overload
+def resolve(path: None) -> None: ...
 def resolve(path: str | os.PathLike | None) -> str | None:
     """``path``, or the ``records.dict`` in it where it is a ``pyprof run`` output folder (one holding
     that file and no Parquet)."""
     if path is None or str(path) == "-":
-        return path
+        return None if path is None else "-"
     path = os.fspath(path)
     inner = os.path.join(path, RUN_RECORDS)
     if os.path.isdir(path) and os.path.isfile(inner):
@@ -104,14 +108,14 @@ def table(path: str | None, say: Say, gpu: str | None = None, peak_flops: float 
 
     path = resolve(path)
     k = kind(path)
-    if k == PARQUET:
+    if k == PARQUET and path is not None:  # (kind: None is STDIN)
         from pyprof.scale.parquet import file_header
         from pyprof.scale.readback import file_records
 
         return _joined([build(recs, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw,
                               header={k: v for k, v in file_header(f).items() if not (reprice and k == "peaks")})
                         for f, recs in file_records(path)])
-    if k == EXPORT:
+    if k == EXPORT and path is not None:
         import tempfile
 
         from pyprof.parse.run import parse_file
@@ -131,12 +135,12 @@ def record_sets(path: str | None, say: Say) -> list[tuple[str, list[dict[str, An
 
     path = resolve(path)
     k = kind(path)
-    if k == PARQUET:
+    if k == PARQUET and path is not None:  # (kind: None is STDIN)
         from pyprof.scale.readback import file_records
 
         return [(os.path.basename(f).removesuffix(".parquet"), recs)
                 for f, recs in file_records(path, keep_ranges=True)]
-    if k == EXPORT:
+    if k == EXPORT and path is not None:
         return [("-", _parse(path, say))]
     return [("-", list(iter_records(path, keep_ranges=True)))]
 
@@ -149,7 +153,7 @@ def profile(path: str, say: Say, gpu: str | None = None, peak_flops: float | Non
 
     path = resolve(path)
     k = kind(path)
-    if k == PARQUET:
+    if k == PARQUET and path is not None:  # (kind: None is STDIN)
         from pyprof.prof.table import build
         from pyprof.scale.readback import file_records
 
@@ -157,6 +161,6 @@ def profile(path: str, say: Say, gpu: str | None = None, peak_flops: float | Non
         records = [r for _, recs in parts for r in recs]
         df = _joined([build(recs, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw) for _, recs in parts])
         return prof_mod.from_records(records, os.fspath(path), gpu, peak_flops, peak_bw, env, df=df)
-    if k == EXPORT:
+    if k == EXPORT and path is not None:
         return prof_mod.from_records(_parse(path, say), os.fspath(path), gpu, peak_flops, peak_bw, env)
     return prof_mod.load(path, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw, env=env)

@@ -74,12 +74,12 @@ def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: st
     say = stderr_say(quiet)
     if fmt is None:
         fmt = "parquet" if output and output.rstrip(os.sep).endswith(".parquet") else "jsonl"
-    created = bool(output) and not os.path.lexists(output)
+    created = output if output and not os.path.lexists(output) else None
     try:
         _parse(inputs, output, jobs, fmt, cluster, say)
     except BaseException:
         if created:
-            _remove_empty_folder(output)
+            _remove_empty_folder(created)
         raise
 
 

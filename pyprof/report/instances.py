@@ -17,7 +17,8 @@ def instance_ids(df: pd.DataFrame) -> np.ndarray:
     """An instance number per row of prof's table: kernels by (opid, dir), every other row alone."""
     n = len(df)
     opid = df["opid"].to_numpy(dtype=object) if n else np.zeros(0, object)
-    has = np.not_equal(opid, None) & (df["kind"].to_numpy(dtype=object) == "kernel") if n else np.zeros(0, bool)
+    known = np.not_equal(opid, None)  # type: ignore[call-overload]  # (stubs lack None; it compares each item)
+    has = known & (df["kind"].to_numpy(dtype=object) == "kernel") if n else np.zeros(0, bool)
     # (opid, dir) pairs as tuples: pandas 2 hashes object strings as C strings, which end at a NUL,
     # so a joined text key would need a separator that can never occur in either part
     key = pd.Series(list(zip(opid.tolist(), df["dir"].tolist(), strict=True)), dtype=object)

@@ -134,14 +134,14 @@ def _label(cls: str, tensor: bool, is_cpu: bool, override: bool) -> str:
     return f"{cls} CUDA cores"
 
 
-def roof_line(roof: Roof, lo: float, hi: float) -> tuple[list[float], list[float]]:
+def roof_line(roof: Roof, lo: float, hi: float) -> tuple[list[float], list[float | None]]:
     """The roof as a polyline over intensities ``lo``..``hi`` (FLOP/byte): ``(x, y)`` in FLOP/s."""
     if roof.bw is None:
         return [lo, hi], [roof.peak, roof.peak]
     if roof.peak is None:
         return [lo, hi], [roof.bw * lo, roof.bw * hi]
     ridge = roof.ridge
-    xs = [lo] + ([ridge] if lo < ridge < hi else []) + [hi]
+    xs = [lo] + ([ridge] if ridge is not None and lo < ridge < hi else []) + [hi]
     return xs, [min(roof.peak, roof.bw * x) for x in xs]
 
 

@@ -71,7 +71,7 @@ def choose_step(records: list[dict[str, Any]], sil: list[float]) -> tuple[str | 
             totals[s] = totals.get(s, 0.0) + t
     if not totals:
         return None, 0
-    ranked = sorted(totals, key=lambda s: (totals[s], int(STEP.match(s).group(1))))
+    ranked = sorted(totals, key=lambda s: (totals[s], int(s.rpartition("#")[2])))
     return ranked[(len(ranked) - 1) // 2], len(ranked)
 
 

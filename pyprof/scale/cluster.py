@@ -86,7 +86,7 @@ def labels(paths: list[str], outs: list[str]) -> list[str | None]:
     from pyprof.parse.run import _stem
 
     bases = [os.path.basename(p) for p in paths]
-    out = []
+    out: list[str | None] = []
     for base, o in zip(bases, outs, strict=True):
         if bases.count(base) == 1:
             out.append(None)

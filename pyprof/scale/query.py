@@ -201,7 +201,8 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
         reason = " ".join(str(exc).split())[:300]
         raise InputError(f"{path}: cannot read it as a pyprof record dataset ({type(exc).__name__}: {reason})",
                          "give Parquet that `pyprof parse --format parquet` wrote (whole files)") from None
-    shown = (("per rank", ranks, RANK_COLUMNS), ("stragglers", slow, STRAGGLER_COLUMNS))
+    shown: tuple[tuple[str, Any, tuple[tuple[str, str, str, str], ...]], ...] = (
+        ("per rank", ranks, RANK_COLUMNS), ("stragglers", slow, STRAGGLER_COLUMNS))
     if style == "json":
         import orjson
 
