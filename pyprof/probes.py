@@ -165,9 +165,6 @@ PROBES: tuple[Probe, ...] = (
     Probe("torch.nn.modules.module._global_forward_pre_hooks", "noticing other tools' global module hooks",
           _present("torch.nn.modules.module._global_forward_pre_hooks",
                    "torch.nn.modules.module._global_forward_hooks")),
-    Probe("torch.jit._builtins", "keeping torch.jit.script compiling the originals",
-          _callable("torch.jit._builtins._find_builtin", "torch.jit._builtins._register_builtin",
-                    "torch.jit._builtins._get_builtin_table", "torch._jit_internal.boolean_dispatched.get")),
     Probe("nvtx._lib.lib", "handing markers to Nsight Systems", _nvtx_internals),
 )
 
@@ -178,7 +175,9 @@ OPTIONAL = {n: (2, 4) for n in (
     "torch.utils._device._device_constructors", "torch.autograd.profiler._run_on_profiler_start",
     "torch.autograd.profiler._run_on_profiler_stop", "torch._dynamo.trace_rules.get_torch_obj_rule_map",
     "torch._dynamo.trace_rules.get_tensor_method", "torch._inductor.virtualized.V",
-    "torch._inductor.scheduler.Scheduler.codegen_extern_call", "torch._inductor.graph.GraphLowering.codegen")} | {
+    "torch._inductor.scheduler.Scheduler.codegen_extern_call", "torch._inductor.graph.GraphLowering.codegen",
+    "torch.jit._builtins._find_builtin", "torch.jit._builtins._register_builtin",
+    "torch.jit._builtins._get_builtin_table", "torch._jit_internal.boolean_dispatched")} | {
     "torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info": (2, 8),
     "torch._inductor.debug._inductor_kernel_stack_trace": (2, 8)}
 

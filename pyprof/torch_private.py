@@ -20,7 +20,7 @@ import torch
 import torch._guards
 import torch.autograd.profiler
 
-from pyprof.probes import DYNAMO, dynamo_imported  # noqa: F401  (re-exported)
+from pyprof.probes import DYNAMO, attr_or_none, dynamo_imported  # noqa: F401  (re-exported)
 
 _C: Any = torch._C
 
@@ -70,11 +70,7 @@ def build_dynamo_tables() -> None:
 
 def build_device_tables() -> None:
     """Build the cached set of factory functions ``with torch.device(...)`` redirects."""
-    try:
-        from torch.utils import _device
-    except ImportError:  # pragma: no cover - every supported torch has it
-        return
-    fn = getattr(_device, "_device_constructors", None)
+    fn = attr_or_none("torch.utils._device._device_constructors")
     if fn is not None:
         fn()
 
