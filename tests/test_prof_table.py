@@ -317,7 +317,7 @@ def _reference_instances(raw, n, is_kernel):
         else:
             key = (o, mod, d, cd, id(args))
             if key not in cache:
-                cost = table._estimate(o, mod, d, cd, args)
+                cost = table._estimate(o, mod, d, cd, args)[0]
                 cache[key] = (cost, render(args), (cost.dtype if cost and cost.dtype else None) or cd
                               or first_dtype(args))
             info = cache[key]

@@ -70,6 +70,9 @@ def test_checkpoint_recompute_is_its_own_direction(tmp_path):
     stopped = df[(df["dir"] == "recomp") & (df["module"] == "layers.0.mlp.down_proj")]
     assert len(stopped) and (stopped["flops"] == 0).all() and (stopped["bytes"] == 0).all()
     assert (stopped["kernel"] == "aten::mm").any() and stopped["note"].str.contains("raised").all()
+    raised = df[df["priced_by"] == "raised"]  # the early stop's ops, and no other
+    assert (stopped["priced_by"] == "raised").all() and raised["module"].str.endswith(".mlp.down_proj").all()
+    assert (raised["dir"] == "recomp").all() and (raised["flops"] == 0).all()
     assert (df.loc[(df["dir"] == "fprop") & (df["module"] == "layers.0.mlp.down_proj"), "flops"] > 0).any()
 
 

@@ -18,6 +18,22 @@ class Column:
     meaning: str
 
 
+#: The stages that price a row (``priced_by``), in the order they run (:mod:`pyprof.prof.table`): a row names the last.
+PRICED_BY = {
+    "no-op": "a kernel no op marker encloses: n/a",
+    "raised": "an op that raised before its work: 0",
+    "inductor": "a kernel Inductor generated: its origin ops' flops, its buffers' bytes",
+    "model": "the op's model (pyprof.prof.ops), from its arguments",
+    "model-error": "the op's model raised on these arguments: n/a",
+    "unpriced": "the op's model cannot price these arguments (unknown shapes or dtypes): n/a",
+    "no-model": "no model covers the op: n/a",
+    "inferred": "a forward convolution priced with the output shape its backward recorded",
+    "no-share": "0: its op instance's cost went to the instance's other kernels (views, dispatch, helpers)",
+    "record": "a memcpy/memset: the bytes it recorded, flops n/a",
+    "what-ran": "a backward, or a forward without a model, priced on the aten ops the trace shows it ran",
+    "no-work": "0: none of its op instance's records ran work (a wrapper's, an autograd node's own time)",
+}
+
 COLUMNS: tuple[Column, ...] = (
     Column("idx", "Idx", "int", "Kernel index, 1-based, in record order."),
     Column("seq", "SeqId", "list", "Autograd sequence ids of the forward op(s) open at launch."),
@@ -53,6 +69,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("note", "Note", "str", "Tensor-core eligibility note (fp32 without TF32, dims not multiple of 8) and model remarks."),
     Column("gpu", "GPU", "str", "GPU name from the export."),
     Column("opid", "OpId", "int", "Op instance id (kernels sharing opId and dir split the instance's cost)."),
+    Column("priced_by", "PricedBy", "str", "The pricing stage that gave the row its flops and bytes, in the order "
+           "the stages run: " + "; ".join(f"{k}: {v}" for k, v in PRICED_BY.items()) + "."),
 )
 
 # name, header, format, meaning: the one table of summary columns (``--summary``'s help, docs/prof.md and

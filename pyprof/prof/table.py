@@ -8,7 +8,8 @@ kernel, because real traces repeat the same op shapes and kernel names thousands
    (NVIDIA PyProf's) start a new instance at ``subSeqId`` 0 or when thread/op/module/direction change.
 2. **Cost.** Each instance's :class:`~pyprof.prof.ops.registry.Cost` comes from
    :func:`pyprof.prof.ops.estimate`, computed once per distinct ``(op, mod, dir, cdtype, args)``.
-   ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0.
+   ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0. Each row's
+   ``priced_by`` names the stage that set its figures (:data:`pyprof.prof.columns.PRICED_BY`, in order).
 3. **The split rule.** An instance's FLOPs and bytes go to the kernels that do its work
    (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels (by full name) where it has
    any, else, for a GEMM/conv/attention op, its kernels that are no copy, fill, elementwise, reduction
@@ -58,21 +59,19 @@ COPIED = {"seq": "seqId", "altseq": "altSeqId", "tid": "tid", "layer": "layer", 
           "gpu": "gpu", "opid": "opId"}
 
 
-def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args: list):
-    from pyprof.prof.ops import OpCall, estimate
+def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args: list) -> tuple[Any, str]:
+    """(Cost or None, the stage of :data:`~pyprof.prof.columns.PRICED_BY` that decided it) of one op call."""
+    from pyprof.prof.ops import Cost, OpCall, estimate, fused, registry
 
     if direction == "none":  # opDir none: the call raised before its work (records.md): none done
-        from pyprof.prof.ops import Cost
-
-        return Cost(0.0, 0.0, None, note="raised: no work")
-    from pyprof.prof.ops import fused
-
+        return Cost(0.0, 0.0, None, note="raised: no work"), "raised"
     if fused.is_fused(op, mod):  # a kernel Inductor generated: its origin ops and buffers (ops/fused.py)
-        return fused.fused_cost(args)
+        return fused.fused_cost(args), "inductor"
     try:
-        return estimate(OpCall(op, list(args or []), direction or "fprop", cdtype, mod))
+        cost = estimate(OpCall(op, list(args or []), direction or "fprop", cdtype, mod), quiet=False)
     except Exception:  # a model that cannot read these arguments: unknown, never a crash
-        return None
+        return None, "model-error"
+    return cost, "model" if cost is not None else "unpriced" if registry.lookup(op, mod) else "no-model"
 
 
 # text fields repeated across kernels: one string object per distinct value (memory, and faster hashing)
@@ -338,9 +337,9 @@ def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver, head: d
     is_cpu = np.equal(raw["device"], None) if n else np.zeros(0, bool)  # type: ignore[call-overload]
     role = _roles(raw, is_cpu)
     _costs(out, inst, sil, rec_bytes, is_kernel, raw["kShortName"], role)
-    ran = _backward_on_what_ran(out, inst, raw, is_kernel, role)
+    _backward_on_what_ran(out, inst, raw, is_kernel, role)
     codes = _tensor_cores(out, inst, raw, is_kernel, is_cpu, resolver)
-    warnings = _coverage_warning(out, inst, sil, is_kernel, ran)
+    warnings = _coverage_warning(out, inst, sil, is_kernel)
     warnings += _roofline(out, raw, is_kernel, is_cpu, inst, codes, resolver)
 
     # copy=False: the columns are this function's own arrays; copying them into consolidated blocks
@@ -454,14 +453,15 @@ def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndar
     return key_of, _key_arrays(calls)
 
 
-def _price_calls(calls: tuple[list, ...]) -> tuple[list, list, list, int]:
-    """Cost (None: no model, or not a kernel), params and dtype of each distinct call, and how many calls
-    a model was asked to price. A call without a model takes its params and dtype from the first call
-    with the same argument list, as the per-instance loop this replaced did."""
+def _price_calls(calls: tuple[list, ...]) -> tuple[list, list, list, int, list]:
+    """Cost (None: no model, or not a kernel), params, dtype and ``priced_by`` stage of each distinct call,
+    and how many calls a model was asked to price. A call without a model takes its params and dtype from
+    the first call with the same argument list, as the per-instance loop this replaced did."""
     k = len(calls[0])
     costs: list[Any] = [None] * k
     params: list[str] = [""] * k
     dtypes: list[str | None] = [None] * k
+    by = ["no-op" if kern else "record" for kern in calls[5]]
     renders: dict[int, tuple] = {}
     n_costed = 0
     for j, (o, args, cd, mod, d, kern) in enumerate(zip(*calls, strict=True)):
@@ -472,16 +472,16 @@ def _price_calls(calls: tuple[list, ...]) -> tuple[list, list, list, int]:
                     info = renders[id(args)] = (render(args), cd or first_dtype(args))
                 params[j], dtypes[j] = info
             continue
-        cost = _estimate(o, mod, d, cd, args)
+        cost, by[j] = _estimate(o, mod, d, cd, args)
         n_costed += 1
         costs[j] = cost
         params[j] = render(args)
         dtypes[j] = (cost.dtype if cost is not None and cost.dtype else None) or cd or first_dtype(args)
-    _convs_from_backward(calls, costs, dtypes)
-    return costs, params, dtypes, n_costed
+    _convs_from_backward(calls, costs, dtypes, by)
+    return costs, params, dtypes, n_costed, by
 
 
-def _convs_from_backward(calls: tuple[list, ...], costs: list, dtypes: list) -> None:
+def _convs_from_backward(calls: tuple[list, ...], costs: list, dtypes: list, by: list) -> None:
     """Price, in place, the forward convolutions no model could price for want of stride/padding (PyTorch
     1.8 traces record only tensor arguments) with the output shape their backward recorded for the same
     input and weight shapes (:func:`pyprof.prof.ops.conv.price_with_backward`); the others stay unknown."""
@@ -502,23 +502,22 @@ def _convs_from_backward(calls: tuple[list, ...], costs: list, dtypes: list) -> 
         except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError):
             cost = None
         if cost is not None:
-            costs[j] = cost
+            costs[j], by[j] = cost, "inferred"
             dtypes[j] = cost.dtype or dtypes[j]
 
 
 def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
     """Per distinct call: ``cost``, ``params``, ``dtype``, ``flops``, ``bytes`` (NaN unknown), ``tensor_op``,
-    ``costed`` (a model priced it), ``eligible`` (tensor-core eligible op), ``note``; and ``n_costed``."""
-    costs, params, dtypes, n_costed = _price_calls(calls)
+    ``eligible`` (tensor-core eligible op), ``note``; and ``n_costed``."""
+    costs, params, dtypes, n_costed, by = _price_calls(calls)
     gemm = {o: tensorcores.is_gemm_op(o) for o in set(calls[0])}
     tensor_op = np.array([bool(c is not None and c.tensor_op) for c in costs], dtype=bool)
     return {
         "cost": costs, "params": _obj(params), "dtype": _obj(dtypes), "n_costed": n_costed,
         "flops": np.array([c.flops if c is not None and c.flops is not None else NAN for c in costs], dtype=float),
         "bytes": np.array([c.bytes if c is not None and c.bytes is not None else NAN for c in costs], dtype=float),
-        "tensor_op": tensor_op, "costed": np.array([c is not None for c in costs], dtype=bool),
-        "eligible": tensor_op | np.array([gemm[o] for o in calls[0]], dtype=bool),
-        "note": _obj([(c.note if c is not None else "") or "" for c in costs]),
+        "tensor_op": tensor_op, "eligible": tensor_op | np.array([gemm[o] for o in calls[0]], dtype=bool),
+        "note": _obj([(c.note if c is not None else "") or "" for c in costs]), "by": _obj(by),
     }
 
 
@@ -572,15 +571,16 @@ def _costs(out: dict, inst: dict, sil: np.ndarray, rec_bytes: np.ndarray, is_ker
         nbytes[copy] = rec_bytes[copy] * np.where(twice, 2.0, 1.0)
     out["flops"] = flops
     out["bytes"] = nbytes
+    by = inst["by"][row_key]
+    out["priced_by"] = np.where(~takes & np.isin(by, ("model", "inductor", "inferred")), "no-share", by)
     out["params"] = inst["params"][row_key]
     out["dtype"] = inst["dtype"][row_key]
 
 
-def _backward_on_what_ran(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, role: np.ndarray) -> np.ndarray | None:
+def _backward_on_what_ran(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, role: np.ndarray) -> None:
     """Backward instances whose records name the aten ops that ran: priced on those ops instead of their
     forward op's backward formula, and forward instances of an op without a model: priced on the ops it
-    ran (:mod:`pyprof.prof.backward`); ``priced`` names the op per row.
-    Returns the mask of the rows so priced (None: none)."""
+    ran (:mod:`pyprof.prof.backward`); ``priced`` names the op per row."""
     from pyprof.prof.backward import on_what_ran
 
     formula = (~np.isnan(inst["flops"]) & ~np.isnan(inst["bytes"]))[inst["key"]]  # per instance
@@ -589,12 +589,15 @@ def _backward_on_what_ran(out: dict, inst: dict, raw: dict, is_kernel: np.ndarra
                       np.equal(raw["device"], None), unmodelled)  # type: ignore[call-overload]
     if got is None:
         out["priced"] = _obj([None] * len(is_kernel))
-        return None
+        return
     rows = got["rows"]
-    out["flops"] = np.where(rows, got["flops"], out["flops"])
-    out["bytes"] = np.where(rows, got["bytes"], out["bytes"])
+    for k in ("flops", "bytes"):
+        out[k] = np.where(rows, got[k], out[k])
     out["priced"] = got["priced"]
-    return rows
+    carries = np.not_equal(got["priced"], None)  # type: ignore[call-overload]
+    share = (np.bincount(inst["of"][carries], minlength=inst["m"]) > 0)[inst["of"]]  # its instance's work ran
+    out["priced_by"] = np.where(rows, np.where(carries, "what-ran", np.where(share, "no-share", "no-work")),
+                                out["priced_by"])
 
 
 def _per_distinct(values: np.ndarray, fn, dtype=object) -> np.ndarray:
@@ -761,8 +764,7 @@ def _beyond_roofline(out: dict, beyond: np.ndarray, sil: np.ndarray) -> list[str
             "them out of ideal, excess and gap (check --peak-flops/--peak-bw or `pyprof calibrate`)"]
 
 
-def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray,
-                      ran: np.ndarray | None = None) -> list[str]:
+def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndarray) -> list[str]:
     """One line naming the ops without a FLOP/byte model, with their share of kernel time (a backward
     priced on what ran: its records whose op has no model)."""
     n = len(is_kernel)
@@ -772,11 +774,10 @@ def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndar
     total = dur[is_kernel].sum() or 1.0
     op = out["op"]
     has_op = _not_none(op)
-    no_cost = ~inst["costed"][inst["row_key"]]
-    if ran is not None:
-        no_cost = np.where(ran, np.isnan(out["flops"]) & (out["priced"] != None), no_cost)  # noqa: E711
+    by = out["priced_by"]
     lines = []
-    uncovered = is_kernel & has_op & no_cost
+    uncovered = has_op & (np.isin(by, ("no-op", "model-error", "unpriced", "no-model"))
+                          | ((by == "what-ran") & np.isnan(out["flops"])))
     if uncovered.any():
         from pyprof.prof.ops.registry import canonical, covered_ops
 
@@ -793,7 +794,7 @@ def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndar
             more = f", and {len(part) - 12} more" if len(part) > 12 else ""
             lines.append(f"{what.format(n=len(part))}, {part.sum():.1f}% of kernel time "
                          f"(their flops/bytes show n/a): {listed}{more}")
-    lines += _fused_warning(out, inst, dur, total, is_kernel)
+    lines += _fused_warning(out, inst, dur, total)
     no_op = is_kernel & ~has_op
     if no_op.any():
         lines.append(f"{int(no_op.sum())} kernel(s), {dur[no_op].sum() / total * 100:.1f}% of kernel time, "
@@ -801,16 +802,12 @@ def _coverage_warning(out: dict, inst: dict, sil: np.ndarray, is_kernel: np.ndar
     return lines
 
 
-def _fused_warning(out: dict, inst: dict, dur: np.ndarray, total: float, is_kernel: np.ndarray) -> list[str]:
+def _fused_warning(out: dict, inst: dict, dur: np.ndarray, total: float) -> list[str]:
     """One line per unknown of the kernels Inductor generated (:mod:`pyprof.prof.ops.fused`): how many
     have FLOPs n/a, with their share of kernel time and why (the first reasons), and how many bytes n/a."""
-    from pyprof.prof.ops.fused import FUSED_MOD, is_fused
-
-    fused = is_kernel & np.equal(out["mod"], FUSED_MOD)  # type: ignore[call-overload]
+    fused = inst["by"][inst["row_key"]] == "inductor"  # (whether or not what ran priced them since)
     if not fused.any():
         return []
-    rows = np.flatnonzero(fused)
-    fused[rows] = [is_fused(o, FUSED_MOD) for o in out["op"][rows].tolist()]
     lines = []
     for col, what in (("flops", "FLOPs"), ("bytes", "bytes")):
         unknown = fused & np.isnan(out[col])
