@@ -1,5 +1,5 @@
 """Every row says which pricing stage set its FLOPs and bytes (``pyprof prof -c priced_by``), and what the
-row holds agrees with that stage.
+row holds agrees with that stage; ``PYPROF_STRICT=1`` turns a model's exception into a traceback.
 
 The inputs are real: the H200 and CPU fixtures, the corpus's torch.profiler traces, its Nsight and nvprof
 exports with NVTX ranges, and a ``pyprof run`` of an example. What each stage must hold is read from the
@@ -119,26 +119,48 @@ def test_priced_by_is_a_prof_column(tmp_path, capsys):
     assert all(k in text for k in PRICED_BY)
 
 
+def _broken(monkeypatch, op: str, mod: str | None) -> str:
+    """Replace the model of ``op`` with one that raises; the message it raises."""
+    def broken(call):
+        raise ValueError("a broken model")
+
+    monkeypatch.setitem(registry._MODELS, canonical(op, mod), broken)
+    return "a broken model"
+
+
 @pytest.mark.parametrize("name", ["lenet", "josiahdavis__profiling-lm"])
-def test_a_model_that_raises_says_so(name, tmp_path, monkeypatch):
+def test_a_model_that_raises_says_so_and_strict_mode_raises(name, tmp_path, monkeypatch):
     """The op the most rows of a real trace were priced by: with its model broken, those rows say
     ``model-error`` (n/a) or, where the trace names the aten ops that ran (a torch.profiler trace, not
-    NVIDIA PyProf's markers), are priced on those."""
-    from pyprof.prof.ops import registry
-
+    NVIDIA PyProf's markers), are priced on those; strict mode raises the model's exception."""
     out = tmp_path / "records.dict"
     parse_file(str(LENET if name == "lenet" else corpus_file(name)), str(out))
     before = build_file(out, workers=1)
     modelled = before[before["priced_by"] == "model"]
     op, mod = modelled.groupby(["op", "mod"]).size().idxmax()
     mine = modelled.index[(modelled["op"] == op) & (modelled["mod"] == mod)]
-
-    def broken(call):
-        raise ValueError("a broken model")
-
-    monkeypatch.setitem(registry._MODELS, canonical(op, mod), broken)
+    message = _broken(monkeypatch, op, mod)
+    monkeypatch.delenv("PYPROF_STRICT", raising=False)
     after = build_file(out, workers=1)
     check_stages(after)
     got = after.loc[mine, "priced_by"]
     assert got.isin(["model-error", "what-ran"]).all() and (got == "what-ran").eq(after.loc[mine, "priced"].notna()).all()
     assert name == "lenet" or (got == "model-error").all()  # (NVIDIA PyProf's markers name no aten op that ran)
+    monkeypatch.setenv("PYPROF_STRICT", "1")
+    with pytest.raises(ValueError, match=message):
+        build_file(out, workers=1)
+
+
+def test_strict_mode_raises_where_a_backward_is_priced_on_what_ran(tmp_path, monkeypatch):
+    """The aten op that priced the most rows on what ran: broken, it leaves the instance to its forward
+    op's formula (no crash); in strict mode the exception comes through."""
+    out = tmp_path / "records.dict"
+    parse_file(str(LENET), str(out))
+    before = build_file(out, workers=1)
+    ran = before[before["priced_by"] == "what-ran"]
+    message = _broken(monkeypatch, ran["priced"].value_counts().idxmax(), "aten")
+    monkeypatch.delenv("PYPROF_STRICT", raising=False)
+    check_stages(build_file(out, workers=1))
+    monkeypatch.setenv("PYPROF_STRICT", "1")
+    with pytest.raises(ValueError, match=message):
+        build_file(out, workers=1)

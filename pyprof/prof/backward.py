@@ -100,12 +100,14 @@ def _price(aten: str, sizes: list, dtype: str | None, cdtype: str | None, fwd_ar
     """(op name, Cost or None) of one aten call from its recorded input sizes; None where the op has no
     model or the sizes do not say enough for its FLOPs (a reduction's dims). Bytes may still be unknown
     (no dtype: a plain trace's tensor lists)."""
-    from pyprof.prof.ops import Cost, OpCall, canonical, estimate, family
+    from pyprof.prof.ops import Cost, OpCall, canonical, estimate, family, registry
 
     name = canonical(aten, "aten")
     try:
         cost = estimate(OpCall(aten, _args(aten, sizes, dtype), "fprop", cdtype, "aten"))
     except Exception:  # noqa: BLE001 - a model that cannot read these sizes: unknown, never a crash
+        if registry.strict():
+            raise
         cost = None
     if cost is None and name == "sum":
         cost = _sum_over_unknown_dims(sizes, dtype, cdtype, fwd_args)

@@ -70,6 +70,8 @@ def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args
     try:
         cost = estimate(OpCall(op, list(args or []), direction or "fprop", cdtype, mod), quiet=False)
     except Exception:  # a model that cannot read these arguments: unknown, never a crash
+        if registry.strict():
+            raise
         return None, "model-error"
     return cost, "model" if cost is not None else "unpriced" if registry.lookup(op, mod) else "no-model"
 
@@ -485,7 +487,7 @@ def _convs_from_backward(calls: tuple[list, ...], costs: list, dtypes: list, by:
     """Price, in place, the forward convolutions no model could price for want of stride/padding (PyTorch
     1.8 traces record only tensor arguments) with the output shape their backward recorded for the same
     input and weight shapes (:func:`pyprof.prof.ops.conv.price_with_backward`); the others stay unknown."""
-    from pyprof.prof.ops import OpCall, canonical, conv
+    from pyprof.prof.ops import OpCall, canonical, conv, registry
 
     todo = [j for j, (o, kern) in enumerate(zip(calls[0], calls[5], strict=True))
             if kern and costs[j] is None and o is not None and canonical(o, calls[3][j]) in conv.SIGNATURES]
@@ -500,6 +502,8 @@ def _convs_from_backward(calls: tuple[list, ...], costs: list, dtypes: list, by:
             cost = conv.price_with_backward(OpCall(canonical(o, mod), list(args or []), d or "fprop", cd, mod),
                                             outputs)
         except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError):
+            if registry.strict():
+                raise
             cost = None
         if cost is not None:
             costs[j], by[j] = cost, "inferred"

@@ -15,6 +15,7 @@ they import it.)
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
@@ -188,13 +189,18 @@ def binds(subject: str | Callable[[str], str] | None = None) -> Callable[[Callab
     return deco
 
 
+def strict() -> bool:
+    """``PYPROF_STRICT=1``: a model's exception is raised, with its traceback (for developers), not n/a."""
+    return os.environ.get("PYPROF_STRICT") == "1"
+
+
 def estimate(call: OpCall, quiet: bool = True) -> Cost | None:
     """The op call's cost, or ``None`` when no model covers the op (or its arguments are unknown).
 
     ``call.op`` may be any spelling (it goes through :func:`canonical`); the model sees the canonical
     name in ``call.op`` and a normalised ``call.mod`` (``Tensor`` -> ``torch.Tensor``; ``aten`` for an
     ``aten::`` name without a namespace). Arguments a model cannot make sense of (a stride of 0, a string
-    where a size belongs) give ``None`` (unknown), or the model's exception if not ``quiet``.
+    where a size belongs) give ``None`` (unknown), or the model's exception if not ``quiet`` or :func:`strict`.
     """
     name = canonical(call.op, call.mod)
     model = _MODELS.get(name)
@@ -212,7 +218,7 @@ def estimate(call: OpCall, quiet: bool = True) -> Cost | None:
     try:
         cost = model(call)
     except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError):
-        if not quiet:
+        if not quiet or strict():
             raise
         return None  # arguments the model cannot make sense of: unknown, never a crash of the report
     if cost is not None and ((cost.flops is not None and cost.flops < 0) or (cost.bytes is not None and cost.bytes < 0)):
