@@ -204,12 +204,15 @@ def run(kind: str, names: list[str] | None = None, limit: int | None = 2) -> lis
         except Exception as exc:  # noqa: BLE001 - torch's own samples cannot be made here
             cases.append(Case(kind, name, -1, status=f"skipped: {type(exc).__name__}"))
             continue
+        # FlopCounterMode counts an RNN's GEMMs only where oneDNN does not fuse them (as reference.py); pyprof's
+        # run takes the same flags: under create_graph the fused op's backward runs another program (its
+        # differentiable form recomputes the forward's gates), so both counts must be of one program
+        onednn = not any(k in name for k in ("RNN", "LSTM", "GRU"))
         for i, step in todo:
             c = Case(kind, name, i)
             counter = _counter()
-            try:  # (FlopCounterMode counts an RNN's GEMMs only where oneDNN does not fuse them: as reference.py)
-                with torch.backends.mkldnn.flags(enabled="RNN" not in name and "LSTM" not in name and "GRU" not in name), \
-                        counter:
+            try:
+                with torch.backends.mkldnn.flags(enabled=onednn), counter:
                     step()
             except Exception as exc:  # noqa: BLE001 - torch refuses this case (no batching rule, ...)
                 c.status = f"skipped: {type(exc).__name__}"
@@ -217,7 +220,7 @@ def run(kind: str, names: list[str] | None = None, limit: int | None = 2) -> lis
                 continue
             c.torch = counter.flops
             try:
-                with tempfile.TemporaryDirectory() as tmp:
+                with tempfile.TemporaryDirectory() as tmp, torch.backends.mkldnn.flags(enabled=onednn):
                     c.pyprof = _pyprof(fresh[i], Path(tmp))
                 c.judge()
             except Exception as exc:  # noqa: BLE001 - pyprof failed on it: a failure to report
