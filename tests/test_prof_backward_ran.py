@@ -113,3 +113,61 @@ def test_first_layer_linear_under_plain_profiler_equals_flopcountermode(tmp_path
             got[d] += fl
     assert got["fprop"] == ref_f > 0
     assert got["bprop"] == ref_b  # 2 GEMMs for the last layer, 1 for the first: not 4
+
+
+def _gemm_flops_by_direction(step, tmp_path) -> dict:
+    """pyprof's GEMM (and RNN) FLOPs per direction (bprop: every backward run) of ``step`` under
+    ``init()`` + torch.profiler; the family of the op that priced each record."""
+    import torch
+
+    import pyprof
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.prof.ops import family
+
+    pyprof.init()
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+            step()
+    finally:
+        pyprof.deinit()
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    df = build(list(KinetoSource(tmp_path / "t.json").records()), peak_flops=1e12, peak_bw=1e11)
+    got = {"fprop": 0.0, "bprop": 0.0}
+    for d, op, mod, ran, fl in zip(df["dir"], df["op"], df["mod"], df["priced"], df["flops"], strict=True):
+        fam = family(ran, "aten") if ran else (family(op, mod) if op else None)
+        if fam in ("gemm", "rnn") and not math.isnan(fl) and d in ("fprop", "bprop", "bprop2"):
+            got["fprop" if d == "fprop" else "bprop"] += fl
+    return got
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", ["lstm_onednn", "linear_cross_entropy"])
+def test_a_backward_run_that_is_not_its_formula_is_priced_by_what_ran(case, tmp_path):
+    """``autograd.grad(create_graph=True)`` of one input's gradient: oneDNN's LSTM runs its backward as the
+    differentiable ops of its cell (the forward's gate GEMMs again, then the gradient's), and
+    linear_cross_entropy's run computes dX alone; neither is what the forward op's backward formula
+    assumes (the fused backward, every input's gradient). pyprof's backward GEMM FLOPs equal
+    FlopCounterMode's count of what ran."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    if case == "lstm_onednn":
+        m = torch.nn.LSTM(2, 3, num_layers=2)
+        x = torch.randn(2, 1, 2, requires_grad=True)
+
+        def loss():
+            return m(x)[0].sum()
+    else:
+        w = torch.randn(4, 5, requires_grad=True)
+        x = torch.randn(8, 5, requires_grad=True)
+        t = torch.randint(0, 4, (8,))
+
+        def loss():
+            return torch.nn.functional.linear_cross_entropy(x, w, t)
+    with torch.backends.mkldnn.flags(enabled=True):
+        out = loss()
+        with FlopCounterMode(display=False) as fc:
+            torch.autograd.grad(out, x, create_graph=True)
+        got = _gemm_flops_by_direction(lambda: torch.autograd.grad(loss(), x, create_graph=True), tmp_path)
+    assert got["bprop"] == fc.get_total_flops() > 0

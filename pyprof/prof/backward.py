@@ -13,8 +13,9 @@ forward op's backward formula is not charged as well:
   parameter is a tensor in the instance's dtype, ``[]`` a 0-d one); the values of scalar and list
   arguments are not in the sizes and read as unknown (their defaults where a model takes one); a
   ``sum`` over dims the sizes do not hold (a bias's gradient) has its FLOPs, one add per input element,
-  and its bytes where exactly one forward argument broadcasts to its input (else unknown), and a fill (``zeros``, ``full``, ``arange``) whose size is such an argument has 0
-  FLOPs and unknown bytes;
+  and its bytes where exactly one forward argument broadcasts to its input (else unknown), and a fill
+  (``zeros``, ``full``, ``arange``) whose size is such an argument has 0 FLOPs and unknown bytes (the
+  fill it called on a CPU, ``zero_``, prices it);
 * a call is a record of the op's highest role (:mod:`pyprof.kernel_roles`): on a CPU trace each record
   is one aten op call; on a GPU one kernel of its highest role per call is assumed (a GEMM's one GEMM
   kernel), so an op that launches several such kernels (a cuSOLVER factorisation) is counted once per
@@ -34,9 +35,11 @@ FLOPs (``nonzero``, whose own record does the work around an ``as_strided_`` vie
 record, never the 0 of its views.
 
 Where an op that ran has no model, or its sizes do not say enough for its FLOPs and bytes (a
-convolution's stride, a fill's size), or may not (an op outside :data:`SIZED_FAMILIES`, whose model
-would take an unrecorded argument's default: attention's ``is_causal``), the forward op's backward
-formula prices the whole instance if it has one (as before: never half of each); if it has none
+convolution's stride, the output of a ``sum`` no forward argument broadcasts to), or may not (an op
+outside :data:`SIZED_FAMILIES` and :data:`SIZED_OPS`, whose model would take an unrecorded argument's
+default: attention's ``is_causal``), the forward op's backward formula prices the whole instance if it
+has one (never half of each); elsewhere by what ran, also where the formula assumes another run (an
+``autograd.grad`` of one input, oneDNN's LSTM run as its cell's ops under ``create_graph``). If it has none
 either (linear algebra), the ops that can be priced are (a caller without a model by the ops it
 called; an unrecorded argument at its default, such as ``linalg_solve_triangular``'s ``left``), and
 what is not known is unknown (n/a), never 0.
@@ -122,7 +125,7 @@ def _sum_over_unknown_dims(sizes: list, dtype: str | None, cdtype: str | None, f
     """``sum.dim_IntList`` (how autograd reduces a broadcast gradient: a bias's) whose dims the sizes do
     not hold: one add per input element whatever the dims, so its FLOPs are known. Its output is the
     gradient of the forward argument the input broadcast from: the one tensor argument of the forward
-    op, smaller than the input, whose shape broadcasts to it (a ``linear``'s or ``addmm``'s bias); where
+    op, not of the input's shape, that broadcasts to it (a ``linear``'s or ``addmm``'s bias); where
     there is not exactly one, the output and so the bytes are unknown (None)."""
     from pyprof.prof.ops import Cost, OpCall, estimate, scalar_arg
     from pyprof.prof.ops import _args as A
@@ -141,23 +144,26 @@ def _sum_over_unknown_dims(sizes: list, dtype: str | None, cdtype: str | None, f
     for a in A.tensors(fwd_args or []):
         s = A.shape(a)
         k = A.numel(s) if s is not None else None
-        if k is not None and k < n and A.broadcast(s, shp) == list(shp):
+        if k is not None and s != list(shp) and A.broadcast(s, shp) == list(shp):  # ([12] to [1, 12] too)
             fits.add(k)
     out = A.sized(n + fits.pop(), dtype) if len(fits) == 1 else None
     return Cost(whole.flops, out, whole.dtype)
 
 
-#: Families whose figures the input sizes determine (an unrecorded scalar changes none: a GEMM's alpha,
-#: an elementwise op's constant, a copy's non_blocking), and ``sum`` (see :func:`_sum_over_unknown_dims`).
-#: Elsewhere an unrecorded argument can change the count (attention's ``is_causal``, a convolution's
-#: stride): an instance whose forward op has a backward formula keeps it when such an op ran.
+#: Families and ops whose figures the input sizes determine (an unrecorded scalar changes none: a GEMM's
+#: alpha, a fill value, a softmax backward's dim, nll_loss's reduction, which dY's shape shows; ``sum``:
+#: :func:`_sum_over_unknown_dims`). Elsewhere an unrecorded argument can change the count (attention's
+#: ``is_causal``, a convolution's stride): an instance whose forward op has a backward formula keeps it
+#: when such an op ran.
 SIZED_FAMILIES = frozenset({"gemm", "pointwise", "views", "viewcopy", "copy", "fill", "concat"})
+SIZED_OPS = frozenset({"sum", "masked_fill", "_softmax_backward_data", "_log_softmax_backward_data",
+                       "nll_loss_backward", "nll_loss2d_backward"})
 
 
 def _sizes_suffice(name: str) -> bool:
     from pyprof.prof.ops import family
 
-    return name == "sum" or family(name) in SIZED_FAMILIES
+    return name in SIZED_OPS or family(name) in SIZED_FAMILIES
 
 
 def _callers(rows: list[int], raw: dict[str, np.ndarray]) -> tuple[list[int], dict[int, int | None]]:
@@ -211,6 +217,9 @@ def _walk_instance(members: list[int], formula: bool, is_cpu: np.ndarray, raw: d
             continue
         got = price(i)
         cost = got[1]
+        if i in callers and cost is not None and cost.flops == 0 and cost.bytes is None:
+            state[i] = "open"  # a fill sized by a list (zeros): the fill it ran (zero_) says its bytes
+            continue
         if formula and not _sizes_suffice(got[0]):
             return None  # its figures may hang on an unrecorded argument: the formula is surer
         if cost is not None and cost.bytes is not None:

@@ -154,6 +154,15 @@ def _nll(call: OpCall) -> Cost | None:
                 A.total(A.sized(n, dt), A.nbytes(t), A.sized(n_out, dt)), dt)
 
 
+@register("nll_loss_backward", "nll_loss2d_backward")
+def _nll_backward(call: OpCall) -> Cost | None:
+    """``nll_loss_backward(dY, input, target, ...)``, the op NllLossBackward0 runs: nll_loss's backward."""
+    b = A.bind(call.args, ("grad_output", "self", "target"))
+    x, t, st = b.get("self"), b.get("target"), A.shape(b.get("target"))
+    return None if A.shape(x) is None or st is None else Cost(
+        float(prod(st)), A.total(A.nbytes(b.get("grad_output")), A.nbytes(t), A.nbytes(x)), A.compute_dtype(call.cdtype, x))
+
+
 # name: (params, the tensors read, f per element, r per row, b per element per gradient)
 ROWS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int, int, int]] = {
     "margin_ranking_loss": (("input1", "input2", "target", "margin", "size_average", "reduce", "reduction"),
