@@ -35,6 +35,8 @@ CONVENTIONS = {
     "einsum": "a product that sums no letter is elementwise: pyprof counts its multiplies, FlopCounterMode none",
     "nn.functional.scaled_dot_product_attention": "causal attention counts its causal half; where torch runs "
                                                   "the math fallback (double backward) the dense scores ran",
+    "nn.functional.linear_cross_entropy.chunked_none": "its backward runs aten::dot (2 FLOPs per pair), a GEMM "
+                                                       "to pyprof, which FlopCounterMode does not count",
 }
 
 
