@@ -153,10 +153,12 @@ PROBES: tuple[Probe, ...] = (
     Probe("torch._C._jit_get_schemas_for_operator", "naming the arguments of native functions",
           _callable("torch._C._jit_get_schemas_for_operator")),
     Probe("torch._C._is_tracing", "leaving torch.jit.trace recordings unmarked", _tracing_state),
-    Probe("torch._C._functorch", "the batch sizes of ops under torch.func.vmap", _callable(*(
+    Probe("torch._C._functorch", "the batch sizes of ops under torch.func.vmap", lambda: _callable(*(
         "torch._C." + n for n in ("_are_functorch_transforms_active", "_functorch.get_unwrapped",
                                   "_functorch.is_batchedtensor", "_functorch.maybe_get_bdim",
-                                  "_functorch.is_functorch_wrapped_tensor", "_functorch.maybe_get_level")))),
+                                  "_functorch.is_functorch_wrapped_tensor", "_functorch.maybe_get_level",
+                                  "_functorch.get_interpreter_stack")))() or _present(
+        "torch._C._functorch.TransformType.Grad")()),
     Probe("torch._guards.CompileContext", "knowing whether torch.compile runs on this thread",
           _callable("torch._guards.CompileContext.try_get", "torch._guards.TracingContext.try_get",
                     "torch._guards.CompileContext.current_compile_id")),

@@ -83,3 +83,37 @@ def test_nsight_backward_under_vmap_is_priced_for_its_batch(tmp_path):
     fwd, plain, fwd2, batched = df["flops"].tolist()
     assert fwd == fwd2 == 2 * 8 * 32 * 16 and plain == 2 * fwd  # dX and dW
     assert batched == 10 * plain
+
+
+def test_per_sample_grad_of_a_shared_input_equals_flopcountermode(tmp_path):
+    """Per-sample gradients (``vmap(grad(...))``) through a linear projection of a tensor the
+    loss captures, shared by the samples (a decoder's ``memory``): its forward runs once, unbatched, its
+    backward batched (each sample's gradient flows into it) and only for the weight (the captured tensor
+    is a constant to ``grad``). pyprof's GEMM FLOPs per direction equal FlopCounterMode's in the same run."""
+    from torch.func import grad, vmap
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import pyprof
+    from pyprof.parse.kineto import KinetoSource
+    from pyprof.prof import build
+
+    w, b, mem, x = torch.randn(16, 8), torch.randn(16), torch.randn(5, 8, requires_grad=True), torch.randn(4, 5, 16)
+
+    def step():  # (F.linear, not a module: FlopCounterMode's module hooks fail on a captured tensor)
+        vmap(grad(lambda w, xb: (torch.nn.functional.linear(mem, w, b) * xb).sum()), in_dims=(None, 0))(w, x)
+
+    with FlopCounterMode(display=False) as fc:
+        step()
+    counts = {str(op): n for op, n in fc.get_flop_counts()["Global"].items()}
+    assert counts == {"aten.addmm": 2 * 5 * 8 * 16, "aten.mm": 4 * 2 * 5 * 8 * 16}  # the forward once, dW 4 times
+    pyprof.init()
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+            step()
+    finally:
+        pyprof.deinit()
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    df = build(KinetoSource(tmp_path / "t.json").records(), peak_flops=1e12, peak_bw=1e11)
+    lin_rows = df[df["op"] == "linear"]
+    got = lin_rows.groupby("dir")["flops"].sum().to_dict()
+    assert got == pytest.approx({"fprop": counts["aten.addmm"], "bprop": counts["aten.mm"]})

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.torch
 SAMPLE = {
     "gradgrad": ["mm", "nn.functional.conv2d", "nn.functional.conv_transpose2d", "baddbmm", "nn.functional.linear"],
     "vmap": ["nn.functional.conv2d", "addmm", "bmm"],
-    "per_sample_grad": ["nn.Conv2d", "nn.Bilinear", "nn.TransformerEncoderLayer"],
+    "per_sample_grad": ["nn.Conv2d", "nn.Bilinear", "nn.TransformerEncoderLayer", "nn.TransformerDecoderLayer"],
     "module_gradgrad": ["nn.Conv1d", "nn.TransformerEncoderLayer", "nn.LayerNorm"],
 }
 

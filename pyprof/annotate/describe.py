@@ -150,9 +150,13 @@ def _odd_tensor(t, name: str) -> dict:
 _F = torch_private.functorch
 
 
-def vmapped(d: dict, t) -> dict:
+def vmapped(d: dict, t, under_grad: bool = False) -> dict:
     """A tensor argument's dict with ``"vmap"``: ``[[level, batch size], ...]`` of the ``torch.func.vmap``
-    levels ``t`` is batched at (its shape: the per-sample one the op sees), where there are any."""
+    levels ``t`` is batched at (its shape: the per-sample one the op sees), where there are any. Under a
+    ``torch.func.grad`` transform (``under_grad``) a tensor no transform wraps (one the function captured,
+    such as a decoder's shared ``memory``) is a constant to it: no gradient is computed for it (``grad`` false)."""
+    if under_grad and d.get("grad") and not _F.is_functorch_wrapped_tensor(t):
+        return {**d, "grad": False}
     levels = []
     while _F.is_functorch_wrapped_tensor(t):
         u = _F.get_unwrapped(t)
@@ -160,6 +164,11 @@ def vmapped(d: dict, t) -> dict:
             levels.append([_F.maybe_get_level(t), u.shape[_F.maybe_get_bdim(t)]])
         t = u
     return {**d, "vmap": levels} if levels else d
+
+
+def under_grad() -> bool:
+    """Whether a ``torch.func.grad`` level (``grad``, ``vjp``, ``jacrev``) is active on this thread."""
+    return any(i.key() == _F.TransformType.Grad for i in _F.get_interpreter_stack() or ())
 
 
 def _plain(v):

@@ -179,10 +179,9 @@ def _wants_grad(args, kwargs) -> bool:
 
 def _vmap_args_json(args, kwargs, names: tuple) -> str:
     """The arguments of a call under a ``torch.func`` transform, tensors with their vmap levels."""
-    described = describe.args(args, kwargs, names)
-    flat = [*args, *kwargs.values()]
-    return ",".join(_dumps(describe.vmapped(d, v) if d.get("type") == "tensor" else
-                           {**d, "items": [describe.vmapped(x, t) for x, t in zip(d["items"], v, strict=True)]}
+    described, flat, g = describe.args(args, kwargs, names), [*args, *kwargs.values()], describe.under_grad()
+    return ",".join(_dumps(describe.vmapped(d, v, g) if d.get("type") == "tensor" else
+                           {**d, "items": [describe.vmapped(x, t, g) for x, t in zip(d["items"], v, strict=True)]}
                            if d.get("type") == "tensorlist" else d) for d, v in zip(described, flat, strict=True))
 
 

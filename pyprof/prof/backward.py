@@ -288,10 +288,10 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     cand = is_kernel & np.isin(raw["dir"], BACKWARD_DIRS) & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
     if op_dir is not None:
         cand &= np.equal(op_dir, None)  # type: ignore[call-overload]
-    if cand.any() and raw.get("args") is not None:  # (under torch.func.vmap the records mix the per-sample
-        seen: dict[int, bool] = {}                     # calls and the batched ones: the formula prices them)
-        cand &= ~np.fromiter((seen[id(a)] if id(a) in seen else seen.setdefault(id(a), bool(a) and any(
-            "vmap" in t for t in A.tensors(a))) for a in raw["args"]), bool, n)
+    if cand.any() and raw.get("args") is not None:  # (an instance run under torch.func.vmap: its outer records
+        seen: dict[int, bool] = {}                     # hold per-sample sizes; the formula prices its batch)
+        cand &= ~np.isin(inst_of, inst_of[np.fromiter((seen[id(a)] if id(a) in seen else seen.setdefault(id(a), bool(
+            a) and any("vmap" in t for t in A.tensors(a))) for a in raw["args"]), bool, n)])
     forward: set[int] = set()
     if unmodelled is not None:  # forward instances of an op without a model: priced on what they ran
         fwd = is_kernel & (raw["dir"] == "fprop") & unmodelled[inst_of] & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
