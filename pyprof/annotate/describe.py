@@ -152,23 +152,15 @@ _F = torch_private.functorch
 
 def vmapped(d: dict, t, under_grad: bool = False) -> dict:
     """A tensor argument's dict with ``"vmap"``: ``[[level, batch size], ...]`` of the ``torch.func.vmap``
-    levels ``t`` is batched at (its shape: the per-sample one the op sees), where there are any. Under a
-    ``torch.func.grad`` transform (``under_grad``) a tensor no transform wraps (one the function captured,
-    such as a decoder's shared ``memory``) is a constant to it: no gradient is computed for it (``grad`` false)."""
-    if under_grad and d.get("grad") and not _F.is_functorch_wrapped_tensor(t):
-        return {**d, "grad": False}
-    levels = []
+    levels ``t`` is batched at (its shape: the per-sample one the op sees), where there are any. Under
+    ``torch.func.grad`` (``under_grad``) a tensor no transform wraps (captured) is a constant: ``grad`` false."""
+    levels, bare = [], not _F.is_functorch_wrapped_tensor(t)
     while _F.is_functorch_wrapped_tensor(t):
         u = _F.get_unwrapped(t)
         if _F.is_batchedtensor(t):
             levels.append([_F.maybe_get_level(t), u.shape[_F.maybe_get_bdim(t)]])
         t = u
-    return {**d, "vmap": levels} if levels else d
-
-
-def under_grad() -> bool:
-    """Whether a ``torch.func.grad`` level (``grad``, ``vjp``, ``jacrev``) is active on this thread."""
-    return any(i.key() == _F.TransformType.Grad for i in _F.get_interpreter_stack() or ())
+    return {**d, "vmap": levels} if levels else {**d, "grad": False} if bare and under_grad and d.get("grad") else d
 
 
 def _plain(v):

@@ -48,7 +48,7 @@ _tls = threading.local()
 _flags, _RECORDING = tp.FLAGS, tp.RECORDING  # ``_flags[_RECORDING]``: is torch.profiler recording?
 _is_tracing = tp.is_tracing  # is torch.jit.trace recording?
 _grad_enabled = torch.is_grad_enabled
-_functorch_active = tp.functorch_active
+_functorch_active, _F = tp.functorch_active, tp.functorch
 _any_autocast = tp.any_autocast
 _Tensor = torch.Tensor
 _VERSION = markers.VERSION
@@ -179,7 +179,8 @@ def _wants_grad(args, kwargs) -> bool:
 
 def _vmap_args_json(args, kwargs, names: tuple) -> str:
     """The arguments of a call under a ``torch.func`` transform, tensors with their vmap levels."""
-    described, flat, g = describe.args(args, kwargs, names), [*args, *kwargs.values()], describe.under_grad()
+    described, flat = describe.args(args, kwargs, names), [*args, *kwargs.values()]
+    g = any(i.key() == _F.TransformType.Grad for i in _F.get_interpreter_stack() or ())  # under torch.func.grad
     return ",".join(_dumps(describe.vmapped(d, v, g) if d.get("type") == "tensor" else
                            {**d, "items": [describe.vmapped(x, t, g) for x, t in zip(d["items"], v, strict=True)]}
                            if d.get("type") == "tensorlist" else d) for d, v in zip(described, flat, strict=True))
