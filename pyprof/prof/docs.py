@@ -157,9 +157,11 @@ nothing calls it), and the records add up to the time spent in ops.
 - **`torch.func`**: under `vmap` an op sees one sample, its kernels run the batch. `init()`'s marker gives
   a batched tensor its levels (`"vmap": [[level, size], ...]`; a `bwd` marker its node's: `jacrev`), and
   the op is priced `B` times (`B`: the batch of every level its operands are batched at; bytes: a shared
-  weight once), by its model, not on what ran. Forward-mode AD (`jvp`, `jacfwd`, `hvp`) computes
-  tangents inside each call, unseen: only the primal is priced (`jacfwd` of an MLP: 1.5% of
-  FlopCounterMode's).
+  weight once), by its model, as is a backward any record of which ran under `vmap` (an op's outer record
+  holds per-sample sizes, its batching rule's calls nest inside); under `grad` a captured tensor is a
+  constant (`grad` false). A plain torch.profiler trace has no levels: ops are priced at per-sample sizes
+  (1/`B` of the work). Forward-mode AD (`jvp`, `jacfwd`, `hvp`) computes tangents inside each call,
+  unseen: only the primal is priced (`jacfwd` of an MLP: 1.5% of FlopCounterMode's).
 - Linear algebra (`torch.linalg`, `cholesky`, `qr`, `lu_*`, `triangular_solve`, ...): the textbook
   counts of the LAPACK routines torch runs, LAPACK Working Note 41's multiplications and additions
   (complex: 6 per multiplication, 2 per addition): LU `⅔n³`, Cholesky `⅓n³`, QR `2mn² − ⅔n³` (plus
