@@ -104,12 +104,9 @@ class Graph:
         """The ``vmap`` levels of the pyprof ``bwd`` marker inside node range ``r`` (a node run under
         ``torch.func.vmap``: ``jacrev``'s backward), as :func:`pyprof.parse.decode.link` takes them."""
         if self._batched is None:
-            ix = self.ix
-            self._batched = {}
-            for i, nm in enumerate(ix.name):
-                if nm.startswith('{"pyprof":') and '"vmap":' in nm and '"k":"bwd"' in nm:
-                    vmap = orjson.loads(nm).get("vmap")
-                    self._batched[self.node(i)] = [{"name": "", "type": "tensor", "shape": None, "vmap": vmap}]
+            self._batched = {self.node(i): [{"name": "", "type": "tensor", "shape": None, "vmap": orjson.loads(
+                nm).get("vmap")}] for i, nm in enumerate(self.ix.name)
+                if nm.startswith('{"pyprof":') and '"vmap":' in nm and '"k":"bwd"' in nm}
         return self._batched.get(r)
 
     def maker(self, pid: Any, tid: Any, seq: int | None, before: int) -> int | None:
