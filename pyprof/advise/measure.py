@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 from pyprof.advise.changes import CHANGES, for_kind
 
@@ -52,8 +53,9 @@ def trial(script: str, args: list[str], change: str | None, params: dict, steps:
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     with tempfile.TemporaryDirectory(prefix="pyprof-try-") as tmp:
+        result = os.path.join(tmp, "out.json")
         spec = {"script": os.path.abspath(script), "args": list(args), "change": change, "params": params,
-                "steps": steps, "out": os.path.join(tmp, "out.json")}
+                "steps": steps, "out": result}
         Path(tmp, "spec.json").write_text(json.dumps(spec))
         probe, kids, t0 = probe_cls(), os.times(), time.perf_counter()
         try:
@@ -63,7 +65,7 @@ def trial(script: str, args: list[str], change: str | None, params: dict, steps:
             return {"times": [], "losses": [], "error": f"no result within {timeout:.0f} s"}
         load, wall, now = probe.result(), time.perf_counter() - t0, os.times()
         try:
-            out = json.loads(Path(spec["out"]).read_text())
+            out = json.loads(Path(result).read_text())
         except (OSError, ValueError):
             out = {"times": [], "losses": [], "error": (r.stderr.strip().splitlines() or ["no result"])[-1][:300]}
     if load.get("busy_others") is not None and load.get("cpus"):  # the trial and its workers are not others
@@ -145,6 +147,7 @@ def measure(script: str, args: list[str], change: str, params: dict, budget: flo
     change's tolerance, or ``rtol`` where larger (a script that computes in bf16 itself)."""
     _, busy_share = _load()
     pairs: list[tuple[dict, dict]] = []
+    step_s: list[tuple[float, float]] = []
     t0, spent = time.perf_counter(), 0.0
     timeout = max(budget, 120.0)
     while len(pairs) < MAX_PAIRS:
@@ -156,20 +159,21 @@ def measure(script: str, args: list[str], change: str, params: dict, budget: flo
         if failed:
             return {"measured_s": None, "trials": len(pairs), "measured_note": failed}
         pairs.append((a, b))
+        step_s.append((cast(float, _step(a)), cast(float, _step(b))))  # (both timed: _failed said so)
         spent = time.perf_counter() - t0
-        d = [_step(x) - _step(y) for x, y in pairs]
+        d = [x - y for x, y in step_s]
         lo, hi, level = interval(d)
         med = statistics.median(d)
         say(f"pyprof advise --try: {change}: pair {len(pairs)}: saved {med * 1e3:.2f} ms per step "
             f"({lo * 1e3:.2f} .. {hi * 1e3:.2f} ms, {level:.1%})")
-        base = statistics.median(_step(x) for x, _ in pairs)
+        base = statistics.median(x for x, _ in step_s)
         if level >= MIN_LEVEL and hi - lo <= max(TIGHT * abs(med), 0.02 * base):
             break
         if spent + (time.perf_counter() - t) > budget:
             break
     busy, note = _load_note(pairs, busy_share, lo, hi)
     return {"measured_s": med, "measured_ci": [lo, hi], "ci_level": round(level, 4), "trials": len(pairs),
-           "step_s": [base, statistics.median(_step(y) for _, y in pairs)], "busy_others": busy,
+           "step_s": [base, statistics.median(y for _, y in step_s)], "busy_others": busy,
            "loadavg": pairs[0][0]["load"].get("loadavg"),
            **results([x for x, _ in pairs], [y for _, y in pairs], max(CHANGES[change].rtol, rtol)),
            "measured_note": note}

@@ -238,7 +238,8 @@ def _comm_summary(file, sets, style: str, width: int, top, output, say) -> None:
             "the profiled steps, so there is nothing to compare (NCCL kernels, or gloo's ranges in a CPU trace, "
             "are what --summary comm reads)")
         return
-    spec, per, ranks = comm.COMM_COLUMNS, None, None
+    spec: tuple = comm.COMM_COLUMNS
+    per, ranks = None, None
     if len(sets) > 1:
         per, ranks = comm.skew(per_rank)
     if per is not None and style not in ("space", "aligned"):  # one table a program reads: each row's skew

@@ -89,7 +89,7 @@ def events(p) -> tuple[list[dict], int]:
         return round(max(t1 - t0, 0) / 1000, 3)
 
     out: list[dict] = [{"ph": "M", "name": "process_name", "pid": STEPS_PID, "tid": 0, "args": {"name": "pyprof steps"}}]
-    names = {}
+    names: dict = {}
     per_pid: dict[int, list] = {}
     cols = {c: df[c].tolist() for c, _ in ARGS if c in df}
     for i, rec in enumerate(recs):
