@@ -51,7 +51,7 @@ def test_rows_priced_only_from_copies_show_no_flops_or_gap_and_are_not_ranked(re
     # ops whose kernels have no model (n/a) but whose memsets have bytes: before, 0 FLOP and a gap
     only_copies = {op for op, g in resnet.assign(k=kernels, p=priced & kernels).groupby("op")
                    if not g["p"].any() and (~g["k"]).any()}
-    assert "nll_loss_backward" in only_copies
+    assert "to" in only_copies  # a cast whose kernels no model prices, beside its memcpys
     rows = s[s["key"].isin(only_copies)]
     assert len(rows) == len(only_copies)
     for col in ("flops", "tflops", "ideal", "excess", "gap"):
