@@ -9,6 +9,7 @@ hand from the shapes (a multiply-add is 2 FLOPs).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -115,9 +116,9 @@ def test_first_layer_linear_under_plain_profiler_equals_flopcountermode(tmp_path
     assert got["bprop"] == ref_b  # 2 GEMMs for the last layer, 1 for the first: not 4
 
 
-def _gemm_flops_by_direction(step, tmp_path) -> dict:
-    """pyprof's GEMM (and RNN) FLOPs per direction (bprop: every backward run) of ``step`` under
-    ``init()`` + torch.profiler; the family of the op that priced each record."""
+def _flops_by_direction(step, tmp_path, families=("gemm", "rnn")) -> dict:
+    """pyprof's FLOPs of ``families`` (GEMM and RNN) per direction (bprop: every backward run) of ``step``
+    under ``init()`` + torch.profiler; the family of the op that priced each record."""
     import torch
 
     import pyprof
@@ -135,7 +136,7 @@ def _gemm_flops_by_direction(step, tmp_path) -> dict:
     got = {"fprop": 0.0, "bprop": 0.0}
     for d, op, mod, ran, fl in zip(df["dir"], df["op"], df["mod"], df["priced"], df["flops"], strict=True):
         fam = family(ran, "aten") if ran else (family(op, mod) if op else None)
-        if fam in ("gemm", "rnn") and not math.isnan(fl) and d in ("fprop", "bprop", "bprop2"):
+        if fam in families and not math.isnan(fl) and d in ("fprop", "bprop", "bprop2"):
             got["fprop" if d == "fprop" else "bprop"] += fl
     return got
 
@@ -169,5 +170,35 @@ def test_a_backward_run_that_is_not_its_formula_is_priced_by_what_ran(case, tmp_
         out = loss()
         with FlopCounterMode(display=False) as fc:
             torch.autograd.grad(out, x, create_graph=True)
-        got = _gemm_flops_by_direction(lambda: torch.autograd.grad(loss(), x, create_graph=True), tmp_path)
+        got = _flops_by_direction(lambda: torch.autograd.grad(loss(), x, create_graph=True), tmp_path)
     assert got["bprop"] == fc.get_total_flops() > 0
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("shape", [(4, 7), (2, 4, 7)], ids=["unbatched", "batched"])
+def test_a_gradient_penalty_conv_is_priced_by_the_gradients_its_backward_ran(shape, tmp_path):
+    """A gradient penalty through a Conv1d: ``autograd.grad(create_graph=True)`` of the input's gradient
+    runs the convolution's backward for dX alone (``output_mask`` [True, False, False]), then a backward
+    through that gradient runs its double backward. On an unbatched input the forward op's backward runs
+    ``SqueezeBackward1`` before ``ConvolutionBackward0``: the mask holds for the op's whole backward run,
+    whichever node comes first. pyprof's convolution FLOPs per direction equal FlopCounterMode's."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    m = torch.nn.Conv1d(4, 5, 3)
+    x = torch.randn(*shape, requires_grad=True)
+
+    def step(fwd=contextlib.nullcontext(), bwd=contextlib.nullcontext()):
+        with fwd:
+            out = m(x)
+        with bwd:
+            g, = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=True)
+            g.square().sum().backward()
+
+    fc_fwd, fc_bwd = FlopCounterMode(display=False), FlopCounterMode(display=False)
+    step(fc_fwd, fc_bwd)
+    got = _flops_by_direction(step, tmp_path, ("conv",))
+    assert got == pytest.approx({"fprop": fc_fwd.get_total_flops(), "bprop": fc_bwd.get_total_flops()}, rel=1e-9)
+    # dX (one forward's worth), then the double backward's two
+    assert got["fprop"] > 0 and got["bprop"] == pytest.approx(3 * got["fprop"])

@@ -81,9 +81,9 @@ class Graph:
                           for k, i in enumerate(sorted(rs, key=ix.start.__getitem__))}
         return self._runs.get(r, 0)
 
-    def conv_mask(self, r: int) -> list | None:
-        """The ``output_mask`` ([input, weight, bias]) of the ``convolution_backward`` run inside node range ``r``
-        (of an old backward op range ``r``: the gradients whose child ops ran)."""
+    def conv_masks(self) -> dict[int, list]:
+        """Node range -> the ``output_mask`` ([input, weight, bias]) of the ``convolution_backward`` run inside it
+        (old backward op range -> the gradients whose child ops ran)."""
         if self._masks is None:
             ix = self.ix
             self._masks = {}
@@ -98,7 +98,7 @@ class Graph:
                 if isinstance(mask, list) and len(mask) == 3 and all(isinstance(v, bool) for v in mask) and key >= 0:
                     had = self._masks.get(key, [False] * 3)  # (vmap runs a call per gradient)
                     self._masks[key] = [a or b for a, b in zip(had, mask, strict=True)]
-        return self._masks.get(r)
+        return self._masks
 
     def batched(self, r: int) -> list | None:
         """The ``vmap`` levels of the pyprof ``bwd`` marker inside node range ``r`` (a node run under

@@ -123,6 +123,7 @@ class KinetoSource:
         self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
         self._fwd_threads: tuple | None = None  # (Fwd thread id -> tid, the linker it was learnt from)
         self._node_threads: dict | None = None  # (pid, tid, seq) of a backward node -> its Fwd thread id
+        self._masks: dict[int, list] = {}  # backward instance id -> output_mask (see _register_forward)
         self._graph = graph.Graph(ix)  # runs of a backward, its convolutions' gradients, double backward
 
     # -- decoding ------------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ class KinetoSource:
         if (f["mod"] == "aten" or f["link"] == dec.LINK_OP) and f["args"] is None and (
                 f["dir"] != "bprop" or f["opDir"] == "fprop"):
             f["args"] = kineto_args(*map(ix.value, ix.args[op_node][1:]))
-            mask = self._graph.conv_mask(op_node) if ix.name[op_node] in graph.OLD_CONV else None
+            mask = self._graph.conv_masks().get(op_node) if ix.name[op_node] in graph.OLD_CONV else None
             if mask is not None:  # (an old backward op's arguments: input, grad_output, weight)
                 f["args"] = graph.with_grads(f["args"], [mask[0], True, mask[1]])
         ext = ix.args[op_node][0]
@@ -386,8 +387,7 @@ class KinetoSource:
         f = dec.link(f, found[0], self._graph.batched(node_r))
         if found[1] is not None and f["opDir"] is None:
             op_id = graph.run_id(found[1], self._graph.run(node_r))
-            mask = self._graph.conv_mask(node_r)
-            if mask is not None and f["op"].startswith(("conv", "_conv")):
+            if (mask := self._masks.get(op_id)) is not None and f["op"].startswith(("conv", "_conv")):
                 f["args"] = graph.with_grads(f["args"], mask)
         return f, op_id
 
@@ -482,7 +482,9 @@ class KinetoSource:
 
     def _register_forward(self, needed: set | None = None) -> dec.BackwardLinker:
         """Every forward op range carrying an autograd seq number (the outermost of equal numbers), or
-        only those whose (pid, seq) is in ``needed`` (see :meth:`needed_links`)."""
+        only those whose (pid, seq) is in ``needed`` (see :meth:`needed_links`); and each backward instance's
+        convolution ``output_mask`` (``_masks``), from whichever of its nodes ran ``convolution_backward`` (not
+        always its first, whose arguments it takes: an unbatched input's ``SqueezeBackward1`` runs before it)."""
         ix = self._ix
         linker = dec.BackwardLinker()
         for r in [r for r, seq in enumerate(ix.seq) if seq is not None]:
@@ -504,6 +506,13 @@ class KinetoSource:
                 continue
             linker.add(ix.pid[r], seq, ix.start[r], {k: f[k] for k in _FWD_KEYS}, op_id, ix.tid[r])
         linker.freeze()
+        self._masks = {}
+        for n, mask in self._graph.conv_masks().items():
+            link = self._chain_seqs((n,))[1]  # (None for an old backward op range: no node)
+            found = link and linker.find_op(link[0], link[1], ix.start[n], self._forward_tid(link, linker))
+            if found and found[1] is not None:
+                k = graph.run_id(found[1], self._graph.run(n))
+                self._masks[k] = [a or b for a, b in zip(self._masks.get(k, mask), mask, strict=True)]
         return linker
 
     def needed_links(self, nodes: list[int]) -> set:
