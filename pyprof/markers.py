@@ -52,7 +52,8 @@ not a plain strided ``torch.Tensor``/``nn.Parameter`` adds ``"kind"``, and ``"cl
      "grad":false,"kind":"subclass","cls":"DTensor"}
 
   A tensor batched by ``torch.func.vmap`` adds ``"vmap": [[level, batch size], ...]`` (its ``shape`` is the
-  per-sample one the op sees); so does a ``bwd`` range whose node ran under ``vmap`` (``jacrev``). Under
+  per-sample one the op sees); so does a ``bwd`` range whose node ran under ``vmap`` (``jacrev``). A dual
+  tensor of ``torch.func.jvp`` adds ``"tangent"``: the levels its tangent is batched at (``jacfwd``). Under
   ``torch.func.grad`` a tensor no transform wraps (one the function captured) has ``"grad": false``.
   ``kind`` is ``nested``; a layout's name (``sparse_coo``, ``sparse_csr``, ``sparse_csc``, ``sparse_bsr``,
   ``sparse_bsc``, ``mkldnn``); ``quantized`` (``dtype`` is then ``quint8``, ``qint8``, ...); else ``subclass``

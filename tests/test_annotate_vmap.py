@@ -41,6 +41,24 @@ def test_markers_carry_vmap_levels():
     assert "vmap" not in lin[2]["args"][0]  # outside any transform: the plain marker
 
 
+def test_markers_carry_tangent_levels():
+    """Dual tensors of ``jvp`` carry ``"tangent"``: ``jacfwd``'s tangent batched over the basis (4 here),
+    a Hessian-vector product's parameters (``jvp`` of ``grad``) unbatched; a captured weight none."""
+    from torch.func import grad, jacfwd, jvp
+
+    w, x = torch.randn(3, 4), torch.ones(4)
+    lin = [m for m in _ops(lambda: (jacfwd(lambda x: torch.nn.functional.linear(x, w))(torch.randn(4)),
+                                    jvp(grad(lambda v: torch.nn.functional.linear(x, v).sum()),
+                                        (w,), (torch.ones_like(w),))))
+           if m["op"] == "linear"]
+    assert [a.get("tangent") for a in lin[0]["args"]] == [[[1, 4]], None]
+    assert [a.get("tangent") for a in lin[1]["args"]] == [None, []]
+    # priced: the primal, then per operand its tangent's product (zeros where it has none)
+    plain = estimate(OpCall("linear", [tensor_arg([4]), tensor_arg([3, 4])], "fprop", None, "torch"))
+    fwd = estimate(OpCall("linear", lin[0]["args"], "fprop", None, "torch"))
+    assert fwd.flops == (1 + 4 + 1) * plain.flops
+
+
 def test_batched_cost_by_hand():
     x = tensor_arg([1, 800])
     plain = estimate(OpCall("linear", [x, tensor_arg([10, 800]), tensor_arg([10])], "fprop", None, "torch"))

@@ -74,3 +74,17 @@ def test_torch_func_transforms(name, tmp_path):
         for d in directions:
             assert o.total("torch", d, fam) > 0 and o.total("pyprof", d, fam) > 0, (d, fam)
     assert not o.mismatches() and not o.bytes_mismatches(), harness.table([o])
+
+
+@pytest.mark.parametrize("name", ["jacfwd_mlp", "hvp_mlp"])
+def test_forward_mode_transforms(name, tmp_path):
+    """Forward-mode AD (``jacfwd``: ``vmap`` over ``jvp``; a Hessian-vector product: ``jvp`` of ``grad``)
+    runs each op's tangent formula inside its call, one product per operand (zeros for an operand with no
+    tangent), at the tangent's batch: equal to torch's count per direction and module (the forward bytes
+    are not compared: the hand count has only the primal tensors)."""
+    o = harness.validate(name, steps=1, workdir=tmp_path)
+    assert not o.error, o.error
+    directions = ("fprop",) if name == "jacfwd_mlp" else ("fprop", "bprop")
+    for d in directions:
+        assert o.total("torch", d, "gemm") > 0 and o.total("pyprof", d, "gemm") > 0, d
+    assert not o.mismatches(), harness.table([o])

@@ -86,7 +86,7 @@ def _make_pre(node_name: str, s0: int, op_id: int, n: int):
             text = _BWD % (markers.VERSION, node_name, s0, op_id, n)
             if _functorch_active():  # (run under torch.func.vmap: jacrev's backward, batched)
                 vm = next((d["vmap"] for t in grad_outputs if isinstance(t, _Tensor)
-                           for d in [describe.vmapped({}, t)] if d), None)
+                           for d in [describe.vmapped({}, t)] if "vmap" in d), None)
                 text = text[:-1] + f',"vmap":{vm}}}'.replace(" ", "") if vm else text
             tok = emit.push(text)
         st.append((_generation[0], tok))

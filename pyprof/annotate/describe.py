@@ -148,18 +148,26 @@ def _odd_tensor(t, name: str) -> dict:
 
 
 _F = torch_private.functorch
+unpack_dual = torch.autograd.forward_ad.unpack_dual
 
 
-def vmapped(d: dict, t, under_grad: bool = False) -> dict:
+def vmapped(d: dict, t, under_grad: bool = False, jvp: frozenset = frozenset()) -> dict:
     """A tensor argument's dict with ``"vmap"``: ``[[level, batch size], ...]`` of the ``torch.func.vmap``
-    levels ``t`` is batched at (its shape: the per-sample one the op sees), where there are any. Under
-    ``torch.func.grad`` (``under_grad``) a tensor no transform wraps (captured) is a constant: ``grad`` false."""
-    levels, bare = [], not _F.is_functorch_wrapped_tensor(t)
+    levels ``t`` is batched at (its shape: the per-sample one the op sees), where there are any; one wrapped
+    at a ``jvp`` level (in ``jvp``) ``"tangent"``: its tangent's levels (those of an inner wrapper, out of
+    ``unpack_dual``'s reach, taken as the levels above). Under ``torch.func.grad`` (``under_grad``) a tensor
+    no transform wraps (captured) is a constant: ``grad`` false."""
+    levels, bare, tangent, top = [], not _F.is_functorch_wrapped_tensor(t), None, t
     while _F.is_functorch_wrapped_tensor(t):
         u = _F.get_unwrapped(t)
         if _F.is_batchedtensor(t):
             levels.append([_F.maybe_get_level(t), u.shape[_F.maybe_get_bdim(t)]])
+        elif tangent is None and _F.maybe_get_level(t) in jvp:
+            dual = unpack_dual(t).tangent
+            tangent = [*levels, *vmapped({}, dual).get("vmap", ())] if dual is not None else (
+                None if t is top else [*levels])
         t = u
+    d = d if tangent is None else {**d, "tangent": tangent}
     return {**d, "vmap": levels} if levels else {**d, "grad": False} if bare and under_grad and d.get("grad") else d
 
 

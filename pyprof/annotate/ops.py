@@ -180,9 +180,11 @@ def _wants_grad(args, kwargs) -> bool:
 def _vmap_args_json(args, kwargs, names: tuple) -> str:
     """The arguments of a call under a ``torch.func`` transform, tensors with their vmap levels."""
     described, flat = describe.args(args, kwargs, names), [*args, *kwargs.values()]
-    g = any(i.key() == _F.TransformType.Grad for i in _F.get_interpreter_stack() or ())  # under torch.func.grad
-    return ",".join(_dumps(describe.vmapped(d, v, g) if d.get("type") == "tensor" else
-                           {**d, "items": [describe.vmapped(x, t, g) for x, t in zip(d["items"], v, strict=True)]}
+    stack = [(i.key(), i.level()) for i in _F.get_interpreter_stack() or ()]
+    g = any(k == _F.TransformType.Grad for k, _ in stack)  # under torch.func.grad
+    j = frozenset(lvl for k, lvl in stack if k == _F.TransformType.Jvp)  # the levels of torch.func.jvp
+    return ",".join(_dumps(describe.vmapped(d, v, g, j) if d.get("type") == "tensor" else
+                           {**d, "items": [describe.vmapped(x, t, g, j) for x, t in zip(d["items"], v, strict=True)]}
                            if d.get("type") == "tensorlist" else d) for d, v in zip(described, flat, strict=True))
 
 

@@ -160,8 +160,12 @@ nothing calls it), and the records add up to the time spent in ops.
   weight once), by its model, as is a backward any record of which ran under `vmap` (an op's outer record
   holds per-sample sizes, its batching rule's calls nest inside); under `grad` a captured tensor is a
   constant (`grad` false). A plain torch.profiler trace has no levels: ops are priced at per-sample sizes
-  (1/`B` of the work). Forward-mode AD (`jvp`, `jacfwd`, `hvp`) computes tangents inside each call,
-  unseen: only the primal is priced (`jacfwd` of an MLP: 1.5% of FlopCounterMode's).
+  (1/`B` of the work). Forward-mode AD (`jvp`, `jacfwd`, `hvp`) runs each op's tangent formula inside
+  its call: a dual tensor's marker has `"tangent"` (its tangent's levels: `jacfwd`'s basis), and the op,
+  forward or backward, is priced once more per operand at that operand's tangent batch (torch's formulas
+  use zeros for a missing tangent; exact for GEMMs and convolutions, an estimate for other ops). Not
+  seen: a tangent's own levels under another transform's wrapper (`hvp`'s: taken as unbatched), and
+  plain `torch.autograd.forward_ad` outside `torch.func`.
 - Linear algebra (`torch.linalg`, `cholesky`, `qr`, `lu_*`, `triangular_solve`, ...): the textbook
   counts of the LAPACK routines torch runs, LAPACK Working Note 41's multiplications and additions
   (complex: 6 per multiplication, 2 per addition): LU `⅔n³`, Cholesky `⅓n³`, QR `2mn² − ⅔n³` (plus

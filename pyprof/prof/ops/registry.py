@@ -229,16 +229,23 @@ def estimate(call: OpCall, quiet: bool = True) -> Cost | None:
 def _batched(call: OpCall, cost: Cost) -> Cost:
     """``cost`` (of one sample) of a call under ``torch.func.vmap``, its arguments' ``vmap`` levels ``B``
     samples in all (a GEMM's: its products' operands', not a bias's): ``B`` times the FLOPs and bytes, but
-    an argument batched at fewer levels (a shared weight) read once per its own batch."""
+    an argument batched at fewer levels (a shared weight) read once per its own batch. Under forward-mode
+    AD (an argument with a ``tangent``) each operand's tangent term runs too (torch's formulas use zeros
+    for a missing tangent): the op again per operand, that operand at its tangent's levels."""
     args = A.tensors(call.args)
-    if not any(a.get("vmap") for a in args):
+    if not any(a.get("vmap") or "tangent" in a for a in args):
         return cost
     added = {"bias", "self"} if call.op.startswith(("add", "baddbmm")) else {"bias"}  # (addmm's self: a bias)
-    work = [a for k, a in call.schema.items() if k not in added] if cost.tensor_op and call.schema else args
-    n = prod({lvl: size for a in A.tensors(work) for lvl, size in a.get("vmap") or ()}.values())
-    nbytes = cost.bytes
-    for a in args if nbytes is not None else ():
-        b, own = A.nbytes(a), prod(size for _, size in a.get("vmap") or ())
-        nbytes = None if b is None else nbytes - b * (n - own) / n
-    return Cost(None if cost.flops is None else cost.flops * n, None if nbytes is None else max(nbytes, 0) * n,
+    work = A.tensors([a for k, a in call.schema.items() if k not in added] if cost.tensor_op and call.schema else args)
+
+    def term(x=None) -> tuple[int, float | None]:  # samples and bytes, operand ``x`` (or an equal dict) its tangent
+        def lv(a): return (a.get("tangent", a.get("vmap")) if a == x else a.get("vmap")) or ()
+        n, nbytes = prod({lvl: size for a in work for lvl, size in lv(a)}.values()), cost.bytes
+        for a in args if nbytes is not None else ():
+            b = A.nbytes(a)
+            nbytes = None if b is None else nbytes - b * (n - prod(size for _, size in lv(a))) / n
+        return n, None if nbytes is None else max(nbytes, 0) * n
+    terms = [term(), *(map(term, work) if any("tangent" in a for a in args) else ())]
+    return Cost(None if cost.flops is None else cost.flops * sum(n for n, _ in terms),
+                None if any(b is None for _, b in terms) else sum(b for _, b in terms),
                 cost.dtype, cost.tensor_op, cost.note)
