@@ -76,15 +76,16 @@ def test_torch_func_transforms(name, tmp_path):
     assert not o.mismatches() and not o.bytes_mismatches(), harness.table([o])
 
 
-@pytest.mark.parametrize("name", ["jacfwd_mlp", "hvp_mlp"])
+@pytest.mark.parametrize("name", ["jacfwd_mlp", "hvp_mlp", "jacfwd_conv", "hvp_conv", "hvp_ln"])
 def test_forward_mode_transforms(name, tmp_path):
     """Forward-mode AD (``jacfwd``: ``vmap`` over ``jvp``; a Hessian-vector product: ``jvp`` of ``grad``)
     runs each op's tangent formula inside its call, one product per operand (zeros for an operand with no
     tangent), at the tangent's batch: equal to torch's count per direction and module (the forward bytes
-    are not compared: the hand count has only the primal tensors)."""
+    are not compared: the hand count has only the primal tensors). Built on the MLP; the conv net and the
+    LayerNorm block held out."""
     o = harness.validate(name, steps=1, workdir=tmp_path)
     assert not o.error, o.error
-    directions = ("fprop",) if name == "jacfwd_mlp" else ("fprop", "bprop")
-    for d in directions:
-        assert o.total("torch", d, "gemm") > 0 and o.total("pyprof", d, "gemm") > 0, d
+    for fam in CASES[name].families:
+        for d in ("fprop",) if name.startswith("jacfwd") else ("fprop", "bprop"):
+            assert o.total("torch", d, fam) > 0 and o.total("pyprof", d, fam) > 0, (d, fam)
     assert not o.mismatches(), harness.table([o])

@@ -11,7 +11,7 @@ its reference runs under FlopCounterMode's formulas (:mod:`scripts.validation.re
 * :func:`jacrev_step`: ``torch.func.jacrev`` of the model's output with respect to its input (a vmap over
   the backward: the backward ops run batched over the output's elements); :func:`jacfwd_step` its
   forward-mode twin (``vmap`` over ``jvp``); :func:`hvp_step`: a Hessian-vector product, ``jvp`` of
-  ``grad`` (forward-over-reverse).
+  ``grad`` (forward-over-reverse); each on an MLP, and on the conv net (and LayerNorm block) held out.
 * :func:`ensemble_step`: ``vmap(functional_call)`` over stacked parameters of several copies of a model
   (the weights are batched too).
 
@@ -184,5 +184,8 @@ def cases(Case) -> dict:
         "jacfwd_mlp": Case(lambda: MLPCritic(16, 32), lambda: torch.randn(4, 16), {"gemm"}, step=jacfwd_step),
         "hvp_mlp": Case(lambda: MLPCritic(16, 32), lambda: torch.randn(8, 16), {"gemm"}, step=hvp_step),
         "ensemble_mlp": Case(lambda: MLPCritic(16, 32), lambda: torch.randn(8, 16), {"gemm"}, step=ensemble_step),
+        "jacfwd_conv": Case(SmallConvNet, lambda: torch.randn(2, 1, 10, 10), {"conv", "gemm"}, step=jacfwd_step),
+        "hvp_conv": Case(SmallConvNet, lambda: torch.randn(4, 1, 10, 10), {"conv", "gemm"}, step=hvp_step),
+        "hvp_ln": Case(LNBlock, lambda: torch.randn(4, 8, 32), {"gemm"}, step=hvp_step),
         "ckpt_encoder": Case(CheckpointedEncoder, lambda: torch.randn(2, 16, 32), {"gemm", "attention"}),
     }
