@@ -160,6 +160,8 @@ def test_a_backward_run_that_is_not_its_formula_is_priced_by_what_ran(case, tmp_
         def loss():
             return m(x)[0].sum()
     else:
+        if not hasattr(torch.nn.functional, "linear_cross_entropy"):
+            pytest.skip(f"torch {torch.__version__} has no F.linear_cross_entropy")
         w = torch.randn(4, 5, requires_grad=True)
         x = torch.randn(8, 5, requires_grad=True)
         t = torch.randint(0, 4, (8,))
@@ -186,12 +188,12 @@ def test_a_gradient_penalty_conv_is_priced_by_the_gradients_its_backward_ran(sha
     from torch.utils.flop_counter import FlopCounterMode
 
     torch.manual_seed(0)
-    m = torch.nn.Conv1d(4, 5, 3)
+    w, b = torch.randn(5, 4, 3, requires_grad=True), torch.randn(5, requires_grad=True)
     x = torch.randn(*shape, requires_grad=True)
 
     def step(fwd=contextlib.nullcontext(), bwd=contextlib.nullcontext()):
-        with fwd:
-            out = m(x)
+        with fwd:  # (functional: FlopCounterMode's module hooks on torch 2.4 refuse autograd.grad of a leaf)
+            out = torch.nn.functional.conv1d(x, w, b)
         with bwd:
             g, = torch.autograd.grad(out, x, torch.ones_like(out), create_graph=True)
             g.square().sum().backward()
