@@ -111,9 +111,7 @@ def test_per_sample_grad_of_a_shared_input_equals_flopcountermode(tmp_path):
     from torch.func import grad, vmap
     from torch.utils.flop_counter import FlopCounterMode
 
-    import pyprof
-    from pyprof.parse.kineto import KinetoSource
-    from pyprof.prof import build
+    from scripts.validation.catalogue import profiled_table
 
     w, b, mem, x = torch.randn(16, 8), torch.randn(16), torch.randn(5, 8, requires_grad=True), torch.randn(4, 5, 16)
 
@@ -124,14 +122,7 @@ def test_per_sample_grad_of_a_shared_input_equals_flopcountermode(tmp_path):
         step()
     counts = {str(op): n for op, n in fc.get_flop_counts()["Global"].items()}
     assert counts == {"aten.addmm": 2 * 5 * 8 * 16, "aten.mm": 4 * 2 * 5 * 8 * 16}  # the forward once, dW 4 times
-    pyprof.init()
-    try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-            step()
-    finally:
-        pyprof.deinit()
-    prof.export_chrome_trace(str(tmp_path / "t.json"))
-    df = build(KinetoSource(tmp_path / "t.json").records(), peak_flops=1e12, peak_bw=1e11)
+    df = profiled_table(step, tmp_path)
     lin_rows = df[df["op"] == "linear"]
     got = lin_rows.groupby("dir")["flops"].sum().to_dict()
     assert got == pytest.approx({"fprop": counts["aten.addmm"], "bprop": counts["aten.mm"]})

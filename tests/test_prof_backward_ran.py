@@ -119,20 +119,10 @@ def test_first_layer_linear_under_plain_profiler_equals_flopcountermode(tmp_path
 def _flops_by_direction(step, tmp_path, families=("gemm", "rnn")) -> dict:
     """pyprof's FLOPs of ``families`` (GEMM and RNN) per direction (bprop: every backward run) of ``step``
     under ``init()`` + torch.profiler; the family of the op that priced each record."""
-    import torch
-
-    import pyprof
-    from pyprof.parse.kineto import KinetoSource
     from pyprof.prof.ops import family
+    from scripts.validation.catalogue import profiled_table
 
-    pyprof.init()
-    try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-            step()
-    finally:
-        pyprof.deinit()
-    prof.export_chrome_trace(str(tmp_path / "t.json"))
-    df = build(list(KinetoSource(tmp_path / "t.json").records()), peak_flops=1e12, peak_bw=1e11)
+    df = profiled_table(step, tmp_path)
     got = {"fprop": 0.0, "bprop": 0.0}
     for d, op, mod, ran, fl in zip(df["dir"], df["op"], df["mod"], df["priced"], df["flops"], strict=True):
         fam = family(ran, "aten") if ran else (family(op, mod) if op else None)

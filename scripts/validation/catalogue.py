@@ -158,14 +158,14 @@ def module_steps(info, kind: str, limit: int | None):
         yield i, step
 
 
-def _pyprof(step, folder: Path) -> dict:
-    """pyprof's counted FLOPs per direction of one run of ``step`` under ``init()`` + torch.profiler."""
+def profiled_table(step, folder: Path):
+    """prof's table of one run of ``step`` under ``init()`` + torch.profiler (CPU, shapes), its trace
+    written to ``folder``; roofline peaks fixed, so that no calibration runs."""
     import torch
 
     import pyprof
     from pyprof.parse.kineto import KinetoSource
     from pyprof.prof import build
-    from pyprof.prof.ops import family
 
     pyprof.init()
     try:
@@ -174,7 +174,14 @@ def _pyprof(step, folder: Path) -> dict:
     finally:
         pyprof.deinit()
     prof.export_chrome_trace(str(folder / "trace.json"))
-    df = build(KinetoSource(folder / "trace.json").records(), peak_flops=1e12, peak_bw=1e11)
+    return build(KinetoSource(folder / "trace.json").records(), peak_flops=1e12, peak_bw=1e11)
+
+
+def _pyprof(step, folder: Path) -> dict:
+    """pyprof's counted FLOPs per direction of one run of ``step`` under ``init()`` + torch.profiler."""
+    from pyprof.prof.ops import family
+
+    df = profiled_table(step, folder)
     out = {"fprop": 0.0, "bprop": 0.0}
     for d, op, mod, ran, fl in zip(df["dir"], df["op"], df["mod"], df["priced"], df["flops"], strict=True):
         fam = family(ran or op, "aten" if ran else mod) if op and fl == fl else None
