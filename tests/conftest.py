@@ -107,10 +107,10 @@ def _corpus_skip(report) -> bool:
 
 def pytest_terminal_summary(terminalreporter):
     """One line before pytest's last: how many tests skipped because the real-data corpus is absent
-    (README.md, "The real-data corpus", says where it lives and how to get it)."""
+    (CONTRIBUTING.md, "The real-data corpus", says where it lives and how to get it)."""
     n = sum(1 for r in terminalreporter.stats.get("skipped", []) if _corpus_skip(r))
     where = f"the real-data corpus is not at {CORPUS}" if not CORPUS.is_dir() else f"files missing from {CORPUS}"
-    terminalreporter.write_line(f"pyprof: {n} test(s) skipped for want of corpus data ({where}; README.md: The "
+    terminalreporter.write_line(f"pyprof: {n} test(s) skipped for want of corpus data ({where}; CONTRIBUTING.md: The "
                                 "real-data corpus)" if n else f"pyprof: no test skipped for want of corpus data ({CORPUS})")
 
 
