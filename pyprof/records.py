@@ -4,7 +4,7 @@ One JSON object per line. Field names follow NVIDIA PyProf's where it had them (
 ``kLongName``, ``kDuration``, ``layer``, ``trace``, ``seqId``, ``altSeqId``, ``subSeqId``, ``dir``,
 ``mod``, ``op``, ``tid``, ``device``, ``stream``, ``grid``, ``block``) so that PyProf users feel at home;
 the rest is what PyProf threw away or never had. :data:`FIELDS` is the single place every field is
-documented; ``docs/records.md`` is generated from it (``python -m pyprof.records``) and a test checks
+documented; ``docs/records.md`` is generated from it (``scripts/gen_docs.py``) and a test checks
 that the two agree and that parse writes no undocumented field.
 
 Missing values are ``null`` (never 0 standing in for "unknown").
@@ -30,7 +30,6 @@ import functools
 import io
 import math
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -530,139 +529,3 @@ def write_records(records: Iterable[dict[str, Any]], fh: IO, source: str | None 
         n += 1
     write(end_line(n))
     return n
-
-
-def markdown() -> str:
-    """The field reference as a Markdown table (``docs/records.md``)."""
-    lines = [
-        "# Kernel record fields",
-        "",
-        "Generated from `pyprof/records.py` (`python -m pyprof.records > docs/records.md`). "
-        "One JSON object per line; `parse` writes them, `prof` reads them.",
-        "",
-        "## Header and format version",
-        "",
-        f"A record file's first line is its header: `{{\"{HEADER_KEY}\":{FORMAT_VERSION},\"pyprof\":\"0.1.0\","
-        f"\"source\":\"nsys\",\"{END_FLAG}\":true}}`. `{HEADER_KEY}` is the record format's version (now "
-        f"{FORMAT_VERSION}); `pyprof` the version that wrote the file; `source` where its records came from (`nsys`, "
-        f"`nvprof`, `kineto`); `{END_FLAG}`: the file ends with an end line. "
-        "It has no `kShortName` or `kDuration`, so a pyprof older than the header refuses the file (\"record "
-        "without kShortName/kDuration\") instead of reading it as a kernel. A Parquet file (`pyprof parse "
-        f"--format parquet`) holds the same three facts in its `pyprof` metadata (`format`, `pyprof`, `source`).",
-        "",
-        "Every reader (`pyprof prof`, `report`, `diff`, `advise`, `pyprof.load()`, the Parquet conversion and "
-        "read-back) takes the version from there:",
-        "",
-        f"- {FORMAT_VERSION}: this page.",
-        f"- {UNVERSIONED} (no header line, or Parquet metadata without `format`: files of pyprof before the header): "
-        "still read. Its records are these, except that `tid` may be a decimal string (torch.profiler traces "
-        "that spell it so), which the readers turn into its integer. Parse the export again to get a file "
-        "of the current format.",
-        "- newer than this pyprof knows (or not a version): refused in one line naming the version, exit 2; "
-        "read it with the pyprof that wrote it, or upgrade pyprof.",
-        "",
-        "The header may also say, where known (Parquet: the same keys in its `pyprof` metadata):",
-        "",
-        "- `steps`: the profiled steps, `[[N, start, end], ...]` in start order: torch.profiler's `ProfilerStep#N` "
-        "ranges (ns, the records' clock). prof places each record in the step open at its launch "
-        "(`pyprof.prof.steps`); every summary is per step. Absent: the file is one step.",
-        "- `conditions`: how the profiled steps ran (`pyprof run`): `busy_others` (the share of the usable CPUs' "
-        "time other processes took meanwhile), `loadavg`, `cpus`, `threads`, `torch`, `when`, `device`, "
-        "`profiled_s`, `batch` (the batch size, where seen). prof, report and diff say when they make the "
-        "timings unreliable; diff calls a comparison with a side under load inconclusive.",
-        "- `peaks`: the calibration the file is priced with (`pyprof.peaks.pinned`: the calibration file's path "
-        "and its entries when the file was written). prof, report, advise and diff price the file with it, so a "
-        "later `pyprof calibrate` does not change an older run's numbers (`pyprof prof --reprice` uses today's).",
-        "",
-        "## End line",
-        "",
-        f"A file whose header holds `\"{END_FLAG}\":true` ends with its end line: `{{\"{HEADER_KEY}\":{FORMAT_VERSION},"
-        f"\"{END_COUNT}\":1234}}`, the count of records between the two, then what parse counted where the "
-        "export held what no record may (each also one warning line): `dropped`, per reason (events left out: "
-        "a time that is no finite number, a field of the wrong type; NVTX ranges ending before they start; "
-        "texts kept escaped) and `nulled`, per field (an impossible value, such as a kernel ending before it "
-        "starts, written as null: parse writes only what the checks below accept). Every reader above refuses "
-        "a file without it (cut short: a killed `pyprof parse` writing to stdout, a copy cut off) or whose count "
-        "is not its records (edited: after deleting a record by hand, correct the count), in one line, exit 2. "
-        "Files joined (`cat a.dict b.dict`) are counted part by part. A file of a pyprof before the end line "
-        f"(a header without `{END_FLAG}`) is read unchecked; a pyprof before it takes the end line for the "
-        "header of an appended file.",
-        "",
-        "## Fields",
-        "",
-        "`null` means unknown, in any field. `pyprof prof` checks every field it reads against the type "
-        "below (a number: an integer or a finite float; a range or a list of values where given) and stops "
-        "at the first record that breaks it, naming the file, line and field (`--skip-bad`: skips such "
-        "records and prints how many). Fields it does not read, and fields not listed here, are not checked.",
-        "",
-        "| field | type | meaning |",
-        "|---|---|---|",
-    ]
-    lines += [f"| `{f.name}` | {f.doc_type()} | {f.meaning} |" for f in FIELDS]
-    lines += ["", "## Argument objects", "",
-              "Each item of `args` is an object; these of its fields have a fixed type (checked as above), "
-              "the others (`value`: the scalar itself; `device`, `contig`, `grad`) are not checked.", "",
-              "| field | type | meaning |", "|---|---|---|"]
-    lines += [f"| `{f.name}` | {f.doc_type()} | {f.meaning} |" for f in ARG_FIELDS]
-    lines += ["", "## How a kernel finds its op", "", *LINK_RULE]
-    return "\n".join(lines) + "\n"
-
-
-#: the linking rule (``docs/records.md``): one rule for every source and trace vintage
-LINK_RULE = [
-    "A GPU activity joins the API call that launched it (CUPTI's correlation id: `cudaLaunchKernel`, "
-    "`cuLaunchKernel`, `cudaLaunchKernelExC`, `cudaMemcpyAsync`, ROCm's `hipLaunchKernel`, "
-    "`hipExtLaunchKernel`, `hipModuleLaunchKernel`, `hipExtModuleLaunchKernel`, and `cudaGraphLaunch` / "
-    "`hipGraphLaunch`, whose correlation id every kernel of the replayed graph carries). An activity whose "
-    "launch is not in the trace is kept, with `link` `no-launch` and no op: counted apart from unlinked kernels.",
-    "",
-    "Its op is then the innermost event open around the launch on the launching thread that names work, "
-    "by precedence (the first case found anywhere around the launch wins; within a case, the innermost "
-    "event), and `link` says which case applied:",
-    "",
-    "1. `marker`: a pyprof op marker (its op, arguments and call site).",
-    "2. `op`: an op in any namespace (`aten::`, `fbgemm::`, `torchvision::`, a custom `torch.library` op). "
-    "Nested ops are one op instance, named by the outermost (`aten::linear` over `aten::addmm`): its "
-    "`Input Dims` are the arguments. An op run under an autograd node that links to no forward op is "
-    "priced as itself (`dir` `bprop`, `opDir` `fprop`).",
-    "3. `node`: an autograd node (`AddmmBackward0`, `torch::autograd::CppNode<X>`, named `X`): linked "
-    "to the forward op with its sequence number, it takes that op (direction `bprop`); unlinked, the node "
-    "itself (`mod` `autograd`).",
-    "4. `collective`: `record_param_comms` or a `c10d::` op: its type, message sizes and group from its "
-    "arguments where recorded, else the type from the `nccl:NAME` range inside it or the NCCL/RCCL kernel "
-    "name (`ncclKernel_AllReduce_*`, `ncclDevKernel_AllGather_*`; `SendRecv`, `Send`, `Recv`: "
-    "`send_recv`, point-to-point); where no sizes are recorded, the message is the input tensor of the "
-    "`nccl:NAME` range (its `Input Dims`; the output as large for an all-reduce, all-to-all or broadcast, "
-    "else unknown) and the group unknown. A CPU trace of a gloo job has one more record per collective: "
-    "gloo's `gloo:NAME` range on its worker thread (`kDuration`: the whole range; its input tensor as the "
-    "message; the group from the trace's `distributedInfo` where it names one process group), the "
-    "collective's run, beside the `c10d::` op that queued it.",
-    "5. `region`: a compiled region (`Torch-Compiled Region: 0/1`, `CompiledFunction`, "
-    "`CompiledFunctionBackward`); every kernel of a CUDA graph replayed inside it is one op instance.",
-    "6. `annotation`: a `record_function` range (`## forward ##`, `Optimizer.step#Adam.step`); "
-    "`ProfilerStep#N` names no work.",
-    "",
-    "Inside a compiled region, a kernel Inductor generated (`triton_poi_fused_add_relu_0`; on a CPU trace "
-    "`graph_0_cpp_fused_relu_0`, the range each C++ kernel opens while `pyprof.init()` has Inductor's "
-    "`cpp.enable_kernel_profile` on) is an op instance of its own: `link` `inductor` where the trace holds "
-    "the origins `pyprof run` recorded as Inductor compiled (`op` `fused:add+relu`, `mod` `inductor`, "
-    "`layer` the innermost module holding all its origin nodes, `trace` their call site; the k-th call of "
-    "a kernel Inductor reuses takes the graph's k-th call of it), `kernel-name` where it does not (the "
-    "ops read from the name; the module unknown). An extern call of the generated code (`aten::mm`, "
-    "attention, convolution) keeps its op and price and takes the module of the same call in the "
-    "compiled graph, `link` `inductor` (`pyprof.parse.kineto.inductor`).",
-    "",
-    "A kernel belongs to one op instance, so its time and the instance's cost are counted once, however "
-    "many of these events enclose it.",
-    "",
-    "A CUDA graph replay is one launch: every kernel it runs (each with its own name and times) takes the "
-    "op around that `cudaGraphLaunch`, as one op instance per replay. A graph replayed by hand "
-    "(`g.replay()`) has no op around its launch in a plain trace (only `ProfilerStep#N`): `pyprof.init()` "
-    "marks `torch.cuda.CUDAGraph.replay` as an op (`mod` `torch.cuda.CUDAGraph`, `op` `replay`, with the "
-    "caller's module path and call site), so its kernels take that (`marker`); the graph's ops are not "
-    "known kernel by kernel, so its FLOPs and bytes are n/a, counted in prof's warning.",
-]
-
-
-if __name__ == "__main__":
-    sys.stdout.write(markdown())

@@ -226,9 +226,9 @@ def test_prof_runs_without_torch(dictfile):
 
 
 def test_docs_prof_md_is_generated_from_the_code():
-    from pyprof.prof.docs import markdown
+    from scripts.gen_docs import prof_md
 
-    assert (REPO / "docs" / "prof.md").read_text() == markdown(), "run: python -m pyprof.prof.docs > docs/prof.md"
+    assert (REPO / "docs" / "prof.md").read_text() == prof_md(), "run: python scripts/gen_docs.py"
 
 
 def test_output_to_a_device_is_written_in_place(dictfile, capsys, tmp_path):
