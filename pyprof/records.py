@@ -67,13 +67,6 @@ class Field:
     high: int | None = None
     values: tuple[str, ...] | None = None
 
-    def doc_type(self) -> str:
-        """The type column of ``docs/records.md``: the type with its range or its values."""
-        if self.low is not None or self.high is not None:
-            return f"{self.type}, {_bound(self.low)} to {_bound(self.high)}"
-        if self.values is not None:
-            return f"{self.type}, one of " + ", ".join(f"`{v}`" if v else "empty" for v in self.values)
-        return self.type
 
 #: ``dir`` of a double backward: a node made by an op that another backward node ran (torch.profiler traces)
 SECOND_ORDER = "bprop2"
@@ -166,7 +159,8 @@ ARG_FIELDS: tuple[Field, ...] = (
 )
 
 
-def _bound(n: int | None) -> str:
+def bound(n: int | None) -> str:
+    """A range end as the docs and error lines write it: `any` for none, `2^62` for :data:`MAX_COUNT`."""
     if n is None:
         return "any"
     return "2^62" if n == MAX_COUNT else str(n)
@@ -232,7 +226,7 @@ class Check:
             raise ValueError(f"record field {field.name}: no check for type {field.type!r}")
         self.kind, self.element, what = _KINDS[bases[0]]
         if self.low is not None or self.high is not None:
-            what += f" from {_bound(self.low)} to {_bound(self.high)}"
+            what += f" from {bound(self.low)} to {bound(self.high)}"
         if field.values is not None:
             what = "one of " + ", ".join(f'"{v}"' for v in field.values)
         self.expected = what

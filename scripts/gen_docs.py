@@ -15,7 +15,17 @@ from pyprof.prof.columns import SUMMARY_COLUMNS
 from pyprof.prof.comm import COMM_COLUMNS, FACTOR_TEXT, RANK_COLUMNS, SKEW_COLUMNS
 from pyprof.prof.devices import DATASHEET_DIFFERENCES, gpu_table
 from pyprof.prof.idle import IDLE_COLUMNS, TINY_NS
-from pyprof.records import ARG_FIELDS, END_COUNT, END_FLAG, FIELDS, FORMAT_VERSION, HEADER_KEY, UNVERSIONED
+from pyprof.records import (
+    ARG_FIELDS,
+    END_COUNT,
+    END_FLAG,
+    FIELDS,
+    FORMAT_VERSION,
+    HEADER_KEY,
+    UNVERSIONED,
+    Field,
+    bound,
+)
 
 INTRO = """# pyprof prof
 
@@ -474,6 +484,15 @@ def prof_md() -> str:
     return "\n".join(parts) + "\n"
 
 
+def _doc_type(f: Field) -> str:
+    """The type column of ``docs/records.md``: the type with its range or its values."""
+    if f.low is not None or f.high is not None:
+        return f"{f.type}, {bound(f.low)} to {bound(f.high)}"
+    if f.values is not None:
+        return f"{f.type}, one of " + ", ".join(f"`{v}`" if v else "empty" for v in f.values)
+    return f.type
+
+
 def records_md() -> str:
     """``docs/records.md``: the record fields of :data:`pyprof.records.FIELDS`, as a Markdown table."""
     lines = [
@@ -540,12 +559,12 @@ def records_md() -> str:
         "| field | type | meaning |",
         "|---|---|---|",
     ]
-    lines += [f"| `{f.name}` | {f.doc_type()} | {f.meaning} |" for f in FIELDS]
+    lines += [f"| `{f.name}` | {_doc_type(f)} | {f.meaning} |" for f in FIELDS]
     lines += ["", "## Argument objects", "",
               "Each item of `args` is an object; these of its fields have a fixed type (checked as above), "
               "the others (`value`: the scalar itself; `device`, `contig`, `grad`) are not checked.", "",
               "| field | type | meaning |", "|---|---|---|"]
-    lines += [f"| `{f.name}` | {f.doc_type()} | {f.meaning} |" for f in ARG_FIELDS]
+    lines += [f"| `{f.name}` | {_doc_type(f)} | {f.meaning} |" for f in ARG_FIELDS]
     lines += ["", "## How a kernel finds its op", "", *LINK_RULE]
     return "\n".join(lines) + "\n"
 
