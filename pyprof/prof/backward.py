@@ -13,9 +13,10 @@ forward op's backward formula is not charged as well:
   parameter is a tensor in the instance's dtype, ``[]`` a 0-d one); the values of scalar and list
   arguments are not in the sizes and read as unknown (their defaults where a model takes one); a
   ``sum`` over dims the sizes do not hold (a bias's gradient) has its FLOPs, one add per input element,
-  and its bytes where exactly one forward argument broadcasts to its input (else unknown), and a fill
-  (``zeros``, ``full``, ``arange``) whose size is such an argument has 0 FLOPs and unknown bytes (the
-  fill it called on a CPU, ``zero_``, prices it);
+  and its bytes where exactly one forward argument broadcasts to its input (else unknown), and an op
+  that moves data (:data:`MOVES`: a fill, copy, pad, view or concatenation) whose sizes do not say
+  enough (``zeros(size)``, ``constant_pad_nd``'s pad) has 0 FLOPs and unknown bytes (the fill or copy it
+  called on a CPU, ``zero_``, ``clone``, prices it);
 * a call is a record of the op's highest role (:mod:`pyprof.kernel_roles`): on a CPU trace each record
   is one aten op call; on a GPU one kernel of its highest role per call is assumed (a GEMM's one GEMM
   kernel), so an op that launches several such kernels (a cuSOLVER factorisation) is counted once per
@@ -114,7 +115,7 @@ def _price(aten: str, sizes: list, dtype: str | None, cdtype: str | None, fwd_ar
         cost = None
     if cost is None and name == "sum":
         cost = _sum_over_unknown_dims(sizes, dtype, cdtype, fwd_args)
-    elif cost is None and family(name) == "fill":  # zeros(size), full(size, v), arange(n): no arithmetic
+    elif cost is None and family(name) in MOVES:  # zeros(size), constant_pad_nd(x, pad): no arithmetic
         cost = Cost(0.0, None, dtype)
     if cost is not None and cost.flops is None:
         cost = None
@@ -150,12 +151,14 @@ def _sum_over_unknown_dims(sizes: list, dtype: str | None, cdtype: str | None, f
     return Cost(whole.flops, out, whole.dtype)
 
 
+#: Families that only move data: FLOPs 0 whatever their unrecorded arguments (a pad's widths, a fill's size).
+MOVES = frozenset({"fill", "copy", "views", "viewcopy", "concat"})
 #: Families and ops whose figures the input sizes determine (an unrecorded scalar changes none: a GEMM's
 #: alpha, a fill value, a softmax backward's dim, nll_loss's reduction, which dY's shape shows; ``sum``:
 #: :func:`_sum_over_unknown_dims`). Elsewhere an unrecorded argument can change the count (attention's
 #: ``is_causal``, a convolution's stride): an instance whose forward op has a backward formula keeps it
 #: when such an op ran.
-SIZED_FAMILIES = frozenset({"gemm", "pointwise", "views", "viewcopy", "copy", "fill", "concat"})
+SIZED_FAMILIES = MOVES | {"gemm", "pointwise"}
 SIZED_OPS = frozenset({"sum", "masked_fill", "_softmax_backward_data", "_log_softmax_backward_data",
                        "nll_loss_backward", "nll_loss2d_backward"})
 
