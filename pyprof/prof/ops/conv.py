@@ -206,7 +206,8 @@ _DOUBLE = ("ggI", "ggW", "ggb", "grad_output", "weight", "input", "stride", "pad
 def _conv_double_backward(call: OpCall) -> Cost | None:
     """The double backward (a gradient penalty's) as torch runs it, whatever ``output_mask`` says, from the
     gradients ``ggI``, ``ggW``, ``ggb`` that reached dX, dW, db: ``conv(ggI, W) + conv(X, ggW) + ggb`` and the
-    data gradient of ``(gO, ggW)``, each the forward's FLOPs; the weight gradient of ``(ggI, gO)``, a
+    data gradient of ``(gO, ggW)``, each the forward's FLOPs (that gradient of a transposed convolution with
+    ``output_padding >= stride`` more: it runs wider than X); the weight gradient of ``(ggI, gO)``, a
     convolution over the batch, stride and dilation swapped, cut to the kernel's size after it ran."""
     b = A.bind(call.args, _DOUBLE)
     x, gy, w = b.get("input"), b.get("grad_output"), b.get("weight")
@@ -218,9 +219,16 @@ def _conv_double_backward(call: OpCall) -> Cost | None:
     nd = len(sw) - 2
     fwd = 2.0 * sx[0] * (prod(sx[2:]) if transposed else prod(sy[2:])) * prod(sw)
     gi, gw, gb = (A.is_tensor(b.get(k)) and A.shape(b.get(k)) is not None for k in ("ggI", "ggW", "ggb"))
-    flops = fwd * (gi + 2 * gw)
     stride, dil = A.ints(b.get("stride"), nd, 1, minimum=1), A.ints(b.get("dilation"), nd, 1, minimum=1)
-    pad = A.ints(b.get("padding"), nd, 0)
+    pad, out_pad = A.ints(b.get("padding"), nd, 0), A.ints(b.get("output_padding"), nd, 0)
+    # dX of (gO, ggW), transposed: a convolution of gO that comes out i + output_padding // stride wide per dim
+    # (output_padding may reach the stride, below the dilation), cut to X's size after it ran
+    wide = 1.0
+    if transposed and gw:
+        if not (stride and out_pad):
+            return None
+        wide = prod(i + o // s for i, o, s in zip(sx[2:], out_pad, stride, strict=True)) / prod(sx[2:])
+    flops = fwd * (gi + gw * (1 + wide))
     if gi and stride and dil and pad:  # dW of (ggI, gO): one of them the weight of the other, over the batch
         big, small = (sy, sx) if transposed else (sx, sy)
         kept = [(i + 2 * p - s * (o - 1) - 1) // d + 1 for i, o, s, p, d in zip(big[2:], small[2:], stride, pad, dil,
