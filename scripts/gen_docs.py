@@ -150,7 +150,8 @@ nothing calls it), and the records add up to the time spent in ops.
   kernel's innermost op is, one call per kernel of its highest role. Where an op that ran has no model
   or its sizes say (or may say) too little (the values of scalar and list arguments are not recorded:
   attention's `is_causal`, a convolution's stride; only GEMM, elementwise, copy, fill and view ops, `sum`,
-  `masked_fill` and the softmax and nll_loss backward ops are taken as priced by their sizes), the forward
+  `masked_fill` and the softmax and nll_loss backward ops are taken as priced by their sizes; a data-moving op
+  whose sizes say too little, `constant_pad_nd` without its pad, is priced by the copy it ran), the forward
   op's formula prices the whole instance, as it does where no record names its op; where the forward op has no formula either (linear algebra), what
   can be priced is, an unrecorded argument at its default, the rest `n/a` (`pyprof/prof/backward.py`).
   A forward instance of an op without a model (a Python composite such as `svd_lowrank`, `einsum` in a
