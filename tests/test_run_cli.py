@@ -47,6 +47,15 @@ def _run(argv, capsys):
     return info.value.code, out.out, out.err
 
 
+def _gap(summary, op):
+    """The Gap cell of ``op``'s row in a summary table (right-aligned under its header, which the
+    terminal's width may or may not leave last)."""
+    lines = summary.splitlines()
+    header = next(line for line in lines if line.startswith("Op ") and " Gap" in line)
+    row = next(line for line in lines if line.startswith(op + " "))
+    return row[:header.index(" Gap") + 4].split()[-1]
+
+
 def test_run_writes_trace_records_env_and_prints_summary_and_findings(tmp_path, capsys):
     script = _script(tmp_path)
     out = tmp_path / "out"
@@ -179,8 +188,7 @@ def test_first_run_measures_cpu_peaks_once_so_gaps_are_not_blank(tmp_path, capsy
     assert "no saved CPU peaks: measured" in stderr and cal.is_file()
     assert "no peak FLOP/s or bandwidth known" not in stderr
     # the summary's Gap column holds numbers now: the linear row has a finite gap >= 1
-    linear = next(line for line in stdout.splitlines() if line.startswith("linear "))
-    assert float(linear.split()[-1]) >= 1.0
+    assert float(_gap(stdout, "linear")) >= 1.0
     before = cal.read_bytes()
     code, _, stderr = _run(["run", "-o", str(tmp_path / "o2"), "--active", "1", str(script),
                             str(tmp_path / "a.txt"), "4"], capsys)
@@ -195,8 +203,7 @@ def test_no_calibrate_leaves_the_roofline_unknown_not_zero(tmp_path, capsys, mon
                                  str(tmp_path / "a.txt"), "4"], capsys)
     assert code == 0, stderr
     assert not cal.exists() and "no peak FLOP/s or bandwidth known" in stderr
-    linear = next(line for line in stdout.splitlines() if line.startswith("linear "))
-    assert linear.split()[-1] == "n/a"
+    assert _gap(stdout, "linear") == "n/a"
 
 
 COMPILED = """
