@@ -11,6 +11,7 @@ import pytest
 from pyprof import process
 from pyprof.prof import devices, table
 from pyprof.prof.devices import Device, match_gpu
+from pyprof.prof.fastread import record_columns
 from pyprof.prof.load import read_records
 from pyprof.prof.ops import registry
 from pyprof.prof.ops.registry import Cost
@@ -338,8 +339,7 @@ def test_instances_match_a_loop_over_instances(model):
         recs.append(rec(i, op=rng.choice(["ptestgemm", "relu", None, "ptestunknownop"]), opid=rng.choice([None, i // 3]),
                         d=rng.choice(["fprop", "bprop"]), cdtype=rng.choice([None, "bfloat16"]), args=args,
                         kind=rng.choice(["kernel", "kernel", "memcpy"]), subSeqId=rng.choice([0, 1])))
-    cols = table._columns(recs)
-    raw = {k: table._obj(cols[k]) for k in table.KEYS}
+    raw = record_columns(recs)
     raw["dir"] = table._obj(["" if v is None else v for v in raw["dir"].tolist()])
     is_kernel = np.array([k in (None, "kernel") for k in raw["kind"].tolist()])
     inst, expected, n_costed = _reference_instances(raw, len(recs), is_kernel)

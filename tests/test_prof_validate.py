@@ -26,6 +26,7 @@ from pyprof.errors import InputError, RecordError
 from pyprof.prof import table
 from pyprof.prof.devices import DEFAULT_FLOOR_NS
 from pyprof.prof.fastread import read_columns
+from pyprof.prof.fields import KEYS
 from pyprof.prof.load import iter_records, prof_checks, skipping_bad
 from pyprof.prof.ops import registry
 from pyprof.prof.ops.registry import Cost
@@ -321,7 +322,7 @@ def test_checks_come_from_the_documented_types():
     assert CHECKS["dir"].ok("") and not CHECKS["dir"].ok("sideways")
     with pytest.raises(ValueError, match="no check"):
         Check(Field("x", "set[int]", "an undocumented type"))
-    assert {c.name for c in prof_checks()} == set(table.KEYS) & set(CHECKS)
+    assert {c.name for c in prof_checks()} == set(KEYS) & set(CHECKS)
 
 
 def test_parse_output_passes_the_checks():

@@ -16,7 +16,7 @@ a key. The cut gives:
 Any line that does not cut this way (the header line, another field order, a PyProf dict line, a blank
 line, a bad line) goes through :mod:`pyprof.prof.load`'s line reader, with the same errors and the same line numbers; a
 block whose varying parts do not decode is read again line by line. So the columns are always those of
-``table._columns(load.iter_records(path))``.
+``record_columns(load.iter_records(path))``.
 
 Fields are checked as the line reader checks them (:data:`pyprof.records.CHECKS`), at no cost per record:
 a static part once, when it is first seen (a bad one sends its lines to the line reader, which names the
@@ -32,6 +32,7 @@ import contextlib
 import functools
 import mmap
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -65,7 +66,7 @@ def _checks() -> tuple[tuple, tuple]:
 
 def freeze(value: Any) -> Any:
     """A hashable stand-in for a list field (lists of str/int; anything odd keeps its own identity), to
-    pool equal ``layer``/``trace`` lists into one object (here and in ``table._columns``)."""
+    pool equal ``layer``/``trace`` lists into one object."""
     if value.__class__ is list:
         frozen = tuple(value)
         try:
@@ -98,7 +99,7 @@ class Columns:
         return code
 
     def _pool(self, values: tuple) -> tuple:
-        """One object per distinct value of a field, across every static part (as ``table._columns``)."""
+        """One object per distinct value of a field, across every static part."""
         out = []
         for k, v in zip(STATIC, values, strict=True):
             pool = self.pools[k]
@@ -183,7 +184,7 @@ class Columns:
                 self.var[k] = _as_list(mine) + _as_list(theirs)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every field of ``table.KEYS`` as an object array, one entry per record. The records skipped
+        """Every field of :data:`~pyprof.prof.fields.KEYS` as an object array, one entry per record. The records skipped
         for a bad field are counted now (here: the columns of every decoding process are in)."""
         from pyprof.prof.load import policy
 
@@ -208,6 +209,15 @@ class Columns:
 
     def __len__(self) -> int:
         return len(self.codes)
+
+
+def record_columns(records: Iterable[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """:meth:`Columns.arrays` of records already decoded (a stream, PyProf lines, ``pyprof run``'s), one
+    dict at a time: the columns the block reader gives for the same records."""
+    cols = Columns()
+    for rec in records:
+        cols.add_record(rec)
+    return cols.arrays()
 
 
 def _as_list(col) -> list:

@@ -28,7 +28,7 @@ import orjson
 
 from pyprof.errors import InputError, RecordError
 from pyprof.markers import LEGACY_MAX, MarkerError, as_lists, decode_legacy_pyprof
-from pyprof.prof.fields import STATIC, VARYING
+from pyprof.prof.fields import KEYS
 from pyprof.records import (
     BACKWARD_DIRS,
     CHECKS,
@@ -114,11 +114,10 @@ def _lines_before(path: str, offset: int) -> int:
 
 @functools.cache
 def prof_checks(ranges: bool = False) -> tuple[Check, ...]:
-    """The checks of the fields prof reads (:mod:`pyprof.prof.fields`, the same as ``table.KEYS``) that
-    have a documented type: a field prof never reads cannot break its table, and is not checked.
+    """The checks of the fields prof reads (:data:`pyprof.prof.fields.KEYS`) that have a documented type: a field prof never reads cannot break its table, and is not checked.
     ``ranges``: ``ranges`` too, for the readers that keep it (the report, diff and advise walk it for
     the steps: ``"ranges": 5`` must be a bad field there, not a TypeError)."""
-    return tuple(CHECKS[k] for k in STATIC + VARYING + (("ranges",) if ranges else ()) if k in CHECKS)
+    return tuple(CHECKS[k] for k in KEYS + (("ranges",) if ranges else ()) if k in CHECKS)
 
 
 def columns_ok(recs: list[dict[str, Any]], checks: tuple[Check, ...]) -> bool:

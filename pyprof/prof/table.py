@@ -31,26 +31,20 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from pyprof import kernel_roles
 from pyprof.errors import InputError
 from pyprof.prof import steps, tensorcores
 from pyprof.prof.devices import DeviceResolver
-from pyprof.prof.fastread import freeze
+from pyprof.prof.fastread import record_columns
 from pyprof.prof.params import first_dtype, render
 from pyprof.records import SECOND_ORDER
 
 NAN = float("nan")
-
-KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start", "end", "apiStart", "tid", "device", "gpu", "gpuProps", "stream", "grid",
-        "block", "bytes", "layer", "trace", "mod", "op", "args", "cdtype", "opId", "seqId", "altSeqId",
-        "dir", "opDir", "subSeqId", "aten", "atenSizes")
 
 # output column <- record field, for the columns copied as they are
 COPIED = {"seq": "seqId", "altseq": "altSeqId", "tid": "tid", "layer": "layer", "trace": "trace",
@@ -74,82 +68,6 @@ def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args
             raise
         return None, "model-error"
     return cost, "model" if cost is not None else "unpriced" if registry.lookup(op, mod) else "no-model"
-
-
-# text fields repeated across kernels: one string object per distinct value (memory, and faster hashing)
-_INTERN = ("kind", "kShortName", "kLongName", "gpu", "mod", "op", "cdtype", "dir")
-# list fields repeated across kernels: one list object per distinct content
-_SHARE = ("layer", "trace")
-CHUNK = 8192
-
-
-def _columns(records: Iterable[dict[str, Any]]) -> dict[str, list]:
-    """The fields prof reads, as one list per field. Records are taken in chunks (one C call per complete
-    record), and each chunk is transposed with repeated strings and lists shared, so a streamed input is
-    never held whole and a million kernels of a training loop cost little more than their distinct names."""
-    getter = itemgetter(*KEYS)
-    cols: dict[str, list] = {k: [] for k in KEYS}
-    pools: dict[str, dict] = {k: {} for k in _INTERN + _SHARE + ("args", "gpuProps")}
-    dumps = orjson.dumps
-    rows: list[tuple] = []
-    append = rows.append
-    # the decoder already hands out one object per distinct value: remember objects seen (and keep them
-    # alive, so that their ids are not reused) to skip re-serialising them
-    by_id: dict[int, Any] = {}
-    alive: list[Any] = []
-
-    def sharer(pool: dict, option: int = 0, keep_unwritable: bool = False):
-        """One object per distinct JSON text of a value, ``pool`` holding them (``keep_unwritable``: a
-        value orjson cannot write stays its own object)."""
-        def share(v):
-            if v is None:
-                return None
-            shared = by_id.get(id(v))
-            if shared is None:
-                try:
-                    shared = pool.setdefault(dumps(v, option=option), v)
-                except TypeError:
-                    if not keep_unwritable:
-                        raise
-                    shared = v
-                by_id[id(v)] = shared
-                alive.append(v)
-            return shared
-        return share
-
-    _share_args = sharer(pools["args"])
-    # gpuProps: one object per distinct content whatever its key order, since prof keys devices by its id
-    _share_props = sharer(pools["gpuProps"], orjson.OPT_SORT_KEYS, keep_unwritable=True)
-
-    def flush():
-        for k, col in zip(KEYS, zip(*rows, strict=True), strict=True):
-            if k in _INTERN:
-                pool = pools[k]
-                col = map(pool.setdefault, col, col)
-            elif k == "args":  # one object per distinct argument list (training loops repeat them)
-                col = list(map(_share_args, col))
-            elif k == "gpuProps":
-                col = list(map(_share_props, col))
-            elif k in _SHARE:
-                pool = pools[k]
-                try:  # the fast path: lists of strings
-                    col = list(map(pool.setdefault, map(tuple, col), col))
-                except TypeError:  # None, or a list holding lists
-                    col = [pool.setdefault(freeze(v), v) for v in col]
-            cols[k].extend(col)
-        rows.clear()
-
-    for r in records:
-        try:
-            append(getter(r))
-        except KeyError:  # a record without some optional field
-            get = r.get
-            append(tuple(get(k) for k in KEYS))
-        if len(rows) >= CHUNK:
-            flush()
-    if rows:
-        flush()
-    return cols
 
 
 def _ids(values: np.ndarray) -> np.ndarray:
@@ -282,9 +200,8 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
                 cols = _parallel_columns(path, workers)
             if cols is None:
                 cols = read_columns(path)
-            raw = cols.arrays()
-            return _build(raw, len(raw["kind"]), resolver, head)
-        return _build_records(iter_records(source), resolver, head)
+            return _build(cols.arrays(), resolver, head)
+        return _build(record_columns(iter_records(source)), resolver, head)
 
 
 def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops: float | None = None,
@@ -302,19 +219,13 @@ def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops:
 
     head = header or {}
     with collector_paused():
-        return _build_records(records, DeviceResolver(gpu, peak_flops, peak_bw, calibration, pinned=head.get("peaks")),
-                              head)
+        return _build(record_columns(records),
+                      DeviceResolver(gpu, peak_flops, peak_bw, calibration, pinned=head.get("peaks")), head)
 
 
-def _build_records(records: Iterable[dict[str, Any]], resolver: DeviceResolver, head: dict[str, Any]) -> pd.DataFrame:
-    """Columns gathered record by record, then :func:`_build`."""
-    cols = _columns(records)
-    n = len(cols["kind"])
-    raw = {k: _obj(cols.pop(k)) for k in KEYS}
-    return _build(raw, n, resolver, head)
-
-
-def _build(raw: dict[str, np.ndarray], n: int, resolver: DeviceResolver, head: dict[str, Any]) -> pd.DataFrame:
+def _build(raw: dict[str, np.ndarray], resolver: DeviceResolver, head: dict[str, Any]) -> pd.DataFrame:
+    """The table of the record fields ``raw`` (:data:`KEYS`, an object array each)."""
+    n = len(raw["kind"])
     for k in ("op", "mod"):  # PyProf wrote lists
         if list in set(map(type, raw[k].tolist())):
             raw[k] = _obj([(v[0] if v else None) if v.__class__ is list else v for v in raw[k].tolist()])
@@ -440,7 +351,7 @@ def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndar
     the per-key arrays of :func:`_key_arrays`. Keys are numbered in order of first appearance, so models
     run in instance order, as a loop over instances would run them."""
     fargs = raw["args"][first]
-    # _columns and fastread gave equal argument lists one object, alive until the table is built
+    # the readers gave equal argument lists one object (fastread.Columns), alive until the table is built
     aid = np.fromiter(map(id, fargs.tolist()), dtype=np.int64, count=len(fargs))
     model_dir = _model_dir(raw, first)
     if len(first):
