@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-import orjson
 import pandas as pd
 
 from pyprof.scale.extra import require
@@ -57,42 +56,11 @@ def _selected(columns: Sequence[str] | None) -> list[str]:
 
 
 def _from_lines(path: str, names: list[str], name: str) -> pd.DataFrame:
-    """A JSON-lines record file, its header line (the record format, :mod:`pyprof.records`) checked and
-    left out, as its end line (a file cut short is refused); format 1's ``tid`` texts as integers."""
-    from pyprof.errors import InputError
-    from pyprof.records import (
-        HEADER_PREFIX,
-        UNVERSIONED,
-        RecordEnds,
-        check_version,
-        is_end,
-        read_line,
-        thread_id,
-    )
+    """A JSON-lines (or PyProf) record file, read and checked as prof reads it
+    (:func:`pyprof.prof.load.read_records`, ``ranges`` kept)."""
+    from pyprof.prof.load import read_records
 
-    loads = orjson.loads
-    ends = RecordEnds()  # (a file cut short is refused, as prof refuses it)
-    records: list = []
-    head = read_line(path)
-    version = check_version(head, path) if head else UNVERSIONED
-    with open(path, "rb") as fh:
-        try:
-            for lineno, line in enumerate(fh, 1):
-                if not line.startswith(HEADER_PREFIX):
-                    if line.strip():
-                        records.append(loads(line))
-                elif is_end(head := loads(line)):
-                    ends.end(head, len(records), f"{path} line {lineno}")
-                else:
-                    ends.header(head if head.__class__ is dict else {}, len(records))
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{path}: not a record file (JSON lines) or Parquet: {exc}",
-                             "give `pyprof parse`'s output, a .parquet file or a dataset folder") from None
-    ends.finish(len(records)).check(path)
-    if version == UNVERSIONED:
-        for rec in records:
-            if rec.__class__ is dict and rec.get("tid").__class__ is str:
-                rec["tid"] = thread_id(rec["tid"])
+    records = read_records(path, keep_ranges=True)
     cols = columns_of(records)
     cols.update(_file_columns(name, len(records)))
     return pd.DataFrame({c: _series(c, cols[c]) for c in names})
