@@ -314,23 +314,22 @@ def _ordered(pool, spans, ahead: int):
     """Yield the pool's chunk texts in order, at most ``ahead`` chunks in flight (memory stays bounded),
     then close the pool. A chunk the pool cannot give (a process died) is formatted here instead."""
     import collections
+    import itertools
+    from concurrent.futures.process import BrokenProcessPool
 
-    pending: collections.deque = collections.deque()
     todo = iter(spans)
     try:
-        for span in todo:
-            pending.append((span, _submit(pool, span)))
-            if len(pending) >= ahead:
-                break
+        pending = collections.deque((span, _submit(pool, span)) for span in itertools.islice(todo, ahead))
         while pending:
             span, future = pending.popleft()
-            text = _result(future)
-            if text is None:
-                text = _span_text(span)
+            try:
+                text = future.result() if future is not None else None
+            except BrokenProcessPool:  # its process died
+                text = None
             nxt = next(todo, None)
             if nxt is not None:
                 pending.append((nxt, _submit(pool, nxt)))
-            yield text
+            yield _span_text(span) if text is None else text
     finally:
         pool.shutdown(cancel_futures=True)
         _SHARED.clear()
@@ -343,18 +342,6 @@ def _submit(pool, span):
     try:
         return pool.submit(_format_span, span)
     except (BrokenProcessPool, RuntimeError):
-        return None
-
-
-def _result(future) -> str | None:
-    """A chunk's text, or None when its process died (the caller formats it itself)."""
-    from concurrent.futures.process import BrokenProcessPool
-
-    if future is None:
-        return None
-    try:
-        return future.result()
-    except BrokenProcessPool:
         return None
 
 
