@@ -68,20 +68,10 @@ COMM_COLUMNS = (
 COMM_NAMES = tuple(c[0] for c in COMM_COLUMNS)
 COMM_DROP = ("start", "kernel", "lane", "device", "rank", "overlap", "dtype", "op", "idx")
 
-#: the busbw factor of each kind, as a function of the group size n (nccl-tests)
-FACTORS = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "send_recv": lambda n: 1.0,
-}
-#: kinds whose factor is 1 whatever the group
-ONE = frozenset({"broadcast", "reduce", "send_recv"})
+#: the busbw factor of each kind for a group of n (nccl-tests), as docs/prof.md writes it
 FACTOR_TEXT = (("all_reduce", "2(n-1)/n"), ("all_gather", "(n-1)/n"), ("reduce_scatter", "(n-1)/n"),
                ("all_to_all", "(n-1)/n"), ("broadcast", "1"), ("reduce", "1"), ("send_recv", "1"))
+_FACTORS = {"2(n-1)/n": lambda n: 2 * (n - 1) / n, "(n-1)/n": lambda n: (n - 1) / n, "1": lambda n: 1.0}
 
 _KINDS = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
           ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("sendrecv", "send_recv"), ("send", "send_recv"),
@@ -102,12 +92,12 @@ def kind_of(op: str | None) -> str | None:
 
 def bus_factor(kind: str | None, n: int | None) -> float | None:
     """The nccl-tests busbw factor of ``kind`` for a group of ``n``; None where unknown."""
-    f = FACTORS.get(kind or "")
-    if f is None:
+    text = dict(FACTOR_TEXT).get(kind or "")
+    if text is None:
         return None
     if n is None or n < 1:
-        return 1.0 if kind in ONE else None
-    return f(n)
+        return 1.0 if text == "1" else None
+    return _FACTORS[text](n)
 
 
 def message_size(kind: str | None, n_in: int | None, n_out: int | None, group: int | None,
