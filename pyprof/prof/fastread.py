@@ -244,23 +244,24 @@ def read_columns(path: str | os.PathLike, start: int = 0, end: int | None = None
     cols = Columns()
     reader = _LineReader(name, path=path, offset=start)
     with open(path, "rb") as fh:
-        try:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if end > start else None
-        except (OSError, ValueError):  # not mappable: read it block by block
-            mm = None
-        if mm is None:
-            _read_blocks(fh, start, end, cols, reader)
-        else:
-            with mm:
-                _map_blocks(mm, start, end, cols, reader)
+        if end > start:
+            try:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # not mappable: the part's bytes, read whole
+                fh.seek(start)
+                _map_blocks(fh.read(end - start), 0, end - start, cols, reader)
+            else:
+                with mm:
+                    _map_blocks(mm, start, end, cols, reader)
     reader.finish(allow_empty)
     cols.skipped, cols.first_bad, cols.ends = reader.skipped, reader.first_bad, reader.ends
     return cols
 
 
-def _map_blocks(mm: mmap.mmap, start: int, end: int, cols: Columns, reader) -> None:
-    """Windows of the mapped file, each ending after a newline, read in place (no copy of the file);
-    each window's pages are given back once read, so the file never counts whole in the process's memory."""
+def _map_blocks(mm: mmap.mmap | bytes, start: int, end: int, cols: Columns, reader) -> None:
+    """Windows of the mapped file (or of its bytes), each ending after a newline, read in place (no copy
+    of the file); each window's pages are given back once read, so the file never counts whole in the
+    process's memory."""
     lines = 0
     pos = start
     page = mmap.PAGESIZE
@@ -274,30 +275,10 @@ def _map_blocks(mm: mmap.mmap, start: int, end: int, cols: Columns, reader) -> N
             break
         lines = _block(mm, pos, cut, cols, reader, lines)
         done = pos // page * page
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            mm.madvise(mmap.MADV_DONTNEED, done, cut // page * page - done)
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # (no madvise on this platform)
+            if not isinstance(mm, bytes):
+                mm.madvise(mmap.MADV_DONTNEED, done, cut // page * page - done)
         pos = cut
-
-
-def _read_blocks(fh, start: int, end: int, cols: Columns, reader) -> None:
-    lines_before = 0
-    rest = b""
-    remaining = end - start
-    fh.seek(start)
-    while True:
-        data = fh.read(min(BLOCK, remaining)) if remaining > 0 else b""
-        remaining -= len(data)
-        if not data:
-            if rest:  # the last line, without a newline
-                _block(rest + b"\n", 0, len(rest) + 1, cols, reader, lines_before)
-            break
-        buf = rest + data if rest else data
-        cut = buf.rfind(b"\n") + 1
-        if cut == 0:
-            rest = buf
-            continue
-        rest = buf[cut:]
-        lines_before = _block(buf, 0, cut, cols, reader, lines_before)
 
 
 def _block(buf, start: int, size: int, cols: Columns, reader, lines_before: int) -> int:
