@@ -139,22 +139,9 @@ def metadata(ident: Identity, source: str | None = None, header: dict[str, Any] 
     return {b"pyprof": orjson.dumps(facts)}
 
 
-def file_header(path: str) -> dict[str, Any]:
-    """The record-file header facts a Parquet file keeps in its metadata (steps, conditions, peaks)."""
-    import pyarrow.parquet as pq
-
-    raw = (pq.read_schema(path).metadata or {}).get(b"pyprof")
-    try:
-        facts = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return {k: facts[k] for k in HEADER_FACTS if isinstance(facts, dict) and k in facts}
-
-
-def file_version(path: str, schema=None) -> int:
-    """The record format of the Parquet file ``path`` (its ``schema``, where read already), from its
-    ``pyprof`` metadata: :data:`~pyprof.records.UNVERSIONED` where that has no ``format`` (files written
-    before it); an :class:`~pyprof.errors.InputError` for a version this pyprof does not read."""
+def _facts(path: str, schema=None) -> dict[str, Any]:
+    """The ``pyprof`` metadata of the Parquet file ``path`` (its ``schema``, where read already); {} where
+    it has none, or none that reads."""
     if schema is None:
         import pyarrow.parquet as pq
 
@@ -163,8 +150,22 @@ def file_version(path: str, schema=None) -> int:
     try:
         facts = orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError:
-        facts = {}
-    if facts.__class__ is not dict or "format" not in facts:
+        return {}
+    return facts if facts.__class__ is dict else {}
+
+
+def file_header(path: str) -> dict[str, Any]:
+    """The record-file header facts a Parquet file keeps in its metadata (steps, conditions, peaks)."""
+    facts = _facts(path)
+    return {k: facts[k] for k in HEADER_FACTS if k in facts}
+
+
+def file_version(path: str, schema=None) -> int:
+    """The record format of the Parquet file ``path`` (its ``schema``, where read already), from its
+    ``pyprof`` metadata: :data:`~pyprof.records.UNVERSIONED` where that has no ``format`` (files written
+    before it); an :class:`~pyprof.errors.InputError` for a version this pyprof does not read."""
+    facts = _facts(path, schema)
+    if "format" not in facts:
         return UNVERSIONED
     return check_version({"pyprofRecords": facts["format"], "pyprof": facts.get("pyprof")}, path)
 
