@@ -171,13 +171,6 @@ def gpu_table() -> tuple[GpuRow, ...]:
 _MIG = re.compile(r"\bmig\s+(\d+)g\.(\d+)gb", re.IGNORECASE)
 
 
-def _table_row(name: str) -> GpuRow | None:
-    for row in gpu_table():
-        if row.pattern.search(name):
-            return row
-    return None
-
-
 def match_gpu(name: str | None) -> Device | None:
     """The datasheet peaks for a GPU name from an export (``NVIDIA H100 80GB HBM3`` -> H100 SXM), else None.
 
@@ -190,7 +183,8 @@ def match_gpu(name: str | None) -> Device | None:
     mig = _MIG.search(name)
     if "mig" in name.lower().split() and mig is None:
         return None
-    row = _table_row(name[:mig.start()] if mig else name)
+    gpu = name[:mig.start()] if mig else name
+    row = next((r for r in gpu_table() if r.pattern.search(gpu)), None)
     if row is None or mig is None:
         return row.device if row is not None else None
     if not (row.mig_sms and row.sms and row.mem_gb):
