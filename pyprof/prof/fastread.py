@@ -112,10 +112,7 @@ class Columns:
                 if v is not None:
                     v = pool.setdefault(orjson.dumps(v, option=orjson.OPT_SORT_KEYS), v)
             elif k in _SHARE:
-                try:
-                    v = pool.setdefault(tuple(v), v)
-                except TypeError:
-                    v = pool.setdefault(freeze(v), v)
+                v = pool.setdefault(freeze(v), v)
             out.append(v)
         return tuple(out)
 
