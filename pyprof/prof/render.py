@@ -51,7 +51,12 @@ def _floats(series: pd.Series) -> np.ndarray:
 
 def col_sci(series: pd.Series) -> list[str]:
     """Whole numbers (FLOPs, bytes, ns); ``n/a`` when unknown."""
-    a = _floats(series)
+    return _whole(_floats(series))
+
+
+def _whole(a: np.ndarray) -> list[str]:
+    """Each float as a whole number, however large (``inf`` as such; through int64 where that holds it);
+    ``n/a`` for NaN."""
     nan = np.isnan(a)
     if len(a) and np.nanmax(np.abs(np.where(nan, 0.0, a))) >= 9e18:  # beyond int64: the slow way
         return [NA_NUM if math.isnan(v) else f"{v:.0f}" for v in a.tolist()]
@@ -62,13 +67,14 @@ def col_sci(series: pd.Series) -> list[str]:
 
 
 def col_num(series: pd.Series) -> list[str]:
-    """Rates and ratios: 3 significant figures or so; ``n/a`` when unknown."""
+    """Rates and ratios: 3 significant figures or so, whole from 100 up (however large: a long duration over
+    a tiny ideal time); ``n/a`` when unknown."""
     a = _floats(series)
     nan = np.isnan(a)
     absa = np.abs(np.where(nan, 0.0, a))
     big = ~nan & ((absa >= 100) | (absa == 0))
     out = np.full(len(a), NA_NUM, dtype=object)
-    out[big] = [str(v) for v in np.rint(a[big]).astype(np.int64).tolist()] if big.any() else []
+    out[big] = _whole(a[big]) if big.any() else []
     mid = ~nan & (absa >= 1) & (absa < 100)
     out[mid] = [f"{v:.2f}" for v in a[mid].tolist()] if mid.any() else []
     small = ~nan & (absa > 0) & (absa < 1)
@@ -464,28 +470,7 @@ def _json_text(df: pd.DataFrame, names: Sequence[str], start: int, stop: int) ->
 
 
 def wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):
-    """``(df, fmts)`` for ``render.write``, with every ratio column (format ``float``) that holds a
-    value of 9e18 or more formatted here, as text. render prints such columns through int64, where a
-    huge ratio (a long duration over a tiny ideal time: gap, or a rate over a 1 ns kernel) would wrap to
-    -9223372036854775808; here it prints whole, as render prints large numbers. JSON output keeps raw
-    values. Checking costs one pass over each ratio column; tables without such values are unchanged."""
-    fmts = dict(fmts or {})
-    if style in ("json", "aligned"):  # raw values; the aligned form's units print any size
-        return df, fmts
-    replaced = {}
-    for name in names:
-        fmt = fmts.get(name) or (BY_NAME[name].fmt if name in BY_NAME else "str")
-        if name == "sil" or fmt != "float":  # render prints sil, and "sci" columns, without int64
-            continue
-        values = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64)
-        wide = np.abs(values) >= 9e18  # inf too; NaN is not
-        if not wide.any():
-            continue
-        text = format_column(pd.Series(np.where(wide, np.nan, values)), "float")
-        for i in np.flatnonzero(wide).tolist():
-            text[i] = f"{values[i]:.0f}"
-        replaced[name] = pd.Series(text, index=df.index, dtype=object)
-        fmts[name] = "str"
-    if replaced:
-        df = df.assign(**replaced)
-    return df, fmts
+    """``(df, fmts)`` as they are: ratios of 9e18 or more, which this once formatted as text before
+    ``write`` (printed through int64, they wrapped to -9223372036854775808), now print whole by
+    themselves (:func:`col_num`). Kept for its caller in ``pyprof.cli.prof_cmd``."""
+    return df, dict(fmts or {})

@@ -73,8 +73,7 @@ def write(df: pd.DataFrame, by: str, fh: IO[str], style: str, width: int = 0, to
     headers = dict(HEADERS, key=by.capitalize(), time="Time/step")
     title(f"Summary by {by} (top {len(shown)} of {len(s)}): time per step, the median of {over(df)}; calls and "
           "kernels in all")
-    table, fmts = render.wide_numbers(shown, SUMMARY_NAMES, style, FORMATS)
-    render.write(table, SUMMARY_NAMES, fh, style, fit, headers, fmts, drop=SUMMARY_DROP)
+    render.write(shown, SUMMARY_NAMES, fh, style, fit, headers, FORMATS, drop=SUMMARY_DROP)
     if not human:
         return s
     if sort == "time":
@@ -82,8 +81,7 @@ def write(df: pd.DataFrame, by: str, fh: IO[str], style: str, width: int = 0, to
         if len(first):
             title(f"# fix this first: top {len(first)} {by}s by time above the roofline (per step; kernels at "
                   "the latency floor left out)")
-            first, fmts = render.wide_numbers(first, SUMMARY_NAMES, style, FORMATS)
-            render.write(first, SUMMARY_NAMES, fh, style, fit, headers, fmts, drop=SUMMARY_DROP)
+            render.write(first, SUMMARY_NAMES, fh, style, fit, headers, FORMATS, drop=SUMMARY_DROP)
     lat = latency_line(s, by)
     tail = ([lat] if lat else []) + [f"peaks: {line}" for line in df.attrs.get("peaks", [])]
     if tail:
