@@ -52,6 +52,12 @@ _DTYPE_CLASS = {
 }
 
 
+#: the peak column of each dtype class on CUDA cores (the others: fp32's) and on tensor cores (fp32: TF32)
+_CUDA_COLUMNS = ("fp64", "fp32", "fp16", "bf16")
+_TENSOR_COLUMN = {"fp32": "tf32_tc", "fp64": "fp64_tc", "fp16": "fp16_tc", "bf16": "bf16_tc", "fp8": "fp8_tc",
+                  "int8": "int8_tc", "int": "int8_tc"}
+
+
 def dtype_class(dtype: str | None) -> str | None:
     """``torch.bfloat16`` / ``bfloat16`` -> ``bf16``; integer/bool dtypes -> ``int``; unknown -> None."""
     if not dtype:
@@ -96,10 +102,8 @@ class Device:
         if "any" in f:  # a single override figure
             return f["any"]
         if tensor:
-            col = {"fp32": "tf32_tc", "fp64": "fp64_tc", "fp16": "fp16_tc", "bf16": "bf16_tc",
-                   "fp8": "fp8_tc", "int8": "int8_tc", "int": "int8_tc"}[cls]
-            return f.get(col)
-        col = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}.get(cls, "fp32")
+            return f.get(_TENSOR_COLUMN[cls])
+        col = cls if cls in _CUDA_COLUMNS else "fp32"
         return f.get(col) or (f.get("fp32") if col in ("fp16", "bf16") else None)
 
     def describe(self) -> str:
@@ -353,13 +357,10 @@ def calibrated(entries: dict[str, Any], source: str) -> dict[str, Device]:
                 continue
             # calibrate measures what the hardware does; a matmul peak is a tensor-core peak for the
             # dtype where the GPU has them, and the only peak for CPUs: fill both columns.
-            col = {"fp32": "fp32", "fp64": "fp64", "fp16": "fp16", "bf16": "bf16"}.get(cls)
-            if col:
-                flops.setdefault(col, float(value))
-            tc = {"fp32": "tf32_tc", "fp64": "fp64_tc", "fp16": "fp16_tc", "bf16": "bf16_tc",
-                  "fp8": "fp8_tc", "int8": "int8_tc"}.get(cls)
-            if tc:
-                flops.setdefault(tc, float(value))
+            if cls in _CUDA_COLUMNS:
+                flops.setdefault(cls, float(value))
+            if cls != "int":
+                flops.setdefault(_TENSOR_COLUMN[cls], float(value))
         arch = "cpu" if name == CPU_DEVICE else None
         levels = tuple((float(b), float(r)) for b, r in entry.get("bw_levels") or () if r > 0)
         floor = entry.get("floor")
