@@ -366,10 +366,12 @@ def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndar
     return key_of, _key_arrays(calls)
 
 
-def _price_calls(calls: tuple[list, ...]) -> tuple[list, list, list, int, list]:
-    """Cost (None: no model, or not a kernel), params, dtype and ``priced_by`` stage of each distinct call,
-    and how many calls a model was asked to price. A call without a model takes its params and dtype from
-    the first call with the same argument list, as the per-instance loop this replaced did."""
+def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
+    """Per distinct call: ``cost`` (None: no model, or not a kernel), ``params``, ``dtype``, ``by`` (its
+    ``priced_by`` stage), ``flops``, ``bytes`` (NaN unknown), ``tensor_op``, ``eligible`` (tensor-core
+    eligible op), ``note``; and ``n_costed``, the calls a model was asked to price. A call without a model
+    takes its params and dtype from the first call with the same argument list, as the per-instance loop
+    this replaced did."""
     k = len(calls[0])
     costs: list[Any] = [None] * k
     params: list[str] = [""] * k
@@ -391,7 +393,15 @@ def _price_calls(calls: tuple[list, ...]) -> tuple[list, list, list, int, list]:
         params[j] = render(args)
         dtypes[j] = (cost.dtype if cost is not None and cost.dtype else None) or cd or first_dtype(args)
     _convs_from_backward(calls, costs, dtypes, by)
-    return costs, params, dtypes, n_costed, by
+    gemm = {o: tensorcores.is_gemm_op(o) for o in set(calls[0])}
+    tensor_op = np.array([bool(c is not None and c.tensor_op) for c in costs], dtype=bool)
+    return {
+        "cost": costs, "params": _obj(params), "dtype": _obj(dtypes), "n_costed": n_costed,
+        "flops": np.array([c.flops if c is not None and c.flops is not None else NAN for c in costs], dtype=float),
+        "bytes": np.array([c.bytes if c is not None and c.bytes is not None else NAN for c in costs], dtype=float),
+        "tensor_op": tensor_op, "eligible": tensor_op | np.array([gemm[o] for o in calls[0]], dtype=bool),
+        "note": _obj([(c.note if c is not None else "") or "" for c in costs]), "by": _obj(by),
+    }
 
 
 def _convs_from_backward(calls: tuple[list, ...], costs: list, dtypes: list, by: list) -> None:
@@ -419,21 +429,6 @@ def _convs_from_backward(calls: tuple[list, ...], costs: list, dtypes: list, by:
         if cost is not None:
             costs[j], by[j] = cost, "inferred"
             dtypes[j] = cost.dtype or dtypes[j]
-
-
-def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
-    """Per distinct call: ``cost``, ``params``, ``dtype``, ``flops``, ``bytes`` (NaN unknown), ``tensor_op``,
-    ``eligible`` (tensor-core eligible op), ``note``; and ``n_costed``."""
-    costs, params, dtypes, n_costed, by = _price_calls(calls)
-    gemm = {o: tensorcores.is_gemm_op(o) for o in set(calls[0])}
-    tensor_op = np.array([bool(c is not None and c.tensor_op) for c in costs], dtype=bool)
-    return {
-        "cost": costs, "params": _obj(params), "dtype": _obj(dtypes), "n_costed": n_costed,
-        "flops": np.array([c.flops if c is not None and c.flops is not None else NAN for c in costs], dtype=float),
-        "bytes": np.array([c.bytes if c is not None and c.bytes is not None else NAN for c in costs], dtype=float),
-        "tensor_op": tensor_op, "eligible": tensor_op | np.array([gemm[o] for o in calls[0]], dtype=bool),
-        "note": _obj([(c.note if c is not None else "") or "" for c in costs]), "by": _obj(by),
-    }
 
 
 def _roles(raw: dict[str, np.ndarray], is_cpu: np.ndarray) -> np.ndarray:
