@@ -170,7 +170,9 @@ class Columns:
         self.ends.merge(other.ends)
         self.skipped += other.skipped
         self.first_bad = self.first_bad or other.first_bad
-        remap = np.asarray([self.static_code(values, key) for key, values in _keyed(other)], dtype=np.int64)
+        keys = {code: key for key, code in other.index.items() if code >= 0}  # (-1: a layout read the slow way)
+        remap = np.asarray([self.static_code(values, keys[code]) for code, values in enumerate(other.statics)],
+                           dtype=np.int64)
         mapped = remap[np.asarray(other.codes, dtype=np.int64)] if len(other.codes) else np.zeros(0, np.int64)
         self.codes = np.concatenate([np.asarray(self.codes, dtype=np.int64), mapped])
         for k in VARYING:
@@ -219,14 +221,6 @@ def record_columns(records: Iterable[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 def _as_list(col) -> list:
     return col.tolist() if isinstance(col, np.ndarray) else col
-
-
-def _keyed(cols: Columns):
-    keys: list[Any] = [None] * len(cols.statics)
-    for key, code in cols.index.items():
-        if code >= 0:
-            keys[code] = key
-    return list(zip(keys, cols.statics, strict=True))
 
 
 def read_columns(path: str | os.PathLike, start: int = 0, end: int | None = None, name: str | None = None,
