@@ -288,6 +288,13 @@ def _diff_from_pristine() -> list[str]:
 
 
 @pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch):
+    """Every test starts without ``$COLUMNS``, as a piped run has it: a summary's width would otherwise
+    come from the shell that started pytest, and a test pass on one machine and fail on another."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_pyprof_leftovers():
     """After every test: if the test left pyprof initialised, deinit it and fail the test; then
     fail if any pyprof wrapper or hook is left, or a torch attribute differs from the pristine

@@ -175,6 +175,14 @@ def printable(col: list[str]) -> list[str]:
     return [escaped(v) for v in col] if CONTROL.search("".join(col)) else col
 
 
+def _cut_names(col: list[str]) -> list[str]:
+    """A column of a human table with each name past :data:`pyprof.terminal.NAME_MAX` characters cut,
+    saying by how much: a table piped to a pager keeps every column, but no 10 MB op name."""
+    from pyprof.terminal import NAME_MAX, shown
+
+    return [shown(v) if len(v) > NAME_MAX else v for v in col] if max(map(len, col), default=0) > NAME_MAX else col
+
+
 def _is_number(v: str) -> bool:
     try:
         float(v)
@@ -433,7 +441,7 @@ def write_aligned(cols: list[list[str]], heads: list[str], numeric: list[bool], 
     """Columns of text as an aligned table: a header line, numbers right-aligned, every line at most
     ``width`` characters (0: no limit; see :func:`fit_widths`), and a last line naming the columns left
     out, if any. Also used by ``pyprof diff``."""
-    cols = [printable(c) for c in cols]  # names reach the terminal as text (diff, the per-rank summary)
+    cols = [_cut_names(printable(c)) for c in cols]  # names reach the terminal as text (diff, per-rank summary)
     natural = [max([len(h)] + [len(s) for s in c]) for h, c in zip(heads, cols, strict=True)]
     flex = flex if flex is not None else [not r for r in numeric]
     widths, left_out = fit_widths(natural, heads, flex, width, drop)
