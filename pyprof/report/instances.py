@@ -69,20 +69,11 @@ def instances(df: pd.DataFrame) -> pd.DataFrame:
     gpu = df["gpu"].astype(object).to_numpy()
     device = df["device"].astype(object).to_numpy()
     out = pd.DataFrame({
-        "op": [_text(v) for v in df["op"].to_numpy(dtype=object)[first]],
-        "dir": [_text(v) for v in df["dir"].to_numpy(dtype=object)[first]],
-        "module": [_text(v) for v in df["module"].to_numpy(dtype=object)[first]],
-        "params": [_text(v) for v in df["params"].to_numpy(dtype=object)[first]],
-        "dtype": [_text(v) for v in df["dtype"].to_numpy(dtype=object)[first]],
+        **{c: [_text(v) for v in df[c].to_numpy(dtype=object)[first]]
+           for c in ("op", "dir", "module", "params", "dtype")},
         "site": [_site(v) for v in df["trace"].to_numpy(dtype=object)[first]],
         "kernels": [tuple(names.get(i, ())) for i in sums.index.tolist()],
         "device": ["CPU" if d is None else (gp or "unknown GPU") for d, gp in zip(device[first], gpu[first], strict=True)],
-        "first": first,
-        "n_kernels": sums["n_kernels"].to_numpy(),
-        "time": sums["time"].to_numpy(),
-        "flops": sums["flops"].to_numpy(),
-        "bytes": sums["bytes"].to_numpy(),
-        "ideal": sums["ideal"].to_numpy(),
-        "tc": sums["tc"].to_numpy(),
+        **{c: sums[c].to_numpy() for c in ("first", "n_kernels", "time", "flops", "bytes", "ideal", "tc")},
     })
     return out.sort_values("first", kind="stable").reset_index(drop=True)

@@ -27,6 +27,8 @@ from pyprof.report.profile import Profile
 MAX_POINTS = 2000
 DIRECTIONS = ("fprop", "bprop", "optim", "other")
 MAX_KERNELS_SHOWN = 4
+POINT_COLUMNS = ("ai", "rate", "time", "flops", "bytes", "count", "dir", "op", "module", "params", "dtype",
+                 "site", "kernels", "tc", "device")
 
 
 @dataclass(frozen=True)
@@ -61,25 +63,11 @@ def points(profile: Profile, max_points: int = MAX_POINTS) -> pd.DataFrame:
         firsts = g[["site", "kernels", "tc"]].first()
         inst = merged.join(firsts).reset_index()
     if not len(inst):
-        return pd.DataFrame(columns=["ai", "rate", "time", "flops", "bytes", "count", "dir", "op", "module", "params",
-                                     "dtype", "site", "kernels", "tc", "device"])
-    out = pd.DataFrame({
-        "ai": inst["flops"].to_numpy() / inst["bytes"].to_numpy(),
-        "rate": inst["flops"].to_numpy() / (inst["time"].to_numpy() * 1e-9),
-        "time": inst["time"].to_numpy(),
-        "flops": inst["flops"].to_numpy(),
-        "bytes": inst["bytes"].to_numpy(),
-        "count": inst["count"].to_numpy(),
-        "dir": [d if d in DIRECTIONS else "other" for d in inst["dir"].tolist()],
-        "op": inst["op"].tolist(),
-        "module": inst["module"].tolist(),
-        "params": inst["params"].tolist(),
-        "dtype": inst["dtype"].tolist(),
-        "site": inst["site"].tolist(),
-        "kernels": [_kernels(k) for k in inst["kernels"].tolist()],
-        "tc": inst["tc"].to_numpy(dtype=bool),
-        "device": inst["device"].tolist(),
-    })
+        return pd.DataFrame(columns=list(POINT_COLUMNS))
+    out = inst.assign(ai=inst["flops"] / inst["bytes"], rate=inst["flops"] / (inst["time"] * 1e-9),
+                      dir=[d if d in DIRECTIONS else "other" for d in inst["dir"].tolist()],
+                      kernels=[_kernels(k) for k in inst["kernels"].tolist()], tc=inst["tc"].astype(bool))
+    out = out[list(POINT_COLUMNS)]
     return out.sort_values("time", ascending=False, kind="stable").reset_index(drop=True)
 
 
