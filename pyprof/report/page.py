@@ -135,19 +135,13 @@ def _overview(p: Profile, rfs: list[roofline.Roof], n_steps: int) -> str:
     rows = []
     for d in p.devices:
         dev = d.device
-        peaks = "-"
-        if dev is not None:
-            mine = [r for r in rfs if r.device == d.label and r.peak]
-            peaks = "; ".join(f"{r.label} {units.flop_rate(r.peak)}" for r in mine) or "-"
+        peaks = "; ".join(f"{r.label} {units.flop_rate(r.peak)}" for r in rfs if r.device == d.label and r.peak)
         bw = units.byte_rate(dev.bw) if dev is not None and dev.bw else "-"
-        name = dev.name if dev is not None else "-"
-        rows.append(f"<tr><td>{_e(d.label)}</td><td class='num'>{d.kernels}</td>"
-                    f"<td class='num'>{_e(units.duration(d.time_ns))}</td><td>{_e(name)}</td><td>{_e(peaks)}</td>"
-                    f"<td class='num'>{_e(bw)}</td><td>{_e(d.source)}</td></tr>")
-    devices = ("<h3>Devices and where their peaks came from</h3><table><thead><tr><th>device</th>"
-               "<th class='num'>records</th><th class='num'>time</th><th>peaks of</th><th>compute peaks</th>"
-               "<th class='num'>memory bandwidth</th><th>source</th></tr></thead><tbody>" + "".join(rows)
-               + "</tbody></table>")
+        rows.append([d.label, d.kernels, units.duration(d.time_ns), dev.name if dev is not None else "-",
+                     (peaks if dev is not None else "") or "-", bw, d.source])
+    devices = "<h3>Devices and where their peaks came from</h3>" + _plain_table(
+        [("device", False), ("records", True), ("time", True), ("peaks of", False), ("compute peaks", False),
+         ("memory bandwidth", True), ("source", False)], rows)
     warn = ""
     if p.warnings:
         warn = "<h3>prof's warnings</h3><ul class='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in p.warnings) + "</ul>"
@@ -164,6 +158,20 @@ def _fix_first(p: Profile) -> str:
     return _section("fix-first", "Fix this first", body,
                     "The ops with the most time above the roofline (time - ideal time, summed over their kernels "
                     "with a known ideal): what reaching the roofline would save, largest first.")
+
+
+def _plain_table(columns: list[tuple[str, bool]], rows: list[list[Any]],
+                 html_cols: tuple[int, ...] = ()) -> str:
+    """A table without sorting or filter: ``columns`` (header, numeric), ``rows`` of cell values (escaped,
+    but for the columns of ``html_cols``, which hold markup)."""
+    def cls(numeric: bool) -> str:
+        return " class='num'" if numeric else ""
+
+    head = "".join(f"<th{cls(n)}>{_e(h)}</th>" for h, n in columns)
+    body = "".join("<tr>" + "".join(f"<td{cls(n)}>{v if i in html_cols else _e(v)}</td>"
+                                    for i, ((_, n), v) in enumerate(zip(columns, row, strict=True))) + "</tr>"
+                   for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _chart(fid: str) -> str:
@@ -313,14 +321,11 @@ def _advice(advised: Any) -> str:
             share = f"{a.saved_s / advised.step_s:.1%}" if advised.step_s else "-"
         basis = ("no estimate: " + a.no_estimate) if a.no_estimate else a.formula
         evidence = "".join(f"<li>{_e(_cut(e))}</li>" for e in a.evidence)
-        rows.append(f"<tr><td class='num'>{i}</td><td>{_e(a.kind)}</td><td class='num'>{_e(saved)}</td>"
-                    f"<td class='num'>{_e(share)}</td><td>{_e(a.change)}</td><td><ul>{evidence}</ul></td>"
-                    f"<td>{_e(_cut(basis))}</td></tr>")
+        rows.append([i, a.kind, saved, share, a.change, f"<ul>{evidence}</ul>", _cut(basis)])
     steps = f"{advised.steps} step{'s' if advised.steps != 1 else ''}" if advised.steps_recorded \
         else "no ProfilerStep ranges: the whole window as one step"
-    body = ("<table><thead><tr><th class='num'>#</th><th>kind</th><th class='num'>saves per step</th>"
-            "<th class='num'>of the step</th><th>change</th><th>evidence</th><th>estimate</th></tr></thead>"
-            "<tbody>" + "".join(rows) + "</tbody></table>")
+    body = _plain_table([("#", True), ("kind", False), ("saves per step", True), ("of the step", True),
+                         ("change", False), ("evidence", False), ("estimate", False)], rows, html_cols=(5,))
     return _section("advice", "Advice", body,
                     f"What `pyprof advise` would change, largest estimated saving first ({steps}; step "
                     f"{_e(units.duration(advised.step_s * 1e9))}). Each estimate is a model, its formula "
@@ -328,18 +333,16 @@ def _advice(advised: Any) -> str:
 
 
 def _breakdown_table(items: list[breakdown_mod.Breakdown]) -> str:
-    rows = "".join(
-        f"<tr><td>{_e(b.device)}</td><td class='num'>{_e(units.duration(b.window))}</td>"
-        + "".join(f"<td class='num'>{_e(units.duration(getattr(b, a)))} ({_e(units.percent(b.share(a)))})</td>"
-                  for a in ("busy", "comm_exposed", "memcpy_exposed", "idle"))
-        + f"<td class='num'>{_e(units.duration(b.comm))}</td><td class='num'>{_e(units.duration(b.memcpy))}</td></tr>"
-        for b in items)
+    rows = [[b.device, units.duration(b.window),
+             *(f"{units.duration(getattr(b, a))} ({units.percent(b.share(a))})"
+               for a in ("busy", "comm_exposed", "memcpy_exposed", "idle")),
+             units.duration(b.comm), units.duration(b.memcpy)] for b in items]
     cpu = any(b.device == "CPU" for b in items)
-    return ("<table><thead><tr><th>device</th><th class='num'>window</th><th class='num'>busy"
-            + (" (CPU: in ops)" if cpu else "") + "</th><th class='num'>exposed communication</th>"
-            "<th class='num'>exposed memcpy</th><th class='num'>idle" + (" (CPU: Python between ops)" if cpu else "")
-            + "</th><th class='num'>communication (all)</th><th class='num'>memcpy (all)</th></tr></thead><tbody>"
-            + rows + "</tbody></table>")
+    return _plain_table([("device", False), ("window", True),
+                         ("busy" + (" (CPU: in ops)" if cpu else ""), True),
+                         ("exposed communication", True), ("exposed memcpy", True),
+                         ("idle" + (" (CPU: Python between ops)" if cpu else ""), True),
+                         ("communication (all)", True), ("memcpy (all)", True)], rows)
 
 
 def _baseline(p: Profile, base: Profile, figs: dict) -> str:
