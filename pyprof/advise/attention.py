@@ -9,7 +9,7 @@ matmul whose first operand has that shape. The ops between the two matmuls work 
 
 from __future__ import annotations
 
-from pyprof.advise.common import Advice, Context, num, site
+from pyprof.advise.common import Advice, Context, num, site, tensors
 
 MATMULS = frozenset({"matmul", "__matmul__", "bmm"})
 
@@ -23,8 +23,7 @@ KINDS = {
 
 
 def _shapes(rec: dict) -> list[list]:
-    return [a["shape"] for a in rec.get("args") or () if isinstance(a, dict) and a.get("type") == "tensor"
-            and isinstance(a.get("shape"), list)]
+    return [a["shape"] for a in tensors(rec)]
 
 
 def _scores(rec: dict) -> list | None:

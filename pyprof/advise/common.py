@@ -73,6 +73,16 @@ class Context:
         return Advice(kind, saved, change, formula, evidence(rows, self.per_step), n, now_ns / self.per_step / 1e9,
                       no_estimate, params=params)
 
+    def covering(self, kind: str, change: str, formula: str, rows: list[tuple[str, float]],
+                 no_estimate: str | None = None) -> Advice | None:
+        """An advice over ``rows`` (label, ns), one per record the change touches: it saves their whole
+        time, or where ``no_estimate`` says why, has no estimate; None where there are no rows."""
+        if not rows:
+            return None
+        now = sum(t for _, t in rows)
+        saved = None if no_estimate else now
+        return self.make(kind, change, formula, saved, rows, len(rows), now, no_estimate)
+
 
 def withdraw(advice: Advice | None, reason: str) -> Advice | None:
     """``advice`` with its estimate withdrawn (``saved_s`` None, ``no_estimate`` the reason); the number
@@ -137,13 +147,26 @@ def num(v) -> float:
     return float(v) if v is not None and v == v else 0.0
 
 
+def tensors(rec: dict) -> list[dict]:
+    """A record's tensor arguments whose shape is recorded, in order."""
+    return [a for a in rec.get("args") or () if isinstance(a, dict) and a.get("type") == "tensor"
+            and isinstance(a.get("shape"), list)]
+
+
+def _size(tensor: dict) -> int:
+    return prod(d if isinstance(d, int) else 0 for d in tensor["shape"])
+
+
+def largest(rec: dict) -> dict | None:
+    """A record's tensor argument with the most elements (the first of equals); None where none is
+    recorded."""
+    return max(tensors(rec), key=_size, default=None)
+
+
 def numel(rec: dict) -> int:
     """The element count of a record's largest tensor argument (0 where none is recorded)."""
-    best = 0
-    for a in rec.get("args") or ():
-        if isinstance(a, dict) and a.get("type") == "tensor" and isinstance(a.get("shape"), list):
-            best = max(best, prod(d if isinstance(d, int) else 0 for d in a["shape"]))
-    return best
+    t = largest(rec)
+    return _size(t) if t else 0
 
 
 def us(ns: float) -> str:

@@ -22,17 +22,10 @@ KINDS = {
 def copies(ctx: Context) -> Advice | None:
     from pyprof.cpu_findings import _is_reorder
 
-    rows, now, n = [], 0.0, 0
+    rows = []
     for rec, op, sil, layer, trace in zip(ctx.records, ctx.df["op"], ctx.df["sil"], ctx.df["layer"],
                                           ctx.df["trace"], strict=True):
-        if rec.get("device") is not None or str(op or "").startswith("conv"):
-            continue
-        kind = _is_reorder(rec)
-        if kind is None:
-            continue
-        rows.append((f"{kind} in {op} at {site(layer, trace)}", num(sil)))
-        now += num(sil)
-        n += 1
-    if not n:
-        return None
-    return ctx.make("copies", *KINDS["copies"], None, rows, n, now, NO_ESTIMATE)
+        kind = None if rec.get("device") is not None or str(op or "").startswith("conv") else _is_reorder(rec)
+        if kind is not None:
+            rows.append((f"{kind} in {op} at {site(layer, trace)}", num(sil)))
+    return ctx.covering("copies", *KINDS["copies"], rows, NO_ESTIMATE)

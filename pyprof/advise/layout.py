@@ -26,35 +26,26 @@ KINDS = {
 
 def layout(ctx: Context) -> Advice | None:
     df = ctx.df
-    saved_rows, total, n = [], 0.0, 0
+    rows = []
     for rec, op, sil, layer, trace, name in zip(ctx.records, df["op"], df["sil"], df["layer"], df["trace"],
                                                 df["longkernel"], strict=True):
         low = str(name or "").lower()
         gpu_layout = any(k in low for k in LAYOUT_KERNELS)
         cpu_reorder = rec.get("device") is None and rec.get("aten") in REORDER_ATEN
-        if not (gpu_layout or cpu_reorder) or not str(op or "").startswith("conv"):
-            continue
-        t = num(sil)
-        saved_rows.append((f"{op} in {site(layer, trace)}", t))
-        total += t
-        n += 1
-    if not n:
-        return _nchw(ctx)
-    return ctx.make("layout", *KINDS["layout"], total, saved_rows, n, total)
+        if (gpu_layout or cpu_reorder) and str(op or "").startswith("conv"):
+            rows.append((f"{op} in {site(layer, trace)}", num(sil)))
+    return ctx.covering("layout", *KINDS["layout"], rows) or _nchw(ctx)
 
 
 def _nchw(ctx: Context) -> Advice | None:
     """CPU 2-D convolutions whose input is NCHW (4-D and contiguous), their time."""
-    rows, now, n = [], 0.0, 0
+    rows = []
     for rec, op, sil, layer, trace in zip(ctx.records, ctx.df["op"], ctx.df["sil"], ctx.df["layer"], ctx.df["trace"],
                                           strict=True):
         x = next((a for a in rec.get("args") or () if isinstance(a, dict) and a.get("type") == "tensor"), None)
         if (rec.get("device") is None and op == "conv2d" and x and len(x.get("shape") or ()) == 4
                 and x.get("contig") is True):
             rows.append((f"{op} in {site(layer, trace)}", num(sil)))
-            now += num(sil)
-            n += 1
-    if not n:
-        return None
-    return ctx.make("layout", *KINDS["layout"], None, rows, n, now, "oneDNN reorders NCHW activations inside its "
-                    "convolution kernels on the CPU, where the records do not show what channels_last would save")
+    return ctx.covering("layout", *KINDS["layout"], rows, "oneDNN reorders NCHW activations inside its "
+                        "convolution kernels on the CPU, where the records do not show what channels_last "
+                        "would save")

@@ -14,10 +14,9 @@ from __future__ import annotations
 import re
 import statistics
 from itertools import groupby
-from math import prod
 from operator import itemgetter
 
-from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, num, numel, us, withdraw
+from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, largest, num, numel, us, withdraw
 
 #: tensors a fused update reads or writes per parameter element: Adam/AdamW p, g, m, v read and p, m,
 #: v written; SGD with momentum p, g, buf read and p, buf written (3 without momentum); Adagrad and
@@ -57,13 +56,8 @@ def _zero_grad(rec: dict) -> bool:
 
 
 def _itemsize(rec: dict) -> int | None:
-    best, size = -1, None
-    for a in rec.get("args") or ():
-        if isinstance(a, dict) and a.get("type") == "tensor" and isinstance(a.get("shape"), list):
-            n = prod(d if isinstance(d, int) else 0 for d in a["shape"])
-            if n > best:
-                best, size = n, ITEMSIZE.get(str(a.get("dtype") or "").removeprefix("torch."))
-    return size
+    t = largest(rec)
+    return ITEMSIZE.get(str(t.get("dtype") or "").removeprefix("torch.")) if t else None
 
 
 def _add(items: list, rec: dict, opid, t: float, nbytes: float) -> None:
