@@ -44,9 +44,9 @@ __all__ = ["KINDS", "LATENCY_GAP", "MIN_KERNEL_NS", "MIN_SHARE", "Advice", "Advi
            "format_text", "ideal", "numel"]
 
 #: kind -> (what to change, the estimate's formula), in the order they are computed
-KINDS: dict[str, tuple[str, str]] = {**gemm.KINDS, **attention.KINDS, **fuse.KINDS, **dense.KINDS, **layout.KINDS,
-                                     **copies.KINDS, **optim.KINDS, **dataloader.KINDS, **threads.KINDS,
-                                     **launch.KINDS, **comm.KINDS}
+KINDS: dict[str, tuple[str, str]] = {
+    k: v for m in (gemm, attention, fuse, dense, layout, copies, optim, dataloader, threads, launch, comm)
+    for k, v in m.KINDS.items()}
 #: the functions, in order: dataloader before launch (launch leaves out the dataloader's wait)
 _RULES = (gemm.tf32, gemm.bf16, gemm.align, attention.attention, fuse.fuse, dense.dense, layout.layout,
           copies.copies, optim.optim, dataloader.dataloader, threads.threads, launch.launch, comm.comm)
@@ -130,12 +130,9 @@ def format_text(result: Advised, width: int = 100) -> str:
                          f"{_seconds(a.now_s)} per step)")
         lines += textwrap.wrap(a.change, width, initial_indent="   ", subsequent_indent="   ")
         lines += ["   where: " + e for e in a.evidence]
-        if a.no_estimate:
-            lines += textwrap.wrap("no estimate: " + a.no_estimate, width, initial_indent="   ", subsequent_indent="     ")
-        else:
-            lines += textwrap.wrap("estimate: " + a.formula, width, initial_indent="   ", subsequent_indent="     ")
-        if a.measured:
-            lines += textwrap.wrap(tried(a), width, initial_indent="   ", subsequent_indent="     ")
+        notes = [f"no estimate: {a.no_estimate}" if a.no_estimate else f"estimate: {a.formula}"]
+        for note in notes + ([tried(a)] if a.measured else []):
+            lines += textwrap.wrap(note, width, initial_indent="   ", subsequent_indent="     ")
     return "\n".join(lines) + "\n"
 
 
