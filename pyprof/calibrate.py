@@ -152,11 +152,6 @@ def time_stable(fn: Callable[[], object], work: float, budget: float, cuda: bool
     return Timing(work / best if best > 0 else 0.0, best, _spread(times, agree), len(times), tol)
 
 
-def best_rate(fn: Callable[[], object], work: float, budget: float, cuda: bool, min_reps: int = 3) -> float:
-    """``work / best time`` of calls to ``fn`` (:func:`time_stable`'s rate)."""
-    return time_stable(fn, work, budget, cuda, min_reps=min_reps).rate
-
-
 _PROBE_N = 256
 """Side of the probe GEMM that sizes each dtype's measurement (:func:`gemm_size`)."""
 
@@ -187,7 +182,8 @@ def _measure_gemms(cal: Calibration, dtypes: tuple[str, ...], device: str, n: in
             b: Any = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)
             c: Any = torch.empty(_PROBE_N, _PROBE_N, device=device, dtype=dtype)
             # a quick probe first: a dtype the device emulates slowly would eat the whole budget
-            probe = best_rate(functools.partial(torch.mm, a, b, out=c), 2.0 * _PROBE_N**3, 0.05, cuda, min_reps=2)
+            probe = time_stable(functools.partial(torch.mm, a, b, out=c), 2.0 * _PROBE_N**3, 0.05, cuda,
+                                min_reps=2).rate
             f32 = cal.flops.get("float32")
             if f32 and probe < 0.01 * f32:
                 cal.skipped[name] = f"emulated ({probe / 1e9:.1f} GFLOP/s at 256x256, under 1% of float32)"

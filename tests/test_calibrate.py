@@ -9,13 +9,13 @@ import pytest
 
 pytest.importorskip("torch")
 
-from pyprof.calibrate import AGREE, best_rate, gemm_size, measure  # noqa: E402
+from pyprof.calibrate import AGREE, gemm_size, measure, time_stable  # noqa: E402
 from pyprof.cli.main import main  # noqa: E402
 from pyprof.peaks import CPU_DEVICE  # noqa: E402
 from pyprof.prof.devices import DeviceResolver, load_calibration  # noqa: E402
 
 
-def test_best_rate_is_work_over_the_best_time(monkeypatch):
+def test_the_rate_is_work_over_the_best_time(monkeypatch):
     """The work divided by the fastest timed call, on the clock ``_timer`` gives (a fake one here: each
     call advances it by the next duration, the first the untimed warm-up), at least three calls timed."""
     from pyprof import calibrate
@@ -28,7 +28,7 @@ def test_best_rate_is_work_over_the_best_time(monkeypatch):
         clock[0] += durations[len(calls)]
         calls.append(1)
 
-    assert best_rate(fn, 2.0, budget=100.0, cuda=False) == 2.0 / 0.25
+    assert time_stable(fn, 2.0, budget=100.0).rate == 2.0 / 0.25
     assert len(calls) == 7  # warm-up and six timed: it stops once the best three (0.25, 0.25, 0.26 s) agree
     monkeypatch.undo()
     calls.clear()
@@ -37,7 +37,7 @@ def test_best_rate_is_work_over_the_best_time(monkeypatch):
         calls.append(1)
         time.sleep(0.01)
 
-    assert 0 < best_rate(sleeps, 1.0, budget=0.05, cuda=False) <= 100
+    assert 0 < time_stable(sleeps, 1.0, budget=0.05).rate <= 100
     assert len(calls) >= 4  # warm-up + at least three timed calls
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pyprof import machine
-from pyprof.calibrate import best_rate, time_stable
+from pyprof.calibrate import time_stable
 from pyprof.machine import LoadProbe, cpu_jiffies
 
 
@@ -60,10 +60,10 @@ def test_at_least_min_reps_even_past_the_budget():
     assert t.reps == 3 and t.spread == pytest.approx(0.4)
 
 
-def test_best_rate_is_the_rate_of_the_stable_timing():
+def test_the_rate_is_that_of_the_stable_timing():
     runs = FakeRuns([2.0, 4.0, 4.0, 4.0])
     assert time_stable(runs.fn, 8.0, 10.0, clock=runs.clock).rate == 2.0
-    assert best_rate(lambda: None, 1.0, budget=0.01, cuda=False) > 0  # real clock: any positive rate
+    assert time_stable(lambda: None, 1.0, budget=0.01).rate > 0  # real clock: any positive rate
 
 
 def test_cpu_jiffies_sums_only_the_usable_cpus(tmp_path):
