@@ -103,9 +103,7 @@ def encode(payload: dict[str, Any]) -> str:
 
 def make(kind: str, **fields: Any) -> dict[str, Any]:
     """Build a payload dict with the version and kind first (so :data:`PREFIX` holds)."""
-    payload: dict[str, Any] = {"pyprof": VERSION, "k": kind}
-    payload.update(fields)
-    return payload
+    return {"pyprof": VERSION, "k": kind, **fields}
 
 
 def is_pyprof(text: str | None) -> bool:
