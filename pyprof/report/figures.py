@@ -30,16 +30,12 @@ FONT = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "s
 def _esc(text, limit: int = 160) -> str:
     """Text for a Plotly hover label: escaped (a kernel's ``<float>`` is not a tag), cut to ``limit``."""
     s = str(text)
-    if len(s) > limit:
-        s = s[: limit - 1] + "\u2026"
-    return html.escape(s, quote=False)
+    return html.escape(s if len(s) <= limit else s[: limit - 1] + "\u2026", quote=False)
 
 
 def _layout(**kw) -> dict:
-    base = {"template": TEMPLATE, "font": FONT, "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
-            "hoverlabel": {"align": "left"}}
-    base.update(kw)
-    return base
+    return {"template": TEMPLATE, "font": FONT, "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
+            "hoverlabel": {"align": "left"}, **kw}
 
 
 def roofline(pts: pd.DataFrame, rfs: list[roofline_mod.Roof]) -> go.Figure:
@@ -89,12 +85,8 @@ def layers(tree: layers_mod.Tree) -> go.Figure:
     total = tree.values[0] if tree.values else 0
     text = [f"{units.duration(v)} ({units.percent(v / total * 100 if total else float('nan'))}); "
             f"own {units.duration(o)}" for v, o in zip(tree.values, tree.own, strict=True)]
-    colours = []
-    for i in tree.ids:
-        parts = i.split("/")
-        d = {"forward": "fprop", "backward": "bprop", "optimizer": "optim"}.get(parts[1], "other") if len(parts) > 1 \
-            else None
-        colours.append(DIR_COLOURS[d] if d else "#dddddd")
+    dirs = {"forward": "fprop", "backward": "bprop", "optimizer": "optim"}
+    colours = [DIR_COLOURS[dirs.get(i.split("/")[1], "other")] if "/" in i else "#dddddd" for i in tree.ids]
     fig = go.Figure(go.Icicle(
         ids=tree.ids, labels=[_esc(v, 60) for v in tree.labels], parents=tree.parents, values=tree.values,
         branchvalues="total", text=text, marker={"colors": colours},
