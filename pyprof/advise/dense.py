@@ -29,22 +29,21 @@ KINDS = {
 
 def dense(ctx: Context) -> Advice | None:
     df = ctx.df
-    mods: dict[str, list] = {}  # module -> [small ops, time in small ops, time]
+    mods: dict[str, list] = {}  # module -> [small op instances, time in small ops, time]
     for rec, d, sil, gap, ideal, layer, opid in zip(ctx.records, df["dir"], df["sil"], df["gap"], df["ideal"],
                                                     df["layer"], df["opid"], strict=True):
         if d not in ("fprop", *BACKWARD_DIRS) or not isinstance(layer, (list, tuple)) or not layer:
             continue
         t = num(sil)
-        m = mods.setdefault(layer[-1], [0, 0.0, 0.0, set()])
+        m = mods.setdefault(layer[-1], [set(), 0.0, 0.0])
         m[2] += t
         limit = SMALL_NS if rec.get("device") is None else SMALL_GPU_NS
         if t < limit and (num(ideal) <= 0 or num(gap) >= LATENCY_GAP):
+            m[0].add(opid)
             m[1] += t
-            if opid not in m[3]:
-                m[0] += 1
-                m[3].add(opid)
     rows, now, n = [], 0.0, 0
-    for name, (count, small, total, _) in mods.items():
+    for name, (ops, small, total) in mods.items():
+        count = len(ops)
         if count / ctx.per_step >= MIN_OPS:
             rows.append((f"{name}: {count / ctx.per_step:.0f} small ops per step, {us(small / ctx.per_step)} per step "
                          f"in them ({small / total:.0%} of its time)", small))
