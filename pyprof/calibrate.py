@@ -167,6 +167,14 @@ def gemm_size(n: int, probe_rate: float, budget: float) -> int:
     return max(_PROBE_N, min(n, fit))
 
 
+def _mm(n: int, dtype: Any, device: str) -> Callable[[], object]:
+    """A call of ``torch.mm`` of two random ``n x n`` matrices of ``dtype`` into a third."""
+    import torch
+
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+    return functools.partial(torch.mm, a, b, out=torch.empty(n, n, device=device, dtype=dtype))
+
+
 def _measure_gemms(cal: Calibration, dtypes: tuple[str, ...], device: str, n: int, budget: float, cuda: bool) -> None:
     """The FLOP/s of ``n``-square matrix products per dtype of ``dtypes`` (see :func:`measure`) into ``cal``,
     or why one was skipped."""
@@ -178,12 +186,9 @@ def _measure_gemms(cal: Calibration, dtypes: tuple[str, ...], device: str, n: in
             cal.skipped[name] = "not in this torch"
             continue
         try:
-            a: Any = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)  # (None once timed: freed)
-            b: Any = torch.randn(_PROBE_N, _PROBE_N, device=device).to(dtype)
-            c: Any = torch.empty(_PROBE_N, _PROBE_N, device=device, dtype=dtype)
+            mm: Any = _mm(_PROBE_N, dtype, device)  # (None once timed: its matrices freed)
             # a quick probe first: a dtype the device emulates slowly would eat the whole budget
-            probe = time_stable(functools.partial(torch.mm, a, b, out=c), 2.0 * _PROBE_N**3, 0.05, cuda,
-                                min_reps=2).rate
+            probe = time_stable(mm, 2.0 * _PROBE_N**3, 0.05, cuda, min_reps=2).rate
             f32 = cal.flops.get("float32")
             if f32 and probe < 0.01 * f32:
                 cal.skipped[name] = f"emulated ({probe / 1e9:.1f} GFLOP/s at 256x256, under 1% of float32)"
@@ -191,15 +196,13 @@ def _measure_gemms(cal: Calibration, dtypes: tuple[str, ...], device: str, n: in
             # float32, the reference, keeps n: a 256^3 probe under-reads a fast dtype's rate
             m = n if name == "float32" else gemm_size(n, probe, budget)
             if m != _PROBE_N:
-                a = torch.randn(m, m, device=device).to(dtype)
-                b = torch.randn(m, m, device=device).to(dtype)
-                c = torch.empty(m, m, device=device, dtype=dtype)
-            timing = time_stable(functools.partial(torch.mm, a, b, out=c), 2.0 * m**3, budget, cuda)
+                mm = _mm(m, dtype, device)
+            timing = time_stable(mm, 2.0 * m**3, budget, cuda)
         except (RuntimeError, TypeError) as exc:
             cal.skipped[name] = f"unsupported ({str(exc).splitlines()[0][:80]})"
             continue
         finally:
-            a = b = c = None
+            mm = None
         if timing.rate > 0:
             cal.flops[name] = timing.rate
             cal.spread[name] = timing.spread
