@@ -68,13 +68,12 @@ def physical_cores() -> int | None:
 
 def machine_env() -> dict[str, Any]:
     """This machine's CPUs and thread variables (no torch)."""
-    try:
-        usable: int | None = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = os.cpu_count()
+    from pyprof.machine import usable_cpus
+
+    cpus = usable_cpus()
     return {
         "logical_cpus": os.cpu_count(),
-        "usable_cpus": usable,
+        "usable_cpus": len(cpus) if cpus else os.cpu_count(),
         "physical_cores": physical_cores(),
         "processes": int(os.environ.get("LOCAL_WORLD_SIZE") or 1),
         "vars": {k: os.environ[k] for k in THREAD_VARS if k in os.environ},
