@@ -53,18 +53,23 @@ CPU_NO_WORK = frozenset({
     "instance_norm", "einsum", "tensordot", "lstm", "gru", "rnn_tanh", "rnn_relu", "embedding_backward",
 })
 
+#: aten ops that run a matrix product themselves (not a wrapper dispatching to one)
+GEMM_KERNEL_OPS = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation",
+    "_scaled_mm", "_int_mm", "mkldnn_linear", "mkldnn_matmul",
+})
+
 #: aten ops (CPU) that compute a GEMM, convolution or attention. ``_convolution`` is one: it runs the
 #: backends that are not ops of their own (oneDNN's transposed convolution, ``ConvTranspose2d``'s
 #: forward) in its own time; where it calls an op that is (``mkldnn_convolution``) its own time is the
 #: dispatch, and the cost is shared by time between the two at the same FLOP/s.
-CPU_COMPUTE = frozenset({
-    "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_addmm_activation", "_convolution",
-    "mkldnn_convolution", "_mkldnn_convolution", "mkldnn_convolution_backward", "convolution_backward",
-    "_slow_conv2d_forward", "_slow_conv2d_backward", "slow_conv3d_forward", "slow_conv_dilated2d",
-    "slow_conv_dilated3d", "slow_conv_transpose2d", "slow_conv_transpose3d", "_nnpack_spatial_convolution",
-    "thnn_conv2d", "_convolution_depthwise2d", "mkldnn_linear", "mkldnn_matmul", "mkldnn_rnn_layer",
+CPU_COMPUTE = GEMM_KERNEL_OPS | frozenset({
+    "_convolution", "mkldnn_convolution", "_mkldnn_convolution", "mkldnn_convolution_backward",
+    "convolution_backward", "_slow_conv2d_forward", "_slow_conv2d_backward", "slow_conv3d_forward",
+    "slow_conv_dilated2d", "slow_conv_dilated3d", "slow_conv_transpose2d", "slow_conv_transpose3d",
+    "_nnpack_spatial_convolution", "thnn_conv2d", "_convolution_depthwise2d", "mkldnn_rnn_layer",
     "mkldnn_rnn_layer_backward", "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_mm", "_int_mm",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
 })
 
 #: the range of a C++ kernel Inductor generated, as Inductor's ``config.cpp.enable_kernel_profile``
@@ -91,12 +96,10 @@ def cpu_role(name: str) -> int:
     return NO_WORK
 
 
-#: ops (namespace and overload dropped) whose arithmetic is a GEMM, a convolution or attention
-COMPUTE_OPS = frozenset({
-    "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "matmul", "__matmul__",
-    "__rmatmul__", "linear", "bilinear", "einsum", "tensordot", "_addmm_activation", "_scaled_mm", "_int_mm",
-    "mkldnn_linear", "mkldnn_matmul",
-})
+#: ops (namespace and overload dropped) whose arithmetic is a GEMM, a convolution or attention: the GEMM
+#: kernels, the wrappers that dispatch to them, and (:data:`_COMPUTE_OP`) every convolution and attention
+COMPUTE_OPS = GEMM_KERNEL_OPS | frozenset({
+    "matmul", "__matmul__", "__rmatmul__", "linear", "bilinear", "einsum", "tensordot"})
 _COMPUTE_OP = re.compile(r"(?:^|_)conv(?:olution|_|\d|$)|attention")
 
 
