@@ -39,6 +39,7 @@ from pyprof.advise import (
     threads,
 )
 from pyprof.advise.common import LATENCY_GAP, MIN_KERNEL_NS, MIN_SHARE, Advice, Context, faster, ideal, numel
+from pyprof.prof.units import duration
 
 __all__ = ["KINDS", "LATENCY_GAP", "MIN_KERNEL_NS", "MIN_SHARE", "Advice", "Advised", "advise", "faster",
            "format_text", "ideal", "numel"]
@@ -103,8 +104,6 @@ def advise(profile, spans: dict[str, list] | None = None) -> Advised:
 
 
 def _seconds(s: float) -> str:
-    from pyprof.prof.units import duration
-
     return duration(s * 1e9)
 
 
