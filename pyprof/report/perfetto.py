@@ -25,11 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: pyprof's columns carried as each kernel event's args: (column, arg name)
-ARGS = (("idx", "idx"), ("op", "op"), ("dir", "dir"), ("layer", "layer"), ("module", "module"),
-        ("trace", "call site"), ("params", "params"), ("flops", "flops"), ("bytes", "bytes"),
-        ("ideal", "ideal (ns)"), ("gap", "gap"), ("bound", "bound"), ("tc", "tc"), ("priced", "priced"),
-        ("step", "step"), ("sil", "sil (ns)"), ("note", "note"))
+#: pyprof's columns carried as each kernel event's args, under their own names but for :data:`RENAMED`
+ARGS = ("idx", "op", "dir", "layer", "module", "trace", "params", "flops", "bytes", "ideal", "gap", "bound",
+        "tc", "priced", "step", "sil", "note")
+RENAMED = {"trace": "call site", "ideal": "ideal (ns)", "sil": "sil (ns)"}
 # As Kineto writes them: a GPU's process id is its device number, its thread ids its streams; CPU ops keep
 # their process and thread ids. These ids are none of those:
 STEPS_PID = 2**30  # the steps and their counters
@@ -91,7 +90,7 @@ def events(p) -> tuple[list[dict], int]:
     out: list[dict] = [{"ph": "M", "name": "process_name", "pid": STEPS_PID, "tid": 0, "args": {"name": "pyprof steps"}}]
     names: dict = {}
     per_pid: dict[int, list] = {}
-    cols = {c: df[c].tolist() for c, _ in ARGS if c in df}
+    cols = {c: df[c].tolist() for c in ARGS if c in df}
     for i, rec in enumerate(recs):
         t0, t1 = rec.get("start"), rec.get("end")
         if type(t0) is not int or type(t1) is not int:
@@ -99,7 +98,7 @@ def events(p) -> tuple[list[dict], int]:
         pid, tid, cat, pname, tname = _track(rec)
         names.setdefault(pid, pname)
         names.setdefault((pid, tid), tname)
-        args = {name: v for c, name in ARGS if c in cols and (v := _value(cols[c][i])) is not None}
+        args = {RENAMED.get(c, c): v for c, col in cols.items() if (v := _value(col[i])) is not None}
         out.append({"ph": "X", "name": rec.get("kShortName") or "?", "cat": cat,
                     "pid": pid, "tid": tid, "ts": us(t0), "dur": dur(t0, t1), "args": args})
         per_pid.setdefault(pid, []).append((t0, t1, tuple(rec.get("layer") or ())))
