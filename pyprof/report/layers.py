@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 DIRECTION_NAMES = {"fprop": "forward", "bprop": "backward", "bprop2": "double backward", "optim": "optimizer"}
+#: the directions' roots in the order they are drawn
+ORDER = {name: i for i, name in enumerate([*DIRECTION_NAMES.values(), "other"])}
 ROOT = "all"
 NO_LAYER = "(no layer)"
 
@@ -45,7 +47,7 @@ def tree(df: pd.DataFrame) -> Tree:
             totals[path[:k]] = totals.get(path[:k], 0) + t
         own[path] = own.get(path, 0) + t
     out = Tree()
-    order = sorted(totals, key=lambda p: (len(p), _dir_rank(p), -totals[p]))
+    order = sorted(totals, key=lambda p: (len(p), ORDER[p[0]] if p else -1, -totals[p]))
     for p in order:
         out.ids.append("/".join((ROOT,) + p))
         out.labels.append(p[-1] if p else ROOT)
@@ -53,8 +55,3 @@ def tree(df: pd.DataFrame) -> Tree:
         out.values.append(totals[p])
         out.own.append(own.get(p, 0))
     return out
-
-
-def _dir_rank(path: tuple) -> int:
-    names = list(DIRECTION_NAMES.values()) + ["other"]
-    return names.index(path[0]) if path else -1
