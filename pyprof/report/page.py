@@ -109,8 +109,9 @@ def table_html(df: pd.DataFrame, columns, table_id: str, max_rows: int = tables.
     return "".join(parts)
 
 
-def _summary_columns(key_header: str):
-    return [(n, key_header if n == "key" else h, k, s) for n, h, k, s in tables.SUMMARY]
+def _keyed(columns, key_header: str) -> list:
+    """``columns`` with ``key_header`` as the header of the ``key`` column (what the rows are grouped by)."""
+    return [(n, key_header if n == "key" else h, k, s) for n, h, k, s in columns]
 
 
 # -- sections ----------------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ def _fix_first(p: Profile) -> str:
     if not len(first):
         return _section("fix-first", "Fix this first", "<p>No op has a known ideal time (no peaks, or no FLOP/byte "
                         "model): nothing to rank.</p>")
-    body = table_html(first, _summary_columns("Op"), "t-fix", filterable=False)
+    body = table_html(first, _keyed(tables.SUMMARY, "Op"), "t-fix", filterable=False)
     return _section("fix-first", "Fix this first", body,
                     "The ops with the most time above the roofline (time - ideal time, summed over their kernels "
                     "with a known ideal): what reaching the roofline would save, largest first.")
@@ -230,10 +231,9 @@ def build(p: Profile, baseline: Profile | None = None, advised: Any = None) -> s
         tl_note + " Below: each device's window (first start to last end) split into busy, exposed communication "
         "(NCCL kernels while no compute kernel runs), exposed memcpy/memset (while nothing else runs) and idle."))
 
-    tabs = []
-    for by, title, header in (("op", "Per op", "Op"), ("layer", "Per layer", "Layer"), ("kernel", "Per kernel",
-                                                                                          "Kernel")):
-        tabs.append(f"<h3>{title}</h3>" + table_html(summarize(p.df, by), _summary_columns(header), f"t-{by}"))
+    tabs = [f"<h3>Per {by}</h3>"
+            + table_html(summarize(p.df, by), _keyed(tables.SUMMARY, by.capitalize()), f"t-{by}")
+            for by in ("op", "layer", "kernel")]
     sections.append(_section("tables", "Tables", "".join(tabs),
                              "prof's summaries. Click a header to sort, type to filter. Gap: time / ideal time "
                              "(1 = at the roofline)."))
@@ -362,9 +362,7 @@ def _baseline(p: Profile, base: Profile, figs: dict) -> str:
         if by == "op" and len(table):
             figs[fid] = figures.deltas(table, by)
             parts.append(_chart(fid))
-        header = by.capitalize()
-        parts.append(f"<h3>Per {by}</h3>" + table_html(table, [(n, header if n == "key" else h, k, s)
-                                                              for n, h, k, s in cols], f"t-diff-{by}"))
+        parts.append(f"<h3>Per {by}</h3>" + table_html(table, _keyed(cols, by.capitalize()), f"t-diff-{by}"))
     return _section("baseline", "Compared with the baseline", "".join(parts),
                     f"A: {_e(base.name)}; B: {_e(p.name)}. Time per step (the median over each side's "
                     f"{tot.steps_a} and {tot.steps_b} steps), sorted by the size of the change; p: a one-sided "
