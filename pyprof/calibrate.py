@@ -111,11 +111,6 @@ class Timing:
     best: float       # seconds
     spread: float     # (slowest of the best runs - best) / best; inf where the best run took no time
     reps: int         # timed runs (after the warm-up)
-    tol: float = STABLE_WITHIN
-
-    @property
-    def stable(self) -> bool:
-        return self.spread <= self.tol
 
 
 def _spread(times: list[float], agree: int) -> float:
@@ -149,7 +144,7 @@ def time_stable(fn: Callable[[], object], work: float, budget: float, cuda: bool
         if n >= min_reps and now() >= deadline:
             break
     best = min(times)
-    return Timing(work / best if best > 0 else 0.0, best, _spread(times, agree), len(times), tol)
+    return Timing(work / best if best > 0 else 0.0, best, _spread(times, agree), len(times))
 
 
 _PROBE_N = 256
