@@ -97,17 +97,6 @@ def entry(device: str, given: str | os.PathLike | None = None) -> dict | None:
     return found if isinstance(found, dict) else None
 
 
-def _checked(flops: dict, bw: float) -> dict[str, float]:
-    out = {}
-    for dtype, value in flops.items():
-        if not float(value) > 0:
-            raise UsageError(f"calibrated peak for {dtype!r} is {value!r}", "peaks must be positive FLOP/s")
-        out[str(dtype).removeprefix("torch.")] = float(value)
-    if not float(bw) > 0:
-        raise UsageError(f"calibrated bandwidth is {bw!r}", "bandwidth must be positive bytes/s")
-    return out
-
-
 def _setup_changed(old: dict, conditions: dict | None) -> bool:
     was, now = old.get("measured") or {}, conditions or {}
     return any(was.get(k) is not None and now.get(k) is not None and was[k] != now[k] for k in _SAME_SETUP)
@@ -172,12 +161,16 @@ def save(device: str, flops: dict, bw: float, given=None, conditions: dict | Non
     path and the figures kept from the saved entry."""
     if not device:
         raise UsageError("a calibration needs a device name", "pass the GPU name or 'cpu'")
-    new: dict[str, Any] = {"flops": _checked(flops, bw), "bw": float(bw),
+    new: dict[str, Any] = {"flops": {str(k).removeprefix("torch."): float(v) for k, v in flops.items()},
+                           "bw": float(bw),
                            "saved": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     if floor is not None and floor > 0:
         new["floor"] = float(floor)
     if bw_levels:
         new["bw_levels"] = [[int(b), float(r)] for b, r in bw_levels if r > 0]
+    problem = _problem(new)  # (what read() would refuse is never written)
+    if problem:
+        raise UsageError(f"calibration of {device}: {problem}", "nothing was saved")
     if conditions is not None:
         new["measured"] = dict(conditions)
     target = path(given)
