@@ -68,18 +68,15 @@ class Calibration:
     def best_of(self, other: Calibration) -> Calibration:
         """This measurement with ``other``'s better figures (a repeat of it): the higher peaks and
         bandwidths, the lower floor; the conditions of the later one."""
-        out = Calibration(self.device, self.description, dict(self.flops), self.bw, dict(self.skipped),
-                          self.seconds + other.seconds, dict(other.spread), other.torch, other.threads,
-                          dict(other.load), self.floor, list(self.bw_levels))
-        for k, v in other.flops.items():
-            out.flops[k] = max(v, out.flops.get(k, 0.0))
-        out.bw = max(filter(None, (self.bw, other.bw)), default=None)
-        out.floor = min(filter(None, (self.floor, other.floor)), default=None)
-        levels = dict(map(tuple, self.bw_levels))
-        for b, r in other.bw_levels:
-            levels[b] = max(r, levels.get(b, 0.0))
-        out.bw_levels = sorted([b, r] for b, r in levels.items())
-        return out
+        def higher(mine: dict, theirs: dict) -> dict:
+            return {**mine, **{k: max(v, mine.get(k, 0.0)) for k, v in theirs.items()}}
+
+        levels = higher(dict(map(tuple, self.bw_levels)), dict(map(tuple, other.bw_levels)))
+        return Calibration(self.device, self.description, higher(self.flops, other.flops),
+                           max(filter(None, (self.bw, other.bw)), default=None), dict(self.skipped),
+                           self.seconds + other.seconds, dict(other.spread), other.torch, other.threads,
+                           dict(other.load), min(filter(None, (self.floor, other.floor)), default=None),
+                           sorted([b, r] for b, r in levels.items()))
 
     def conditions(self) -> dict[str, Any]:
         """How the figures were taken, saved beside them (``measured``) and judged by :func:`problems`:
