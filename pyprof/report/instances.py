@@ -59,12 +59,10 @@ def instances(df: pd.DataFrame) -> pd.DataFrame:
     sums["tc"] = g["tc"].any()
     sums["first"] = g["row"].min()
     sums["n_kernels"] = g["row"].size()
-    kernels = df["kernel"].astype(object).tolist()
-    names: dict[int, list[str]] = {}
-    for i, k in zip(ids.tolist(), kernels, strict=True):
-        bucket = names.setdefault(i, [])
-        if k and k not in bucket:
-            bucket.append(str(k))
+    names: dict[int, dict[str, None]] = {}  # instance -> its distinct kernel names, in order
+    for i, k in zip(ids.tolist(), df["kernel"].astype(object).tolist(), strict=True):
+        if k:
+            names.setdefault(i, {})[str(k)] = None
     first = sums["first"].to_numpy()
     gpu = df["gpu"].astype(object).to_numpy()
     device = df["device"].astype(object).to_numpy()
