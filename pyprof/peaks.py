@@ -125,13 +125,11 @@ def merge(old: dict | None, new: dict) -> tuple[dict, list[str]]:
     figures kept from ``old`` (those ``new`` measured worse)."""
     if not old or _setup_changed(old, new.get("measured")):
         return new, []
-    out = dict(new, flops=dict(new["flops"]), kept=dict(old.get("kept") or {}))
-    since = old.get("saved")
-    kept: list[str] = []
+    kept: dict[str, Any] = {}  # figure -> when the measurement it is kept from was taken
+    out = dict(new, flops=dict(new["flops"]), kept=kept)
 
     def keep(name: str) -> None:
-        kept.append(name)
-        out["kept"][name] = (old.get("kept") or {}).get(name) or since
+        kept[name] = (old.get("kept") or {}).get(name) or old.get("saved")
 
     for dtype, v in (old.get("flops") or {}).items():
         if isinstance(v, (int, float)) and v > out["flops"].get(dtype, 0.0):
@@ -146,11 +144,9 @@ def merge(old: dict | None, new: dict) -> tuple[dict, list[str]]:
     _keep_levels(out, old, keep)
     if _busy(old) < _busy(new):  # the quieter measurement's conditions describe the figures kept best
         out["measured"], out["saved"] = old.get("measured"), old.get("saved", out["saved"])
-    for name in [k for k in out["kept"] if k not in kept]:
-        del out["kept"][name]  # measured at least as well now
-    if not out["kept"]:
+    if not kept:
         del out["kept"]
-    return out, kept
+    return out, list(kept)
 
 
 def save(device: str, flops: dict, bw: float, given=None, conditions: dict | None = None, *,
