@@ -37,8 +37,11 @@ KINDS = {
 }
 
 
-def _peak_swap(ctx: Context, kind: str, select, new_peak, new_bytes) -> Advice | None:
-    """An advice whose change moves selected kernels to another peak (and byte count)."""
+def _peak_swap(ctx: Context, kind: str, select, to_dtype: str | None = None,
+               byte_scale: float = 1.0) -> Advice | None:
+    """An advice whose change moves the ``select``-ed kernels onto the device's tensor-core peak of
+    ``to_dtype`` (None: their own dtype), their bytes times ``byte_scale``; kernels without that peak are
+    left out."""
     df = ctx.df
     saved_rows, total, now, n = [], 0.0, 0.0, 0
     cols = ("sil", "flops", "bytes", "dtype", "tc", "note", "gpu", "layer", "trace", "op", "ideal")
@@ -48,9 +51,10 @@ def _peak_swap(ctx: Context, kind: str, select, new_peak, new_bytes) -> Advice |
         if dev is None or not select(dtype, tc, note or "", op, dev):
             continue
         t, fl, nb = num(sil), num(flops), num(nbytes)
-        if fl <= 0:
+        peak = dev.peak(to_dtype or dtype, True)
+        if fl <= 0 or peak is None:
             continue
-        new = faster(t, num(ideal_now) or None, ideal(fl, new_bytes(nb), new_peak(dev, dtype), dev.bw))
+        new = faster(t, num(ideal_now) or None, ideal(fl, nb * byte_scale, peak, dev.bw))
         if new is None or new >= t:
             continue
         saved_rows.append((f"{op} in {site(layer, trace)}", t - new))
@@ -71,22 +75,20 @@ def _bf16_pays(dtype, tc, note, op, dev) -> bool:
     new = dev.peak("bfloat16", True)
     if dev.arch == "cpu":
         return bool(new and dev.peak("float32", False) and new >= CPU_BF16 * dev.peak("float32", False))
-    return tc in ("0", "1") and new is not None
+    return tc in ("0", "1")
 
 
 def tf32(ctx: Context) -> Advice | None:
-    return _peak_swap(ctx, "tf32", lambda d, tc, note, op, dev: tc == "0" and note.startswith("fp32 without TF32")
-                      and dev.peak("float32", True) is not None,
-                      lambda dev, d: dev.peak("float32", True), lambda b: b)
+    return _peak_swap(ctx, "tf32", lambda d, tc, note, op, dev: tc == "0"
+                      and note.startswith("fp32 without TF32"), "float32")
 
 
 def bf16(ctx: Context) -> Advice | None:
-    advice = _peak_swap(ctx, "bf16", _bf16_pays, lambda dev, d: dev.peak("bfloat16", True), lambda b: b / 2)
+    advice = _peak_swap(ctx, "bf16", _bf16_pays, "bfloat16", 0.5)
     cpu = all(label is None for label in ctx.devices)  # (the CPU's peaks are under None; no GPU)
     return withdraw(advice, CPU_WITHDRAWN) if cpu else advice
 
 
 def align(ctx: Context) -> Advice | None:
-    return _peak_swap(ctx, "align", lambda d, tc, note, op, dev: tc == "0" and note.startswith("dims not multiple of 8")
-                      and dev.peak(d, True) is not None,
-                      lambda dev, d: dev.peak(d, True), lambda b: b)
+    return _peak_swap(ctx, "align", lambda d, tc, note, op, dev: tc == "0"
+                      and note.startswith("dims not multiple of 8"))
