@@ -29,6 +29,10 @@ from pyprof.version import __version__
 
 MAX_BYTES = 8 * 1024 * 1024
 SHAPE_ROWS = 300
+#: the navigation bar's link to each section, in page order (collectives, advice and baseline: where shown)
+NAV = {"overview": "Overview", "fix-first": "Fix first", "roofline": "Roofline", "layers": "Layers",
+       "timeline": "Step", "tables": "Tables", "shapes": "Shapes", "collectives": "Collectives",
+       "advice": "Advice", "baseline": "Baseline", "findings": "Findings"}
 
 
 def plotly_js() -> str:
@@ -250,23 +254,11 @@ def build(p: Profile, baseline: Profile | None = None, advised: Any = None) -> s
         "Each op by its unique arguments (GEMMs with batch, M, N, K and dtype): how many instances ran, and the "
         "mean, median and standard deviation of their time and achieved FLOP/s."))
 
-    comm = _collectives(p)
-    if comm:
-        sections.append(comm)
-    if advised is not None:
-        sections.append(_advice(advised))
-
-    if baseline is not None:
-        sections.append(_baseline(p, baseline, figs))
-
-    sections.append(_findings(p))
+    optional = {"collectives": _collectives(p), "advice": _advice(advised) if advised is not None else "",
+                "baseline": _baseline(p, baseline, figs) if baseline is not None else ""}
+    sections += [s for s in optional.values() if s] + [_findings(p)]
     body = "".join(sections)
-    nav = "".join(f'<a href="#{sid}">{_e(t)}</a>' for sid, t in (
-        ("overview", "Overview"), ("fix-first", "Fix first"), ("roofline", "Roofline"), ("layers", "Layers"),
-        ("timeline", "Step"), ("tables", "Tables"), ("shapes", "Shapes"))
-        + ((("collectives", "Collectives"),) if comm else ())
-        + ((("advice", "Advice"),) if advised is not None else ())
-        + ((("baseline", "Baseline"),) if baseline is not None else ()) + (("findings", "Findings"),))
+    nav = "".join(f'<a href="#{sid}">{_e(t)}</a>' for sid, t in NAV.items() if optional.get(sid, True))
     fig_json = _figures_json(figs)
     title = f"pyprof report: {p.name}"
     page = (
