@@ -46,8 +46,7 @@ def trace_beside(path: str | os.PathLike) -> str | None:
         return None
     if os.path.isdir(path):
         path = os.path.join(path, "records.dict")
-    low = path.lower()
-    if (low.endswith((".json", ".json.gz")) and is_export(path)):
+    if path.lower().endswith((".json", ".json.gz")) and is_export(path):
         return path
     beside = os.path.join(os.path.dirname(path), "trace.json")
     return beside if os.path.isfile(beside) else None
