@@ -140,10 +140,11 @@ def _overview(p: Profile, rfs: list[roofline.Roof], n_steps: int) -> str:
     rows = []
     for d in p.devices:
         dev = d.device
-        peaks = "; ".join(f"{r.label} {units.flop_rate(r.peak)}" for r in rfs if r.device == d.label and r.peak)
+        mine = [r for r in rfs if r.device == d.label and r.peak] if dev is not None else []
+        peaks = "; ".join(f"{r.label} {units.flop_rate(r.peak)}" for r in mine)
         bw = units.byte_rate(dev.bw) if dev is not None and dev.bw else "-"
         rows.append([d.label, d.kernels, units.duration(d.time_ns), dev.name if dev is not None else "-",
-                     (peaks if dev is not None else "") or "-", bw, d.source])
+                     peaks or "-", bw, d.source])
     devices = "<h3>Devices and where their peaks came from</h3>" + _plain_table(
         [("device", False), ("records", True), ("time", True), ("peaks of", False), ("compute peaks", False),
          ("memory bandwidth", True), ("source", False)], rows)
