@@ -20,7 +20,7 @@ from tests.conftest import REPO, corpus_file
                                   "hpcgroup__pipit", "PolPuigPuy__OpenACC_Project_PolPuig__report2.sqlite"])
 def test_parse_writes_only_documented_fields(name):
     src = open_source(corpus_file(name))
-    lines = b"".join(src.lines()).splitlines()
+    lines = b"".join(src.prepared().lines()).splitlines()
     recs = [json.loads(x) for x in lines]
     assert recs
     for r in recs:

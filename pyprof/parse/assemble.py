@@ -301,9 +301,6 @@ class PreparedSource:
     def records(self):
         yield from self._load().records()
 
-    def lines(self):
-        yield from self._load().lines()
-
 
 # -- the streaming assembler (Nsight Systems) ----------------------------------------------------------
 

@@ -9,6 +9,8 @@ import os
 import queue
 import sys
 import threading
+from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
@@ -17,8 +19,8 @@ from pyprof.atomic import atomic_output
 from pyprof.errors import PyprofError
 from pyprof.parse.db import damaged, integrity_problem
 from pyprof.parse.limits import LimitError
-from pyprof.parse.source import open_source
-from pyprof.records import end_line, header_line, nulled_text, source_facts, write_records
+from pyprof.parse.source import Prepared, Source, open_source
+from pyprof.records import end_line, header_line, nulled_text, source_facts
 
 
 @dataclass
@@ -66,7 +68,7 @@ def parse_file(path: str, out: str | None) -> Result:
         raise damaged(path, problem) from exc
 
 
-def header_facts(source) -> dict:
+def header_facts(source: Source) -> dict:
     """What a record file's header says beside its source: the source's facts (its steps) and the peaks
     it will be priced with (:func:`pyprof.peaks.pinned`: today's calibration; left out, so that prof uses
     the one of its day, where the calibration file cannot be read)."""
@@ -84,43 +86,27 @@ def header_facts(source) -> dict:
 def _parse_file(path: str, out: str | None) -> Result:
     """:func:`parse_file`'s work."""
     source = open_source(path)
-    res = Result(path=path, out=out, kind=source.kind, version=getattr(source, "version", ""))
-    nulls: dict[str, int] = {}
-    if hasattr(source, "prepared"):  # nsys, nvprof, kineto: every read happens here, before the first byte
-        prep = source.prepared()
-        try:
-            with atomic_output(out, "wb") as fh:
-                fh.write(header_line(source.kind, header_facts(source)))
-                write_lines(prep, fh)
-                nulls = getattr(prep, "nulled", {})
-                fh.write(end_line(prep.n, source.dropped, nulls))
-                fh.flush()
-            res.written = prep.n
-        finally:
-            # a failed write (a full disk) ends the source's reading here, before the error line
-            close = getattr(prep, "close", None)
-            if close is not None:
-                close()
-    else:
-        records = iter(source.records())
-        first = next(records, None)
-
-        def all_records():
-            if first is not None:
-                yield first
-                yield from records
-
+    res = Result(path=path, out=out, kind=source.kind, version=source.version)
+    prep = source.prepared()  # every read happens here, before the first byte
+    try:
         with atomic_output(out, "wb") as fh:
-            res.written = write_records(all_records(), fh, source=source.kind, facts=header_facts(source))
+            fh.write(header_line(source.kind, header_facts(source)))
+            write_lines(prep, fh)
+            fh.write(end_line(prep.n, source.dropped, prep.nulled))
             fh.flush()
-    stats = getattr(source, "stats", None)
-    if stats is not None:
+    finally:
+        # a failed write (a full disk) ends the source's reading here, before the error line (only
+        # the SQLite sources' Streamed holds a reader open)
+        close = getattr(prep, "close", None)
+        if close is not None:
+            close()
+    res.written = prep.n
+    stats = source.stats
+    if stats is not None:  # (every source's is, once prepared)
         res.kernels, res.copies, res.attributed = stats.kernels, stats.copies, stats.attributed
-    else:
-        res.kernels = res.written
     res.warnings = list(source.warnings)
-    if nulls:
-        res.warnings.append(nulled_text(nulls))
+    if prep.nulled:
+        res.warnings.append(nulled_text(prep.nulled))
     return res
 
 
@@ -128,7 +114,7 @@ def _parse_file(path: str, out: str | None) -> Result:
 THREADED_MIN = 20_000
 
 
-def write_lines(prep, fh) -> None:
+def write_lines(prep: Prepared, fh) -> None:
     """Stream ``prep``'s JSON lines to ``fh``; on big outputs a second thread does the writing.
 
     ``write`` releases the GIL, so the kernel's copying into the page cache (about 2 s of system time
@@ -188,10 +174,7 @@ EXPORT_SUFFIXES = (".sqlite", ".sql", ".nvvp", ".json.gz", ".json", ".db")
 
 def _stem(path: str) -> str:
     base = os.path.basename(path)
-    for ext in EXPORT_SUFFIXES:
-        if base.endswith(ext):
-            return base[: -len(ext)]
-    return base
+    return next((base[:-len(ext)] for ext in EXPORT_SUFFIXES if base.endswith(ext)), base)
 
 
 def output_name(path: str, out_dir: str) -> str:
@@ -218,10 +201,8 @@ def output_names(paths: list[str], out_dir: str, suffix: str = ".dict") -> list[
 
     while True:
         names = [name(i) for i in range(len(paths))]
-        seen: dict[str, list[int]] = {}
-        for i, n in enumerate(names):
-            seen.setdefault(n, []).append(i)
-        clashes = [i for group in seen.values() if len(group) > 1 for i in group]
+        uses = Counter(names)
+        clashes = [i for i, n in enumerate(names) if uses[n] > 1]
         if not clashes:
             return [os.path.join(out_dir, n + suffix) for n in names]
         if all(depth[i] >= len(folders[i]) for i in clashes):
@@ -271,24 +252,26 @@ def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress
     bar = _progress_bar(len(paths)) if progress else None
     pool = process.pool(jobs, spawn=True) if jobs > 1 else None
     try:
-        if pool is None:
-            for p, o in zip(paths, outs, strict=False):
-                r = _worker(p, o)
-                if bar is not None:
-                    bar.update(1)
-                yield r
-            return
-        with pool:
-            futures = {pool.submit(_worker, p, o): (p, o) for p, o in zip(paths, outs, strict=False)}
-            for fut in as_completed(futures):
-                try:
-                    r = fut.result()
-                except Exception as exc:  # noqa: BLE001 - the worker died (killed, out of memory)
-                    p, o = futures[fut]
-                    r = Result(path=p, out=o, error=f"{p}: the worker parsing it died ({type(exc).__name__})")
-                if bar is not None:
-                    bar.update(1)
-                yield r
+        for r in _results(pool, paths, outs):
+            if bar is not None:
+                bar.update(1)
+            yield r
     finally:
         if bar is not None:
             bar.close()
+
+
+def _results(pool, paths: list[str], outs: list[str]) -> Iterator[Result]:
+    """:func:`_worker`'s Results as they finish: in ``pool``'s processes, or one by one in this one."""
+    if pool is None:
+        yield from map(_worker, paths, outs)
+        return
+    with pool:
+        futures = {pool.submit(_worker, p, o): (p, o) for p, o in zip(paths, outs, strict=True)}
+        for fut in as_completed(futures):
+            try:
+                r = fut.result()
+            except Exception as exc:  # noqa: BLE001 - the worker died (killed, out of memory)
+                p, o = futures[fut]
+                r = Result(path=p, out=o, error=f"{p}: the worker parsing it died ({type(exc).__name__})")
+            yield r

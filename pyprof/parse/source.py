@@ -1,10 +1,10 @@
 """The source interface and ``open_source(path)``: sniff a file and return the reader for it.
 
-A *source* has ``kind`` (``nsys``, ``nvprof``, ``kineto``), ``version`` (exporter version text),
-``warnings`` (list of one-line strings, complete once ``records()`` has finished; nvprof and Kineto
-complete them by the first record, the Nsight reader, which reads the ranges as it goes, at the end)
-and ``records()`` yielding record dicts (fields documented in :mod:`pyprof.records`).
-Sources may also carry ``stats`` (:class:`pyprof.parse.assemble.Stats`) for the summary line.
+A *source* (:class:`Source`) reads one export: ``kind`` (``nsys``, ``nvprof``, ``kineto``), ``version``
+(exporter version text), ``warnings`` (one-line strings, complete once it is read), ``stats`` (counts
+for the summary line), ``dropped`` (what no record keeps as the export held it), and its records:
+``prepared()`` reads and attributes everything, then gives them as JSON lines (what ``pyprof parse``
+writes), ``records()`` as dicts (fields documented in :mod:`pyprof.records`).
 
 Sniffing: SQLite header -> nvprof (``StringTable``, with ``Version`` or without nsys's ``StringIds``) or
 Nsight Systems (``StringIds`` / ``TARGET_INFO_*`` / ``CUPTI_*`` tables); ``.json``/``.json.gz`` or JSON
@@ -24,6 +24,24 @@ from pyprof.parse.db import REEXPORT, Database, is_sqlite
 from pyprof.records import HEADER_PREFIX
 
 
+class Counts(Protocol):
+    """What a parse counted, for its summary line."""
+
+    kernels: int
+    copies: int
+    attributed: int  # kernels launched under a range
+
+
+class Prepared(Protocol):
+    """A source read and attributed, as the record writer takes it: ``n`` records as JSON lines, and the
+    values written as null where their check refused them, by field (the end line's ``nulled``)."""
+
+    n: int
+    nulled: dict[str, int]
+
+    def lines(self) -> Iterator[bytes]: ...
+
+
 class Source(Protocol):
     kind: str
     version: str
@@ -31,6 +49,11 @@ class Source(Protocol):
 
     @property
     def dropped(self) -> dict[str, int]: ...  # what the input held that no record keeps as it was, by reason
+
+    @property
+    def stats(self) -> Counts | None: ...  # complete once prepared() returns
+
+    def prepared(self) -> Prepared: ...
 
     def records(self) -> Iterator[dict[str, Any]]: ...
 
