@@ -82,15 +82,15 @@ def test_workers_hand_back_results_in_shared_memory(tmp_path):
     from pyprof.parse.db import Database
 
     with Database(db) as d:
-        tasks = [fetch.Task("ints", "SELECT a, b FROM t WHERE a < 30000", 2, 30_000),
-                 fetch.Task("ints", "SELECT a, b FROM t", 2, 10),  # bound too small: pickled instead
-                 fetch.Task("rows", "SELECT COUNT(*) FROM t")]
+        tasks = [fetch.Task("SELECT a, b FROM t WHERE a < 30000", 2, 30_000),
+                 fetch.Task("SELECT a, b FROM t", 2, 10),  # bound too small: pickled instead
+                 fetch.Task("SELECT COUNT(*) FROM t", 1)]  # bound unknown: pickled
         with process.owning():
-            par = fetch.run(d, tasks, parallel=True)
-        seq = fetch.run(d, tasks, parallel=False)
+            par = fetch.start(d, tasks, parallel=True).results()
+        seq = fetch.start(d, tasks, parallel=False).results()
     assert np.array_equal(par[0], seq[0]) and par[0].shape == (30_000, 2)
     assert np.array_equal(par[1], seq[1]) and par[1].shape == (50_000, 2)
-    assert par[2] == seq[2] == [(50_000,)]
+    assert par[2].tolist() == seq[2].tolist() == [[50_000]]
     assert not fetch._SHARED
 
 

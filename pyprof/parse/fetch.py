@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
@@ -35,22 +36,15 @@ from pyprof.parse.db import Database, damaged, sqlite_uri, translate_errors
 PARALLEL_MIN_ROWS = 400_000
 
 
-class NotIntegers(ValueError):
-    """An integer column held a value that is no number (text or a blob): no exporter writes that, a
-    damaged record does."""
-
-
 def to_ints(rows: list[tuple], ncols: int) -> np.ndarray:
     """Rows of ints -> an int64 array of shape (len(rows), ncols) (``np.fromiter`` over the flattened
     rows: faster than ``np.array`` on a list of tuples; the latter where a value is not a plain int,
-    e.g. a REAL). Raises :class:`NotIntegers` where a value converts to no integer."""
+    e.g. a REAL). Raises TypeError, ValueError or OverflowError where a value converts to no integer
+    (text or a blob: no exporter writes that, a damaged record does)."""
     try:
         out = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * ncols)
     except (TypeError, ValueError, OverflowError):
-        try:
-            out = np.array(rows, dtype=np.int64)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise NotIntegers(str(exc)) from None
+        out = np.array(rows, dtype=np.int64)
     return out.reshape(len(rows), ncols)
 
 
@@ -208,7 +202,7 @@ def read_ints(db: Database, sql: str, ncols: int) -> np.ndarray:
                 break
             try:
                 parts.append(to_ints(rows, ncols))
-            except NotIntegers:
+            except (TypeError, ValueError, OverflowError):
                 raise damaged(db.path, "an integer column holds text or a blob") from None
     if not parts:
         return np.zeros((0, ncols), dtype=np.int64)
@@ -216,21 +210,22 @@ def read_ints(db: Database, sql: str, ncols: int) -> np.ndarray:
     return np.asfortranarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
 
 
+@dataclass
 class Task:
-    """One query: ``kind`` "ints" (-> int64 array of shape (n, ncols)) or "rows" (-> list of tuples);
-    ``rows``, at most how many rows it returns (0: unknown), picks the reader (see :func:`run_task`) and
-    sizes the buffer a worker returns it in (see :func:`run`). ``arrow_sql``, if given, is the query the
-    Arrow reader runs instead, with nulls where ``sql`` has -1 (``col`` for ``IFNULL(col, -1)``: the
-    driver marks nulls in a bitmap, cheaper than SQLite evaluating the IFNULL)."""
+    """One integer query, read into an int64 array of shape (n, ``ncols``). ``rows``, at most how many
+    rows it returns (0: unknown), picks the reader (see :func:`run_task`) and sizes the buffer a worker
+    returns it in (see :func:`start`). ``arrow_sql``, if given, is the query the Arrow reader runs
+    instead, with nulls where ``sql`` has -1 (``col`` for ``IFNULL(col, -1)``: the driver marks nulls in
+    a bitmap, cheaper than SQLite evaluating the IFNULL)."""
 
-    def __init__(self, kind: str, sql: str, ncols: int = 0, rows: int = 0, arrow_sql: str | None = None):
-        self.kind, self.sql, self.ncols, self.rows, self.arrow_sql = kind, sql, ncols, rows, arrow_sql
+    sql: str
+    ncols: int
+    rows: int = 0
+    arrow_sql: str | None = None
 
 
-def run_task(db: Database, task: Task, alloc=None) -> np.ndarray | list:
-    """One task's result: big integer queries through ADBC where it can, the rest through sqlite3."""
-    if task.kind != "ints":
-        return db.execute(task.sql)
+def run_task(db: Database, task: Task, alloc=None) -> np.ndarray:
+    """One task's result: big queries through ADBC where it can, the rest through sqlite3."""
     if task.rows >= ARROW_MIN_ROWS:
         if task.arrow_sql is not None:
             out = read_ints_arrow(db.path, task.arrow_sql, task.ncols, alloc, null=-1)
@@ -260,7 +255,7 @@ def _run(path: str, task: Task, slot: int):
 
     with Database(path) as db:
         out = run_task(db, task, alloc)
-    if isinstance(out, np.ndarray) and buf is not None and out.nbytes <= len(buf):
+    if buf is not None and out.nbytes <= len(buf):
         if not np.shares_memory(out, np.frombuffer(buf, dtype=np.uint8)):
             _shared_view(buf, out.shape)[...] = out
         return ("shared", out.shape)
@@ -298,13 +293,6 @@ def slices(db: Database, table: str, n: int) -> list[str]:
     return [f"rowid >= {lo + i * step} AND rowid < {lo + (i + 1) * step}" for i in range(n)]
 
 
-def run(db: Database, tasks: list[Task], parallel: bool) -> list:
-    """Results of ``tasks`` in order; in forked worker processes when ``parallel`` and the process is
-    pyprof's to fork (:func:`pyprof.process.can_fork`), else in this one: the same results."""
-    workers = min(len(tasks), os.cpu_count() or 1)
-    return start(db, tasks, parallel and workers >= 2).results()
-
-
 class Pending:
     """Tasks under way in forked workers (:func:`start`), or to run here when their results are asked."""
 
@@ -330,7 +318,7 @@ class Pending:
 
 
 def start(db: Database, tasks: list[Task], parallel: bool) -> Pending:
-    """:func:`run`'s tasks started in forked workers (as many as tasks, up to the CPUs) when
+    """``tasks`` started in forked workers (as many as tasks, up to the CPUs) when
     ``parallel`` and the process is pyprof's to fork, so that this process can go on meanwhile; else
     left to run here when their results are asked for."""
     if not parallel or not tasks or not process.can_fork():
@@ -338,7 +326,7 @@ def start(db: Database, tasks: list[Task], parallel: bool) -> Pending:
     # Results travel back through anonymous shared mappings, made before the workers are forked so they
     # inherit them: pickling ~0.5 GB of columns through a pipe cost ~1.4 s of a 1M-kernel parse. A
     # mapping reserves address space only; pages exist once the worker writes them.
-    shared = [mmap.mmap(-1, t.rows * t.ncols * 8) if t.kind == "ints" and t.rows else None for t in tasks]
+    shared = [mmap.mmap(-1, t.rows * t.ncols * 8) if t.rows else None for t in tasks]
     _SHARED[:] = shared
     try:
         pool = process.pool(min(len(tasks), os.cpu_count() or 1))  # (forked: can_fork() holds)

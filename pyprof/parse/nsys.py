@@ -94,20 +94,18 @@ def nsys_version(db: Database) -> str:
     return "unknown (no metadata table)"
 
 
-def _cols(db: Database, table: str, names: list[str]) -> str:
-    """Integer select list: present columns as IFNULL(col, -1), absent ones as -1."""
-    present = set(db.columns(table))
-    return ", ".join(f'IFNULL("{c}", -1)' if c in present else "-1" for c in names)
-
-
 def _expr(present: set, col: str) -> str:
     return f'IFNULL("{col}", -1)' if col in present else "-1"
 
 
-def _raw(db: Database, table: str, names: list[str]) -> str:
-    """:func:`_cols` for the Arrow reader: present columns as they are (nulls read as -1), absent as -1."""
+def _task(db: Database, table: str, names: list[str], rows: int = 0, where: str = "1") -> fetch.Task:
+    """A read of the columns ``names`` of ``table``'s rows ``where``: present columns as IFNULL(col, -1),
+    absent ones as -1; for the Arrow reader, present columns as they are (it reads nulls as -1)."""
     present = set(db.columns(table))
-    return ", ".join(f'"{c}"' if c in present else "-1" for c in names)
+    ints = ", ".join(_expr(present, c) for c in names)
+    bare = ", ".join(f'"{c}"' if c in present else "-1" for c in names)
+    return fetch.Task(f'SELECT {ints} FROM "{table}" WHERE {where}', len(names), rows,
+                      f'SELECT {bare} FROM "{table}" WHERE {where}')
 
 
 def _fits(exprs: list[str], bits: int) -> str:
@@ -968,28 +966,25 @@ class NsysSource(PreparedSource):
         self._check_layout(bool(counts[schema.NSYS_NVTX]))
         return counts
 
-    def _kernel_tasks(self, counts: dict[str, int], columnar: bool) -> list:
-        """The kernels' reads, a rowid slice of about :data:`KERNEL_CHUNK` rows each (read one at a time,
-        each made compact before the next: the table's 15 columns are never all in memory at once)."""
-        db = self.db
-        n = max(1, -(-counts[schema.NSYS_KERNEL] // KERNEL_CHUNK))
-        rows = fetch.slice_rows(counts[schema.NSYS_KERNEL], n)
-        return [fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM '
-                                   f'"{schema.NSYS_KERNEL}" WHERE {cond}', len(KERNEL_COLS), rows,
-                           f'SELECT {_raw(db, schema.NSYS_KERNEL, KERNEL_COLS)} FROM "{schema.NSYS_KERNEL}" '
-                           f"WHERE {cond}")
-                if columnar else
-                fetch.Task("ints", f'SELECT {_kernel_select(db)} FROM "{schema.NSYS_KERNEL}" WHERE {cond}',
-                           KERNEL_PACKED)
-                for cond in fetch.slices(db, schema.NSYS_KERNEL, n)]
+    def _kernels(self, counts: dict[str, int], columnar: bool) -> Iterator[dict[str, np.ndarray]]:
+        """The kernels' columns by :data:`KERNEL_COLS` name, a rowid slice of about :data:`KERNEL_CHUNK`
+        rows at a time (each made compact before the next is read: the table's 15 columns are never all
+        in memory at once)."""
+        db, table = self.db, schema.NSYS_KERNEL
+        n = max(1, -(-counts[table] // KERNEL_CHUNK))
+        rows = fetch.slice_rows(counts[table], n)
+        for cond in fetch.slices(db, table, n):
+            kc = None
+            if not columnar:  # (packed: fewer Python ints)
+                packed = fetch.Task(f'SELECT {_kernel_select(db)} FROM "{table}" WHERE {cond}', KERNEL_PACKED)
+                kc = _kernel_unpack(fetch.run_task(db, packed))
+            if kc is None:  # columnar, or a grid/block value too big to pack: the columns one by one
+                kc = dict(zip(KERNEL_COLS, fetch.run_task(db, _task(db, table, KERNEL_COLS, rows, cond)).T,
+                              strict=True))
+            yield kc
+            del kc  # (before the next slice is read)
 
-    def _copy_tasks(self, counts: dict[str, int]) -> list:
-        db = self.db
-        return [(name, fetch.Task("ints", f'SELECT {_cols(db, table, COPY_COLS)} FROM "{table}"', len(COPY_COLS),
-                                  counts[table], f'SELECT {_raw(db, table, COPY_COLS)} FROM "{table}"'))
-                for table, name in ((schema.NSYS_MEMCPY, "memcpy"), (schema.NSYS_MEMSET, "memset")) if counts[table]]
-
-    def _api_tasks(self, counts: dict[str, int], split: int) -> list:
+    def _api_tasks(self, counts: dict[str, int]) -> list[fetch.Task]:
         """The API calls some activity correlates to (none where either side lacks correlationId)."""
         db = self.db
         rcols = db.columns(schema.NSYS_RUNTIME)
@@ -1002,13 +997,7 @@ class NsysSource(PreparedSource):
         if "eventClass" in rcols:
             conds.append(f"(eventClass IN {schema.API_EVENT_CLASSES} OR eventClass IS NULL)")
         conds.append(f"correlationId IN ({' UNION ALL '.join(sources)})")
-        tasks = []
-        for cond in fetch.slices(db, schema.NSYS_RUNTIME, split):
-            where_ = f'"{schema.NSYS_RUNTIME}" WHERE {cond} AND {" AND ".join(conds)}'
-            tasks.append(fetch.Task("ints", f'SELECT {_cols(db, schema.NSYS_RUNTIME, API_COLS)} FROM {where_}',
-                                    len(API_COLS), fetch.slice_rows(counts[schema.NSYS_RUNTIME], split),
-                                    f'SELECT {_raw(db, schema.NSYS_RUNTIME, API_COLS)} FROM {where_}'))
-        return tasks
+        return [_task(db, schema.NSYS_RUNTIME, API_COLS, counts[schema.NSYS_RUNTIME], " AND ".join(conds))]
 
     def _load(self) -> Streamed:
         db = self.db
@@ -1020,7 +1009,7 @@ class NsysSource(PreparedSource):
         try:
             # the kernels are read here while a forked reader (if any) reads the ranges; without one,
             # the API calls in a forked worker meanwhile, where it pays
-            api = fetch.start(db, self._api_tasks(counts, 1), parallel and self._forked is None)
+            api = fetch.start(db, self._api_tasks(counts), parallel and self._forked is None)
             try:
                 acts = self._activities(counts, api, strings, columnar)
             finally:
@@ -1166,24 +1155,19 @@ class NsysSource(PreparedSource):
                                                                         "blockY", "blockZ")]
             cols["kmid"].append(_intern_rows([c["deviceId"], c["streamId"], *grid, nbytes, copyk], kmids))
 
-        for task in self._kernel_tasks(counts, columnar):
-            k = cast(np.ndarray, fetch.run_task(db, task))  # (an "ints" task: an array)
-            kc = dict(zip(KERNEL_COLS, k.T, strict=True)) if columnar else _kernel_unpack(k)
-            if kc is None:  # a grid/block value too big to pack: this slice's columns one by one
-                plain = fetch.Task("ints", task.sql.replace(_kernel_select(db), _cols(db, schema.NSYS_KERNEL,
-                                                                                       KERNEL_COLS)),
-                                   len(KERNEL_COLS))
-                kc = dict(zip(KERNEL_COLS, cast(np.ndarray, fetch.run_task(db, plain)).T, strict=True))
+        for kc in self._kernels(counts, columnar):
             n = len(kc["start"])
             long_ids = np.where(kc["demangledName"] >= 0, kc["demangledName"], kc["mangledName"])
             # integer stand-ins for what the record says as text: kind (0 kernel, 1 memcpy, 2 memset),
             # the name ids, the copy kind (memcpy: its copyKind or -1; memset: -2; kernel: -3)
             add(0, kc, kc["shortName"], long_ids, np.full(n, -1, dtype=np.int64), np.full(n, -3, dtype=np.int64))
-            del k, kc
-        for name, task in self._copy_tasks(counts):
-            mc = dict(zip(COPY_COLS, cast(np.ndarray, fetch.run_task(db, task)).T, strict=True))
-            code = mc["copyKind"] if name == "memcpy" else np.full(len(mc["start"]), -2, dtype=np.int64)
-            add(1 if name == "memcpy" else 2, mc, code, code, mc["bytes"], code)
+            del kc
+        for table, kind in ((schema.NSYS_MEMCPY, 1), (schema.NSYS_MEMSET, 2)):
+            if not counts[table]:
+                continue
+            mc = dict(zip(COPY_COLS, fetch.run_task(db, _task(db, table, COPY_COLS, counts[table])).T, strict=True))
+            code = mc["copyKind"] if kind == 1 else np.full(len(mc["start"]), -2, dtype=np.int64)
+            add(kind, mc, code, code, mc["bytes"], code)
         a = {}
         for c in list(cols):  # (one column at a time: its chunks are freed as it is made)
             v = cols.pop(c)
