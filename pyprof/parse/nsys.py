@@ -1017,23 +1017,22 @@ class NsysSource(PreparedSource):
         except BaseException:
             self._stop()
             raise
-        return Streamed(acts, windows, self.kind, self.stats, resolve_bare=self._legacy_texts, close=self._stop)
+        return Streamed(acts, windows, self.kind, self.stats, close=self._stop,
+                        resolve_bare=lambda: self._nvtx is not None and self._nvtx.legacy_texts())
 
-    def _legacy_texts(self) -> bool:
-        return self._nvtx.legacy_texts() if self._nvtx is not None else False
-
-    def _ranges(self, strings: dict[int, str | None], counts: dict[str, int], parallel: bool, columnar: bool):
+    def _ranges(self, strings: dict[int, str | None], counts: dict[str, int], parallel: bool,
+                columnar: bool) -> Iterator[RangeWindow]:
         """The NVTX range windows (:class:`_Nvtx`), read in a forked process where ``parallel``; a
         generator that ends with the warnings about them."""
         db = self.db
         ncols = db.columns(schema.NSYS_NVTX)
-        has_nvtx = counts[schema.NSYS_NVTX] and set(schema.NSYS_NVTX_NEEDS) <= set(ncols)
-        nvtx = None
-        if has_nvtx:
+        if counts[schema.NSYS_NVTX] and set(schema.NSYS_NVTX_NEEDS) <= set(ncols):
             # the Arrow reader takes the text as bytes only where SQLite stores UTF-8 (nsys always does)
             utf8 = str(db.execute("PRAGMA encoding")[0][0]).upper() == "UTF-8"
-            nvtx = self._nvtx = _Nvtx(self.path, ncols, strings, columnar and utf8, self._capture_end())
-        return self._windows(nvtx, parallel)
+            self._nvtx = _Nvtx(self.path, ncols, strings, columnar and utf8, self._capture_end())
+            if parallel and len(self._nvtx.slices) > 1:
+                self._forked = self._fork(self._nvtx)
+        return self._window_stream(self._nvtx, self._forked)
 
     def _capture_end(self) -> int | None:
         """When the capture ended (ns, the events' clock): ``ANALYSIS_DETAILS.duration``, where nsys ends
@@ -1045,14 +1044,17 @@ class NsysSource(PreparedSource):
         end = rows[0][0] if rows else None
         return end if type(end) is int and end > 0 else None
 
-    def _windows(self, nvtx: _Nvtx | None, parallel: bool) -> Iterator[RangeWindow]:
-        self._forked = self._fork(nvtx) if nvtx is not None and parallel and len(nvtx.slices) > 1 else None
-        return self._window_stream(nvtx, self._forked)
-
     def _stop(self) -> None:
         """The reader process (if any) ended, the connections closed."""
         if self._forked is not None:
-            self._reap(*self._forked)
+            # the forked reader ended (asked to by closing its pipe; terminated if it does not end). The
+            # pipe may be closed already: where this runs from the garbage collector (a parse that failed
+            # and was not closed, at interpreter exit), the connection's own finaliser can have closed its
+            # descriptor first, and closing it again is EBADF, not a problem to report
+            pid, conn = self._forked
+            with contextlib.suppress(OSError):
+                conn.close()
+            process.reap(pid, timeout=5)
             self._forked = None
         if self._nvtx is not None:
             self._nvtx.close()
@@ -1119,16 +1121,6 @@ class NsysSource(PreparedSource):
         pid = process.fork(child)
         theirs.close()
         return pid, conn
-
-    @staticmethod
-    def _reap(pid: int, conn) -> None:
-        """The forked reader ended (asked to by closing its pipe; terminated if it does not end). The
-        pipe may be closed already: where this runs from the garbage collector (a parse that failed
-        and was not closed, at interpreter exit), the connection's own finaliser can have closed its
-        descriptor first, and closing it again is EBADF, not a problem to report."""
-        with contextlib.suppress(OSError):
-            conn.close()
-        process.reap(pid, timeout=5)
 
     def _activities(self, counts: dict[str, int], api: fetch.Pending, strings: dict[int, str | None],
                     columnar: bool) -> Activities:
