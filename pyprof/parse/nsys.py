@@ -760,13 +760,9 @@ class _Nvtx:
 
     def windows(self) -> Iterator[RangeWindow]:
         """This process's windows, in table order, without the never-popped ranges (after :meth:`merge`
-        or :meth:`accept`); one where the ranges are not in start order. ``gidx`` and ``t_hi`` are left
-        for :func:`_in_order` to fill in."""
-        payloads = self._payloads()
-        if not self.ordered:
-            parts = list(payloads)
-            payloads = iter([_merge(parts)] if parts else [])
-        for cols, texts in payloads:
+        or :meth:`accept`). :func:`_in_order` makes them one where the ranges are not in start order, and
+        fills in ``gidx`` and ``t_hi``."""
+        for cols, texts in self._payloads():
             yield self._window(cols, texts)
 
     def _window(self, cols: dict, texts: list) -> RangeWindow:
@@ -829,17 +825,6 @@ def _intern(values: list, table: dict) -> np.ndarray:
 
 class _RealText(Exception):
     """A message stored as a REAL: the Arrow reader gives it as SQLite formats it, so sqlite3 reads."""
-
-
-def _merge(payloads: list) -> tuple:
-    """Windows read from a table not in start order, as one (this-window text numbers renumbered)."""
-    texts: list = []
-    parts = []
-    for cols, t in payloads:
-        value = np.where(cols["kind"] == 2, cols["value"] + len(texts), cols["value"])
-        parts.append({**cols, "value": value})
-        texts += t
-    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}, texts
 
 
 def _no_ranges() -> RangeWindow:
