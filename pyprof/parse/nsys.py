@@ -79,13 +79,13 @@ def nsys_version(db: Database) -> str:
                     extra.append(cast(str, meta["EXPORT_PLATFORM"]))  # (not None: checked above)
                 return f"{ver} ({', '.join(extra)})" if extra else str(ver)
     pattern = re.compile(r"nsight-systems/(\d{4}\.\d+(?:\.\d+)*)")
+    queries = []
     if {"name", "value"} <= set(db.columns("TARGET_INFO_SYSTEM_ENV")):
-        for (value,) in db.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'TargetInstallDir'"):
-            m = pattern.search(str(value or ""))
-            if m:
-                return f"{m.group(1)} (from install path)"
+        queries.append("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'TargetInstallDir'")
     if "value" in db.columns("StringIds"):
-        for (value,) in db.execute("SELECT value FROM StringIds WHERE value LIKE '%nsight-systems/%' LIMIT 20"):
+        queries.append("SELECT value FROM StringIds WHERE value LIKE '%nsight-systems/%' LIMIT 20")
+    for sql in queries:
+        for (value,) in db.execute(sql):
             m = pattern.search(str(value or ""))
             if m:
                 return f"{m.group(1)} (from install path)"
