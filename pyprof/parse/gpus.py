@@ -111,43 +111,38 @@ def _by_name(rows) -> dict[str, dict]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _kilo(v):
-    return v * 1000 if _num(v) is not None else None
-
-
-#: the CUPTI device record's property columns, as nvprof and nsys <= 2021.1 (TARGET_INFO_CUDA_GPU) store
-#: them (clock in kHz, bandwidth in kB/s)
+#: a device table's property columns (SMs, clock, bandwidth, memory, compute capability major and minor,
+#: warp size) and the unit of its clock and bandwidth: nsys 2021.2+ (Hz, bytes/s); the CUPTI device
+#: record, as nvprof and nsys <= 2021.1 (TARGET_INFO_CUDA_GPU) store it (kHz, kB/s)
+_NSYS_PROPS = ("smCount", "clockRate", "memoryBandwidth", "totalMemory", "computeMajor", "computeMinor",
+               "threadsPerWarp"), 1
 _CUPTI_PROPS = ("numMultiprocessors", "coreClockRate", "globalMemoryBandwidth", "globalMemorySize",
-                "computeCapabilityMajor", "computeCapabilityMinor", "numThreadsPerWarp")
+                "computeCapabilityMajor", "computeCapabilityMinor", "numThreadsPerWarp"), 1000
 
 
-def _cupti_device_rows(db: Database, table: str, key: str) -> list[tuple]:
-    """``(key, gpuProps)`` for each row of a CUPTI device table (``key``: the column naming the device)."""
-    cols = set(db.columns(table)) if db.has(table) else set()
-    if not {key, "numMultiprocessors", "computeCapabilityMajor", "computeCapabilityMinor"} <= cols:
+def _device_rows(db: Database, table: str, key: str, props: tuple[tuple[str, ...], int]) -> list[tuple]:
+    """``(key, gpuProps)`` for each row of a device table (``key``: the column naming the device)."""
+    names, unit = props
+    cols = set(db.columns(table))
+    if not {key, names[0], names[4], names[5]} <= cols:  # (SMs and compute capability: the least told)
         return []
-    have = [c if c in cols else "NULL" for c in (key, *_CUPTI_PROPS)]
-    return [(k, device_props(major, minor, sms, _kilo(clock), _kilo(bw), mem, warp))
+    have = [c if c in cols else "NULL" for c in (key, *names)]
+
+    def scaled(v):
+        return v * unit if _num(v) is not None else None
+
+    return [(k, device_props(major, minor, sms, scaled(clock), scaled(bw), mem, warp))
             for k, sms, clock, bw, mem, major, minor, warp in db.execute(
                 "SELECT " + ", ".join(have) + f' FROM "{table}"')]
 
 
 def nsys_gpu_props(db: Database) -> dict[str, dict]:
     """GPU name -> its ``gpuProps`` (see the module docstring); names without properties are absent."""
-    rows = []
-    cols = set(db.columns("TARGET_INFO_GPU"))
-    new = ("name", "smCount", "clockRate", "memoryBandwidth", "totalMemory", "computeMajor", "computeMinor",
-           "threadsPerWarp")
-    if {"name", "smCount", "computeMajor", "computeMinor"} <= cols:
-        have = [c if c in cols else "NULL" for c in new]
-        for name, sms, clock, bw, mem, major, minor, warp in db.execute(
-                "SELECT " + ", ".join(have) + " FROM TARGET_INFO_GPU"):
-            rows.append((name, device_props(major, minor, sms, clock, bw, mem, warp)))
-    rows += _cupti_device_rows(db, "TARGET_INFO_CUDA_GPU", "name")
-    return _by_name(rows)
+    return _by_name(_device_rows(db, "TARGET_INFO_GPU", "name", _NSYS_PROPS) +
+                    _device_rows(db, "TARGET_INFO_CUDA_GPU", "name", _CUPTI_PROPS))
 
 
 def nvprof_gpu_props(db: Database, devices: list, strings: dict[int, str | None]) -> list:
     """nvprof: ``gpuProps`` per activity device (CUPTI_ACTIVITY_KIND_DEVICE.id), None where unknown."""
-    by_id = dict(_cupti_device_rows(db, "CUPTI_ACTIVITY_KIND_DEVICE", "id"))
+    by_id = dict(_device_rows(db, "CUPTI_ACTIVITY_KIND_DEVICE", "id", _CUPTI_PROPS))
     return [by_id.get(d) if d is not None else None for d in devices]

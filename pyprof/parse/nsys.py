@@ -1175,9 +1175,11 @@ class NsysSource(PreparedSource):
         # the middle of a record: device ... copy kind (kmid), pid, tid, API name
         mcode, mfirst = group_codes([a["kmid"], pid, tid, api_name])
         kmid_rows = list(kmids)
-        gpus = self._gpu_names(pid[mfirst].tolist(), [kmid_rows[k][0] for k in a["kmid"][mfirst].tolist()])
-        mids = _mid_rows(kmid_rows, zip(a["kmid"][mfirst].tolist(), pid[mfirst].tolist(), tid[mfirst].tolist(),
-                                        api_name[mfirst].tolist(), gpus, strict=True), self._gpu_props(), strings)
+        pids, devices = pid[mfirst].tolist(), [kmid_rows[k][0] for k in a["kmid"][mfirst].tolist()]
+        gpus = self._optional("GPU names", lambda: nsys_gpu_names(self.db, pids, devices), [None] * len(pids))
+        props = self._optional("GPU properties", lambda: nsys_gpu_props(self.db), {})
+        mids = _mid_rows(kmid_rows, zip(a["kmid"][mfirst].tolist(), pids, tid[mfirst].tolist(),
+                                        api_name[mfirst].tolist(), gpus, strict=True), props, strings)
         del tid, api_name, mfirst
         a.pop("kmid")
         a["gt"], a["pid"], a["mcode"] = gt, pid, mcode.astype(np.int32)
@@ -1218,24 +1220,12 @@ class NsysSource(PreparedSource):
             return ("memcpy", label, label)
         return ("memset", "memset", "memset")
 
-    def _gpu_names(self, pids: list, devices: list) -> list:
-        """GPU name per activity (:func:`nsys_gpu_names`); nulls, with a warning, where the device tables
-        lack a column it reads: the names are optional, the records are not."""
+    def _optional(self, what: str, read, default):
+        """``read()`` (GPU names or properties: :func:`nsys_gpu_names`, :func:`nsys_gpu_props`), or
+        ``default``, with a warning, where the device tables lack a column it reads: ``what`` is
+        optional, the records are not."""
         try:
-            return nsys_gpu_names(self.db, pids, devices)
+            return read()
         except LayoutError as exc:
-            self.warnings.append(f"GPU names left out: {exc.problem.split(': ', 1)[-1]}")
-            return [None] * len(pids)
-
-    def _gpu_props(self) -> dict[str, dict]:
-        """GPU name -> its recorded properties (:func:`nsys_gpu_props`); none, with a warning, where the
-        device tables cannot be read: the properties are optional, the records are not."""
-        try:
-            return nsys_gpu_props(self.db)
-        except LayoutError as exc:
-            self.warnings.append(f"GPU properties left out: {exc.problem.split(': ', 1)[-1]}")
-            return {}
-
-    def prepared(self, split: bool = False) -> Streamed:
-        """Everything but the ranges read, which stream window by window (``split`` is not used)."""
-        return self._load()
+            self.warnings.append(f"{what} left out: {exc.problem.split(': ', 1)[-1]}")
+            return default
