@@ -23,7 +23,7 @@ import bisect
 import functools
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeGuard
 
 import orjson
@@ -203,14 +203,7 @@ def _pyprof(text: str) -> TextInfo:
     else:  # range: pyprof.range("attn") names a layer, as a `layer:attn` range does
         name = (f.text("name") or "").strip()
         info = TextInfo("layer", layer=markers.layer_name(name) or name) if name else TextInfo("plain")
-    return info if not f.bad else _damaged(info)
-
-
-def _damaged(info: TextInfo) -> TextInfo:
-    """``info`` counted as a malformed marker: a field of it had the wrong type and was left out."""
-    from dataclasses import replace
-
-    return replace(info, malformed=True)
+    return replace(info, malformed=True) if f.bad else info  # (a field of the wrong type, left out)
 
 
 def _legacy(text: str) -> TextInfo:
@@ -224,7 +217,7 @@ def _legacy(text: str) -> TextInfo:
         info = TextInfo("trace", trace=tuple(reversed(t)) if t is not None else None)
     else:
         info = TextInfo("op", mod=f.text("mod"), op=f.text("op"), args=f.get("args", "args"))
-    return info if not f.bad else _damaged(info)
+    return replace(info, malformed=True) if f.bad else info
 
 
 #: ``link``: which case of the linking rule named a record's op (docs/records.md, ``pyprof.records``):
@@ -290,22 +283,17 @@ def looks_like_legacy_emit_nvtx(texts) -> bool:
 class Decoded:
     """Decoded fields of one open-range set. ``fields`` goes into the record as is (shared: never mutate);
     ``op_pos`` is the index of the range that is the op instance (for ``opId``), ``link_seq`` the seq a
-    backward kernel links by, ``fwd`` what a forward range registers for backward kernels."""
+    backward kernel links by, ``malformed`` how many of the ranges are malformed markers."""
 
     fields: dict[str, Any]
     op_pos: int | None = None
     link_seq: int | None = None
     malformed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _unique(values):
-    seen, out = set(), []
-    for v in values:
-        if v not in seen:
-            seen.add(v)
-            out.append(v)
-    return out
+def _unique(values) -> list:
+    """``values`` without repeats, in order."""
+    return list(dict.fromkeys(values))
 
 
 class _Scan:
@@ -593,10 +581,8 @@ class BackwardLinker:
         if not self._frozen:
             self.freeze()
         entry = self._by_key.get((pid, seq, tid)) if tid is not None else None
-        if entry is not None and (time is None or entry[0][0] <= time):
-            times, values = entry
-            return values[-1] if time is None else values[bisect.bisect_right(times, time) - 1]
-        entry = self._by_key.get((pid, seq))
+        if entry is None or (time is not None and entry[0][0] > time):
+            entry = self._by_key.get((pid, seq))
         if not entry:
             return None
         times, values = entry
