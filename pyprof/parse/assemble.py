@@ -270,12 +270,7 @@ def join_first(left_keys: np.ndarray, right_keys: np.ndarray) -> np.ndarray:
 def take(values: np.ndarray, idx: np.ndarray, fill=-1) -> np.ndarray:
     """``values[idx]`` with ``fill`` where ``idx`` is -1 (object arrays get None)."""
     values = np.asarray(values)
-    if values.dtype == object:
-        out = np.empty(len(idx), dtype=object)
-        ok = idx >= 0
-        out[ok] = values[idx[ok]]
-        return out
-    out = np.full(len(idx), fill, dtype=values.dtype)
+    out = np.empty(len(idx), dtype=object) if values.dtype == object else np.full(len(idx), fill, values.dtype)
     ok = idx >= 0
     out[ok] = values[idx[ok]]
     return out

@@ -266,28 +266,19 @@ class Database:
             return 0
         return int(self.execute(f'SELECT COUNT(*) FROM "{table}"')[0][0])
 
-    def select(self, table: str, wanted: dict[str, str], where: str = "") -> pd.DataFrame:
+    def select(self, table: str, wanted: dict[str, str]) -> pd.DataFrame:
         """Read ``table`` into a DataFrame with the columns named by ``wanted`` ({output: column}).
 
         A column missing from this export's layout reads as nulls; an absent table as zero rows.
-        Column names are SQL expressions over existing columns only when written as ``expr:...``.
         (nvprof's reader uses it; pandas is imported here, so that the Nsight reader never loads it.)
         """
         import pandas as pd
 
         present = set(self.columns(table))
-        exprs = []
-        for out, col in wanted.items():
-            if col.startswith("expr:"):
-                exprs.append(f"{col[5:]} AS {out}")
-            elif col in present:
-                exprs.append(f'"{col}" AS {out}')
-            else:
-                exprs.append(f"NULL AS {out}")
         if not present:
             return pd.DataFrame({out: pd.Series([], dtype="object") for out in wanted})
-        sql = f'SELECT {", ".join(exprs)} FROM "{table}"' + (f" WHERE {where}" if where else "")
-        rows = self.execute(sql)
+        exprs = ", ".join(f'"{col}" AS {out}' if col in present else f"NULL AS {out}" for out, col in wanted.items())
+        rows = self.execute(f'SELECT {exprs} FROM "{table}"')
         return pd.DataFrame.from_records(rows, columns=list(wanted), coerce_float=False)
 
     def strings(self, table: str, key: str = "id", value: str = "value") -> dict[int, str | None]:
