@@ -61,8 +61,6 @@ def escaped() -> int:
     return _escaped[0]
 
 
-_lenient = text
-
 
 class LayoutError(InputError):
     """The export lacks a table or column a statement reads: a layout the reader does not know (not
@@ -133,7 +131,7 @@ def integrity_problem(path: str | os.PathLike) -> str | None:
     try:
         con = sqlite3.connect(sqlite_uri(path), uri=True)
         try:
-            con.text_factory = _lenient
+            con.text_factory = text
             rows = con.execute("PRAGMA quick_check(1)").fetchall()
         finally:
             con.close()
@@ -186,7 +184,7 @@ class Database:
             with translate_errors(self.path):
                 self._conn = sqlite3.connect(sqlite_uri(self.path), uri=True, check_same_thread=False)
                 self.conn: sqlite3.Connection = self._conn
-                self.conn.text_factory = _lenient
+                self.conn.text_factory = text
                 # tables only: an exporter writes no views, and a view (a recursive one named like a CUPTI
                 # table, say) could make a plain SELECT run for ever; SQLite's own tables left out. The
                 # views' names are kept, to say why such a table is not read (view_problem)
@@ -291,15 +289,16 @@ class Database:
         return {k: as_text(v) for k, v in rows if type(k) is int}  # (a damaged row's id may be no integer)
 
 
-def absent_optional(db: Database, wanted: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
-    """Per table that holds rows, the optional columns of ``wanted`` it lacks: the readers read them as
-    nulls, and say so in one warning (:func:`absent_warning`)."""
-    out = {t: db.missing(t, cols) for t, cols in wanted.items()}
-    return {t: cols for t, cols in out.items() if cols}
-
-
-def absent_warning(absent: dict[str, list[str]]) -> str:
-    """The warning for :func:`absent_optional`'s columns, table by table."""
+def check_columns(db: Database, essential: Mapping[str, Iterable[str]],
+                  optional: Mapping[str, Iterable[str]]) -> str | None:
+    """Raise a one-line :class:`LayoutError` where a table that holds rows lacks an ``essential`` column
+    (a kernel's or copy's start and end); else the one warning naming, table by table, the ``optional``
+    columns the tables with rows lack (the readers read them as nulls), or None."""
+    for table, cols in essential.items():
+        db.require(table, cols, "every kernel and copy needs its start and end")
+    absent = {t: missing for t, cols in optional.items() if (missing := db.missing(t, cols))}
+    if not absent:
+        return None
     shown = "; ".join(f"{t}.{', '.join(cols)}" if len(cols) == 1 else f"{t}.({', '.join(cols)})"
                       for t, cols in absent.items())
     return f"the export lacks column(s) {shown}: they read as null in the records"

@@ -51,9 +51,8 @@ from pyprof.parse.assemble import (
 from pyprof.parse.db import (
     Database,
     LayoutError,
-    absent_optional,
-    absent_warning,
     as_text,
+    check_columns,
     damaged,
     escaped,
     sqlite_uri,
@@ -926,11 +925,9 @@ class NsysSource(PreparedSource):
         """Fail on an absent essential column (one line naming it); warn once about absent optional
         ones, and when NVTX_EVENTS lacks what every range needs."""
         db = self.db
-        for table, cols in schema.NSYS_ESSENTIAL.items():
-            db.require(table, cols, "every kernel and copy needs its start and end")
-        absent = absent_optional(db, _optional_columns())
+        absent = check_columns(db, schema.NSYS_ESSENTIAL, _optional_columns())
         if absent:
-            self.warnings.append(absent_warning(absent))
+            self.warnings.append(absent)
         lacking = [c for c in schema.NSYS_NVTX_NEEDS if c not in db.columns(schema.NSYS_NVTX)]
         if has_nvtx_rows and lacking:
             self.warnings.append(f"table {schema.NSYS_NVTX} has no column {lacking[0]!r}: its NVTX ranges cannot "

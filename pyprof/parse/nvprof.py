@@ -30,7 +30,7 @@ from pyprof.parse.assemble import (
     take,
     text_labels,
 )
-from pyprof.parse.db import Database, absent_optional, absent_warning, as_text
+from pyprof.parse.db import Database, as_text, check_columns
 from pyprof.parse.demangle import demangle, short_name
 from pyprof.parse.gpus import nvprof_gpu_names, nvprof_gpu_props
 
@@ -94,14 +94,6 @@ class NvprofSource(PreparedSource):
         self.version = f"v{as_text(rows[0][0])}" if rows and rows[0] else "unknown"
         self.warnings: list[str] = []
         self.stats = Stats(warnings=self.warnings)
-
-    def _check_layout(self) -> None:
-        """Fail on an absent essential column (one line naming it); warn once about absent optional ones."""
-        for table, cols in schema.NVPROF_ESSENTIAL.items():
-            self.db.require(table, cols, "every kernel and copy needs its start and end")
-        absent = absent_optional(self.db, _optional_columns())
-        if absent:
-            self.warnings.append(absent_warning(absent))
 
     def _kernels(self, strings: dict[int, str | None]) -> pd.DataFrame:
         frames = [self.db.select(t, KERNEL_WANT) for t in schema.NVPROF_KERNEL_TABLES]
@@ -183,7 +175,9 @@ class NvprofSource(PreparedSource):
         return r[["thread", "pid", "start", "end", "text", "domain"]]
 
     def _load(self) -> Streamed:
-        self._check_layout()
+        absent = check_columns(self.db, schema.NVPROF_ESSENTIAL, _optional_columns())
+        if absent:
+            self.warnings.append(absent)
         strings = self.db.strings(schema.NVPROF_STRINGS, "_id_", "value")
         acts = pd.concat([self._kernels(strings), *self._copies()], ignore_index=True, sort=False)
         # every record column present (a database without copies gives kernels only: no bytes or copy
