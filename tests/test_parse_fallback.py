@@ -134,7 +134,7 @@ def test_a_failing_arrow_reader_hands_the_query_to_sqlite3(tmp_path, monkeypatch
 
     with monkeypatch.context() as m:
         m.setattr(adbc_driver_sqlite if where == "connect" else nanoarrow,
-                  "connect" if where == "connect" else "ArrayStream", fail)
+                  "connect" if where == "connect" else "c_array_stream", fail)
         m.setattr(fetch, "ARROW_MIN_ROWS", 0)
         assert fetch.read_ints_arrow(str(src), "SELECT 1", 1) is None
         parse_file(str(src), str(tmp_path / "failed.dict"))

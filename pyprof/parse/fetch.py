@@ -68,27 +68,14 @@ def arrow_available() -> bool:
 def read_ints_arrow(path: str, sql: str, ncols: int, alloc=None, null: int | None = None) -> np.ndarray | None:
     """An integer query's rows as an int64 (n, ncols) Fortran array through ADBC, or None when that
     reader is unavailable or unsuitable (the caller then reads through sqlite3). ``alloc(shape)``, if
-    given, supplies the array to fill (see :func:`run`). Any failure on this path (the extra absent or
+    given, supplies the array to fill (see :func:`start`). Any failure on this path (the extra absent or
     broken, the driver refusing the file or the query, a column that is not int64, or holds nulls where
     ``null`` is None) is a None: sqlite3 then reads the query and reports what is really wrong with the
     file. Nulls read as ``null`` where it is given. The columns are copied straight from the Arrow
     buffers of each batch (no Python object per value)."""
     try:
-        import adbc_driver_manager
-        import adbc_driver_sqlite
-        import nanoarrow
-
-        parts = []
-        with adbc_driver_sqlite.connect(sqlite_uri(path)) as adb, adbc_driver_manager.AdbcConnection(adb) as conn, \
-                adbc_driver_manager.AdbcStatement(conn) as stmt:
-            stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(ARROW_BATCH)})
-            stmt.set_sql_query(sql)
-            handle, _ = stmt.execute_query()
-            for chunk in nanoarrow.ArrayStream(handle).iter_chunks():
-                view = nanoarrow.c_array(chunk).view()
-                if view.n_children != ncols:
-                    return None
-                parts.append([arrow_ints(view, j, null) for j in range(ncols)])
+        with ArrowReader(path) as reader:
+            parts = [[arrow_ints(view, j, null) for j in range(ncols)] for view in reader.batches(sql)]
     except Exception:  # noqa: BLE001 - ImportError or any driver failure: the sqlite3 reader takes over
         return None
     shape = (sum(len(p[0]) for p in parts), ncols)
