@@ -71,7 +71,7 @@ def test_arrow_reader_declines_what_is_not_int64(tmp_path):
 
 
 def test_workers_hand_back_results_in_shared_memory(tmp_path):
-    """Forked workers fill the mappings made for them; results equal in-process reads, and a result
+    """A forked worker fills the mapping made for it; results equal in-process reads, and a result
     larger than its task's announced bound still arrives (pickled)."""
     db = tmp_path / "t.sqlite"
     con = sqlite3.connect(db)
@@ -86,12 +86,12 @@ def test_workers_hand_back_results_in_shared_memory(tmp_path):
                  fetch.Task("SELECT a, b FROM t", 2, 10),  # bound too small: pickled instead
                  fetch.Task("SELECT COUNT(*) FROM t", 1)]  # bound unknown: pickled
         with process.owning():
-            par = fetch.start(d, tasks, parallel=True).results()
-        seq = fetch.start(d, tasks, parallel=False).results()
+            par = [fetch.start(d, t, parallel=True).result() for t in tasks]
+        seq = [fetch.start(d, t, parallel=False).result() for t in tasks]
     assert np.array_equal(par[0], seq[0]) and par[0].shape == (30_000, 2)
     assert np.array_equal(par[1], seq[1]) and par[1].shape == (50_000, 2)
     assert par[2].tolist() == seq[2].tolist() == [[50_000]]
-    assert not fetch._SHARED
+    assert fetch._SHARED == [None]
 
 
 @pytest.mark.parametrize("name", FILES)

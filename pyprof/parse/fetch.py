@@ -13,17 +13,16 @@ things help:
   open the file, fails in any other way, or gives anything but int64 columns (SQLite columns are
   untyped: a REAL or TEXT value in an integer column makes it promote the whole column), the same query
   is read again through sqlite3, so results never depend on which reader ran;
-* reading several rowid slices of the big tables at once in forked worker processes (each opens its
-  own read-only connections), only where :func:`pyprof.process.can_fork` allows it (``pyprof parse``;
-  not a library call in someone else's process). Small exports are read in-process: forking costs
-  more than it saves.
+* reading a big query in a forked worker process (it opens its own read-only connection) while this
+  one reads another, only where :func:`pyprof.process.can_fork` allows it (``pyprof parse``; not a
+  library call in someone else's process). Small exports are read in-process: forking costs more
+  than it saves.
 """
 
 from __future__ import annotations
 
 import itertools
 import mmap
-import os
 from dataclasses import dataclass
 from typing import cast
 
@@ -223,17 +222,17 @@ def run_task(db: Database, task: Task, alloc=None) -> np.ndarray:
     return read_ints(db, task.sql, task.ncols)
 
 
-#: per task of the running :func:`run`: an anonymous shared mapping the forked worker fills (or None)
-_SHARED: list = []
+#: the anonymous shared mapping the worker :func:`start` forks fills (None: none)
+_SHARED: list = [None]
 
 
 def _shared_view(buf, shape: tuple) -> np.ndarray:
     return np.ndarray(shape, dtype=np.int64, buffer=buf, order="F")
 
 
-def _run(path: str, task: Task, slot: int):
-    """Worker side: the result, or ("shared", shape) once it sits in this task's shared mapping."""
-    buf = _SHARED[slot] if slot < len(_SHARED) else None
+def _run(path: str, task: Task):
+    """Worker side: the result, or ("shared", shape) once it sits in the shared mapping."""
+    buf = _SHARED[0]
 
     def alloc(shape):
         if buf is not None and shape[0] * shape[1] * 8 <= len(buf):
@@ -281,20 +280,17 @@ def slices(db: Database, table: str, n: int) -> list[str]:
 
 
 class Pending:
-    """Tasks under way in forked workers (:func:`start`), or to run here when their results are asked."""
+    """A task under way in a forked worker (:func:`start`), or to run here when its result is asked for."""
 
-    def __init__(self, db: Database, tasks: list[Task], pool=None, futures=None, shared=None):
-        self.db, self.tasks, self._pool, self._futures, self._shared = db, tasks, pool, futures, shared
+    def __init__(self, db: Database, task: Task, pool=None, future=None, shared=None):
+        self.db, self.task, self._pool, self._future, self._shared = db, task, pool, future, shared
 
-    def results(self) -> list:
+    def result(self) -> np.ndarray:
         if self._pool is None:
-            return [run_task(self.db, t) for t in self.tasks]
+            return run_task(self.db, self.task)
         try:
-            out = []
-            for i, f in enumerate(self._futures):
-                how, val = f.result()
-                out.append(_shared_view(self._shared[i], val) if how == "shared" else val)
-            return out
+            how, val = self._future.result()
+            return _shared_view(self._shared, val) if how == "shared" else val
         finally:
             self.close()
 
@@ -304,23 +300,20 @@ class Pending:
             self._pool = None
 
 
-def start(db: Database, tasks: list[Task], parallel: bool) -> Pending:
-    """``tasks`` started in forked workers (as many as tasks, up to the CPUs) when
-    ``parallel`` and the process is pyprof's to fork, so that this process can go on meanwhile; else
-    left to run here when their results are asked for."""
-    if not parallel or not tasks or not process.can_fork():
-        return Pending(db, tasks)
-    # Results travel back through anonymous shared mappings, made before the workers are forked so they
-    # inherit them: pickling ~0.5 GB of columns through a pipe cost ~1.4 s of a 1M-kernel parse. A
+def start(db: Database, task: Task, parallel: bool) -> Pending:
+    """``task`` started in a forked worker when ``parallel`` and the process is pyprof's to fork, so
+    that this process can go on meanwhile; else left to run here when its result is asked for."""
+    if not parallel or not process.can_fork():
+        return Pending(db, task)
+    # The result travels back through an anonymous shared mapping, made before the worker is forked so
+    # it inherits it: pickling ~0.5 GB of columns through a pipe cost ~1.4 s of a 1M-kernel parse. A
     # mapping reserves address space only; pages exist once the worker writes them.
-    shared = [mmap.mmap(-1, t.rows * t.ncols * 8) if t.rows else None for t in tasks]
-    _SHARED[:] = shared
+    shared = _SHARED[0] = mmap.mmap(-1, task.rows * task.ncols * 8) if task.rows else None
     try:
-        pool = process.pool(min(len(tasks), os.cpu_count() or 1))  # (forked: can_fork() holds)
+        pool = process.pool(1)  # (forked: can_fork() holds)
         if pool is None:
-            return Pending(db, tasks)
-        futures = [pool.submit(_run, db.path, t, i) for i, t in enumerate(tasks)]
-        # (the workers are forked by the first submit: they have their mappings)
+            return Pending(db, task)
+        future = pool.submit(_run, db.path, task)  # (the worker is forked by the submit: it has the mapping)
     finally:
-        _SHARED.clear()  # the arrays keep their own mappings alive
-    return Pending(db, tasks, pool, futures, shared)
+        _SHARED[0] = None  # the array keeps its own mapping alive
+    return Pending(db, task, pool, future, shared)

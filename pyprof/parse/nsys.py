@@ -966,7 +966,7 @@ class NsysSource(PreparedSource):
             yield kc
             del kc  # (before the next slice is read)
 
-    def _api_tasks(self, counts: dict[str, int]) -> list[fetch.Task]:
+    def _api_task(self, counts: dict[str, int]) -> fetch.Task | None:
         """The API calls some activity correlates to (none where either side lacks correlationId)."""
         db = self.db
         rcols = db.columns(schema.NSYS_RUNTIME)
@@ -974,12 +974,12 @@ class NsysSource(PreparedSource):
                                                                  schema.NSYS_MEMSET)
                    if counts[t] and "correlationId" in db.columns(t)]
         if not (counts[schema.NSYS_RUNTIME] and "correlationId" in rcols and sources):
-            return []
+            return None
         conds = []
         if "eventClass" in rcols:
             conds.append(f"(eventClass IN {schema.API_EVENT_CLASSES} OR eventClass IS NULL)")
         conds.append(f"correlationId IN ({' UNION ALL '.join(sources)})")
-        return [_task(db, schema.NSYS_RUNTIME, API_COLS, counts[schema.NSYS_RUNTIME], " AND ".join(conds))]
+        return _task(db, schema.NSYS_RUNTIME, API_COLS, counts[schema.NSYS_RUNTIME], " AND ".join(conds))
 
     def _load(self) -> Streamed:
         db = self.db
@@ -991,11 +991,13 @@ class NsysSource(PreparedSource):
         try:
             # the kernels are read here while a forked reader (if any) reads the ranges; without one,
             # the API calls in a forked worker meanwhile, where it pays
-            api = fetch.start(db, self._api_tasks(counts), parallel and self._forked is None)
+            task = self._api_task(counts)
+            api = fetch.start(db, task, parallel and self._forked is None) if task is not None else None
             try:
                 acts = self._activities(counts, api, strings, columnar)
             finally:
-                api.close()
+                if api is not None:
+                    api.close()
         except BaseException:
             self._stop()
             raise
@@ -1104,7 +1106,7 @@ class NsysSource(PreparedSource):
         theirs.close()
         return pid, conn
 
-    def _activities(self, counts: dict[str, int], api: fetch.Pending, strings: dict[int, str | None],
+    def _activities(self, counts: dict[str, int], api: fetch.Pending | None, strings: dict[int, str | None],
                     columnar: bool) -> Activities:
         """Kernels, copies and their API calls -> :class:`Activities` (in output order). Each slice of
         kernels is made compact as it is read: what repeats (kind and names; device, stream, grid, block,
@@ -1149,12 +1151,9 @@ class NsysSource(PreparedSource):
             del v
         pid, corr = a.pop("pid"), a["corr"]
         # the API call: same correlationId and pid; first row wins (backtrace duplicates are filtered)
-        parts = api.results()
-        ac = {}
-        for j, c in enumerate(API_COLS):  # (views of a single part: its columns are contiguous)
-            ac[c] = parts[0][:, j] if len(parts) == 1 else \
-                np.concatenate([p[:, j] for p in parts]) if parts else np.zeros(0, np.int64)
-        del parts
+        rows = api.result() if api is not None else np.zeros((0, len(API_COLS)), np.int64)
+        ac = {c: rows[:, j] for j, c in enumerate(API_COLS)}  # (views: a read's columns are contiguous)
+        del rows
         a_pid = (ac["globalTid"] >> PID_SHIFT) & ID_MASK
         a_corr = ac.pop("correlationId")
         idx = join_first((corr << 24) | pid, (a_corr << 24) | a_pid) if len(a_pid) else \
