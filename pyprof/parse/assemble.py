@@ -69,41 +69,15 @@ def pylist(values) -> list:
     if arr.dtype == object:
         import pandas as pd  # (object columns are nvprof's, which reads through pandas anyway)
 
-        mask = pd.isna(arr)
-        if not mask.any():
-            return arr.tolist()
-        return [None if m else v for v, m in zip(arr.tolist(), mask.tolist(), strict=True)]
-    if arr.dtype.kind in "iu":
-        out = arr.tolist()
-        if (arr < 0).any():
-            out = [None if v < 0 else v for v in out]
-        return out
-    if arr.dtype.kind == "f":
-        mask = np.isnan(arr)
-        vals = np.where(mask, 0, arr).astype(np.int64).tolist()
-        if not mask.any():
-            return vals
-        return [None if m else v for v, m in zip(vals, mask.tolist(), strict=False)]
-    if arr.dtype.kind == "b":
+        null, vals = pd.isna(arr), arr.tolist()
+    elif arr.dtype.kind in "iu":
+        null, vals = arr < 0, arr.tolist()
+    elif arr.dtype.kind == "f":
+        null = np.isnan(arr)
+        vals = np.where(null, 0, arr).astype(np.int64).tolist()
+    else:  # (booleans: no nulls)
         return arr.tolist()
-    return [None if v is None else v for v in arr.tolist()]
-
-
-def text_labels(ranges: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
-    """(text, domain) columns -> label id per range and the list of distinct (text, domain) pairs."""
-    import pandas as pd  # (nvprof's ranges)
-
-    tcodes, texts = pd.factorize(ranges["text"], use_na_sentinel=False)
-    dcodes, domains = pd.factorize(ranges["domain"], use_na_sentinel=False)
-    combo = tcodes.astype(np.int64) * (len(domains) + 1) + dcodes
-    lcodes, luniq = pd.factorize(combo)
-    labels = []
-    for key in np.asarray(luniq).tolist():
-        t, d = divmod(key, len(domains) + 1)
-        text, domain = texts[t], domains[d]
-        labels.append((None if text is None or text != text else str(text),
-                       None if domain is None or domain != domain else str(domain)))
-    return lcodes.astype(np.int64), labels
+    return [None if m else v for v, m in zip(vals, null.tolist(), strict=True)] if null.any() else vals
 
 
 def op_range(r: int, sid: int, decoded: dict, st, labels: list, bare_names) -> int | None:

@@ -28,7 +28,6 @@ from pyprof.parse.assemble import (
     join_first,
     pylist,
     take,
-    text_labels,
 )
 from pyprof.parse.db import Database, as_text, check_columns
 from pyprof.parse.demangle import demangle, short_name
@@ -230,6 +229,9 @@ def _activities(acts: pd.DataFrame) -> Activities:
 def _window(ranges: pd.DataFrame) -> RangeWindow:
     """Every range of the database as one window (each range's index its kernels' ``opId``)."""
     n = len(ranges)
-    label, labels = text_labels(ranges) if n else (np.zeros(0, np.int64), [])
+    cols = [ranges["text"].to_numpy(), ranges["domain"].to_numpy()]
+    label, first = group_codes(cols)  # (a label per distinct (text, domain), numbered as first met)
+    labels = [(None if t is None else str(t), None if d is None else str(d))
+              for t, d in zip(*(pylist(c[first]) for c in cols), strict=True)]
     return RangeWindow(ranges["thread"].to_numpy(np.int64), ranges["start"].to_numpy(np.int64),
                        ranges["end"].to_numpy(np.int64), np.arange(n, dtype=np.int64), label, labels, None)
