@@ -44,7 +44,6 @@ class Stats:
     kernels: int = 0
     copies: int = 0
     attributed: int = 0
-    ranges: int = 0
     malformed: int = 0
     warnings: list[str] = field(default_factory=list)
     dropped: dict = field(default_factory=dict)
@@ -95,30 +94,6 @@ def op_range(r: int, sid: int, decoded: dict, st, labels: list, bare_names) -> i
         r = int(st.r_parent[r])
         up -= 1
     return r if r >= 0 else None
-
-
-def forward_ranges(rows, r_sid, parents, r_label, seqs_of_label: list, labels: list, st, bare_names,
-                   decoded: dict, needed: set | None = None) -> Iterator[tuple[int, set, dict, int | None]]:
-    """The forward ranges among ``rows`` that open a sequence number their parent range does not (only
-    those in ``needed``, where given), for a backward linker: (range, those sequence numbers, the
-    forward fields of its stack, its op instance's range from :func:`op_range`)."""
-    fwd_cache: dict[int, dict] = {}
-    for r in rows:
-        sid = int(r_sid[r])
-        if sid < 0:
-            continue
-        own = set(seqs_of_label[r_label[r]])
-        if needed is not None:
-            own &= needed
-        p = int(parents[r])
-        if p >= 0:
-            own -= set(seqs_of_label[r_label[p]])
-        if not own:
-            continue
-        f = fwd_cache.get(sid)
-        if f is None:
-            f = fwd_cache[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare_names)
-        yield r, own, f, op_range(r, sid, decoded, st, labels, bare_names)
 
 
 def group_codes(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -327,9 +302,7 @@ class _WindowLinker:
         touched: dict[tuple, None] = {}
         for pid, seq, time, value in entries:
             key = (pid, seq)
-            times_vals = self._by_key.get(key)
-            if times_vals is None:
-                times_vals = self._by_key[key] = ([], [])
+            times_vals = self._by_key.setdefault(key, ([], []))
             if key not in touched:
                 touched[key] = None
                 if len(times_vals[0]) > 1:
@@ -378,7 +351,7 @@ class Streamed:
         self._resolve_bare = resolve_bare
         stats.kernels = int(acts.is_kernel.sum())
         stats.copies = n - stats.kernels
-        stats.ranges = stats.attributed = stats.malformed = 0
+        stats.attributed = stats.malformed = 0
         self.op_id = np.full(n, -1, dtype=np.int64)
         self.sub_seq = np.full(n, -1, dtype=np.int32)
         self.fwin = np.full(n, -1, dtype=np.int32)  # window of a row's fields (-1: no ranges open)
@@ -492,7 +465,6 @@ class Streamed:
         r = tuple(np.asarray(c, dtype=np.int64) for c in cols)
         bare = self._bare_for(win.labels)
         new_lab, stats = r[4][nc:], self.stats
-        stats.ranges += len(new_lab)
         count(stats.dropped, BACKWARDS, int((r[2][nc:] < r[1][nc:]).sum()))  # (the sweep skips them)
         if len(new_lab) and labels:
             bad = np.array([dec.classify(t, bare).malformed for t, _ in labels], dtype=bool)
@@ -534,15 +506,25 @@ class Streamed:
         seqs_of_label = [dec.forward_seqs(t, bare) for t, _ in labels]
         reg = np.array([bool(s) if needed is None else bool(set(s) & needed) for s in seqs_of_label], dtype=bool)
         new = nc + np.flatnonzero(reg[r_label[nc:]]) if len(labels) else np.zeros(0, np.int64)
-        if len(new):
-            entries = []
-            for r, own, f, op in forward_ranges(new.tolist(), st.r_sid, st.r_parent, r_label, seqs_of_label, labels,
-                                                st, bare, decoded, needed):
-                value = (f, int(r_gidx[op]) if op is not None else None)
-                pid = self._range_pid(int(r_thread[r]))
-                for seq in own:
-                    entries.append((pid, seq, int(r_start[r]), value))
-            linker.add_window(entries)
+        entries = []
+        fwd_of_sid: dict[int, dict] = {}
+        for r in new.tolist():  # each forward range opening a sequence number its parent range does not
+            sid, p = int(st.r_sid[r]), int(st.r_parent[r])
+            own = set(seqs_of_label[r_label[r]])
+            if needed is not None:
+                own &= needed
+            if p >= 0:
+                own -= set(seqs_of_label[r_label[p]])
+            if sid < 0 or not own:
+                continue
+            f = fwd_of_sid.get(sid)
+            if f is None:
+                f = fwd_of_sid[sid] = dec.forward_fields([labels[x][0] for x in st.stack_labels[sid]], bare)
+            op = op_range(r, sid, decoded, st, labels, bare)
+            value = (f, int(r_gidx[op]) if op is not None else None)
+            pid = self._range_pid(int(r_thread[r]))
+            entries += [(pid, seq, int(r_start[r]), value) for seq in own]
+        linker.add_window(entries)
         if not link_of_sid:
             return
         want = np.flatnonzero(np.isin(st.q_sid, np.fromiter(link_of_sid, dtype=np.int64)))
