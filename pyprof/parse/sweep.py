@@ -170,12 +170,8 @@ def _nested(s: np.ndarray, e: np.ndarray, depth: np.ndarray):
 def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time, thread_name=str) -> Stacks:
     """Sweep ranges against queries (all numpy arrays; threads and labels are ints). ``thread_name``: a
     thread's key as a limit's error line names it."""
-    r_thread = np.asarray(r_thread, dtype=np.int64)
-    r_start = np.asarray(r_start, dtype=np.int64)
-    r_end = np.asarray(r_end, dtype=np.int64)
-    r_label = np.asarray(r_label, dtype=np.int64)
-    q_thread = np.asarray(q_thread, dtype=np.int64)
-    q_time = np.asarray(q_time, dtype=np.int64)
+    r_thread, r_start, r_end, r_label, q_thread, q_time = (np.asarray(x, dtype=np.int64) for x in (
+        r_thread, r_start, r_end, r_label, q_thread, q_time))
     nr, nq = len(r_start), len(q_time)
     r_depth = np.full(nr, -1, dtype=np.int64)
     r_parent = np.full(nr, -1, dtype=np.int64)
@@ -186,12 +182,7 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time, thread_name
     valid = r_end > r_start
     order = np.lexsort((-r_end, r_start, r_thread))
     order = order[valid[order]]
-    if len(order):
-        th_sorted = r_thread[order]
-        bounds = np.flatnonzero(np.diff(th_sorted)) + 1
-        groups = np.split(order, bounds)
-    else:
-        groups = []
+    groups = np.split(order, np.flatnonzero(np.diff(r_thread[order])) + 1) if len(order) else []  # per thread
     q_order = np.argsort(q_thread, kind="stable")
     q_th_sorted = q_thread[q_order]
     for g in groups:
