@@ -372,11 +372,14 @@ class _Nvtx:
             self._sqlite.text_factory = bytes
         return self._sqlite
 
-    def close(self) -> None:
+    def _close_arrow(self) -> None:
         if self._reader is not None:
             with contextlib.suppress(Exception):
                 self._reader.close()
             self._reader = None
+
+    def close(self) -> None:
+        self._close_arrow()
         if self._sqlite is not None:
             self._sqlite.close()
             self._sqlite = None
@@ -479,10 +482,7 @@ class _Nvtx:
                 batches = self._read_arrow(cond)
             except Exception:  # noqa: BLE001 - any failure of the Arrow path (or a REAL message): sqlite3
                 self.arrow = False
-                if self._reader is not None:
-                    with contextlib.suppress(Exception):
-                        self._reader.close()
-                    self._reader = None
+                self._close_arrow()
                 if len(self._mine) > 1:  # what it read before is read again, through sqlite3 too
                     self._reset()
                     for done in self._mine[:-1]:
@@ -828,8 +828,8 @@ class _RealText(Exception):
 
 def _no_ranges() -> RangeWindow:
     """A window of no ranges (an export without NVTX ranges, or whose ranges were all dropped)."""
-    z = [np.zeros(0, np.int64) for _ in range(5)]
-    return RangeWindow(z[0], z[1], z[2], z[3], z[4], [], None)
+    z = np.zeros(0, np.int64)
+    return RangeWindow(z, z, z, z, z, [], None)
 
 
 def _concat(wins: list[RangeWindow]) -> RangeWindow:
