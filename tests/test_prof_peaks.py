@@ -107,7 +107,7 @@ def test_corpus_nvprof_peaks(path):
         "SELECT id, numMultiprocessors, coreClockRate, globalMemoryBandwidth FROM CUPTI_ACTIVITY_KIND_DEVICE")}
     con.close()
     with Database(path) as db:
-        got = nvprof_gpu_props(db, list(want), {})
+        got = nvprof_gpu_props(db, list(want))
     for (dev_id, (sms, clock, bw)), props in zip(want.items(), got, strict=True):
         assert (props["sms"], props["clock"], props["bw"]) == (sms, clock, bw), dev_id
         dev = DeviceResolver(calibration={}).resolve("nvprof GPU", False, props)

@@ -333,13 +333,14 @@ class Streamed:
     started in that window or an earlier one and is still open, so it is among the window's ranges or
     those carried over; a backward kernel's forward op started earlier; an op instance's kernels are
     numbered (``subSeqId``) in launch order, so the counts of earlier windows carry over. Records are
-    written in output order as soon as every record before them is attributed. ``bare_names``: None
-    until a text it would change shows up; ``resolve_bare`` then tells it (a look at the whole export).
+    written in output order as soon as every record before them is attributed. Whether texts hold bare
+    op names is undecided until a text it would change shows up; ``resolve_bare`` then tells it (a look
+    at the whole export).
     ``close``: what ends the source's reading (a forked reader, connections), called by :meth:`close`.
     """
 
-    def __init__(self, acts: Activities, windows, source: str, stats: Stats, bare_names: bool | None = None,
-                 resolve_bare=None, close=None, range_pid=None, range_tid=None):
+    def __init__(self, acts: Activities, windows, source: str, stats: Stats, resolve_bare=None, close=None,
+                 range_pid=None, range_tid=None):
         self.acts, self.source, self.stats = acts, source, stats
         # the process and thread of a range's thread key (default: an nsys globalTid, the pid in bits 24-47)
         self._range_pid = range_pid or (lambda thread: (thread >> 24) & 0xFFFFFF)
@@ -347,7 +348,7 @@ class Streamed:
         self.n = n = acts.n
         self._windows = windows
         self._close = close
-        self._bare = bare_names
+        self._bare: bool | None = None  # (bare_names: see _bare_for)
         self._resolve_bare = resolve_bare
         stats.kernels = int(acts.is_kernel.sum())
         stats.copies = n - stats.kernels

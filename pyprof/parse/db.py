@@ -95,8 +95,7 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
         # SQLite's message quoted bytes of a damaged schema that are not UTF-8: sqlite3 cannot decode it
         return "SQLite's error message is not text: the schema is damaged"
-    orig = getattr(exc, "orig", None) or exc
-    return str(orig) or type(orig).__name__
+    return str(exc) or type(exc).__name__
 
 
 @contextlib.contextmanager

@@ -142,7 +142,7 @@ def nsys_gpu_props(db: Database) -> dict[str, dict]:
                     _device_rows(db, "TARGET_INFO_CUDA_GPU", "name", _CUPTI_PROPS))
 
 
-def nvprof_gpu_props(db: Database, devices: list, strings: dict[int, str | None]) -> list:
+def nvprof_gpu_props(db: Database, devices: list) -> list:
     """nvprof: ``gpuProps`` per activity device (CUPTI_ACTIVITY_KIND_DEVICE.id), None where unknown."""
     by_id = dict(_device_rows(db, "CUPTI_ACTIVITY_KIND_DEVICE", "id", _CUPTI_PROPS))
     return [by_id.get(d) if d is not None else None for d in devices]

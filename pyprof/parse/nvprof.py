@@ -194,7 +194,7 @@ class NvprofSource(PreparedSource):
         acts["tid"] = np.where(acts["tid"].to_numpy() != -1, acts["tid"].to_numpy() & 0xFFFFFFFF, -1)
         acts["apiName"] = take(api["apiName"].to_numpy(dtype=object), idx)
         acts["gpu"] = nvprof_gpu_names(self.db, pylist(acts["device"]), strings)
-        acts["gpuProps"] = nvprof_gpu_props(self.db, pylist(acts["device"]), strings)
+        acts["gpuProps"] = nvprof_gpu_props(self.db, pylist(acts["device"]))
         ranges = self._ranges(strings)
         self.db.close()
         if not len(ranges):
