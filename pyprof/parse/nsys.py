@@ -107,18 +107,14 @@ def _task(db: Database, table: str, names: list[str], rows: int = 0, where: str 
                       f'SELECT {bare} FROM "{table}" WHERE {where}')
 
 
-def _fits(exprs: list[str], bits: int) -> str:
-    """SQL: every expression (ints, -1 for null) within [-1, 2**bits - 2], i.e. ``expr + 1`` fits in ``bits``."""
-    return " AND ".join(f"({e}) BETWEEN -1 AND {(1 << bits) - 2}" for e in exprs)
-
-
 def _pack(exprs: list[str], bits: int) -> str:
-    """SQL: ``expr + 1`` of each expression in ``bits`` bits, the first highest; -1 where one does not fit
-    (the reader then reads the columns one by one)."""
+    """SQL: ``expr + 1`` of each expression (ints, -1 for null) in ``bits`` bits, the first highest; -1
+    where one does not fit (the reader then reads the columns one by one)."""
     n = len(exprs)
+    fits = " AND ".join(f"({e}) BETWEEN -1 AND {(1 << bits) - 2}" for e in exprs)
     # each term parenthesised: SQLite gives << and | the same precedence
     parts = " | ".join(f"((({e}) + 1) << {bits * (n - 1 - i)})" for i, e in enumerate(exprs))
-    return f"CASE WHEN {_fits(exprs, bits)} THEN {parts} ELSE -1 END"
+    return f"CASE WHEN {fits} THEN {parts} ELSE -1 END"
 
 
 def _unpack(col: np.ndarray, n: int, bits: int) -> list[np.ndarray]:
@@ -131,6 +127,7 @@ def _unpack(col: np.ndarray, n: int, bits: int) -> list[np.ndarray]:
 #: unpacked)
 GRID_BITS = 17
 
+#: the kernel columns read (the packed read, :func:`_kernel_select`, keeps the first seven as they are)
 KERNEL_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "shortName", "demangledName",
                "mangledName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"]
 COPY_COLS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind"]
@@ -156,8 +153,7 @@ def _kernel_select(db: Database) -> str:
     present = set(db.columns(schema.NSYS_KERNEL))
     e = {c: _expr(present, c) for c in KERNEL_COLS}
     long_id = f'CASE WHEN {e["demangledName"]} >= 0 THEN {e["demangledName"]} ELSE {e["mangledName"]} END'
-    return ", ".join([*(e[c] for c in ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-                                      "shortName")), long_id, e["gridX"],
+    return ", ".join([*(e[c] for c in KERNEL_COLS[:7]), long_id, e["gridX"],
                       _pack([e["gridY"], e["gridZ"], e["blockZ"]], GRID_BITS),
                       _pack([e["blockX"], e["blockY"]], GRID_BITS)])
 
@@ -171,11 +167,8 @@ def _kernel_unpack(k: np.ndarray) -> dict[str, np.ndarray] | None:
     """:func:`_kernel_select` rows -> columns by :data:`KERNEL_COLS` name (None if a pack did not fit)."""
     if (k[:, 9] < 0).any() or (k[:, 10] < 0).any():
         return None
-    kc = {c: np.ascontiguousarray(k[:, i]) for i, c in enumerate(("start", "end", "deviceId", "streamId",
-                                                                  "correlationId", "globalPid", "shortName"))}
-    kc["demangledName"] = np.ascontiguousarray(k[:, 7])
+    kc = {c: np.ascontiguousarray(k[:, i]) for i, c in enumerate((*KERNEL_COLS[:7], "demangledName", "gridX"))}
     kc["mangledName"] = kc["demangledName"]
-    kc["gridX"] = np.ascontiguousarray(k[:, 8])
     kc["gridY"], kc["gridZ"], kc["blockZ"] = _unpack(k[:, 9], 3, GRID_BITS)
     kc["blockX"], kc["blockY"] = _unpack(k[:, 10], 2, GRID_BITS)
     return kc
