@@ -258,11 +258,6 @@ class Database:
         with translate_errors(self.path):
             return self.conn.execute(sql, params).fetchall()
 
-    def count(self, table: str) -> int:
-        if table not in self.tables:
-            return 0
-        return int(self.execute(f'SELECT COUNT(*) FROM "{table}"')[0][0])
-
     def select(self, table: str, wanted: dict[str, str]) -> pd.DataFrame:
         """Read ``table`` into a DataFrame with the columns named by ``wanted`` ({output: column}).
 

@@ -928,10 +928,10 @@ class NsysSource(PreparedSource):
 
     def _counts(self) -> dict[str, int]:
         db = self.db
-        # the big tables' sizes from their rowid ranges (only ever compared with 0 and with the
-        # parallel threshold); the small copy tables counted
-        counts = {t: fetch.span(db, t) for t in (schema.NSYS_KERNEL, schema.NSYS_RUNTIME, schema.NSYS_NVTX)}
-        counts.update({t: db.count(t) for t in (schema.NSYS_MEMCPY, schema.NSYS_MEMSET)})
+        # the tables' sizes from their rowid ranges (at least their counts: reads are bounded by them, and
+        # they are compared with 0 and the thresholds; nsys deletes no rows)
+        counts = {t: fetch.span(db, t) for t in (schema.NSYS_KERNEL, schema.NSYS_RUNTIME, schema.NSYS_NVTX,
+                                                  schema.NSYS_MEMCPY, schema.NSYS_MEMSET)}
         if not counts[schema.NSYS_KERNEL]:
             db.view_problem([schema.NSYS_KERNEL])
             raise NoKernelsError(
