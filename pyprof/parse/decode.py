@@ -108,10 +108,8 @@ def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
             return None
     elif not (cpp or _IDENT.match(name) or _NAMESPACED.match(name)):
         return None
-    values: dict[str, str] = {}
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        values[m.group(1)] = text[m.end():end].strip()
+    ends = [m.start() for m in matches[1:]] + [len(text)]  # each value runs to the next key, or the end
+    values = {m.group(1): text[m.end():end].strip() for m, end in zip(matches, ends, strict=False)}
     seq = stashed = None
     try:
         if "seq" in values:

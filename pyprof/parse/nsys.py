@@ -204,8 +204,7 @@ def _mid_rows(kmid_rows: list, rows, props: dict, strings: dict) -> list[tuple]:
     mids = []
     for k, p, t, api_id, gpu in rows:
         dev, stream, gx, gy, gz, bx, by, bz, nbytes, ck = (v if v >= 0 else None for v in kmid_rows[k])
-        copy = None if kmid_rows[k][9] == -3 else "memset" if kmid_rows[k][9] == -2 else \
-            (schema.copy_kind_name(ck) if ck is not None else "unknown")
+        copy = None if kmid_rows[k][9] == -3 else "memset" if kmid_rows[k][9] == -2 else schema.copy_kind_name(ck)
         mids.append((p if p >= 0 else None, t if t >= 0 else None, dev, gpu, props.get(gpu), stream,
                      [gx, gy, gz] if gx is not None else None, [bx, by, bz] if bx is not None else None, nbytes,
                      copy, strings.get(api_id) if api_id != -1 else None))
@@ -1205,7 +1204,7 @@ class NsysSource(PreparedSource):
             lg = strings.get(long_)
             return ("kernel", strings.get(short), demangle(lg) if isinstance(lg, str) and lg.startswith("_Z") else lg)
         if kind == 1:
-            label = "memcpy " + (schema.copy_kind_name(short) if short >= 0 else "unknown")
+            label = "memcpy " + schema.copy_kind_name(short)
             return ("memcpy", label, label)
         return ("memset", "memset", "memset")
 
