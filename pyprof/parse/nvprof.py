@@ -147,24 +147,19 @@ class NvprofSource(PreparedSource):
         return api[["correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd"]]
 
     def _ranges(self, strings: dict[int, str | None]) -> pd.DataFrame:
-        empty = pd.DataFrame({c: [] for c in ("thread", "pid", "start", "end", "text", "domain")})
-        table = schema.NVPROF_MARKER
-        if not self.db.has_rows(table):
-            return empty
+        table, rows = schema.NVPROF_MARKER, []
         absent = self.db.missing(table, schema.NVPROF_MARKER_NEEDS)
         if absent:
             self.warnings.append(f"table {table} has no column {absent[0]!r}: its NVTX ranges cannot be rebuilt")
-            return empty
-        cols = set(self.db.columns(table))
-        obj_c, name_c, domain_c = (f"s.{c}" if c in cols else "NULL" for c in MARKER_OPTIONAL)
-        rows = self.db.execute(
-            f'SELECT s.timestamp, {obj_c}, {name_c}, {domain_c}, e.timestamp FROM "{table}" s '
-            f'JOIN "{table}" e ON e.id = s.id AND (e.flags & {schema.NVPROF_MARKER_END}) '
-            f"WHERE (s.flags & {schema.NVPROF_MARKER_START})"
-        )
-        if not rows:
-            return empty
-        start, obj, name, domain, end = zip(*rows, strict=False)
+        elif self.db.has_rows(table):
+            cols = set(self.db.columns(table))
+            obj_c, name_c, domain_c = (f"s.{c}" if c in cols else "NULL" for c in MARKER_OPTIONAL)
+            rows = self.db.execute(
+                f'SELECT s.timestamp, {obj_c}, {name_c}, {domain_c}, e.timestamp FROM "{table}" s '
+                f'JOIN "{table}" e ON e.id = s.id AND (e.flags & {schema.NVPROF_MARKER_END}) '
+                f"WHERE (s.flags & {schema.NVPROF_MARKER_START})"
+            )
+        start, obj, name, domain, end = zip(*rows, strict=True) if rows else ((),) * 5
         pid, tid = _object_ids(list(obj))
         r = pd.DataFrame({"start": _ints(pd.Series(start, dtype=object)), "end": _ints(pd.Series(end, dtype=object))})
         r["pid"] = pid
