@@ -588,6 +588,3 @@ class BackwardLinker:
             return values[-1]
         i = bisect.bisect_right(times, time) - 1
         return values[i] if i >= 0 else None
-
-    def __len__(self) -> int:
-        return len(self._raw)
