@@ -509,9 +509,7 @@ class _Nvtx:
             if dom.any():
                 self._domain_rows += start[dom].tolist()
                 keep = np.flatnonzero(~dom)
-                pos = np.full(len(dom), -1, dtype=np.int64)
-                pos[keep] = np.arange(len(keep))
-                new_at = pos[new_rows]
+                new_at = np.where(dom, -1, np.cumsum(~dom) - 1)[new_rows]  # (new messages' rows, once kept)
                 new_vals = [v for v, p in zip(new_vals, new_at.tolist(), strict=True) if p >= 0]
                 new_rows = new_at[new_at >= 0]
                 thread, start, end, domain, etype, kind, value = (
