@@ -36,7 +36,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 
 def _gather_like(call: OpCall, x: dict | None, idx_tensors: Sequence[dict | None], out_shape: list[int] | None) -> Cost | None:
@@ -54,11 +54,11 @@ def _gather_like(call: OpCall, x: dict | None, idx_tensors: Sequence[dict | None
 
 
 @register("index_select")
-def _index_select(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "dim", "index"))
-    x, idx = b.get("input") or b.get("self"), b.get("index")
-    sx, si, dim = A.shape(x), A.shape(idx), A.value(b.get("dim"))
-    if sx is None or si is None or not isinstance(dim, int):
+@binds("self")
+def _index_select(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    idx, dim = b["index"], A.value(b["dim"])
+    si = A.shape(idx)
+    if si is None or not isinstance(dim, int):
         return None
     if not sx:  # a 0-d tensor indexes as one element along dim 0: a 0-d result
         return _gather_like(call, x, [idx], [])
@@ -67,27 +67,19 @@ def _index_select(call: OpCall) -> Cost | None:
     return _gather_like(call, x, [idx], out)
 
 
-@register("gather", "take_along_dim")
-def _gather(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "dim", "index") if call.op == "gather" else ("input", "indices", "dim"))
-    x, idx = b.get("input") or b.get("self"), b.get("index") or b.get("indices")
-    return _gather_like(call, x, [idx], A.shape(idx))
-
-
-@register("take")
-def _take(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "index"))
-    return _gather_like(call, b.get("input") or b.get("self"), [b.get("index")], A.shape(b.get("index")))
+@register("gather", "take_along_dim", "take")
+@binds()
+def _gather(call: OpCall, b: Bound) -> Cost | None:
+    idx = b.get("index") or b.get("indices")
+    return _gather_like(call, b["self"], [idx], A.shape(idx))
 
 
 @register("index")
-def _index(call: OpCall) -> Cost | None:
+@binds("self")
+def _index(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
     """``aten::index(self, indices)``: leading integer index tensors, broadcast together."""
-    b = A.bind(call.args, ("self", "indices"))
-    x = b.get("self") or b.get("input")
-    idx = A.tensorlist(b.get("indices"))
-    sx = A.shape(x)
-    if sx is None or not idx or any(A.dtype(i) in ("bool", "uint8") for i in idx):
+    idx = A.tensorlist(b["indices"])
+    if not idx or any(A.dtype(i) in ("bool", "uint8") for i in idx):
         return None
     ib = A.broadcast(*[A.shape(i) for i in idx])
     if ib is None or len(idx) > len(sx):
@@ -127,23 +119,22 @@ def _scatter_like(call: OpCall, x: dict | None, idx: Sequence[dict | None], src:
 
 
 @register("scatter", "scatter_add", "scatter_reduce")
-def _scatter(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "dim", "index", "src", "reduce"))
-    x, idx = b.get("input") or b.get("self"), b.get("index")
-    src = b.get("src") if A.is_tensor(b.get("src")) else b.get("value")
+@binds()
+def _scatter(call: OpCall, b: Bound) -> Cost | None:
+    idx = b["index"]
     if not A.is_tensor(idx):
         return None
     acc = call.op != "scatter" or A.value(b.get("reduce")) is not None
-    return _scatter_like(call, x, [idx], src, A.numel(A.shape(idx)), acc)
+    return _scatter_like(call, b["self"], [idx], b.get("src"), A.numel(A.shape(idx)), acc)
 
 
 @register("index_add", "index_copy", "index_fill")
-def _index_add(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "dim", "index", "source"))
-    x, idx = b.get("input") or b.get("self"), b.get("index")
-    src = b.get("source") if A.is_tensor(b.get("source")) else None
-    sx, si, dim = A.shape(x), A.shape(idx), A.value(b.get("dim"))
-    if sx is None or si is None or not isinstance(dim, int):
+@binds("self")
+def _index_add(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    idx, dim = b["index"], A.value(b["dim"])
+    src = b.get("source", b.get("value"))  # index_fill's value: a tensor counts as a source
+    si = A.shape(idx)
+    if si is None or not isinstance(dim, int):
         return None
     rows = list(sx) or [1]  # a 0-d tensor: one element along dim 0
     rows[dim % len(rows)] = prod(si)
@@ -161,11 +152,10 @@ def _index_put(call: OpCall) -> Cost | None:
 
 
 @register("masked_fill")
-def _masked_fill(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "mask", "value"))
-    x, mask = b.get("input") or b.get("self"), b.get("mask")
-    sx, sm = A.shape(x), A.shape(mask)
-    out = A.broadcast(sx, sm)
+@binds()
+def _masked_fill(call: OpCall, b: Bound) -> Cost | None:
+    x, mask = b["self"], b["mask"]
+    out = A.broadcast(A.shape(x), A.shape(mask))
     if out is None:
         return None
     dt, n = A.dtype(x), prod(out)
@@ -183,12 +173,11 @@ def _copying(call: OpCall) -> bool:
 
 
 @register("put", "index_reduce")
-def _put(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "index", "source", "accumulate") if call.op == "put"
-               else ("input", "dim", "index", "source", "reduce", "include_self"))
-    x, idx, src = b.get("input") or b.get("self"), b.get("index"), b.get("source")
-    n, n_src, dt = A.numel(A.shape(x)), A.numel(A.shape(src)), A.dtype(x)
-    if n is None or n_src is None or not A.is_tensor(idx):
+@binds("self")
+def _put(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    idx, src = b["index"], b["source"]
+    n, n_src = prod(sx), A.numel(A.shape(src))
+    if n_src is None or not A.is_tensor(idx):
         return None
     red = A.value(b.get("reduce"))
     if call.op == "index_reduce" and red not in ("prod", "mean", "amax", "amin"):
@@ -212,25 +201,24 @@ def _put(call: OpCall) -> Cost | None:
 
 
 @register("nonzero_static")
-def _nonzero_static(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "size", "fill_value"))
-    x, size = b.get("input") or b.get("self"), A.value(b.get("size"))
-    sx = A.shape(x)
-    if sx is None or not isinstance(size, int) or size < 0:
+@binds("self")
+def _nonzero_static(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    size = A.value(b["size"])
+    if not isinstance(size, int) or size < 0:
         return None
     if call.direction == "bprop":
-        return Cost(0.0, 0, A.dtype(x))
-    return Cost(float(prod(sx)), A.total(A.nbytes(x), A.sized(size * len(sx), "int64")), A.dtype(x))
+        return Cost(0.0, 0, dt)
+    return Cost(float(prod(sx)), A.total(A.nbytes(x), A.sized(size * len(sx), "int64")), dt)
 
 
 @register("masked_scatter")
-def _masked_scatter(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "mask", "source"))
-    x, mask, src = b.get("input") or b.get("self"), b.get("mask"), b.get("source")
-    out = A.broadcast(A.shape(x), A.shape(mask))
+@binds("self")
+def _masked_scatter(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    mask, src = b["mask"], b["source"]
+    out = A.broadcast(sx, A.shape(mask))
     if out is None or not A.is_tensor(src) or not _copying(call):
         return None
-    n, dt = prod(out), A.dtype(x)
+    n = prod(out)
     if call.direction == "bprop":
         byts: float | None = 0
         if A.requires_grad(x):  # dY with the scattered places zeroed
