@@ -14,10 +14,9 @@ their sum, a value not in the record: no model.
 from __future__ import annotations
 
 from math import prod
-from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 # explicit casts: method name -> target dtype
 CASTS = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16",
@@ -74,89 +73,67 @@ def _to(call: OpCall) -> Cost | None:
 
 
 @register("flip", "fliplr", "flipud", "roll", "rot90")
-def _permuted_copy(call: OpCall) -> Cost | None:
+@binds("self")
+def _permuted_copy(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
     """Same-size copies in another order: input read, output written; backward the same on dY."""
-    x = A.bind(call.args, ("input",)).get("input")
-    if not A.is_tensor(x) or A.shape(x) is None:
-        return None
     if call.direction == "bprop" and not A.requires_grad(x):
-        return Cost(0.0, 0, A.dtype(x))
-    # the shape was checked above
-    return Cost(0.0, A.sized(2 * cast(int, A.numel(A.shape(x))), A.dtype(x)), A.dtype(x))
+        return Cost(0.0, 0, dt)
+    return Cost(0.0, A.sized(2 * prod(sx), dt), dt)
 
 
 @register("repeat", "tile")
-def _repeat(call: OpCall) -> Cost | None:
+@binds("self")
+def _repeat(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
     """``x.repeat(*sizes)``: the output is ``x`` tiled; input read once, output written. Backward sums
     the tiles of dY: one add per dY element."""
-    b = A.bind(call.args, ("input",))
-    x = b.pop("input", None)
-    sx = A.shape(x)
-    reps: list[int] = []
-    for a in b.values():
-        v = A.value(a)
-        if isinstance(v, list):
-            reps.extend(v)
-        elif isinstance(v, int) and not isinstance(v, bool):
-            reps.append(v)
-        else:
-            return None
-    if sx is None or any(r < 0 for r in reps):  # reps may be (): a 0-d tensor, or tile's ones
+    reps = A.value(b.get("repeats", b.get("dims")))
+    if not isinstance(reps, list) or any(r < 0 for r in reps):  # reps may be []: a 0-d tensor, or tile's ones
         return None
     if call.op == "tile" and len(reps) < len(sx):
         reps = [1] * (len(sx) - len(reps)) + reps
     if len(reps) < len(sx):
         return None
     out = [r * s for r, s in zip(reps, [1] * (len(reps) - len(sx)) + sx, strict=True)]
-    n_in, n_out, dt = A.numel(sx), A.numel(out), A.dtype(x)
+    n_in, n_out = prod(sx), prod(out)
     if call.direction == "bprop":
         return Cost(float(n_out), A.sized(n_out + n_in, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(0.0, A.sized(n_in + n_out, dt), dt)
 
 
 @register("pad", "constant_pad_nd")
-def _pad(call: OpCall) -> Cost | None:
+@binds("self")
+def _pad(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
     """``F.pad(x, (l, r, t, b, ...))``: the last ``len(pad)/2`` dims grow (negative pads crop); input read,
     output written (the border filled). Backward slices dY back: dY's inner part read, dX written."""
-    b = A.bind(call.args, ("input", "pad", "mode", "value"))
-    x, sx, pad = b.get("input"), A.shape(b.get("input")), A.value(b.get("pad"))
-    if (sx is None or not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(sx)
-            or not all(isinstance(p, int) for p in pad)):
+    pad = A.value(b["pad"])
+    if not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(sx) or not all(isinstance(p, int) for p in pad):
         return None
     out = list(sx)
     for i in range(len(pad) // 2):
         out[-1 - i] += pad[2 * i] + pad[2 * i + 1]
     if any(o < 0 for o in out):
         return None
-    n_in, n_out, dt = A.numel(sx), A.numel(out), A.dtype(x)
+    n_in, n_out = prod(sx), prod(out)
     if call.direction == "bprop":
         return Cost(0.0, A.sized(2 * n_in, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
     return Cost(0.0, A.sized(n_in + n_out, dt), dt)
 
 
-@register("contiguous")
-def _contiguous(call: OpCall) -> Cost | None:
-    x = A.bind(call.args, ("self",)).get("self")
-    if not A.is_tensor(x) or A.shape(x) is None:
+@register("contiguous", "clone")
+@binds("self")
+def _clone(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    """A clone copies; ``contiguous`` copies only a tensor that is not (unknown where the record does not
+    say)."""
+    if call.op == "contiguous" and "contig" not in x:
         return None
-    if "contig" not in x:
-        return None  # cannot tell whether it copies
-    return _move(call, x, None, None, always=not x["contig"])
-
-
-@register("clone")
-def _clone(call: OpCall) -> Cost | None:
-    x = A.bind(call.args, ("input",)).get("input")
-    if not A.is_tensor(x) or A.shape(x) is None:
-        return None
-    return _move(call, x, None, None, always=True)
+    return _move(call, x, None, None, always=call.op == "clone" or not x["contig"])
 
 
 @register("copy")
-def _copy(call: OpCall) -> Cost | None:
+@binds()
+def _copy(call: OpCall, b: Bound) -> Cost | None:
     """``dst.copy_(src)``: src read (its dtype), dst written (dst's dtype; src broadcast to dst's shape)."""
-    b = A.bind(call.args, ("self", "src", "non_blocking"))
-    dst, src = b.get("self"), b.get("src")
+    dst, src = b["self"], b.get("src")
     if not (A.is_tensor(dst) and A.is_tensor(src)):
         return None
     n = A.numel(A.shape(dst))
