@@ -63,17 +63,13 @@ _NO_GRAD = {"argmax", "argmin", "all", "any", "count_nonzero", "aminmax"}
 
 
 @register("cumsum", "cumprod", "logcumsumexp", "cummax", "cummin")
-def _scan(call: OpCall) -> Cost | None:
+@binds("self")
+def _scan(call: OpCall, b: Bound, x: A.Arg, sx: list[int], _: str | None) -> Cost | None:
     """Scans along a dim: one add (multiply, compare) per element (logcumsumexp 3: exp, add, log);
     the output has the input's shape. Backward: a reverse scan of dY (cumprod 3 per element: it also
     divides by the input and multiplies). Bytes: input read, output written; backward dY read, dX written
     (and the input and output for cumprod)."""
-    b = A.bind(call.args, ("input", "dim"))
-    x = b.get("input")
-    n = A.numel(A.shape(x))
-    if n is None:
-        return None
-    dt = A.compute_dtype(call.cdtype, x)
+    n, dt = prod(sx), A.compute_dtype(call.cdtype, x)
     odt = A.out_dtype(b, dt)
     per = 3 if call.op == "logcumsumexp" else 1
     if call.direction == "bprop":
@@ -190,14 +186,9 @@ def _bin_counts(bins: dict | None, dims: int) -> tuple[list | None, list[int]] |
 
 
 @register("histc", "histogram", "histogramdd")
-def _histogram(call: OpCall) -> Cost | None:
-    params = ("input", "bins", "min", "max") if call.op == "histc" else ("input", "bins", "range", "weight",
-                                                                            "density")
-    b = A.bind(call.args, params)
-    x, bins, w = b.get("input") or b.get("self"), b.get("bins"), b.get("weight")
-    sx, dt = A.shape(x), A.dtype(x)
-    if sx is None:
-        return None
+@binds("self")
+def _histogram(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    bins, w = b["bins"], b.get("weight")
     dims = 1 if call.op != "histogramdd" else (sx[-1] if sx else 0)
     got = _bin_counts(bins, dims)
     if got is None:
@@ -231,24 +222,22 @@ def _reduced_cost(call: OpCall, ins: Sequence[dict | None], n: int, n_out: int, 
 
 
 @register("renorm")
-def _renorm(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "p", "dim", "maxnorm"))
-    x, p = b.get("input") or b.get("self"), A.value(b.get("p"))
-    if p is None and (b.get("p") or {}).get("type") == "float":
+@binds("self")
+def _renorm(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    p, n = A.value(b["p"]), prod(sx)
+    if p is None and b["p"].get("type") == "float":
         p = float("inf")  # a float recorded without its value: inf and nan have no JSON number
-    n = A.numel(A.shape(x))
-    if n is None or not isinstance(p, (int, float)):
+    if not isinstance(p, (int, float)):
         return None
     per = 3 if p in (1, 2) or p == float("inf") else 4
     return _reduced_cost(call, [x], n, n, float(per * n), 4.0 * n)
 
 
 @register("trapezoid", "trapz", "cumulative_trapezoid")
-def _trapezoid(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("y", "x", "dim"))
-    y, x = b.get("y") or b.get("input") or b.get("self"), b.get("x")
-    sy, dim = A.shape(y), A.value(b.get("dim"), -1)
-    if sy is None or not sy or not isinstance(dim, int):
+@binds("y")
+def _trapezoid(call: OpCall, b: Bound, y: A.Arg, sy: list[int], dt: str | None) -> Cost | None:
+    x, dim = b.get("x"), A.value(b["dim"], -1)
+    if not sy or not isinstance(dim, int):
         return None
     ins = [y, x] if A.is_tensor(x) else [y]
     n = prod(sy)
@@ -260,29 +249,24 @@ def _trapezoid(call: OpCall) -> Cost | None:
 
 
 @register("hash_tensor")
-def _hash_tensor(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "dim", "keepdim", "mode"))
-    x, dim = b.get("input") or b.get("self"), A.value(b.get("dim"))
-    sx = A.shape(x)
-    if sx is None:
-        return None
+@binds("self")
+def _hash_tensor(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    dim = A.value(b["dim"])
     dims = [] if dim is None else [dim] if isinstance(dim, int) else dim
     if not isinstance(dims, list):
         return None
     n = prod(sx)
     n_out = 1 if not dims or not sx else prod(s for i, s in enumerate(sx) if i not in {d % len(sx) for d in dims})
     if call.direction == "bprop":
-        return Cost(0.0, 0, A.dtype(x))
+        return Cost(0.0, 0, dt)
     return _reduced_cost(call, [x], n, n_out, float(n), 0.0, "int64")
 
 
 @register("segment_reduce", "_segment_reduce")
-def _segment_reduce(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("data", "reduce", "lengths", "indices", "offsets", "axis", "unsafe", "initial"))
-    x, red = b.get("data") or b.get("input"), A.value(b.get("reduce"))
-    lengths, offsets = b.get("lengths"), b.get("offsets")
-    sx, axis = A.shape(x), A.value(b.get("axis"), 0)
-    if sx is None or not sx or not isinstance(axis, int) or not isinstance(red, str):
+@binds("data")
+def _segment_reduce(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    red, lengths, offsets, axis = A.value(b["reduce"]), b["lengths"], b["offsets"], A.value(b["axis"], 0)
+    if not sx or not isinstance(axis, int) or not isinstance(red, str):
         return None
     if A.is_tensor(lengths):
         sl = A.shape(lengths)
@@ -302,4 +286,4 @@ def _segment_reduce(call: OpCall) -> Cost | None:
     if call.direction == "bprop":
         return _reduced_cost(call, [x], n, n_out, 0.0, float(n))
     fwd = n + (n_out if red == "mean" else 0)
-    return Cost(float(fwd), A.total(A.nbytes(x), A.nbytes(idx), A.sized(n_out, A.dtype(x))), A.dtype(x))
+    return Cost(float(fwd), A.total(A.nbytes(x), A.nbytes(idx), A.sized(n_out, dt)), dt)

@@ -95,6 +95,7 @@ PYTHON: dict[str, tuple[str, dict[str, str]]] = {
     "binary_cross_entropy_with_logits": ("binary_cross_entropy_with_logits", {"input": "self"}),
     "kl_div": ("kl_div", {"input": "self"}),
     "split": ("split", {"tensor": "self", "split_size_or_sections": "split_size"}),
+    "_segment_reduce": ("segment_reduce", {}),
     "rmatmul": ("matmul", {}),  # Tensor.__rmatmul__(self, other) is other @ self: the model swaps them
 }
 # Python values of arguments aten spells as ints.
