@@ -67,16 +67,10 @@ PIVOT_BYTES = 4  # pivots and info are int32
 # -- LAWN 41 counts: (multiplications, additions) per matrix ------------------------------------------------
 
 def getrf(m: int, n: int) -> tuple[float, float]:
-    if m < n:
-        return _getrf_wide(m, n)
+    if m < n:  # a wide matrix: the count with the roles of m and n swapped
+        m, n = n, m
     return (0.5 * m * n * n - n ** 3 / 6 + 0.5 * m * n - 0.5 * n * n + 2 * n / 3,
             0.5 * m * n * n - n ** 3 / 6 - 0.5 * m * n + n / 6)
-
-
-def _getrf_wide(m: int, n: int) -> tuple[float, float]:
-    """getrf of an m×n matrix with m < n: the m×n count with the roles of m and n swapped."""
-    return (0.5 * n * m * m - m ** 3 / 6 + 0.5 * n * m - 0.5 * m * m + 2 * m / 3,
-            0.5 * n * m * m - m ** 3 / 6 - 0.5 * n * m + m / 6)
 
 
 def getrs(n: int, r: int) -> tuple[float, float]:
@@ -458,16 +452,21 @@ def _matrix_rank(call: OpCall) -> Cost | None:
     return _spectral(call, x, bt, m, n, dt, _bool(b, "hermitian", False))
 
 
+def _over(x: A.Arg, dim: list[int]) -> tuple[int, int, int]:
+    """(matrices, rows, cols) of ``x`` (its shape known) read as matrices over its two dims ``dim``."""
+    shp = cast("list[int]", A.shape(x))
+    m, n = shp[dim[0]], shp[dim[1]]
+    return (_n(x) // (m * n) if m * n else 0), m, n
+
+
 def nuclear_norm(call: OpCall, x, dim) -> Cost | None:
     """``norm(x, "nuc", dim)`` (the reduction family's ``norm``): the singular values of the matrices over
     ``dim`` (the last two by default), one scalar written per matrix."""
     shp = A.shape(x)
     if not shp or len(shp) < 2:
         return None
-    d = dim if isinstance(dim, list) and len(dim) == 2 else [-2, -1]
-    m, n = shp[d[0]], shp[d[1]]
-    bt = _n(x) // (m * n) if m * n else 0
-    return _spectral(call, x, bt, m, n, A.dtype(x), False)
+    return _spectral(call, x, *_over(x, dim if isinstance(dim, list) and len(dim) == 2 else [-2, -1]),
+                     A.dtype(x), False)
 
 
 @register("linalg_pinv", "pinverse")
@@ -488,25 +487,27 @@ def _matrix_norm_flops(ordv, x, bt: int, m: int, n: int, dt: str | None) -> floa
     return None
 
 
+def _matrix_norm_cost(call: OpCall, ordv, x, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
+    """A matrix norm of order ``ordv`` per matrix, one scalar written each; None for another order."""
+    flops = _matrix_norm_flops(ordv, x, bt, m, n, dt)
+    return None if flops is None else _cost(call, flops, dt, _n(x) + bt)
+
+
 @register("linalg_matrix_norm")
 @_on_matrix("self")
 def _matrix_norm(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | None) -> Cost | None:
     dim = A.value(b.get("dim"), [-2, -1])
     if dim not in ([-2, -1], [-1, -2], (-2, -1)) and not (isinstance(dim, list) and len(dim) == 2):
         return None
-    shp = cast("list[int]", A.shape(x))  # _matrix found its shape
-    if isinstance(dim, list) and sorted(d % len(shp) for d in dim) != [len(shp) - 2, len(shp) - 1]:
-        m, n = shp[dim[0]], shp[dim[1]]
-        bt = _n(x) // (m * n) if m * n else 0
-    flops = _matrix_norm_flops(A.value(b.get("ord"), "fro"), x, bt, m, n, dt)
-    if flops is None:
-        return None
-    return _cost(call, flops, dt, _n(x) + bt)
+    nd = len(cast("list[int]", A.shape(x)))  # _matrix found its shape
+    if isinstance(dim, list) and sorted(d % nd for d in dim) != [nd - 2, nd - 1]:
+        bt, m, n = _over(x, dim)
+    return _matrix_norm_cost(call, A.value(b.get("ord"), "fro"), x, bt, m, n, dt)
 
 
 @register("linalg_norm")
 @binds("self")
-def _norm(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
+def _norm(call: OpCall, b: Bound, x: A.Arg, shp: list[int], dt: str | None) -> Cost | None:
     ordv, dim = A.value(b.get("ord")), A.value(b.get("dim"))
     matrix = (isinstance(dim, list) and len(dim) == 2) or (dim is None and ordv is not None and len(shp) == 2)
     if not matrix:  # a vector norm: square (or abs) and add per element
@@ -515,13 +516,8 @@ def _norm(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | Non
         if isinstance(dim, int):
             out = _n(x) // shp[dim] if shp[dim] else 0
         return _cost(call, 2.0 * _n(x), dt, _n(x) + out)
-    d = dim if isinstance(dim, list) else [-2, -1]
-    m, n = shp[d[0]], shp[d[1]]
-    bt = _n(x) // (m * n) if m * n else 0
-    flops = _matrix_norm_flops("fro" if ordv is None else ordv, x, bt, m, n, dt)
-    if flops is None:
-        return None
-    return _cost(call, flops, dt, _n(x) + bt)
+    bt, m, n = _over(x, dim if isinstance(dim, list) else [-2, -1])
+    return _matrix_norm_cost(call, "fro" if ordv is None else ordv, x, bt, m, n, dt)
 
 
 @register("linalg_cond")
@@ -578,12 +574,8 @@ def _tensorsolve(call: OpCall, b: Bound) -> Cost | None:
     if sx is None or sy is None:
         return None
     dims = A.value(b.get("dims"))
-    if dims:  # the dims named are moved to the end first: the count is the same
-        return None if not isinstance(dims, list) else _tensorsolve_n(call, x, y, sx, sy, dt)
-    return _tensorsolve_n(call, x, y, sx, sy, dt)
-
-
-def _tensorsolve_n(call: OpCall, x, y, sx: list[int], sy: list[int], dt: str | None) -> Cost | None:
+    if dims and not isinstance(dims, list):  # the dims named are moved to the end first: the count is the same
+        return None
     n = prod(sy)
     if not n or _n(x) != n * n:
         return None
@@ -647,14 +639,7 @@ def _matrix_power(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt:
     if not isinstance(p, int) or m != n:
         return None
     k = abs(p)
-    if k <= 1:
-        products = 0
-    elif k == 2:
-        products = 1
-    elif k == 3:
-        products = 2
-    else:
-        products = (k.bit_length() - 1) + (bin(k).count("1") - 1)
+    products = max(k - 1, 0) if k <= 3 else (k.bit_length() - 1) + (bin(k).count("1") - 1)
     flops = bt * products * 2.0 * n ** 3
     if p < 0:
         flops += _flops(_sum(getrf(n, n), getrs(n, n)), bt, dt)
