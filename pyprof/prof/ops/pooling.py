@@ -34,19 +34,12 @@ _AVG = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include
 _LP = ("input", "norm_type", "kernel_size", "stride", "ceil_mode")
 # name: (params, spatial dims, kind)
 SIGNATURES: dict[str, tuple[tuple[str, ...], int, str]] = {
-    "max_pool1d": (_MAX, 1, "max"), "max_pool2d": (_MAX, 2, "max"), "max_pool3d": (_MAX, 3, "max"),
-    "max_pool1d_with_indices": (_MAX, 1, "max"), "max_pool2d_with_indices": (_MAX, 2, "max"),
-    "max_pool3d_with_indices": (_MAX, 3, "max"),
-    "avg_pool1d": (_AVG1, 1, "avg"), "avg_pool2d": (_AVG, 2, "avg"), "avg_pool3d": (_AVG, 3, "avg"),
-    "lp_pool1d": (_LP, 1, "lp"), "lp_pool2d": (_LP, 2, "lp"), "lp_pool3d": (_LP, 3, "lp"),
-    "adaptive_avg_pool1d": (("input", "output_size"), 1, "aavg"),
-    "adaptive_avg_pool2d": (("input", "output_size"), 2, "aavg"),
-    "adaptive_avg_pool3d": (("input", "output_size"), 3, "aavg"),
-    "_adaptive_avg_pool2d": (("input", "output_size"), 2, "aavg"),
-    "_adaptive_avg_pool3d": (("input", "output_size"), 3, "aavg"),
-    "adaptive_max_pool1d": (("input", "output_size", "return_indices"), 1, "amax"),
-    "adaptive_max_pool2d": (("input", "output_size", "return_indices"), 2, "amax"),
-    "adaptive_max_pool3d": (("input", "output_size", "return_indices"), 3, "amax"),
+    **{f"max_pool{nd}d{suffix}": (_MAX, nd, "max") for nd in (1, 2, 3) for suffix in ("", "_with_indices")},
+    **{f"avg_pool{nd}d": (_AVG1 if nd == 1 else _AVG, nd, "avg") for nd in (1, 2, 3)},
+    **{f"lp_pool{nd}d": (_LP, nd, "lp") for nd in (1, 2, 3)},
+    **{f"{pre}adaptive_avg_pool{nd}d": (("input", "output_size"), nd, "aavg") for pre, nd in
+       (("", 1), ("", 2), ("", 3), ("_", 2), ("_", 3))},
+    **{f"adaptive_max_pool{nd}d": (("input", "output_size", "return_indices"), nd, "amax") for nd in (1, 2, 3)},
 }
 
 
