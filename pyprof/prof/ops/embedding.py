@@ -20,32 +20,22 @@ from pyprof.prof.ops.registry import Cost, OpCall, register
 
 def _table_and_indices(call: OpCall):
     """``(table, indices, table shape, indices shape)`` with a 2-D table, or None when not known."""
-    pair = _pick_table(call, functional_order=call.mod == "torch.nn.functional")
-    if pair is None:
+    ts = A.tensors(call.args)[:2]
+    if len(ts) < 2:
         return None
-    w, idx = pair
+    named = [t for t in ts if t.get("name") == "weight"]
+    d0, d1 = A.dtype(ts[0]), A.dtype(ts[1])
+    if named:
+        w = named[0]
+    elif d0 is not None and d1 is not None and (d0 in A.FLOATING) != (d1 in A.FLOATING):
+        w = ts[0] if d0 in A.FLOATING else ts[1]
+    else:
+        w = ts[1] if call.mod == "torch.nn.functional" else ts[0]
+    idx = ts[1] if w is ts[0] else ts[0]
     sw, si = A.shape(w), A.shape(idx)
     if sw is None or si is None or len(sw) != 2:
         return None
     return w, idx, sw, si
-
-
-def _pick_table(call: OpCall, functional_order: bool):
-    ts = A.tensors(call.args)[:2]
-    if len(ts) < 2:
-        return None
-    named = {t.get("name"): t for t in ts if t.get("name")}
-    if "weight" in named:
-        w = named["weight"]
-        idx = next(t for t in ts if t is not w)
-        return w, idx
-    d0, d1 = A.dtype(ts[0]), A.dtype(ts[1])
-    if d0 is not None and d1 is not None:
-        if d0 not in A.FLOATING and d1 in A.FLOATING:
-            return ts[1], ts[0]
-        if d1 not in A.FLOATING and d0 in A.FLOATING:
-            return ts[0], ts[1]
-    return (ts[1], ts[0]) if functional_order else (ts[0], ts[1])
 
 
 @register("embedding")
@@ -77,9 +67,7 @@ def _embedding_bag(call: OpCall) -> Cost | None:
         return None
     n_idx, d = prod(si), sw[1]
     dt = A.compute_dtype(call.cdtype, w)
-    flops = float(n_idx * d) if mode in ("sum", "mean") else float(n_idx * d)  # max: one compare each
-    if mode == "mean":
-        flops += bags * d
+    flops = float(n_idx * d + (bags * d if mode == "mean" else 0))  # max: one compare each
     if call.direction == "bprop":
         if not A.requires_grad(w):
             return Cost(0.0, 0, dt)
