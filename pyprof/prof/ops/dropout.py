@@ -35,11 +35,7 @@ def _dropout(call: OpCall) -> Cost | None:
         return None
     if call.op == "_fused_dropout":  # _fused_dropout(input, p) where p is the *keep* probability
         training, p = True, 1.0 - p
-    if not training or p == 0:
+    if not training or p == 0 or (call.direction == "bprop" and not A.requires_grad(x)):
         return Cost(0.0, 0, dt)
-    elem = A.itemsize(dt)
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(2.0 * n, None if elem is None else n * (2 * elem + 1), dt)
+    elem = A.itemsize(dt)  # forward and backward alike: x (or dY) and the mask read, the result written
     return Cost(2.0 * n, None if elem is None else n * (2 * elem + 1), dt)
