@@ -74,7 +74,7 @@ def _to(call: OpCall) -> Cost | None:
 
 @register("flip", "fliplr", "flipud", "roll", "rot90")
 @binds("self")
-def _permuted_copy(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+def reordering_copy(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
     """Same-size copies in another order: input read, output written; backward the same on dY."""
     if call.direction == "bprop" and not A.requires_grad(x):
         return Cost(0.0, 0, dt)

@@ -31,6 +31,7 @@ from math import log2, prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
+from pyprof.prof.ops.copy import reordering_copy
 from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 _COMPLEX: dict[str | None, str] = {"float32": "complex64", "float16": "complex32", "bfloat16": "complex64", "float64": "complex128"}
@@ -99,16 +100,8 @@ _NAMES = [f"fft_{k}{r}" for k in _KINDS for r in ("", "2", "n")]
 register(*_NAMES)(_transform)
 
 
-@register("fft_fftshift", "fft_ifftshift")
-def _shift(call: OpCall) -> Cost | None:
-    ts = A.tensors(call.args)
-    if not ts or A.shape(ts[0]) is None:
-        return None
-    x = ts[0]
-    if call.direction == "bprop" and not A.requires_grad(x):
-        return Cost(0.0, 0, A.dtype(x))
-    # the shape was checked above
-    return Cost(0.0, A.sized(2 * cast(int, A.numel(A.shape(x))), A.dtype(x)), A.dtype(x))
+# fftshift rolls the data by half along each dim: a copy in another order, as flip and roll
+register("fft_fftshift", "fft_ifftshift", family="fft")(reordering_copy)
 
 
 @register("stft")
