@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 
 def _cost(call: OpCall, ins: Sequence[dict | None], per_fwd: float, n_out: int, per_bwd: float) -> Cost:
@@ -41,7 +41,7 @@ def _cost(call: OpCall, ins: Sequence[dict | None], per_fwd: float, n_out: int, 
 
 @register("cdist", "_cdist_forward")
 def _cdist(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("x1", "x2", "p", "compute_mode"))
+    b = A.bind(call.args, ("x1", "x2"))  # by position: torch.cdist's compute_mode is a str, aten's an int
     x1, x2 = b.get("x1"), b.get("x2")
     s1, s2 = A.shape(x1), A.shape(x2)
     if s1 is None or s2 is None or len(s1) < 2 or len(s2) < 2 or s1[-1] != s2[-1]:
@@ -55,10 +55,9 @@ def _cdist(call: OpCall) -> Cost | None:
 
 
 @register("pdist", "_pdist_forward")
-def _pdist(call: OpCall) -> Cost | None:
-    x = A.bind(call.args, ("input", "p")).get("input")
-    s = A.shape(x)
-    if s is None or len(s) != 2:
+@binds("self")
+def _pdist(call: OpCall, b: Bound, x: A.Arg, s: list[int], dt: str | None) -> Cost | None:
+    if len(s) != 2:
         return None
     pairs = s[0] * (s[0] - 1) // 2
     work = float(pairs * s[1])
@@ -73,10 +72,9 @@ def _rows(shp: list[int], dim: int | None) -> int:
 
 
 @register("pairwise_distance", "dist")
-def _pairwise(call: OpCall) -> Cost | None:
-    params = ("x1", "x2", "p", "eps", "keepdim") if call.op == "pairwise_distance" else ("input", "other", "p")
-    b = A.bind(call.args, params)
-    x1, x2 = b.get("x1") or b.get("input") or b.get("self"), b.get("x2") or b.get("other")
+@binds()
+def _pairwise(call: OpCall, b: Bound) -> Cost | None:
+    x1, x2 = b.get("x1", b.get("self")), b.get("x2", b.get("other"))
     out = A.broadcast(A.shape(x1), A.shape(x2))
     if out is None:
         return None
@@ -87,9 +85,9 @@ def _pairwise(call: OpCall) -> Cost | None:
 
 
 @register("cosine_similarity")
-def _cosine(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("x1", "x2", "dim", "eps"))
-    x1, x2, dim = b.get("x1"), b.get("x2"), A.value(b.get("dim"), 1)
+@binds()
+def _cosine(call: OpCall, b: Bound) -> Cost | None:
+    x1, x2, dim = b["x1"], b["x2"], A.value(b["dim"], 1)
     out = A.broadcast(A.shape(x1), A.shape(x2))
     if out is None or not isinstance(dim, int):
         return None
