@@ -72,9 +72,10 @@ class Bound:
 
 
 # Python spellings whose aten op has another name, or whose arguments are named otherwise:
-# canonical Python name -> (aten op, {python argument name: aten argument name}).
+# canonical Python name -> (aten op, {python argument name: aten argument name}). ``input`` and ``self``
+# need no entry: binding takes either for the other.
 PYTHON: dict[str, tuple[str, dict[str, str]]] = {
-    "cross_entropy": ("cross_entropy_loss", {"input": "self"}),
+    "cross_entropy": ("cross_entropy_loss", {}),
     "embedding": ("embedding", {"input": "indices"}),
     "dropout": ("dropout", {"training": "train"}),
     "alpha_dropout": ("alpha_dropout", {"training": "train"}),
@@ -82,18 +83,6 @@ PYTHON: dict[str, tuple[str, dict[str, str]]] = {
     "dropout1d": ("feature_dropout", {"training": "train"}),
     "dropout2d": ("feature_dropout", {"training": "train"}),
     "dropout3d": ("feature_dropout", {"training": "train"}),
-    "max_pool1d_with_indices": ("max_pool1d_with_indices", {"input": "self"}),
-    "max_pool2d_with_indices": ("max_pool2d_with_indices", {"input": "self"}),
-    "max_pool3d_with_indices": ("max_pool3d_with_indices", {"input": "self"}),
-    "scaled_dot_product_attention": ("scaled_dot_product_attention", {}),
-    "nll_loss": ("nll_loss", {"input": "self"}),
-    "mse_loss": ("mse_loss", {"input": "self"}),
-    "l1_loss": ("l1_loss", {"input": "self"}),
-    "smooth_l1_loss": ("smooth_l1_loss", {"input": "self"}),
-    "huber_loss": ("huber_loss", {"input": "self"}),
-    "binary_cross_entropy": ("binary_cross_entropy", {"input": "self"}),
-    "binary_cross_entropy_with_logits": ("binary_cross_entropy_with_logits", {"input": "self"}),
-    "kl_div": ("kl_div", {"input": "self"}),
     "split": ("split", {"tensor": "self", "split_size_or_sections": "split_size"}),
     "_segment_reduce": ("segment_reduce", {}),
     "rmatmul": ("matmul", {}),  # Tensor.__rmatmul__(self, other) is other @ self: the model swaps them
@@ -193,11 +182,15 @@ def parse_schema(line: str) -> Schema | None:
 
 
 @lru_cache(maxsize=1)
+def _text() -> str:
+    return resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text()
+
+
+@lru_cache(maxsize=1)
 def schemas() -> dict[str, tuple[Schema, ...]]:
     """Every aten op of the data file -> its overloads, in torch's order (the default one first)."""
-    text = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text()
     out: dict[str, list[Schema]] = {}
-    for line in text.splitlines():
+    for line in _text().splitlines():
         if line.startswith("#") or not line.strip():
             continue
         s = parse_schema(line)
@@ -209,22 +202,17 @@ def schemas() -> dict[str, tuple[Schema, ...]]:
 @lru_cache(maxsize=1)
 def pointwise_ops() -> frozenset[str]:
     """The aten ops torch tags ``pointwise`` (every overload), from the data file's second line."""
-    for line in resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text().splitlines()[:3]:
+    for line in _text().splitlines()[:3]:
         if line.startswith("# pointwise:"):
             return frozenset(line.split(":", 1)[1].split())
     return frozenset()
 
 
+@lru_cache(maxsize=1)
 def view_ops() -> frozenset[str]:
     """The aten ops every overload of which returns a view of an argument (``Tensor(a)``, not written)."""
-    return _views()
-
-
-@lru_cache(maxsize=1)
-def _views() -> frozenset[str]:
-    text = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text()
     verdict: dict[str, bool] = {}
-    for line in text.splitlines():
+    for line in _text().splitlines():
         m = _LINE.match(line)
         if not m:
             continue
@@ -236,8 +224,7 @@ def _views() -> frozenset[str]:
 
 def torch_version() -> str:
     """The torch version the data file was written from."""
-    first = resources.files("pyprof").joinpath("data/aten_schemas.txt").read_text().split("\n", 1)[0]
-    m = re.search(r"torch (\S+)", first)
+    m = re.search(r"torch (\S+)", _text().split("\n", 1)[0])
     return m.group(1) if m else ""
 
 
@@ -399,9 +386,7 @@ def bind_schema(s: Schema, args: list[Arg], renames: dict[str, str] | None = Non
 
 def aten_name(op: str) -> tuple[str, dict[str, str]]:
     """The aten op a canonical op name runs, and its argument renames."""
-    if op in PYTHON:
-        return PYTHON[op]
-    return op, {}
+    return PYTHON.get(op, (op, {}))
 
 
 _DICT = object()  # marks a frozen dict
