@@ -341,8 +341,9 @@ def _bind_positional(s: Schema, positional: list[Param], pos_args: list[Arg], ke
             return None
         a = _convert(p, pos_args[k])
         fit = _fits(p.kind, p.optional, a)
-        if fit is None and trace_form and a.get("type") == "NoneType" and not p.kind.startswith("Tensor"):
-            # a trace writes an argument it recorded no value of (einsum's equation) as it writes None
+        if fit is None and trace_form and a.get("type") in ("NoneType", "other") and not p.kind.startswith("Tensor"):
+            # a trace writes an argument it recorded no value of as it writes None (einsum's equation), or
+            # by its type name ("Scalar": kineto without Concrete Inputs)
             a, fit = {"name": p.name, "type": "unknown"}, 1
         more = pack_ints and k + 1 < len(pos_args) and pos_args[k + 1].get("type") == "int" and a.get("type") == "int"
         packed, n = _pack(pos_args[k:], p.kind) if (fit is None or more) and p.kind.endswith("[]") else ({}, 0)
