@@ -360,9 +360,9 @@ def _einsum_unary(call: OpCall, eq: str, x: dict) -> Cost | None:
 
 
 @register("inner")
-def _inner(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "other"))
-    x, y = b.get("input") or b.get("self"), b.get("other")
+@binds()
+def _inner(call: OpCall, b: Bound) -> Cost | None:
+    x, y = b["self"], b["other"]
     sx, sy = A.shape(x), A.shape(y)
     if sx is None or sy is None:
         return None
@@ -380,9 +380,9 @@ def _inner(call: OpCall) -> Cost | None:
 
 
 @register("bilinear")
-def _bilinear(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input1", "input2", "weight", "bias"))
-    x1, x2, w, bias = b.get("input1"), b.get("input2"), b.get("weight"), b.get("bias")
+@binds()
+def _bilinear(call: OpCall, b: Bound) -> Cost | None:
+    x1, x2, w, bias = b["input1"], b["input2"], b["weight"], b["bias"]
     s1, s2, sw = A.shape(x1), A.shape(x2), A.shape(w)
     if s1 is None or s2 is None or sw is None or len(sw) != 3 or not s1 or not s2:
         return None
