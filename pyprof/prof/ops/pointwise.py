@@ -27,7 +27,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 # name: (forward FLOPs per element, backward FLOPs per element per grad input, backward reads inputs)
 TABLE: dict[str, tuple[int, int, bool]] = {
@@ -143,14 +143,13 @@ def _outer(call: OpCall) -> Cost | None:
 
 
 @register("glu")
-def _glu(call: OpCall) -> Cost | None:
+@binds("self")
+def _glu(call: OpCall, b: Bound, x: A.Arg, shp: list[int], _: str | None) -> Cost | None:
     """``glu(x, dim)``: ``a·σ(b)`` of the two halves of ``x`` along ``dim``: sigmoid (4, as above) and a
     multiply per output element; backward ``dY·σ(b)`` and ``dY·a·σ(b)·(1 − σ(b))``: 5 per output element.
     Bytes: ``x`` read, the half-size output written; backward dY and ``x`` read, dX written."""
-    b = A.bind(call.args, ("input", "dim"))
-    x = b.get("input") or b.get("self")
-    shp, dim = A.shape(x), A.value(b.get("dim"), -1)
-    if shp is None or not shp or not isinstance(dim, int) or shp[dim] % 2:
+    dim = A.value(b["dim"], -1)
+    if not shp or not isinstance(dim, int) or shp[dim] % 2:
         return None
     n = prod(shp)
     dt = A.compute_dtype(call.cdtype, x)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 
 def _result(call: OpCall, n: int | None, dt: str | None, extra: float | None = 0) -> Cost | None:
@@ -75,11 +75,10 @@ def _factory(call: OpCall) -> Cost | None:
 
 
 @register("multinomial")
-def _multinomial(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "num_samples", "replacement"))
-    p, k = b.get("input") or b.get("self"), A.value(b.get("num_samples"))
-    sp = A.shape(p)
-    if sp is None or not 1 <= len(sp) <= 2 or not isinstance(k, int) or k < 0:
+@binds("self")
+def _multinomial(call: OpCall, b: Bound, p: A.Arg, sp: list[int], _: str | None) -> Cost | None:
+    k = A.value(b["num_samples"])
+    if not 1 <= len(sp) <= 2 or not isinstance(k, int) or k < 0:
         return None
     rows = sp[0] if len(sp) == 2 else 1
     return _result(call, rows * k, "int64", A.nbytes(p))

@@ -11,7 +11,7 @@ never on a kernel row). Same for their backward (reshaping dY).
 
 from __future__ import annotations
 
-from typing import cast
+from math import prod
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
@@ -36,10 +36,8 @@ def view_cost(call: OpCall) -> Cost | None:
 
 @register("reshape", "flatten", "ravel", "reshape_as")
 def _reshape(call: OpCall) -> Cost | None:
-    x = A.bind(call.args, ("input",)).get("input")
-    if not A.is_tensor(x) or A.shape(x) is None:
+    x = A.bind(call.args, ("input",)).get("input")  # by position: x.view(2, 3)'s sizes are varargs
+    shp, dt = A.shape(x), A.dtype(x)
+    if x is None or shp is None:
         return None
-    dt = A.dtype(x)
-    if x.get("contig") is True:
-        return Cost(0.0, 0, dt)
-    return Cost(0.0, A.sized(2 * cast(int, A.numel(A.shape(x))), dt), dt)  # shape checked above
+    return Cost(0.0, 0 if x.get("contig") is True else A.sized(2 * prod(shp), dt), dt)
