@@ -81,9 +81,9 @@ def _arange(call: OpCall) -> Cost | None:
 
 
 @register("linspace")
-def _linspace(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("start", "end", "steps"))
-    steps = A.value(b.get("steps"))
+@binds()
+def _linspace(call: OpCall, b: Bound) -> Cost | None:
+    steps = A.value(b["steps"])
     if not isinstance(steps, int) or steps < 0:
         return None
     return _written(call, steps, A.dtype_kwarg(call.args, "float32"))

@@ -23,7 +23,7 @@ per element per dim; backward as forward, per dim.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from math import prod
+from math import comb, prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
@@ -145,33 +145,28 @@ def _cartesian_prod(call: OpCall) -> Cost | None:
 
 
 @register("combinations")
-def _combinations(call: OpCall) -> Cost | None:
-    from math import comb
-
-    b = A.bind(call.args, ("input", "r", "with_replacement"))
-    x, r, rep = b.get("input") or b.get("self"), A.value(b.get("r"), 2), A.value(b.get("with_replacement"), False)
-    sx = A.shape(x)
-    if sx is None or len(sx) != 1 or not isinstance(r, int) or r < 0:
+@binds("self")
+def _combinations(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    r, rep = A.value(b["r"], 2), A.value(b["with_replacement"], False)
+    if len(sx) != 1 or not isinstance(r, int) or r < 0:
         return None
     n = sx[0]
     if rep and n + r - 1 < 0:
         return None
     count = comb(n + r - 1, r) if rep else comb(n, r)
     n_out = count * r
-    return _cost(call, [x], n_out, 0.0, float(n_out), A.dtype(x))
+    return _cost(call, [x], n_out, 0.0, float(n_out), dt)
 
 
 @register("gradient")
-def _gradient(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("input", "spacing", "dim", "edge_order"))
-    x, dim = b.get("input") or b.get("self"), A.value(b.get("dim"))
-    sx = A.shape(x)
-    if sx is None or not sx:
+@binds("self")
+def _gradient(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    dim = A.value(b["dim"])
+    if not sx:
         return None
     dims = len(sx) if dim is None else 1 if isinstance(dim, int) else len(dim) if isinstance(dim, list) else None
     if dims is None:
         return None
-    sp = b.get("spacing")
-    spacing = [t for t in A.tensorlist(sp) or []] if sp is not None and sp.get("type") in ("tensor", "tensorlist") else []
+    spacing = A.tensorlist(b.get("spacing")) or []
     n = prod(sx)
-    return _cost(call, [x, *spacing], n * dims, 2.0 * n * dims, 2.0 * n * dims, A.dtype(x))
+    return _cost(call, [x, *spacing], n * dims, 2.0 * n * dims, 2.0 * n * dims, dt)
