@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any
 
@@ -210,11 +210,10 @@ def estimate(call: OpCall, quiet: bool = True) -> Cost | None:
     if mod is None and call.op.startswith("aten::"):
         mod = "aten"  # aten signatures differ from torch.nn.functional's (mse_loss, batch_norm, ...)
     if call.schema is None and not call.problem:
-        bound = normalize_cached(name, call.args, inplace=_inplace(call.op))
-        call = OpCall(name, call.args, call.direction, call.cdtype, mod, bound.args if bound.schema else None,
-                      bound.overload, bound.problem)
-    elif name != call.op or mod != call.mod:
-        call = OpCall(name, call.args, call.direction, call.cdtype, mod, call.schema, call.overload, call.problem)
+        b = normalize_cached(name, call.args, inplace=_inplace(call.op))
+        call = replace(call, schema=b.args if b.schema else None, overload=b.overload, problem=b.problem)
+    if name != call.op or mod != call.mod:
+        call = replace(call, op=name, mod=mod)
     try:
         cost = model(call)
     except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError):
