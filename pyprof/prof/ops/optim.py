@@ -40,9 +40,14 @@ def _numel(ts: Sequence[dict | None]) -> int | None:
     return A.total(*[A.numel(A.shape(t)) for t in ts])  # type: ignore[return-value]
 
 
+def _lists(call: OpCall) -> list[list[dict]]:
+    """The call's tensor lists (params, grads, state...), in order."""
+    return [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
+
+
 @register(*("_foreach_" + op for op in FOREACH), "_foreach_norm", "_foreach_zero", "_foreach_copy")
 def _foreach(call: OpCall) -> Cost | None:
-    lists = [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
+    lists = _lists(call)
     if not lists or not lists[0]:
         return None
     first = lists[0]
@@ -75,7 +80,7 @@ def _flag(call: OpCall, name: str, default=None):
 
 def _adam_per_elem(call: OpCall, decoupled: bool) -> int:
     per = 13
-    if (_flag(call, "weight_decay", 0) or 0) != 0:
+    if _flag(call, "weight_decay", 0):
         per += 1 if decoupled else 2
     if _flag(call, "amsgrad", False):
         per += 1
@@ -88,9 +93,9 @@ def _adam_per_elem(call: OpCall, decoupled: bool) -> int:
 
 def _sgd_per_elem(call: OpCall) -> tuple[int, bool]:
     per = 2
-    if (_flag(call, "weight_decay", 0) or 0) != 0:
+    if _flag(call, "weight_decay", 0):
         per += 2
-    mom = (_flag(call, "momentum", 0) or 0) != 0
+    mom = bool(_flag(call, "momentum", 0))
     if mom and not _flag(call, "is_first_step", False):
         per += 3
     if mom and _flag(call, "nesterov", False):
@@ -102,7 +107,7 @@ def _sgd_per_elem(call: OpCall) -> tuple[int, bool]:
 
 @register("_fused_adam", "_fused_adamw")
 def _fused_adam(call: OpCall) -> Cost | None:
-    lists = [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
+    lists = _lists(call)
     if len(lists) < 4 or not lists[0]:
         return None
     p, g, m, v = lists[:4]
@@ -121,7 +126,7 @@ def _fused_adam(call: OpCall) -> Cost | None:
 
 @register("_fused_sgd")
 def _fused_sgd(call: OpCall) -> Cost | None:
-    lists = [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
+    lists = _lists(call)
     if len(lists) < 2 or not lists[0]:
         return None
     p, g = lists[:2]
@@ -138,14 +143,14 @@ def _fused_sgd(call: OpCall) -> Cost | None:
 def _fused_adagrad(call: OpCall) -> Cost | None:
     """Adagrad: ``s += g²`` 2, ``p −= lr·g/(√s + ε)`` 4 = 6 per element (+2 weight decay).
     Bytes: p, g, s read; p, s written."""
-    lists = [cast("list[dict]", A.tensorlist(a)) for a in call.args if a.get("type") == "tensorlist"]
+    lists = _lists(call)
     if len(lists) < 3 or not lists[0]:
         return None
     p, g, s = lists[:3]
     n = _numel(p)
     if n is None:
         return None
-    per = 6 + (2 if (_flag(call, "weight_decay", 0) or 0) != 0 else 0)
+    per = 6 + (2 if _flag(call, "weight_decay", 0) else 0)
     return Cost(float(per * n), A.total(*[A.nbytes(t) for t in [*p, *g, *s, *p, *s]]), A.compute_dtype(call.cdtype, *p))
 
 
