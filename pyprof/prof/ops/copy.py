@@ -16,7 +16,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
 # explicit casts: method name -> target dtype
 CASTS = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16",
@@ -76,9 +76,8 @@ def _to(call: OpCall) -> Cost | None:
 @binds("self")
 def reordering_copy(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
     """Same-size copies in another order: input read, output written; backward the same on dY."""
-    if call.direction == "bprop" and not A.requires_grad(x):
-        return Cost(0.0, 0, dt)
-    return Cost(0.0, A.sized(2 * prod(sx), dt), dt)
+    moved = (0.0, A.sized(2 * prod(sx), dt))
+    return one_input(call, x, dt, moved, moved)
 
 
 @register("repeat", "tile")
@@ -95,9 +94,7 @@ def _repeat(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> 
         return None
     out = [r * s for r, s in zip(reps, [1] * (len(reps) - len(sx)) + sx, strict=True)]
     n_in, n_out = prod(sx), prod(out)
-    if call.direction == "bprop":
-        return Cost(float(n_out), A.sized(n_out + n_in, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    return Cost(0.0, A.sized(n_in + n_out, dt), dt)
+    return one_input(call, x, dt, (0.0, A.sized(n_in + n_out, dt)), (float(n_out), A.sized(n_out + n_in, dt)))
 
 
 @register("pad", "constant_pad_nd")
@@ -114,9 +111,7 @@ def _pad(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cos
     if any(o < 0 for o in out):
         return None
     n_in, n_out = prod(sx), prod(out)
-    if call.direction == "bprop":
-        return Cost(0.0, A.sized(2 * n_in, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    return Cost(0.0, A.sized(n_in + n_out, dt), dt)
+    return one_input(call, x, dt, (0.0, A.sized(n_in + n_out, dt)), (0.0, A.sized(2 * n_in, dt)))
 
 
 @register("contiguous", "clone")
@@ -160,6 +155,5 @@ def _repeat_interleave(call: OpCall) -> Cost | None:
     else:
         return None
     n_in, dt = prod(sx), A.dtype(x)
-    if call.direction == "bprop":
-        return Cost(float(n_out), A.sized(n_out + n_in, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    return Cost(0.0, A.total(A.nbytes(x), A.nbytes(reps) if A.is_tensor(reps) else 0, A.sized(n_out, dt)), dt)
+    read = A.total(A.nbytes(x), A.nbytes(reps) if A.is_tensor(reps) else 0)
+    return one_input(call, x, dt, (0.0, A.total(read, A.sized(n_out, dt))), (float(n_out), A.sized(n_out + n_in, dt)))

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
 
 def _cost(call: OpCall, ins: Sequence[dict | None], per_fwd: float, n_out: int, per_bwd: float) -> Cost:
@@ -104,6 +104,4 @@ def _normalize(call: OpCall) -> Cost | None:
         return None
     e, rows = prod(s), _rows(s, dim)
     dt = A.compute_dtype(call.cdtype, x)
-    if call.direction == "bprop":
-        return Cost(6.0 * e, A.sized(3 * e, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    return Cost(float(3 * e + 2 * rows), A.sized(2 * e, dt), dt)
+    return one_input(call, x, dt, (float(3 * e + 2 * rows), A.sized(2 * e, dt)), (6.0 * e, A.sized(3 * e, dt)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Cost, OpCall, one_input, register
 
 
 def _table_and_indices(call: OpCall):
@@ -46,11 +46,8 @@ def _embedding(call: OpCall) -> Cost | None:
     w, idx, sw, si = ti
     n_idx, d = prod(si), sw[1]
     dt = A.compute_dtype(call.cdtype, w)
-    if call.direction == "bprop":
-        if not A.requires_grad(w):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n_idx * d), A.total(A.sized(n_idx * d, dt), A.nbytes(idx), A.sized(prod(sw), dt)), dt)
-    return Cost(0.0, A.total(A.nbytes(idx), A.sized(2 * n_idx * d, dt)), dt)
+    return one_input(call, w, dt, (0.0, A.total(A.nbytes(idx), A.sized(2 * n_idx * d, dt))),
+                     (float(n_idx * d), A.total(A.sized(n_idx * d, dt), A.nbytes(idx), A.sized(prod(sw), dt))))
 
 
 @register("embedding_bag")
@@ -68,8 +65,5 @@ def _embedding_bag(call: OpCall) -> Cost | None:
     n_idx, d = prod(si), sw[1]
     dt = A.compute_dtype(call.cdtype, w)
     flops = float(n_idx * d + (bags * d if mode == "mean" else 0))  # max: one compare each
-    if call.direction == "bprop":
-        if not A.requires_grad(w):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n_idx * d), A.total(A.sized(bags * d, dt), A.nbytes(idx), A.sized(prod(sw), dt)), dt)
-    return Cost(flops, A.total(A.nbytes(idx), A.sized(n_idx * d + bags * d, dt)), dt)
+    return one_input(call, w, dt, (flops, A.total(A.nbytes(idx), A.sized(n_idx * d + bags * d, dt))),
+                     (float(n_idx * d), A.total(A.sized(bags * d, dt), A.nbytes(idx), A.sized(prod(sw), dt))))

@@ -36,7 +36,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
 
 def _gather_like(call: OpCall, x: dict | None, idx_tensors: Sequence[dict | None], out_shape: list[int] | None) -> Cost | None:
@@ -46,11 +46,8 @@ def _gather_like(call: OpCall, x: dict | None, idx_tensors: Sequence[dict | None
     dt = A.dtype(x)
     n_out = prod(out_shape)
     idx_b = A.total(*[A.nbytes(i) for i in idx_tensors])
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n_out), A.total(A.sized(n_out, dt), idx_b, A.sized(prod(sx), dt)), dt)
-    return Cost(0.0, A.total(idx_b, A.sized(2 * n_out, dt)), dt)
+    return one_input(call, x, dt, (0.0, A.total(idx_b, A.sized(2 * n_out, dt))),
+                     (float(n_out), A.total(A.sized(n_out, dt), idx_b, A.sized(prod(sx), dt))))
 
 
 @register("index_select")
@@ -159,11 +156,8 @@ def _masked_fill(call: OpCall, b: Bound) -> Cost | None:
     if out is None:
         return None
     dt, n = A.dtype(x), prod(out)
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n), A.total(A.sized(2 * n, dt), A.nbytes(mask)), dt)
-    return Cost(float(n), A.total(A.nbytes(x), A.nbytes(mask), A.sized(n, dt)), dt)
+    return one_input(call, x, dt, (float(n), A.total(A.nbytes(x), A.nbytes(mask), A.sized(n, dt))),
+                     (float(n), A.total(A.sized(2 * n, dt), A.nbytes(mask))))
 
 
 def _copying(call: OpCall) -> bool:

@@ -27,7 +27,7 @@ from math import comb, prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
 
 def _cost(call: OpCall, ins: Sequence[dict | None], n_out: int | None, fwd: float, bwd_per_input: float,
@@ -48,9 +48,8 @@ def _diag(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | Non
         off = A.value(b.get("diagonal"), 0)
         m, n = shp
         d = max(0, min(m, n - off) if off >= 0 else min(m + off, n))
-        if call.direction == "bprop":  # dY placed on the diagonal of a zero matrix
-            return Cost(0.0, A.sized(d + m * n, A.dtype(x)) if A.requires_grad(x) else 0, A.dtype(x))
-        return Cost(0.0, A.sized(2 * d, A.dtype(x)), A.dtype(x))
+        # backward: dY placed on the diagonal of a zero matrix
+        return one_input(call, x, dt, (0.0, A.sized(2 * d, dt)), (0.0, A.sized(d + m * n, dt)))
     if call.op == "diag_embed":
         if not shp:
             return None
@@ -113,9 +112,8 @@ def _trace(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | No
     if len(shp) != 2:
         return None
     d, dt = min(shp), A.dtype(x)
-    if call.direction == "bprop":  # dY broadcast onto the diagonal of a zero matrix
-        return Cost(0.0, A.sized(1 + prod(shp), dt) if A.requires_grad(x) else 0, dt)
-    return Cost(float(d), A.sized(d + 1, dt), dt)
+    # backward: dY broadcast onto the diagonal of a zero matrix
+    return one_input(call, x, dt, (float(d), A.sized(d + 1, dt)), (0.0, A.sized(1 + prod(shp), dt)))
 
 
 @register("kron")

@@ -37,7 +37,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Cost, OpCall, one_input, register
 
 _CE = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing")
 _NLL = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction")
@@ -146,12 +146,8 @@ def _nll(call: OpCall) -> Cost | None:
     w = b.get("weight") if A.is_tensor(b.get("weight")) else None
     dt = A.compute_dtype(call.cdtype, x)
     n_out = 1 if red else n
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n), A.total(A.sized(n_out, dt), A.nbytes(t), A.nbytes(x)), dt)
-    return Cost(float(n * (2 if w is not None else 1)),
-                A.total(A.sized(n, dt), A.nbytes(t), A.sized(n_out, dt)), dt)
+    fwd = (float(n * (2 if w is not None else 1)), A.total(A.sized(n, dt), A.nbytes(t), A.sized(n_out, dt)))
+    return one_input(call, x, dt, fwd, (float(n), A.total(A.sized(n_out, dt), A.nbytes(t), A.nbytes(x))))
 
 
 @register("nll_loss_backward", "nll_loss2d_backward")

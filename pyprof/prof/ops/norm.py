@@ -28,7 +28,7 @@ per element; backward ``6 + size`` per element (dX through the power and the win
 from __future__ import annotations
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Cost, OpCall, one_input, register
 
 _LN = ("input", "normalized_shape", "weight", "bias", "eps")
 _GN = ("input", "num_groups", "weight", "bias", "eps")
@@ -107,6 +107,5 @@ def _lrn(call: OpCall) -> Cost | None:
     if sx is None or len(sx) < 3 or not isinstance(size, int) or size < 1:
         return None
     n, dt = A.numel(sx), A.compute_dtype(call.cdtype, x)
-    if call.direction == "bprop":
-        return Cost(float((6 + size) * n), A.sized(3 * n, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    return Cost(float((5 + size) * n), A.sized(2 * n, dt), dt)
+    return one_input(call, x, dt, (float((5 + size) * n), A.sized(2 * n, dt)),
+                     (float((6 + size) * n), A.sized(3 * n, dt)))

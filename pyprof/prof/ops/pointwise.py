@@ -27,7 +27,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
 # name: (forward FLOPs per element, backward FLOPs per element per grad input, backward reads inputs)
 TABLE: dict[str, tuple[int, int, bool]] = {
@@ -153,9 +153,7 @@ def _glu(call: OpCall, b: Bound, x: A.Arg, shp: list[int], _: str | None) -> Cos
         return None
     n = prod(shp)
     dt = A.compute_dtype(call.cdtype, x)
-    if call.direction == "bprop":
-        return Cost(5.0 * n / 2, A.sized(n // 2 + 2 * n, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    return Cost(5.0 * n / 2, A.sized(n + n // 2, dt), dt)
+    return one_input(call, x, dt, (5.0 * n / 2, A.sized(n + n // 2, dt)), (5.0 * n / 2, A.sized(n // 2 + 2 * n, dt)))
 
 
 _COMPLEX = {"float16": "complex32", "float32": "complex64", "float64": "complex128"}

@@ -26,7 +26,7 @@ from __future__ import annotations
 from math import ceil, floor, prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Cost, OpCall, one_input, register
 
 _MAX = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
 _AVG1 = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")
@@ -151,14 +151,12 @@ def _fractional(call: OpCall) -> Cost | None:
         return None
     lead = sx[:-nd]
     n_in, n_out, dt = prod(sx), prod(lead) * prod(out), A.compute_dtype(call.cdtype, x)
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n_out), A.total(A.sized(n_out + n_in, dt), A.sized(n_out, "int64")), dt)
     samples = prod(lead[:2]) * nd if len(lead) == 2 else lead[0] * nd if lead else nd
     if not A.is_tensor(b.get("_random_samples")):
         samples *= 2  # drawn first (written), then read
-    return Cost(float(n_out * prod(k)), A.total(A.sized(n_in + n_out + samples, dt), A.sized(n_out, "int64")), dt)
+    idx = A.sized(n_out, "int64")
+    return one_input(call, x, dt, (float(n_out * prod(k)), A.total(A.sized(n_in + n_out + samples, dt), idx)),
+                     (float(n_out), A.total(A.sized(n_out + n_in, dt), idx)))
 
 
 @register("max_unpool1d", "max_unpool2d", "max_unpool3d")
@@ -180,6 +178,5 @@ def _unpool(call: OpCall) -> Cost | None:
     if not all(isinstance(o, int) and o >= 0 for o in out):
         return None
     n_in, n_out, dt = prod(sx), prod(sx[:-nd]) * prod(out), A.compute_dtype(call.cdtype, x)
-    if call.direction == "bprop":
-        return Cost(0.0, A.total(A.nbytes(idx), A.sized(2 * n_in, dt)), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    return Cost(0.0, A.total(A.nbytes(x), A.nbytes(idx), A.sized(n_out, dt)), dt)
+    return one_input(call, x, dt, (0.0, A.total(A.nbytes(x), A.nbytes(idx), A.sized(n_out, dt))),
+                     (0.0, A.total(A.nbytes(idx), A.sized(2 * n_in, dt))))

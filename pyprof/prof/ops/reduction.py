@@ -41,7 +41,7 @@ from typing import Any, cast
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.pointwise import TABLE as _PW
 from pyprof.prof.ops.pointwise import elementwise_cost
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, bound, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, bound, one_input, register
 
 # name: (forward per input element, forward per output element, backward per input element, bwd reads x)
 TABLE: dict[str, tuple[int, int, int, bool]] = {
@@ -71,13 +71,9 @@ def _scan(call: OpCall, b: Bound, x: A.Arg, sx: list[int], _: str | None) -> Cos
     (and the input and output for cumprod)."""
     n, dt = prod(sx), A.compute_dtype(call.cdtype, x)
     odt = A.out_dtype(b, dt)
-    per = 3 if call.op == "logcumsumexp" else 1
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        heavy = call.op in ("cumprod", "logcumsumexp")
-        return Cost(float((3 if heavy else 1) * n), A.sized((4 if heavy else 2) * n, dt), dt)
-    return Cost(float(per * n), A.total(A.nbytes(x), A.sized(n, odt)), dt)
+    per, heavy = 3 if call.op == "logcumsumexp" else 1, call.op in ("cumprod", "logcumsumexp")
+    return one_input(call, x, dt, (float(per * n), A.total(A.nbytes(x), A.sized(n, odt))),
+                     (float((3 if heavy else 1) * n), A.sized((4 if heavy else 2) * n, dt)))
 
 
 def reduced_shape(shp: list[int], dim, keepdim: bool) -> list[int] | None:

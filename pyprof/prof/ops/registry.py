@@ -189,6 +189,15 @@ def binds(subject: str | Callable[[str], str] | None = None) -> Callable[[Callab
     return deco
 
 
+def one_input(call: OpCall, x: A.Arg | None, dt: str | None, fwd: tuple[float, float | None],
+              bwd: tuple[float, float | None]) -> Cost:
+    """The cost of an op whose one tensor input ``x`` may need a gradient: ``fwd`` (FLOPs, bytes), in
+    backward ``bwd``, or nothing (0, 0) where ``x`` needs no gradient."""
+    if call.direction != "bprop":
+        return Cost(fwd[0], fwd[1], dt)
+    return Cost(bwd[0], bwd[1], dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
+
+
 def strict() -> bool:
     """``PYPROF_STRICT=1``: a model's exception is raised, with its traceback (for developers), not n/a."""
     return os.environ.get("PYPROF_STRICT") == "1"

@@ -25,7 +25,7 @@ from math import ceil, floor, prod
 from typing import Any
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Cost, OpCall, one_input, register
 
 TAPS = {"nearest": 1, "nearest-exact": 1, "linear": 2, "bilinear": 4, "bicubic": 16, "trilinear": 8}
 # aten kernel: (mode, spatial dims, params)
@@ -89,12 +89,9 @@ def _resample(call: OpCall) -> Cost | None:
     taps = TAPS.get(mode) or max(1, -(-prod(sx[-nd:]) // prod(out_sp)))
     dt = A.compute_dtype(call.cdtype, x)
     nearest = mode.startswith("nearest")
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float(n_out * (1 if nearest else 2 * taps)), A.sized(n_in + n_out, dt), dt)
     flops = 0 if nearest else n_out * (2 * taps - 1)
-    return Cost(float(flops), A.sized(n_in + n_out, dt), dt)
+    return one_input(call, x, dt, (float(flops), A.sized(n_in + n_out, dt)),
+                     (float(n_out * (1 if nearest else 2 * taps)), A.sized(n_in + n_out, dt)))
 
 
 @register("_upsample_bilinear2d_aa")
@@ -118,9 +115,8 @@ def _upsample_aa(call: OpCall) -> Cost | None:
     taps_h, taps_w = (2 * ceil(max(i / o, 1)) + 1 for i, o in ((h, ho), (w, wo)))
     flops = 2.0 * nc * (h * wo * taps_w + ho * wo * taps_h)
     n_in, n_out, dt = prod(sx), nc * ho * wo, A.compute_dtype(call.cdtype, x)
-    if call.direction == "bprop":
-        return Cost(flops, A.sized(n_in + n_out, dt), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    return Cost(flops, A.sized(n_in + n_out, dt), dt)
+    moved = (flops, A.sized(n_in + n_out, dt))
+    return one_input(call, x, dt, moved, moved)
 
 
 _GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}

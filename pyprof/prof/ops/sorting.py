@@ -19,7 +19,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
 # op -> (writes values, writes indices) when it reduces along a dim (or sorts)
 _OUTS = {"sort": (True, True), "argsort": (True, True), "msort": (True, True), "topk": (True, True),
@@ -76,11 +76,9 @@ def _quantile(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str |
             return None
         per = s[0]
     n_out = (nq or 1) * per
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(float(3 * n_out), A.total(A.sized(n_out, dt), A.nbytes(x)), dt)
-    return Cost(float(3 * n_out), A.total(A.nbytes(x), A.nbytes(q) if A.is_tensor(q) else 0, A.sized(n_out, dt)), dt)
+    read = A.total(A.nbytes(x), A.nbytes(q) if A.is_tensor(q) else 0)
+    return one_input(call, x, dt, (float(3 * n_out), A.total(read, A.sized(n_out, dt))),
+                     (float(3 * n_out), A.total(A.sized(n_out, dt), A.nbytes(x))))
 
 
 @register("searchsorted", "bucketize", "isin")

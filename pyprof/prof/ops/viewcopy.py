@@ -20,7 +20,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
 # views whose copy keeps the element count of the input
 _SAME = ("t", "transpose", "permute", "squeeze", "unsqueeze", "view", "alias", "unbind", "split_with_sizes",
@@ -94,12 +94,8 @@ def _view_copy(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str 
     dt = A.dtype(x)
     n_in = prod(shp)
     read = n_in if view == "expand" else min(n_in, n_out)
-    if call.direction == "bprop":
-        if not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        adds = float(n_out) if view == "expand" and n_out > n_in else 0.0
-        return Cost(adds, A.sized(n_out + n_in, dt), dt)
-    return Cost(0.0, A.sized(read + n_out, dt), dt)
+    adds = float(n_out) if view == "expand" and n_out > n_in else 0.0  # backward sums dY over the copies
+    return one_input(call, x, dt, (0.0, A.sized(read + n_out, dt)), (adds, A.sized(n_out + n_in, dt)))
 
 
 @register("slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter")
