@@ -121,51 +121,36 @@ def _product(call: OpCall, a: dict | None, b: dict | None, bias: dict | None = N
     return gemm_cost(call, a, b, out, macs, bias, mnk)
 
 
-# The second operand's schema name per aten op (the first is ``self``).
-_OTHER = {"mm": "mat2", "bmm": "mat2", "matmul": "other", "mv": "vec", "dot": "tensor", "vdot": "other"}
+# The operands A, B of the product ``A @ B`` by their schema names, per aten op.
+_OPERANDS = {"mm": ("self", "mat2"), "bmm": ("self", "mat2"), "matmul": ("self", "other"), "mv": ("self", "vec"),
+             "dot": ("self", "tensor"), "vdot": ("self", "other"),
+             "rmatmul": ("other", "self"),  # Tensor.__rmatmul__(self, other) computes other @ self
+             "addmm": ("mat1", "mat2"), "baddbmm": ("batch1", "batch2"), "addbmm": ("batch1", "batch2"),
+             "addmv": ("mat", "vec")}
 
 
-@register("mm", "bmm", "matmul", "mv", "dot", "vdot")
+def _bias(call: OpCall, b: Bound) -> dict | None:
+    """The term an ``add*``/``baddbmm`` op adds, ``beta·self`` (none where ``beta`` is 0)."""
+    return b.get("self") if call.op.startswith(("add", "baddbmm")) and A.value(b.get("beta"), 1) != 0 else None
+
+
+@register(*_OPERANDS)
 @binds()
 def _mm(call: OpCall, b: Bound) -> Cost | None:
-    return _product(call, b.get("self"), b.get(_OTHER[call.op]))
+    """``A @ B`` (plus the bias of the ``add*`` forms); ``addbmm`` sums its batch of products into one."""
+    first, second = _OPERANDS[call.op]
+    return _product(call, b.get(first), b.get(second), _bias(call, b), sum_batch=call.op == "addbmm")
 
 
-@register("rmatmul")
+@register("addr")
 @binds()
-def _rmatmul(call: OpCall, b: Bound) -> Cost | None:
-    """``Tensor.__rmatmul__(self, other)`` computes ``other @ self`` (bound as ``aten::matmul``)."""
-    return _product(call, b.get("other"), b.get("self"))
-
-
-@register("addmm", "baddbmm")
-@binds()
-def _addmm(call: OpCall, b: Bound) -> Cost | None:
-    m1, m2 = (b.get("mat1"), b.get("mat2")) if call.op == "addmm" else (b.get("batch1"), b.get("batch2"))
-    bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
-    return _product(call, m1, m2, bias)
-
-
-@register("addmv", "addr")
-@binds()
-def _addmv(call: OpCall, b: Bound) -> Cost | None:
-    """``addmv(self, mat[M,K], vec[K])``: a matrix-vector product, ``2·M·K``; ``addr(self, vec1[M],
-    vec2[N])``: an outer product added, one multiply-add per element, ``2·M·N``."""
-    bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
-    if call.op == "addmv":
-        return _product(call, b.get("mat"), b.get("vec"), bias)
+def _addr(call: OpCall, b: Bound) -> Cost | None:
+    """``addr(self, vec1[M], vec2[N])``: an outer product added, one multiply-add per element, ``2·M·N``."""
     v1, v2 = b.get("vec1"), b.get("vec2")
     s1, s2 = A.shape(v1), A.shape(v2)
     if s1 is None or s2 is None or len(s1) != 1 or len(s2) != 1:
         return None
-    return gemm_cost(call, v1, v2, [s1[0], s2[0]], s1[0] * s2[0], bias, [s1[0], s2[0], 1])
-
-
-@register("addbmm")
-@binds()
-def _addbmm(call: OpCall, b: Bound) -> Cost | None:
-    bias = None if A.value(b.get("beta"), 1) == 0 else b.get("self")
-    return _product(call, b.get("batch1"), b.get("batch2"), bias, sum_batch=True)
+    return gemm_cost(call, v1, v2, [s1[0], s2[0]], s1[0] * s2[0], _bias(call, b), [s1[0], s2[0], 1])
 
 
 @register("linear")
