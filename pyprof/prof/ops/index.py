@@ -36,7 +36,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, out_of_place, register
 
 
 def _gather_like(call: OpCall, x: dict | None, idx_tensors: Sequence[dict | None], out_shape: list[int] | None) -> Cost | None:
@@ -160,12 +160,6 @@ def _masked_fill(call: OpCall, b: Bound) -> Cost | None:
                      (float(n), A.total(A.sized(2 * n, dt), A.nbytes(mask))))
 
 
-def _copying(call: OpCall) -> bool:
-    """Whether the overload that ran is out of place (``put``, not ``put_``): it copies ``self`` first."""
-    base = (call.overload or "").rsplit("::", 1)[-1].split(".", 1)[0]
-    return bool(base) and not base.endswith("_")
-
-
 @register("put", "index_reduce")
 @binds("self")
 def _put(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
@@ -188,7 +182,7 @@ def _put(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cos
             byts = A.total(byts, A.nbytes(idx), A.sized(2 * n_src, dt))
         return Cost(flops, byts, dt)
     flops = float((n_src if acc else 0) + (n if red == "mean" else 0))
-    if _copying(call):
+    if out_of_place(call):  # it copies self first
         return Cost(flops, A.total(A.sized(2 * n, dt), A.nbytes(idx), A.nbytes(src)), dt)
     written = n if call.op == "index_reduce" and red == "mean" else n_src  # mean rescales every element
     return Cost(flops, A.total(A.nbytes(idx), A.nbytes(src), A.sized(written, dt)), dt)
@@ -210,7 +204,7 @@ def _nonzero_static(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | N
 def _masked_scatter(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
     mask, src = b["mask"], b["source"]
     out = A.broadcast(sx, A.shape(mask))
-    if out is None or not A.is_tensor(src) or not _copying(call):
+    if out is None or not A.is_tensor(src) or not out_of_place(call):
         return None
     n = prod(out)
     if call.direction == "bprop":

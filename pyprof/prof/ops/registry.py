@@ -189,6 +189,12 @@ def binds(subject: str | Callable[[str], str] | None = None) -> Callable[[Callab
     return deco
 
 
+def out_of_place(call: OpCall) -> bool:
+    """Whether the overload that ran is out of place (``put``, ``normal.Tensor_float``; not ``put_``)."""
+    base = (call.overload or "").rsplit("::", 1)[-1].split(".", 1)[0]
+    return bool(base) and not base.endswith("_")
+
+
 def one_input(call: OpCall, x: A.Arg | None, dt: str | None, fwd: tuple[float, float | None],
               bwd: tuple[float, float | None]) -> Cost:
     """The cost of an op whose one tensor input ``x`` may need a gradient: ``fwd`` (FLOPs, bytes), in

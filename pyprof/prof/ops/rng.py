@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, out_of_place, register
 
 
 def _result(call: OpCall, n: int | None, dt: str | None, extra: float | None = 0) -> Cost | None:
@@ -24,14 +24,6 @@ def _result(call: OpCall, n: int | None, dt: str | None, extra: float | None = 0
     if call.direction == "bprop":
         return Cost(0.0, 0, dt)
     return Cost(0.0, A.total(A.sized(n, dt), extra), dt)
-
-
-def _out_of_place(call: OpCall) -> bool:
-    """Whether the overload that ran is not an in-place one (``normal.Tensor_float``, not ``normal_``)."""
-    if call.mod == "torch.Tensor":  # x.normal_(...): the only Tensor method of the name is in place
-        return False
-    base = (call.overload or "").rsplit("::", 1)[-1].split(".", 1)[0]
-    return bool(base) and not base.endswith("_")
 
 
 @register("uniform", "normal", "bernoulli", "random", "exponential", "geometric", "log_normal", "cauchy",
@@ -44,7 +36,8 @@ def _fill_random(call: OpCall) -> Cost | None:
         return None
     x = ts[0]
     extra = A.nbytes(ts[1]) if call.op == "bernoulli" and len(ts) > 1 else 0
-    if call.op == "normal" and _out_of_place(call):  # normal(mean, std) of tensors: they are read
+    # normal(mean, std) of tensors: they are read (x.normal_(...), the only Tensor method of the name, is in place)
+    if call.op == "normal" and call.mod != "torch.Tensor" and out_of_place(call):
         out = A.broadcast(*[A.shape(t) for t in ts])
         return _result(call, A.numel(out), A.dtype(x), A.total(*[A.nbytes(t) for t in ts]))
     return _result(call, A.numel(A.shape(x)), A.dtype_kwarg(call.args, A.dtype(x)), extra)
