@@ -18,7 +18,7 @@ from math import prod
 from typing import cast
 
 from pyprof.prof.ops import _args as A
-from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
 
 
 @register("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack")
@@ -38,10 +38,10 @@ def _cat(call: OpCall) -> Cost | None:
 
 
 @register("_chunk_cat")
-def _chunk_cat(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, ("tensors", "dim", "num_chunks"))
-    ts = A.tensorlist(b.get("tensors")) or []
-    dim, chunks = A.value(b.get("dim")), A.value(b.get("num_chunks"))
+@binds()
+def _chunk_cat(call: OpCall, b: Bound) -> Cost | None:
+    ts = A.tensorlist(b["tensors"]) or []
+    dim, chunks = A.value(b["dim"]), A.value(b["num_chunks"])
     shapes = [A.shape(t) for t in ts]
     if not ts or any(not s for s in shapes) or not isinstance(dim, int) or not isinstance(chunks, int) or chunks < 1:
         return None
