@@ -107,16 +107,7 @@ def is_tensor(a: Arg | None) -> TypeGuard[Arg]:
 
 def tensors(args: Iterable[Arg]) -> list[Arg]:
     """All tensor arguments, tensorlists flattened, in order."""
-    out: list[Arg] = []
-    for a in args:
-        if a is None:
-            continue
-        t = a.get("type")
-        if t == "tensor":
-            out.append(a)
-        elif t == "tensorlist":
-            out.extend(x for x in a.get("items", []) if x.get("type") == "tensor")
-    return out
+    return [t for a in args for t in tensorlist(a) or ()]
 
 
 def tensorlist(a: Arg | None) -> list[Arg] | None:
@@ -183,13 +174,7 @@ def requires_grad(a: Arg | None) -> bool:
 
 def value(a: Arg | None, default: Any = None) -> Any:
     """A scalar/list argument's value; ``default`` when the argument is absent or ``None``."""
-    if a is None:
-        return default
-    if a.get("type") in ("NoneType",):
-        return default
-    if "value" not in a:
-        return default
-    v = a["value"]
+    v = None if a is None or a.get("type") == "NoneType" else a.get("value")
     return default if v is None else v
 
 
