@@ -97,17 +97,11 @@ def _leaves(v) -> tuple[int, str] | None:
         return 1, "int64"
     if isinstance(v, float):
         return 1, "float32"
-    if isinstance(v, list):
-        n, kinds = 0, set()
-        for x in v:
-            r = _leaves(x)
-            if r is None:
-                return None
-            n += r[0]
-            kinds.add(r[1])
-        kind = "float32" if "float32" in kinds else ("int64" if "int64" in kinds else ("bool" if kinds else "float32"))
-        return n, kind
-    return None
+    parts = [_leaves(x) for x in v] if isinstance(v, list) else [None]
+    if any(p is None for p in parts):
+        return None
+    kinds = {p[1] for p in parts if p}
+    return sum(p[0] for p in parts if p), next((k for k in ("float32", "int64", "bool") if k in kinds), "float32")
 
 
 @register("tensor", "scalar_tensor")
