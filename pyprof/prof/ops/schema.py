@@ -30,6 +30,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from pyprof.prof.ops._args import scalar_arg
+
 Arg = dict[str, Any]
 
 
@@ -273,11 +275,7 @@ def _convert(p: Param, a: Arg) -> Arg:
 
 
 def _default_arg(p: Param) -> Arg:
-    v = p.default
-    if v is None:
-        return {"name": p.name, "type": "NoneType", "value": None, "default": True}
-    kind = {bool: "bool", int: "int", float: "float", str: "str", list: "list"}.get(type(v), "other")
-    return {"name": p.name, "type": kind, "value": v, "default": True}
+    return {**scalar_arg(p.default, p.name), "default": True}
 
 
 def _pack(items: list[Arg], kind: str) -> tuple[Arg, int]:
