@@ -32,7 +32,7 @@ from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.copy import reordering_copy
-from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, register
+from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
 _COMPLEX: dict[str | None, str] = {"float32": "complex64", "float16": "complex32", "bfloat16": "complex64", "float64": "complex128"}
 _REAL: dict[str | None, str | None] = {v: k for k, v in _COMPLEX.items() if k != "bfloat16"}
@@ -131,9 +131,7 @@ def _stft(call: OpCall) -> Cost | None:
     w = b.get("window") if A.is_tensor(b.get("window")) else None
     if out_dt is None:
         return None
-    if call.direction == "bprop":
-        return Cost(flops, A.total(A.sized(batch * bins * frames, out_dt), A.nbytes(x)), dt) if A.requires_grad(x) else Cost(0.0, 0, dt)
-    # dt is a known dtype: out_dt was found for it
-    pad_bytes = 2 * cast(float, A.sized(batch * padded, dt)) if center else 0
-    return Cost(flops, A.total(A.nbytes(x), pad_bytes, A.nbytes(w) if w else 0,
-                               A.sized(batch * bins * frames, out_dt)), dt)
+    out = A.sized(batch * bins * frames, out_dt)
+    pad_bytes = 2 * cast(float, A.sized(batch * padded, dt)) if center else 0  # dt is known: out_dt was found
+    return one_input(call, x, dt, (flops, A.total(A.nbytes(x), pad_bytes, A.nbytes(w) if w else 0, out)),
+                     (flops, A.total(out, A.nbytes(x))))

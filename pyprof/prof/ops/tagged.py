@@ -67,12 +67,10 @@ def _alias(target: str):
 def _register_all() -> None:
     have = covered_ops()
     pw = sorted(n for n in (pointwise_ops() | _UNTAGGED) - _NOT_POINTWISE if canonical(n) == n and n not in have)
-    if pw:
-        register(*pw, family="pointwise")(_generic_pointwise)
+    register(*pw, family="pointwise")(_generic_pointwise)
     have = covered_ops()
     views = sorted(n for n in view_ops() - _NOT_VIEWS if canonical(n) == n and n not in have)
-    if views:
-        register(*views, family="views")(view_cost)
+    register(*views, family="views")(view_cost)
     have = covered_ops()
     for name, target in ALIASES.items():
         if name not in have and target in have:
