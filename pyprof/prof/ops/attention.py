@@ -12,7 +12,7 @@ The backward kernels themselves (``_scaled_dot_product_flash_attention_for_cpu_b
 flash, memory-efficient, cuDNN and overrideable ``*_backward`` ops, ``_flash_attention_backward``,
 ``_efficient_attention_backward``) are what a compiled region's backward graph calls directly, with
 no forward op to link to: they are priced by the backward formula whatever the direction of their
-record, from their own ``query``/``key``/``value`` (:data:`BACKWARD_SIGNATURES`).
+record, from their own ``query``/``key``/``value`` (:data:`BACKWARD`).
 
 These are FlopCounterMode's formulas for a dense mask. Softmax, scaling and masking are O(B·L·S) and
 not counted. A causal call (``is_causal=True``, or the memory-efficient kernel's causal mask types)
@@ -32,52 +32,20 @@ from math import prod
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
+from pyprof.prof.ops.schema import param_names
 
-# name: (params, layout) -- layout "bhsd" ([..., seq, dim]) or "bshd" ([batch, seq, heads, dim]).
-SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
-    "scaled_dot_product_attention": (("query", "key", "value", "attn_mask", "dropout_p", "is_causal",
-                                      "scale", "enable_gqa"), "bhsd"),
-    "_scaled_dot_product_attention_math": (("query", "key", "value", "attn_mask", "dropout_p", "is_causal",
-                                            "dropout_mask", "scale", "enable_gqa"), "bhsd"),
-    "_scaled_dot_product_flash_attention": (("query", "key", "value", "dropout_p", "is_causal",
-                                             "return_debug_mask", "scale"), "bhsd"),
-    "_scaled_dot_product_flash_attention_for_cpu": (("query", "key", "value", "dropout_p", "is_causal",
-                                                     "attn_mask", "scale"), "bhsd"),
-    "_scaled_dot_product_efficient_attention": (("query", "key", "value", "attn_bias", "compute_log_sumexp",
-                                                 "dropout_p", "is_causal", "scale"), "bhsd"),
-    "_scaled_dot_product_cudnn_attention": (("query", "key", "value", "attn_bias", "compute_log_sumexp",
-                                             "dropout_p", "is_causal", "return_debug_mask", "scale"), "bhsd"),
-    "_flash_attention_forward": (("query", "key", "value", "cum_seq_q", "cum_seq_k", "max_q", "max_k",
-                                  "dropout_p", "is_causal", "return_debug_mask", "scale"), "bshd"),
-    "_efficient_attention_forward": (("query", "key", "value", "bias", "cu_seqlens_q", "cu_seqlens_k",
-                                      "max_seqlen_q", "max_seqlen_k", "dropout_p", "custom_mask_type"), "bshd"),
-}
-
-
+FORWARD = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+           "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+           "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+           "_flash_attention_forward", "_efficient_attention_forward")
 #: The backward ops, priced as the backward of the products above from their own arguments.
-BACKWARD_SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
-    "_scaled_dot_product_flash_attention_for_cpu_backward": (
-        ("grad_out", "query", "key", "value", "out", "logsumexp", "dropout_p", "is_causal", "attn_mask",
-         "scale"), "bhsd"),
-    "_scaled_dot_product_flash_attention_backward": (
-        ("grad_out", "query", "key", "value", "out", "logsumexp", "cum_seq_q", "cum_seq_k", "max_q", "max_k",
-         "dropout_p", "is_causal", "philox_seed", "philox_offset", "scale"), "bhsd"),
-    "_scaled_dot_product_efficient_attention_backward": (
-        ("grad_out_", "query", "key", "value", "attn_bias", "out", "logsumexp", "philox_seed", "philox_offset",
-         "dropout_p", "grad_input_mask", "is_causal", "scale"), "bhsd"),
-    "_scaled_dot_product_cudnn_attention_backward": (
-        ("grad_out", "query", "key", "value", "out", "logsumexp", "philox_seed", "philox_offset", "attn_bias",
-         "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p", "is_causal", "scale"), "bhsd"),
-    "_scaled_dot_product_fused_attention_overrideable_backward": (
-        ("grad_out", "query", "key", "value", "attn_bias", "grad_input_mask", "out", "logsumexp", "cum_seq_q",
-         "cum_seq_k", "max_q", "max_k", "dropout_p", "is_causal", "philox_seed", "philox_offset", "scale"), "bhsd"),
-    "_flash_attention_backward": (
-        ("grad_out", "query", "key", "value", "out", "logsumexp", "cum_seq_q", "cum_seq_k", "max_q", "max_k",
-         "dropout_p", "is_causal", "philox_seed", "philox_offset", "scale"), "bshd"),
-    "_efficient_attention_backward": (
-        ("grad_out_", "query", "key", "value", "bias", "out", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q",
-         "max_seqlen_k", "logsumexp", "dropout_p", "philox_seed", "philox_offset", "custom_mask_type"), "bshd"),
-}
+BACKWARD = ("_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_flash_attention_backward",
+            "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_cudnn_attention_backward",
+            "_scaled_dot_product_fused_attention_overrideable_backward", "_flash_attention_backward",
+            "_efficient_attention_backward")
+# The kernels that take [batch, seq, heads, dim] ("bshd"); the others take [..., seq, dim] ("bhsd").
+_BSHD = {"_flash_attention_forward", "_efficient_attention_forward", "_flash_attention_backward",
+         "_efficient_attention_backward"}
 
 
 def attention_dims(q: list[int], k: list[int], v: list[int], layout: str):
@@ -102,16 +70,14 @@ def attention_dims(q: list[int], k: list[int], v: list[int], layout: str):
     return prod(bq), sl, ss, e, ev
 
 
-@register(*SIGNATURES, *BACKWARD_SIGNATURES)
+@register(*FORWARD, *BACKWARD)
 def _sdpa(call: OpCall) -> Cost | None:
-    backward_op = call.op in BACKWARD_SIGNATURES
-    params, layout = (BACKWARD_SIGNATURES if backward_op else SIGNATURES)[call.op]
-    b = A.bind(call.args, params)
+    b = A.bind(call.args, param_names(call.op))  # by position: a call that stops after q, k, v prices too
     q, k, v = b.get("query"), b.get("key"), b.get("value")
     sq, sk, sv = A.shape(q), A.shape(k), A.shape(v)
     if sq is None or sk is None or sv is None:
         return None
-    d = attention_dims(sq, sk, sv, layout)
+    d = attention_dims(sq, sk, sv, "bshd" if call.op in _BSHD else "bhsd")
     if d is None:
         return None
     bh, sl, ss, e, ev = d
@@ -123,7 +89,7 @@ def _sdpa(call: OpCall) -> Cost | None:
     causal = A.value(b.get("is_causal"), False) is True or A.value(b.get("custom_mask_type"), 0) in (1, 2)
     share = 0.5 if causal else 1.0  # the causal half: the work a fused kernel executes
     note = "causal: half the dense FLOPs" if causal else ""
-    if call.direction == "bprop" or backward_op:
+    if call.direction == "bprop" or call.op in BACKWARD:
         flops = share * 2.0 * bh * sl * ss * (3 * e + 2 * ev)
         byts = A.total(A.sized(nq + nk + nv + no + no + nq + nk + nv, dt), mask_bytes)
         return Cost(flops, byts, dt, tensor_op=True, note=note)

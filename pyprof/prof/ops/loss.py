@@ -38,23 +38,11 @@ from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, one_input, register
+from pyprof.prof.ops.schema import param_names
 
 _CE = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing")
 _NLL = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction")
 _ELEM = ("input", "target", "size_average", "reduce", "reduction")
-_ATEN_NLL = ("input", "target", "weight", "reduction", "ignore_index")
-# aten's own signatures (emit_nvtx/kineto names): the reduction enum comes right after the tensors
-_ATEN_SIG = {
-    "mse_loss": ("input", "target", "reduction"), "l1_loss": ("input", "target", "reduction"),
-    "smooth_l1_loss": ("input", "target", "reduction", "beta"), "huber_loss": ("input", "target", "reduction", "delta"),
-    "binary_cross_entropy": ("input", "target", "weight", "reduction"),
-    "binary_cross_entropy_with_logits": ("input", "target", "weight", "pos_weight", "reduction"),
-    "cross_entropy_loss": ("input", "target", "weight", "reduction", "ignore_index", "label_smoothing"),
-    "soft_margin_loss": ("input", "target", "reduction"),
-    "hinge_embedding_loss": ("input", "target", "margin", "reduction"),
-    "kl_div": ("input", "target", "reduction", "log_target"),
-    "poisson_nll_loss": ("input", "target", "log_input", "full", "eps", "reduction"),
-}
 # name: (params, forward per element, backward per element)
 ELEMENTWISE: dict[str, tuple[tuple[str, ...], int, int]] = {
     "mse_loss": (_ELEM, 3, 3), "l1_loss": (_ELEM, 3, 2), "smooth_l1_loss": (_ELEM, 4, 3),
@@ -87,7 +75,8 @@ def _reduced(b: dict) -> bool | None:
 @register(*ELEMENTWISE)
 def _elementwise_loss(call: OpCall) -> Cost | None:
     params, fwd, bwd = ELEMENTWISE[call.op]
-    b = A.bind(call.args, _ATEN_SIG[call.op] if call.mod == "aten" else params)
+    # an aten call (emit_nvtx, kineto) by the schema's names: the reduction enum right after the tensors
+    b = A.bind(call.args, param_names(call.op) if call.mod == "aten" else params)
     x, t = b.get("input") or b.get("self"), b.get("target")
     n = A.numel(A.broadcast(A.shape(x), A.shape(t)))
     red = _reduced(b)
@@ -112,7 +101,7 @@ def _samples(x: list[int], t: list[int], probs: bool) -> int | None:
 
 @register("cross_entropy", "cross_entropy_loss")
 def _cross_entropy(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, _ATEN_SIG["cross_entropy_loss"] if call.mod == "aten" else _CE)
+    b = A.bind(call.args, param_names("cross_entropy_loss") if call.mod == "aten" else _CE)
     x, t = b.get("input") or b.get("self"), b.get("target")
     sx, st = A.shape(x), A.shape(t)
     red = _reduced(b)
@@ -136,7 +125,7 @@ def _cross_entropy(call: OpCall) -> Cost | None:
 
 @register("nll_loss", "nll_loss2d", "nll_loss_nd", "nll_loss_forward", "nll_loss2d_forward")
 def _nll(call: OpCall) -> Cost | None:
-    b = A.bind(call.args, _ATEN_NLL if call.mod == "aten" or call.op.endswith("_forward") else _NLL)
+    b = A.bind(call.args, param_names(call.op) if call.mod == "aten" or call.op.endswith("_forward") else _NLL)
     x, t = b.get("input") or b.get("self"), b.get("target")
     sx, st = A.shape(x), A.shape(t)
     red = _reduced(b)

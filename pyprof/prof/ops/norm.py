@@ -29,29 +29,18 @@ from __future__ import annotations
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, one_input, register
+from pyprof.prof.ops.schema import param_names
 
-_LN = ("input", "normalized_shape", "weight", "bias", "eps")
-_GN = ("input", "num_groups", "weight", "bias", "eps")
-_BN_F = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
-_BN_T = ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
-_IN_F = ("input", "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps")
-_IN_T = ("input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps")
-_RMS = ("input", "normalized_shape", "weight", "eps")
-
-# name: (functional order, torch/aten order, kind)
-SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "layer_norm": (_LN, _LN, "stats"), "native_layer_norm": (_LN, _LN, "stats"),
-    "group_norm": (_GN, _GN, "stats"),
-    "native_group_norm": (("input", "weight", "bias", "N", "C", "HxW", "group", "eps"),) * 2 + ("stats",),
-    "batch_norm": (_BN_F, _BN_T, "batch"), "native_batch_norm": (_BN_T, _BN_T, "batch"),
-    "_native_batch_norm_legit": (_BN_T, _BN_T, "batch"),
-    "_batch_norm_with_update": (("input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"),) * 2
-    + ("stats",), "cudnn_batch_norm": (_BN_T, _BN_T, "batch"),
-    "miopen_batch_norm": (_BN_T, _BN_T, "batch"),
-    "_native_batch_norm_legit_no_training": (("input", "weight", "bias", "running_mean", "running_var"),) * 2
-    + ("eval",),
-    "instance_norm": (_IN_F, _IN_T, "stats"),
-    "rms_norm": (_RMS, _RMS, "rms"), "_fused_rms_norm": (_RMS, _RMS, "rms"),
+# name: the statistics it normalises with ("batch": the batch's in training, the running ones in eval)
+KINDS = {"layer_norm": "stats", "native_layer_norm": "stats", "group_norm": "stats", "native_group_norm": "stats",
+         "batch_norm": "batch", "native_batch_norm": "batch", "_native_batch_norm_legit": "batch",
+         "_batch_norm_with_update": "stats", "cudnn_batch_norm": "batch", "miopen_batch_norm": "batch",
+         "_native_batch_norm_legit_no_training": "eval", "instance_norm": "stats", "rms_norm": "rms",
+         "_fused_rms_norm": "rms"}
+# The functionals whose order is not aten's (torch.batch_norm's): the others are read by the schema's names.
+_FUNCTIONAL = {
+    "batch_norm": ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
+    "instance_norm": ("input", "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps"),
 }
 
 
@@ -75,10 +64,11 @@ def _norm_backward(kind: str, x, w, bias, n: int, dt: str | None) -> Cost:
     return Cost(float(flops), byts, dt)
 
 
-@register(*SIGNATURES)
+@register(*KINDS)
 def _norm(call: OpCall) -> Cost | None:
-    f_sig, t_sig, kind = SIGNATURES[call.op]
-    b = A.bind(call.args, f_sig if call.mod == "torch.nn.functional" else t_sig)
+    kind = KINDS[call.op]
+    functional = call.mod == "torch.nn.functional" and call.op in _FUNCTIONAL
+    b = A.bind(call.args, _FUNCTIONAL[call.op] if functional else param_names(call.op))
     x = b.get("input") or b.get("self")
     n = A.numel(A.shape(x))
     if n is None:

@@ -224,6 +224,12 @@ def view_ops() -> frozenset[str]:
     return frozenset(k for k, v in verdict.items() if v)
 
 
+def param_names(op: str) -> tuple[str, ...]:
+    """The parameter names, in order, of aten op ``op``'s default (first) overload; () for no such op."""
+    cands = schemas().get(op, ())
+    return tuple(p.name for p in cands[0].params) if cands else ()
+
+
 def torch_version() -> str:
     """The torch version the data file was written from."""
     m = re.search(r"torch (\S+)", _text().split("\n", 1)[0])
