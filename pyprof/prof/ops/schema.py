@@ -24,6 +24,7 @@ number), then the first in torch's registry order, as torch resolves them (a Pyt
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -394,17 +395,6 @@ def aten_name(op: str) -> tuple[str, dict[str, str]]:
     return PYTHON.get(op, (op, {}))
 
 
-_DICT = object()  # marks a frozen dict
-
-
-def _freeze(x: Any) -> Any:
-    if isinstance(x, dict):
-        return (_DICT, tuple((k, _freeze(v)) for k, v in x.items()))
-    if isinstance(x, list):
-        return tuple(_freeze(v) for v in x)
-    return x
-
-
 def _best(cands: tuple[Schema, ...], args: list[Arg], renames: dict[str, str],
           pack: bool) -> tuple[Bound, int] | None:
     """The binding of ``args`` to one of ``cands`` with the lowest mismatch score, or None."""
@@ -444,21 +434,14 @@ def normalize(op: str, args: list[Arg], inplace: bool = False) -> Bound:
 
 
 @lru_cache(maxsize=65536)
-def _normalize_cached(op: str, frozen: Any, inplace: bool) -> Bound:
-    return normalize(op, _thaw(frozen), inplace)
-
-
-def _thaw(x: Any) -> Any:
-    if isinstance(x, tuple) and len(x) == 2 and x[0] is _DICT:
-        return {k: _thaw(v) for k, v in x[1]}
-    if isinstance(x, tuple):
-        return [_thaw(v) for v in x]
-    return x
+def _normalize_cached(op: str, args_json: str, inplace: bool) -> Bound:
+    return normalize(op, json.loads(args_json), inplace)
 
 
 def normalize_cached(op: str, args: list[Arg], inplace: bool = False) -> Bound:
-    """:func:`normalize`, remembered per distinct (op, arguments)."""
+    """:func:`normalize`, remembered per distinct (op, arguments): their JSON text is the key."""
     try:
-        return _normalize_cached(op, _freeze(args), inplace)
-    except TypeError:  # an unhashable value
+        key = json.dumps(args)
+    except (TypeError, ValueError):  # a value JSON cannot write
         return normalize(op, args, inplace)
+    return _normalize_cached(op, key, inplace)
