@@ -106,20 +106,17 @@ def ops_from_name(name: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def region_graphs(meta: dict) -> tuple[dict, str]:
-    """({(compile id, backward): (fused kernels' calls by name, extern calls by op, each in call order)},
-    status) from
-    a trace's metadata; ``({}, "")`` where the trace has none."""
+def region_graphs(meta: dict) -> dict[tuple, tuple[dict, dict]]:
+    """{(compile id, backward): (fused kernels' calls by name, extern calls by op, each in call order)}
+    from a trace's metadata; empty where the trace has none, or none that can be read."""
     raw = meta.get(TRACE_KEY)
-    if raw is None:
-        return {}, ""
     if isinstance(raw, (str, bytes)):
         try:
             raw = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            return {}, "unreadable"
+            return {}
     if not isinstance(raw, dict) or not isinstance(raw.get("graphs"), list):
-        return {}, "unreadable"
+        return {}
     graphs: dict[tuple, tuple[dict, dict]] = {}
     for g in raw["graphs"]:
         if not isinstance(g, dict) or not isinstance(g.get("kernels"), list):
@@ -134,7 +131,7 @@ def region_graphs(meta: dict) -> tuple[dict, str]:
             else:
                 externs.setdefault(_extern_op(k["name"]), []).append(k)
         graphs[str(g.get("compileId")), bool(g.get("backward"))] = (fused, externs)
-    return graphs, str(raw.get("status", ""))
+    return graphs
 
 
 def _extern_op(name: str) -> str:
@@ -184,7 +181,7 @@ def _layer(base: list, chain: list) -> list:
 def attribute(ix, entries: list[tuple], meta: dict) -> dict[str, int]:
     """Rewrite, in place, the plan entries (``(node, ctx, n, pre)``) of kernels in compiled regions:
     see the module docstring. Returns counts (``inductor``, ``kernel-name``, ``extern``, ``unmatched``)."""
-    graphs, _status = region_graphs(meta)
+    graphs = region_graphs(meta)
     counts = {LINK_INDUCTOR: 0, LINK_KERNEL_NAME: 0, "extern": 0, "unmatched": 0}
     seen: dict[int, dict] = {}  # region range -> {op key: {op instance id: k}}
     new_ctx: dict[tuple, tuple] = {}

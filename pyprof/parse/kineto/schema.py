@@ -12,7 +12,7 @@ Variations covered (seen in PyTorch's and HTA's test traces and in traces record
   ``gpu_memset`` (``Memset``);
 * argument keys: ``External id`` / ``external id``, ``correlation`` / ``correlation id``,
   ``Sequence number``, ``Fwd thread id``, ``Input Dims`` / ``Input dims``, ``Input type``,
-  ``Concrete Inputs``, ``Ev Idx`` / ``Profiler Event Index``;
+  ``Concrete Inputs``;
 * timestamps: the Trace Event Format puts ``ts``/``dur`` in microseconds. PyTorch before 2.4 wrote
   integers (us resolution); since pytorch/pytorch#122425 they are floats with three decimals
   (ns resolution). Both become integer nanoseconds; an integer is multiplied exactly.
@@ -58,7 +58,6 @@ ARG_KEYS: dict[str, tuple[str, ...]] = {
     "out_nelems": ("Out msg nelems",),
     "comm_dtype": ("dtype",),
     "group_size": ("Group size",),
-    "ev_idx": ("Ev Idx", "Profiler Event Index"),
     "device": ("device", "Device"),
     "stream": ("stream", "Stream"),
     "grid": ("grid",),

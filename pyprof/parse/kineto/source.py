@@ -480,18 +480,15 @@ class KinetoSource:
             threads = self._fwd_threads = ({k: max(v, key=v.__getitem__) for k, v in votes.items()}, linker)
         return threads[0].get((pid, ftid))
 
-    def _register_forward(self, needed: set | None = None) -> dec.BackwardLinker:
-        """Every forward op range carrying an autograd seq number (the outermost of equal numbers), or
-        only those whose (pid, seq) is in ``needed`` (see :meth:`needed_links`); and each backward instance's
-        convolution ``output_mask`` (``_masks``), from whichever of its nodes ran ``convolution_backward`` (not
-        always its first, whose arguments it takes: an unbatched input's ``SqueezeBackward1`` runs before it)."""
+    def _register_forward(self) -> dec.BackwardLinker:
+        """Every forward op range carrying an autograd seq number (the outermost of equal numbers), and each
+        backward instance's convolution ``output_mask`` (``_masks``), from whichever of its nodes ran
+        ``convolution_backward`` (not always its first, whose arguments it takes: an unbatched input's
+        ``SqueezeBackward1`` runs before it)."""
         ix = self._ix
         linker = dec.BackwardLinker()
-        for r in [r for r, seq in enumerate(ix.seq) if seq is not None]:
-            seq = ix.seq[r]
-            if ix.role[r] != ROLE_OP or ix.bwd[r]:
-                continue
-            if needed is not None and (ix.pid[r], seq) not in needed:
+        for r, seq in enumerate(ix.seq):
+            if seq is None or ix.role[r] != ROLE_OP or ix.bwd[r]:
                 continue
             p = ix.parent[r]
             if p >= 0 and ix.seq[p] == seq:
@@ -514,16 +511,6 @@ class KinetoSource:
                 k = graph.run_id(found[1], self._graph.run(n))
                 self._masks[k] = [a or b for a, b in zip(self._masks.get(k, mask), mask, strict=True)]
         return linker
-
-    def needed_links(self, nodes: list[int]) -> set:
-        """The (pid, seq) keys the backward op instances of CPU op ranges ``nodes`` (in start order) can
-        link by: those of the backward ranges open at some time between the first node's start and the
-        last one's (a superset: every range in a node's chain is open at the node's start)."""
-        ix = self._ix
-        lo, hi = ix.start[nodes[0]], ix.start[nodes[-1]]
-        start, end, seq, pid, bwd = ix.start, ix.end, ix.seq, ix.pid, ix.bwd
-        return {(pid[r], s) for r, s in enumerate(seq)
-                if s is not None and bwd[r] and start[r] <= hi and end[r] > lo}
 
     # -- records -------------------------------------------------------------------------------------
 
