@@ -548,31 +548,20 @@ class KinetoSource:
         ``subSeqId`` count and ``pre`` the GPU record's own fields (None on CPU: built from ``node``)."""
         self._cache: dict[int, tuple] = {}
         self._decodes: dict[tuple, dec.Decoded] = {}
+        self._coll_cache: dict[tuple, tuple] = {}
         self._malformed = self._unlinked = 0
         ix = self._ix
         self_t = None
+        linker = self._register_forward()
         if self.gpu_mode:
-            linker = self._register_forward()
-            sub: dict[Any, int] = {}
-            context = self._context
             kernels = self._gpu_kernels()
             kernels.sort(key=lambda k: (k[0], k[2]))  # launch order; a graph launch's kernels as they ran
-            numbered = []
-            self._coll_cache: dict[tuple, tuple] = {}
-            for k in kernels:
-                ctx = context(k[1], linker)
-                if ctx[0]["op"] == ks.COMMS_OP or (ctx[0]["link"] == dec.LINK_COLLECTIVE and ctx[0]["args"] is None):
-                    ctx = self._collective(k[1], ctx, k[3]["kLongName"])
-                inst = (ctx[1], ctx[0]["dir"])
-                n = sub.get(inst, 0)
-                sub[inst] = n + 1
-                numbered.append((k[2], (k[1], ctx, n, k[3])))
+            entries = self._numbered(((k[1], k[3]) for k in kernels), linker)
             del kernels
-            numbered.sort(key=lambda k: k[0])
-            entries = [e for _, e in numbered]
+            entries.sort(key=lambda e: e[3]["start"])
         else:
             self_t = fold_no_work(ix, self_times(ix))
-            entries = self.plan_nodes(cpu_nodes(ix, self_t), self._register_forward())
+            entries = self._numbered(((r, None) for r in cpu_nodes(ix, self_t)), linker)
         self._cache.clear()
         self._decodes.clear()
         self._compiled(entries)
@@ -620,30 +609,26 @@ class KinetoSource:
         return ("the trace has input shapes but no input types or scalar arguments (PyTorch 1.8-1.9): "
                 "bytes, and the FLOPs of ops that need their arguments (convolutions), are n/a")
 
+    def _numbered(self, kernels: Iterator[tuple], linker: dec.BackwardLinker) -> list[tuple]:
+        """The plan entries of ``(node, pre)`` kernels in launch order (``pre``: a GPU record's own fields,
+        None for a CPU op range), numbering each op instance's kernels from 0."""
+        sub: dict[Any, int] = {}
+        entries: list[tuple] = []
+        for node, pre in kernels:
+            ctx = self._context(node, linker)
+            if pre is not None and (ctx[0]["op"] == ks.COMMS_OP or (
+                    ctx[0]["link"] == dec.LINK_COLLECTIVE and ctx[0]["args"] is None)):
+                ctx = self._collective(node, ctx, pre["kLongName"])
+            inst = (ctx[1], ctx[0]["dir"])
+            n = sub[inst] = sub.get(inst, -1) + 1
+            entries.append((node, ctx, n, pre))
+        return entries
+
     # What KinetoPrepared reads of a source (its PlanSource): a public name, so that it uses no
     # private attribute of this class and need not import this module.
     def record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]:
-        """The record dict of one plan entry (``self_t``: CPU self times, for a CPU trace's records)."""
-        return self._record(entry, self_t)
-
-    def plan_nodes(self, nodes: list[int], linker: dec.BackwardLinker) -> list[tuple]:
-        """The plan entries of CPU op ranges ``nodes`` (in start order), numbering each op instance's
-        records from 0."""
-        sub: dict[Any, int] = {}
-        get = sub.get
-        context = self._context
-        entries: list[tuple] = []
-        append = entries.append
-        for r in nodes:
-            ctx = context(r, linker)
-            inst = (ctx[1], ctx[0]["dir"])
-            n = get(inst, 0)
-            sub[inst] = n + 1
-            append((r, ctx, n, None))
-        return entries
-
-    def _record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]:
-        """The record dict of one plan entry (see :meth:`_plan`)."""
+        """The record dict of one plan entry (see :meth:`_plan`; ``self_t``: CPU self times, for a CPU
+        trace's records)."""
         node, ctx, n, pre = entry
         if pre is None:
             ix = self._ix
