@@ -135,10 +135,9 @@ def _kineto_traces():
 def test_corpus_kineto_gpus_get_peaks(path):
     """torch.profiler records SMs and compute capability, no clock or bandwidth: the datasheet where it
     lists the GPU, else estimated; every trace that names its GPU gets both peaks."""
-    from pyprof.parse.kineto.source import _device_names, _device_props
+    from pyprof.parse.kineto.source import _devices
 
-    meta = _meta(path)
-    names, props = _device_names(meta), _device_props(meta)
+    names, props = _devices(_meta(path))
     for dev_id, name in names.items():
         dev = DeviceResolver(calibration={}).resolve(name, False, props.get(dev_id))
         assert dev is not None and dev.origin in ("datasheet", "estimated"), name
@@ -149,12 +148,12 @@ def test_corpus_kineto_gpus_get_peaks(path):
 def test_amd_mi250_trace_is_estimated_as_cdna2():
     """The HTA MI250 trace (104 CUs per device, gfx90a, no clock or bandwidth): estimated at CDNA 2's
     1.7 GHz; AMD gives one MI250 GCD (= an MI210) 181 dense FP16 matrix TFLOP/s and 1638 GB/s."""
-    from pyprof.parse.kineto.source import _device_props
+    from pyprof.parse.kineto.source import _devices
 
     path = CORPUS / "kineto" / "facebookresearch__HolisticTraceAnalysis__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
     if not path.exists():
         pytest.skip("corpus absent")
-    props = _device_props(_meta(path))[0]
+    props = _devices(_meta(path))[1][0]
     assert props["warp"] == 64 and props["sms"] == 104
     dev = DeviceResolver(calibration={}).resolve("AMD Radeon Graphics", False, props)
     assert dev.origin == "estimated" and dev.arch == "cdna2"

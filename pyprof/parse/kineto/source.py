@@ -117,8 +117,7 @@ class KinetoSource:
                 "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] over at least one active step")
         if said:
             self.warnings.append(said)
-        self._devices = _device_names(self.meta)
-        self._device_props = _device_props(self.meta)
+        self._devices, self._device_props = _devices(self.meta)
         self._raised = raised_ops(ix)  # op ranges whose call raised: their records did no work
         self._range_lists: dict[int, list] = {}  # ranges field per innermost range (see _ranges)
         self._fwd_threads: tuple | None = None  # (Fwd thread id -> tid, the linker it was learnt from)
@@ -760,35 +759,30 @@ def _comm_fields(comm: tuple) -> dict[str, Any]:
     return {"mod": "c10d", "op": name, "args": args, "cdtype": None}
 
 
-def _device_names(meta: dict) -> dict[int, str]:
-    out = {}
-    props = meta.get("deviceProperties")
-    for i, prop in enumerate(props if isinstance(props, list) else []):
-        name = prop.get("name") if isinstance(prop, dict) else None
-        if isinstance(name, str) and name:
-            dev = prop.get("id", i)
-            # (a lone surrogate, which Python's json reads, cannot be written as UTF-8: replaced)
-            out[dev if isinstance(dev, int) else i] = name.encode("utf-8", "replace").decode("utf-8")
-    return out
-
-
-def _device_props(meta: dict) -> dict[int, dict]:
-    """Device id -> its ``gpuProps`` from the trace's ``deviceProperties`` (SMs, compute capability, memory,
-    warp size; torch.profiler records no clock or bandwidth), as ``parse.gpus.device_props`` builds them."""
-    out = {}
+def _devices(meta: dict) -> tuple[dict[int, str], dict[int, dict]]:
+    """Device id -> its name, and device id -> its ``gpuProps``, from the trace's ``deviceProperties`` (SMs,
+    compute capability, memory, warp size; torch.profiler records no clock or bandwidth), as
+    ``parse.gpus.device_props`` builds them."""
+    names: dict[int, str] = {}
+    out: dict[int, dict] = {}
     props = meta.get("deviceProperties")
     for i, prop in enumerate(props if isinstance(props, list) else []):
         if not isinstance(prop, dict):
             continue
+        dev = prop.get("id", i)
+        dev = dev if isinstance(dev, int) else i
+        name = prop.get("name")
+        if isinstance(name, str) and name:
+            # (a lone surrogate, which Python's json reads, cannot be written as UTF-8: replaced)
+            names[dev] = name.encode("utf-8", "replace").decode("utf-8")
         got: dict[str, Any] = {}
         major, minor = prop.get("computeMajor"), prop.get("computeMinor")
         if type(major) is int and type(minor) is int and major > 0 and minor >= 0:
             got["cc"] = f"{major}.{minor}"
-        for key, name in (("sms", "numSms"), ("mem", "totalGlobalMem"), ("warp", "warpSize")):
-            v = prop.get(name)
+        for key, field in (("sms", "numSms"), ("mem", "totalGlobalMem"), ("warp", "warpSize")):
+            v = prop.get(field)
             if type(v) is int and v > 0:
                 got[key] = v
-        dev = prop.get("id", i)
         if got:
-            out[dev if isinstance(dev, int) else i] = got
-    return out
+            out[dev] = got
+    return names, out
