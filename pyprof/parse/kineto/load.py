@@ -41,6 +41,7 @@ CHUNK_BYTES = 8 << 20
 MMAP_BYTES = 1 << 20
 _NONSPACE = re.compile(rb"\S")
 _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
+_BARE_QUOTE = re.compile(rb'(?<!\\)"')
 
 
 @dataclass
@@ -81,22 +82,29 @@ class Trace:
 
 
 def _unescaped(match: re.Match) -> bytes:
-    inner = match.group(2)
     # keep already-escaped quotes as they are, escape the bare ones
-    inner = re.sub(rb'(?<!\\)"', rb'\\"', inner)
-    return match.group(1) + inner + match.group(3)
+    return match.group(1) + _BARE_QUOTE.sub(rb'\\"', match.group(2)) + match.group(3)
 
 
 def repair_unescaped_names(data: bytes) -> tuple[bytes, int]:
     """Escape bare double quotes inside Kineto's ``"name": "..."`` lines; returns (bytes, lines fixed)."""
-    count = 0
+    return _NAME_LINE.subn(_unescaped, data)
 
-    def fix(match: re.Match) -> bytes:
-        nonlocal count
-        count += 1
-        return _unescaped(match)
 
-    return _NAME_LINE.sub(fix, data), count
+def _repairing(parse, data, errors) -> tuple[Any, int] | None:
+    """(``parse(data)``, 0); else, where that raised ``errors``, ``parse`` of ``data`` with Kineto's
+    unescaped names re-escaped and the count of names repaired; None where neither parses."""
+    try:
+        return parse(data), 0
+    except errors:
+        pass
+    fixed, n = repair_unescaped_names(bytes(data))
+    if n:
+        try:
+            return parse(fixed), n
+        except errors:
+            pass
+    return None
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -206,21 +214,6 @@ def _layout(data: bytes) -> tuple[dict, int, int] | None:
 TAIL_BYTES = 64 << 10
 
 
-def _loads_or_repaired(piece: bytes) -> Any:
-    """``piece`` parsed as JSON (re-escaping Kineto's unescaped names if needed), or None if it is not."""
-    try:
-        return orjson.loads(piece)
-    except orjson.JSONDecodeError:
-        pass
-    fixed, n = repair_unescaped_names(piece)
-    if not n:
-        return None
-    try:
-        return orjson.loads(fixed)
-    except orjson.JSONDecodeError:
-        return None
-
-
 def _ends_in_event(data, start: int, pos: int) -> bool:
     """Whether the events array can close at ``pos``: nothing but space inside it, or its last element
     (parsed from one of the last ``}, {`` boundaries) is an event, an object with a ``"ph"`` key.
@@ -237,9 +230,9 @@ def _ends_in_event(data, start: int, pos: int) -> bool:
     if lo == start:
         starts.insert(0, cast("re.Match[bytes]", _NONSPACE.search(tail)).start())  # tail is not blank
     for s in reversed(starts):
-        last = _loads_or_repaired(tail[s:])
+        last = _repairing(orjson.loads, tail[s:], orjson.JSONDecodeError)
         if last is not None:
-            return isinstance(last, dict) and "ph" in last
+            return isinstance(last[0], dict) and "ph" in last[0]
     return False
 
 
@@ -277,19 +270,11 @@ def _decode(path: str, array: bytes, trace: Trace) -> list:
 def _parse_piece(path: str, piece, trace: Trace) -> list | None:
     """Events of one piece of the array (bytes, or a memoryview of the file's), repairing Kineto's
     unescaped names if needed; None if invalid."""
-    try:
-        return _decode(path, b"".join((b"[", piece, b"]")), trace)  # (the piece copied once)
-    except _NotJson:
-        pass
-    fixed, n = repair_unescaped_names(bytes(piece))
-    if not n:
+    got = _repairing(lambda p: _decode(path, b"".join((b"[", p, b"]")), trace), piece, _NotJson)
+    if got is None:
         return None
-    try:
-        events = _decode(path, b"[" + fixed + b"]", trace)
-    except _NotJson:
-        return None
-    trace.repaired += n
-    return events
+    trace.repaired += got[1]
+    return got[0]
 
 
 def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Iterator[list]:
