@@ -278,29 +278,20 @@ def _parse_piece(path: str, piece, trace: Trace) -> list | None:
 
 
 def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Iterator[list]:
-    """Parse the events array piece by piece, cutting between two events (``}, {``)."""
+    """Parse the events array piece by piece, cutting between two events (``}, {``); raises
+    :class:`_NotJson` where a piece does not parse (:func:`_or_reference` then takes over)."""
     view = memoryview(data)
     pos = start
     while pos < end:
-        cut = end
-        nxt = end
         m = _BOUNDARY.search(data, pos + CHUNK_BYTES, end) if pos + CHUNK_BYTES < end else None
-        if m is not None:
-            cut, nxt = m.start() + 1, m.end() - 1
-        events = _parse_piece(path, view[pos:cut], trace)
-        tries = 0
-        while events is None and m is not None and tries < 16:
-            # the cut fell inside a nested value: extend the piece to the next boundary
-            m = _BOUNDARY.search(data, m.end(), end)
+        for _ in range(17):  # (a cut inside a nested value: the piece extended to the next boundary)
             cut, nxt = (m.start() + 1, m.end() - 1) if m is not None else (end, end)
             events = _parse_piece(path, view[pos:cut], trace)
-            tries += 1
+            if events is not None or m is None:
+                break
+            m = _BOUNDARY.search(data, m.end(), end)
         if events is None:
-            try:
-                orjson.loads(b"[" + data[pos:cut] + b"]")
-            except orjson.JSONDecodeError as exc:
-                raise _not_json(path, exc) from None
-            raise _not_json(path, ValueError("unparsable events"))
+            raise _NotJson
         yield events
         pos = nxt
 
