@@ -158,7 +158,8 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                 continue
             tid = ev.tid
             if pid != last_pid or tid != last_tid:
-                key, lst = _thread(ix.threads, keys, pid, tid)
+                key = keys.setdefault((pid, tid), (pid, tid))  # (interned)
+                lst = ix.threads.setdefault(key, [])
                 last_pid, last_tid = pid, tid
             rid = len(name_l)
             name = ev.name or ""
@@ -212,12 +213,6 @@ def _op_args(ix: Index, rid: int, a, bwd: bool) -> int | None:
         ix.comms[rid] = (a.coll, a.inn, a.outn, a.cdt, a.gsz)
     seq = a.seq
     return seq if type(seq) is int and seq >= 0 else None
-
-
-def _thread(threads: dict, keys: dict, pid, tid) -> tuple[tuple, list]:
-    """The interned (pid, tid) key of a range's thread and its range list in ``threads`` (made if new)."""
-    key = keys.setdefault((pid, tid), (pid, tid))
-    return key, threads.setdefault(key, [])
 
 
 def _annotation(ix: Index, rid: int, raw: str, a, ann_names: dict) -> tuple[str, tuple]:
