@@ -20,6 +20,7 @@ import orjson
 
 from pyprof.kernel_roles import NO_WORK, cpu_role
 from pyprof.markers import RAISED, from_profiler_name
+from pyprof.parse import limits
 from pyprof.parse.decode import classify
 from pyprof.parse.kineto import schema as ks
 from pyprof.parse.kineto.load import Trace
@@ -259,8 +260,6 @@ def finish(ix: Index) -> None:
     ix.launch_node = [-1] * len(ix.launches)
     starts = np.frombuffer(ix.start, dtype=np.int64)
     ends = np.frombuffer(ix.end, dtype=np.int64)
-    from pyprof.parse import limits
-
     # every op/annotation range keeps the tuple of those open around it: their lengths in all, bounded
     # (one stack as deep as the depth limit always fits), so memory stays linear in the ranges
     held = [limits.get("chain") * n + limits.get("depth") ** 2]
@@ -327,8 +326,6 @@ def _nest(ix: Index, rids: list[int], lids, key: tuple, held: list) -> None:
     stack: list[int] = []
     place = _place_launches
     pop, push = stack.pop, stack.append
-    from pyprof.parse import limits
-
     max_depth = limits.get("depth")
     left = held[0]
     py: dict[str, tuple] = {}  # Python range name -> (its user frame or (), its module range or ())

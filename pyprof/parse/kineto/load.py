@@ -27,6 +27,7 @@ import msgspec
 import orjson
 
 from pyprof.errors import InputError
+from pyprof.parse import limits
 from pyprof.parse.kineto.events import EventTypes, event_types
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -147,8 +148,6 @@ def _gunzip(path: str, data: bytes) -> bytes:
     """``gzip.decompress`` (every member of the stream), in pieces, refused once the output passes
     :mod:`pyprof.parse.limits`' bound (``inflate``, or 100 times the compressed size): a small file that
     inflates to gigabytes (a gzip bomb) is stopped at that bound, its memory with it."""
-    from pyprof.parse import limits
-
     bound = max(limits.get("inflate"), limits.INFLATE_RATIO * len(data))
     out: list[bytes] = []
     total = 0
