@@ -102,9 +102,7 @@ def _as_int(v):
 
 
 def _as_id(v):
-    if v.__class__ is str:
-        return v if v.isascii() or _unicode(v) else None
-    return v if v.__class__ is int and I64_MIN <= v <= I64_MAX else None
+    return _as_str(v) if v.__class__ is str else _as_int(v)
 
 
 def _as_ts(v):
