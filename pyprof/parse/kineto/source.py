@@ -651,12 +651,10 @@ class KinetoSource:
         first = min((c for c in by_corr if isinstance(c, int)), default=None)
         for ev in ix.gpu:
             rec, corr = self._gpu_record(*ev), ev[6]
-            lid = by_corr.get(corr) if corr is not None else None
-            if lid is None:
+            lid = by_corr.get(corr)
+            if lid is None:  # (no pid or tid: the GPU event's pid is the device, the launching process unknown)
                 no_launch += 1
                 early += first is not None and isinstance(corr, int) and corr < first
-                rec["pid"] = None  # the GPU event's pid is the device; the launching process is unknown
-                rec["tid"] = None
                 kernels.append((rec["start"], NO_LAUNCH, rec["start"], rec))
                 continue
             pid, tid, a_start, a_end, a_name, _, _ = ix.launches[lid]
