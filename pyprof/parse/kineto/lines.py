@@ -52,16 +52,16 @@ class KinetoPrepared:
         self.nulled = self.stats.nulled
         self.n = len(entries)
 
-    def records(self, lo: int = 0, hi: int | None = None) -> Iterator[dict[str, Any]]:
+    def records(self) -> Iterator[dict[str, Any]]:
         record, self_t = self.src.record, self.self_t
         with collector_paused():
-            for e in self.entries[lo:hi]:
+            for e in self.entries:
                 yield record(e, self_t)
 
-    def lines(self, lo: int = 0, hi: int | None = None) -> Iterator[bytes]:
-        """Records ``lo:hi`` as JSON lines, :data:`_CHUNK` at a time."""
+    def lines(self) -> Iterator[bytes]:
+        """The records as JSON lines, :data:`_CHUNK` at a time."""
         buf: list[bytes] = []
-        for rec in self.records(lo, hi):
+        for rec in self.records():
             buf.append(dumps(rec))
             if len(buf) == _CHUNK:
                 yield b"".join(buf)
