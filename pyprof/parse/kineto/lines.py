@@ -2,8 +2,7 @@
 
 :meth:`pyprof.parse.kineto.KinetoSource.prepared` resolves every kernel's op instance first (the
 decoding); :class:`KinetoPrepared` then turns the kernels into records, and :class:`KinetoStats`
-counts them for ``pyprof parse``'s summary line. (Lines spliced from cached fragments were measured
-against dumping the dicts: slower by the whole parse, docs/benchmarks.md.)
+counts them for ``pyprof parse``'s summary line.
 """
 
 from __future__ import annotations

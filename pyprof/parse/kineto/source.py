@@ -36,13 +36,11 @@ number`` is looked up by (pid, seq), the latest forward op with it before the no
 thread its ``Fwd thread id`` names where that is known (sequence numbers count per thread; see
 :meth:`KinetoSource._forward_tid`).
 
-Speed and memory: the trace is memory-mapped and parsed in chunks (:mod:`pyprof.parse.kineto.load`)
-into typed structs holding only what is read (msgspec, :mod:`pyprof.parse.kineto.events`); each event
-is reduced to a few packed fields in one pass. Records are planned first (:meth:`KinetoSource.prepared`:
-every kernel's op instance decoded and linked), then written as JSON lines spliced from per-instance
-fragments (:mod:`pyprof.parse.kineto.lines`) or built as dicts. In a process pyprof owns
-(:mod:`pyprof.process`: ``pyprof parse``), the cyclic garbage collector is paused while the millions of
-acyclic objects are made. ``scripts/bench_kineto.py`` measures it.
+Speed and memory: the trace is read in chunks into typed structs (:mod:`~pyprof.parse.kineto.load`,
+:mod:`~pyprof.parse.kineto.events`), each event reduced to a few packed fields in one pass. Records are
+planned first (:meth:`KinetoSource.prepared`: every kernel's op instance decoded and linked), then
+built as dicts or JSON lines (:mod:`~pyprof.parse.kineto.lines`); in a process pyprof owns, with the
+cyclic garbage collector paused (:mod:`pyprof.process`). ``scripts/bench_kineto.py`` measures it.
 """
 
 from __future__ import annotations
