@@ -600,7 +600,7 @@ def test_typed_and_dict_events_agree():
     _, _, doc = _bases()[0]
     types = event_types(_events(doc))
     events = [e for e in _events(doc) if isinstance(e, dict) and e.get("ph") == "X"]
-    arg_keys = [k for _, k in types.arg_keys]
+    arg_keys = [k for _, k, _ in types.arg_checks]
     typed = 0
     for _ in range(400):
         ev = _copy(rng.choice(events))

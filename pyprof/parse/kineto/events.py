@@ -134,7 +134,6 @@ class EventTypes:
     event: type
     args: type
     decoder: msgspec.json.Decoder
-    arg_keys: tuple[tuple[str, str], ...]  # (field, JSON key) of the args struct
     gpu_fields: dict[str, tuple[str, ...]]  # logical GPU argument -> its fields, one per spelling
     arg_checks: tuple = ()  # (field, JSON key, check) of the args struct (see from_dicts)
     #: what :meth:`from_dicts` left out, read as missing or escaped: reason -> count
@@ -235,7 +234,7 @@ def event_types(sample: list) -> EventTypes:
                                               ("args", args | None, None)], gc=False)
     checks = tuple((f, k, types[f][1]) for f, k in keys)
     return EventTypes(event, args, msgspec.json.Decoder(list[event]),  # type: ignore[valid-type]  # made at run time
-                      tuple(keys), gpu_fields, checks)
+                      gpu_fields, checks)
 
 
 def _arg_type(f: str) -> tuple[Any, Any]:
