@@ -92,17 +92,14 @@ class KinetoSource:
         self.version = f"chrome trace schemaVersion {trace.meta.get('schemaVersion', '?')}"
         self.warnings: list[str] = []
         self.stats: KinetoStats | None = None
-        self._ix = _build_index(trace)
-        ix = self._ix
+        ix = self._ix = _build_index(trace)
         self.n_events = ix.n_events
         if trace.repaired:
             self.warnings.append(
                 f"{trace.repaired} event names had unescaped double quotes (a Kineto export bug, "
                 "pytorch/pytorch#146900) and were repaired")
         trace.chunks = iter(())  # the unused chunk generator holds the file's bytes (and the trace: a cycle)
-        del trace
-        if not self.n_events:
-            raise InputError(f"{self.path}: the trace holds no events", "profile at least one active step (check the schedule)")
+        del trace  # (load_trace refused a trace without events)
         self.dropped = ix.dropped
         said = dropped_text(ix.dropped)
         self.gpu_mode = bool(ix.gpu)
