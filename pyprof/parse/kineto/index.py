@@ -488,25 +488,21 @@ def raised_ops(ix: Index) -> set[int]:
     """The op ranges whose call raised: the previous sibling (same thread and parent, ended before it
     starts, the latest to start) of each pyprof ``raised`` range. Their records did no work of the op
     (checkpoint's early stop raises while the op saves its tensors, before its kernel runs)."""
-    marks = [r for r, name in enumerate(ix.name) if name == RAISED]
-    if not marks:
-        return set()
-    by_thread: dict[tuple, list[int]] = {}
-    for r in marks:
-        by_thread.setdefault((ix.pid[r], ix.tid[r]), []).append(r)
     out: set[int] = set()
     start, end, parent = ix.start, ix.end, ix.parent
-    for key, rs in by_thread.items():
-        ids = sorted(ix.threads.get(key, ()), key=lambda q: (start[q], -end[q]))
-        pos = {q: i for i, q in enumerate(ids)}
-        for r in rs:
-            p = parent[r]
-            # walking back from the marker: the sibling's own ranges (nested in it) are passed over
-            for q in reversed(ids[:pos.get(r, 0)]):
-                if q == p:
-                    break
-                if parent[q] == p and end[q] <= start[r]:
-                    if ix.name[q].startswith('{"pyprof":') and '"k":"op"' in ix.name[q][:40]:
-                        out.add(q)
-                    break
+    places: dict[tuple, dict[int, int]] = {}  # thread -> its ranges' places in start order
+    for r in [r for r, name in enumerate(ix.name) if name == RAISED]:
+        key = (ix.pid[r], ix.tid[r])
+        ids = ix.threads[key]  # (in start order, the longer first: finish() sorted them)
+        if key not in places:
+            places[key] = {q: i for i, q in enumerate(ids)}
+        p = parent[r]
+        # walking back from the marker: the sibling's own ranges (nested in it) are passed over
+        for q in reversed(ids[:places[key][r]]):
+            if q == p:
+                break
+            if parent[q] == p and end[q] <= start[r]:
+                if ix.name[q].startswith('{"pyprof":') and '"k":"op"' in ix.name[q][:40]:
+                    out.add(q)
+                break
     return out
