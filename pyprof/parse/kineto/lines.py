@@ -118,8 +118,8 @@ def _checked(entries: list[tuple], counts: dict[str, int]) -> None:
 
 class LazyRecords:
     """What :meth:`KinetoSource.records` returns: an iterator of record dicts that prepares the source
-    on first use, and whose :meth:`lines`/:meth:`prepared` let :func:`pyprof.records.write_records`
-    write the same records as JSON lines without the dicts."""
+    on first use, and whose :meth:`prepared` lets :func:`pyprof.records.write_records` write the same
+    records as JSON lines without the dicts."""
 
     def __init__(self, src: PlanSource):
         self._src = src
@@ -131,9 +131,6 @@ class LazyRecords:
         if self._prep is None:
             self._prep = self._src.prepared()
         return self._prep
-
-    def lines(self) -> Iterator[bytes]:
-        return self.prepared().lines()
 
     def __iter__(self) -> LazyRecords:
         return self

@@ -532,7 +532,7 @@ class KinetoSource:
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Kernel records in kernel start order; ``subSeqId`` counts each op instance's kernels in
-        launch order. The iterator also has ``lines()`` (same records as JSON lines, see
+        launch order. The iterator also has ``prepared()`` (the same records as JSON lines, see
         :func:`pyprof.records.write_records`)."""
         return LazyRecords(self)
 
