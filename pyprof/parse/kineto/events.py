@@ -64,10 +64,6 @@ EVENT_TYPES = {"ph": Any, "cat": str | None, "name": str | None, "pid": _Int | s
                "ts": _time(-MAX_TS, MAX_TS), "dur": _time(0, MAX_DUR)}
 
 
-def _as_any(v):
-    return v
-
-
 def _unicode(v: str) -> bool:
     """Whether text can be written as UTF-8: Python's json, unlike orjson and msgspec, reads a lone
     surrogate (``"\\ud800"``), which no output could then hold."""
@@ -239,14 +235,13 @@ def event_types(sample: list) -> EventTypes:
 
 def _arg_type(f: str) -> tuple[Any, Any]:
     """(type, :meth:`EventTypes.from_dicts`'s check) of args field ``f``: JSON text for :data:`RAW_ARGS`,
-    integer lists for grid and block, an integer for the ids, the rest as it is."""
+    integer lists for grid and block, text for a collective's name and dtype, an integer for the rest
+    (ids, counts, sizes)."""
     if f in RAW_ARGS:
         return msgspec.Raw, _raw
     logical = f.rstrip("0123456789")
     if logical in ("grid", "block"):
         return list[_Int] | None, _as_ints
-    if logical in ("ext", "seq", "ftid", "correlation", "device", "stream", "bytes", "inn", "outn", "gsz"):
-        return _Int | None, _as_int
     if logical in ("coll", "cdt"):
         return str | None, _as_str
-    return Any, _as_any
+    return _Int | None, _as_int
