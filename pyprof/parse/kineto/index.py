@@ -396,11 +396,9 @@ def _place_launches(lids: list, li: int, s, stack: list, end, launches: list, la
 
 
 def _pid(v) -> int | None:
-    """A process id the trace wrote as text (``"7"``) as an int; None for anything else (the record
-    field is an int)."""
-    if isinstance(v, str) and v.isdigit():
-        return int(v)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    """A process id that is no int (the scan keeps those): text (``"7"``) as an int, else None (the
+    record field is an int)."""
+    return int(v) if isinstance(v, str) and v.isdigit() else None
 
 
 def op_ancestors(ix: Index) -> tuple[np.ndarray, np.ndarray]:
