@@ -67,10 +67,7 @@ class Trace:
     @property
     def events(self) -> list:
         """All events as one list (small traces, tools; the parser iterates :attr:`chunks`)."""
-        out: list = []
-        for chunk in self.chunks:
-            out.extend(chunk)
-        return out
+        return [ev for chunk in self.chunks for ev in chunk]
 
     def typed(self, events: list) -> list:
         """Events parsed as dicts, as this trace's structs (the first piece fixes the types); ``raw``:
