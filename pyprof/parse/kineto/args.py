@@ -54,12 +54,9 @@ def kineto_args(dims, types, concrete) -> list[dict[str, Any]] | None:
         return None
     types = types if isinstance(types, list) else []
     concrete = concrete if isinstance(concrete, list) else []
-    out: list[dict[str, Any]] = []
-    for i, shape in enumerate(dims):
-        typ = types[i] if i < len(types) else ""
-        value = concrete[i] if i < len(concrete) else ""
-        out.append(_arg(shape, typ if isinstance(typ, str) else "?", value, bool(types)))  # (?: a damaged trace)
-    return out
+    pad = [""] * len(dims)  # (for the types and values a trace did not record)
+    return [_arg(shape, typ if isinstance(typ, str) else "?", value, bool(types))  # (?: a damaged trace)
+            for shape, typ, value in zip(dims, types + pad, concrete + pad, strict=False)]
 
 
 def _arg(shape, typ: str, value, typed: bool) -> dict[str, Any]:
