@@ -398,7 +398,7 @@ def _place_launches(lids: list, li: int, s, stack: list, end, launches: list, la
 def _pid(v) -> int | None:
     """A process id that is no int (the scan keeps those): text (``"7"``) as an int, else None (the
     record field is an int)."""
-    return int(v) if isinstance(v, str) and v.isdigit() else None
+    return int(v) if isinstance(v, str) and v.isdecimal() else None
 
 
 def op_ancestors(ix: Index) -> tuple[np.ndarray, np.ndarray]:
