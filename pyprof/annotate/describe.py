@@ -73,15 +73,8 @@ def tensor(t, name: str = "") -> dict:
         contig = t.is_contiguous()
     except RuntimeError:  # layouts without strides
         contig = False
-    dts = _dtype_names.get(dt)
-    if dts is None:
-        dts = dtype_name(dt)
-    dev = t.device
-    devs = _device_names.get(dev)
-    if devs is None:
-        devs = _device_name(dev)
-    return {"name": name, "type": "tensor", "shape": shape, "dtype": dts,
-            "device": devs, "contig": contig, "grad": t.requires_grad}
+    return {"name": name, "type": "tensor", "shape": shape, "dtype": dtype_name(dt),
+            "device": _device_name(t.device), "contig": contig, "grad": t.requires_grad}
 
 
 def tensor_kind(t) -> str:
@@ -172,22 +165,20 @@ def vmapped(d: dict, t, under_grad: bool = False, jvp: frozenset = frozenset()) 
 
 
 def _plain(v):
-    """A JSON-able value for list items (scalars, None, nested lists); None if not plain."""
+    """A JSON-able value for list items (scalars, None, nested lists); raises :class:`_Unplain` for
+    anything else."""
     t = type(v)
     if t in _SCALARS or v is None:
-        if t is complex:
-            return [v.real, v.imag]
-        return v
+        return [v.real, v.imag] if t is complex else v
     if t in (list, tuple, torch.Size):
-        items = [_plain(x) for x in v]
-        return items
+        return [_plain(x) for x in v]
     if t in _SIMPLE:
         return str(v).replace("torch.", "")
-    return _Unplain
+    raise _Unplain
 
 
-class _Unplain:
-    pass
+class _Unplain(Exception):
+    """A list item :func:`_plain` cannot write as JSON."""
 
 
 def arg(v, name: str = "") -> dict:
@@ -208,10 +199,10 @@ def arg(v, name: str = "") -> dict:
     if t in (list, tuple, torch.Size):
         if any(isinstance(x, _Tensor) for x in v):
             return {"name": name, "type": "tensorlist", "items": [arg(x) for x in v]}
-        vals = [_plain(x) for x in v]
-        if _Unplain not in vals and not any(x is _Unplain for x in _flat(vals)):
-            return {"name": name, "type": "tuple" if t is not list else "list", "value": vals}
-        return {"name": name, "type": "other", "value": t.__name__}
+        try:
+            return {"name": name, "type": "tuple" if t is not list else "list", "value": _plain(v)}
+        except _Unplain:
+            return {"name": name, "type": "other", "value": t.__name__}
     if isinstance(v, (int, float, bool)):  # numpy / SymInt-like scalars convertible without sync
         try:
             return {"name": name, "type": type(v).__name__, "value": float(v) if isinstance(v, float) else int(v)}
@@ -220,29 +211,9 @@ def arg(v, name: str = "") -> dict:
     return {"name": name, "type": "other", "value": t.__name__}
 
 
-def _flat(vals):
-    for x in vals:
-        if isinstance(x, list):
-            yield from _flat(x)
-        else:
-            yield x
-
-
 def args(a: tuple, kw: dict, names: tuple) -> list[dict]:
     """Describe positional args (named from ``names`` where known) then keyword args."""
-    n = len(names)
-    out = []
-    i = 0
-    for v in a:
-        if isinstance(v, _Tensor):
-            out.append(tensor(v, names[i] if i < n else ""))
-        else:
-            out.append(arg(v, names[i] if i < n else ""))
-        i += 1
-    if kw:
-        for k, v in kw.items():
-            out.append(arg(v, k))
-    return out
+    return [arg(v, names[i] if i < len(names) else "") for i, v in enumerate(a)] + [arg(v, k) for k, v in kw.items()]
 
 
 # -- JSON text form (see module docstring) -------------------------------------------------------
@@ -365,14 +336,12 @@ def args_json(a: tuple, kw: dict, heads: tuple, names: tuple) -> str:
     """:func:`args` as JSON text (without the brackets): ``heads`` are :func:`name_head` of ``names``."""
     n = len(heads)
     parts = []
-    i = 0
-    for v in a:
+    for i, v in enumerate(a):
         head = heads[i] if i < n else _NO_NAME
         if type(v) in _PLAIN_TENSORS:
             parts.append(_tensor_json(v, head))
         else:
             parts.append(arg_json(v, head, names[i] if i < n else ""))
-        i += 1
     if kw:
         for k, v in kw.items():
             parts.append(arg_json(v, name_head(k), k))
