@@ -50,8 +50,10 @@ them (:func:`_name_input_copies`). :func:`metadata` is what ``pyprof run`` adds 
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
+import itertools
 import json
 import math
 import re
@@ -59,6 +61,7 @@ import sys
 from typing import Any
 
 from pyprof import torch_private as tp
+from pyprof.annotate.torchtables import HookedLoader
 
 TRACE_KEY = "pyprofInductor"  # the trace's top-level key (pyprof.parse.kineto.inductor reads it)
 VERSION = 1
@@ -100,13 +103,7 @@ def install() -> None:
 
 def uninstall() -> None:
     """Undo :func:`install`: the configuration, the import hook and the wrapper as they were."""
-    global _finder
-    if _finder is not None:
-        try:
-            sys.meta_path.remove(_finder)
-        except ValueError:
-            pass
-        _finder = None
+    _drop_finder()
     _installed[0] = False
     if "profile" in _saved:
         sys.modules[_CONFIG_MODULE].cpp.enable_kernel_profile = _saved.pop("profile")
@@ -175,26 +172,15 @@ class _Finder(importlib.abc.MetaPathFinder):
             sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = _Loader(spec.loader, then)
+        spec.loader = HookedLoader(spec.loader, functools.partial(_after_exec, then))
         return spec
 
 
-class _Loader(importlib.abc.Loader):
-    """The module's own loader; ``then(module)`` runs once the module has been executed."""
-
-    def __init__(self, loader, then):
-        self._loader, self._then = loader, then
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        if _installed[0]:
-            self._then(module)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
+def _after_exec(then, execute, module) -> None:
+    """The module executed by its own loader (``execute``), then ``then(module)`` while installed."""
+    execute(module)
+    if _installed[0]:
+        then(module)
 
 
 def _wrap(module) -> None:
@@ -677,14 +663,8 @@ def _module_chain(node) -> list[str]:
 def _common(chains: list[list[str]]) -> list[str]:
     """The longest chain every one of ``chains`` starts with (a kernel fused from two modules' nodes
     belongs to the module holding both)."""
-    if not chains:
-        return []
-    out = []
-    for items in zip(*chains, strict=False):
-        if any(x != items[0] for x in items):
-            break
-        out.append(items[0])
-    return out
+    shared = itertools.takewhile(lambda items: len(set(items)) == 1, zip(*chains, strict=False))
+    return [items[0] for items in shared]
 
 
 def extern_op(name: str) -> str:

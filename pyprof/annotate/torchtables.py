@@ -34,23 +34,21 @@ def _build_tables() -> None:
         tp.build_dynamo_tables()
 
 
-class _Loader(importlib.abc.Loader):
-    """The real loader of TorchDynamo, run with the originals in place."""
+class HookedLoader(importlib.abc.Loader):
+    """A module's own loader, whose execution of the module ``run(execute, module)`` does (``execute``:
+    the loader's own ``exec_module``): what pyprof's import hooks do around an import."""
 
-    def __init__(self, loader, swap: Callable[[bool], None]):
-        self._loader = loader
-        self._swap = swap
+    def __init__(self, loader, run: Callable[[Callable, object], None]):
+        self._loader, self._run = loader, run
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
 
     def exec_module(self, module) -> None:
-        self._swap(False)
-        try:
-            self._loader.exec_module(module)
-            tp.build_dynamo_tables()
-        finally:
-            self._swap(True)
+        self._run(self._loader.exec_module, module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
 
 
 class _DynamoFinder(importlib.abc.MetaPathFinder):
@@ -69,9 +67,18 @@ class _DynamoFinder(importlib.abc.MetaPathFinder):
             spec = find(fullname, path, target) if find is not None else None
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, self.swap)
+                    spec.loader = HookedLoader(spec.loader, self._exec)
                 return spec
         return None
+
+    def _exec(self, execute, module) -> None:
+        """TorchDynamo's import, with the originals in place; its cached tables built from them."""
+        self.swap(False)
+        try:
+            execute(module)
+            tp.build_dynamo_tables()
+        finally:
+            self.swap(True)
 
 
 def prime(swap: Callable[[bool], None]) -> None:
