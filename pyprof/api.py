@@ -68,7 +68,7 @@ def diff(a: str | os.PathLike, b: str | os.PathLike, by: str = "op,layer,kernel"
     import pandas as pd
 
     from pyprof.cli import inputs
-    from pyprof.prof import noise
+    from pyprof.cli.diff_cmd import compared
     from pyprof.report import diff as diff_mod
 
     lines, say = _said()
@@ -76,11 +76,7 @@ def diff(a: str | os.PathLike, b: str | os.PathLike, by: str = "op,layer,kernel"
     if not groups or any(g not in diff_mod.BY for g in groups):
         raise UsageError(f"unknown grouping in {by!r}", f"use {', '.join(diff_mod.BY)}")
     pa, pb = (inputs.profile(os.fspath(x), say) for x in (a, b))
-    sides = {g: (diff_mod.side(pa.df, g), diff_mod.side(pb.df, g)) for g in groups}
-    tables = {g: diff_mod.compare(sa, sb, threshold) for g, (sa, sb) in sides.items()}
-    loaded = [] if ignore_load else [f"{n} ran under load ({why})" for n, p in (("A", pa), ("B", pb))
-                                     if (why := noise.under_load(p.df))]
-    outcome = diff_mod.judge(tables, diff_mod.total(*sides[groups[0]]), threshold, diff_mod.MIN_SHARE, loaded)
+    tables, _, outcome = compared(pa, pb, groups, threshold, diff_mod.MIN_SHARE, ignore_load)
     out = pd.concat([t.assign(by=g)[["by", *diff_mod.COLUMNS]] for g, t in tables.items()], ignore_index=True)
     out.attrs = {"verdict": outcome.kind, "why": list(outcome.why or outcome.regressions),
                  "warnings": lines + pa.warnings + [w for w in pb.warnings if w not in pa.warnings]}

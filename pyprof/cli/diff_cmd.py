@@ -81,7 +81,6 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
     from pyprof.cli import inputs
     from pyprof.errors import UsageError
     from pyprof.prof import noise
-    from pyprof.report import diff as diff_mod
 
     if as_csv and as_json:
         raise UsageError("--csv and --json are exclusive", "choose one output style")
@@ -91,19 +90,11 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
     pb = inputs.profile(b, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
     batches = (_batch(pa.df, a), _batch(pb.df, b)) if per_sample else (1.0, 1.0)
     pct = 10.0 if fail_above is None else fail_above
-    sides = {g: (diff_mod.side(pa.df, g, batches[0]), diff_mod.side(pb.df, g, batches[1])) for g in groupings}
-    first = next(iter(sides.values()))
-    tot = diff_mod.total(*first)
-    tables = {g: diff_mod.compare(sa, sb, pct) for g, (sa, sb) in sides.items()}
-    loaded = []
     for name, p in (("A", pa), ("B", pb)):
         line = noise.warning(noise.problems(p.df), f"{name} ({p.name})")
         if line:
             say(f"pyprof: warning: {line}")
-        load = noise.under_load(p.df)
-        if load and not ignore_load:
-            loaded.append(f"{name} ran under load ({load})")
-    outcome = diff_mod.judge(tables, tot, pct, min_share, loaded)
+    tables, tot, outcome = compared(pa, pb, groupings, pct, min_share, ignore_load, batches)
     out = sys.stdout
     if as_csv or as_json:
         _raw(tables, out, as_json)
@@ -119,6 +110,22 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
         if outcome.kind == "inconclusive":
             click.echo(terminal.shown(f"pyprof: inconclusive: {'; '.join(outcome.why)}"), err=True)
         sys.exit(outcome.exit_code)
+
+
+def compared(pa, pb, groupings: list[str], pct: float, min_share: float, ignore_load: bool,
+             batches: tuple[float, float] = (1.0, 1.0)):
+    """``(tables, total, outcome)`` of profile ``pb`` against ``pa``: a table per grouping, the step
+    totals, and the verdict (:mod:`pyprof.report.diff`), inconclusive where a side ran under load
+    unless ``ignore_load``."""
+    from pyprof.prof import noise
+    from pyprof.report import diff as diff_mod
+
+    sides = {g: (diff_mod.side(pa.df, g, batches[0]), diff_mod.side(pb.df, g, batches[1])) for g in groupings}
+    tot = diff_mod.total(*sides[groupings[0]])
+    tables = {g: diff_mod.compare(sa, sb, pct) for g, (sa, sb) in sides.items()}
+    loaded = [] if ignore_load else [f"{n} ran under load ({why})" for n, p in (("A", pa), ("B", pb))
+                                     if (why := noise.under_load(p.df))]
+    return tables, tot, diff_mod.judge(tables, tot, pct, min_share, loaded)
 
 
 def _batch(df, name) -> float:
