@@ -35,6 +35,7 @@ as far as the NVTX per-thread stack allows.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import torch
@@ -165,6 +166,7 @@ _patched: list = []
 
 
 def _wrap_engine(orig):
+    @functools.wraps(orig)
     def engine_run_backward(*args, **kwargs):
         try:
             return orig(*args, **kwargs)
@@ -173,7 +175,6 @@ def _wrap_engine(orig):
             _close_stale()
             raise
 
-    engine_run_backward.__wrapped__ = orig
     return engine_run_backward
 
 

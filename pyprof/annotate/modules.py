@@ -45,6 +45,7 @@ until a consumer comes back (``_buried``), so neither is lost and nothing recurs
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 
@@ -66,14 +67,6 @@ _push = emit.push
 _pop = emit.pop
 
 _is_compiling = _ops._is_compiling
-
-
-def _stack() -> list:
-    try:
-        return _tls.mods
-    except AttributeError:
-        st = _tls.mods = []
-        return st
 
 
 def _forget(table: dict, key: int):
@@ -277,11 +270,8 @@ def unseen_by_dynamo(hook):
     wrapper (torch's own code). A submodule's call inside a compiled forward, where Dynamo inlines
     the hooks: ``tp.DYNAMO_INLINE`` (the attribute Dynamo unwraps, as for ``torch.compile``'s own
     wrappers) hands it :func:`_pass` to trace, so the disabled wrapper breaks no graph and the hook's
-    state is neither traced nor guarded on. Without ``torch.compiler.disable``: ``hook`` itself."""
-    disable = getattr(getattr(torch, "compiler", None), "disable", None)
-    if disable is None:
-        return hook
-    wrapped = disable(hook)
+    state is neither traced nor guarded on."""
+    wrapped = torch.compiler.disable(hook)
     try:
         setattr(wrapped, tp.DYNAMO_INLINE, _pass)
     except (AttributeError, TypeError):
@@ -376,13 +366,12 @@ _prof_patched: list = []
 
 
 def _wrap_prof(orig):
+    @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         r = orig(*args, **kwargs)
         sync()
         return r
 
-    wrapper.__wrapped__ = orig
-    wrapper.__name__ = getattr(orig, "__name__", "wrapper")
     return wrapper
 
 
