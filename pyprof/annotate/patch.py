@@ -75,7 +75,7 @@ def torch_functions():
 
     vf = tp.variable_functions
     for name in sorted(dir(vf)):
-        if name.startswith("_") or name.startswith(("is_", "get_", "set_")) or name in TORCH_SKIP:
+        if name.startswith(("_", "is_", "get_", "set_")) or name in TORCH_SKIP:
             continue
         v = getattr(torch, name, None)
         if v is not None and v is getattr(vf, name, None):
@@ -89,9 +89,8 @@ def torch_functions():
 def tensor_methods():
     T = torch.Tensor
     for name in sorted(dir(T)):
-        if name in TENSOR_SKIP or (name.startswith("_") and not (name.startswith("__") and name.endswith("__"))):
-            continue
-        if name.startswith("is_"):
+        if name in TENSOR_SKIP or name.startswith("is_") or (
+                name.startswith("_") and not (name.startswith("__") and name.endswith("__"))):
             continue
         v = inspect.getattr_static(T, name, None)
         if _is_routine(v):
@@ -175,26 +174,14 @@ def patch_namespaces(functions=True, methods=True, functional=True, extra=True) 
     """Install wrappers for the chosen categories; returns how many callables were wrapped."""
     tp.jit_builtin_table()  # built from the originals, before anything is replaced
     seen: set = set()
-    n = 0
-    groups = []
-    if functional:  # first: F.conv2d is torch.conv2d; name it as the user called it where possible
-        groups.append(functional_functions())
-    if functions:
-        groups.append(torch_functions())
-        groups.append(graph_replay())
-    if methods:
-        groups.append(tensor_methods())
-    if extra:
-        groups.append(extra_functions())
-    for group in groups:
-        for owner, name, v in list(group):
-            key = (id(owner), name)
-            if key in seen:
-                continue
-            seen.add(key)
-            patch(owner, name, v)
-            n += 1
-    return n
+    # functional first: F.conv2d is torch.conv2d; name it as the user called it where possible
+    for chosen, group in ((functional, functional_functions), (functions, torch_functions),
+                          (functions, graph_replay), (methods, tensor_methods), (extra, extra_functions)):
+        for owner, name, v in list(group()) if chosen else ():
+            if (id(owner), name) not in seen:
+                seen.add((id(owner), name))
+                patch(owner, name, v)
+    return len(seen)
 
 
 def swap(installed: bool) -> None:
