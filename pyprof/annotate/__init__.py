@@ -181,15 +181,10 @@ def wrap(obj: Any, name: str, *, op: str | None = None, composite: bool = True) 
         return
     owner_name = getattr(obj, "__name__", None) or type(obj).__name__
     meta = OpMeta("wrap", op or f"{owner_name}.{name}", current, composite=composite)
-    if isinstance(static, classmethod):
-        fn = static.__func__
-        w: Any = classmethod(make_wrapper(fn, meta))
-    elif isinstance(static, staticmethod):
-        w = staticmethod(make_wrapper(static.__func__, meta))
-    elif isinstance(obj, type) or inspect.ismodule(obj):
-        w = make_wrapper(static if inspect.isclass(obj) else current, meta)
-    else:  # an instance attribute or bound method
-        w = make_wrapper(current, meta)
+    if isinstance(static, (classmethod, staticmethod)):
+        w: Any = type(static)(make_wrapper(static.__func__, meta))
+    else:  # a class's function as it is defined; a module's function, an instance's attribute as read
+        w = make_wrapper(static if isinstance(obj, type) else current, meta)
     had_own = name in getattr(obj, "__dict__", {})
     with LOCK:
         _wrapped.append((obj, name, static if had_own else None, had_own))
