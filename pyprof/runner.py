@@ -431,11 +431,8 @@ class _GlobalModuleHook:
     eagerly before any compiled region of it runs."""
 
     def __init__(self, fn):
-        import torch
-
         self.fn = fn
         self.handle = None
-        self.compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
         if dynamo_imported():
             self._register(_modules().unseen_by_dynamo(fn))
         else:
@@ -449,7 +446,7 @@ class _GlobalModuleHook:
         self.handle = register_module_forward_pre_hook(hook)
 
     def _until_dynamo(self, *args: Any) -> None:
-        if self.compiling():  # traced in a compiled region before any eager module call: do nothing
+        if _compiling():  # traced in a compiled region before any eager module call: do nothing
             return
         if dynamo_imported():
             self._register(_modules().unseen_by_dynamo(self.fn))
@@ -522,8 +519,6 @@ def _end_forked_child(exit_code: Any, failure: BaseException | None) -> None:
     as the script would have ended it, without pyprof's epilogue (stopping the parent's profiler,
     exporting its trace, parsing it: all the parent's to do, and a deadlock in a child)."""
     if failure is not None and not isinstance(failure, SystemExit):
-        import traceback
-
         traceback.print_exception(failure)
     code = exit_code if isinstance(exit_code, int) else (0 if exit_code is None and failure is None else 1)
     for stream in (sys.stdout, sys.stderr):
