@@ -137,23 +137,17 @@ class Profile:
         import tempfile
         import weakref
 
-        from pyprof.runner import _fresh_output
+        from pyprof.runner import Session, _fresh_output
 
         if self._out is None:
             self.folder = Path(tempfile.mkdtemp(prefix="pyprof-"))
             weakref.finalize(self, shutil.rmtree, str(self.folder), True)
         else:
             self.folder = _fresh_output(self._out)
-        self._start(self.folder)
-        return self
-
-    def _start(self, folder: Path) -> None:
-        """pyprof's torch.profiler session (:class:`pyprof.runner.Session`), as ``pyprof run`` runs a script
-        in: its schedule, step sources, hooks and load probe."""
-        from pyprof.runner import Session
-
-        self._session = Session(self.opts, folder / "trace.json")
+        # pyprof run's session: its schedule, step sources, hooks and load probe
+        self._session = Session(self.opts, self.folder / "trace.json")
         self._session.start()
+        return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         session = self._session
