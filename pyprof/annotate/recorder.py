@@ -11,6 +11,7 @@ what pyprof emits (ops, modules, backward nodes, optimizer steps, ``pyprof.range
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -90,14 +91,7 @@ class Recorder:
     def payloads(self, kind: str | None = None) -> list[dict[str, Any]]:
         """Decoded pyprof payloads (optionally of one kind), in start order, each with ``"_parents"``:
         the decoded pyprof payloads enclosing it on its thread, outermost first."""
-        cache: dict[str, dict[str, Any]] = {}
-
-        def dec(text: str) -> dict[str, Any]:
-            d = cache.get(text)
-            if d is None:
-                d = cache[text] = markers.decode(text)
-            return d
-
+        dec = functools.lru_cache(maxsize=None)(markers.decode)  # (a text decoded once per call)
         out = []
         for r in self.ranges:
             if not markers.is_pyprof(r.text):
