@@ -137,28 +137,29 @@ def run(script, args, out_dir, wait, warmup, active, step_on, no_init, with_stac
         sys.stdout.write("\n" + format_findings(findings(cpu, result.env)))
     t_prof = time.perf_counter() - t_prof
     sys.stdout.flush()
+    if report is not None or try_:  # the report's advice, and the one --try times
+        from pyprof.cli.advise_cmd import advice_for
+        from pyprof.report import profile
+
+        name = str(out / "records.dict")
+        p = profile.from_records(records, name=name, peak_flops=peak_flops, peak_bw=peak_bw, env=result.env, df=df)
+        advice = advice_for(p, name, say)
     if report is not None:
-        _write_report(records, df, report or str(out / "report.html"), str(out / "records.dict"), result.env,
-                      peak_flops, peak_bw)
+        from pyprof.prof.units import nbytes
+        from pyprof.report import page
+
+        path = report or str(out / "report.html")
+        click.echo(f"pyprof: wrote {path} ({nbytes(page.write(p, path, advised=advice))})", err=True)
     click.echo("\n" + timing_line(result.times, t_parse, t_prof))
     line = noise.warning(noise.problems(df))
     if line:
         say(f"pyprof: warning: {line}")
-    if try_:
-        _try(records, df, out, script, list(args), try_budget, result.env, peak_flops, peak_bw, say)
+    if try_:  # each advised change timed on the unprofiled script
+        from pyprof import advise as adv
+        from pyprof.cli.advise_cmd import tried_advice
 
-
-def _try(records, df, out, script, args, budget, env, peak_flops, peak_bw, say) -> None:
-    """``--try``: the advice for this run, each change timed on the unprofiled script, printed."""
-    from pyprof import advise as adv
-    from pyprof.cli.advise_cmd import advice_for, tried_advice
-    from pyprof.report import profile
-
-    name = str(out / "records.dict")
-    p = profile.from_records(records, name=name, peak_flops=peak_flops, peak_bw=peak_bw, env=env, df=df)
-    result = advice_for(p, name, say)
-    tried_advice(p, result, script, args, budget, out, say)
-    click.echo("\n" + adv.format_text(result), nl=False)
+        tried_advice(p, advice, script, list(args), try_budget, out, say)
+        click.echo("\n" + adv.format_text(advice), nl=False)
 
 
 def timing_line(times: dict, parse: float, prof: float) -> str:
@@ -193,18 +194,6 @@ def _report_option(script, args, report):
     if script is None:
         raise UsageError("no SCRIPT given", "pyprof run [OPTIONS] SCRIPT [ARGS]..., e.g. pyprof run train.py")
     return script, tuple(args), report
-
-
-def _write_report(records, df, path, name, env, peak_flops, peak_bw) -> None:
-    """The HTML report of this run (:mod:`pyprof.report`), from the table the summary was built from."""
-    from pyprof.prof.units import nbytes
-    from pyprof.report import page, profile
-
-    p = profile.from_records(records, name=name, peak_flops=peak_flops, peak_bw=peak_bw, env=env, df=df)
-    from pyprof.cli.advise_cmd import advice_for
-
-    size = page.write(p, path, advised=advice_for(p, name, lambda line: click.echo(shown(line), err=True)))
-    click.echo(f"pyprof: wrote {path} ({nbytes(size)})", err=True)
 
 
 def _summary(records, head, by, top, peak_flops, peak_bw, width=None):
