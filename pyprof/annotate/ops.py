@@ -23,12 +23,12 @@ the innermost op marker). ``init(nested=True)`` emits every level.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import threading
 from typing import Any
 
-import orjson
 import torch
 
 from pyprof import markers
@@ -76,7 +76,7 @@ class OpMeta:
     """Per-callable facts computed once: namespace, name, argument names, flags, and the constant
     head of its payload text (``{"pyprof":1,"k":"op","ns":...,"op":...,"args":[``)."""
 
-    __slots__ = ("ns", "name", "names", "heads", "composite", "lowp", "_names_done", "fn", "head", "packed")
+    __slots__ = ("ns", "name", "names", "heads", "composite", "lowp", "fn", "head", "packed")
 
     def __init__(self, ns: str, name: str, fn, composite: bool | None = None):
         self.ns = ns
@@ -84,14 +84,13 @@ class OpMeta:
         self.fn = fn
         self.names: tuple = ()
         self.heads: tuple = ()
-        self._names_done = False
         self.packed: tuple | None = None  # (head, heads, names, lowp, composite) once arg_names() ran
         self.composite = (ns, name) in COMPOSITES if composite is None else composite
         self.lowp = name in LOWER_PRECISION_OPS
         self.head = _dumps({"pyprof": _VERSION, "k": "op", "ns": ns, "op": name})[:-1] + ',"args":['
 
     def arg_names(self) -> tuple:
-        if not self._names_done:
+        if self.packed is None:
             key = (self.ns, self.name)
             names = _names_cache.get(key)
             if names is None:
@@ -99,7 +98,6 @@ class OpMeta:
             self.names = names
             self.heads = tuple(describe.name_head(n) for n in names)
             self.packed = (self.head, self.heads, self.names, self.lowp, self.composite)
-            self._names_done = True
         return self.names
 
 
@@ -136,12 +134,7 @@ def _arg_names(fn, ns: str, name: str) -> tuple:
         return ("self",) if ns == "torch.Tensor" else ()
     tensor_first = [s for s in schemas if s.arguments and str(s.arguments[0].type).startswith("Tensor")]
     lists = [[a.name for a in s.arguments if not a.kwarg_only] for s in (tensor_first or schemas)]
-    names = []
-    for i in range(min(len(x) for x in lists)):
-        cand = {x[i] for x in lists}
-        if len(cand) != 1:
-            break
-        names.append(cand.pop())
+    names = [c[0] for c in itertools.takewhile(lambda c: len(set(c)) == 1, zip(*lists, strict=False))]
     if names:  # aten calls the first tensor ``self``; the Python API calls it ``input`` outside methods
         if ns == "torch.Tensor":
             names[0] = "self"
@@ -192,7 +185,7 @@ def build_payload(meta: OpMeta, args, kwargs, op_id: int, s0: int | None) -> str
     """The op payload (see :mod:`pyprof.markers`) as its JSON text, written directly (byte-identical
     to ``markers.encode`` of the payload dict, keys in the same order); under a ``torch.func`` transform
     each batched tensor with its ``vmap`` levels."""
-    if not meta._names_done:
+    if meta.packed is None:
         meta.arg_names()
     text = meta.head + (_vmap_args_json(args, kwargs, meta.names) if _functorch_active() else
                         _args_json(args, kwargs, meta.heads, meta.names)) + "]"
@@ -209,7 +202,7 @@ def cdtype_json(meta: OpMeta, args, kwargs) -> str:
     if dev is not None:
         cd = compute_dtype(meta.name, dev)
         if cd is not None:
-            return ',"cdtype":' + orjson.dumps(describe.dtype_name(cd)).decode()
+            return ',"cdtype":' + describe.dtype_json(cd)
     return ""
 
 
@@ -268,10 +261,8 @@ def _mark_raised() -> None:
     may hold no work. Never lets a failure here replace the user's exception."""
     if _is_compiling():
         return
-    try:
+    with contextlib.suppress(Exception):  # the user's exception is the one to propagate
         pop(push(_RAISED))
-    except Exception:  # noqa: BLE001, S110 - the user's exception is the one to propagate
-        pass
 
 
 _RAISED = markers.RAISED
