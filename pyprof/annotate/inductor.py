@@ -50,6 +50,7 @@ them (:func:`_name_input_copies`). :func:`metadata` is what ``pyprof run`` adds 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.abc
 import importlib.util
@@ -226,8 +227,6 @@ def _wrap_scheduler() -> None:
     of its origin nodes, in :data:`_origins` under ``name:k`` (k counts kernels in generation order, as
     the tracker's handles do). Wrapped once, at the first graph generated; ``uninstall`` undoes it.
     The generated code is the same: each wrapper calls the original and reads its arguments."""
-    import importlib
-
     for key, (module_name, cls_name, attr) in _DEFINERS.items():
         if key in _saved:
             continue
@@ -315,6 +314,7 @@ def _tensors(call_args, arg_types) -> list | None:
     which its type does not tell) or ``?`` (a Triton kernel's: not told). None where an argument that may be a tensor cannot be resolved to a buffer of
     static size (a symbolic shape, an expression of the generated code): its bytes are then unknown."""
     graph = tp.inductor_graph()
+    lookup = getattr(graph, "try_get_buffer", None) or getattr(graph, "get_buffer", None)  # (torch < 2.6)
     out, seen = [], set()
     types = list(arg_types) if arg_types is not None else []
     for i, arg in enumerate(call_args):
@@ -322,7 +322,6 @@ def _tensors(call_args, arg_types) -> list | None:
         pointer = kind.endswith("*")
         if not isinstance(arg, str) or arg in seen:
             continue
-        lookup = getattr(graph, "try_get_buffer", None) or getattr(graph, "get_buffer", None)  # (torch < 2.6)
         buf = lookup(arg) if lookup is not None else None
         if buf is None or not hasattr(buf, "get_size"):
             if pointer or _BUFFER_NAME.match(arg):  # a tensor not resolved (a view's expression...)
@@ -340,10 +339,8 @@ def _tensors(call_args, arg_types) -> list | None:
 
 def _drop_finder() -> None:
     global _finder
-    try:
+    with contextlib.suppress(ValueError):
         sys.meta_path.remove(_finder)
-    except ValueError:
-        pass
     _finder = None
 
 
@@ -525,17 +522,11 @@ def _node_arg(value, name: str | None = None) -> dict:
             return {**arg, **_tensor_arg(value)}
         if value is None or not isinstance(value, (bool, int, float)):
             raise _Unknown
-    if value is None:
-        return {**arg, "type": "NoneType", "value": None}
-    if isinstance(value, bool):
-        return {**arg, "type": "bool", "value": value}
-    if isinstance(value, int):
-        return {**arg, "type": "int", "value": value}
-    if isinstance(value, float):
-        return {**arg, "type": "float", "value": value} if math.isfinite(value) else \
-            {**arg, "type": "other", "value": str(value)}
-    if isinstance(value, str):
-        return {**arg, "type": "str", "value": value}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {**arg, "type": "other", "value": str(value)}
+    for kind in (type(None), bool, int, float, str):
+        if isinstance(value, kind):
+            return {**arg, "type": kind.__name__, "value": value}
     if isinstance(value, torch.dtype):
         return {**arg, "type": "dtype", "value": str(value).removeprefix("torch.")}
     if isinstance(value, (list, tuple)):
