@@ -111,16 +111,12 @@ def _odd_tensor(t, name: str) -> dict:
     where a dim is not a plain int: a nested tensor's ragged dims (a strided nested tensor has no
     sizes at all; a jagged one has a symbolic "nested int"), or symbolic sizes. No value is read."""
     kind = tensor_kind(t)
-    shape = None
-    if kind != "nested" or type(t) not in _PLAIN_TENSORS:  # a strided nested tensor's shape raises
-        dims = _read(t, "shape")
-        if dims is not None:
-            try:
-                shape = [*dims]
-            except Exception:  # noqa: BLE001 - not a sequence
-                shape = None
-            if shape is not None and any(type(d) is not int for d in shape):
-                shape = None
+    try:  # (a strided nested tensor's shape raises)
+        shape = [*t.shape] if kind != "nested" or type(t) not in _PLAIN_TENSORS else None
+    except Exception:  # noqa: BLE001 - unreadable, or not a sequence
+        shape = None
+    if shape is not None and any(type(d) is not int for d in shape):
+        shape = None
     dt = _read(t, "dtype")
     dev = _read(t, "device")
     try:
