@@ -69,9 +69,7 @@ def _close_stale() -> None:
     st = _stack()
     gen = _generation[0]
     while st and st[-1][0] != gen:
-        _, tok = st.pop()
-        if tok is not None:
-            emit.pop(tok)
+        emit.pop(st.pop()[1])
 
 
 _BWD = '{"pyprof":%d,"k":"bwd","node":"%s","seq":%d,"id":%d,"nseq":%d}'
@@ -82,7 +80,7 @@ def _make_pre(node_name: str, s0: int, op_id: int, n: int):
         st = _stack()
         if st and st[-1][0] != _generation[0]:
             _close_stale()
-        tok = None
+        tok = emit.NOTHING
         if emit.consumer_active():  # the text is built only when the node actually runs
             text = _BWD % (markers.VERSION, node_name, s0, op_id, n)
             if _functorch_active():  # (run under torch.func.vmap: jacrev's backward, batched)
@@ -99,9 +97,7 @@ def _post(grad_inputs, grad_outputs):
     """The post-hook of every hooked node (one function: it only closes this thread's last range)."""
     st = _stack()
     if st:
-        _, tok = st.pop()
-        if tok is not None:
-            emit.pop(tok)
+        emit.pop(st.pop()[1])
 
 
 def _out_nodes(out, s0: int, s1: int, found: dict) -> None:

@@ -136,16 +136,14 @@ class Range:
         self.text = text
 
     def __enter__(self):
-        tok = push(self.text, cache=True) if consumer_active() else None
+        tok = push(self.text, cache=True) if consumer_active() else NOTHING
         if not hasattr(_tls, "stack"):
             _tls.stack = []
         _tls.stack.append(tok)
         return self
 
     def __exit__(self, *exc):
-        tok = _tls.stack.pop()
-        if tok is not None:
-            pop(tok)
+        pop(_tls.stack.pop())
         return False
 
     def __call__(self, fn):

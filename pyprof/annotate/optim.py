@@ -22,11 +22,9 @@ def _pre(optimizer, args, kwargs):
     if st is None:
         st = _tls.opt = []
     while st:  # a previous step raised before its post hook
-        tok = st.pop()
-        if tok is not None:
-            emit.pop(tok)
+        emit.pop(st.pop())
     if not emit.consumer_active():
-        st.append(None)
+        st.append(emit.NOTHING)
         return None
     cls = type(optimizer).__name__
     text = _texts.get(cls)
@@ -39,9 +37,7 @@ def _pre(optimizer, args, kwargs):
 def _post(optimizer, args, kwargs):
     st = getattr(_tls, "opt", None)
     if st:
-        tok = st.pop()
-        if tok is not None:
-            emit.pop(tok)
+        emit.pop(st.pop())
     return None
 
 
