@@ -522,10 +522,8 @@ def _end_forked_child(exit_code: Any, failure: BaseException | None) -> None:
         traceback.print_exception(failure)
     code = exit_code if isinstance(exit_code, int) else (0 if exit_code is None and failure is None else 1)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
     os._exit(code)
 
 

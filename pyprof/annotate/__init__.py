@@ -38,6 +38,7 @@ graphs, breaks and recompiles with ``init()`` as without; compiled regions run u
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -222,11 +223,8 @@ def add_step_callback(fn: Callable[[], Any]) -> None:
 
 
 def remove_step_callback(fn: Callable[[], Any]) -> None:
-    with LOCK:
-        try:
-            _step_callbacks.remove(fn)
-        except ValueError:
-            pass
+    with LOCK, contextlib.suppress(ValueError):
+        _step_callbacks.remove(fn)
 
 
 def step() -> None:

@@ -45,6 +45,7 @@ until a consumer comes back (``_buried``), so neither is lost and nothing recurs
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import weakref
@@ -108,10 +109,8 @@ def _text(module, path: str) -> str:
     except Exception:  # noqa: BLE001 - a user extra_repr that fails must not break forward
         rep = ""
     text = markers.encode(markers.make("mod", path=path, cls=type(module).__name__, repr=rep))
-    try:
+    with contextlib.suppress(TypeError):  # not weak-referenceable: not cached
         _texts[id(module)] = (weakref.ref(module, _forget(_texts, id(module))), path, text)
-    except TypeError:  # not weak-referenceable: do not cache
-        pass
     return text
 
 

@@ -21,6 +21,7 @@ working: :func:`pyprof.torch_private.jit_register` registers each wrapper as wha
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 
@@ -156,10 +157,8 @@ def restore(owner, name: str, orig, had_own: bool) -> None:
     if had_own:
         setattr(owner, name, orig)
         return
-    try:
+    with contextlib.suppress(AttributeError):
         delattr(owner, name)
-    except AttributeError:
-        pass
 
 
 def unpatch_all() -> None:

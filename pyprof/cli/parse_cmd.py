@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import click
@@ -85,11 +86,9 @@ def parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: st
 
 def _remove_empty_folder(path: str) -> None:
     """After a failure: the output folder this command created, where nothing was written into it."""
-    try:
+    with contextlib.suppress(OSError):
         if os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
             os.rmdir(path)
-    except OSError:
-        pass
 
 
 def _parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str, cluster: str | None,
