@@ -54,16 +54,11 @@ def kind(path: str | os.PathLike | None) -> str:
     return EXPORT if is_export(path) else RECORDS
 
 
-def parsing_note(path: str) -> str:
-    """The one line that says an export was parsed first (said once it parsed: where it cannot be, the
-    parser's one error line says why)."""
-    return (f"pyprof: {path} is an export, not a record file: parsed it first "
-            f"(`pyprof parse {path} -o records.dict` keeps the records for the next command)")
-
-
 def _parsed(path: str, warnings: list[str], say: Say) -> None:
-    """Once an export parsed: the line saying so, then the parser's warnings."""
-    say(parsing_note(path))
+    """Once an export parsed: the line saying so (said only then: where it cannot be parsed, the parser's
+    one error line says why), then the parser's warnings."""
+    say(f"pyprof: {path} is an export, not a record file: parsed it first "
+        f"(`pyprof parse {path} -o records.dict` keeps the records for the next command)")
     for w in warnings:
         say(f"pyprof: warning: {w}")
 
