@@ -519,7 +519,10 @@ def _node_arg(value, name: str | None = None) -> dict:
     if isinstance(value, torch.fx.Node):
         value = value.meta.get("val")
         if isinstance(value, torch.Tensor):
-            return {**arg, **_tensor_arg(value)}
+            if not all(type(d) is int for d in value.shape):  # a symbolic size
+                raise _Unknown
+            return {**arg, "type": "tensor", "shape": list(value.shape),
+                    "dtype": str(value.dtype).removeprefix("torch.")}
         if value is None or not isinstance(value, (bool, int, float)):
             raise _Unknown
     if isinstance(value, float) and not math.isfinite(value):
@@ -534,14 +537,6 @@ def _node_arg(value, name: str | None = None) -> dict:
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         raise _Unknown
     return {**arg, "type": "other", "value": str(value)}  # a device, layout or memory format
-
-
-def _tensor_arg(value) -> dict:
-    """A tensor argument (a node's ``meta['val']``); :class:`_Unknown` where a size is symbolic."""
-    shape = list(value.shape)
-    if not all(type(d) is int for d in shape):
-        raise _Unknown
-    return {"type": "tensor", "shape": shape, "dtype": str(value.dtype).removeprefix("torch.")}
 
 
 def _list_arg(items: list[dict]) -> dict:

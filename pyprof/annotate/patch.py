@@ -66,11 +66,6 @@ _patched: list = []  # (owner, name, original attribute, had_own, wrapper)
 _jit_regs: list = []  # wrapper functions registered with TorchScript (tp.jit_register)
 
 
-def _is_routine(v) -> bool:
-    return isinstance(v, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType,
-                          types.WrapperDescriptorType))
-
-
 def torch_functions():
     import torch.functional as tfun
 
@@ -94,7 +89,8 @@ def tensor_methods():
                 name.startswith("_") and not (name.startswith("__") and name.endswith("__"))):
             continue
         v = inspect.getattr_static(T, name, None)
-        if _is_routine(v):
+        if isinstance(v, (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType,
+                          types.WrapperDescriptorType)):
             yield T, name, v
 
 

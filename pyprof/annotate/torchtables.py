@@ -28,12 +28,6 @@ from collections.abc import Callable
 from pyprof import torch_private as tp
 
 
-def _build_tables() -> None:
-    tp.build_device_tables()
-    if tp.dynamo_imported():
-        tp.build_dynamo_tables()
-
-
 class HookedLoader(importlib.abc.Loader):
     """A module's own loader, whose execution of the module ``run(execute, module)`` does (``execute``:
     the loader's own ``exec_module``): what pyprof's import hooks do around an import."""
@@ -85,9 +79,11 @@ def prime(swap: Callable[[bool], None]) -> None:
     """Called just before the patch: build the tables torch already has from the originals, and
     arrange for TorchDynamo's first import to happen with the originals in place. ``swap(False)``
     puts the originals back, ``swap(True)`` the wrappers."""
-    _build_tables()
+    tp.build_device_tables()
     uninstall()
-    if not tp.dynamo_imported():
+    if tp.dynamo_imported():
+        tp.build_dynamo_tables()
+    else:
         sys.meta_path.insert(0, _DynamoFinder(swap))
 
 
