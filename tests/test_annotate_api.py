@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import pyprof  # noqa: E402
-from pyprof.annotate import add_step_callback, remove_step_callback  # noqa: E402
+from pyprof.annotate import add_step_callback, autocast, remove_step_callback  # noqa: E402
 from pyprof.annotate.recorder import Recorder  # noqa: E402
 from pyprof.errors import UsageError  # noqa: E402
 
@@ -142,6 +142,7 @@ def test_cpu_autocast_records_bf16_compute_dtype(initialized):
     assert ops["linear"]["args"][0]["dtype"] == "float32"  # args keep the dtype they were called with
     assert ops["__matmul__"]["cdtype"] == "bfloat16"
     assert "cdtype" not in ops["relu"]
+    assert autocast.compute_dtype("linear", "meta") is None  # a device type autocast does not know
     with Recorder() as rec:
         lin(x)
     assert "cdtype" not in rec.payloads("op")[0]

@@ -24,54 +24,13 @@ LOWER_PRECISION_OPS = frozenset({
 })
 
 
-def _legacy_readers(device_type: str):
-    """``(is_enabled(), get_dtype())`` for ``device_type`` through the API of torch < 2.4, which has no
-    ``torch.get_autocast_dtype(device_type)`` and whose ``torch.is_autocast_enabled()`` takes no
-    argument and answers for CUDA: ``torch.get_autocast_gpu_dtype()`` for CUDA, else
-    ``torch.is_autocast_<type>_enabled()`` / ``torch.get_autocast_<type>_dtype()`` (cpu, ipu, xla);
-    None for a device type that API has no functions for."""
-    if device_type == "cuda":
-        return torch.is_autocast_enabled, torch.get_autocast_gpu_dtype
-    is_enabled = getattr(torch, f"is_autocast_{device_type}_enabled", None)
-    get_dtype = getattr(torch, f"get_autocast_{device_type}_dtype", None)
-    if is_enabled is None or get_dtype is None:
-        return None
-    return is_enabled, get_dtype
-
-
-def _legacy_is_enabled(device_type: str) -> bool:
-    readers = _legacy_readers(device_type)
-    if readers is None:
-        raise RuntimeError(f"no autocast functions for device type {device_type!r} in this torch")
-    return readers[0]()
-
-
-def _legacy_get_dtype(device_type: str) -> torch.dtype:
-    readers = _legacy_readers(device_type)
-    if readers is None:
-        raise RuntimeError(f"no autocast functions for device type {device_type!r} in this torch")
-    return readers[1]()
-
-
-def readers():
-    """``(is_enabled(device_type), get_dtype(device_type))``: torch's own where it has
-    ``torch.get_autocast_dtype`` (torch >= 2.4, with the device-type form of ``is_autocast_enabled``,
-    added together), else the same questions asked of the older per-device API (torch 2.1 to 2.3,
-    which the README promises). Looked up when this module is imported."""
-    if getattr(torch, "get_autocast_dtype", None) is not None:
-        return torch.is_autocast_enabled, torch.get_autocast_dtype
-    return _legacy_is_enabled, _legacy_get_dtype
-
-
-_is_enabled, _get_dtype = readers()
-
-
 def compute_dtype(op: str, device_type: str) -> torch.dtype | None:
-    """The autocast dtype ``op`` computes in on ``device_type`` now, or None when not autocasting it."""
+    """The autocast dtype ``op`` computes in on ``device_type`` now, or None when not autocasting it
+    (the device-type forms of torch's autocast queries: torch >= 2.4, pyprof's floor)."""
     if op in LOWER_PRECISION_OPS:
         try:
-            if _is_enabled(device_type):
-                return _get_dtype(device_type)
+            if torch.is_autocast_enabled(device_type):
+                return torch.get_autocast_dtype(device_type)
         except RuntimeError:  # a device type autocast does not know
             return None
     return None
