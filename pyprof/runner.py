@@ -457,11 +457,10 @@ class _GlobalModuleHook:
 
 
 def _compiling() -> bool:
-    """Whether TorchDynamo is tracing the caller (``torch.compiler.is_compiling``; False without it)."""
+    """Whether TorchDynamo is tracing the caller (``torch.compiler.is_compiling``)."""
     import torch
 
-    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    return bool(fn()) if fn is not None else False
+    return torch.compiler.is_compiling()
 
 
 def _schedule(opts: RunOptions):

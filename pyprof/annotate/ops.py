@@ -67,9 +67,8 @@ def _is_compiling() -> bool:
     the compile and tracing contexts TorchDynamo opens on the thread are asked too."""
     return _torch_is_compiling() or _compile_context() is not None or _tracing_context() is not None
 
-#: What the wrappers ask first (see :func:`make_wrapper`): torch's public check for TorchDynamo
-#: tracing where it has one, else the check for any compile session.
-_is_dynamo_compiling = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", _is_compiling)
+#: What the wrappers ask first (see :func:`make_wrapper`): torch's public check for TorchDynamo tracing.
+_is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 
 class OpMeta:
