@@ -1,46 +1,32 @@
 """Module attribution: a "mod" range around every ``nn.Module`` forward, named by its path.
 
-While a consumer is present, ``nn.Module.__call__`` is replaced by :func:`_call`, which opens the
-range, calls the original ``__call__`` inside try/finally (so the range closes even when forward
-raises) and closes it; the original is put back when the last consumer goes. Why not always
-PyTorch's global forward hooks (``register_module_forward_pre_hook`` /
-``register_module_forward_hook(always_call=True)``), as this module used to: with any global hook
-registered, every ``Module._call_impl`` leaves its fast path for the hook-dispatching slow path,
-measured at about 1.6 us per module call on top of the two hook calls, more than the whole range
-costs with the patch. Hooks registered on modules, and global hooks registered later, run inside
-the range, as they did after pyprof's global hooks.
+While a consumer is present, ``nn.Module.__call__`` is replaced by :func:`_call`, which calls the
+original inside the range (closed in a finally, so a raising forward closes it too); the original is
+put back when the last consumer goes. Not PyTorch's global forward hooks: with any registered, every
+``Module._call_impl`` leaves its fast path for the hook-dispatching slow path, about 1.6 us per module
+call on top of the two hook calls, more than the whole range costs with the patch. Hooks registered on
+modules, and global hooks registered later, run inside the range.
 
-Exception: when someone else's global forward hooks are already registered as the consumer appears,
-every module call takes the slow path anyway, so pyprof registers its own global hook pair after
-them, keeping their order (:data:`_mode` says which mechanism is on); once TorchDynamo is imported,
-as :func:`unseen_by_dynamo` makes them, so that it compiles no frame of their own.
-
-``pyprof run`` takes a deferred profiler step at the next module call, *before* that module's range
-opens: it registers a callback with :func:`add_before_call` (called by :func:`_call` and :func:`_pre`
-outside compiled regions, and keeping the instrumentation installed while registered), not a global
-forward hook. A global hook would put pyprof into hooks mode for every ``pyprof run``, and
-TorchDynamo, which runs the global hooks of a compiled module (``torch.compile(model)`` of a module
-whose ``forward`` is the user's) as frames of their own, compiled each hook into a graphless frame
-of its own (one more guarded cache lookup per hook per call) that the user's program has not.
+Hooks mode (:data:`_mode`): when someone else's global forward hooks are already registered as the
+consumer appears, every module call takes the slow path anyway, so pyprof registers its own global
+hook pair after them, keeping their order; once TorchDynamo is imported, as :func:`unseen_by_dynamo`
+makes them, so that it compiles no frame of their own. ``pyprof run`` takes its deferred profiler
+steps through :func:`add_before_call` for the same reason, not through a global hook.
 
 A module called with no module open on its thread is a root; paths come from the root's
-``named_modules()`` (cached per root, refreshed once when a module is not found, e.g. added after the
-first call). The root's own path is ``""`` as in ``named_modules()``, except for a root called while
-an autograd node runs (a checkpointed block that the backward pass re-runs on its own) that had a
-path inside another root when last called: it keeps that path and its modules' paths go below it,
-so a recompute is charged to the modules it re-runs. A module that is not a
-descendant of the current root (called from inside it) gets ``<parent path>.<ClassName>``. The
-encoded text per (module, path) is cached, so steady-state cost is two dict lookups, a push and a pop.
-A module renamed after its root's map was built keeps its old path until the map is rebuilt (which
-happens when a module is not found in it).
+``named_modules()`` (cached per root, rebuilt once when a module is not found in it: one added, or
+renamed, after the map was built). The root's own path is ``""``, except for a root called while an
+autograd node runs (a checkpointed block that the backward pass re-runs) that had a path inside
+another root when last called: it keeps that path, so a recompute is charged to the modules it
+re-runs. A module that is not a descendant of the current root gets ``<parent path>.<ClassName>``.
+The encoded text per (module, path) is cached: steady-state cost is two dict lookups, a push and a pop.
 
-The instrumentation is installed only while a consumer is present (a Recorder, an NVTX tool,
-``lazy=False``, or a torch.profiler session, noticed by wrapping the functions torch.profiler calls as
-it starts and stops, ``tp.PROFILER_HOOKS``), so lazy mode pays nothing per module.
-When the last consumer goes, the module ranges still open on the calling thread are closed (other
-threads' at their next module call, by a generation counter). If another tool wrapped
-``Module.__call__`` over pyprof's meanwhile, pyprof's stays inside that wrapper, passing through
-until a consumer comes back (``_buried``), so neither is lost and nothing recurses.
+Installed only while a consumer is present (a Recorder, an NVTX tool, ``lazy=False``, or a
+torch.profiler session, noticed by wrapping the functions torch.profiler calls as it starts and
+stops, ``tp.PROFILER_HOOKS``), so lazy mode pays nothing per module. When the last consumer goes, the
+ranges still open on the calling thread are closed (other threads' at their next module call, by a
+generation counter). If another tool wrapped ``Module.__call__`` over pyprof's meanwhile, pyprof's
+stays inside that wrapper, passing through until a consumer comes back (``_buried``).
 """
 
 from __future__ import annotations
@@ -324,10 +310,9 @@ _before: list = []  # callbacks of add_before_call
 
 def add_before_call(fn) -> bool:
     """Call ``fn(module, args)`` (the call's positional arguments) at every eager module call, before
-    the module's range opens (never inside a compiled region, nor while a compile runs). The
-    instrumentation stays installed while any is registered, so ``fn`` is called with no profiler
-    recording too. ``fn`` must be cheap: it runs around every module call. False, and nothing registered, where the module instrumentation is not
-    enabled (no ``pyprof.init()``, or ``init(modules=False)``)."""
+    the module's range opens (never inside a compiled region, nor while a compile runs), with or
+    without a profiler recording; ``fn`` must be cheap. False, and nothing registered, where the
+    module instrumentation is not enabled (no ``pyprof.init()``, or ``init(modules=False)``)."""
     with LOCK:
         if not _enabled[0]:
             return False
