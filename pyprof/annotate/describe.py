@@ -4,19 +4,16 @@ Two forms: :func:`arg` / :func:`tensor` build the argument dicts; :func:`args_js
 arguments straight as JSON text, byte-identical to ``orjson.dumps`` of those dicts, because building
 dicts and serialising them was most of the per-op cost. The text path covers plain tensors
 (``torch.Tensor`` / ``nn.Parameter``: text cached per (shape, dtype, device, contiguity, requires_grad)),
-``int``/``float``/``bool``/``None`` scalars and lists/tuples of ints; anything else goes through the dict form and
-orjson, so every value is written exactly as before (and what orjson rejects still raises).
-Nothing here reads tensor *values* (no ``.item()``, no printing), so describing an argument never
-synchronises a GPU.
+``int``/``float``/``bool``/``None`` scalars and lists/tuples of ints; anything else goes through the
+dict form and orjson (so what orjson rejects still raises). Nothing here reads tensor *values* (no
+``.item()``, no printing), so describing an argument never synchronises a GPU.
 
 Tensors of other kinds (nested, sparse, mkldnn, quantized, and Python subclasses such as DTensor,
 FakeTensor or a jagged nested tensor) are described by :func:`_odd_tensor`, with a ``"kind"`` field
-(and ``"cls"`` for a subclass) after the usual ones: a nested tensor has no readable shape (asking for
-it raises), a sparse or quantized tensor's dtype and shape say nothing of its storage, and a subclass
-answers through its own ``__torch_function__``. Every fact is read through torch's public getters,
-each on its own, so that one that cannot be read is written ``null`` instead of losing the marker
-(see :mod:`pyprof.markers`). Plain strided tensors, meta ones included (their device says ``meta``),
-keep the text they always had, so the fast paths (and the C accelerator's table) are unchanged.
+(and ``"cls"`` for a subclass): a nested tensor's shape may raise, a sparse or quantized tensor's dtype
+and shape say nothing of its storage, and a subclass answers through its own ``__torch_function__``,
+so each fact is read on its own and one that cannot be read is written ``null`` instead of losing
+the marker. Plain strided tensors, meta ones included, take the cached path.
 """
 
 from __future__ import annotations
@@ -53,8 +50,7 @@ _STRIDED = torch.strided
 #: The quantized dtypes: a tensor of one of these is quantized (and only such a tensor has one), so
 #: the dtype the text caches are keyed by already tells a quantized tensor apart. The C accelerator
 #: hands tensors of these dtypes to :func:`_tensor_json` (see fastpath.py).
-QUANTIZED_DTYPES = frozenset(d for d in (getattr(torch, n, None) for n in (
-    "quint8", "qint8", "qint32", "quint4x2", "quint2x4")) if isinstance(d, torch.dtype))
+QUANTIZED_DTYPES = frozenset({torch.quint8, torch.qint8, torch.qint32, torch.quint4x2, torch.quint2x4})
 
 
 def tensor(t, name: str = "") -> dict:
