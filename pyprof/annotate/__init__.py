@@ -18,15 +18,10 @@ Pieces, one module each:
 * :mod:`~pyprof.annotate.emit`: the single push/pop point and its consumers (NVTX tool,
   torch.profiler, :class:`~pyprof.annotate.recorder.Recorder`).
 
-Lazy mode (default): no payload is built while nobody consumes markers: no NVTX tool attached
-(``nvtx.get_domain("pyprof")`` is the ``nvtx`` package's dummy domain unless nsys' injection library,
-found through ``NVTX_INJECTION64_PATH``, enabled it), no torch.profiler (Kineto) session and no
-Recorder. Then each wrapper costs two attribute reads before the original runs, and
-``nn.Module.__call__`` is not even wrapped (it is when a consumer appears).
-
-Under torch.profiler the markers become ``record_function`` ranges named
-``markers.to_profiler_name(text)`` (quotes percent-encoded: Kineto writes names into chrome traces
-unescaped); ``markers.from_profiler_name`` recovers the marker.
+Lazy mode (default): no payload is built while nobody consumes markers (no NVTX tool attached, no
+torch.profiler session, no Recorder: :mod:`~pyprof.annotate.emit`). Then each wrapper costs two
+attribute reads before the original runs, and ``nn.Module.__call__`` is not even wrapped (it is when a
+consumer appears).
 
 Compiled and traced code: TorchDynamo traces the original in each wrapper's place
 (``torch_private.DYNAMO_INLINE``, see :mod:`~pyprof.annotate.ops`), and its tables of torch functions are

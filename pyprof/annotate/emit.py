@@ -3,14 +3,10 @@
 Every range pyprof emits (op, module, backward node, optimizer step, user range) goes through
 :func:`push` / :func:`pop` here, which hand the text to whichever consumers are present:
 
-* an NVTX tool (Nsight Systems): a push/pop range in the NVTX domain :data:`pyprof.markers.DOMAIN`.
-  Whether a tool is attached is what the ``nvtx`` package itself reports: ``nvtx.get_domain(name)``
-  returns its ``DummyDomain`` unless the NVTX injection library (``NVTX_INJECTION64_PATH``, set by
-  nsys) was loaded and enabled the domain. Where the C extension was built it pushes the range
-  itself (its own copy of NVTX v3; the message as plain text, no Python object per range; a range
-  that goes to the tool alone never enters this module). Without it the ``nvtx`` package pushes it;
-  op messages are unique (they carry an instance id), so they are registered per call there, without
-  the package's unbounded message cache.
+* an NVTX tool (Nsight Systems): a push/pop range in the NVTX domain :data:`pyprof.markers.DOMAIN`
+  (whether a tool is attached, and who pushes the range: :func:`nvtx_attached`; a range that goes to
+  the tool alone from the C extension never enters this module). Op messages are unique (they carry an
+  instance id), so the ``nvtx`` package registers them per call, without its unbounded message cache.
 * an active torch.profiler (Kineto) session: the same text becomes a ``record_function`` range
   (:mod:`pyprof.torch_private`'s ``record_function_enter`` / ``record_function_exit``), named
   ``markers.to_profiler_name(text)`` (Kineto writes names into the chrome trace unescaped, so the
@@ -46,10 +42,11 @@ _native: Any = None          # the C extension, pushing NVTX ranges itself (when
 def nvtx_attached() -> bool:
     """True when an NVTX tool (nsys) enabled pyprof's NVTX domain in this process.
 
-    The ``nvtx`` package answers (its domain is a ``DummyDomain`` unless a tool is loaded). Where the
-    C extension was built (:func:`pyprof.annotate.fastpath.extension`), it pushes the ranges itself
-    through its own copy of NVTX v3 (an ASCII-type message, no Python objects per range); else they
-    go through the ``nvtx`` package (a registered string per message)."""
+    The ``nvtx`` package answers: its domain is a ``DummyDomain`` unless the NVTX injection library
+    (``NVTX_INJECTION64_PATH``, set by nsys) was loaded and enabled it. Where the C extension was built
+    (:func:`pyprof.annotate.fastpath.extension`), it pushes the ranges itself through its own copy of
+    NVTX v3 (an ASCII-type message, no Python objects per range); else they go through the ``nvtx``
+    package (a registered string per message)."""
     global _domain, _EventAttributes, _RegisteredString, _native
     try:
         import nvtx

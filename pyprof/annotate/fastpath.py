@@ -1,13 +1,12 @@
-"""Load the optional C accelerator of the op range path (:mod:`pyprof.annotate._fastpayload`).
+"""Load the optional C accelerator of the op range path (:mod:`pyprof.annotate._fastpayload`; its rules
+and tests: docs/design.md, "The C accelerator of init()'s op path").
 
 The extension's ``build(meta, args, kwargs, op_id, s0)`` writes the same text as
 :func:`pyprof.annotate.ops.build_payload`, byte for byte, and its ``call(meta, fn, args, kwargs)``
-does what :func:`pyprof.annotate.ops.call_marked` does (see the comment at the top of
-``_fastpayload.c``). It reads the caches the Python code fills and calls the Python code for
-everything it does not handle itself, through CPython's public C API and torch's public Python
-attributes only. It is compiled at install time where a C compiler is present; where it is not (or
-with ``PYPROF_PURE_PYTHON=1`` in the environment, or if setting it up fails in any way), :func:`load`
-returns None and the op wrapper runs the pure-Python path.
+does what :func:`pyprof.annotate.ops.call_marked` does, calling the Python code for everything it
+does not handle itself. Where it was not built (no C compiler at install time), with
+``PYPROF_PURE_PYTHON=1``, or if setting it up fails in any way, :func:`load` returns None and the op
+wrapper runs the pure-Python path.
 """
 
 from __future__ import annotations
