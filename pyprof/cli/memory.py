@@ -1,22 +1,17 @@
-"""Process memory settings for the short-lived ``parse`` and ``prof`` commands.
+"""Process memory settings for the short-lived ``parse`` and ``prof`` commands, which build and free
+many arrays of megabytes once. Two defaults cost them system time:
 
-Both build and free many arrays of megabytes once. Two defaults cost them system time:
+* Transparent huge pages: numpy ``madvise``s every large array for them, and where the kernel's THP
+  ``defrag`` setting is ``madvise`` (a common default), each huge-page fault may compact memory
+  synchronously: ``pyprof parse`` of a 1M-kernel export spent 2.5 s of system time building its arrays
+  instead of 0.9 s with ordinary pages on a 2-core machine (``scripts/bench_parse.py``).
+* glibc hands each freed block of over 128 KiB (up to 32 MiB, adaptively) back to the kernel, so the
+  next array is page-faulted in afresh: about half a second of system time for ``prof`` at a million
+  kernels. :func:`keep_freed_memory` keeps such blocks for reuse.
 
-Transparent huge pages.
-numpy ``madvise``s every large array for transparent huge pages. Where the kernel's THP ``defrag``
-setting is ``madvise`` (a common default), each huge-page fault may compact memory synchronously: on
-this project's 2-core test machine that made ``pyprof parse`` of a 1M-kernel export spend 2.5 s of
-system time building its arrays instead of 0.9 s with ordinary pages (``scripts/bench_parse.py``).
-Ordinary pages are the better trade here.
-
-Returning freed memory. glibc hands each freed block of over 128 KiB (up to 32 MiB, adaptively) back
-to the kernel, so the next array is page-faulted in afresh: about half a second of system time for
-``prof`` at a million kernels. :func:`keep_freed_memory` keeps such blocks for reuse.
-
-Only the CLI calls these (``pyprof parse`` and ``pyprof prof``, never the library and never ``pyprof
-run``, whose process has just run the user's script): they change settings of the whole process, which a
-library must not do to its caller. Each does nothing unless the process is owned
-(:func:`pyprof.process.owned`, which those two commands declare).
+They change settings of the whole process, which a library must not do to its caller (nor ``pyprof
+run``, whose process has just run the user's script): each does nothing unless the process is owned
+(:func:`pyprof.process.owned`, which only ``pyprof parse`` and ``pyprof prof`` declare).
 """
 
 from __future__ import annotations
