@@ -9,6 +9,7 @@ machines without PyTorch.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from typing import Any
@@ -34,8 +35,7 @@ def deinit() -> None:
 
 
 def is_initialized() -> bool:
-    import sys
-
+    """Whether :func:`init` is in force (without importing torch where nothing has)."""
     mod = sys.modules.get("pyprof.annotate")
     return bool(mod and mod.is_initialized())
 
@@ -125,14 +125,9 @@ class _Package(types.ModuleType):
 
 def __getattr__(name: str) -> Any:
     """``pyprof.parse``, ``pyprof.prof`` and ``pyprof.report`` before anything imported them."""
-    if name == "parse":
-        import pyprof.parse
-    elif name == "prof":
-        import pyprof.prof
-    elif name == "report":
-        import pyprof.report  # noqa: F401 - (the import binds it here)
-    else:
+    if name not in ("parse", "prof", "report"):
         raise AttributeError(f"module 'pyprof' has no attribute {name!r}")
+    importlib.import_module(f"pyprof.{name}")  # (binds it here, through _Package.__setattr__)
     return globals()[name]
 
 

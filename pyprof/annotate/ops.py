@@ -111,12 +111,8 @@ def _signature_names(fn) -> tuple:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return ()
-    names = []
-    for p in params:
-        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            break
-        names.append(p.name)
-    return tuple(names)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(p.name for p in itertools.takewhile(lambda p: p.kind in positional, params))
 
 
 def _arg_names(fn, ns: str, name: str) -> tuple:
