@@ -6,45 +6,32 @@ ranges, so a trace alone ties them to no module. Inductor knows: each kernel's o
 post-grad FX graph, whose ``meta`` holds the module stack (``nn_module_stack``, or
 ``fwd_nn_module_stack`` for a backward node), the user's ``stack_trace`` and the ``original_aten`` op.
 
-While :func:`install` is in force (``pyprof.init()`` to ``deinit()``):
+While :func:`install` is in force (``pyprof.init()`` to ``deinit()``), none of which changes the
+graph, the kernels or the results:
 
-* Inductor's own kernel provenance tracking is on (its ``config.trace.provenance_tracking_level``,
-  its "basic" level 2; torch 2.8 and newer): during code generation it maps each kernel name to its
-  origin nodes (:func:`pyprof.torch_private.inductor_kernel_nodes`). It adds a
-  comment per kernel to the generated wrapper and nothing else: the graph, the kernels and the results
-  are the same. A torch without it (2.4 to 2.7) gets the same map from the scheduler: the C++ and Triton
-  backends' ``define_kernel`` and ``Scheduler.codegen_extern_call`` are wrapped, and each kernel they
-  generate is kept with its nodes' ``origins`` (:func:`_wrap_scheduler`). A backward node there carries
-  no module stack; it takes the one of the forward node with its sequence number (``seq_nr``).
-* Inductor's C++ kernels announce themselves to the profiler (its ``config.cpp.enable_kernel_profile``,
-  torch 2.4 and newer): each generated C++ kernel opens a record function named ``graph_<N>_<kernel name>``
-  while it runs, so a CPU trace shows each kernel's time apart from its compiled region's (without it,
-  the profiler sees the region's own time only). The kernels compute as before; the handle costs a
-  record function per kernel call, recorded only while the profiler is on.
+* Inductor's kernel provenance tracking is on (``config.trace.provenance_tracking_level``, its "basic"
+  level 2; torch 2.8 and newer): code generation maps each kernel name to its origin nodes
+  (:func:`pyprof.torch_private.inductor_kernel_nodes`) and adds a comment per kernel to the generated
+  wrapper. A torch without it (2.4 to 2.7) gets the same map from the scheduler
+  (:func:`_wrap_scheduler`); a backward node there carries no module stack and takes the one of the
+  forward node with its sequence number (``seq_nr``).
+* Inductor's C++ kernels announce themselves to the profiler (``config.cpp.enable_kernel_profile``):
+  each opens a record function ``graph_<N>_<kernel name>`` while it runs, so a CPU trace shows each
+  kernel's time apart from its compiled region's, for a record function per kernel call while the
+  profiler records.
 * Inductor's caches are bypassed (``force_disable_caches``): a graph loaded from a cache generates no
-  code in this process, so its kernels' origins could not be recorded. The code generated is the
-  same; compiling takes longer.
-* ``GraphLowering.codegen`` is wrapped: after the original has run, :func:`_record` reads the kernels
-  the provenance tracker added and the graph's node metadata, and appends one entry per graph to
-  :data:`GRAPHS` (compile id, forward or backward, and per kernel its name, origin aten ops, module
-  paths and call site).
-* The Python wrapper's ``generate_kernel_call`` is wrapped: each generated kernel's call passes its
-  buffers, whose static sizes and dtypes are known then; the entry of the kernel keeps them
-  (``tensors``: shape, dtype, read, written or both, as the kernel's signature names them) and their
-  sum (``bytes``: the tensors it actually reads and writes, each once, one updated in place twice; null
-  where a size is symbolic or an argument is no plain buffer).
-* Each generated kernel's origin nodes are kept as the calls prof prices (``nodes``: per node its aten
-  op and arguments, shapes and dtypes from ``meta['val']``, scalars from ``args``; see
-  :func:`_origin_calls`): parse puts them and the tensors in the kernel's record (``args``) and prof
-  prices the kernel as the sum of its nodes' ops (:mod:`pyprof.prof.ops.fused`).
+  code in this process, so its kernels' origins could not be recorded; compiling takes longer.
+* ``GraphLowering.codegen`` is wrapped: :func:`_record` appends one entry per graph to :data:`GRAPHS`
+  (compile id, forward or backward, and per kernel its name, origin aten ops, module paths and call
+  site; its buffers and ``bytes``, from the wrapper's ``generate_kernel_call``: :func:`_wrap_calls`,
+  :func:`_attach_tensors`; and its origin nodes as the calls prof prices: :func:`_origin_calls`,
+  :mod:`pyprof.prof.ops.fused`).
 
 Inductor's modules are changed when they are imported (an import hook on its ``config`` and ``graph``
-modules): importing them in ``init()`` would cost seconds to every user, compiling or
-not, and add attributes to ``torch``. Where a torch cannot bypass Inductor's caches, only kernel
-profiling is turned on, nothing is wrapped and :data:`STATE` says why; parse then names fused kernels by
-their names alone (:mod:`pyprof.parse.kineto.inductor`). A generated kernel with no origin op copies the
-graph's inputs into the layout an op needs: it is named ``copy``, in the modules of the ops that read
-them (:func:`_name_input_copies`). :func:`metadata` is what ``pyprof run`` adds to its trace
+modules): importing them in ``init()`` would cost seconds to every user, compiling or not, and add
+attributes to ``torch``. Where a torch cannot bypass Inductor's caches, only kernel profiling is turned
+on and :data:`STATE` says why; parse then names fused kernels by their names alone
+(:mod:`pyprof.parse.kineto.inductor`). :func:`metadata` is what ``pyprof run`` adds to its trace
 (``torch.profiler``'s ``add_metadata_json``, key :data:`TRACE_KEY`).
 """
 
@@ -311,8 +298,9 @@ _BUFFER_NAME = re.compile(r"^(?:buf|primals_|arg|tangents_|getitem|reinterpret_t
 def _tensors(call_args, arg_types) -> list | None:
     """``[[shape, dtype, access], ...]``: the buffers a kernel call passes (each once), ``access`` ``r``
     (a C++ kernel's ``const T*``), ``w`` (its ``T*``: written; a buffer updated in place is read too,
-    which its type does not tell) or ``?`` (a Triton kernel's: not told). None where an argument that may be a tensor cannot be resolved to a buffer of
-    static size (a symbolic shape, an expression of the generated code): its bytes are then unknown."""
+    which its type does not tell) or ``?`` (a Triton kernel's: not told). None where an argument that
+    may be a tensor cannot be resolved to a buffer of static size (a symbolic shape, an expression of
+    the generated code): its bytes are then unknown."""
     graph = tp.inductor_graph()
     lookup = getattr(graph, "try_get_buffer", None) or getattr(graph, "get_buffer", None)  # (torch < 2.6)
     out, seen = [], set()
