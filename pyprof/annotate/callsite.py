@@ -27,10 +27,9 @@ _getframe = sys._getframe
 
 def _is_internal(code) -> bool:
     fn = code.co_filename
-    r = fn.startswith(_INTERNAL_DIRS) or fn.startswith("<frozen")
-    if not r and not os.path.isabs(fn) and not fn.startswith("<"):
-        r = os.path.abspath(fn).startswith(_INTERNAL_DIRS)
-    return r
+    if not os.path.isabs(fn) and not fn.startswith("<"):
+        fn = os.path.abspath(fn)
+    return fn.startswith(_INTERNAL_DIRS) or fn.startswith("<frozen")
 
 
 def _entry(code) -> list:

@@ -48,9 +48,7 @@ class Recorder:
     # -- consumer protocol used by pyprof.annotate.emit (called with the GIL; lists are thread-safe enough)
     def _push(self, text: str) -> RecordedRange:
         tid = threading.get_native_id()
-        stack = self._stacks.get(tid)
-        if stack is None:
-            stack = self._stacks.setdefault(tid, [])
+        stack = self._stacks.setdefault(tid, [])
         r = RecordedRange(text, markers.DOMAIN, tid, len(stack), tuple(p.text for p in stack),
                           time.perf_counter_ns())
         stack.append(r)
@@ -99,9 +97,7 @@ class Recorder:
             d = dec(r.text)
             if kind is not None and d.get("k") != kind:
                 continue
-            item = dict(d)
-            item["_parents"] = [dec(p) for p in r.parents if markers.is_pyprof(p)]
-            out.append(item)
+            out.append({**d, "_parents": [dec(p) for p in r.parents if markers.is_pyprof(p)]})
         return out
 
     def texts(self) -> list[str]:
