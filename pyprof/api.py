@@ -115,7 +115,8 @@ class Profile:
     """What ran inside ``with pyprof.profile(...) as p:`` (see the module docstring). ``out``: the folder
     for trace.json, records.dict and env.json (as ``pyprof run -o``; None: a temporary one, removed with
     this object: :meth:`save` keeps it); ``wait``/``warmup``/``active``/``steps_from``: ``pyprof run``'s
-    schedule options; ``init``: ``pyprof.init()`` for the block (undone after)."""
+    schedule options; ``init``: ``pyprof.init()`` for the block (undone after); ``record_shapes``,
+    ``with_stack``: torch.profiler's; ``cuda``: trace CUDA too (None: where it is available)."""
 
     def __init__(self, out: str | os.PathLike | None = None, *, wait: int = 1, warmup: int = 1, active: int = 5,
                  steps_from: str = "auto", init: bool = True, record_shapes: bool = True, with_stack: bool = False,
