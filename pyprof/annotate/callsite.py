@@ -73,19 +73,12 @@ def _user_frame(skip: int):
     return None, None
 
 
-def call_site(skip: int = 2, depth: int = 1) -> list[str] | tuple[str, ...]:
-    """Up to ``depth`` user frames (innermost first), starting ``skip`` frames above the caller.
-
-    Returns a cached tuple for ``depth == 1`` (do not mutate the result)."""
-    if depth == 1:
-        f, e = _user_frame(skip)
-        if f is None:
-            return ()
-        return _one(e, f)[1]
+def call_site(skip: int = 2, depth: int = 1) -> list[str]:
+    """Up to ``depth`` user frames (innermost first), starting ``skip`` frames above the caller."""
     try:
-        f = _getframe(skip)
+        f: FrameType | None = _getframe(skip)
     except ValueError:
-        return ()
+        return []
     out: list[str] = []
     while f is not None:
         e = _entry(f.f_code)
