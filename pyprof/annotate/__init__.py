@@ -187,7 +187,7 @@ def wrap(obj: Any, name: str, *, op: str | None = None, composite: bool = True) 
         setattr(obj, name, w)
 
 
-class range:  # noqa: A001 - mirrors nvtx.annotate / torch.cuda.nvtx.range
+class range(emit.Range):  # noqa: A001 - mirrors nvtx.annotate / torch.cuda.nvtx.range
     """A user range (kind "range"): ``with pyprof.range("attn"):`` or ``@pyprof.range("attn")``.
 
     Emitted only while a consumer is attached (like every pyprof range); names a layer in the table.
@@ -198,17 +198,7 @@ class range:  # noqa: A001 - mirrors nvtx.annotate / torch.cuda.nvtx.range
             raise UsageError(f"pyprof.range name must be a non-empty string, got {name!r}",
                              "pass the range's name, e.g. pyprof.range('attention')")
         self.name = name
-        self._r = emit.Range(markers.encode(markers.make("range", name=name)))
-
-    def __enter__(self):
-        self._r.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._r.__exit__(*exc)
-
-    def __call__(self, fn):
-        return self._r(fn)
+        super().__init__(markers.encode(markers.make("range", name=name)))
 
 
 def add_step_callback(fn: Callable[[], Any]) -> None:
