@@ -6,18 +6,16 @@ path), the op wrapper:
 
 1. peeks the calling thread's autograd sequence counter before the call
    (:func:`pyprof.torch_private.get_sequence_nr`, a plain read; ``s0``) and writes ``"seq": [s0]`` into
-   the op payload when grad mode is on and a tensor argument requires grad. The range text is fixed
-   when it is pushed, before the op runs, so the payload carries the *first* sequence number the op
-   may give a node; for the common one-node op this is exactly the sequence number of ``out.grad_fn``;
+   the op payload when grad mode is on and a tensor argument requires grad (the first sequence number
+   the op may give a node: the range text is fixed before the op runs);
 2. after the call, reads the counter again (``s1``). Nodes numbered ``s0 <= n < s1`` were created by
    this op (the counter is per thread). They are found from the outputs' ``grad_fn`` (and, only when
    some are missing, by walking ``next_functions`` inside that interval);
 3. registers on each such node a prehook / hook pair (``Node.register_prehook`` /
-   ``Node.register_hook``) that pushes ``{"k":"bwd","node":<Node class>,"seq":s0,"id":<op id>,
-   "nseq":n}`` on the thread that runs the node, and pops it after. ``seq`` equals the forward op's
-   ``seq``; ``id`` equals the forward op's ``id`` and is the exact join key (several ops can share an
-   ``s0`` when one did not create a node it could have, or when ops nest); ``nseq`` is the node's own
-   sequence number.
+   ``Node.register_hook``) that pushes a ``bwd`` range (:mod:`pyprof.markers`: the op's ``seq`` and
+   ``id``, the node's own ``nseq``) on the thread that runs the node, and pops it after. ``id`` is the
+   exact join key: several ops can share an ``s0`` when one did not create a node it could have, or
+   when ops nest.
 
 Cost. The two registrations are PyTorch's (a Python ``_register_hook`` and a ``RemovableHandle``
 each, about 3 us per node together) and dominate; pyprof adds one closure per node (the pre-hook,
