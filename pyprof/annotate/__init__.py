@@ -1,22 +1,9 @@
 """``pyprof.init()``: instrument PyTorch so every op, module, backward node and optimizer step
 emits an NVTX range carrying a pyprof marker (see :mod:`pyprof.markers` for the payload).
 
-Pieces, one module each:
-
-* :mod:`~pyprof.annotate.patch`: which callables are replaced (torch, Tensor methods and dunders,
-  torch.nn.functional, linalg/fft/special) and restoring them;
-* :mod:`~pyprof.annotate.ops`: the wrapper (plain path vs marker path, nesting, payload);
-* :mod:`~pyprof.annotate.describe`, :mod:`~pyprof.annotate.callsite`,
-  :mod:`~pyprof.annotate.autocast`: argument descriptions, user call site, compute dtype;
-* :mod:`~pyprof.annotate.modules`: module ranges and paths (``nn.Module.__call__`` wrapped while a
-  consumer is present);
-* :mod:`~pyprof.annotate.backward`: ``seq`` and per-node backward ranges (mechanism and limits
-  documented there);
-* :mod:`~pyprof.annotate.optim`: optimizer-step ranges;
-* :mod:`~pyprof.annotate.inductor`: each kernel Inductor generates, with its origin modules and aten
-  ops, recorded as it is compiled (joined to the trace at parse);
-* :mod:`~pyprof.annotate.emit`: the single push/pop point and its consumers (NVTX tool,
-  torch.profiler, :class:`~pyprof.annotate.recorder.Recorder`).
+Its pieces, one module each (patch, ops, describe, callsite, autocast, modules, backward, optim,
+inductor, emit...), are mapped in docs/design.md ("Layout", ``annotate/``) and explained in their own
+docstrings.
 
 Lazy mode (default): no payload is built while nobody consumes markers (no NVTX tool attached, no
 torch.profiler session, no Recorder: :mod:`~pyprof.annotate.emit`). Then each wrapper costs two
