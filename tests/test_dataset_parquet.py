@@ -207,4 +207,4 @@ def test_parquet_needs_an_output_file(tmp_path, capsys):
     assert code == 2 and out == "" and "add -o x.parquet" in err
     (tmp_path / "afile").write_text("")
     code, _, err = run_main(capsys, ["parse", src, src, "-o", tmp_path / "afile", "--format", "parquet"])
-    assert code == 2 and "needs an output folder" in err
+    assert code == 2 and "2 inputs need an output folder" in err

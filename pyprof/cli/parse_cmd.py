@@ -93,13 +93,28 @@ def _remove_empty_folder(path: str) -> None:
 
 def _parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str, cluster: str | None,
            say) -> None:
+    """One input to one file (or stdout), else each input to its file in the ``-o`` folder; ``--format
+    parquet`` and ``--cluster`` through :mod:`pyprof.scale` (the ``scale`` extra)."""
     from pyprof.parse.run import parse_file, parse_many
 
-    if cluster or fmt == "parquet":
-        _scaled(inputs, output, jobs, fmt, cluster, say)
-        return
-    if len(inputs) == 1 and not (output and (output.endswith(os.sep) or os.path.isdir(output))):
-        res = parse_file(inputs[0], output)
+    scaled = cluster or fmt == "parquet"
+    if scaled:
+        from pyprof.scale.extra import require
+
+        if fmt == "parquet":
+            require("pyarrow", "duckdb", what="Parquet")  # pyarrow writes, DuckDB reads the records
+        if cluster:
+            require("dask", "distributed")
+        if not output:
+            raise UsageError("Parquet and --cluster write files, not stdout",
+                             "add -o x.parquet (one input) or -o OUTDIR/")
+    if not (cluster or len(inputs) > 1 or output and (output.endswith(os.sep) or os.path.isdir(output))):
+        if scaled and output:  # (scaled: never without output, refused above)
+            from pyprof.scale.parquet import parse_to_parquet
+
+            res = parse_to_parquet(inputs[0], output, 0)
+        else:
+            res = parse_file(inputs[0], output)
         for w in res.warnings:
             say(f"pyprof: warning: {w}")
         say(f"pyprof parse: {res.summary()}")
@@ -107,41 +122,15 @@ def _parse(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: s
     if not output:
         raise UsageError(f"{len(inputs)} inputs need an output folder", "add -o OUTDIR/")
     if os.path.exists(output) and not os.path.isdir(output):
-        raise UsageError(f"{output} is a file, but {len(inputs)} inputs need an output folder",
-                         "give -o a folder name")
-    _report_many(parse_many(list(inputs), output, jobs), len(inputs), say)
-
-
-def _scaled(inputs: tuple[str, ...], output: str | None, jobs: int | None, fmt: str, cluster: str | None,
-            say) -> None:
-    """``--format parquet`` and ``--cluster``: :mod:`pyprof.scale` (the ``scale`` extra)."""
-    from pyprof.scale.extra import require
-
-    if fmt == "parquet":
-        require("pyarrow", "duckdb", what="Parquet")  # pyarrow writes, DuckDB reads the records
-    if cluster:
-        require("dask", "distributed")
-    if not output:
-        raise UsageError("Parquet and --cluster write files, not stdout",
-                         "add -o x.parquet (one input) or -o OUTDIR/")
-    many = cluster or len(inputs) > 1 or output.endswith(os.sep) or os.path.isdir(output)
-    if not many:
-        from pyprof.scale.parquet import parse_to_parquet
-
-        res = parse_to_parquet(inputs[0], output, 0)
-        for w in res.warnings:
-            say(f"pyprof: warning: {w}")
-        say(f"pyprof parse: {res.summary()}")
-        return
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise UsageError(f"{output} is a file, but {'--cluster' if cluster else f'{len(inputs)} inputs'} "
-                         "needs an output folder", "give -o a folder name")
-    from pyprof.scale import cluster as run
-
-    if cluster:
-        results = run.parse_cluster(list(inputs), output, cluster, fmt)
+        raise UsageError(f"{output} is a file, but {'--cluster needs' if cluster else f'{len(inputs)} inputs need'} "
+                         "an output folder", "give -o a folder name")
+    if not scaled:
+        results = parse_many(list(inputs), output, jobs)
     else:
-        results = run.parse_local(list(inputs), output, fmt, jobs)
+        from pyprof.scale import cluster as run
+
+        results = (run.parse_cluster(list(inputs), output, cluster, fmt) if cluster
+                   else run.parse_local(list(inputs), output, fmt, jobs))
     _report_many(results, len(inputs), say)
 
 
