@@ -119,8 +119,6 @@ def main(argv: list[str] | None = None) -> None:
         if broken:
             _quiet_stdout()
         sys.exit(2)
-    except SystemExit:
-        raise
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
 
