@@ -180,9 +180,7 @@ def arg(v, name: str = "") -> dict:
     t = type(v)
     kind = _SCALARS.get(t)
     if kind is not None:
-        if t is complex:
-            return {"name": name, "type": kind, "value": [v.real, v.imag]}
-        return {"name": name, "type": kind, "value": v}
+        return {"name": name, "type": kind, "value": _plain(v)}  # (a complex as [real, imag])
     if v is None:
         return {"name": name, "type": "NoneType", "value": None}
     kind = _SIMPLE.get(t)
