@@ -10,10 +10,9 @@ text directly (:func:`build_payload`: the constant head per callable is precompu
 :class:`OpMeta`, arguments by :func:`pyprof.annotate.describe.args_json`, the call site from
 :func:`pyprof.annotate.callsite.call_site_json`), byte-identical to ``markers.encode`` of the payload
 dict, because building that dict and serialising it was about half of the per-op cost. Where the
-optional C extension was built (:mod:`pyprof.annotate.fastpath`), the wrapper hands the marker path
-to its ``call`` instead of :func:`call_marked`: the same steps and the same text, without the
-interpreter (the wrapper asks ``torch.compiler.is_dynamo_compiling()`` first, so TorchDynamo never
-reaches the C call, and the C call asks ``torch.compiler.is_compiling()`` as :func:`call_marked` does).
+optional C extension was built (:mod:`pyprof.annotate.fastpath`), its ``call`` runs the marker path
+instead of :func:`call_marked`: the same steps and the same text, without the interpreter (how it
+stays out of TorchDynamo's way: docs/design.md, "The C accelerator of init()'s op path").
 
 Nesting: ops called from inside an instrumented op emit nothing by default (a thread-local flag),
 because the outer op already names the work — except inside :data:`COMPOSITES`, functions whose
