@@ -68,13 +68,11 @@ def diff(a: str | os.PathLike, b: str | os.PathLike, by: str = "op,layer,kernel"
     import pandas as pd
 
     from pyprof.cli import inputs
-    from pyprof.cli.diff_cmd import compared
+    from pyprof.cli.diff_cmd import by_groups, compared
     from pyprof.report import diff as diff_mod
 
     lines, say = _said()
-    groups = [g.strip() for g in by.split(",") if g.strip()]
-    if not groups or any(g not in diff_mod.BY for g in groups):
-        raise UsageError(f"unknown grouping in {by!r}", f"use {', '.join(diff_mod.BY)}")
+    groups = by_groups(by)
     pa, pb = (inputs.profile(os.fspath(x), say) for x in (a, b))
     tables, _, outcome = compared(pa, pb, groups, threshold, diff_mod.MIN_SHARE, ignore_load)
     out = pd.concat([t.assign(by=g)[["by", *diff_mod.COLUMNS]] for g, t in tables.items()], ignore_index=True)

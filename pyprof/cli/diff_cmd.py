@@ -45,14 +45,16 @@ HUMAN = (("key", "", "str"), ("time_a", "A/step", "dur"), ("time_b", "B/step", "
          ("gap_a", "Gap A", "num"), ("gap_b", "Gap B", "num"), ("shapes", "Shapes", "str"))
 
 
-def _by_list(value: str) -> list[str]:
+def by_groups(value: str) -> list[str]:
+    """The groupings ``--by`` (and :func:`pyprof.diff`'s ``by``) names: a comma list of op, layer, kernel."""
     from pyprof.errors import UsageError
     from pyprof.report.diff import BY
 
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n not in BY]
     if bad or not names:
-        raise UsageError(f"unknown --by {bad[0] if bad else value!r}", "use op, layer, kernel or a comma list")
+        raise UsageError(f"unknown grouping {bad[0] if bad else value!r} (--by, by=)",
+                         "use op, layer, kernel or a comma list")
     return names
 
 
@@ -84,7 +86,7 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
 
     if as_csv and as_json:
         raise UsageError("--csv and --json are exclusive", "choose one output style")
-    groupings = _by_list(by)
+    groupings = by_groups(by)
     say = stderr_say()
     pa = inputs.profile(a, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
     pb = inputs.profile(b, say, gpu=gpu, peak_flops=peak_flops, peak_bw=peak_bw)
