@@ -196,8 +196,7 @@ def _wrap(module) -> None:
             STATE["failures"] += 1
         return out
 
-    cls.codegen = _wrapper(codegen, orig)
-    _saved["codegen"] = (cls, "codegen", orig)
+    _replace("codegen", cls, "codegen", orig, codegen)
     _wrap_calls(sys.modules.get(_WRAPPER_MODULE))
     STATE.update(status="on: kernel origins from Inductor's scheduler (no provenance tracking in this torch)"
                  if own else "on")
@@ -223,8 +222,7 @@ def _wrap_scheduler() -> None:
             cls = None
         orig = getattr(cls, attr, None) if cls is not None and attr in vars(cls) else None
         if orig is not None:
-            setattr(cls, attr, _defining(orig))
-            _saved[key] = (cls, attr, orig)
+            _replace(key, cls, attr, orig, _defining(orig))
     scheduler = sys.modules.get(tp.INDUCTOR_SCHEDULER)
     cls = getattr(scheduler, "Scheduler", None)
     orig = getattr(cls, "codegen_extern_call", None)
@@ -238,8 +236,7 @@ def _wrap_scheduler() -> None:
                 _note(str(name), getattr(node, "origins", ()))
             return out
 
-        cls.codegen_extern_call = _wrapper(codegen_extern_call, orig)
-        _saved["codegen_extern_call"] = (cls, "codegen_extern_call", orig)
+        _replace("codegen_extern_call", cls, "codegen_extern_call", orig, codegen_extern_call)
 
 
 def _defining(orig):
@@ -255,13 +252,15 @@ def _defining(orig):
             STATE["failures"] += 1
         return name
 
-    return _wrapper(define_kernel, orig)
+    return define_kernel
 
 
-def _wrapper(fn: Any, orig: Any) -> Any:
-    """``fn`` (the wrapper of Inductor's ``orig``) with ``__wrapped__`` set to ``orig``."""
+def _replace(key: str, cls: Any, attr: str, orig: Any, fn: Any) -> None:
+    """``cls.attr`` (``orig``) replaced by its wrapper ``fn`` (``__wrapped__``: ``orig``), and kept in
+    :data:`_saved` under ``key`` for :func:`uninstall`."""
     fn.__wrapped__ = orig
-    return fn
+    setattr(cls, attr, fn)
+    _saved[key] = (cls, attr, orig)
 
 
 def _note(name: str, origins) -> None:
@@ -288,8 +287,7 @@ def _wrap_calls(module) -> None:
             _calls.append((kernel_name, None, []))
         return orig(self, kernel_name, call_args, *args, **kwargs)
 
-    cls.generate_kernel_call = _wrapper(generate_kernel_call, orig)
-    _saved["generate_kernel_call"] = (cls, "generate_kernel_call", orig)
+    _replace("generate_kernel_call", cls, "generate_kernel_call", orig, generate_kernel_call)
 
 
 _BUFFER_NAME = re.compile(r"^(?:buf|primals_|arg|tangents_|getitem|reinterpret_tensor|mm|addmm|convolution)")
