@@ -222,9 +222,8 @@ class _Stepper:
 
     def on_optimizer_step(self, opt: Any = None, *_args: Any) -> None:
         # The post hook runs inside the optimizer's own record_function range (Optimizer.step#...);
-        # stepping the profiler there would leave that range open across the next ProfilerStep.
-        # The step is taken right after the optimizer's step() returns (its class's step is wrapped
-        # at its first call), else at the next module call or at the end of the script.
+        # stepping the profiler there would leave that range open across the next ProfilerStep, so
+        # the step is pending until step() returns (see the module docstring).
         if not self._counts("optimizer"):
             return
         if opt is not None:
