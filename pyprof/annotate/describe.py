@@ -227,10 +227,9 @@ def name_head(name: str) -> str:
 
 
 def _tensor_json(t, head: str) -> str:
-    """:func:`tensor` of a ``torch.Tensor``/``nn.Parameter`` as JSON text after ``head``. Plain
-    strided tensors' texts are cached; other kinds (a nested tensor's shape raises, other layouts,
-    quantized dtypes) are written from :func:`_odd_tensor`, uncached (the C accelerator hands these
-    same kinds over, see ``put_tensor`` in ``_fastpayload.c``)."""
+    """:func:`tensor` of a ``torch.Tensor``/``nn.Parameter`` as JSON text after ``head``: plain strided
+    tensors' texts cached, other kinds' from :func:`_odd_tensor`, uncached (the C accelerator hands
+    these same kinds over, see ``put_tensor`` in ``_fastpayload.c``)."""
     try:
         shape = t.shape
     except RuntimeError:  # a nested tensor has no sizes

@@ -38,12 +38,8 @@ LOAD_ERROR: str | None = None
 def load(**call_side):
     """The configured extension module, or None (see the module docstring).
 
-    ``call_side``: what :mod:`pyprof.annotate.ops` hands over for ``call``: ``state`` (whose
-    ``route_sink`` then hands every new ``S.route`` to the extension), ``ids``, ``compiling``,
-    ``tracing``, ``grad_enabled``, ``get_seq``, ``push``, ``pop``, ``nothing`` and ``nvtx_only``
-    (emit's tokens), ``profiler`` and ``profiler_flag`` (``profiler[profiler_flag]``: is torch.profiler
-    recording, :mod:`pyprof.torch_private`), ``hook_op``, ``build_payload``, and for the
-    autocast part of ``build`` ``cdtype_json`` and ``any_autocast``.
+    ``call_side``: the Python side ``call`` and ``build`` use, :data:`pyprof.annotate.ops.CALL_SIDE`
+    (its ``state``'s ``route_sink`` then hands every new ``S.route`` to the extension).
     """
     global LOAD_ERROR
     ext = extension()

@@ -237,9 +237,9 @@ def call_marked(meta: OpMeta, fn, args, kwargs):
     return out
 
 
-#: The C accelerator (:mod:`pyprof.annotate.fastpath`; None where it was not built or
-#: PYPROF_PURE_PYTHON=1): ``_fast_call`` stands in for :func:`call_marked`, and builds the text
-#: :func:`build_payload` would (``_fast.build`` on its own, for the tests).
+#: What the C accelerator (:mod:`pyprof.annotate.fastpath`) calls back and reads; ``_fast_call`` (None
+#: where it was not built or PYPROF_PURE_PYTHON=1) stands in for :func:`call_marked`, and
+#: ``_fast.build`` writes the text :func:`build_payload` would (for the tests).
 CALL_SIDE = dict(cdtype_json=cdtype_json, any_autocast=_any_autocast, state=S, ids=_ids,
                  tracing=_is_tracing, grad_enabled=_grad_enabled, get_seq=_get_seq,
                  push=push, pop=pop, nothing=NOTHING, nvtx_only=NVTX_ONLY, profiler=_flags,
