@@ -143,7 +143,6 @@ class Profile:
             weakref.finalize(self, shutil.rmtree, str(self.folder), True)
         else:
             self.folder = _fresh_output(self._out)
-        # pyprof run's session: its schedule, step sources, hooks and load probe
         self._session = Session(self.opts, self.folder / "trace.json")
         self._session.start()
         return self

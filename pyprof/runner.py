@@ -28,11 +28,8 @@ unexported and the schedule goes on as asked, and when none comes, it is the tra
 
 A failing script: its traceback is printed on stderr as Python would print it (pyprof's and
 runpy's frames dropped) and :class:`ScriptFailed` is raised (exit status 1, no trace is parsed);
-``sys.exit(0)`` is a success, ``sys.exit(n)`` a failure. torch is imported here only, lazily.
-
-The process is not pyprof's afterwards (:mod:`pyprof.process`): the parse and prof that ``pyprof run``
-does next must neither fork nor change the garbage collector's settings
-(``tests/test_process_policy.py``).
+``sys.exit(0)`` is a success, ``sys.exit(n)`` a failure. torch is imported here only, lazily. What
+may run in the process afterwards: :mod:`pyprof.cli.run_cmd`.
 """
 
 from __future__ import annotations
@@ -288,9 +285,8 @@ class _Stepper:
         self.wrapped.clear()
 
     def on_module_call(self, _module: Any = None, args: tuple = ()) -> None:
-        # called before a module's range opens, by pyprof's module instrumentation or by a global module
-        # hook (see run_script), neither traced by TorchDynamo; not while a compile runs the module for
-        # real: a pending step waits for the next eager module call
+        # before a module's range opens (how: Session.start), never traced by TorchDynamo; not while a
+        # compile runs the module for real: a pending step waits for the next eager module call
         self.modules_seen = True
         if self.pending and not _compiling():
             self.flush()

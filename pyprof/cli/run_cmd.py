@@ -1,8 +1,7 @@
 """``pyprof run``: profile a script with torch.profiler and pyprof markers, then parse, prof and summarise.
 
 Thin: options in, :mod:`pyprof.runner` / :mod:`pyprof.parse.kineto` / :mod:`pyprof.prof` /
-:mod:`pyprof.cpu_findings` out. Writes ``DIR/trace.json`` (the chrome trace, viewable in Perfetto),
-``DIR/records.dict`` (kernel records, for ``pyprof prof``) and ``DIR/env.json`` (thread settings).
+:mod:`pyprof.cpu_findings` out (what it writes: :data:`HELP`).
 
 Unlike ``parse`` and ``prof``, ``run`` does not own its process (:mod:`pyprof.process`): the user's
 script has just run in it, with its threads (intra-op pools, CUDA, DataLoader workers), and a forked
