@@ -64,14 +64,10 @@ def nvtx_attached() -> bool:
     return True
 
 
-def profiler_active() -> bool:
-    """True while a torch.profiler (Kineto) session records (not emit_nvtx / legacy profilers)."""
-    return _prof_enabled() and _prof_type() == _KINETO
-
-
 def consumer_active() -> bool:
-    """Is anybody there to read a marker now? (payloads are only built when this is true)."""
-    return not S.idle or (_flags[_RECORDING] and profiler_active())
+    """Is anybody there to read a marker now: a consumer of :data:`S`, or a torch.profiler (Kineto)
+    session recording (not emit_nvtx / legacy profilers)? Payloads are only built when this is true."""
+    return not S.idle or (_flags[_RECORDING] and _prof_enabled() and _prof_type() == _KINETO)
 
 
 #: The token of a range nobody consumed (push had nowhere to send it); pop takes it and does nothing.
