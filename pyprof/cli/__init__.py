@@ -24,10 +24,9 @@ def owns_process(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def stderr_say(quiet: bool = False) -> Callable[[str], None]:
     """A subcommand's ``say``: one line on stderr (progress, warnings: names in them as
-    :func:`pyprof.terminal.shown` makes them fit a terminal); nothing under ``-q``. A line the
-    command has said already is not said again (the same warning of both inputs of ``diff``, or of one
-    export parsed for the table and again for the advice): every ``say`` of one command shares what was
-    said (click's context)."""
+    :func:`pyprof.terminal.shown` makes them fit a terminal); nothing under ``-q``. Every ``say`` of one
+    command (click's context) says a line once: the same warning of both inputs of ``diff``, or of one
+    export parsed for the table and again for the advice."""
     import click
 
     from pyprof.terminal import shown
