@@ -542,13 +542,10 @@ def _kernel_calls(kernels: list[dict]):
     calls: dict[str, list] = {}
     for name, tensors, args in _calls:
         calls.setdefault(name, []).append((tensors, args))
-    taken: dict[str, int] = {}
+    unmatched = {name: iter(got) for name, got in calls.items()}
     for k in kernels:
-        if not _generated(k["name"]):
-            continue
-        i = taken[k["name"]] = taken.get(k["name"], -1) + 1
-        got = calls.get(k["name"], [])
-        yield k, (got[i] if i < len(got) else None)
+        if _generated(k["name"]):
+            yield k, next(unmatched.get(k["name"], iter(())), None)
 
 
 def _attach_tensors(kernels: list[dict], params: dict[str, list[str]] | None = None) -> None:
