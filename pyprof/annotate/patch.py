@@ -121,16 +121,15 @@ def extra_functions():
 
 def graph_replay():
     """``torch.cuda.CUDAGraph.replay``, where this torch defines it in Python (it does on CPU builds too)."""
-    owner = getattr(getattr(torch, "cuda", None), "CUDAGraph", None)
-    v = vars(owner).get("replay") if isinstance(owner, type) else None
+    v = vars(torch.cuda.CUDAGraph).get("replay")
     if isinstance(v, types.FunctionType):
-        yield owner, "replay", v
+        yield torch.cuda.CUDAGraph, "replay", v
 
 
 def _ns_of(owner) -> str:
     if owner is torch.Tensor:
         return "torch.Tensor"
-    if owner is getattr(getattr(torch, "cuda", None), "CUDAGraph", None):
+    if owner is torch.cuda.CUDAGraph:
         return "torch.cuda.CUDAGraph"
     return owner.__name__
 
