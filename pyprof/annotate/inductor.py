@@ -37,6 +37,7 @@ on and :data:`STATE` says why; parse then names fused kernels by their names alo
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import importlib.abc
@@ -437,12 +438,11 @@ def _node_uses(fresh: list, nodes: dict) -> tuple[set, dict]:
     nodes are those of its own aten op (torch 2.4's ``origins`` of an extern call also name the
     pointwise nodes of its inputs, which their own kernel computes)."""
     externs: set = set()
-    counts: dict[str, int] = {}
+    counts: collections.Counter = collections.Counter()
     for key, names in fresh:
         name = _split_key(key)[0]
         if _generated(name):
-            for n in set(names):
-                counts[n] = counts.get(n, 0) + 1
+            counts.update(set(names))
         else:
             op = extern_op(name)
             externs.update(n for n in names if n in nodes and _aten_name(nodes[n]) == op)
