@@ -178,14 +178,11 @@ def arg(v, name: str = "") -> dict:
     if isinstance(v, _Tensor):
         return tensor(v, name)
     t = type(v)
-    kind = _SCALARS.get(t)
-    if kind is not None:
-        return {"name": name, "type": kind, "value": _plain(v)}  # (a complex as [real, imag])
+    kind = _SCALARS.get(t) or _SIMPLE.get(t)
+    if kind is not None:  # (a complex as [real, imag]; a dtype, device... as its name)
+        return {"name": name, "type": kind, "value": _plain(v)}
     if v is None:
         return {"name": name, "type": "NoneType", "value": None}
-    kind = _SIMPLE.get(t)
-    if kind is not None:
-        return {"name": name, "type": kind, "value": str(v).replace("torch.", "")}
     if t in (list, tuple, torch.Size):
         if any(isinstance(x, _Tensor) for x in v):
             return {"name": name, "type": "tensorlist", "items": [arg(x) for x in v]}
