@@ -101,9 +101,7 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
     if as_csv or as_json:
         _raw(tables, out, as_json)
     else:
-        if width is None:
-            width = terminal_width()
-        _human(tables, tot, out, width, top, a, b, per_sample)
+        _human(tables, tot, out, terminal_width() if width is None else width, top, a, b, per_sample)
         out.write(f"\n{_outcome_line(outcome, pct, groupings)}\n")
     out.flush()
     if fail_above is not None:

@@ -239,9 +239,7 @@ def _comm_summary(file, sets, style: str, width: int, top, output, say) -> None:
             "are what --summary comm reads)")
         return
     spec: tuple = comm.COMM_COLUMNS
-    per, ranks = None, None
-    if len(sets) > 1:
-        per, ranks = comm.skew(per_rank)
+    per, ranks = comm.skew(per_rank) if len(sets) > 1 else (None, None)
     if per is not None and style not in ("space", "aligned"):  # one table a program reads: each row's skew
         df = df.merge(per[["kind", "nth", "skew", "last"]], on=["kind", "nth"], how="left")
         spec = spec + (("nth", "Nth", "int", "Its ordinal among the collectives of its kind on its rank."),

@@ -16,6 +16,7 @@ import sys
 
 import click
 
+from pyprof.cli import terminal_width
 from pyprof.terminal import shown
 
 HELP = """Run SCRIPT (with its ARGS) under torch.profiler with pyprof.init(), then parse, prof and summarise.
@@ -201,10 +202,7 @@ def _summary(records, head, by, top, peak_flops, peak_bw, width=None):
     from pyprof.prof import summary_text
     from pyprof.prof.table import build
 
-    if width is None:
-        from pyprof.cli import terminal_width
-
-        width = terminal_width()
+    width = terminal_width() if width is None else width
     df = build(records, peak_flops=peak_flops, peak_bw=peak_bw, header=head)
     for line in df.attrs.get("warnings", []):
         click.echo(shown(f"pyprof: warning: {line}"), err=True)
