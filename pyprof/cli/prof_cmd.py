@@ -145,9 +145,8 @@ def prof(file, cols, as_csv, as_json, width, summary, top, sort, gpu, peak_flops
             say(f"pyprof: warning: {line}")
     with atomic_output(output) as fh:
         if not summary:
-            shown, fmts = render.wide_numbers(df, names, style)
             drop = () if cols else ("mod", "sub", "tc", "bytes")  # the default columns least needed
-            render.write(shown, names, fh, style, width, fmts=fmts, workers=jobs, drop=drop)
+            render.write(df, names, fh, style, width, workers=jobs, drop=drop)
         else:
             summary_text.write(df, summary, fh, style, width, top, sort)
         if fh is sys.stdout:

@@ -476,9 +476,3 @@ def _json_text(df: pd.DataFrame, names: Sequence[str], start: int, stop: int) ->
     return "".join(orjson.dumps({k: _clean(v) for k, v in zip(names, row, strict=True)},
                                 option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n" for row in zip(*lists, strict=True))
 
-
-def wide_numbers(df, names, style: str, fmts: dict[str, str] | None = None):
-    """``(df, fmts)`` as they are: ratios of 9e18 or more, which this once formatted as text before
-    ``write`` (printed through int64, they wrapped to -9223372036854775808), now print whole by
-    themselves (:func:`col_num`). Kept for its caller in ``pyprof.cli.prof_cmd``."""
-    return df, dict(fmts or {})
