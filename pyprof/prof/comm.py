@@ -3,30 +3,14 @@
 ``collectives(records)`` finds each collective's *run*: the NCCL/RCCL kernels of a GPU trace (records with
 ``link`` ``collective`` on a device), or gloo's ``gloo:NAME`` range on its worker thread in a CPU trace
 (the ``c10d::`` op on the calling thread only queues it, and is left out). The kernels of one op instance
-(``opId``, ``dir``) are one collective; its time is their span (first start to last end).
-
-Bandwidths are the nccl-tests ones (NVIDIA's nccl-tests, doc/PERFORMANCE.md), so they compare with its tables:
-
-* ``size``: the bytes nccl-tests calls the message size: an all-gather's whole output (group size times
-  its input), a reduce-scatter's whole input, else the input (all-reduce, all-to-all, broadcast, reduce,
-  send/recv).
-* ``algbw = size / time``;
-* ``busbw = algbw x factor``, the factor making busbw comparable with the link's speed whatever the group
-  size ``n``: all-reduce ``2(n-1)/n``; all-gather, reduce-scatter and all-to-all ``(n-1)/n``; broadcast,
-  reduce and send/recv ``1``. An unknown group leaves busbw n/a (unless the factor is 1).
-
-Overlap: the time of the collective during which a compute record (a kernel that is no collective, memcpy
-or memset; on a CPU trace, an op) ran on another stream of the same device (another thread of the same
-process) is ``overlap``; the rest is ``exposed``: the time the collective added to the step unless
-something else was waiting too. Compute on the collective's own stream cannot run while it runs.
+(``opId``, ``dir``) are one collective; its time is their span (first start to last end). Its bandwidths
+are nccl-tests' (``size``, ``algbw``, ``busbw``: :data:`FACTOR_TEXT`), so they compare with its tables;
+``overlap`` is the time compute ran on another stream (thread) of its device, ``exposed`` the rest.
 
 ``skew(sets)`` matches the collectives of several ranks (per-rank record sets of one job, in rank order):
-the k-th collective of a type on each rank is the same collective (every rank of a group issues them in
-the same order). Per collective: the arrival skew (latest arrival - earliest; arrival is the launch of the
-kernel, or the start of gloo's range), the rank that arrived last, and how long the earliest rank waited
-for it; per rank: how often it was last, the time it made the others wait, and its time running
-collectives. Ranks' clocks must agree (one host, or synchronised hosts): skew across unsynchronised hosts
-is their clock offset.
+the k-th collective of a kind on each rank is the same collective. Ranks' clocks must agree (one host, or
+synchronised hosts): skew across unsynchronised hosts is their clock offset. docs/prof.md
+("Collectives") states the rules and the columns.
 """
 
 from __future__ import annotations

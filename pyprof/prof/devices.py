@@ -2,21 +2,12 @@
 (``pyprof/data/gpus.csv``), overrides and calibration.
 
 Each :class:`Device` says where its peaks came from (:attr:`Device.origin`), first that applies:
-
-1. ``given``: ``--peak-flops`` / ``--peak-bw`` (or ``peak_flops=``/``peak_bw=`` in the API): one FLOP/s figure
-   used for every dtype and unit, one bandwidth; ``--gpu NAME`` picks a datasheet row for every record;
-2. ``derived``: from the device properties the profiler recorded (the record's ``gpuProps``: SM count, clock,
-   memory bandwidth, compute capability): FLOP/s = SMs x clock x operations per clock per SM of the
-   architecture (``pyprof/data/archs.csv``), bandwidth as recorded. A MIG slice records its own SMs and
-   bandwidth, so it gets its share; a laptop or Jetson GPU is derived like any other;
-3. ``datasheet``: the GPU table, dense vendor figures per GPU matched by regex against the GPU name (the
-   record's ``gpu``); a MIG slice named ``... MIG 2g.12gb`` gets its share of the row (its SMs and memory);
-   each row cites its source. The table is also the check of the derivation (``tests/test_prof_peaks.py``);
-4. ``calibrated``: a calibration file (``$PYPROF_CALIBRATION`` or ``~/.cache/pyprof/calibration.json``),
-   written by ``pyprof calibrate`` through :func:`save_calibration`: used for CPU records (device name
-   :data:`CPU_DEVICE`) and for GPUs none of the above covers;
-5. ``estimated``: derived as in 2 where the clock or the bandwidth is not recorded (torch.profiler traces
-   record neither): the architecture's typical boost clock and bandwidth per SM stand in.
+``given`` (``--peak-flops`` / ``--peak-bw`` / ``--gpu NAME``), ``derived`` (from the record's ``gpuProps``:
+SMs x clock x operations per clock per SM of the architecture, ``pyprof/data/archs.csv``), ``datasheet``
+(the GPU table, by regex on the GPU name; a MIG slice gets its share), ``calibrated`` (``pyprof
+calibrate``'s file, :func:`pyprof.peaks.save`: CPU records, :data:`CPU_DEVICE`, and GPUs none of the above
+covers), ``estimated`` (derived with the architecture's typical clock and bandwidth where the trace
+records neither). docs/prof.md ("Roofline") states each.
 
 No peak known: the caller shows ``n/a`` for ideal time and gap (never 0) and warns once.
 """

@@ -1,36 +1,16 @@
 """GPU idle time and kernel launches, per device and per step: why the GPU waited, and for what.
 
 ``idle(records)`` takes the GPU activities (kernels, memcpy, memset) of each device (its ordinal; the
-activities of every process on it) in start order. The device is *busy* while any of them runs on any stream; each gap between
-busy periods is *idle* and is put in one category by the activity that ends it (the first to start
-after it), from its launch call (``apiStart``, ``apiEnd``):
+activities of every process on it) in start order. Each gap between busy periods (some activity running
+on any stream) is put in one category by the activity that ends it, from its launch call (``apiStart``,
+``apiEnd``): ``host`` (the launch call began after the gap began: the GPU waited for the CPU), ``wait``
+(queued before the gap, started after it: a dependency or launch latency) or ``other`` (no launch in the
+trace). Steps are ``ProfilerStep#N``, found by launch time (the autograd thread has no step range open).
+Launch columns: ``delay``, ``short%``, ``tiny%`` (kernels under :data:`TINY_NS`), ``tinyt%``.
 
-* ``host`` (host-bound): the launch call began after the gap began: nothing was queued when the
-  device went idle; it waited for the CPU (Python, the dataloader, or a synchronisation that held the
-  CPU: records hold no sync calls, so the gap after a ``.item()`` is here).
-* ``wait`` (sync/wait): the activity was queued before the gap began, yet started after it: it waited
-  on a dependency (an event recorded on another stream, a collective's peers) or on its own launch
-  (the time from the launch call to the GPU, a few microseconds).
-* ``other``: its launch is not in the trace (``link`` ``no-launch``): the cause is unknown.
-
-Steps are ``ProfilerStep#N``: an activity belongs to the last step whose first launch came at or before
-its launch (the step's range is open only on the thread that runs it: the backward kernels the autograd
-thread launches are found by time). Each gap belongs to the step of the activity that ends it; a
-step's ``busy`` is the union of its activities' run times; ``idle%`` = idle / (busy + idle). The
-``all`` row of a device is its whole timeline (first start to last end).
-
-Launches (kernels only): ``delay`` is the mean of kernel start - launch call start (the time a kernel
-waited in the queue, launch latency included); ``short%`` the share of kernels that ran for less time
-than their launch call took (the CPU cannot keep such kernels coming); ``tiny%`` the share of kernels
-under :data:`TINY_NS`, and ``tinyt%`` their share of kernel time.
-
-``by_stream=True`` does the same per stream instead of per device (a gap on a stream is idle for that
-stream even while another stream runs): Holistic Trace Analysis' idle time breakdown works this way.
-Its ``host wait`` is this ``host``, per stream (a kernel whose launch call began after the previous
-kernel on its stream ended); its ``kernel wait`` (a gap under 30 ns that is not host wait) and ``other``
-together are this ``wait`` plus ``other``; it counts a kernel whose launch is missing as ``other`` or
-``kernel wait`` by its gap, and drops the last profiler step (here every step is kept). docs/prof.md
-states the differences.
+``by_stream=True`` does the same per stream instead of per device: Holistic Trace Analysis' idle time
+breakdown works this way. docs/prof.md ("GPU idle time and launches") states the rules, the columns and
+the differences from HTA.
 """
 
 from __future__ import annotations

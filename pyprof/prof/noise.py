@@ -1,13 +1,10 @@
 """Whether a profile's timings can be trusted: the machine's load while its steps ran, and how much its
-steps varied.
-
-Two sources of noise, both said with their figure (docs/prof.md, "Noise"):
+steps varied (docs/prof.md, "Steps, noise, the latency floor and pinned peaks"):
 
 * the machine: the share of the usable CPUs' time other processes took while the profiled steps ran
-  (``pyprof run`` measures it: the header's ``conditions``, :func:`pyprof.records.header`); above
-  :data:`BUSY_SHARE` the timings are another program's as much as this one's;
-* the program: the spread of its step times (interquartile range / median, :func:`pyprof.prof.steps.spread`);
-  above :data:`SPREAD` (torch.utils.benchmark's threshold) one step is not like the next.
+  (``pyprof run`` measures it: the header's ``conditions``), above :data:`BUSY_SHARE`;
+* the program: the spread of its step times (:func:`pyprof.prof.steps.spread`), above :data:`SPREAD`
+  (torch.utils.benchmark's threshold).
 
 :func:`problems` names each in a short phrase; :func:`warning` makes the one line ``run``, ``prof``,
 ``report`` and ``diff`` print. ``diff`` calls a comparison with a side under load inconclusive.

@@ -1,15 +1,11 @@
 """The profiled steps (iterations): which one each row of prof's table belongs to, and figures per step.
 
-A record file's header lists its steps (``steps`` in :func:`pyprof.records.header`: the ``ProfilerStep#N``
-ranges torch.profiler recorded, ``[N, start, end]`` in the records' clock). One rule places every row: it
-belongs to the step whose range holds its launch (the launch call's ``apiStart``; a CPU op or an activity
-without a launch: its ``start``); a launch between two steps' ranges (another thread's, such as the
-autograd engine's backward) belongs to the last step begun before it. A row launched before the first
-step began or after the last one ended belongs to none (:data:`OUTSIDE`). A file without steps (an Nsight
-capture, ``pyprof run --steps-from all``) is one step, :data:`WHOLE`: the whole of it.
-
-Per-step figures are what a user compares and judges: every summary gives the median over the steps and
-the spread between them (:func:`spread`).
+A record file's header lists its steps (``steps`` in :func:`pyprof.records.header`: ``[N, start, end]`` in
+the records' clock). A row belongs to the step whose range holds its launch (``apiStart``, else ``start``),
+a launch between two steps' ranges (the autograd engine's thread) to the last step begun before it, a row
+outside every step to none (:data:`OUTSIDE`); a file without steps is one step, :data:`WHOLE`. Every
+summary gives the median over the steps and the spread between them (:func:`spread`). docs/prof.md
+("Steps, noise, the latency floor and pinned peaks") states the rule.
 """
 
 from __future__ import annotations

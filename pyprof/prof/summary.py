@@ -4,18 +4,14 @@ kernel or dir.
 ``summarize(df, by="op")`` groups the rows of :func:`pyprof.prof.table.build` that belong to a profiled step
 (:mod:`pyprof.prof.steps`) and returns one row per group, sorted by time (largest first). The step is the
 unit: ``time``, ``flops``, ``bytes``, ``ideal`` and ``excess`` are the median over the steps of the group's
-sum in each step (a step without the group counts 0), and ``spread`` says how much the group's time varied
-from step to step; ``calls`` and ``kernels`` count the whole of the profiled steps, as torch's own table
-does. A file without steps is one step. ``excess`` = time - ideal over the kernels with a known ideal: the
-time that would be saved at the roofline, which orders the "fix this first" list (:func:`fix_first`).
+sum in each step (a step without the group counts 0); ``calls`` and ``kernels`` count the whole of the
+profiled steps. A file without steps is one step. docs/prof.md ("Summaries") lists the columns.
 
 FLOPs, bytes and ideal sum only the kernels where they are known; a group where none is known shows
-``n/a`` (NaN), never 0. ``gap`` is time / ideal over every step's kernels with a known ideal, so it agrees
-with ``excess`` (gap > 1 exactly when excess > 0). Kernels that ran faster than their roofline (``beyond``:
-a model or peak error, flagged in their note) are left out of ideal, excess and gap. ``bound`` is what
-bounds most of the group's time: ``compute``, ``memory`` or ``latency`` (kernels at the device's floor:
-launch or dispatch cost, which a faster kernel cannot remove); :func:`fix_first` leaves latency-bound groups
-to :func:`latency_line`.
+``n/a`` (NaN), never 0. ``gap`` is time / ideal over the kernels with a known ideal, so it agrees with
+``excess`` (gap > 1 exactly when excess > 0). Kernels that ran faster than their roofline (``beyond``)
+are left out of ideal, excess and gap. :func:`fix_first` ranks the groups by the excess a faster kernel
+could remove, leaving latency-bound time (launch or dispatch cost) to :func:`latency_line`.
 """
 
 from __future__ import annotations

@@ -4,25 +4,17 @@
 use it). Each step works over whole columns or over distinct keys, never a query or a model call per
 kernel, because real traces repeat the same op shapes and kernel names thousands of times:
 
-1. **Op instances.** Kernels sharing ``opId`` and ``dir`` are one op instance. Records without ``opId``
-   (NVIDIA PyProf's) start a new instance at ``subSeqId`` 0 or when thread/op/module/direction change.
-2. **Cost.** Each instance's :class:`~pyprof.prof.ops.registry.Cost` comes from
-   :func:`pyprof.prof.ops.estimate`, computed once per distinct ``(op, mod, dir, cdtype, args)``.
-   ``None`` (no model) leaves FLOPs and bytes unknown (NaN, printed ``n/a``), never 0. Each row's
-   ``priced_by`` names the stage that set its figures (:data:`pyprof.prof.columns.PRICED_BY`, in order).
-3. **The split rule.** An instance's FLOPs and bytes go to the kernels that do its work
-   (:mod:`pyprof.kernel_roles`): its GEMM/convolution/attention kernels (by full name) where it has
-   any, else, for a GEMM/conv/attention op, its kernels that are no copy, fill, elementwise, reduction
-   or layout kernel, else its other working kernels (never a view, allocation or dispatch record),
-   split among them in proportion to their durations (equally if all are 0), so the per-kernel
-   figures add up exactly to the instance's cost. memcpy/memset records carry their own byte count (twice it for a device-to-device
-   copy: read and written), FLOPs n/a, and take no share of the op's cost.
+1. **Op instances**: kernels sharing ``opId`` and ``dir`` (PyProf's records without ``opId``: the legacy
+   rule of :func:`_instance_ids`).
+2. **Cost** of each instance (:func:`pyprof.prof.ops.estimate`), once per distinct
+   ``(op, mod, dir, cdtype, args)``; ``None`` (no model) leaves FLOPs and bytes NaN (``n/a``), never 0.
+   Each row's ``priced_by`` names the stage that set its figures (:data:`pyprof.prof.columns.PRICED_BY`).
+3. **The split rule**: an instance's cost goes to the kernels that do its work (:mod:`pyprof.kernel_roles`),
+   by duration, so the per-kernel figures add up exactly to it; memcpy/memset keep their own bytes.
 4. **Tensor cores** from kernel names (:mod:`pyprof.prof.tensorcores`), once per distinct name.
-5. **Roofline** (:mod:`pyprof.prof.devices`): ideal = max(flops / peak(dtype, unit), bytes / bandwidth);
-   gap = sil / ideal; bound says which term is larger. memcpy/memset records get no ideal and no gap:
-   a copy engine, the host link or a launch bounds them, not the op's roofline, and a gap from a
-   memset's bytes would rank an op whose kernels the trace lacks as a fix.
+5. **Roofline** (:mod:`pyprof.prof.devices`): ideal, gap and bound; none for memcpy/memset.
 
+docs/prof.md ("Op instances, and which kernels carry an op's cost", "Roofline") states the rules.
 ``df.attrs["warnings"]`` holds the one-line warnings the CLI prints on stderr (ops without a model with
 their share of kernel time, kernels without an op, GPUs without known peaks).
 """
@@ -370,8 +362,7 @@ def _key_arrays(calls: tuple[list, ...]) -> dict[str, Any]:
     """Per distinct call: ``cost`` (None: no model, or not a kernel), ``params``, ``dtype``, ``by`` (its
     ``priced_by`` stage), ``flops``, ``bytes`` (NaN unknown), ``tensor_op``, ``eligible`` (tensor-core
     eligible op), ``note``; and ``n_costed``, the calls a model was asked to price. A call without a model
-    takes its params and dtype from the first call with the same argument list, as the per-instance loop
-    this replaced did."""
+    takes its params and dtype from the first call with the same argument list."""
     k = len(calls[0])
     costs: list[Any] = [None] * k
     params: list[str] = [""] * k
@@ -555,8 +546,8 @@ TC_FLAGS = (tensorcores.NA, "0", "1")
 
 def _notes(out: dict, inst: dict, raw: dict, arch: np.ndarray, arch_code: np.ndarray,
            tc_code: np.ndarray) -> np.ndarray:
-    """Eligibility note (TC=0) and the model's remark per row, once per (instance, arch, flag): the text
-    comes from the group's first row, as a row loop caching on that key would give."""
+    """Eligibility note (TC=0) and the model's remark per row, once per (instance, arch, flag), from the
+    group's first row."""
     n = len(tc_code)
     note = _obj([""] * n)
     key_note = inst["note"]
@@ -579,13 +570,9 @@ def _notes(out: dict, inst: dict, raw: dict, arch: np.ndarray, arch_code: np.nda
 def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, inst: dict, codes: dict,
               resolver: DeviceResolver) -> list[str]:
     """ideal, gap, bound, ai, tflops, gbps; returns the warning about GPUs without known peaks.
-    Peaks are looked up once per distinct (device, dtype, tc) and broadcast.
-
-    The roof of a kernel is max(flops / peak, bytes / bandwidth), the bandwidth that of the fastest level a
-    working set of its bytes fits in where calibration measured levels (a CPU's caches). No kernel is priced
-    below its device's latency floor (dispatch, launch: :meth:`Device.floor_ns`): one whose roof is lower is
-    latency-bound, its ideal the floor (its own time, where it took less); one that does no work (0 FLOPs and
-    0 bytes: a wrapper's own time) is latency-bound with no ideal and no gap."""
+    Peaks are looked up once per distinct (device, dtype, tc) and broadcast. The rules (cache levels, the
+    latency floor of :meth:`Device.floor_ns`, no-work kernels): docs/prof.md, "Steps, noise, the latency
+    floor and pinned peaks"."""
     n = len(is_kernel)
     peak_f, peak_b, floor = np.full(n, NAN), np.full(n, NAN), np.full(n, NAN)
     missing: dict[str, int] = {}
