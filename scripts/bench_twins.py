@@ -70,7 +70,7 @@ TWINS = {
                      "lines.KinetoPrepared.lines = _records_lines\n", _NO_FORK,
                      "kineto lines.py spliced lines vs records()+dumps (both without the fork)"),
     "prof-fastread": ("records", ["prof", "--csv"], "from pyprof.prof import load\nload.is_legacy = lambda p: True\n",
-                      "", "prof/fastread.py vs load.iter_records + table._columns"),
+                      "", "prof/fastread.py vs load.iter_records + fastread.record_columns"),
     "prof-parallel": ("records", ["prof", "--csv"], "from pyprof.prof import table\n"
                       "table._parallel_columns = lambda p, w: None\n", "",
                       "table._parallel_columns vs fastread in one process"),
