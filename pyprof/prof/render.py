@@ -140,10 +140,6 @@ FORMATTERS = {
 }
 
 
-def format_column(series: pd.Series, fmt: str) -> list[str]:
-    return FORMATTERS[fmt](series)
-
-
 # Columns printed in human units in the aligned (human) form: name -> (units kind, scale to the base
 # unit, header). Per-kernel and summary columns share names where they mean the same quantity.
 HUMAN: dict[str, tuple[str, float, str]] = {
@@ -215,7 +211,7 @@ def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | Non
             out.append(human_column(df[name], kind, scale))
             continue
         fmt = fmt or BY_NAME[name].fmt
-        out.append(printable(format_column(df[name], "sci" if name == "sil" else fmt)))
+        out.append(printable(FORMATTERS["sci" if name == "sil" else fmt](df[name])))
     return out
 
 
@@ -270,12 +266,11 @@ def _chunk_text(df: pd.DataFrame, names: Sequence[str], style: str, fmts, start:
     cols = formatted(df.iloc[start:stop], names, fmts)
     if style == "csv":
         cols = [csv_safe(c) for c in cols]
-    if style == "csv" and len(cols) == 1:  # csv.writer quotes a lone empty cell
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(zip(*cols, strict=True))
-        return buf.getvalue()
-    if style == "csv":  # csv.writer's output, joined at C speed
-        cols = [_csv_cells(c) for c in cols]
+        if len(cols) == 1:  # csv.writer quotes a lone empty cell
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerows(zip(*cols, strict=True))
+            return buf.getvalue()
+        cols = [_csv_cells(c) for c in cols]  # csv.writer's output, joined at C speed
         return "\n".join(map(",".join, zip(*cols, strict=True))) + "\n"
     rows = zip(*([s.replace(" ", "_") for s in c] for c in cols), strict=True)
     return "\n".join(" ".join(r) for r in rows) + "\n"
