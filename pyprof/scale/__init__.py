@@ -1,13 +1,7 @@
-"""Profiles as data, beyond one machine: records as Parquet, parsed over a Dask cluster, queried by DuckDB.
-
-* :mod:`~pyprof.scale.parquet`: the columns (the record contract, typed) and the writer;
-  ``pyprof parse --format parquet``.
-* :mod:`~pyprof.scale.identity`: the ``rank`` and ``host`` of an export.
-* :mod:`~pyprof.scale.cluster`: many exports parsed by Dask workers (``pyprof parse --cluster``) or by
-  local processes, a task per file.
-* :mod:`~pyprof.scale.query`: :func:`dataset` (a DuckDB relation), per-rank summaries and the straggler
-  table of ``pyprof prof DIR``.
-* :mod:`~pyprof.scale.frame`: :func:`load`, records as a pandas DataFrame.
+"""Profiles as data, beyond one machine: records as Parquet (:mod:`~pyprof.scale.parquet`, the rank and
+host of each export from :mod:`~pyprof.scale.identity`), parsed by Dask workers or local processes, a task
+per file (:mod:`~pyprof.scale.cluster`), queried by DuckDB (:mod:`~pyprof.scale.query`), loaded as a pandas
+DataFrame (:mod:`~pyprof.scale.frame`).
 
 dask, pyarrow and duckdb (the ``scale`` extra) are imported inside the functions that use them, so
 ``import pyprof`` stays light; without them those functions raise :class:`~pyprof.scale.extra.ExtraMissing`

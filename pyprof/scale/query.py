@@ -1,16 +1,10 @@
-"""A dataset queried with DuckDB: :func:`dataset`, the per-rank summary and the straggler table.
+"""A dataset queried with DuckDB: :func:`dataset`, the per-rank summary (:func:`rank_summary`, columns
+:data:`RANK_COLUMNS`) and the straggler table (:func:`stragglers`, :data:`STRAGGLER_COLUMNS`, sorted by
+``excess``: what the other ranks wait for in a synchronous step).
 
 DuckDB, not pandas (docs/benchmarks.md, "Many ranks"): it reads only the columns a query names, a row
 group at a time on every core, so a summary of 512 ranks' half a billion records never has to fit in
 memory, and on a dataset that does fit it was faster and smaller than pandas reading the same columns.
-
-* :func:`rank_summary`: one row per rank: its host, files, kernels, copies (memcpy/memset), kernel
-  time, span (last end - first start), time against the median rank's, the share of records
-  attributed to an op, and its most expensive op.
-* :func:`stragglers`: one row per op (the kernel's name where no op is known): on how many ranks it
-  ran, its median time per rank, the slowest rank and its time, the fastest time, slowest / median
-  and slowest - median (``excess``: what the other ranks wait for in a synchronous step), sorted by
-  excess.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Parquet back to records: the record dicts a ``.parquet`` file or a dataset folder holds, so that
 ``pyprof prof``, ``report`` and ``diff`` read Parquet as they read a JSON-lines record file.
 
-Each column returns to its field's record type (:data:`pyprof.scale.parquet.KINDS`): ``args`` and
-``atenSizes`` from their JSON text, ``ranges`` as
-``{"text", "domain"}`` dicts; the dataset's own columns (``rank``, ``host``, ``file``) are left out. The
-records are checked as prof checks a record file's (:func:`pyprof.prof.load.prof_checks`): a bad one
-stops the read with a :class:`~pyprof.errors.RecordError`, or is skipped and counted under
-:func:`pyprof.prof.load.skipping_bad`.
-
-A dataset is read file by file (:func:`file_records`): each file is one input of ``pyprof parse`` (one
-rank), and its op instances (``opId``) are numbered within it, so prof must build each file's table on
-its own.
-
-Each file's record format is read from its metadata (:func:`pyprof.scale.parquet.file_version`): the
-current one as it is; format 1 (no ``format``), whose ``tid`` column is text, with each ``tid`` turned into
-its integer (:func:`pyprof.records.thread_id`); a newer one refused in one line.
+Each column returns to its field's record type (:data:`pyprof.scale.parquet.KINDS`: ``args`` and
+``atenSizes`` from their JSON text); the dataset's own columns (``rank``, ``host``, ``file``) are left out.
+The records are checked as prof checks a record file's (:func:`pyprof.prof.load.prof_checks`), bad ones
+stopping the read or skipped under :func:`pyprof.prof.load.skipping_bad`; a file of format 1 (docs/records.md)
+has each ``tid`` turned into its integer. A dataset is read file by file (:func:`file_records`): each file
+is one input of ``pyprof parse`` (one rank), its op instances (``opId``) numbered within it, so prof builds
+each file's table on its own.
 """
 
 from __future__ import annotations
