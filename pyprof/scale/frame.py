@@ -30,15 +30,12 @@ from pyprof.scale.parquet import (
     parquet_files,
 )
 
-_INT = ("int64",)
-_TEXT = ("string", "json")
-
 
 def _series(name: str, values: list) -> pd.Series:
     kind = KINDS.get(name, "int64" if name == "rank" else "string")
-    if kind in _INT:
+    if kind == "int64":
         return pd.Series(pd.array(values, dtype="Int64"), name=name)
-    if kind in _TEXT:
+    if kind in ("string", "json"):
         return pd.Series(values, dtype="str", name=name)
     return pd.Series(values, dtype=object, name=name)
 
@@ -129,9 +126,7 @@ def _prof_table(path: str, columns: Sequence[str] | None, name: str) -> pd.DataF
         from pyprof.scale.readback import file_records
 
         for f, recs in file_records(path):
-            table = build(recs)
-            ds = pq.read_table(f, columns=list(DATASET_COLUMNS)).to_pydict()
-            parts.append((ds, table))
+            parts.append((pq.read_table(f, columns=list(DATASET_COLUMNS)).to_pydict(), build(recs)))
     else:
         table = build_file(path)
         parts.append((_file_columns(name, len(table)), table))
