@@ -322,10 +322,6 @@ class _LineReader:
                     raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
             if rec.__class__ is dict and not self.keep_ranges:
                 rec.pop("ranges", None)
-            if self.version == UNVERSIONED and rec.__class__ is dict and rec.get("tid").__class__ is str:
-                rec["tid"] = thread_id(rec["tid"])  # format 1: a torch.profiler trace's decimal text
-            if rec.__class__ is dict and "kDuration" in rec and "kShortName" in rec:
-                return self._accept(rec, lineno)
         else:
             rec = _slow_line(line, lineno, name)
             if rec is None:
@@ -337,7 +333,7 @@ class _LineReader:
         if rec.__class__ is not dict:
             raise InputError(f"{name} line {lineno}: not a record (a JSON {type(rec).__name__})", HINT)
         if self.version == UNVERSIONED and rec.get("tid").__class__ is str:
-            rec["tid"] = thread_id(rec["tid"])
+            rec["tid"] = thread_id(rec["tid"])  # format 1: a torch.profiler trace's decimal text
         if "kShortName" not in rec or "kDuration" not in rec:
             raise InputError(f"{name} line {lineno}: record without kShortName/kDuration", HINT)
         return self._accept(rec, lineno)
