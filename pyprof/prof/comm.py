@@ -86,7 +86,8 @@ def bus_factor(kind: str | None, n: int | None) -> float | None:
 
 def message_size(kind: str | None, n_in: int | None, n_out: int | None, group: int | None,
                  dtype: str | None) -> int | None:
-    """The nccl-tests message size in bytes (see the module docstring), or None."""
+    """The nccl-tests message size in bytes (an all-gather's whole output, a reduce-scatter's whole input,
+    else the input), or None."""
     if kind == "all_gather":
         n = n_out if n_out is not None else (n_in * group if n_in is not None and group else None)
     elif kind == "reduce_scatter":

@@ -2,10 +2,9 @@
 
 ``pyprof parse`` writes every record with the same field order (:data:`pyprof.records.FIELDS`), except
 that torch.profiler records (:mod:`pyprof.parse.kineto.lines`) have ``ranges`` after ``opDir``, just
-before ``opId``. A line is cut at six top-level key markers (``,"kDuration":``, ``,"pid":``,
-``,"apiStart":``, ``,"ranges":``, ``,"layer":``, ``,"seqId":``; and ``,"opId":`` in the torch.profiler
-order); each marker holds an unescaped quote, which cannot occur inside a JSON string, so it can only be
-a key. The cut gives:
+before ``opId``. A line is cut at six top-level key markers (:data:`KD` .. :data:`SQ`; and :data:`OI` in
+the torch.profiler order); each marker holds an unescaped quote, which cannot occur inside a JSON string,
+so it can only be a key. The cut gives:
 
 * the *static* part (kind and names; pid..apiName; layer..atenSizes): repeated across a training loop, so
   its bytes are the key of a table of distinct static parts, each decoded once; a record is a code into it;
@@ -14,16 +13,14 @@ a key. The cut gives:
 * ``ranges``: not decoded (prof does not use it; the line reader skips it too).
 
 Any line that does not cut this way (the header line, another field order, a PyProf dict line, a blank
-line, a bad line) goes through :mod:`pyprof.prof.load`'s line reader, with the same errors and the same line numbers; a
-block whose varying parts do not decode is read again line by line. So the columns are always those of
-``record_columns(load.iter_records(path))``.
+or bad line) goes through :mod:`pyprof.prof.load`'s line reader, with the same errors and line numbers; a
+block whose varying parts do not decode, or fail a check, is read again line by line. So the columns are
+always those of ``record_columns(load.iter_records(path))``.
 
-Fields are checked as the line reader checks them (:data:`pyprof.records.CHECKS`), at no cost per record:
-a static part once, when it is first seen (a bad one sends its lines to the line reader, which names the
-line and field); the varying fields of a block column by column (a type set, one ``min``/``max``), and a
-block that fails is read again line by line, which finds the record. Under ``load.skipping_bad`` the line
-reader skips such records; :attr:`Columns.skipped` counts them, and :meth:`Columns.arrays` reports the
-count to the setting (in the process that builds the table, whatever process decoded the lines).
+Fields are checked as the line reader checks them (:data:`pyprof.records.CHECKS`) at no cost per record:
+a static part once, when first seen; the varying fields of a block column by column. Records skipped under
+``load.skipping_bad`` are counted in :attr:`Columns.skipped`, and :meth:`Columns.arrays` reports them in
+the process that builds the table, whatever process decoded the lines.
 """
 
 from __future__ import annotations

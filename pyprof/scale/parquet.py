@@ -17,11 +17,9 @@ record type                            Parquet column
 
 Files are zstd-compressed in row groups of :data:`ROW_GROUP` records (the last one shorter): a
 reader streams them, DuckDB spreads them over its threads, and the writer holds one group in memory,
-not a file. The file's key-value metadata ``pyprof`` holds, as JSON, the rank and host and where each
-was read (:mod:`pyprof.scale.identity`), the record format's version (``format``:
-:data:`pyprof.records.FORMAT_VERSION`), the pyprof version and the records' source (:func:`file_version`
-reads it back: a file without ``format`` is of format 1, whose ``tid`` is text). Given the same input and index, the
-bytes are the same on any machine with the same pyarrow and DuckDB, whatever their threads: a
+not a file. The file's key-value metadata ``pyprof`` (:func:`metadata`, read back by :func:`file_version`)
+holds the rank and host, the record format's version and the records' source. Given the same input and
+index, the bytes are the same on any machine with the same pyarrow and DuckDB, whatever their threads: a
 cluster's outputs equal a local run's.
 """
 
