@@ -242,13 +242,6 @@ def _check_end(path: str, n: int) -> None:
     ends.finish(n).check(path)
 
 
-def output_name(path: str, out_dir: str) -> str:
-    """``out_dir/<input name without its extension>.parquet``."""
-    from pyprof.parse.run import output_name as dict_name
-
-    return dict_name(path, out_dir)[: -len(".dict")] + SUFFIX
-
-
 def parse_to_parquet(path: str, out: str, index: int = 0, threads: int | None = None, label: str | None = None):
     """Parse the export ``path`` into the Parquet file ``out`` (all or nothing), its rank and host read by
     :func:`~pyprof.scale.identity.identify` (``index``: its place among the inputs). Returns the
