@@ -120,12 +120,12 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 def spread_line(table_: pd.DataFrame) -> str | None:
     """How much the steps of :func:`summary` varied (wall and time: interquartile range / median), or None
     with fewer than two steps."""
-    rows = table_[~table_["step"].isin(("median",))]
+    rows = table_[table_["step"] != "median"]
     if len(rows) < 2:
         return None
-    parts = [f"{name} {spread(rows[col].to_numpy(dtype=float)) * 100:.0f}%" for col, name in (("wall", "wall time"),
-                                                                                                ("sil", "time"))
-             if not np.isnan(spread(rows[col].to_numpy(dtype=float)))]
+    spreads = [(name, spread(rows[col].to_numpy(dtype=float)))
+               for col, name in (("wall", "wall time"), ("sil", "time"))]
+    parts = [f"{name} {s * 100:.0f}%" for name, s in spreads if not np.isnan(s)]
     return f"spread over the {len(rows)} steps (interquartile range / median): {', '.join(parts)}" if parts else None
 
 
