@@ -63,7 +63,8 @@ def _estimate(op: str, mod: str | None, direction: str, cdtype: str | None, args
 
 
 def _ids(values: np.ndarray) -> np.ndarray:
-    """``id`` of each object (the readers share one ``gpuProps`` object per distinct content)."""
+    """``id`` of each object: the readers (:class:`~pyprof.prof.fastread.Columns`) share one object per
+    distinct ``gpuProps`` or argument list, alive until the table is built."""
     return np.fromiter(map(id, values.tolist()), dtype=np.int64, count=len(values))
 
 
@@ -342,13 +343,10 @@ def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndar
     """Each instance's call key (op, mod, dir, cdtype, args object, is a kernel), from its first row, and
     the per-key arrays of :func:`_key_arrays`. Keys are numbered in order of first appearance, so models
     run in instance order, as a loop over instances would run them."""
-    fargs = raw["args"][first]
-    # the readers gave equal argument lists one object (fastread.Columns), alive until the table is built
-    aid = np.fromiter(map(id, fargs.tolist()), dtype=np.int64, count=len(fargs))
     model_dir = _model_dir(raw, first)
     if len(first):
-        key_of, k = _codes(raw["op"][first], raw["mod"][first], model_dir, raw["cdtype"][first], aid,
-                           is_kernel[first])
+        key_of, k = _codes(raw["op"][first], raw["mod"][first], model_dir, raw["cdtype"][first],
+                           _ids(raw["args"][first]), is_kernel[first])
     else:
         key_of, k = np.zeros(0, np.int64), 0
     kpos = _first_index(key_of, k)  # each key's first instance, a position in ``first``
