@@ -7,10 +7,8 @@ is not a record, a record whose field has the wrong type or an impossible value 
 ``"dir": "sideways"``). Under :func:`skipping_bad` (``pyprof prof --skip-bad``) such records are skipped
 and counted instead.
 
-Fields are checked against :data:`pyprof.records.CHECKS` (the documented types), those prof reads, a
-chunk of records at a time, column by column. PyProf lines are normalised to the record fields prof uses (``op``/``mod`` lists to
-names, ``args`` from the first argument marker, backward kernels given their forward op's arguments
-through ``seqId``, as PyProf's own prof did).
+The fields prof reads are checked against :data:`pyprof.records.CHECKS` a chunk of records at a time,
+column by column. PyProf lines are normalised to the record fields prof uses (:func:`_normalise_legacy`).
 """
 
 from __future__ import annotations

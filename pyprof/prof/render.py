@@ -5,11 +5,9 @@ unknown text ``-``; text never holds a space in the default space-separated form
 as PyProf did for kernel names), so ``awk``/``cut`` see one field per column.
 
 CSV, JSON lines and the space-separated form are for machines: raw ns, FLOPs and bytes. The aligned
-form is the one a person reads, so it prints human units (``4.47 ms``, ``183 MFLOP``, ``10.1 MB``,
-``41.0 GFLOP/s``: :mod:`pyprof.prof.units`, headers without the raw unit) and keeps every line within
-``width`` whatever it is: text columns are cut first (``~`` marks a cut), then the columns the caller
-named as least needed are left out, then columns from the right; a last line says which were left out
-and what width would show them all.
+form is the one a person reads, so it prints human units (:mod:`pyprof.prof.units`, headers without the
+raw unit) and keeps every line within ``width`` whatever it is (:func:`fit_widths`), with a last line
+saying which columns were left out and what width would show them all.
 """
 
 from __future__ import annotations
