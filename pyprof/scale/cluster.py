@@ -86,13 +86,9 @@ def labels(paths: list[str], outs: list[str]) -> list[str | None]:
     from pyprof.parse.run import _stem
 
     bases = [os.path.basename(p) for p in paths]
-    out: list[str | None] = []
-    for base, o in zip(bases, outs, strict=True):
-        if bases.count(base) == 1:
-            out.append(None)
-        else:
-            out.append(os.path.splitext(os.path.basename(o))[0] + base[len(_stem(base)):])
-    return out
+    return [None if bases.count(base) == 1
+            else os.path.splitext(os.path.basename(o))[0] + base[len(_stem(base)):]
+            for base, o in zip(bases, outs, strict=True)]
 
 
 def _failed(path: str, out: str, exc: BaseException):
