@@ -5,9 +5,8 @@ Human tables (``pyprof prof -w``, the summaries ``pyprof prof --summary`` and ``
 keep raw numbers (ns, FLOPs, bytes) for machines. Three significant figures, SI prefixes (decimal: a
 MB is 10^6 bytes, as GB/s is 10^9 bytes per second), ``n/a`` for an unknown (NaN) number.
 
-:data:`FORMATS` maps a kind (``dur``, ``flop``, ``byte``, ``flops``, ``bps``, ``pct``, ``num``, and the
-signed ``+dur`` and ``+pct`` of a change) to a function of one number; :func:`column` formats a whole
-column of one kind.
+:data:`FORMATS` maps each kind (``+dur`` and ``+pct``: a change, signed) to its function of one number;
+:func:`column` formats a whole column of one kind.
 """
 
 from __future__ import annotations
