@@ -44,8 +44,7 @@ def render_arg(arg: Any) -> str | None:
     kind = arg.get("type")
     name = arg.get("name")
     if kind == "tensor":
-        text = f"{_shape(arg.get('shape'))},{_dt(arg.get('dtype'))}"
-        return f"{name or 'T'}={text}"
+        return f"{name or 'T'}={_shape(arg.get('shape'))},{_dt(arg.get('dtype'))}"
     if kind == "tensorlist":
         return f"{name or 'T'}={_tensorlist(arg.get('items') or [])}"
     if kind == "NoneType" or ("value" in arg and arg.get("value") is None and kind != "other"):
