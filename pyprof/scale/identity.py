@@ -3,10 +3,8 @@
 The export is asked first, where it says:
 
 * Nsight Systems (2023.3 on) keeps the profiled process's environment in ``META_DATA_CAPTURE``
-  (``PROCESS_0:ENVIRONMENT_VARIABLE`` rows, ``NAME="value"``): the launcher's rank variable gives the
-  rank (:data:`RANK_VARIABLES`, first found wins: torchrun's ``RANK``, Open MPI, MPICH/PMI, PMIx,
-  MVAPICH, Slurm's ``SLURM_PROCID``), ``HOSTNAME`` the host. ``TARGET_INFO_SYSTEM_ENV`` ``Hostname``
-  (nsys-schema.md §3.4) is the host where the environment has none; older exports have neither.
+  (``PROCESS_0:ENVIRONMENT_VARIABLE`` rows, ``NAME="value"``): the first of :data:`RANK_VARIABLES` found
+  gives the rank, ``HOSTNAME`` the host, else ``TARGET_INFO_SYSTEM_ENV`` ``Hostname`` (nsys-schema.md §3.4).
 * torch.profiler traces written by a distributed job carry ``"distributedInfo": {"rank": N, ...}``
   near their start; the first MiB of the trace is searched for it.
 * nvprof databases hold neither (``nvprof -o prof.%q{OMPI_COMM_WORLD_RANK}.sql`` puts it in the name).
@@ -23,7 +21,8 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
-#: environment variables holding a process's global rank, in the order they are believed
+#: environment variables holding a process's global rank, in the order they are believed: torchrun's,
+#: Open MPI's, MPICH/PMI's, PMIx's, MVAPICH's, Slurm's
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK",
                   "SLURM_PROCID")
 #: a rank in a file name: ``rank3``, ``rank-3``, ``rank_03``, ``Rank.3`` (not ``ranks``, not ``frank3``)
