@@ -87,18 +87,14 @@ def col_int(series: pd.Series) -> list[str]:
     return [str(v) if v.__class__ is int else _int(v) for v in values]
 
 
-def _one_str(v) -> str:
-    return v if v.__class__ is str and v else _str(v)
-
-
 def col_str(series: pd.Series) -> list[str]:
     values = series.tolist()
     try:  # each distinct value formatted once (text columns repeat a few names)
         distinct: dict[Any, Any] = dict.fromkeys(values)
     except TypeError:  # an unhashable cell
-        return [_one_str(v) for v in values]
+        return [_str(v) for v in values]
     for v in distinct:
-        distinct[v] = _one_str(v)
+        distinct[v] = _str(v)
     return list(map(distinct.__getitem__, values))
 
 
