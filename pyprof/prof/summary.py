@@ -16,6 +16,8 @@ could remove, leaving latency-bound time (launch or dispatch cost) to :func:`lat
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -36,6 +38,7 @@ _PER_STEP = ("time", "flops", "bytes", "ideal", "excess", "fixable", "latency")
 _BOUNDS = ("compute", "memory", "latency")
 
 
+@functools.lru_cache(maxsize=4096)
 def _outside(op, direction: str, trace) -> str:
     """What work outside every module is (the layer summary's key for it, instead of ``-``): the
     optimizer step, the loss, else the line of the user's code that called it."""
@@ -57,14 +60,10 @@ def keys(df: pd.DataFrame, by: str) -> pd.Series:
     col = df[KEYS[by]].astype(object)
     col = col.where(col.notna() & (col != ""), None)
     if by == "layer" and len(df):
-        cache: dict = {}
-        missing = col.isna().to_numpy()
-        for i in np.flatnonzero(missing).tolist():
+        for i in np.flatnonzero(col.isna().to_numpy()).tolist():
             trace = df["trace"].iat[i] if "trace" in df else None
-            k = (df["op"].iat[i], df["dir"].iat[i], tuple(trace) if isinstance(trace, list) else None)
-            if k not in cache:
-                cache[k] = _outside(*k)
-            col.iat[i] = cache[k]
+            key = (df["op"].iat[i], df["dir"].iat[i], tuple(trace) if isinstance(trace, list) else None)
+            col.iat[i] = _outside(*key)
     return col.where(col.notna(), "-")
 
 
