@@ -73,7 +73,8 @@ def _obj(values) -> np.ndarray:
 
 
 def _codes(*arrays) -> tuple[np.ndarray, int]:
-    """One int code per row for the combination of several columns (None counts as a value)."""
+    """One int code per row for the combination of several columns (None counts as a value), and the number
+    of codes (0 without rows)."""
     key = np.zeros(len(arrays[0]), dtype=np.int64)
     card = 1  # number of distinct keys so far (an upper bound)
     for a in arrays:
@@ -282,8 +283,7 @@ def _instances(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> dic
     inst_of, m = _instance_ids(raw, n, is_kernel)
     first = _first_index(inst_of, m)
     key_of, info = _call_info(raw, first, is_kernel)
-    row_key = key_of[inst_of] if n else np.zeros(0, np.int64)
-    return {"of": inst_of, "m": m, "first": first, "key": key_of, "row_key": row_key, **info}
+    return {"of": inst_of, "m": m, "first": first, "key": key_of, "row_key": key_of[inst_of], **info}
 
 
 def _instance_ids(raw: dict[str, np.ndarray], n: int, is_kernel: np.ndarray) -> tuple[np.ndarray, int]:
@@ -344,11 +344,8 @@ def _call_info(raw: dict[str, np.ndarray], first: np.ndarray, is_kernel: np.ndar
     the per-key arrays of :func:`_key_arrays`. Keys are numbered in order of first appearance, so models
     run in instance order, as a loop over instances would run them."""
     model_dir = _model_dir(raw, first)
-    if len(first):
-        key_of, k = _codes(raw["op"][first], raw["mod"][first], model_dir, raw["cdtype"][first],
-                           _ids(raw["args"][first]), is_kernel[first])
-    else:
-        key_of, k = np.zeros(0, np.int64), 0
+    key_of, k = _codes(raw["op"][first], raw["mod"][first], model_dir, raw["cdtype"][first],
+                       _ids(raw["args"][first]), is_kernel[first])
     kpos = _first_index(key_of, k)  # each key's first instance, a position in ``first``
     kfirst = first[kpos].tolist()
     calls = (raw["op"][kfirst].tolist(), raw["args"][kfirst].tolist(), raw["cdtype"][kfirst].tolist(),
@@ -424,9 +421,6 @@ def _roles(raw: dict[str, np.ndarray], is_cpu: np.ndarray) -> np.ndarray:
     """Each row's :mod:`pyprof.kernel_roles` role: a CPU record's from its name, a GPU kernel's from its full
     name (short and demangled) and its op; once per distinct (names, op, on CPU)."""
     kname = raw["kShortName"]
-    n = len(kname)
-    if not n:
-        return np.zeros(0, np.int8)
     codes, m = _codes(kname, raw["kLongName"], raw["op"], is_cpu)
     first = _first_index(codes, m).tolist()
     roles = np.empty(m, np.int8)
@@ -517,13 +511,13 @@ def _tensor_cores(out: dict, inst: dict, raw: dict, is_kernel: np.ndarray, is_cp
     n = len(is_kernel)
     # device per row: once per distinct (gpu name, on CPU); CPU records have no tensor cores, whatever
     # the calibration says
-    dcodes, dm = _codes(raw["gpu"], _ids(raw["gpuProps"]), is_cpu) if n else (np.zeros(0, np.int64), 0)
+    dcodes, dm = _codes(raw["gpu"], _ids(raw["gpuProps"]), is_cpu)
     dfirst = _first_index(dcodes, dm).tolist()
     devs = [resolver.resolve(raw["gpu"][i], bool(is_cpu[i]), raw["gpuProps"][i]) for i in dfirst]
     dev_arch = ["cpu" if is_cpu[i] else d.arch if d is not None else None for i, d in zip(dfirst, devs, strict=True)]
     arch_index = {a: c for c, a in enumerate(dict.fromkeys(dev_arch))}
-    arch_code = np.array([arch_index[a] for a in dev_arch], dtype=np.int64)[dcodes] if n else np.zeros(0, np.int64)
-    arch = _obj(list(arch_index))[arch_code] if n else _obj([])
+    arch_code = np.array([arch_index[a] for a in dev_arch], dtype=np.int64)[dcodes]
+    arch = _obj(list(arch_index))[arch_code]
     eligible = inst["eligible"][inst["row_key"]]
     tc_code = np.zeros(n, dtype=np.int64)  # index into TC_FLAGS: "-" unless a kernel says otherwise
     if is_kernel.any():
