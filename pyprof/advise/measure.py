@@ -14,7 +14,7 @@ Results: the losses of both variants' steps are compared (the scalars ``backward
 :data:`ATOL` plus the change's relative tolerance (:data:`pyprof.advise.changes.CHANGES`) they are equal; where two runs of the
 unchanged script already disagree by more, they cannot be compared. The machine's load during each
 run (other processes' share of the CPUs, this process and its children left out) is kept; above
-:data:`pyprof.calibrate.BUSY_SHARE` the measurement is said to be unreliable.
+:data:`pyprof.prof.noise.BUSY_SHARE` the measurement is said to be unreliable.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import cast
 
 from pyprof.advise.changes import CHANGES, for_kind
+from pyprof.machine import LoadProbe
+from pyprof.prof.noise import BUSY_SHARE
 
 WARM = 3
 MAX_PAIRS = 20
@@ -39,17 +41,9 @@ TIGHT = 0.2
 ATOL = 1e-5  # absolute tolerance of a loss (torch.testing's for float32 and bfloat16)
 
 
-def _load():
-    """The load probe and its threshold, imported from one place."""
-    from pyprof.calibrate import BUSY_SHARE, LoadProbe
-
-    return LoadProbe, BUSY_SHARE
-
-
 def trial(script: str, args: list[str], change: str | None, params: dict, steps: int, timeout: float) -> dict:
     """One fresh process running ``script`` with ``change`` (None: as written): its result
     (:mod:`pyprof.advise.trial`) with ``busy_others``, the share of the CPUs other processes used."""
-    probe_cls, _ = _load()
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     with tempfile.TemporaryDirectory(prefix="pyprof-try-") as tmp:
@@ -57,7 +51,7 @@ def trial(script: str, args: list[str], change: str | None, params: dict, steps:
         spec = {"script": os.path.abspath(script), "args": list(args), "change": change, "params": params,
                 "steps": steps, "out": result}
         Path(tmp, "spec.json").write_text(json.dumps(spec))
-        probe, kids, t0 = probe_cls(), os.times(), time.perf_counter()
+        probe, kids, t0 = LoadProbe(), os.times(), time.perf_counter()
         try:
             r = subprocess.run([sys.executable, "-m", "pyprof.advise.trial", os.path.join(tmp, "spec.json")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
@@ -131,12 +125,12 @@ def _failed(a: dict, b: dict) -> str | None:
     return None
 
 
-def _load_note(pairs: list, busy_share: float, lo: float, hi: float) -> tuple[float | None, str | None]:
+def _load_note(pairs: list, lo: float, hi: float) -> tuple[float | None, str | None]:
     """The median share of the CPUs other processes used during the trials, and the measurement's note."""
     loads = [r["load"].get("busy_others") for p in pairs for r in p if r["load"].get("busy_others") is not None]
     busy = statistics.median(loads) if loads else None
     notes = ["no measurable change" if lo <= 0 <= hi else "", f"unreliable: other processes used {busy:.0%} of the "
-             "CPUs during the trials" if busy is not None and busy > busy_share else ""]
+             "CPUs during the trials" if busy is not None and busy > BUSY_SHARE else ""]
     return busy, "; ".join(n for n in notes if n) or None
 
 
@@ -145,7 +139,6 @@ def measure(script: str, args: list[str], change: str, params: dict, budget: flo
     """Time ``change`` against the script as written, in pairs of fresh runs, until the interval is tight
     or ``budget`` seconds are spent; the ``measured_*`` fields of the advice. Losses are held to the
     change's tolerance, or ``rtol`` where larger (a script that computes in bf16 itself)."""
-    _, busy_share = _load()
     pairs: list[tuple[dict, dict]] = []
     step_s: list[tuple[float, float]] = []
     t0, spent = time.perf_counter(), 0.0
@@ -171,7 +164,7 @@ def measure(script: str, args: list[str], change: str, params: dict, budget: flo
             break
         if spent + (time.perf_counter() - t) > budget:
             break
-    busy, note = _load_note(pairs, busy_share, lo, hi)
+    busy, note = _load_note(pairs, lo, hi)
     return {"measured_s": med, "measured_ci": [lo, hi], "ci_level": round(level, 4), "trials": len(pairs),
            "step_s": [base, statistics.median(y for _, y in step_s)], "busy_others": busy,
            "loadavg": pairs[0][0]["load"].get("loadavg"),
