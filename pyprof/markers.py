@@ -219,8 +219,3 @@ def from_profiler_name(name: str) -> str:
     if not name.startswith(PROFILER_PREFIX):
         return name
     return unquote(name, errors="surrogatepass")
-
-
-def is_profiler_marker(name: str | None) -> bool:
-    """True for a trace event name that holds a pyprof marker (see :func:`to_profiler_name`)."""
-    return name is not None and name.startswith(PROFILER_PREFIX)

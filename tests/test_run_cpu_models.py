@@ -157,7 +157,7 @@ def test_optimizer_steps_fall_between_module_calls(tmp_path, init):
     assert (result.steps, result.step_source) == (3, "optimizer.step()")
     events = [e for e in json.loads(result.trace.read_text())["traceEvents"] if e.get("ph") == "X"]
     steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e["name"].startswith("ProfilerStep#"))
-    mods = [(e["ts"], e["ts"] + e["dur"]) for e in events if markers.is_profiler_marker(e["name"])
+    mods = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["name"].startswith(markers.PROFILER_PREFIX)
             and markers.decode(markers.from_profiler_name(e["name"]))["k"] == "mod"]
     assert len(steps) == 3
     if not init:
