@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyprof.advise.common import Advice, Context, num, us
+from pyprof.advise.common import Advice, Context, num
+from pyprof.prof.units import duration as us
 
 #: DDP's default bucket (bucket_cap_mb=25)
 DDP_BUCKET = 25 * 2**20

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
+from pyprof.prof.units import duration
+
 #: The shortest time a GPU kernel is assumed to take after a change (ns): launch and tail latency.
 MIN_KERNEL_NS = 2_000.0
 #: A kernel this many times slower than its roofline is latency-bound: a change saves it only the
@@ -89,8 +91,6 @@ def withdraw(advice: Advice | None, reason: str) -> Advice | None:
     the model gave stays in the evidence, marked as such."""
     if advice is None or advice.saved_s is None:
         return advice
-    from pyprof.prof.units import duration
-
     advice.evidence.insert(0, f"the model's estimate, withdrawn: {duration(advice.saved_s * 1e9)} per step")
     advice.model_s, advice.saved_s, advice.no_estimate = advice.saved_s, None, reason
     return advice
@@ -167,10 +167,3 @@ def numel(rec: dict) -> int:
     """The element count of a record's largest tensor argument (0 where none is recorded)."""
     t = largest(rec)
     return _size(t) if t else 0
-
-
-def us(ns: float) -> str:
-    """A duration in ns as prof prints one (``41.2 ms``, ``850 µs``)."""
-    from pyprof.prof.units import duration
-
-    return duration(ns)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from pyprof.advise.common import Advice, Context, us
+from pyprof.advise.common import Advice, Context
+from pyprof.prof.units import duration as us
 
 KINDS = {
     "dataloader": ("Load batches ahead in worker processes: `DataLoader(..., num_workers=W, pin_memory=True)` "

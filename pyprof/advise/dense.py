@@ -10,7 +10,8 @@ the advice covers their time.
 
 from __future__ import annotations
 
-from pyprof.advise.common import LATENCY_GAP, Advice, Context, num, us
+from pyprof.advise.common import LATENCY_GAP, Advice, Context, num
+from pyprof.prof.units import duration as us
 from pyprof.records import BACKWARD_DIRS
 
 SMALL_NS = 50_000.0

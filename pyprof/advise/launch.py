@@ -4,7 +4,8 @@ queueing a step's kernels ahead of the GPU."""
 
 from __future__ import annotations
 
-from pyprof.advise.common import Advice, Context, us
+from pyprof.advise.common import Advice, Context
+from pyprof.prof.units import duration as us
 
 KINDS = {
     "launch": ("Launch the step's kernels ahead of the GPU: capture it in a CUDA graph (`torch.cuda.graphs`, "

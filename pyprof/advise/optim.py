@@ -16,7 +16,8 @@ import statistics
 from itertools import groupby
 from operator import itemgetter
 
-from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, largest, num, numel, us, withdraw
+from pyprof.advise.common import MIN_KERNEL_NS, Advice, Context, largest, num, numel, withdraw
+from pyprof.prof.units import duration as us
 
 #: tensors a fused update reads or writes per parameter element: Adam/AdamW p, g, m, v read and p, m,
 #: v written; SGD with momentum p, g, buf read and p, buf written (3 without momentum); Adagrad and
