@@ -9,14 +9,10 @@ that the two agree and that parse writes no undocumented field.
 
 Missing values are ``null`` (never 0 standing in for "unknown").
 
-Every record file starts with a header line, :func:`header_line`: ``{"pyprofRecords": 2, "pyprof":
-"0.1.0", "source": "nsys"}``, the record format's version (:data:`FORMAT_VERSION`), the pyprof that wrote
-it and the source of its records. It has neither ``kShortName`` nor ``kDuration``, so a reader older than
-the header refuses it as "a record without kShortName/kDuration" rather than reading it as a kernel. Every
-reader takes its version from it (:func:`read_line`, :func:`check_version`): a file without one is of
-format 1 (written before the header: the same records, ``tid`` possibly a decimal string, which the
-readers turn into the integer it is); a version newer than :data:`FORMAT_VERSION` is refused in one line.
-Parquet carries the same facts in its file metadata (:mod:`pyprof.scale.parquet`).
+Every record file starts with a header line (:func:`header_line`: the format version, the pyprof that
+wrote it, the source) and ends with an end line (:func:`end_line`: the record count); docs/records.md
+says what each holds, and how readers (:func:`read_line`, :func:`check_version`) take a file of format
+1 (no header) or of a newer one. Parquet has the same facts in its metadata (:mod:`pyprof.scale.parquet`).
 
 :data:`CHECKS` turns each field's documented type (and its ``low``/``high`` bounds or its ``values``) into
 the test ``pyprof prof`` applies to the records it reads (:mod:`pyprof.prof.load`): the type column of
