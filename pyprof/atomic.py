@@ -20,9 +20,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
+import signal
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from typing import IO
 
@@ -44,9 +47,6 @@ def _raise(signum: int, _frame) -> None:
 def _signals_raise() -> Iterator[None]:
     """SIGTERM and SIGHUP raise :class:`Interrupted` within the block where their action is the default
     (a handler someone set stays), in the main thread (the only one that may set them)."""
-    import signal
-    import threading
-
     main = threading.current_thread() is threading.main_thread()
     sigs = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
             if main and s is not None and signal.getsignal(s) == signal.SIG_DFL]
@@ -139,8 +139,6 @@ def atomic_output(path: str | os.PathLike | None, mode: str = "w") -> Iterator[I
 
 def _copy_into(src: str, dst: str) -> None:
     """The bytes of ``src`` as the whole content of the existing file ``dst`` (its inode kept)."""
-    import shutil
-
     with open(src, "rb") as fin, open(dst, "r+b") as fout:
         fout.truncate(0)
         shutil.copyfileobj(fin, fout, 16 << 20)

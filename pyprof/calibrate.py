@@ -34,8 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyprof import peaks
+from pyprof.atomic import atomic_output
+from pyprof.errors import InputError, PyprofError, UsageError
 from pyprof.machine import LoadProbe, cpu_name
 from pyprof.prof.noise import BUSY_SHARE  # (the measurement's load is judged as a run's)
+from pyprof.prof.units import byte_rate, flop_rate
+from pyprof.records import write_records
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -208,9 +213,6 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
     :func:`time_stable` within ``budget`` seconds, with the conditions it was taken under."""
     import torch
 
-    from pyprof.errors import UsageError
-    from pyprof.peaks import CPU_DEVICE
-
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cpu", "cuda"):
@@ -226,7 +228,7 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
         n = n or 8192
         copy_mb = copy_mb or 1024
     else:
-        cal = Calibration(CPU_DEVICE, f"{cpu_name()}, {torch.get_num_threads()} threads")
+        cal = Calibration(peaks.CPU_DEVICE, f"{cpu_name()}, {torch.get_num_threads()} threads")
         cal.threads = torch.get_num_threads()
         n = n or 2048
         copy_mb = copy_mb or 256
@@ -287,9 +289,6 @@ def copy_levels(floor: float | None, dram: float | None, budget: float) -> list[
 def save(cal: Calibration, path=None, replace: bool = False):
     """Store a measurement with :func:`pyprof.peaks.save` (keeping the saved entry's better figures unless
     ``replace``); returns the path and the figures kept from the saved entry."""
-    from pyprof import peaks
-    from pyprof.errors import PyprofError
-
     if not cal.flops or not cal.bw:
         raise PyprofError(f"calibration of {cal.description} measured no peak", "nothing was saved")
     return peaks.save(cal.device, cal.flops, cal.bw, path, conditions=cal.conditions(), floor=cal.floor,
@@ -365,8 +364,6 @@ def problems(conditions: Any, saved: Any, threads: int | None = None, now: _dt.d
 def saved_warning(threads: int | None = None, path=None, now: _dt.datetime | None = None) -> str | None:
     """One line on why the saved CPU peaks (``path``, else the default calibration file) may not fit a
     run with ``threads`` intra-op threads, naming the fix; None when they fit or none are saved."""
-    from pyprof import peaks
-
     entry = peaks.entry(peaks.CPU_DEVICE, path)
     if entry is None:
         return None
@@ -392,10 +389,6 @@ def ensure_cpu_peaks(say: Callable[[str], None]) -> None:
     runs agree) is saved like ``pyprof calibrate`` would, with the conditions it was taken under; a warning
     follows when those make it unreliable."""
     import torch
-
-    from pyprof import peaks
-    from pyprof.errors import PyprofError
-    from pyprof.prof.units import byte_rate, flop_rate
 
     try:
         if peaks.entry(peaks.CPU_DEVICE) is not None:
@@ -423,11 +416,6 @@ def write_run_records(source, records: list, path, conditions: dict | None, cali
     """Write a profiled run's ``records`` (of the trace ``source``) to ``path``, its header holding the
     steps, the ``conditions`` its steps ran under and the peaks it is priced with (measured first where
     ``calibrate`` and the run has CPU records, so that the header pins them); returns the header facts."""
-    from pyprof import peaks
-    from pyprof.atomic import atomic_output
-    from pyprof.errors import InputError
-    from pyprof.records import write_records
-
     if calibrate and any(r.get("device") is None for r in records):
         ensure_cpu_peaks(say)
     try:

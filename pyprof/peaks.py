@@ -28,7 +28,9 @@ from typing import Any
 
 import orjson
 
+from pyprof.atomic import atomic_output
 from pyprof.errors import InputError, UsageError
+from pyprof.terminal import shown
 
 CPU_DEVICE = "cpu"
 """The calibration key of CPU records (records whose ``device`` is null)."""
@@ -60,8 +62,6 @@ def read(given: str | os.PathLike | None = None) -> dict[str, Any]:
     for name, found in data["devices"].items():
         problem = _problem(found)
         if problem:
-            from pyprof.terminal import shown
-
             raise InputError(shown(f"calibration file {target}: device {name!r}: {problem}", 300),
                              "delete it or run `pyprof calibrate` again")
     return data
@@ -173,8 +173,6 @@ def save(device: str, flops: dict, bw: float, given=None, conditions: dict | Non
     data = read(target)
     data["devices"][device], kept = merge(None if replace else data["devices"].get(device), new)
     target.parent.mkdir(parents=True, exist_ok=True)
-    from pyprof.atomic import atomic_output
-
     with atomic_output(target, "wb") as fh:
         fh.write(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     return target, kept

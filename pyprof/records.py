@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import functools
 import io
+import json
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -33,6 +34,8 @@ from operator import itemgetter
 from typing import IO, Any
 
 import orjson
+
+from pyprof.errors import InputError
 
 #: the version of the record format: the fields of :data:`FIELDS` with their types. 1: the records before
 #: the header line (no header; ``tid`` an integer or a string); 2: the header line, ``tid`` an integer.
@@ -258,8 +261,6 @@ class Check:
     def problem(self, v: Any) -> str:
         """The one-line description of a bad value: ``field "layer" is 5, expected a list of strings``
         (the value as JSON, NaN and infinities as Python's json module writes them, cut at 60 characters)."""
-        import json
-
         shown = json.dumps(v, ensure_ascii=False, default=repr)
         if len(shown) > 60:
             shown = shown[:57] + "..."
@@ -369,8 +370,6 @@ def is_header(value: Any) -> bool:
 def check_version(head: dict[str, Any], name: str) -> int:
     """The format version of the header ``head`` of the file ``name``; an
     :class:`~pyprof.errors.InputError` where it is not one this pyprof reads (newer, or not a version)."""
-    from pyprof.errors import InputError
-
     v = head.get(HEADER_KEY)
     if v.__class__ is not int or v < UNVERSIONED:
         raise InputError(f"{name}: record format version {v!r} is not one pyprof knows", NEWER_HINT)
@@ -431,8 +430,6 @@ class RecordEnds:
         """An end line, after ``count`` records (``where``: its file and line)."""
         n = tail.get(END_COUNT)
         if n.__class__ is not int or n < 0:
-            from pyprof.errors import InputError
-
             raise InputError(f"{where}: a broken end line (records {n!r})", "parse the export again")
         self.ends += self.inside
         self.declared += n * self.inside
@@ -446,8 +443,6 @@ class RecordEnds:
     def check(self, name: str) -> None:
         """An :class:`~pyprof.errors.InputError` where an announced end line is missing (cut short) or
         counts other records than those read (edited, or cut and joined)."""
-        from pyprof.errors import InputError
-
         if self.ends < self.announced:
             raise InputError(f"{name}: no end line after its {self.counted:,} records", "it was cut short (a "
                              "killed `pyprof parse`, a copy cut off): parse the export again")

@@ -29,7 +29,8 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from pyprof.prof.summary import step_times, summarize
+from pyprof.prof.summary import keys, step_times, summarize
+from pyprof.prof.units import duration
 
 BY = ("op", "layer", "kernel")
 COLUMNS = ("key", "time_a", "time_b", "delta", "delta_pct", "p", "verdict", "tflops_a", "tflops_b", "gap_a",
@@ -101,8 +102,6 @@ def side(df: pd.DataFrame, by: str, batch: float = 1.0) -> Side:
     summ = summarize(df, by).set_index("key")
     params: dict = {}
     if "params" in df:
-        from pyprof.prof.summary import keys
-
         for k, p in zip(keys(df, by), df["params"].tolist(), strict=True):
             params.setdefault(k, set()).add(p)
     return Side(wide, summ, params)
@@ -110,11 +109,11 @@ def side(df: pd.DataFrame, by: str, batch: float = 1.0) -> Side:
 
 def compare(a: Side, b: Side, pct: float = 10.0) -> pd.DataFrame:
     """One row per group of A or B (:data:`COLUMNS`), largest change in time first."""
-    keys = list(dict.fromkeys(list(a.wide.index) + list(b.wide.index)))
-    wa = a.wide.reindex(keys, fill_value=0.0).to_numpy(dtype=float)
-    wb = b.wide.reindex(keys, fill_value=0.0).to_numpy(dtype=float)
+    groups = list(dict.fromkeys(list(a.wide.index) + list(b.wide.index)))
+    wa = a.wide.reindex(groups, fill_value=0.0).to_numpy(dtype=float)
+    wb = b.wide.reindex(groups, fill_value=0.0).to_numpy(dtype=float)
     rows = []
-    for i, key in enumerate(keys):
+    for i, key in enumerate(groups):
         ta, tb = float(np.median(wa[i])) if a.steps else 0.0, float(np.median(wb[i])) if b.steps else 0.0
         in_a, in_b = key in a.wide.index, key in b.wide.index
         change = (tb - ta) / ta * 100 if ta > 0 else math.nan
@@ -177,8 +176,6 @@ class Outcome:
 def _judge_row(by: str, row, tot: Total, min_share: float, testable: bool, found: list, untestable: list) -> None:
     """One row of a comparison table (grouped ``by``), taken into ``found`` where it is slower (or new) and
     large enough to matter, into ``untestable`` where so few steps could not have shown that."""
-    from pyprof.prof.units import duration
-
     ta, tb = (0.0 if math.isnan(v) else v for v in (row.time_a, row.time_b))
     big = ta / tot.time_a * 100 >= min_share if tot.time_a > 0 else False
     big |= tb / tot.time_b * 100 >= min_share if tot.time_b > 0 else False
@@ -195,8 +192,6 @@ def judge(tables: dict[str, pd.DataFrame], tot: Total, pct: float, min_share: fl
           loaded: list[str] | None = None) -> Outcome:
     """The outcome of a comparison at threshold ``pct`` (see the module docstring). ``loaded``: each side's
     load phrase where it ran under load (:func:`pyprof.prof.noise.under_load`)."""
-    from pyprof.prof.units import duration
-
     found, untestable = [], []
     testable = best_p(tot.steps_a, tot.steps_b) < ALPHA
     if tot.time_a > 0 and tot.delta_pct > pct:

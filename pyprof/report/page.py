@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import html
 import math
+import sys
 from importlib import resources
 from typing import Any
 
 import orjson
 import pandas as pd
 
+from pyprof.atomic import atomic_output
+from pyprof.cpu_findings import findings, format_findings
+from pyprof.errors import OutputError
 from pyprof.prof import units
 from pyprof.prof.summary import summarize
 from pyprof.report import breakdown as breakdown_mod
@@ -363,8 +367,6 @@ def _baseline(p: Profile, base: Profile, figs: dict) -> str:
 
 
 def _findings(p: Profile) -> str:
-    from pyprof.cpu_findings import findings, format_findings
-
     cpu = [r for r in p.records if r.get("device") is None]
     if not cpu:
         return _section("findings", "CPU findings", "<p>No CPU records (a GPU trace): the CPU findings are about "
@@ -379,11 +381,6 @@ def write(p: Profile, path, baseline: Profile | None = None, advised: Any = None
     :data:`MAX_BYTES` (text cells of megabytes: huge markers, ops of thousands of arguments) is built
     again with its text cells cut shorter, and says so on stderr; one that passes it even so is one line
     (:class:`~pyprof.errors.OutputError`), never a partial page."""
-    import sys
-
-    from pyprof.atomic import atomic_output
-    from pyprof.errors import OutputError
-
     full = CELL_CHARS[0]
     try:
         for chars in (full, 200, 40):

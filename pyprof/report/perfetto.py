@@ -23,7 +23,11 @@ import math
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
+
+from pyprof.atomic import atomic_output
+from pyprof.version import __version__
 
 #: pyprof's columns carried as each kernel event's args, under their own names but for :data:`RENAMED`
 ARGS = ("idx", "op", "dir", "layer", "module", "trace", "params", "flops", "bytes", "ideal", "gap", "bound",
@@ -146,11 +150,6 @@ def _steps(df: pd.DataFrame, steps: list, us, dur) -> list[dict]:
 
 def write(p, path: str) -> int:
     """Write ``p``'s trace to ``path`` (all or nothing); returns its size in bytes."""
-    import orjson
-
-    from pyprof.atomic import atomic_output
-    from pyprof.version import __version__
-
     evs, zero = events(p)
     data = orjson.dumps({"traceEvents": evs, "displayTimeUnit": "ns",
                          "otherData": {"pyprof": __version__, "source": p.name, "time_zero_ns": zero}})
