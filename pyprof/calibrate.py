@@ -225,13 +225,10 @@ def measure(device: str | None = None, n: int | None = None, copy_mb: int | None
     if cuda:
         name = torch.cuda.get_device_name()
         cal = Calibration(name, name)
-        n = n or 8192
-        copy_mb = copy_mb or 1024
     else:
-        cal = Calibration(peaks.CPU_DEVICE, f"{cpu_name()}, {torch.get_num_threads()} threads")
-        cal.threads = torch.get_num_threads()
-        n = n or 2048
-        copy_mb = copy_mb or 256
+        threads = torch.get_num_threads()
+        cal = Calibration(peaks.CPU_DEVICE, f"{cpu_name()}, {threads} threads", threads=threads)
+    n, copy_mb = n or (8192 if cuda else 2048), copy_mb or (1024 if cuda else 256)
     _measure_gemms(cal, dtypes, device, n, budget, cuda)
     elems = copy_mb * (1 << 20) // 4
     src = torch.ones(elems, device=device, dtype=torch.float32)
