@@ -5,6 +5,7 @@ measurements) and ``pyprof run`` (its profiled steps); :func:`cpu_name` names th
 from __future__ import annotations
 
 import os
+import platform
 from typing import Any
 
 
@@ -108,6 +109,4 @@ def cpu_name() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
-
     return platform.processor() or platform.machine() or "CPU"

@@ -18,7 +18,10 @@ markers would not reach it, so their probe fails only then.
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,8 +40,6 @@ class Probe:
 
 def _attr(path: str):
     """The object at dotted ``path`` (imported module, then attributes), or raise AttributeError."""
-    import importlib
-
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
         try:
@@ -202,8 +203,6 @@ DYNAMO = "torch._dynamo"
 
 def dynamo_imported() -> bool:
     """Whether TorchDynamo has been imported (importing it costs seconds: pyprof never does)."""
-    import sys
-
     return DYNAMO in sys.modules
 
 
@@ -214,8 +213,6 @@ TORCH_FLOOR = (2, 4)
 def check_torch(version: str | None = None) -> None:
     """Raise :class:`~pyprof.errors.UsageError` where torch (``version``: ``torch.__version__``) is
     older than :data:`TORCH_FLOOR`."""
-    import re
-
     if version is None:
         import torch
 

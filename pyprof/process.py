@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import signal
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, cast
 
@@ -65,8 +67,6 @@ def pool(n: int, spawn: bool = False) -> ProcessPoolExecutor | None:
 def _worker() -> None:
     """A pool worker's start: it owns its process, and Ctrl-C (sent to the whole process group) ends it
     quietly: the process that started it says what happened, in one line (no traceback per worker)."""
-    import signal
-
     own()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -89,9 +89,6 @@ def reap(pid: int, timeout: float | None = None) -> int | None:
     """Wait for a child from :func:`fork` to end, at most ``timeout`` seconds (None: as long as it takes),
     then terminate it (SIGTERM) and wait for that. Its exit status (0: it returned), or None where it
     was reaped already."""
-    import signal
-    import time
-
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
         while True:

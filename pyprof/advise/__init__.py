@@ -22,6 +22,7 @@ table, ``python scripts/validation/advice.py`` writes it):
 from __future__ import annotations
 
 import statistics
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from pyprof.advise import (
     optim,
     threads,
 )
+from pyprof.advise.changes import CHANGES
 from pyprof.advise.common import LATENCY_GAP, MIN_KERNEL_NS, MIN_SHARE, Advice, Context, faster, ideal, numel
 from pyprof.prof.units import duration
 
@@ -109,8 +111,6 @@ def _seconds(s: float) -> str:
 
 def format_text(result: Advised, width: int = 100) -> str:
     """The advice as a person reads it: one block per change, largest saving first."""
-    import textwrap
-
     head = (f"{result.steps} step{'s' if result.steps != 1 else ''}" if result.steps_recorded
             else "no ProfilerStep ranges: the whole window counted as one step")
     step = f"; step {_seconds(result.step_s)} (mean wall time)" if result.wall else ""
@@ -137,8 +137,6 @@ def format_text(result: Advised, width: int = 100) -> str:
 
 def tried(a: Advice) -> str:
     """``--try``'s measurement of an advice, in words, beside its estimate."""
-    from pyprof.advise.changes import CHANGES
-
     m = a.measured or {}
     if m.get("not_tried"):
         return "not tried: " + m["not_tried"]

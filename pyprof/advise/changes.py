@@ -12,6 +12,7 @@ rounds to 8 bits of mantissa; every other change keeps float32 and reorders sums
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,8 +47,6 @@ def _wrap_init(cls: type, edit: Callable[[dict], None] | dict) -> Undo:
 def _optim(params: dict) -> Undo:
     """Every torch.optim class made ``fused=True`` where it has a fused implementation, else
     ``foreach=True`` (whatever the script asked for)."""
-    import inspect
-
     import torch
 
     undo = []

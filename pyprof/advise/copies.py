@@ -8,6 +8,7 @@ the same tensor every step, a reshape of a non-contiguous view): shown without a
 from __future__ import annotations
 
 from pyprof.advise.common import Advice, Context, num, site
+from pyprof.cpu_findings import _is_reorder
 
 NO_ESTIMATE = "whether each copy can go depends on the code at its call site"
 
@@ -20,8 +21,6 @@ KINDS = {
 
 
 def copies(ctx: Context) -> Advice | None:
-    from pyprof.cpu_findings import _is_reorder
-
     rows = []
     for rec, op, sil, layer, trace in zip(ctx.records, ctx.df["op"], ctx.df["sil"], ctx.df["layer"],
                                           ctx.df["trace"], strict=True):

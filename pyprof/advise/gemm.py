@@ -6,6 +6,7 @@ such as AVX512-BF16 or AMX), and fp16/bf16 dimensions padded to multiples of 8 (
 from __future__ import annotations
 
 from pyprof.advise.common import Advice, Context, faster, ideal, num, site, withdraw
+from pyprof.prof.tensorcores import is_gemm_op
 
 #: a CPU has native bf16 where calibration measured its bf16 GEMMs at least this many times its fp32 ones
 #: (without, torch converts bf16 in software: a fraction of the fp32 rate)
@@ -68,8 +69,6 @@ def _peak_swap(ctx: Context, kind: str, select, to_dtype: str | None = None,
 
 def _bf16_pays(dtype, tc, note, op, dev) -> bool:
     """An fp32 GEMM/conv that bf16 would speed up: on a GPU with bf16 tensor cores, or a native-bf16 CPU."""
-    from pyprof.prof.tensorcores import is_gemm_op
-
     if (dtype or "").removeprefix("torch.") != "float32" or not is_gemm_op(op):
         return False
     new = dev.peak("bfloat16", True)

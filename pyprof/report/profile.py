@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pandas as pd
 
-from pyprof.prof.devices import Device, DeviceResolver
+from pyprof.errors import InputError
+from pyprof.prof import noise
+from pyprof.prof.devices import Device, DeviceResolver, props_key
+from pyprof.records import read_header
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,6 @@ class Profile:
     @property
     def warnings(self) -> list[str]:
         """prof's warnings, then the noise line where the timings may not hold (:mod:`pyprof.prof.noise`)."""
-        from pyprof.prof import noise
-
         line = noise.warning(noise.problems(self.df))
         return list(self.df.attrs.get("warnings", [])) + ([line] if line else [])
 
@@ -93,7 +95,6 @@ def load(path: str | os.PathLike, gpu: str | None = None, peak_flops: float | No
     profile ``pyprof run --report`` makes of the same records. ``env``: the profiled process's settings;
     None reads ``env.json`` beside the file where ``pyprof run`` wrote one."""
     from pyprof.prof.load import read_records
-    from pyprof.records import read_header
 
     records = read_records(path, keep_ranges=True)
     name = os.fspath(path)
@@ -113,8 +114,6 @@ _ENV = {**dict.fromkeys(("intra_op_threads", "inter_op_threads", "logical_cpus",
 def read_env(path: Path) -> dict[str, Any] | None:
     """``pyprof run``'s ``env.json`` (threads, cores), or None where absent or unreadable; a field of
     the wrong type (``"processes": "x"``) is one :class:`~pyprof.errors.InputError` line naming it."""
-    import orjson
-
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -122,8 +121,6 @@ def read_env(path: Path) -> dict[str, Any] | None:
     bad = next((k for k, (ok, _) in _ENV.items() if isinstance(data, dict) and data.get(k) is not None
                 and not ok(data[k])), None)
     if bad is not None:
-        from pyprof.errors import InputError
-
         raise InputError(f'{path}: "{bad}" is {orjson.dumps(data[bad]).decode()[:60]}, expected {_ENV[bad][1]}',
                          "give the env.json `pyprof run` wrote, or correct that field")
     return data if isinstance(data, dict) else None
@@ -131,8 +128,6 @@ def read_env(path: Path) -> dict[str, Any] | None:
 
 def _devices(records: list[dict[str, Any]], df: pd.DataFrame, resolver: DeviceResolver) -> list[DeviceInfo]:
     """Each distinct device of the records (GPU name, or the CPU), largest time first."""
-    from pyprof.prof.devices import props_key
-
     seen: dict[tuple, list] = {}
     sil = df["sil"].fillna(0).tolist() if len(df) else []
     for rec, t in zip(records, sil, strict=True):
