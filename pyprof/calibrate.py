@@ -17,11 +17,10 @@ The results go to :func:`pyprof.peaks.save` under the GPU's name or :data:`pypro
 each figure the best of the saved and the new one; ``pyprof prof`` uses them for CPU ops and unlisted GPUs.
 
 A peak taken while other work held the CPUs can be a fraction of the real one, and a saved peak is
-reused by every later run. So each calibration records how it was taken (:meth:`Calibration.conditions`:
-torch version and thread count, CPUs, load average, the share of the CPUs other processes used during
-the measurement, the spread of each figure's best runs), and :func:`problems` / :func:`saved_warning`
-judge a saved one against the run at hand: older than :data:`MAX_AGE_DAYS`, taken under load or
-unstable, or taken with another thread count. torch is imported lazily, here only.
+reused by every later run. So each calibration records how it was taken (:meth:`Calibration.conditions`),
+and :func:`problems` / :func:`saved_warning` judge a saved one against the run at hand: older than
+:data:`MAX_AGE_DAYS`, taken under load or unstable, or taken with another thread count. torch is
+imported lazily, here only.
 """
 
 from __future__ import annotations

@@ -5,11 +5,8 @@ Every kernel row gets one of four roles:
 
 * ``COMPUTE``: the kernel that does an op's arithmetic. On a GPU, a GEMM, convolution or attention
   kernel by its full name, short and demangled (the ``gemm_like`` and ``tensor`` patterns of
-  ``pyprof/data/tensor_cores.json``, helpers excluded; prof applies them): cuBLAS/cuBLASLt
-  (``sm90_xmma_gemm_*``, ``nvjet_*``, ``ampere_sgemm_*``, gemv), CUTLASS 2 and 3 (``cutlass::Kernel2<...>``,
-  whose short name is just ``Kernel2``; ``cutlass3x_*``), cuDNN, flash/fmha attention, ROCm's
-  Tensile/hipBLASLt ``Cijk_*`` and Composable Kernel ``ck::``/``ck_tile::`` GEMM, conv and attention
-  kernels. On a CPU, the aten op that computes (``aten::addmm``, ``aten::mkldnn_convolution``, the
+  ``pyprof/data/tensor_cores.json``, helpers excluded; prof applies them; docs/prof.md names the
+  libraries). On a CPU, the aten op that computes (``aten::addmm``, ``aten::mkldnn_convolution``, the
   SDPA kernels): :func:`cpu_role`.
 * ``OP_COMPUTE``: a GPU kernel of a GEMM, convolution or attention op (:func:`is_compute_op`) whose
   name says nothing (a library's ``kernel``) and that is no helper (copy, fill, elementwise, reduction,

@@ -2,10 +2,9 @@
 (``{"traceEvents": [...]}``), with pyprof's answer on the timeline.
 
 * Every kernel (a CPU trace: every CPU op) is a complete event (``ph`` ``X``) on its device's process
-  (``GPU N``, process id N; ``CPU``, the process's own) and its stream's (thread's) track, its args pyprof's columns for it: ``op``,
-  ``dir``, ``layer``, ``module``, ``call site``, ``params`` (shapes and dtypes), ``flops``, ``bytes``,
-  ``ideal (ns)``, ``gap``, ``bound``, ``tc``, ``priced`` (what priced it), ``step``, ``idx`` (its row of
-  ``pyprof prof``). An unknown value is left out, never 0.
+  (``GPU N``, process id N; ``CPU``, the process's own) and its stream's (thread's) track, its args
+  pyprof's columns for it (:data:`ARGS`; ``idx`` is its row of ``pyprof prof``). An unknown value is
+  left out, never 0.
 * Module ranges are slices on a track of their own per device (``modules``): for each depth of the layer
   path, a run of consecutive kernels (in start order) with the same path to that depth is one slice,
   from its first kernel's start to its last one's end (cut where the next run or the enclosing slice
