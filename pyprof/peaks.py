@@ -36,6 +36,7 @@ CPU_DEVICE = "cpu"
 """The calibration key of CPU records (records whose ``device`` is null)."""
 #: per-entry measurements that are a set of conditions, not a figure to keep the best of
 _SAME_SETUP = ("threads", "torch")
+_REDO = "delete it or run `pyprof calibrate` again"
 
 
 def path(given: str | os.PathLike | None = None) -> Path:
@@ -54,16 +55,13 @@ def read(given: str | os.PathLike | None = None) -> dict[str, Any]:
     try:
         data = orjson.loads(target.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
-        raise InputError(f"calibration file {target} is unreadable ({exc})",
-                         "delete it or run `pyprof calibrate` again") from None
+        raise InputError(f"calibration file {target} is unreadable ({exc})", _REDO) from None
     if not isinstance(data, dict) or not isinstance(data.get("devices"), dict):
-        raise InputError(f"calibration file {target} is not a pyprof calibration",
-                         "delete it or run `pyprof calibrate` again")
+        raise InputError(f"calibration file {target} is not a pyprof calibration", _REDO)
     for name, found in data["devices"].items():
         problem = _problem(found)
         if problem:
-            raise InputError(shown(f"calibration file {target}: device {name!r}: {problem}", 300),
-                             "delete it or run `pyprof calibrate` again")
+            raise InputError(shown(f"calibration file {target}: device {name!r}: {problem}", 300), _REDO)
     return data
 
 
