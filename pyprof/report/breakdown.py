@@ -44,12 +44,10 @@ def is_comm(rec: dict[str, Any]) -> bool:
 
 
 def _span(rec: dict[str, Any]) -> tuple[float, float] | None:
-    start = rec.get("start")
+    start, end = rec.get("start"), rec.get("end")
     if start is None:
         return None
-    end = rec.get("end")
-    if end is None:
-        end = start + (rec.get("kDuration") or 0)
+    end = start + (rec.get("kDuration") or 0) if end is None else end
     return float(start), float(max(end, start))
 
 

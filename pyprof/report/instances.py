@@ -33,9 +33,7 @@ def instance_ids(df: pd.DataFrame) -> np.ndarray:
 
 
 def _site(trace) -> str:
-    if isinstance(trace, (list, tuple)) and trace:
-        return str(trace[0])
-    return "-"
+    return str(trace[0]) if isinstance(trace, (list, tuple)) and trace else "-"
 
 
 def _text(v) -> str:

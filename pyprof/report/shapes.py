@@ -77,8 +77,7 @@ def by_shape(profile: Profile) -> pd.DataFrame:
                         np.nan)
     inst = inst.assign(rate=rate)
     g = inst.groupby(list(KEYS), sort=False)
-    t = g["time"]
-    r = g["rate"]
+    t, r = g["time"], g["rate"]
     out = pd.DataFrame({
         "count": t.size(), "total": t.sum(), "mean": t.mean(), "median": t.median(), "std": t.std(ddof=0),
         "rate_mean": r.mean(), "rate_median": r.median(), "rate_std": r.std(ddof=0),
