@@ -4,9 +4,7 @@ Evidence: the profiled process's intra-op thread count and the machine's physica
 run``'s env.json (torch.get_num_threads(), /proc/cpuinfo), and the processes (``LOCAL_WORLD_SIZE``, or
 the distinct processes in the records). torch.profiler does not record OpenMP's worker threads, so the
 records alone cannot show the oversubscription: without env.json there is no advice. The saving is not
-estimated: how much time-slicing and OpenMP's spinning barriers cost depends on the scheduler and on what
-else runs on the cores (docs/advise.md, scripts/validate.py --advise: on this project's shared machine
-8 threads on 2 cores ran faster than 2).
+estimated: :data:`NO_ESTIMATE` says why.
 """
 
 from __future__ import annotations
