@@ -14,6 +14,7 @@ import math
 import statistics
 
 from pyprof.advise.common import Advice, Context
+from pyprof.advise.spans import PREFIXES
 from pyprof.prof.units import duration as us
 
 KINDS = {
@@ -27,10 +28,7 @@ KINDS = {
 
 
 def dataloader(ctx: Context) -> Advice | None:
-    if not ctx.spans:
-        return None
-    steps = ctx.spans.get("ProfilerStep#") or []
-    loads = ctx.spans.get("enumerate(DataLoader)#") or []
+    steps, loads = ((ctx.spans or {}).get(prefix) or [] for prefix in PREFIXES)
     if not steps or not loads:
         return None
     waits, lengths, kinds = [], [], set[str]()
