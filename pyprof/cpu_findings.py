@@ -5,14 +5,12 @@ and the Python call sites of the hottest ops. ``pyprof run`` prints them after t
   not add FLOP/s to GEMMs and convolutions), and the OpenMP/MKL variables that set them.
   The thread count comes from the profiled process (``pyprof run`` records ``torch.get_num_threads()``);
   processes from ``LOCAL_WORLD_SIZE`` or the number of processes in the records.
-* **Reorders and copies**: time in ops that only move data between layouts: oneDNN reorders
-  (``aten::to_mkldnn``, ``aten::to_dense``, ``aten::mkldnn_reorder_conv2d_weight``, ...),
-  ``aten::contiguous``, ``aten::clone``, ``aten::copy_``, ``aten::_to_copy``; a kernel counts when
-  it or any op open around it is one of them, so ``contiguous -> clone -> copy_`` is counted once,
-  under the outermost (``aten::contiguous``).
+* **Reorders and copies**: time in ops that only move data between layouts (:data:`REORDER_OPS`: oneDNN
+  reorders, ``aten::contiguous``, ``clone``, ``copy_``, ...); a kernel counts when it or any op open
+  around it is one of them, so ``contiguous -> clone -> copy_`` is counted once, under the outermost.
 * **Hottest ops**: the ops with the most kernel time (instances summed per op and direction), each
   with its share of all kernel time and, under it, every distinct call site that op was called from,
-  with the site's share of the op's time, largest first (the top three, then ``+N more``). A call site
+  with the site's share of the op's time, largest first (:data:`SITES_SHOWN`, then ``+N more``). A call site
   is the record's ``trace`` (innermost frame shown) together with its innermost layer: one line
   calling three layers of an ``nn.Sequential`` is three call sites, so an op summed over all of them is
   never shown as if it came from one.

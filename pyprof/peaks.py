@@ -7,11 +7,10 @@ in one JSON file (``$PYPROF_CALIBRATION``, else ``~/.cache/pyprof/calibration.js
                                        "floor": ns, "saved": "2026-12-07T12:00:00+00:00", "measured": {...},
                                        "kept": {"float32": "2026-12-01T09:00:00+00:00"}}}}
 
-A peak is a maximum and the floor (the shortest time an op can take: dispatch or launch) a minimum: a
-measurement on a busy machine can only make a peak look lower and the floor higher, never the reverse. So
-:func:`save` keeps, figure by figure, the best of the saved and the new value (``kept`` names each figure
-kept from an older measurement, with when that one was taken), unless told to ``replace`` or unless the
-saved entry was measured with another thread count or torch, which a new measurement replaces whole.
+A busy machine can only make a peak look lower and the floor (the shortest time an op can take:
+dispatch or launch) higher, so :func:`save` keeps the best figures of the saved and the new measurement
+(:func:`merge`; ``kept`` names each one kept, with when it was taken), unless told to ``replace`` or
+measured with another thread count or torch, which replaces the saved entry whole.
 
 A record file pins what it was priced with (:func:`pinned`, the header's ``peaks``): a later calibration
 changes how new runs are priced, never an older run's numbers, unless the user asks to re-price.

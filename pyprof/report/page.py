@@ -1,12 +1,8 @@
 """The report page: one self-contained HTML file (plotly.js, styles and scripts inlined; nothing is
 fetched, so it opens offline and as a CI artifact), at most :data:`MAX_BYTES`.
 
-Sections, in order: the overview (devices, their peaks and where those came from, totals, prof's
-warnings), fix this first, the roofline, time by layer, one step's timeline and the GPU time
-breakdown, the per-op, per-layer and per-kernel tables (sortable: click a header; filterable: type in
-the box), the per-shape tables, the comparison with a baseline (``--baseline``), the CPU findings, and
-the pyprof version. Every chart's data comes from its module (:mod:`pyprof.report`); this module only
-lays it out.
+Its sections are those of :data:`NAV`, in that order; the tables sort (click a header) and filter (type
+in the box). Every chart's data comes from its module (:mod:`pyprof.report`); this module only lays it out.
 """
 
 from __future__ import annotations
