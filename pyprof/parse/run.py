@@ -97,9 +97,7 @@ def _parse_file(path: str, out: str | None) -> Result:
     finally:
         # a failed write (a full disk) ends the source's reading here, before the error line (only
         # the SQLite sources' Streamed holds a reader open)
-        close = getattr(prep, "close", None)
-        if close is not None:
-            close()
+        prep.close()
     res.written = prep.n
     stats = source.stats
     if stats is not None:  # (every source's is, once prepared)

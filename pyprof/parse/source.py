@@ -41,6 +41,8 @@ class Prepared(Protocol):
 
     def lines(self) -> Iterator[bytes]: ...
 
+    def close(self) -> None: ...  # ends any reading still open (after a failed write too)
+
 
 class Source(Protocol):
     kind: str

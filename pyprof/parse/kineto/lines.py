@@ -68,6 +68,9 @@ class KinetoPrepared:
         if buf:
             yield b"".join(buf)
 
+    def close(self) -> None:
+        """Nothing to release: the trace was read whole when the source was opened."""
+
 
 def entry_stats(entries: list[tuple]) -> KinetoStats:
     """Kernels, copies and attributed kernels among plan entries, which are checked first: every field
