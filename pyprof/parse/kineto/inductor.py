@@ -4,31 +4,17 @@ Inside a ``Torch-Compiled Region: F/C`` range a trace shows Inductor's generated
 kernels on a GPU: ``triton_poi_fused_add_relu_0``; on the CPU, C++ kernels as ranges of their own,
 ``graph_0_cpp_fused_relu_0``, where Inductor's ``cpp.enable_kernel_profile`` was on, as ``pyprof.init()``
 sets it, else inside the region's own time, not seen apart) and the extern calls of the generated code
-(``aten::addmm``, ``aten::mm``, attention, convolution: each an op of its own, priced as that op). The
-trace gives none of them a module: every one sits in the compiled module's range.
+(``aten::addmm``, attention, convolution: each an op of its own, priced as that op). The trace gives none
+of them a module: every one sits in the compiled module's range.
 
-:func:`attribute` rewrites the plan entries of such kernels (``KinetoSource._plan``) from two sources:
-
-* **Inductor's metadata** (``pyprofInductor``, which ``pyprof run`` adds to the trace from
-  :mod:`pyprof.annotate.inductor`): per compiled graph (compile id ``F/C``, forward or backward) each
-  kernel's origin aten ops, module chain and call site. A fused kernel is joined by its name within its
-  region's graph (``link`` ``inductor``: ``op`` ``fused:ops``, ``mod`` ``inductor``, ``layer`` the modules
-  its nodes came from, ``op`` ``fused:NAME`` where its nodes name no aten op); Inductor reuses one kernel
-  for identical code, so the k-th call of a name in a region instance takes the graph's k-th call of it.
-  An extern call keeps its op and arguments (its price) and takes the module of the k-th extern call of
-  the same op in that graph, k counted within the region instance (``link`` ``inductor`` too: its module
-  came from the record).
-* **The kernel's name** where there is no metadata (a trace recorded without ``pyprof run``, or a torch
-  whose Inductor caches could not be bypassed): a fused kernel's origin ops are read from its name (Inductor names it
-  by them: ``triton_red_fused__to_copy_add_native_layer_norm_7``), ``link`` ``kernel-name`` says its
-  module is unknown and ``layer`` stays the compiled module's.
-
-A fused kernel is an op instance of its own (``opId`` null; the kernels of a replayed CUDA graph stay the
-graph's one instance, as the linking rule has it). Joined to its metadata, its ``args`` (:func:`fused_args`)
-are the buffers it reads and writes (``buffers``) and its origin nodes' calls, from which prof prices it
-(:mod:`pyprof.prof.ops.fused`); named from its name alone, ``args`` is null and its FLOPs and bytes n/a.
-The GEMM, convolution and attention work of a compiled region in default mode runs as extern calls,
-which keep their prices.
+:func:`attribute` rewrites the plan entries of such kernels (``KinetoSource._plan``) as docs/records.md
+("How a kernel finds its op") says: from Inductor's metadata (``pyprofInductor``, which ``pyprof run``
+adds to the trace from :mod:`pyprof.annotate.inductor`: per compiled graph, each kernel's origin aten ops,
+module chain and call site), else from the kernel's name (Inductor names it by its origin ops). Inductor
+reuses one kernel for identical code, so the k-th call of a name in a region instance takes the graph's
+k-th call of it; an extern call takes the module of the k-th extern call of the same op. A fused
+kernel's ``args`` (:func:`fused_args`: the buffers it reads and writes, its origin nodes' calls) are what
+prof prices it by (:mod:`pyprof.prof.ops.fused`); named from its name alone, they are null.
 """
 
 from __future__ import annotations

@@ -1,46 +1,30 @@
 """torch.profiler (Kineto) chrome traces as a pyprof source: the same kernel records as from Nsight.
 
-``KinetoSource(path)`` loads a ``export_chrome_trace`` file (``.json`` or ``.json.gz``;
-:mod:`pyprof.parse.kineto.load`), nests its ranges per thread (:mod:`pyprof.parse.kineto.index`) and
-yields one record per kernel (:mod:`pyprof.records`):
+``KinetoSource(path)`` loads an ``export_chrome_trace`` file (:mod:`pyprof.parse.kineto.load`), nests its
+ranges per thread (:mod:`pyprof.parse.kineto.index`) and yields one record per kernel (:mod:`pyprof.records`),
+its op found by the linking rule of docs/records.md ("How a kernel finds its op").
 
 * **GPU trace** (it has ``kernel``/``gpu_memcpy``/``gpu_memset`` events): each GPU activity joins its
-  ``cuda_runtime``/``cuda_driver`` launch on the correlation id; the ranges open on the launching
-  thread at the launch (``cpu_op`` ATen ops and ``user_annotation`` record_function ranges, where
-  pyprof markers land) are decoded by the shared :func:`pyprof.parse.decode.decode`.
+  launch on the correlation id; the ranges open on the launching thread at the launch are decoded by
+  the shared :func:`pyprof.parse.decode.decode`.
 * **CPU-only trace**: the kernels are the CPU ops that do work of their own. Every ``cpu_op``'s *self
   time* (its duration minus that of the ops directly under it) is counted once: an op with work
-  (``aten::addmm``, ``aten::mkldnn_convolution``, ``aten::copy_``) is one record whose ``kDuration`` is
-  its self time plus that of the no-work ops it called (views, allocation, dispatch wrappers such as
-  ``aten::linear`` -> ``aten::t``; :mod:`pyprof.kernel_roles`), so the records add up to the time
-  spent in ops, and a ``linear`` is an ``aten::addmm`` record, not ten. (Only taking ops without a child
-  op would lose real work: ``aten::mkldnn_convolution`` calls ``aten::empty``/``aten::resize_``.)
+  (``aten::addmm``) is one record whose ``kDuration`` is its self time plus that of the no-work ops it
+  called (views, allocation, dispatch wrappers; :mod:`pyprof.kernel_roles`), so the records add up to the
+  time spent in ops. (Only taking ops without a child op would lose real work:
+  ``aten::mkldnn_convolution`` calls ``aten::empty``/``aten::resize_``.)
 
-Kineto gives structure that emit_nvtx text has to spell out: the autograd ``Sequence number`` of
-forward ops and of backward nodes (``autograd::engine::evaluate_function: AddmmBackward0``) is read
-from the event's args, and backward kernels are tied to the forward op with that number on the same
-process through :class:`pyprof.parse.decode.BackwardLinker`. Without pyprof markers the op is the
-outermost ATen op (``aten::linear`` -> ``linear``, ``mod`` ``aten``) with its arguments from
-``Input Dims``/``Input type``/``Concrete Inputs`` (:mod:`pyprof.parse.kineto.args`), the call site
-comes from ``with_stack`` Python frames when the trace has them (the innermost user frames; their line
-is where the function was entered, less exact than a marker's call site), and the layers from its
-``nn.Module: Name_N`` ranges (``with_modules``/``with_stack``). A collective is its
-``record_param_comms`` range, priced from the message sizes recorded there.
+Without a pyprof marker, the call site comes from the ``with_stack`` Python frames (their line is where
+the function was entered, less exact than a marker's) and the layers from the ``nn.Module: Name_N``
+ranges. Op instances are decoded once and shared by their kernels; ``opId`` is the ``External id`` of
+the instance's range, and a backward instance linked to its forward op takes that op's id. A backward
+node's ``Sequence number`` is looked up by (pid, seq), the latest forward op with it before the node
+runs, on the thread its ``Fwd thread id`` names where that is known (sequence numbers count per thread;
+see :meth:`KinetoSource._forward_tid`).
 
-Op instances: the ranges down to the outermost namespaced op open at a kernel (``aten::addmm``, or a
-collective's ``record_param_comms``; under an autograd node too) are decoded once per instance and
-shared by its kernels; ``opId`` is the ``External id`` of the instance's range (the pyprof op
-marker's, the ATen op's, or the backward pass's ``evaluate_function`` range), unique within a trace,
-and a backward instance linked to its forward op takes that op's id. A backward node's ``Sequence
-number`` is looked up by (pid, seq), the latest forward op with it before the node runs, on the
-thread its ``Fwd thread id`` names where that is known (sequence numbers count per thread; see
-:meth:`KinetoSource._forward_tid`).
-
-Speed and memory: the trace is read in chunks into typed structs (:mod:`~pyprof.parse.kineto.load`,
-:mod:`~pyprof.parse.kineto.events`), each event reduced to a few packed fields in one pass. Records are
-planned first (:meth:`KinetoSource.prepared`: every kernel's op instance decoded and linked), then
-built as dicts or JSON lines (:mod:`~pyprof.parse.kineto.lines`); in a process pyprof owns, with the
-cyclic garbage collector paused (:mod:`pyprof.process`). ``scripts/bench_kineto.py`` measures it.
+Speed: records are planned first (:meth:`KinetoSource.prepared`: every kernel's op instance decoded and
+linked), then built as dicts or JSON lines (:mod:`~pyprof.parse.kineto.lines`), with the cyclic garbage
+collector paused (:mod:`pyprof.process`). ``scripts/bench_kineto.py`` measures it.
 """
 
 from __future__ import annotations
