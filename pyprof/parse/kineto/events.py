@@ -112,12 +112,8 @@ def _as_dur(v):
 
 
 def _as_ints(v):
-    if v.__class__ is not list:
-        return None
-    for x in v:
-        if x.__class__ is not int or not I64_MIN <= x <= I64_MAX:
-            return None
-    return v
+    ok = v.__class__ is list and all(x.__class__ is int and I64_MIN <= x <= I64_MAX for x in v)
+    return v if ok else None
 
 
 assert tuple(EVENT_TYPES) == EVENT_FIELDS  # (EventTypes.from_dicts checks them in this order)
