@@ -88,11 +88,13 @@ class Graph:
             ix = self.ix
             self._masks = {}
             for i, nm in enumerate(ix.name):
-                a = ix.args[i] if nm == "aten::convolution_backward" else None
-                got = kineto_args(*map(ix.value, a[1:])) if a else None
-                mask = got[-1].get("value") if got else [j == _OLD_GRADS[nm] for j in range(3)] if nm in _OLD_GRADS \
-                    else None
-                key, p = (-1, ix.parent[i]) if nm in _OLD_GRADS else (self.node(i), -1)
+                if nm == "aten::convolution_backward" and ix.args[i]:
+                    got = kineto_args(*map(ix.value, ix.args[i][1:]))
+                    mask, key, p = got[-1].get("value") if got else None, self.node(i), -1
+                elif nm in _OLD_GRADS:
+                    mask, key, p = [j == _OLD_GRADS[nm] for j in range(3)], -1, ix.parent[i]
+                else:
+                    continue
                 while p >= 0 and ix.name[p] in OLD_CONV:  # (1.8 nests the old op in a twin of itself)
                     key, p = p, ix.parent[p]
                 if isinstance(mask, list) and len(mask) == 3 and all(isinstance(v, bool) for v in mask) and key >= 0:
