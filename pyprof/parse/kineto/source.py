@@ -291,11 +291,11 @@ class KinetoSource:
         return got
 
     def _backend_args(self, r: int, kind: str, group: int | None) -> list[dict[str, Any]] | None:
-        """The ``input``/``output``/``group_size`` arguments (as ``_comm_fields`` gives them) of a collective
-        known from its backend's range ``r`` (``nccl:NAME``, ``gloo:NAME``), whose Input Dims and Input type
-        are the input tensor: the output is as large for a collective that keeps the size (all-reduce,
-        all-to-all, broadcast), ``group`` times larger for an all-gather and smaller for a reduce-scatter where
-        the group is known, else unknown. None where the range recorded no tensor."""
+        """The arguments (:func:`_message`) of a collective known from its backend's range ``r``
+        (``nccl:NAME``, ``gloo:NAME``), whose Input Dims and Input type are the input tensor: the output
+        is as large for a collective that keeps the size (all-reduce, all-to-all, broadcast), ``group``
+        times larger for an all-gather and smaller for a reduce-scatter where the group is known, else
+        unknown. None where the range recorded no tensor."""
         a = self._ix.args[r]
         got = kineto_args(self._ix.value(a[1]), self._ix.value(a[2]), None) if a is not None else None
         t = got[0] if got and got[0].get("type") == "tensor" else None
@@ -309,10 +309,7 @@ class KinetoSource:
             n_out = n_in * group
         elif group and "scatter" in kind and n_in % group == 0:
             n_out = n_in // group
-        dt = t["dtype"]
-        return [{"name": "input", "type": "tensor", "shape": [n_in], "dtype": dt},
-                {"name": "output", "type": "tensor", "shape": None if n_out is None else [n_out], "dtype": dt},
-                {"name": "group_size", "type": "int", "value": group}]
+        return _message(n_in, n_out, t["dtype"], group)
 
     def _group_size(self) -> int | None:
         """The size of the job's one process group, from the trace's ``distributedInfo`` (``pg_config``);
@@ -725,15 +722,21 @@ def _copy_kind(role: str, name: str) -> tuple[str, str | None]:
 
 def _comm_fields(comm: tuple) -> dict[str, Any]:
     """A collective's op fields from its ``record_param_comms`` arguments: the collective's name (namespace
-    ``c10d``), its input and output messages as 1-D tensors and the group size."""
+    ``c10d``) and its :func:`_message`."""
     name, n_in, n_out, dtype, group = comm
+    n_in, n_out = (n if isinstance(n, int) and n >= 0 else None for n in (n_in, n_out))
     dt = ks.SCALAR_TYPE_NAMES.get(dtype) if isinstance(dtype, str) else None
-    args = [{"name": "input", "type": "tensor", "shape": [n_in] if isinstance(n_in, int) and n_in >= 0 else None,
-             "dtype": dt},
-            {"name": "output", "type": "tensor", "shape": [n_out] if isinstance(n_out, int) and n_out >= 0 else None,
-             "dtype": dt},
-            {"name": "group_size", "type": "int", "value": group if isinstance(group, int) else None}]
+    args = _message(n_in, n_out, dt, group if isinstance(group, int) else None)
     return {"mod": "c10d", "op": name, "args": args, "cdtype": None}
+
+
+def _message(n_in: int | None, n_out: int | None, dtype: str | None,
+             group: int | None) -> list[dict[str, Any]]:
+    """A collective's arguments: its input and output messages as 1-D tensors (shape null: size unknown)
+    and its group size."""
+    return [{"name": "input", "type": "tensor", "shape": None if n_in is None else [n_in], "dtype": dtype},
+            {"name": "output", "type": "tensor", "shape": None if n_out is None else [n_out], "dtype": dtype},
+            {"name": "group_size", "type": "int", "value": group}]
 
 
 def _devices(meta: dict) -> tuple[dict[int, str], dict[int, dict]]:
