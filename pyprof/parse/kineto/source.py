@@ -749,20 +749,16 @@ def _devices(meta: dict) -> tuple[dict[int, str], dict[int, dict]]:
     for i, prop in enumerate(props if isinstance(props, list) else []):
         if not isinstance(prop, dict):
             continue
-        dev = prop.get("id", i)
-        dev = dev if isinstance(dev, int) else i
+        dev = prop["id"] if isinstance(prop.get("id"), int) else i
         name = prop.get("name")
         if isinstance(name, str) and name:
             # (a lone surrogate, which Python's json reads, cannot be written as UTF-8: replaced)
             names[dev] = name.encode("utf-8", "replace").decode("utf-8")
-        got: dict[str, Any] = {}
         major, minor = prop.get("computeMajor"), prop.get("computeMinor")
-        if type(major) is int and type(minor) is int and major > 0 and minor >= 0:
-            got["cc"] = f"{major}.{minor}"
-        for key, field in (("sms", "numSms"), ("mem", "totalGlobalMem"), ("warp", "warpSize")):
-            v = prop.get(field)
-            if type(v) is int and v > 0:
-                got[key] = v
+        ok = type(major) is int and type(minor) is int and major > 0 and minor >= 0
+        got: dict[str, Any] = {"cc": f"{major}.{minor}"} if ok else {}
+        got.update((k, v) for k, key in (("sms", "numSms"), ("mem", "totalGlobalMem"), ("warp", "warpSize"))
+                   if type(v := prop.get(key)) is int and v > 0)
         if got:
             out[dev] = got
     return names, out
