@@ -6,25 +6,18 @@ structs holding only the fields the parser reads, skipping the rest of each obje
 objects for it, which is much of the JSON time of a big trace; and attribute reads in the scan are
 cheaper than ``dict.get``.
 
-Argument keys have had several spellings (:data:`pyprof.parse.kineto.schema.ARG_KEYS`). The types
-are made per trace (:func:`event_types`), once the first piece of its events has been read as
-dicts and the spellings it uses are known: an op's ``ext``/``seq``/``dims``/``types``/``conc``
-fields are decoded from that trace's keys; ``dims``/``types``/``conc`` stay JSON text (:data:`RAW_ARGS`). The keys of GPU activities and launches, rarer and not
-always in the first piece, are kept under every spelling (:meth:`EventTypes.gpu_arg`).
-
-Events that do not fit the types (``args`` that is not an object, an event that is no object) make
-their piece fall back to dicts, converted field by field (:meth:`EventTypes.from_dicts`): the same
-structs, the same parse, only slower.
+The types are made per trace (:func:`event_types`) once its first piece has been read as dicts and
+the spellings it uses (:data:`pyprof.parse.kineto.schema.ARG_KEYS`) are known: an op's fields
+(:data:`OP_ARGS`) under that trace's keys, ``dims``/``types``/``conc`` kept as JSON text
+(:data:`RAW_ARGS`); the keys of GPU activities and launches, rarer and not always in the first
+piece, under every spelling (:meth:`EventTypes.gpu_arg`).
 
 The types admit only what the parser can use (:data:`EVENT_TYPES`, :func:`_arg_type`): text where
 it reads text (a category is looked up, a name is searched), a hashable ``pid``/``tid``, integers
 that fit int64, and times whose nanoseconds fit int64 (:data:`MAX_TS`, :data:`MAX_DUR`: no NaN, no
-infinity, no negative duration). A trace holding another value goes the dict way
-(:meth:`EventTypes.from_dicts`), where nothing is lost without a count (:attr:`EventTypes.dropped`):
-a complete event (``ph`` ``X``) whose time, duration, category, name, pid or tid holds such a value is
-left out, counted per field; an argument of another type is read as missing, counted; a name holding
-a lone UTF-16 surrogate (which Python's json reads and no output can hold) is kept with it escaped
-(``\\ud800``), counted.
+infinity, no negative duration). A piece holding anything else, or an event or ``args`` that is no
+object, falls back to dicts converted field by field (:meth:`EventTypes.from_dicts`): the same
+structs, only slower, and nothing lost without a count (:attr:`EventTypes.dropped`).
 """
 
 from __future__ import annotations

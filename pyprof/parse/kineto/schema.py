@@ -1,21 +1,13 @@
 """Everything pyprof knows about the torch.profiler (Kineto) chrome-trace format, as data.
 
 One declarative module, in the manner of HTA's parser config: event categories, the spellings
-an argument has had across PyTorch 1.8 - 2.x, dtype names, and the timestamp rule. The parser
-(:mod:`pyprof.parse.kineto`) never spells a Kineto key itself.
+an argument has had across PyTorch 1.8 - 2.x (seen in PyTorch's and HTA's test traces and in traces
+recorded here), dtype names, and the timestamp rule. The parser (:mod:`pyprof.parse.kineto`) never
+spells a Kineto key itself.
 
-Variations covered (seen in PyTorch's and HTA's test traces and in traces recorded here):
-
-* categories: ``cpu_op`` (``Operator`` in PyTorch 1.8-1.9), ``user_annotation`` (record_function,
-  where pyprof markers land), ``python_function`` (``with_stack``), ``cuda_runtime`` /
-  ``cuda_driver`` (``Runtime`` in 1.8), ``kernel`` (``Kernel``), ``gpu_memcpy`` (``Memcpy``),
-  ``gpu_memset`` (``Memset``);
-* argument keys: ``External id`` / ``external id``, ``correlation`` / ``correlation id``,
-  ``Sequence number``, ``Fwd thread id``, ``Input Dims`` / ``Input dims``, ``Input type``,
-  ``Concrete Inputs``;
-* timestamps: the Trace Event Format puts ``ts``/``dur`` in microseconds. PyTorch before 2.4 wrote
-  integers (us resolution); since pytorch/pytorch#122425 they are floats with three decimals
-  (ns resolution). Both become integer nanoseconds; an integer is multiplied exactly.
+Timestamps: the Trace Event Format puts ``ts``/``dur`` in microseconds. PyTorch before 2.4 wrote
+integers (us resolution); since pytorch/pytorch#122425 they are floats with three decimals (ns
+resolution). Both become integer nanoseconds; an integer is multiplied exactly.
 """
 
 from __future__ import annotations
