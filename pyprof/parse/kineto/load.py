@@ -1,8 +1,9 @@
 """Read a torch.profiler chrome trace (``.json`` or ``.json.gz``), or fail with one line.
 
 The file is memory-mapped (or gunzipped) and its events array parsed chunk by chunk as the caller
-iterates (:class:`Trace`), so only one chunk's objects live beside the file's bytes; a layout the
-chunks do not fit is parsed as one document (:func:`load_trace` says when).
+iterates (:class:`Trace`), so only one chunk's objects live beside the file's bytes (a 1M-event
+trace parsed as one document takes several GB); a layout the chunks do not fit is parsed as one
+document (:func:`load_trace` says when).
 
 Kineto before pytorch/kineto#1459 writes event names without escaping their double quotes: a
 ``record_function`` whose name contains ``"``, which is every pyprof marker (``{"pyprof":1,...}``),
@@ -31,8 +32,6 @@ from pyprof.parse import limits
 from pyprof.parse.kineto.events import EventTypes, event_types
 
 _GZIP_MAGIC = b"\x1f\x8b"
-# Kineto's layout: `    "name": "<raw text>",` alone on its line. Only lines whose text holds a quote
-# are touched; `(.*")` is greedy so the last `"` before `",` closes the value.
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 # between two events: `}, {` with a key next (a pyprof marker's name holds `},{%22name%22...`: cutting
 # there would cost a failed parse of the whole piece)
@@ -41,6 +40,8 @@ CHUNK_BYTES = 8 << 20
 #: plain files at least this big are memory-mapped instead of read
 MMAP_BYTES = 1 << 20
 _NONSPACE = re.compile(rb"\S")
+# Kineto's layout: `    "name": "<raw text>",` alone on its line. Only lines whose text holds a quote
+# are touched; `(.*")` is greedy so the last `"` before `",` closes the value.
 _NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")(.*".*)("[ \t]*,?[ \t]*\r?)$')
 _BARE_QUOTE = re.compile(rb'(?<!\\)"')
 
@@ -49,13 +50,9 @@ _BARE_QUOTE = re.compile(rb'(?<!\\)"')
 class Trace:
     """A chrome trace: the top-level metadata (everything but the events) and the events, in chunks.
 
-    ``chunks`` yields lists of events; iterate it once. Parsing chunk by chunk keeps only one
-    chunk's Python objects alive next to the file's bytes (a 1M-event trace would need several GB
-    as one document). ``repaired`` counts event names whose quotes had to be re-escaped.
-
-    Events are the structs of :attr:`types` (:mod:`pyprof.parse.kineto.events`: only the fields the
-    parser reads), made once the first piece has shown the trace's key spellings; ``raw`` traces
-    (tools, tests) give every event as the dict the JSON holds.
+    ``chunks`` yields lists of events (iterate it once): the structs of :attr:`types`, made once the
+    first piece has shown the trace's key spellings; ``raw`` traces (tools, tests) give every event as
+    the dict the JSON holds. ``repaired`` counts event names whose quotes had to be re-escaped.
     """
 
     chunks: Iterator[list]
