@@ -165,13 +165,6 @@ def _gunzip(path: str, data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _not_json(path: str, exc: Exception) -> InputError:
-    return InputError(
-        f"{path}: not JSON ({exc}); truncated or not a torch.profiler trace",
-        "give a file written by prof.export_chrome_trace() (.json or .json.gz)",
-    )
-
-
 def _layout(data: bytes) -> tuple[dict, int, int] | None:
     """(metadata, start, end) of the ``traceEvents`` array's inside, or None if not found.
 
@@ -382,7 +375,8 @@ def _parse_doc(path: str, data: bytes) -> tuple[Any, int]:
             return json.loads(data), 0
         except (ValueError, RecursionError):
             pass
-    raise _not_json(path, first_error)
+    raise InputError(f"{path}: not JSON ({first_error}); truncated or not a torch.profiler trace",
+                     "give a file written by prof.export_chrome_trace() (.json or .json.gz)")
 
 
 def _parse_whole(path: str, data) -> tuple[list, dict, int]:
