@@ -152,8 +152,8 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
             dur = ev.dur or 0
             end = start + (dur * 1000 if type(dur) is int else round(dur * 1000.0))
             pid = ev.pid
-            if pid.__class__ is not int:
-                pid = _pid(pid)
+            if pid.__class__ is not int:  # text ("7") as an int, else None (the record field is an int)
+                pid = int(pid) if isinstance(pid, str) and pid.isdecimal() else None
             if type(code) is not int:
                 _device_event(ix, trace, ev, code, pid, start, end)
                 continue
@@ -393,12 +393,6 @@ def _place_launches(lids: list, li: int, s, stack: list, end, launches: list, la
         launch_node[lids[li]] = stack[-1] if stack else -1
         li += 1
     return li
-
-
-def _pid(v) -> int | None:
-    """A process id that is no int (the scan keeps those): text (``"7"``) as an int, else None (the
-    record field is an int)."""
-    return int(v) if isinstance(v, str) and v.isdecimal() else None
 
 
 def op_ancestors(ix: Index) -> tuple[np.ndarray, np.ndarray]:
