@@ -96,11 +96,6 @@ _LIB_MARKERS = ("/torch/", "/site-packages/", "/dist-packages/", "/pyprof/", "<f
 MODULE_PREFIX = "nn.Module: "
 
 
-def _module(name: str) -> tuple:
-    """``nn.Module: Linear_0`` -> ``("Linear_0",)``; ``()`` for any other Python range."""
-    return (name[len(MODULE_PREFIX):],) if name.startswith(MODULE_PREFIX) else ()
-
-
 def user_frame(name: str) -> str | None:
     """``/home/u/train.py(42): forward`` -> ``train.py:42:forward``; None for library/builtin frames."""
     if not name or name[0] == "<":
@@ -176,8 +171,9 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
                 a = ev.args
                 name = names.setdefault(name, name)
                 b = bwd_names.get(name)
-                if b is None:
-                    b = bwd_names[name] = _is_bwd_node(name, py_names)
+                if b is None:  # a node's or evaluate_function's; never a name met first as a Python range's
+                    b = bwd_names[name] = name not in py_names and (
+                        name.startswith(ks.BACKWARD_PREFIX) or classify(name).is_bwd_node)
                 bwd_l.append(b)
                 if a is None:
                     seq_l.append(None)
@@ -191,12 +187,6 @@ def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
             pid_l.append(key[0])
             tid_l.append(key[1])
             lst.append(rid)
-
-
-def _is_bwd_node(name: str, py_names: dict) -> bool:
-    """Whether an op range's name is an autograd node's (or the engine's evaluate_function range); never
-    for a name first met as a Python range's (one cache served both)."""
-    return name not in py_names and (name.startswith(ks.BACKWARD_PREFIX) or classify(name).is_bwd_node)
 
 
 def _op_args(ix: Index, rid: int, a, bwd: bool) -> int | None:
@@ -341,7 +331,8 @@ def _nest(ix: Index, rids: list[int], lids, key: tuple, held: list) -> None:
             got = py.get(nm)
             if got is None:
                 f = user_frame(nm)
-                got = py[nm] = ((f,) if f else (), _module(nm))
+                m = (nm[len(MODULE_PREFIX):],) if nm.startswith(MODULE_PREFIX) else ()  # ("Linear_0",)
+                got = py[nm] = ((f,) if f else (), m)
             f, m = got
             if stack:
                 p = stack[-1]
