@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Protocol
 
 from pyprof.process import collector_paused
@@ -59,14 +60,9 @@ class KinetoPrepared:
 
     def lines(self) -> Iterator[bytes]:
         """The records as JSON lines, :data:`_CHUNK` at a time."""
-        buf: list[bytes] = []
-        for rec in self.records():
-            buf.append(dumps(rec))
-            if len(buf) == _CHUNK:
-                yield b"".join(buf)
-                buf = []
-        if buf:
-            yield b"".join(buf)
+        lines = map(dumps, self.records())
+        while chunk := list(islice(lines, _CHUNK)):
+            yield b"".join(chunk)
 
     def close(self) -> None:
         """Nothing to release: the trace was read whole when the source was opened."""
