@@ -22,6 +22,7 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import msgspec
@@ -226,9 +227,11 @@ class _NotJson(Exception):
     """A piece of the events array that is not valid JSON (internal)."""
 
 
-def _decode(path: str, array: bytes, trace: Trace) -> list:
-    """The events of JSON array ``array``: typed (msgspec) once the trace's types are known; the dict
-    way (orjson, then :meth:`Trace.typed`) before that, or for a piece the types do not fit."""
+def _decode(path: str, trace: Trace, piece) -> list:
+    """The events of a piece of the events array (bytes, or a memoryview of the file's): typed (msgspec)
+    once the trace's types are known; the dict way (orjson, then :meth:`Trace.typed`) before that, or
+    for a piece the types do not fit."""
+    array = b"".join((b"[", piece, b"]"))
     if trace.types is not None and not trace.raw:
         try:
             return trace.types.decode(array)
@@ -253,32 +256,24 @@ def _decode(path: str, array: bytes, trace: Trace) -> list:
     return trace.typed(events)
 
 
-def _parse_piece(path: str, piece, trace: Trace) -> list | None:
-    """Events of one piece of the array (bytes, or a memoryview of the file's), repairing Kineto's
-    unescaped names if needed; None if invalid."""
-    got = _repairing(lambda p: _decode(path, b"".join((b"[", p, b"]")), trace), piece, _NotJson)
-    if got is None:
-        return None
-    trace.repaired += got[1]
-    return got[0]
-
-
 def _chunks(path: str, data: bytes, start: int, end: int, trace: Trace) -> Iterator[list]:
-    """Parse the events array piece by piece, cutting between two events (``}, {``); raises
-    :class:`_NotJson` where a piece does not parse (:func:`_or_reference` then takes over)."""
+    """Parse the events array piece by piece, cutting between two events (``}, {``), Kineto's unescaped
+    names repaired where a piece needs it; raises :class:`_NotJson` where a piece does not parse
+    (:func:`_or_reference` then takes over)."""
     view = memoryview(data)
     pos = start
     while pos < end:
         m = _BOUNDARY.search(data, pos + CHUNK_BYTES, end) if pos + CHUNK_BYTES < end else None
         for _ in range(17):  # (a cut inside a nested value: the piece extended to the next boundary)
             cut, nxt = (m.start() + 1, m.end() - 1) if m is not None else (end, end)
-            events = _parse_piece(path, view[pos:cut], trace)
-            if events is not None or m is None:
+            got = _repairing(partial(_decode, path, trace), view[pos:cut], _NotJson)
+            if got is not None or m is None:
                 break
             m = _BOUNDARY.search(data, m.end(), end)
-        if events is None:
+        if got is None:
             raise _NotJson
-        yield events
+        trace.repaired += got[1]
+        yield got[0]
         pos = nxt
 
 
