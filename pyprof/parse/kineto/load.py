@@ -299,7 +299,10 @@ def load_trace(path: str | os.PathLike, raw: bool = False) -> Trace:
             trace = None
         if trace is not None:
             return trace
-    return _load_whole(path, data, raw)
+    events, meta, repaired = _parse_whole(path, data)
+    trace = Trace(chunks=iter(()), meta=meta, repaired=repaired, raw=raw)
+    trace.chunks = iter([trace.typed(events)])
+    return trace
 
 
 def _load_chunked(path: str, data, raw: bool) -> Trace | None:
@@ -339,14 +342,6 @@ def _or_reference(path: str, data, trace: Trace, chunks: Iterator[list]) -> Iter
     del events
     if rest:
         yield trace.typed(rest)
-
-
-def _load_whole(path: str, data, raw: bool) -> Trace:
-    """The reference path: the whole document parsed at once (:func:`_parse_whole`)."""
-    events, meta, repaired = _parse_whole(path, data)
-    trace = Trace(chunks=iter(()), meta=meta, repaired=repaired, raw=raw)
-    trace.chunks = iter([trace.typed(events)])
-    return trace
 
 
 def _parse_doc(path: str, data: bytes) -> tuple[Any, int]:
