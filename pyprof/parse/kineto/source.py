@@ -116,9 +116,7 @@ class KinetoSource:
         chain = ix.chain[key] if key >= 0 else ()
         if not chain:
             return _EMPTY, None, None
-        # ProfilerStep#N ranges mean nothing to the decoder; without them, aten-only chains repeat
-        # from one iteration to the next and their decode is cached
-        steps = ix.steps
+        steps = ix.steps  # (ProfilerStep#N ranges mean nothing to the decoder; see _decode)
         kept = chain if steps.isdisjoint(chain) else tuple(r for r in chain if r not in steps)
         d = self._decode(kept)
         f = dict(d.fields)
@@ -599,11 +597,9 @@ class KinetoSource:
             entries.append((node, ctx, n, pre))
         return entries
 
-    # What KinetoPrepared reads of a source (its PlanSource): a public name, so that it uses no
-    # private attribute of this class and need not import this module.
     def record(self, entry: tuple, self_t: list[int] | None) -> dict[str, Any]:
         """The record dict of one plan entry (see :meth:`_plan`; ``self_t``: CPU self times, for a CPU
-        trace's records)."""
+        trace's records), public as :class:`~.lines.PlanSource` reads it."""
         node, ctx, n, pre = entry
         if pre is None:
             ix = self._ix
