@@ -702,18 +702,15 @@ def _base(kind, short, long, start, end, duration, pid, tid) -> dict[str, Any]:
 
 
 def _dim3(value) -> list[int] | None:
-    if isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) for v in value):
-        return value
-    return None
+    ok = isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) for v in value)
+    return value if ok else None
 
 
 def _copy_kind(role: str, name: str) -> tuple[str, str | None]:
     if role == "memset":
         return "memset", "memset"
-    for kind in ks.COPY_KINDS:
-        if kind in name:
-            return f"memcpy {kind}", kind
-    return "memcpy", None
+    kind = next((k for k in ks.COPY_KINDS if k in name), None)
+    return ("memcpy" if kind is None else f"memcpy {kind}"), kind
 
 
 def _comm_fields(comm: tuple) -> dict[str, Any]:
