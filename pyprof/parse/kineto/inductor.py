@@ -257,11 +257,9 @@ _UNKNOWN_NODE = {"name": None, "type": "op"}  # an origin node whose call is unk
 
 
 def _fused_call(graph: tuple | None, name: str, seen: dict, inst) -> dict | None:
-    """The recorded call of fused kernel ``name`` that this one is: the k-th call of that name in its
-    region instance takes the graph's k-th call (Inductor reuses one kernel for identical code: two
-    ReLUs, two calls of ``cpp_fused_relu_0``); a kernel recorded once takes that one for every call.
-    ``seen`` counts the region instance's calls by name (``inst``: the entry, one per call; -1 for every
-    kernel of a replayed CUDA graph, which replays the graph's calls as one)."""
+    """The recorded call of fused kernel ``name`` that this one is (the k-th, as the module docstring says;
+    a kernel recorded once is that one at every call). ``seen`` counts the region instance's calls by name
+    (``inst``: the entry; -1 for every kernel of a replayed CUDA graph, which replays them as one call)."""
     calls = graph[0].get(name) if graph is not None else None
     if not calls:
         return None
