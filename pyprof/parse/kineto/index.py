@@ -113,10 +113,9 @@ def user_frame(name: str) -> str | None:
 
 def scan(ix: Index, chunks: Iterable[list], trace: Trace) -> None:
     """Append the ranges, launches and GPU activities of ``chunks``' events (``trace``'s structs,
-    :mod:`pyprof.parse.kineto.events`) to ``ix``, times as lists; :func:`finish` then nests them. Only
-    what the records need is kept of each event: op ranges keep ``(External id, Input Dims, Input type,
-    Concrete Inputs)``, names are interned. The per-range loop is inlined (a call per event costs);
-    what is rarer (annotations, launches, GPU activities, a change of thread) is a call of its own."""
+    :mod:`pyprof.parse.kineto.events`) to ``ix``, times as lists, names interned; :func:`finish` then
+    nests them. The per-range loop is inlined (a call per event costs); what is rarer (annotations,
+    launches, GPU activities, a change of thread) is a call of its own."""
     # category -> range role code (int), or the role name of launches and GPU activities
     codes = {cat: _ROLE_CODE.get(role, role) for cat, role in ks.CATEGORY_ROLE.items()}
     name_l, role_l, start_l, end_l, pid_l, tid_l, args_l, seq_l, bwd_l = (
