@@ -101,18 +101,14 @@ def _checked(entries: list[tuple], counts: dict[str, int]) -> None:
         return
     keys = list(ctxs)
     fixed = {keys[i]: ((fields[i], *ctxs[keys[i]][1:]), names) for i, names in bad_ctx.items()}
-    p = 0
+    checked = iter(pres)  # (nulled replaced the refused ones in place)
     for i, (node, ctx, n, pre) in enumerate(entries):
         got = fixed.get(id(ctx))
         if got is not None:
             ctx = got[0]
             for name in got[1]:
                 counts[name] = counts.get(name, 0) + 1
-        if pre is not None:
-            if p in bad_pre:
-                pre = pres[p]
-            p += 1
-        entries[i] = (node, ctx, n, pre)
+        entries[i] = (node, ctx, n, pre if pre is None else next(checked))
 
 
 class LazyRecords:
