@@ -182,10 +182,7 @@ def read_ints(db: Database, sql: str, ncols: int) -> np.ndarray:
     parts = []
     with translate_errors(db.path):
         cur = db.conn.execute(sql)
-        while True:
-            rows = cur.fetchmany(BATCH)
-            if not rows:
-                break
+        while rows := cur.fetchmany(BATCH):
             try:
                 parts.append(to_ints(rows, ncols))
             except (TypeError, ValueError, OverflowError):
@@ -213,10 +210,8 @@ class Task:
 def run_task(db: Database, task: Task, alloc=None) -> np.ndarray:
     """One task's result: big queries through ADBC where it can, the rest through sqlite3."""
     if task.rows >= ARROW_MIN_ROWS:
-        if task.arrow_sql is not None:
-            out = read_ints_arrow(db.path, task.arrow_sql, task.ncols, alloc, null=-1)
-        else:
-            out = read_ints_arrow(db.path, task.sql, task.ncols, alloc)
+        null = None if task.arrow_sql is None else -1
+        out = read_ints_arrow(db.path, task.arrow_sql or task.sql, task.ncols, alloc, null)
         if out is not None:
             return out
     return read_ints(db, task.sql, task.ncols)
