@@ -1,22 +1,13 @@
 """Fast bulk reads: integer columns straight into numpy, split over worker processes on big exports.
 
-Python's sqlite3 builds a tuple per row, which dominates parse time on million-row tables. Three
-things help:
-
-* integer-only selects (``IFNULL(col, -1)``: -1 stands for NULL in columns that are never negative);
-* on big queries, the Apache Arrow ADBC SQLite driver (``adbc-driver-sqlite``, in the ``fast`` extra:
-  ``pip install pyprof-torch[fast]``), which steps SQLite in C and fills Arrow column buffers that are
-  copied into numpy straight from each batch, without a Python object per value (:func:`read_ints_arrow`;
-  :class:`ArrowReader` runs several queries on one connection, whose ``temp`` tables they may share).
-  The driver marks nulls in a bitmap, so a query can leave its columns bare (``Task.arrow_sql``) rather
-  than have SQLite evaluate ``IFNULL`` per value. Where it is not installed (or fails to import), cannot
-  open the file, fails in any other way, or gives anything but int64 columns (SQLite columns are
-  untyped: a REAL or TEXT value in an integer column makes it promote the whole column), the same query
-  is read again through sqlite3, so results never depend on which reader ran;
-* reading a big query in a forked worker process (it opens its own read-only connection) while this
-  one reads another, only where :func:`pyprof.process.can_fork` allows it (``pyprof parse``; not a
-  library call in someone else's process). Small exports are read in-process: forking costs more
-  than it saves.
+Python's sqlite3 builds a tuple per row, which dominates parse time on million-row tables. So: selects
+of integers only (``IFNULL(col, -1)``: -1 stands for NULL in columns that are never negative); big
+queries through the ADBC SQLite driver (the ``fast`` extra: :class:`ArrowReader`), whose Arrow buffers
+are copied into numpy with no Python object per value, and where it is absent, fails, or gives a column
+that is not int64 (SQLite columns are untyped: one REAL or TEXT value promotes the whole column), the
+same query through sqlite3, so results never depend on the reader; and a big query read in a forked
+worker (:func:`start`) while this process reads another, where :func:`pyprof.process.can_fork` allows
+(``pyprof parse``, not a library call in someone else's process; small exports: forking costs more).
 """
 
 from __future__ import annotations
@@ -36,10 +27,9 @@ PARALLEL_MIN_ROWS = 400_000
 
 
 def to_ints(rows: list[tuple], ncols: int) -> np.ndarray:
-    """Rows of ints -> an int64 array of shape (len(rows), ncols) (``np.fromiter`` over the flattened
-    rows: faster than ``np.array`` on a list of tuples; the latter where a value is not a plain int,
-    e.g. a REAL). Raises TypeError, ValueError or OverflowError where a value converts to no integer
-    (text or a blob: no exporter writes that, a damaged record does)."""
+    """Rows of ints -> an int64 (len(rows), ncols) array: ``np.fromiter`` over the flattened rows, faster
+    than ``np.array`` on tuples (which reads a REAL). Raises TypeError, ValueError or OverflowError for
+    text or a blob (no exporter writes that, a damaged record does)."""
     try:
         out = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * ncols)
     except (TypeError, ValueError, OverflowError):
@@ -65,13 +55,9 @@ def arrow_available() -> bool:
 
 
 def read_ints_arrow(path: str, sql: str, ncols: int, alloc=None, null: int | None = None) -> np.ndarray | None:
-    """An integer query's rows as an int64 (n, ncols) Fortran array through ADBC, or None when that
-    reader is unavailable or unsuitable (the caller then reads through sqlite3). ``alloc(shape)``, if
-    given, supplies the array to fill (see :func:`start`). Any failure on this path (the extra absent or
-    broken, the driver refusing the file or the query, a column that is not int64, or holds nulls where
-    ``null`` is None) is a None: sqlite3 then reads the query and reports what is really wrong with the
-    file. Nulls read as ``null`` where it is given. The columns are copied straight from the Arrow
-    buffers of each batch (no Python object per value)."""
+    """An integer query's rows as an int64 (n, ncols) Fortran array through ADBC, nulls as ``null`` (None:
+    a null fails), in ``alloc(shape)`` where given (see :func:`start`). None on any failure of this path,
+    so that sqlite3 reads the query and reports what is really wrong with the file."""
     try:
         with ArrowReader(path) as reader:
             parts = [[arrow_ints(view, j, null) for j in range(ncols)] for view in reader.batches(sql)]
@@ -196,10 +182,9 @@ def read_ints(db: Database, sql: str, ncols: int) -> np.ndarray:
 @dataclass
 class Task:
     """One integer query, read into an int64 array of shape (n, ``ncols``). ``rows``, at most how many
-    rows it returns (0: unknown), picks the reader (see :func:`run_task`) and sizes the buffer a worker
-    returns it in (see :func:`start`). ``arrow_sql``, if given, is the query the Arrow reader runs
-    instead, with nulls where ``sql`` has -1 (``col`` for ``IFNULL(col, -1)``: the driver marks nulls in
-    a bitmap, cheaper than SQLite evaluating the IFNULL)."""
+    rows it returns (0: unknown), picks the reader (:func:`run_task`) and sizes a worker's buffer
+    (:func:`start`). ``arrow_sql``: the query the Arrow reader runs instead, ``col`` for ``IFNULL(col,
+    -1)`` (the driver's null bitmap is cheaper than SQLite evaluating the IFNULL)."""
 
     sql: str
     ncols: int
