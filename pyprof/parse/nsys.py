@@ -3,14 +3,9 @@
 Reads KERNEL, MEMCPY, MEMSET, RUNTIME (runtime + driver calls, CUDA-backtrace duplicates dropped,
 only the rows some activity correlates to) and NVTX_EVENTS (push/pop and start/end ranges, text or
 registered string, any domain) by column name, integer columns straight into numpy
-(:mod:`pyprof.parse.fetch`), and hands them to :mod:`pyprof.parse.assemble`: the kernels whole
-(:class:`~pyprof.parse.assemble.Activities`), the ranges window by window
-(:class:`~pyprof.parse.assemble.Streamed`), so that memory holds one window of ranges, not all of them.
-NVTX_EVENTS is read in one pass (:class:`_Nvtx`), in a forked process where ``pyprof parse`` owns the
-process, while this one reads the kernels. Facts about the layouts live in :mod:`pyprof.parse.schema`;
-GPU names in :mod:`pyprof.parse.gpus`.
-
-Tables and columns are those the export has (:mod:`pyprof.parse.db` reflects them): an absent optional
+(:mod:`pyprof.parse.fetch`), and hands them to :mod:`pyprof.parse.assemble`: the kernels whole, the
+ranges window by window as :class:`_Nvtx` reads them (docs/design.md, "The Nsight reader"). Layout
+facts live in :mod:`pyprof.parse.schema`, GPU names in :mod:`pyprof.parse.gpus`. An absent optional
 column reads as nulls (one warning names those that every nsys version writes), an absent kernel or
 copy ``start``/``end`` is a one-line error, and NVTX_EVENTS without its times or thread gives no ranges
 (a warning).
@@ -252,22 +247,14 @@ def _repeats(keys: np.ndarray, codes: np.ndarray | None, back: np.ndarray, bits:
 
 
 class _Nvtx:
-    """NVTX_EVENTS read in one pass, the ranges then handed out window by window.
-
-    The pass reads the range rows' integers and messages (and the rowids of the domain rows, read
-    after) one rowid slice at a time and cuts each slice into windows of at most :data:`WINDOW_ROWS`
-    ranges, kept in memory or, past :data:`SPILL_BYTES`, in a temporary file. Two processes can share
-    the pass (:meth:`share`): the forked reader takes slices from the back while ``pyprof parse`` reads
-    the kernels, then this one takes them from the front, until they meet. When the pass is done, the
-    never-popped push ranges (rows sharing their (thread, end) with another: see :meth:`_dropped`) are
-    known (:meth:`merge`), and the windows go out without them, in table order. Windows need the rows
-    in start order (as nsys writes them); where they are not, the export's ranges are one window.
+    """NVTX_EVENTS read in one pass, the ranges then handed out window by window, without the
+    never-popped push ranges (known once the pass is done: :meth:`merge`), in table order. The slices,
+    the two processes sharing them (:meth:`share`), the windows and their spill file, and the messages
+    decoded once: docs/design.md, "The Nsight reader".
 
     Messages are text (``text``, one copy per range: a plain ``nvtxRangePushA`` message) or registered
-    strings (``textId`` into StringIds). Each slice's query joins the text to a table of the messages
-    met in the slices before (``temp.pyprof_text``, in SQLite): a known message comes back as its
-    number, only a new one as bytes, decoded once as :func:`pyprof.parse.db.as_text` decodes it -- no
-    Python object per range. The Arrow reader reads the pass where it can, sqlite3 where not."""
+    strings (``textId`` into StringIds); a new message is decoded as :func:`pyprof.parse.db.as_text`
+    decodes it."""
 
     #: messages kept in ``temp.pyprof_text`` at most (where they do not repeat, the table stops growing)
     KNOWN_MAX = 1 << 16
@@ -647,13 +634,11 @@ class _Nvtx:
         return back
 
     def merge(self, other: dict | None = None, fill=None) -> dict:
-        """Once every slice is read: the (thread, end) pairs that repeat, whether the windows are in start
-        order, the domain names. ``other``: the :meth:`summary` of the process that read the rest, whose
-        keys ``fill(array)`` writes into the arrays it is given, chunk by chunk (so that they are never
-        copied whole). Returns what that process needs of it (see :meth:`accept`).
-
-        Every key is made (end - the smallest end) * 2**b + thread code, b the bits of the largest code,
-        in one int64 array, sorted; the repeats are where a key equals the next."""
+        """Once every slice is read: the (thread, end) pairs that repeat (every key made (end - the smallest
+        end) * 2**b + thread code in one int64 array, sorted), whether the windows are in start order, the
+        domain names. ``other``: the :meth:`summary` of the process that read the rest, whose keys
+        ``fill(array)`` writes into the arrays it is given, chunk by chunk (never copied whole). Returns
+        what that process needs of it (see :meth:`accept`)."""
         mine, got = self._kn, other or _NO_OTHER
         theirs = got["n"]
         ranges = [r for r in (self.summary()["ends"], got["ends"]) if r]
@@ -714,15 +699,9 @@ class _Nvtx:
                         self.dnames.setdefault(int(did), name)
 
     def _dropped(self, thread: np.ndarray, end: np.ndarray, etype: np.ndarray) -> np.ndarray:
-        """True for push ranges the program never popped.
-
-        nsys ends such ranges when the capture ends (``ANALYSIS_DETAILS.duration``: any range ending
-        exactly there is one, even alone) or when their thread or process ends, where several of them share one
-        end on one thread, the thread's last. Kept, they would be "open" around every later kernel
-        (mmagic net.sqlite has 1,404 of them, left by PyProf's ``__getattr__`` wrapper when it raised).
-        Ranges popped in the same tick elsewhere (nested ranges on a coarse clock: Windows' 100 ns) are
-        kept: :meth:`merge` counts a repeated (thread, end) only at the thread's last end.
-        """
+        """True for push ranges the program never popped, which nsys ends at the capture's end or at their
+        thread's (the rule: docs/design.md, "Never-popped ranges"). Kept, they would be "open" around every
+        later kernel (mmagic net.sqlite has 1,404, left by PyProf's ``__getattr__`` wrapper when it raised)."""
         out = np.zeros(len(end), dtype=bool)
         if self.capture_end is not None:
             out |= (end == self.capture_end) & (etype == schema.NVTX_PUSH_POP)
