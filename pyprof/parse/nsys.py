@@ -326,14 +326,12 @@ class _Nvtx:
     def _take_slice(self, front: bool) -> int | None:
         n = self._next
         with n.get_lock() if hasattr(n, "get_lock") else contextlib.nullcontext():
-            lo, hi = n[0], n[1]
-            if lo > hi:
+            if n[0] > n[1]:
                 return None
-            if front:
-                n[0] = lo + 1
-                return lo
-            n[1] = hi - 1
-            return hi
+            i = 0 if front else 1
+            s = n[i]
+            n[i] = s + 1 if front else s - 1
+            return s
 
     # -- connections --------------------------------------------------------------------------------
     def _arrow(self) -> fetch.ArrowReader | None:
@@ -617,11 +615,9 @@ class _Nvtx:
 
     def key_chunks(self) -> Iterator[np.ndarray]:
         """This process's keys, a million at a time (then, if not packed, their thread codes as int32)."""
-        for lo in range(0, self._kn, _KEY_CHUNK):
-            yield cast(np.ndarray, self._kbuf)[lo:min(self._kn, lo + _KEY_CHUNK)]  # (self._kn > 0: _key made it)
-        if self._kcodes is not None:
-            for lo in range(0, self._kn, _KEY_CHUNK):
-                yield self._kcodes[lo:min(self._kn, lo + _KEY_CHUNK)]
+        for arr in (self._kbuf, self._kcodes):
+            if arr is not None:
+                yield from (arr[lo:min(self._kn, lo + _KEY_CHUNK)] for lo in range(0, self._kn, _KEY_CHUNK))
 
     def drop_keys(self) -> None:
         """Forget the keys (sent to the process that merges them)."""
@@ -649,7 +645,7 @@ class _Nvtx:
         keys = self._kbuf if self._kbuf is not None and len(self._kbuf) >= mine + theirs else \
             np.concatenate([self._kbuf[:mine] if self._kbuf is not None else np.zeros(0, np.int64),
                             np.empty(theirs, dtype=np.int64)])
-        self._kbuf = None
+        self._kbuf = keys  # (read by _ends_codes below: this process's keys)
         codes_of = np.empty(mine + theirs if wide else 0, dtype=np.int64)
 
         def put(at: int, end: np.ndarray, code: np.ndarray) -> None:
@@ -659,7 +655,6 @@ class _Nvtx:
                 keys[at:at + len(end)] = ((end - lo) << bits) | code
 
         for at in range(0, mine, _KEY_CHUNK):  # this process's keys, made anew in place
-            self._kbuf = keys
             put(at, *self._ends_codes(at, min(mine, at + _KEY_CHUNK)))
         self._kbuf, self._kcodes, self._kn = None, None, 0
         if other is not None:
