@@ -412,8 +412,8 @@ class _Nvtx:
                 rows, vals = fetch.arrow_bytes(view, 7)
                 if s:
                     rows, vals = rows[1:] - 1, vals[1:]
-                if any(v == b"\x00" for v in vals):
-                    raise _RealText
+                if any(v == b"\x00" for v in vals):  # (Arrow gives it as SQLite formats it; Python's differs)
+                    raise ValueError("a message stored as a REAL: sqlite3 reads the slice")
             s = 0
             out.append((ints, kid, rows, vals))
         return out
@@ -509,9 +509,9 @@ class _Nvtx:
         while lo < n:  # cut into windows of WINDOW_ROWS ranges
             hi = min(n, lo + WINDOW_ROWS - self._cur_n)
             at = (new_rows >= lo) & (new_rows < hi)
-            if at.any():
-                value[new_rows[at]] = _intern([v for v, a in zip(new_vals, at.tolist(), strict=True) if a],
-                                              self._cur_texts)
+            if at.any():  # (each new message numbered in the window's own table)
+                texts, new = self._cur_texts, [v for v, a in zip(new_vals, at.tolist(), strict=True) if a]
+                value[new_rows[at]] = [texts.setdefault(v, len(texts)) for v in new]
             for c, x in (("thread", thread), ("start", start), ("end", end), ("etype", etype), ("kind", kind),
                          ("value", value), ("domain", domain)):
                 self._cur[c].append(x[lo:hi])
@@ -779,15 +779,6 @@ def _intern_rows(columns: list[np.ndarray], table: dict) -> np.ndarray:
     firsts = list(zip(*(c[first].tolist() for c in columns), strict=True))
     m = np.array([table.setdefault(r, len(table)) for r in firsts], dtype=np.int32)
     return m[codes] if len(m) else np.zeros(len(codes), dtype=np.int32)
-
-
-def _intern(values: list, table: dict) -> np.ndarray:
-    """Codes of ``values`` (bytes) in ``table`` (value -> code, grown as new ones come)."""
-    return np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
-
-
-class _RealText(Exception):
-    """A message stored as a REAL: the Arrow reader gives it as SQLite formats it, so sqlite3 reads."""
 
 
 def _no_ranges() -> RangeWindow:
