@@ -1,18 +1,11 @@
 """Open an export read-only and read its tables by column name.
 
-Why a module of its own: every reader needs the same guarantees. The file is opened read-only
-(``mode=ro``), text is decoded leniently (some exports hold invalid UTF-8 in command lines and
-environment blobs), an absent table reads as zero rows, an absent column reads as nulls, and any
-SQLite failure (a truncated or corrupt file) becomes one :class:`~pyprof.errors.InputError`
-instead of a traceback.
-
-Which tables and columns an export has is read from the file itself (exporter versions differ, and an
-export can lack columns others have): the readers select only present columns, read absent optional
-ones as nulls, and :meth:`Database.require` turns an absent column they cannot do without into one line
-naming the table and the column. SQLite's own catalog says it (``sqlite_master``'s tables,
-``PRAGMA table_xinfo``'s columns less the hidden ones; ``tests/test_parse_robust_columns.py`` checks them
-against ``PRAGMA table_info`` on the corpus): two queries, where a reflection library's import alone would
-cost 0.25-0.3 s of every parse (``python -X importtime``: a third of a small export's parse).
+Every reader needs the same guarantees: the file opened read-only (``mode=ro``), text decoded
+leniently (some exports hold invalid UTF-8 in command lines and environment blobs), an absent table
+read as zero rows, an absent column as nulls (:meth:`Database.require` for those a reader cannot do
+without), and any SQLite failure (a truncated or corrupt file) one :class:`~pyprof.errors.InputError`
+instead of a traceback. Tables and columns come from SQLite's own catalog, not a reflection library,
+whose import alone is a third of a small export's parse (docs/design.md, "Third-party dependencies").
 """
 
 from __future__ import annotations
@@ -174,7 +167,6 @@ class Database:
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        # opened read-only by URI; one connection serves the catalog's queries and the readers'
         short = cut_short(self.path)
         if short is not None:
             raise damaged(self.path, short)
@@ -259,11 +251,8 @@ class Database:
             return self.conn.execute(sql, params).fetchall()
 
     def select(self, table: str, wanted: dict[str, str]) -> pd.DataFrame:
-        """Read ``table`` into a DataFrame with the columns named by ``wanted`` ({output: column}).
-
-        A column missing from this export's layout reads as nulls; an absent table as zero rows.
-        (nvprof's reader uses it; pandas is imported here, so that the Nsight reader never loads it.)
-        """
+        """Read ``table`` into a DataFrame with the columns ``wanted`` ({output: column}); an absent column
+        reads as nulls, an absent table as zero rows (nvprof's reader: pandas is imported here, not by nsys')."""
         import pandas as pd
 
         present = set(self.columns(table))
