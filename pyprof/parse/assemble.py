@@ -4,12 +4,9 @@ The readers hand over :class:`Activities` (every kernel/memcpy/memset in output 
 with -1 for unknown, what repeats as codes into tables of distinct values) and the ranges as
 :class:`RangeWindow` objects in time order (nsys: window by window as they are read; nvprof: all in one).
 
-Steps (:class:`Streamed`, per window): the sweep (:mod:`pyprof.parse.sweep`) gives each launch its
-stack of open ranges -> each distinct stack is decoded once (:mod:`pyprof.parse.decode`) and serialised
-once -> op instance ids and per-op kernel indices -> backward kernels linked to their forward op ->
-records in kernel start order, as dicts (:meth:`Streamed.records`) or JSON lines (:meth:`Streamed.lines`,
-the spliced fast path: 1.51x fewer CPU-seconds for the whole parse of a 1M-kernel export than dumping the
-dicts, docs/benchmarks.md).
+:class:`Streamed`, per window: the sweep (:mod:`pyprof.parse.sweep`) gives each launch its stack of
+open ranges, each distinct stack is decoded (:mod:`pyprof.parse.decode`) and serialised once, then op
+instance ids, per-op kernel indices and backward links; records as dicts or spliced JSON lines.
 """
 
 from __future__ import annotations
@@ -326,18 +323,12 @@ class _WindowLinker:
 
 class Streamed:
     """Records of an export whose NVTX ranges arrive window by window (:class:`RangeWindow`, in time
-    order), so that only one window of ranges (and those still open from before) is held at a time.
-
-    The kernels launched in a window (their API call's start) are attributed when its ranges arrive,
-    as they would be from all ranges at once (nvprof hands one window): every range open at a launch
-    started in that window or an earlier one and is still open, so it is among the window's ranges or
-    those carried over; a backward kernel's forward op started earlier; an op instance's kernels are
-    numbered (``subSeqId``) in launch order, so the counts of earlier windows carry over. Records are
-    written in output order as soon as every record before them is attributed. Whether texts hold bare
+    order), one window of ranges (and those still open from before) held at a time. A window's launches
+    are attributed as from all ranges at once: every range open at a launch started in that window or
+    an earlier one, a backward kernel's forward op earlier still, and ``subSeqId`` counts carry over.
+    Records go out in output order once every one before them is attributed. Whether texts hold bare
     op names is undecided until a text it would change shows up; ``resolve_bare`` then tells it (a look
-    at the whole export).
-    ``close``: what ends the source's reading (a forked reader, connections), called by :meth:`close`.
-    """
+    at the whole export). ``close``: what ends the source's reading (a forked reader, connections)."""
 
     def __init__(self, acts: Activities, windows, source: str, stats: Stats, resolve_bare=None, close=None,
                  range_pid=None, range_tid=None):
@@ -549,11 +540,9 @@ class Streamed:
     def _number(self, counts: list, rows, op_local, linked, r_gidx, r_end, t_hi) -> None:
         """``subSeqId`` (each row's index among its op instance's kernels, or copies, in launch order; a
         backward instance shares its forward op's id and is counted apart) of this window's rows, counting
-        on from the earlier windows'
-        kernels of the same op instance. ``counts``: [keys, counts, ends] of the instances met so far,
-        keyed (opId, linked, is_kernel) as one int, ascending; an instance is forgotten once its range has
-        closed (no later launch is inside it), a linked backward instance never (its end: the largest
-        int64)."""
+        on from the earlier windows'. ``counts``: [keys, counts, ends] of the instances met so far, keyed
+        (opId, linked, is_kernel) as one int, ascending; an instance is forgotten once its range has
+        closed, a linked backward instance never (its end: the largest int64)."""
         has = np.flatnonzero(op_local >= 0)
         if not len(has):
             return
