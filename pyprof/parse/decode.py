@@ -1,15 +1,10 @@
 """Decode the NVTX range texts open at a kernel's launch into record fields, and link backward to forward.
 
 Reused by every source (nsys, nvprof, torch.profiler/Kineto), so it works on plain strings only:
-
-* :func:`classify` reads ONE range text (cached): a pyprof marker (``pyprof.markers``), a legacy
-  NVIDIA PyProf ``str(dict)`` marker (read with ``ast.literal_eval``, never ``eval``), a PyTorch
-  ``emit_nvtx`` op string in any of its forms, a ``layer:NAME`` range, or a plain user range.
-* :func:`decode` folds the texts of all ranges open at a launch (outermost first) into the decoded
-  record fields (``layer``, ``trace``, ``mod``/``op``/``args``, ``aten``, ``seqId``/``altSeqId``,
-  ``dir``, ...). Callers intern the tuple of texts and call it once per distinct open set.
-* :class:`BackwardLinker` ties backward kernels to their forward op: forward ranges register
-  ``(pid, seq) -> fields``; a backward kernel looks its seq up (a dict, then a bisect on time).
+:func:`classify` reads one range text (a pyprof marker, a legacy NVIDIA PyProf ``str(dict)`` marker
+read with ``ast.literal_eval``, never ``eval``, an ``emit_nvtx`` op string, a ``layer:NAME`` range, or
+a plain user range); :func:`decode` folds the texts open at a launch into record fields, once per
+distinct open set; :class:`BackwardLinker` ties backward kernels to their forward op.
 
 emit_nvtx grammar (every form PyTorch has written):
 ``name`` | ``name, seq = N`` | ``name, stashed seq = N`` | ... ``, op_id = M`` | ``, sizes = [[..], ..]``
@@ -498,10 +493,10 @@ def forward_seqs(text: str | None, bare_names: bool = False) -> tuple[int, ...]:
 def link(own: dict[str, Any], fwd: dict[str, Any] | None, batched: list | None = None) -> dict[str, Any]:
     """A backward kernel's fields completed from its forward op's: op, args, dtype and layers (the
     backward of a layer's op belongs to that layer; an op marker called inside the backward keeps its
-    own op, see ``opDir``; ranges open on the backward thread, such as a
-    ``layer:`` range around the whole training step, stay in ``ranges`` and do not replace it), and the
-    call site when its own stack has none; ``batched`` (or a node's own args): the vmap levels the node
-    ran at (``jacrev``), added to the first tensor's. Returns a new dict; neither input is changed."""
+    own op, see ``opDir``; ranges open on the backward thread, such as a ``layer:`` range around the
+    whole training step, stay in ``ranges``), and the call site when its own stack has none; ``batched``
+    (or a node's own args): the vmap levels the node ran at (``jacrev``), added to the first tensor's.
+    Returns a new dict; neither input is changed."""
     if not fwd:
         return own
     out = dict(own)
@@ -534,11 +529,10 @@ def _vmapped(args, batched: list) -> list | None:
 class BackwardLinker:
     """Forward op registry keyed by (pid, seq): the latest forward registered at or before a time wins.
 
-    ``add(pid, seq, time, fields, op_id, tid)`` for every forward range carrying a seq (any order; call
-    :meth:`freeze` before lookups); :meth:`find_op` returns the fields with the forward op instance's id,
-    or None. That id becomes the backward
-    instance's ``opId``: every node an op created runs under it, so the op's backward is one instance
-    and is priced once, however many autograd nodes (``AddmmBackward0``, ``TBackward0``...) it has.
+    ``add(pid, seq, time, fields, op_id, tid)`` for every forward range carrying a seq, in any order;
+    :meth:`find_op` returns the fields with the forward op instance's id, or None. That id becomes the
+    backward instance's ``opId``: every node an op created runs under it, so the op's backward is one
+    instance and is priced once, however many autograd nodes (``AddmmBackward0``, ``TBackward0``...) it has.
 
     Sequence numbers count per thread: a forward op re-run on the autograd engine's thread (a
     checkpointed block recomputed during a CUDA backward) can carry the number of an op of the main
