@@ -19,12 +19,8 @@ to ``inflate`` bytes whatever its size. Each limit is raised with ``pyprof parse
 forked and Dask workers see the same limits.
 
 ``depth`` bounds what one record carries (a kernel's record lists every range open at its launch)
-and the sweep's walk up the nesting, one step per level, whether the ranges nest or cross: at the
-default, a million ranges 2,000 deep parse in 8 s and 0.4 GB; one stack 100,000 deep, with the limit
-raised, in 21 s and 0.2 GB (docs/benchmarks.md, ``scripts/nested_export.py``). ``cross`` bounds the
-work of a thread whose ranges cross (:func:`pyprof.parse.sweep.open_stacks`: a range ending under
-others stacks them again) and ``chain`` the tuples of open ranges a torch.profiler trace's ranges
-keep, so that time and memory stay linear in the input whatever its ranges do.
+and the sweep's walk up the nesting, one step per level (timings: docs/benchmarks.md); ``cross`` and
+``chain`` keep time and memory linear in the input whatever its ranges do.
 """
 
 from __future__ import annotations

@@ -237,11 +237,8 @@ def _progress_bar(total: int):
 
 def parse_many(paths: list[str], out_dir: str, jobs: int | None = None, progress: bool | None = None):
     """Parse each path to ``out_dir/<name>.dict`` (:func:`output_names`) in parallel processes; yields
-    Results as they finish.
-
-    The workers are pyprof's own processes (:func:`pyprof.process.pool`: forked where pyprof owns this
-    process, else spawned; in this process where none can be started), so each owns itself. ``progress`` (default: when stderr is a terminal) shows tqdm's bar,
-    or a line per finished file without tqdm."""
+    Results as they finish. The workers are pyprof's own processes (:func:`pyprof.process.pool`), so each
+    owns itself. ``progress`` (default: when stderr is a terminal) shows tqdm's bar, or a line per file."""
     outs = output_names(paths, out_dir)
     os.makedirs(out_dir, exist_ok=True)
     jobs = process.workers(jobs, len(paths))

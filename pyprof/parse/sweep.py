@@ -5,12 +5,10 @@ API-call starts. A range is open at ``t`` when ``start <= t < end``. Output: for
 *stack* of open ranges (outermost first), interned so that queries under the same sequence of labels
 share one stack id (and one decode downstream).
 
-Push/pop ranges on one thread nest properly; for those the sweep is vectorised with numpy:
-ranges sorted by (start, -end), depth from a searchsorted over sorted ends, the parent of each range
-from a searchsorted over (depth, position), the innermost open range of a query from a searchsorted
-over starts plus a walk up the parents (one numpy step per nesting level), and label stacks interned
-level by level. Threads whose ranges overlap without nesting (start/end ranges, nvprof) fall back to
-a plain Python active-set sweep, still one pass per thread, never a query per kernel.
+Push/pop ranges on one thread nest properly; for those the sweep is vectorised with numpy (searchsorted
+steps, and a walk up the parents one numpy step per nesting level). Threads whose ranges overlap without
+nesting (start/end ranges, nvprof) fall back to a plain Python active-set sweep, still one pass per
+thread, never a query per kernel.
 """
 
 from __future__ import annotations
@@ -74,8 +72,7 @@ class StackLabels:
 
 @dataclass
 class Stacks:
-    """Interned label stacks. ``stack_labels[sid]`` is a tuple of label ids (outermost first):
-    :class:`StackLabels`.
+    """Interned label stacks (:class:`StackLabels`).
 
     * ``q_sid[q]``: stack id of query q (-1: nothing open).
     * ``q_chain(q_idx, depth)``: range index at nesting ``depth`` (0 = outermost) of the stacks of
