@@ -57,17 +57,11 @@ def short_name(long_name: str | None) -> str | None:
     s = long_name
     # drop the parameter list: the last top-level '(' ... ')'
     depth = 0
-    cut = len(s)
     for i in range(len(s) - 1, -1, -1):
-        c = s[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                cut = i
-                break
-    s = s[:cut]
+        depth += (s[i] == ")") - (s[i] == "(")
+        if depth == 0 and s[i] == "(":
+            s = s[:i]
+            break
     # drop template arguments
     out, depth = [], 0
     for c in s:
@@ -77,7 +71,5 @@ def short_name(long_name: str | None) -> str | None:
             depth = max(depth - 1, 0)
         elif depth == 0:
             out.append(c)
-    s = "".join(out).strip()
-    s = s.split(" ")[-1] if " " in s else s  # return type
-    s = s.split("::")[-1]
+    s = "".join(out).strip().split(" ")[-1].split("::")[-1]  # (less the return type and the scope)
     return s or long_name
