@@ -105,12 +105,8 @@ def _emit_nvtx(text: str, bare_names: bool) -> TextInfo | None:
         return None
     ends = [m.start() for m in matches[1:]] + [len(text)]  # each value runs to the next key, or the end
     values = {m.group(1): text[m.end():end].strip() for m, end in zip(matches, ends, strict=False)}
-    seq = stashed = None
     try:
-        if "seq" in values:
-            seq = int(values["seq"])
-        if "stashed seq" in values:
-            stashed = int(values["stashed seq"])
+        seq, stashed = (int(values[k]) if k in values else None for k in ("seq", "stashed seq"))
     except ValueError:
         return None
     sizes = _parse_sizes(values["sizes"]) if "sizes" in values else None
