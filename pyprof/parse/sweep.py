@@ -57,9 +57,6 @@ class StackLabels:
         sid = int(sid)
         if not 0 <= sid < len(self._parent):
             raise IndexError(sid)
-        done = self._tuples.get(sid)
-        if done is not None:
-            return done
         chain = []
         s = sid
         while s >= 0 and s not in self._tuples:
