@@ -5,6 +5,7 @@ Kept apart from the click command so that tests, benchmarks and other code call 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import sys
@@ -76,10 +77,8 @@ def header_facts(source: Source) -> dict:
     from pyprof.errors import InputError
 
     facts = dict(source_facts(source))
-    try:
+    with contextlib.suppress(InputError):
         facts["peaks"] = peaks.pinned()
-    except InputError:
-        pass
     return facts
 
 
