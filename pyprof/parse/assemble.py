@@ -179,11 +179,8 @@ def _json_ints(values: np.ndarray, null: np.ndarray | None = None) -> list:
     """An int64 column as a list for ``%s`` formatting: ints, and "null" where ``null`` is set (default:
     where the value is negative, -1 standing for unknown)."""
     out = values.tolist()
-    if null is None:
-        null = values < 0
-    if null.any():
-        for i in np.flatnonzero(null).tolist():
-            out[i] = "null"
+    for i in np.flatnonzero(values < 0 if null is None else null).tolist():
+        out[i] = "null"
     return out
 
 
