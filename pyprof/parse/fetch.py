@@ -231,9 +231,7 @@ def _run(path: str, task: Task):
 def rowids(db: Database, table: str) -> tuple:
     """(MIN(rowid), MAX(rowid)) of ``table`` ((None, None) when empty): two b-tree lookups (SQLite
     answers a lone MIN or MAX of the rowid from the tree's edge, both at once by a scan)."""
-    lo = db.execute(f'SELECT MIN(rowid) FROM "{table}"')[0][0]
-    hi = db.execute(f'SELECT MAX(rowid) FROM "{table}"')[0][0]
-    return lo, hi
+    return tuple(db.execute(f'SELECT {f}(rowid) FROM "{table}"')[0][0] for f in ("MIN", "MAX"))
 
 
 def span(db: Database, table: str) -> int:
