@@ -68,9 +68,8 @@ def nsys_version(db: Database) -> str:
             meta = {as_text(k): as_text(v) for k, v in db.execute(f'SELECT name, value FROM "{table}"')}
             ver = meta.get("EXPORT_PRODUCT_VERSION")
             if ver:
-                extra = [f"schema {meta['EXPORT_SCHEMA_VERSION']}"] if meta.get("EXPORT_SCHEMA_VERSION") else []
-                if meta.get("EXPORT_PLATFORM"):
-                    extra.append(cast(str, meta["EXPORT_PLATFORM"]))  # (not None: checked above)
+                schema_ver, platform = meta.get("EXPORT_SCHEMA_VERSION"), meta.get("EXPORT_PLATFORM")
+                extra = [x for x in (schema_ver and f"schema {schema_ver}", platform) if x]
                 return f"{ver} ({', '.join(extra)})" if extra else str(ver)
     pattern = re.compile(r"nsight-systems/(\d{4}\.\d+(?:\.\d+)*)")
     queries = []
