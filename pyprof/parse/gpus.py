@@ -7,10 +7,8 @@ nsys (schema doc §3.7): 2025.1+ ``TARGET_INFO_CUDA_DEVICE(gpuId, cudaId, pid)``
 nvprof: ``CUPTI_ACTIVITY_KIND_DEVICE(id, name)``.
 
 Device properties (the record's ``gpuProps``, what prof derives peaks from), by GPU name: nsys 2021.2+
-``TARGET_INFO_GPU`` (``smCount``, ``clockRate`` in Hz, ``memoryBandwidth`` in bytes/s, ``totalMemory``,
-``computeMajor/Minor``, ``threadsPerWarp``); nsys <= 2021.1 ``TARGET_INFO_CUDA_GPU`` and nvprof
-``CUPTI_ACTIVITY_KIND_DEVICE`` (``numMultiprocessors``, ``coreClockRate`` in kHz, ``globalMemoryBandwidth``
-in kB/s, ``globalMemorySize``, ``computeCapabilityMajor/Minor``, ``numThreadsPerWarp``).
+``TARGET_INFO_GPU``; nsys <= 2021.1 ``TARGET_INFO_CUDA_GPU`` and nvprof ``CUPTI_ACTIVITY_KIND_DEVICE``
+(their columns and units: :data:`_NSYS_PROPS`, :data:`_CUPTI_PROPS`).
 """
 
 from __future__ import annotations

@@ -985,10 +985,9 @@ class NsysSource(PreparedSource):
     def _stop(self) -> None:
         """The reader process (if any) ended, the connections closed."""
         if self._forked is not None:
-            # the forked reader ended (asked to by closing its pipe; terminated if it does not end). The
-            # pipe may be closed already: where this runs from the garbage collector (a parse that failed
-            # and was not closed, at interpreter exit), the connection's own finaliser can have closed its
-            # descriptor first, and closing it again is EBADF, not a problem to report
+            # the forked reader ends as its pipe closes (terminated if it does not). Run by the garbage
+            # collector at exit (a failed parse not closed), the pipe's own finaliser may have closed it
+            # first: EBADF, nothing to report
             pid, conn = self._forked
             with contextlib.suppress(OSError):
                 conn.close()

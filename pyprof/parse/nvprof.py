@@ -5,9 +5,8 @@ calls from ``RUNTIME`` and ``DRIVER`` (names from CUPTI callback ids, :mod:`pypr
 NVTX ranges rebuilt from ``MARKER`` start (flags 2) / end (flags 4) rows paired by ``id``, on the thread
 packed in ``objectId`` (uint32 pid, int32 tid). Timestamps are absolute CUPTI ns.
 
-Tables and columns are those the database has (:mod:`pyprof.parse.db` reflects them): an absent optional
-column reads as nulls (one warning names them all), an absent kernel or copy ``start``/``end`` is a
-one-line error, and a MARKER table that cannot be paired leaves the records without ranges (a warning).
+An absent optional column reads as nulls (one warning names them all), an absent kernel or copy
+``start``/``end`` is a one-line error, and a MARKER table that cannot be paired gives no ranges (a warning).
 """
 
 from __future__ import annotations

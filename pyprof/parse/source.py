@@ -1,10 +1,8 @@
 """The source interface and ``open_source(path)``: sniff a file and return the reader for it.
 
-A *source* (:class:`Source`) reads one export: ``kind`` (``nsys``, ``nvprof``, ``kineto``), ``version``
-(exporter version text), ``warnings`` (one-line strings, complete once it is read), ``stats`` (counts
-for the summary line), ``dropped`` (what no record keeps as the export held it), and its records:
-``prepared()`` reads and attributes everything, then gives them as JSON lines (what ``pyprof parse``
-writes), ``records()`` as dicts (fields documented in :mod:`pyprof.records`).
+A *source* (:class:`Source`) reads one export: ``prepared()`` reads and attributes everything, then
+gives its records as JSON lines (what ``pyprof parse`` writes), ``records()`` as dicts (fields:
+:mod:`pyprof.records`); ``warnings`` are one-line strings, complete once it is read.
 
 Sniffing: SQLite header -> nvprof (``StringTable``, with ``Version`` or without nsys's ``StringIds``) or
 Nsight Systems (``StringIds`` / ``TARGET_INFO_*`` / ``CUPTI_*`` tables); ``.json``/``.json.gz`` or JSON
@@ -45,8 +43,8 @@ class Prepared(Protocol):
 
 
 class Source(Protocol):
-    kind: str
-    version: str
+    kind: str  # nsys, nvprof, kineto
+    version: str  # the exporter's version, as text
     warnings: list[str]
 
     @property
