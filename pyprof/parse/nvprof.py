@@ -160,12 +160,10 @@ class NvprofSource(PreparedSource):
             )
         start, obj, name, domain, end = zip(*rows, strict=True) if rows else ((),) * 5
         pid, tid = _object_ids(list(obj))
-        r = pd.DataFrame({"start": _ints(pd.Series(start, dtype=object)), "end": _ints(pd.Series(end, dtype=object))})
-        r["pid"] = pid
-        r["thread"] = thread_key(pid, tid)
-        r["text"] = _texts(pd.Series(name, dtype=object), strings)
-        r["domain"] = [strings.get(d) if d else None for d in pylist(pd.Series(domain, dtype=object))]
-        return r[["thread", "pid", "start", "end", "text", "domain"]]
+        return pd.DataFrame({"thread": thread_key(pid, tid), "start": _ints(pd.Series(start, dtype=object)),
+                             "end": _ints(pd.Series(end, dtype=object)),
+                             "text": _texts(pd.Series(name, dtype=object), strings),
+                             "domain": [strings.get(d) if d else None for d in pylist(pd.Series(domain, dtype=object))]})
 
     def _load(self) -> Streamed:
         absent = check_columns(self.db, schema.NVPROF_ESSENTIAL, _optional_columns())
