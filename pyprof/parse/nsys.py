@@ -1109,8 +1109,7 @@ class NsysSource(PreparedSource):
         del rows
         a_pid = (ac["globalTid"] >> PID_SHIFT) & ID_MASK
         a_corr = ac.pop("correlationId")
-        idx = join_first((corr << 24) | pid, (a_corr << 24) | a_pid) if len(a_pid) else \
-            np.full(len(corr), -1, dtype=np.int64)
+        idx = join_first((corr << 24) | pid, (a_corr << 24) | a_pid)  # (all -1 where no API row was read)
         idx[corr < 0] = -1
         self._join_without_pid(idx, corr, pid, a_corr)
         del a_pid, a_corr
