@@ -121,12 +121,9 @@ def integrity_problem(path: str | os.PathLike) -> str | None:
     if not is_sqlite(path):
         return None
     try:
-        con = sqlite3.connect(sqlite_uri(path), uri=True)
-        try:
+        with contextlib.closing(sqlite3.connect(sqlite_uri(path), uri=True)) as con:
             con.text_factory = text
             rows = con.execute("PRAGMA quick_check(1)").fetchall()
-        finally:
-            con.close()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         return _reason(exc)
     verdict = str(rows[0][0]) if rows and rows[0] else "no verdict"
