@@ -297,11 +297,10 @@ class _WindowLinker:
         for pid, seq, time, value in entries:
             key = (pid, seq)
             times_vals = self._by_key.setdefault(key, ([], []))
-            if key not in touched:
+            if key not in touched:  # (of the windows before, the latest only)
                 touched[key] = None
-                if len(times_vals[0]) > 1:
-                    del times_vals[0][:-1]
-                    del times_vals[1][:-1]
+                del times_vals[0][:-1]
+                del times_vals[1][:-1]
             times_vals[0].append(time)
             times_vals[1].append(value)
         for key in touched:
