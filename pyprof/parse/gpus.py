@@ -35,7 +35,7 @@ def nsys_gpu_names(db: Database, pids: list, devices: list) -> list:
     """GPU name per activity (its pid and device: ints, None or -1 where unknown), or None where it
     cannot be told."""
     by_pid_dev, by_dev = _cuda_device_names(db), _system_names(db)
-    if db.has("TARGET_INFO_CUDA_GPU") and {"deviceId", "pid", "name"} <= set(db.columns("TARGET_INFO_CUDA_GPU")):
+    if {"deviceId", "pid", "name"} <= set(db.columns("TARGET_INFO_CUDA_GPU")):
         for dev, pid, name in db.execute("SELECT deviceId, pid, name FROM TARGET_INFO_CUDA_GPU"):
             by_pid_dev.setdefault((pid, dev), name)
             by_dev.setdefault(dev, name)

@@ -975,11 +975,9 @@ class NsysSource(PreparedSource):
     def _capture_end(self) -> int | None:
         """When the capture ended (ns, the events' clock): ``ANALYSIS_DETAILS.duration``, where nsys ends
         the push ranges still open; None where the export does not say."""
-        db = self.db
-        if not db.has(schema.NSYS_ANALYSIS) or "duration" not in db.columns(schema.NSYS_ANALYSIS):
+        if "duration" not in self.db.columns(schema.NSYS_ANALYSIS):  # (none of an absent table)
             return None
-        rows = db.execute(f'SELECT MAX("duration") FROM "{schema.NSYS_ANALYSIS}"')
-        end = rows[0][0] if rows else None
+        end = self.db.execute(f'SELECT MAX("duration") FROM "{schema.NSYS_ANALYSIS}"')[0][0]  # (an aggregate: one row)
         return end if type(end) is int and end > 0 else None
 
     def _stop(self) -> None:
