@@ -427,9 +427,7 @@ class Streamed:
             carry = (r_thread[keep], r_start[keep], r_end[keep], r_gidx[keep], lab.reshape(-1).astype(np.int64),
                      [labels[i] for i in used.tolist()])
             yield int(np.searchsorted(self._ready_at, win.t_hi, side="left"))
-        if qi < len(self._q_order):  # (no window at all: every launch is outside any range)
-            self.fwin[np.sort(self._q_order[qi:])] = -1
-        yield self.n
+        yield self.n  # (rows no window took keep fwin -1: no ranges)
         stats = self.stats
         count(stats.dropped, ESCAPED, escaped() - stats.escaped0)
         told = {r: n for r, n in stats.dropped.items() if r != NEVER_POPPED}  # (that one has its own line)
