@@ -137,13 +137,11 @@ class NvprofSource(PreparedSource):
                 a[col] = _ints(a[col]) if col != "tid" else a["tid"].fillna(-1).to_numpy(np.int64)
             a["thread"] = np.where(known, thread_key(a["pid"].to_numpy(np.int64), a["tid"].to_numpy(np.int64)), -1)
             frames.append(a)
+        cols = ["correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd"]
         if not frames:
-            return pd.DataFrame({c: np.zeros(0, dtype=object if c == "apiName" else np.int64)
-                                 for c in ("correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd")})
+            return pd.DataFrame({c: np.zeros(0, dtype=object if c == "apiName" else np.int64) for c in cols})
         api = pd.concat(frames, ignore_index=True)
-        api = api[api["correlationId"] > 0]
-        api = api.drop_duplicates("correlationId", keep="first")
-        return api[["correlationId", "pid", "tid", "thread", "apiName", "apiStart", "apiEnd"]]
+        return api[api["correlationId"] > 0].drop_duplicates("correlationId", keep="first")[cols]
 
     def _ranges(self, strings: dict[int, str | None]) -> pd.DataFrame:
         table, rows = schema.NVPROF_MARKER, []
