@@ -65,16 +65,11 @@ _INT_ACT = ("start", "end", "correlationId", "device", "stream", "gridX", "gridY
 
 
 def _optional_columns() -> dict[str, list[str]]:
-    """Per table, the columns read that an export may lack (they read as null)."""
-    out: dict[str, list[str]] = {}
-    for t in schema.NVPROF_KERNEL_TABLES:
-        out[t] = [c for c in KERNEL_WANT.values() if c not in schema.NVPROF_ESSENTIAL[t]]
-    out[schema.NVPROF_MEMCPY] = [c for c in (*COPY_WANT.values(), "copyKind") if c not in ("start", "end")]
-    out[schema.NVPROF_MEMSET] = [c for c in COPY_WANT.values() if c not in ("start", "end")]
-    for t in schema.NVPROF_API_TABLES:
-        out[t] = list(API_WANT.values())
-    out[schema.NVPROF_MARKER] = list(MARKER_OPTIONAL)
-    return out
+    """Per table, the columns read that an export may lack (they read as null): all but the essential."""
+    read = {**dict.fromkeys(schema.NVPROF_KERNEL_TABLES, KERNEL_WANT.values()),
+            schema.NVPROF_MEMCPY: [*COPY_WANT.values(), "copyKind"], schema.NVPROF_MEMSET: COPY_WANT.values(),
+            **dict.fromkeys(schema.NVPROF_API_TABLES, API_WANT.values()), schema.NVPROF_MARKER: MARKER_OPTIONAL}
+    return {t: [c for c in cols if c not in schema.NVPROF_ESSENTIAL.get(t, ())] for t, cols in read.items()}
 
 
 def _texts(ids, strings: dict) -> list:
