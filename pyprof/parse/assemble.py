@@ -60,8 +60,7 @@ def count(counts: dict, reason: str, n: int) -> None:
 
 def pylist(values) -> list:
     """A column as a list of plain Python values, nulls (None, NaN, -1 in int columns) as None."""
-    to_numpy = getattr(values, "to_numpy", None)  # (a pandas Series: nvprof's columns)
-    arr = np.asarray(to_numpy() if to_numpy is not None else values)
+    arr = np.asarray(values)  # (a pandas Series too: nvprof's columns)
     if arr.dtype == object:
         import pandas as pd  # (object columns are nvprof's, which reads through pandas anyway)
 
