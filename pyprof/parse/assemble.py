@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from pyprof.parse import decode as dec
-from pyprof.parse.db import escaped
+from pyprof.parse.db import Database, escaped
 from pyprof.parse.sweep import open_stacks
 from pyprof.records import CHECKS, nulled
 
@@ -219,12 +219,17 @@ def take(values: np.ndarray, idx: np.ndarray, fill=-1) -> np.ndarray:
 
 
 class PreparedSource:
-    """The :class:`~pyprof.parse.source.Source` methods shared by the SQLite sources (nsys, nvprof):
-    each defines ``_load()``, which reads its export once into a :class:`Streamed` that builds the records."""
+    """The :class:`~pyprof.parse.source.Source` state and methods shared by the SQLite sources (nsys,
+    nvprof): each defines ``_load()``, which reads its export once into a :class:`Streamed` that builds
+    the records."""
 
-    if TYPE_CHECKING:  # each source's own (nsys's makes a Streamed)
-        stats: Stats
+    def __init__(self, path: str, db: Database | None = None):
+        self.path = path
+        self.db = db or Database(path)
+        self.warnings: list[str] = []
+        self.stats = Stats(warnings=self.warnings)
 
+    if TYPE_CHECKING:  # each source's own
         def _load(self) -> Streamed: ...
 
     @property

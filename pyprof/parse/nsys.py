@@ -35,7 +35,6 @@ from pyprof.parse.assemble import (
     Activities,
     PreparedSource,
     RangeWindow,
-    Stats,
     Streamed,
     count,
     first_codes,
@@ -866,11 +865,8 @@ class NsysSource(PreparedSource):
     kind = "nsys"
 
     def __init__(self, path: str, db: Database | None = None):
-        self.path = path
-        self.db = db or Database(path)
+        super().__init__(path, db)
         self.version = nsys_version(self.db)
-        self.warnings: list[str] = []
-        self.stats = Stats(warnings=self.warnings)
         self._nvtx: _Nvtx | None = None
         self._forked: tuple | None = None
 

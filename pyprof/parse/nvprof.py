@@ -20,7 +20,6 @@ from pyprof.parse.assemble import (
     Activities,
     PreparedSource,
     RangeWindow,
-    Stats,
     Streamed,
     _ints,
     group_codes,
@@ -81,12 +80,9 @@ class NvprofSource(PreparedSource):
     kind = "nvprof"
 
     def __init__(self, path: str, db: Database | None = None):
-        self.path = path
-        self.db = db or Database(path)
+        super().__init__(path, db)
         rows = self.db.execute("SELECT * FROM Version") if self.db.has_rows("Version") else []
         self.version = f"v{as_text(rows[0][0])}" if rows and rows[0] else "unknown"
-        self.warnings: list[str] = []
-        self.stats = Stats(warnings=self.warnings)
 
     def _kernels(self, strings: dict[int, str | None]) -> pd.DataFrame:
         frames = [self.db.select(t, KERNEL_WANT) for t in schema.NVPROF_KERNEL_TABLES]
