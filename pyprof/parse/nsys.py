@@ -248,11 +248,9 @@ class _Nvtx:
     """NVTX_EVENTS read in one pass, the ranges then handed out window by window, without the
     never-popped push ranges (known once the pass is done: :meth:`merge`), in table order. The slices,
     the two processes sharing them (:meth:`share`), the windows and their spill file, and the messages
-    decoded once: docs/design.md, "The Nsight reader".
-
-    Messages are text (``text``, one copy per range: a plain ``nvtxRangePushA`` message) or registered
-    strings (``textId`` into StringIds); a new message is decoded as :func:`pyprof.parse.db.as_text`
-    decodes it."""
+    decoded once: docs/design.md, "The Nsight reader". Messages are text (``text``, one copy per range:
+    a plain ``nvtxRangePushA`` message, decoded as :func:`pyprof.parse.db.as_text` decodes it) or
+    registered strings (``textId`` into StringIds)."""
 
     #: messages kept in ``temp.pyprof_text`` at most (where they do not repeat, the table stops growing)
     KNOWN_MAX = 1 << 16
@@ -721,8 +719,7 @@ class _Nvtx:
 
     def windows(self) -> Iterator[RangeWindow]:
         """This process's windows, in table order, without the never-popped ranges (after :meth:`merge`
-        or :meth:`accept`). :func:`_in_order` makes them one where the ranges are not in start order, and
-        fills in ``gidx`` and ``t_hi``."""
+        or :meth:`accept`); ``gidx`` and ``t_hi`` are :func:`_in_order`'s to fill in."""
         for cols, texts in self._payloads():
             yield self._window(cols, texts)
 

@@ -240,13 +240,11 @@ def open_stacks(r_thread, r_start, r_end, r_label, q_thread, q_time, thread_name
 def _sweep_general(g, qs, r_start, r_end, r_label, q_time, r_sid, r_parent, q_sid, stack_labels: StackLabels,
                    thread: str) -> int:
     """The open ranges of one thread whose ranges cross (``g``: its ranges in (start, -end) order; ``qs``:
-    its queries), by events in time order: a range's start (ranges open before a query at the same
-    time sees them: start <= t), a query, and between them the ends (a heap). The open ranges are a
-    stack in start order, each with the stack id of the stack up to it, so a push or a pop from the
-    top is O(1); a range that ends under others (a crossing) stacks those above it again. Those
-    re-pushes are the only work beyond one push per range, bounded by the ``cross`` limit (per range
-    and query of the thread), as the stack is by ``depth``: time stays linear in the input, and memory
-    in the distinct stacks. Returns the re-pushes."""
+    its queries), by events in time order: a range's start (before a query at the same time: start <=
+    t), a query, and between them the ends (a heap). The open ranges are a stack in start order, each
+    with the stack id of the stack up to it (a push or a pop from the top is O(1)); a range that ends
+    under others stacks those above it again, the only work beyond one push per range, bounded by the
+    ``cross`` limit as the stack is by ``depth`` (see :mod:`pyprof.parse.limits`). Returns the re-pushes."""
     starts = r_start[g].tolist()
     ends = r_end[g].tolist()
     labs = r_label[g].tolist()
