@@ -758,13 +758,12 @@ class _Nvtx:
         with Database(self.path) as db:
             rows = db.execute(f'SELECT IFNULL(globalTid, -1), IFNULL("end", -1), {etype}, {text}, {tid} '
                               f'FROM "{schema.NSYS_NVTX}" WHERE {self.rng()} AND ({" OR ".join(conds)})')
-        for gt, end, et, text_v, tid_v in rows:
-            if self._dropped(np.array([gt], np.int64), np.array([end], np.int64), np.array([et], np.int64))[0]:
-                continue
-            t = as_text(text_v) if text_v is not None else self.strings.get(tid_v)
-            if dec.looks_like_legacy_emit_nvtx([t]):
-                return True
-        return False
+        if not rows:
+            return False
+        gt, end, et, text_v, tid_v = zip(*rows, strict=True)
+        kept = ~self._dropped(np.array(gt, np.int64), np.array(end, np.int64), np.array(et, np.int64))
+        return dec.looks_like_legacy_emit_nvtx(as_text(t) if t is not None else self.strings.get(i)
+                                               for t, i, k in zip(text_v, tid_v, kept.tolist(), strict=True) if k)
 
 
 def _intern_rows(columns: list[np.ndarray], table: dict) -> np.ndarray:
