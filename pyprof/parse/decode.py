@@ -574,7 +574,5 @@ class BackwardLinker:
         if not entry:
             return None
         times, values = entry
-        if time is None:
-            return values[-1]
-        i = bisect.bisect_right(times, time) - 1
+        i = len(times) - 1 if time is None else bisect.bisect_right(times, time) - 1
         return values[i] if i >= 0 else None
