@@ -37,7 +37,6 @@ from pyprof.parse.assemble import (
     RangeWindow,
     Streamed,
     count,
-    first_codes,
     group_codes,
     join_first,
     take,
@@ -265,7 +264,7 @@ class _Nvtx:
         self.has_domains = self.has_type and self.has_domain
         self.slices = self._slices()
         self._next: Any = [0, len(self.slices) - 1]  # the next slice from the front, from the back
-        self.threads: dict[int, int] = {}
+        self.threads: dict[tuple, int] = {}  # (thread id,) -> code
         # the (thread, end) pairs that repeat (see _dropped): their ends, sorted and distinct, and the pairs
         # as (index into those ends) * 2**32 + thread code, sorted
         self._dup_ends = np.zeros(0, dtype=np.int64)
@@ -590,10 +589,7 @@ class _Nvtx:
 
     def _codes(self, thread: np.ndarray) -> np.ndarray:
         """Small codes for thread ids (numbered as first seen)."""
-        codes, uniq = first_codes(thread)
-        m = np.array([self.threads.setdefault(t, len(self.threads)) for t in uniq.tolist()],
-                     dtype=np.int64)
-        return m[codes] if len(m) else codes.astype(np.int64)
+        return _intern_rows([thread], self.threads)
 
     # -- after the pass -----------------------------------------------------------------------------
     def summary(self) -> dict:
@@ -622,7 +618,7 @@ class _Nvtx:
 
     def _thread_table(self) -> np.ndarray:
         back = np.empty(len(self.threads), dtype=np.int64)
-        back[list(self.threads.values())] = list(self.threads)
+        back[list(self.threads.values())] = [t for t, in self.threads]
         return back
 
     def merge(self, other: dict | None = None, fill=None) -> dict:
