@@ -1,56 +1,31 @@
 """Backward priced on what ran: the aten ops a trace shows under an autograd node, each by its own model.
 
-A backward op instance (``dir`` ``bprop``, priced as its forward op's backward: no ``opDir``) is by
-default priced by the forward op's model in ``bprop``, a formula that assumes what the backward runs
-(``linear``: dX and dW, for each input whose ``grad`` flag is not false; a torch.profiler trace records
-no flag, so every input is taken to need one). A torch.profiler trace (and an emit_nvtx export) names
-the aten op each backward record ran under (the record's ``aten``, innermost, with its ``atenSizes``).
-Where every working record of such an instance names one, the instance is priced on what ran, and the
-forward op's backward formula is not charged as well:
+The rules as users see them are docs/prof.md's "Backward is priced on what ran"; here is how they are
+carried out. A backward instance (``dir`` ``bprop``, no ``opDir``) is priced by default by its forward
+op's model in ``bprop``, a formula that assumes what the backward runs. Where a torch.profiler trace (or
+an emit_nvtx export) names the aten op (``aten``, innermost, with its ``atenSizes``) of every working
+record of an instance, the instance is priced on what ran instead, not as well:
 
-* each distinct (aten op, input sizes) of the instance is priced once by that op's own model, forward
-  (it is the op that ran), reading the sizes against the op's aten schema (a size at a ``Tensor``
-  parameter is a tensor in the instance's dtype, ``[]`` a 0-d one); the values of scalar and list
-  arguments are not in the sizes and read as unknown (their defaults where a model takes one); a
-  ``sum`` over dims the sizes do not hold (a bias's gradient) has its FLOPs, one add per input element,
-  and its bytes where exactly one forward argument broadcasts to its input (else unknown), and an op
-  that moves data (:data:`MOVES`: a fill, copy, pad, view or concatenation) whose sizes do not say
-  enough (``zeros(size)``, ``constant_pad_nd``'s pad) has 0 FLOPs and unknown bytes (the fill or copy it
-  called on a CPU, ``zero_``, ``clone``, prices it);
-* a call is a record of the op's highest role (:mod:`pyprof.kernel_roles`): on a CPU trace each record
-  is one aten op call; on a GPU one kernel of its highest role per call is assumed (a GEMM's one GEMM
-  kernel), so an op that launches several such kernels (a cuSOLVER factorisation) is counted once per
-  kernel;
-* each such record carries one call's cost; the op's other records, views, dispatch and autograd
-  engine records get none, and copies keep their own bytes;
-* on a CPU trace an op that called others with records of their own (its record's span holds
-  theirs) is priced by its own model, which covers what it called (``clone`` over ``copy_``,
-  ``linalg_pinv`` over ``_linalg_svd`` and ``mm``), as an op instance is named by its outermost op;
-  where it has no model, the ops it called are priced instead; no work counts twice. (A GPU kernel's
-  ``aten`` is the innermost op: there the ops that launched the kernels are priced.)
+* each distinct (aten op, input sizes) is priced once, forward, by that op's own model, the sizes read
+  against its aten schema (:func:`_args`; scalar and list arguments unknown, their defaults where a model
+  takes one); a ``sum`` over dims the sizes do not hold by :func:`_sum_over_unknown_dims`; an op that only
+  moves data (:data:`MOVES`) whose sizes say too little (``zeros(size)``, ``constant_pad_nd``'s pad) has 0
+  FLOPs and unknown bytes (the fill or copy it called on a CPU prices it);
+* a call's cost goes on one record of the op's highest role (:mod:`pyprof.kernel_roles`): on a GPU one
+  kernel per call is assumed, so an op launching several such kernels (a cuSOLVER factorisation) counts
+  once per kernel; its other records, views, dispatch and engine records get none;
+* on a CPU trace a caller (its record's span holds its callees') with a model covers what it called
+  (``clone`` over ``copy_``), one without is ``open`` and its callees are priced (:func:`_walk_instance`);
+  no work counts twice;
+* where an op that ran has no model, or its sizes may not say enough (outside :data:`SIZED_FAMILIES` and
+  :data:`SIZED_OPS`: attention's ``is_causal``), the forward op's formula prices the whole instance if it
+  has one (never half of each); without one (linear algebra) what can be priced is, the rest n/a, never 0.
 
-A forward instance whose op has no model at all (a Python composite such as ``svd_lowrank``, which
-torch runs as the GEMMs and factorisations it calls) is priced on what ran by the same rules (an op that ran
-without a model shows n/a on its own records), and a caller without a model none of whose callees does
-FLOPs (``nonzero``, whose own record does the work around an ``as_strided_`` view) is n/a on its own
-record, never the 0 of its views.
-
-Where an op that ran has no model, or its sizes do not say enough for its FLOPs and bytes (a
-convolution's stride, the output of a ``sum`` no forward argument broadcasts to), or may not (an op
-outside :data:`SIZED_FAMILIES` and :data:`SIZED_OPS`, whose model would take an unrecorded argument's
-default: attention's ``is_causal``), the forward op's backward formula prices the whole instance if it
-has one (never half of each); elsewhere by what ran, also where the formula assumes another run (an
-``autograd.grad`` of one input, oneDNN's LSTM run as its cell's ops under ``create_graph``). If it has none
-either (linear algebra), the ops that can be priced are (a caller without a model by the ops it
-called; an unrecorded argument at its default, such as ``linalg_solve_triangular``'s ``left``), and
-what is not known is unknown (n/a), never 0.
-An instance with a working record that names no aten op or no sizes (a kernel launched by a custom
-Function's node itself, a trace without ``record_shapes``) keeps its forward op's formula; so does
-the Nsight path without emit_nvtx, where the forward marker's ``grad`` flags say which inputs take a
-gradient (a frozen input none: ``gemm``, ``conv``, ``einsum``). The instance keeps its op, module and
-direction: only its figures change. ``priced`` names, per record, the aten op whose model priced it
-(None elsewhere), so that a check by op family (GEMM FLOPs in backward) takes the family of the op
-that ran.
+A forward instance whose op has no model (``svd_lowrank``) is priced on what ran the same way; a caller
+that handed no work on is n/a on its own record (:func:`_idle_callers`). An instance with a working record
+that names no aten op or no sizes keeps its formula, as does the Nsight path without emit_nvtx. The
+instance keeps its op, module and direction. ``priced`` names, per record, the aten op whose model priced
+it, so that a check by op family (GEMM FLOPs in backward) takes the family of the op that ran.
 """
 
 from __future__ import annotations
@@ -67,37 +42,30 @@ from pyprof.records import BACKWARD_DIRS
 NAN = float("nan")
 
 
+#: The parameter kinds a tensor and a tensor list may stand at.
+_TAKES = {"tensor": ("Tensor", "Tensor?"), "tensorlist": ("Tensor[]", "Tensor?[]")}
+
+
 def _args(aten: str, sizes: list, dtype: str | None) -> list:
-    """Argument dicts of an aten call from its ``Input Dims``, read against the op's schema: a size at a
-    ``Tensor`` parameter is a tensor of that shape (``[]``: a 0-d tensor), a list of sizes a tensor list,
-    and the other arguments, whose values the sizes do not hold, unknown. The first overload, in
-    torch's order, that the sizes fit; else :func:`pyprof.prof.ops.from_sizes`'s reading."""
+    """Argument dicts of an aten call from its ``Input Dims`` (:func:`pyprof.prof.ops.from_sizes`'s reading),
+    checked against the first overload, in torch's order, that they fit: a size at a ``Tensor`` parameter
+    is a tensor of that shape (``[]``: a 0-d tensor), a list of sizes a tensor list, and the other
+    arguments, whose values the sizes do not hold, unknown. No overload fits: the plain reading."""
     from pyprof.prof.ops import from_sizes
     from pyprof.prof.ops.schema import schemas
 
-    name = aten.rsplit("::", 1)[-1].split(".", 1)[0]
-    for s in schemas().get(name, ()):
+    read = from_sizes(sizes, [dtype] * len(sizes))
+    for s in schemas().get(aten.rsplit("::", 1)[-1].split(".", 1)[0], ()):
         if len(s.params) != len(sizes):
             continue
         out: list[dict] = []
-        for p, sz in zip(s.params, sizes, strict=True):
-            listed = isinstance(sz, list) and bool(sz)
-            if listed and all(isinstance(x, list) for x in sz):
-                if p.kind not in ("Tensor[]", "Tensor?[]"):
-                    break
-                out.append({"name": "", "type": "tensorlist",
-                            "items": [{"name": "", "type": "tensor", "shape": list(x), "dtype": dtype} for x in sz]})
-            elif listed:
-                if p.kind not in ("Tensor", "Tensor?"):
-                    break
-                out.append({"name": "", "type": "tensor", "shape": [int(x) for x in sz], "dtype": dtype})
-            elif p.kind == "Tensor":
-                out.append({"name": "", "type": "tensor", "shape": [], "dtype": dtype})
-            else:
-                out.append({"name": "", "type": "unknown"})
+        for p, a in zip(s.params, read, strict=True):
+            if p.kind not in _TAKES.get(a["type"], (p.kind,)):  # an unknown fits any parameter
+                break
+            out.append(A.tensor_arg([], dtype) if a["type"] == "unknown" and p.kind == "Tensor" else a)
         else:
             return out
-    return from_sizes(sizes, [dtype] * len(sizes))
+    return read
 
 
 def _price(aten: str, sizes: list, dtype: str | None, cdtype: str | None, fwd_args: list | None = None):
@@ -129,13 +97,11 @@ def _sum_over_unknown_dims(sizes: list, dtype: str | None, cdtype: str | None, f
     op, not of the input's shape, that broadcasts to it (a ``linear``'s or ``addmm``'s bias); where
     there is not exactly one, the output and so the bytes are unknown (None)."""
     from pyprof.prof.ops import Cost, OpCall, estimate, scalar_arg
-    from pyprof.prof.ops import _args as A
 
     if not sizes or not isinstance(sizes[0], list) or not sizes[0]:
         return None
     shp = sizes[0]
-    whole = estimate(OpCall("aten::sum", [{"name": "", "type": "tensor", "shape": shp, "dtype": dtype},
-                                          scalar_arg(None)], "fprop", cdtype, "aten"))
+    whole = estimate(OpCall("aten::sum", [A.tensor_arg(shp, dtype), scalar_arg(None)], "fprop", cdtype, "aten"))
     if whole is None:
         return None
     n = A.numel(shp)
