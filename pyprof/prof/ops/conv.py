@@ -122,14 +122,9 @@ def _conv(call: OpCall) -> Cost | None:
     # implicit-GEMM view for the tensor-core note: M = N*out points, N = C_out, K = C_in/g * prod(k)
     note = _tc_note(dt, [sw[1], sw[0]]) if not transposed else _tc_note(dt, [sw[0], sw[1]])
     if call.direction == "bprop":
-        flops, byts = 0.0, 0.0
-        if A.requires_grad(x):  # dX: read dY and W, write dX
-            flops, byts = flops + 2 * macs, byts + ny + nw + nx
-        if A.requires_grad(w):  # dW: read X and dY, write dW
-            flops, byts = flops + 2 * macs, byts + nx + ny + nw
-        if bias is not None and A.requires_grad(bias):  # db: read dY, write db
-            byts += ny + nb
-        return Cost(flops, A.sized(int(byts), dt), dt, tensor_op=True, note=note)
+        grads = A.requires_grad(x) + A.requires_grad(w)  # dX: dY and W read; dW: X and dY read; each written
+        byts = (nx + ny + nw) * grads + (ny + nb) * (bias is not None and A.requires_grad(bias))  # db: dY read
+        return Cost(2.0 * macs * grads, A.sized(int(byts), dt), dt, tensor_op=True, note=note)
     return Cost(2.0 * macs, A.sized(nx + nw + nb + ny, dt), dt, tensor_op=True, note=note)
 
 
@@ -143,8 +138,6 @@ BACKWARD: dict[str, tuple[str, ...]] = {
     "mkldnn_convolution_backward": (*_BWD_OLD, "output_mask"),
     "mps_convolution_backward": (*_BWD_OLD, "output_mask"),
 }
-# cudnn_convolution_backward had no allow_tf32 before PyTorch 1.7: 10 arguments, the mask last
-_MASK_LAST = {"cudnn_convolution_backward"}
 
 
 def _backward_shapes(call: OpCall):
@@ -161,7 +154,7 @@ def _backward_shapes(call: OpCall):
 def _mask(call: OpCall, b: dict, x, w) -> tuple[bool, bool, bool | None] | None:
     """Which gradients the backward computes: (dX, dW, db or None when unknown)."""
     m = b.get("output_mask")
-    if m is None and call.op in _MASK_LAST and len(call.args) == 10:
+    if m is None and call.op == "cudnn_convolution_backward" and len(call.args) == 10:  # torch < 1.7: no allow_tf32
         m = call.args[-1]
     if m is not None and A.known(m):
         v = A.value(m)
@@ -181,9 +174,9 @@ def _conv_backward(call: OpCall) -> Cost | None:
     x, gy, w, b = got
     sx, sy, sw = (cast("list[int]", A.shape(t)) for t in (x, gy, w))  # _backward_shapes checked them
     tv = b.get("transposed")
-    transposed = bool(A.value(tv, False)) if tv is not None and A.known(tv) else False
-    if tv is not None and not A.known(tv):
+    if not A.known(tv):
         return None
+    transposed = bool(A.value(tv, False))
     n = sx[0]
     macs = n * (prod(sx[2:]) if transposed else prod(sy[2:])) * prod(sw)
     mask = _mask(call, b, x, w)
@@ -193,7 +186,7 @@ def _conv_backward(call: OpCall) -> Cost | None:
     dt = A.compute_dtype(call.cdtype, x, w)
     nx, ny, nw = prod(sx), prod(sy), prod(sw)
     flops = 2.0 * macs * (int(dx) + int(dw))
-    byts = (ny + nw + nx) * int(dx) + (nx + ny + nw) * int(dw) + (ny + sy[1]) * int(bool(db))
+    byts = (nx + ny + nw) * (dx + dw) + (ny + sy[1]) * bool(db)  # per gradient: dY, the other read, it written
     note = "" if db is not None else "output_mask not recorded: gradients of the tensors that require grad"
     return Cost(flops, A.sized(int(byts), dt), dt, tensor_op=True, note=note)
 
@@ -242,12 +235,6 @@ def _conv_double_backward(call: OpCall) -> Cost | None:
     return Cost(flops, A.sized(int(byts), dt), dt, tensor_op=True, note=_tc_note(dt, [sw[1], sw[0]]))
 
 
-def _key(call: OpCall, first: str, second: str, params: tuple[str, ...]):
-    b = A.bind(call.args, params)
-    s1, s2 = A.shape(b.get(first)), A.shape(b.get(second))
-    return None if s1 is None or s2 is None else (tuple(s1), tuple(s2))
-
-
 def backward_outputs(calls: Iterable[OpCall]) -> dict[tuple, set[tuple[int, ...]]]:
     """(input shape, weight shape) -> the ``grad_output`` shapes recorded with them by backward convolution
     calls: the forward outputs of the layers with those shapes."""
@@ -257,10 +244,9 @@ def backward_outputs(calls: Iterable[OpCall]) -> dict[tuple, set[tuple[int, ...]
         if params is None:
             continue
         b = A.bind(call.args, params)
-        k = _key(call, "input", "weight", params)
-        sy = A.shape(b.get("grad_output"))
-        if k is not None and sy is not None:
-            out.setdefault(k, set()).add(tuple(sy))
+        sx, sw, sy = (A.shape(b.get(k)) for k in ("input", "weight", "grad_output"))
+        if sx is not None and sw is not None and sy is not None:
+            out.setdefault((tuple(sx), tuple(sw)), set()).add(tuple(sy))
     return out
 
 
@@ -299,7 +285,6 @@ def price_with_backward(call: OpCall, outputs: dict[tuple, set[tuple[int, ...]]]
     macs = sx[0] * prod(out[2:]) * prod(sw)
     dt = A.compute_dtype(call.cdtype, x, w)
     bias = b.get("bias") if A.is_tensor(b.get("bias")) else None
-    nb = A.numel(A.shape(bias)) if bias is not None else 0
-    nbias = 0 if nb is None else nb
+    nbias = (A.numel(A.shape(bias)) or 0) if bias is not None else 0
     note = "output shape from its backward; " + _stride_padding(sx[2:], sw[2:], out[2:])
     return Cost(2.0 * macs, A.sized(prod(sx) + prod(sw) + nbias + prod(out), dt), dt, tensor_op=True, note=note)
