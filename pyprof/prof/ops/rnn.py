@@ -1,9 +1,7 @@
 """Recurrent family: ``lstm``, ``gru``, ``rnn_tanh``, ``rnn_relu`` (the aten ops behind ``nn.LSTM``,
 ``nn.GRU`` and ``nn.RNN``), in both aten overloads: ``.input`` (a padded ``[T, B, F]`` or ``[B, T, F]``
-input; ``input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first``) and
-``.data`` (a PackedSequence: ``data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
-bidirectional``, where ``data`` is ``[N, F]`` with ``N = sum(batch_sizes)``). The overload is told by
-the arguments' names where they have them, else by the second argument: a 1-D tensor is
+input) and ``.data`` (a PackedSequence: ``data`` ``[N, F]``, ``N = sum(batch_sizes)``). The overload is
+told by the arguments' names where they have them, else by the second argument: a 1-D tensor is
 ``batch_sizes``.
 
 Every 2-D weight of the op's parameter list (input-hidden, hidden-hidden and, for an LSTM with
@@ -34,19 +32,16 @@ from typing import cast
 
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Cost, OpCall, register
-
-_INPUT = ("input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional",
-          "batch_first")
-_DATA = ("data", "batch_sizes", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional")
+from pyprof.prof.ops.schema import param_names
 
 
-def _bound(args: list) -> tuple[dict, bool]:
+def _bound(call: OpCall) -> tuple[dict, bool]:
     """(arguments bound to the overload's schema, packed?)."""
-    names = {a.get("name") for a in args if a}
-    second = args[1] if len(args) > 1 else None
+    names = {a.get("name") for a in call.args if a}
+    second = call.args[1] if len(call.args) > 1 else None
     packed = bool({"data", "batch_sizes"} & names) or (
         not (names - {None, ""}) and A.is_tensor(second) and len(A.shape(second) or ()) == 1)
-    return A.bind(args, _DATA if packed else _INPUT), packed
+    return A.bind(call.args, param_names(call.op, "data" if packed else "input")), packed
 
 
 def _states(hx) -> list[list[int]] | None:
@@ -72,7 +67,7 @@ def _shapes(x, b: dict, packed: bool) -> tuple[list[int], list[list[int]]] | Non
 
 @register("lstm", "gru", "rnn_tanh", "rnn_relu")
 def _rnn(call: OpCall) -> Cost | None:
-    b, packed = _bound(call.args)
+    b, packed = _bound(call)
     x = b.get("data") if packed else b.get("input")
     shapes = _shapes(x, b, packed)
     if shapes is None:

@@ -225,9 +225,10 @@ def view_ops() -> frozenset[str]:
     return frozenset(k for k, v in verdict.items() if v)
 
 
-def param_names(op: str) -> tuple[str, ...]:
-    """The parameter names, in order, of aten op ``op``'s default (first) overload; () for no such op."""
-    cands = schemas().get(op, ())
+def param_names(op: str, overload: str | None = None) -> tuple[str, ...]:
+    """The parameter names, in order, of aten op ``op``'s ``overload`` (None: the default, first, one); ()
+    for no such op."""
+    cands = [s for s in schemas().get(op, ()) if overload is None or s.overload == overload]
     return tuple(p.name for p in cands[0].params) if cands else ()
 
 
