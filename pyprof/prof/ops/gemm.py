@@ -76,16 +76,10 @@ def gemm_cost(call: OpCall, a: dict | None, b: dict | None, out_shape: list[int]
     nbias = A.numel(A.shape(bias)) if A.is_tensor(bias) else 0
     note = _tc_note(dt, dims or [])
     if call.direction == "bprop":
-        flops: float | None = 0.0
-        bytes_: float | None = 0.0
-        if A.requires_grad(a):  # dA = dC @ B^T: read dC and B, write dA
-            flops = A.total(flops, None if macs is None else 2 * macs)
-            bytes_ = A.total(bytes_, A.sized(A.total(nc, nb, na), dt))
-        if A.requires_grad(b):  # dB = A^T @ dC: read A and dC, write dB
-            flops = A.total(flops, None if macs is None else 2 * macs)
-            bytes_ = A.total(bytes_, A.sized(A.total(na, nc, nb), dt))
-        if A.is_tensor(bias) and A.requires_grad(bias):  # dbias = sum(dC): read dC, write dbias
-            bytes_ = A.total(bytes_, A.sized(A.total(nc, nbias), dt))
+        grads = A.requires_grad(a) + A.requires_grad(b)  # dA = dC·Bᵀ, dB = Aᵀ·dC: dC and the other read
+        dbias = A.is_tensor(bias) and A.requires_grad(bias)  # sum(dC): dC read
+        flops = 0.0 if not grads else None if macs is None else 2.0 * macs * grads
+        bytes_ = A.total(*[A.sized(A.total(na, nb, nc), dt)] * grads, *[A.sized(A.total(nc, nbias), dt)] * dbias)
         return Cost(flops, bytes_, dt, tensor_op=True, note=note)
     flops = None if macs is None else 2.0 * macs
     return Cost(flops, A.sized(A.total(na, nb, nbias, nc), dt), dt, tensor_op=True, note=note)
@@ -256,13 +250,8 @@ def _pair_step(a: dict[str, int], b: dict[str, int], summed: list[str], ga: bool
 
 def _einsum_steps(eq: str, shapes: list[list[int]], grads: list[bool],
                   path: list[int] | None = None) -> tuple[list[_Step], list[int]] | None:
-    """The pairwise steps of ``torch.einsum`` (aten's ``einsum``, Linear.cpp) and the output shape.
-
-    Operands are contracted left to right (or in the pairs of ``path``, as opt_einsum gives it).
-    Before each step a letter that only one side has and nothing later needs is summed out of that
-    side (a reduction, no GEMM); the letters summed over both sides make a bmm
-    ``[batch, M, K] @ [batch, K, N]``, ``2·batch·M·N·K`` FLOPs; a step that sums no letter is an
-    elementwise product (torch runs ``mul``). ``None`` if the equation does not fit the shapes."""
+    """The pairwise steps of ``torch.einsum`` (aten's ``einsum``, Linear.cpp; the module docstring says how
+    torch runs them) and the output shape; ``None`` if the equation does not fit the shapes."""
     parsed = _einsum_terms(eq, shapes)
     if parsed is None:
         return None
@@ -290,14 +279,9 @@ def _einsum_steps(eq: str, shapes: list[list[int]], grads: list[bool],
 @register("einsum")
 @binds()
 def _einsum(call: OpCall, b: Bound) -> Cost | None:
-    """``aten::einsum(equation, tensors, path)``: its pairwise steps as torch runs them
-    (:func:`_einsum_steps`), each bmm ``2·batch·M·N·K`` FLOPs, each step that sums nothing one
-    multiply per element (torch runs ``mul``; FlopCounterMode counts none for it).
-
-    Backward: each step's bmm is run again per operand of it that needs a gradient (the left one does
-    when any operand it was made of requires grad); a frozen operand gets none. A single-operand einsum
-    (transpose, trace, sum) is not a product and has no model here (``None``).
-    """
+    """``aten::einsum(equation, tensors, path)``: its pairwise steps (:func:`_einsum_steps`), in backward
+    each rerun per side of it that needs a gradient (the left one does when any operand it was made of
+    requires grad); one operand: :func:`_einsum_unary`."""
     eq = A.value(b.get("equation"))
     operands = A.tensorlist(b.get("tensors")) or []
     if isinstance(eq, str) and len(operands) == 1:
