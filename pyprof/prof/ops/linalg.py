@@ -5,28 +5,19 @@ FLOPs are the textbook counts of the LAPACK routine each op runs, per matrix (ti
 LAPACK Working Note 41 (Blackford and Dongarra, *Installation Guide for LAPACK*, 1999, §6.4, the
 multiplications ``M`` and additions ``A`` of each routine, as MAGMA's ``flops.h`` writes them). A real
 FLOP is one multiplication or addition: ``M + A``; complex data counts ``6·M + 2·A`` (a complex multiply
-is 6 real FLOPs, a complex add 2), LAWN 41's rule. For ``A`` m×n, ``k = min(m, n)``, ``r`` right-hand sides:
+is 6 real FLOPs, a complex add 2), LAWN 41's rule. Each routine's ``(M, A)`` is the function of its name
+below (``getrf``, ``getrs``, ``potrf``, ``potrs``, ``potri``, ``sytrf`` with ``sytrs`` as ``potrs``,
+``trsm`` left, ``geqrf``, ``orgqr`` forming m×q ``Q`` from k reflectors, ``ormqr`` applying it): LU of a
+square matrix ``⅔n³``, Cholesky ``⅓n³``, QR ``2mn² − ⅔n³``, a triangular solve ``n²`` per right-hand side.
 
-* LU ``getrf`` (``linalg.lu_factor``, ``lu``): ``M = ½mn² − ⅙n³ + ½mn − ½n² + ⅔n``,
-  ``A = ½mn² − ⅙n³ − ½mn + ⅙n`` (m ≥ n; m and n swapped otherwise): ``⅔n³`` for a square matrix;
-  solve with it, ``getrs``: ``M = rn²``, ``A = r(n² − n)``.
-* Cholesky ``potrf``: ``M = ⅙n³ + ½n² + ⅓n``, ``A = ⅙n³ − ⅙n``; ``potrs``: ``M = r(n² + n)``,
-  ``A = r(n² − n)``; inverse from the factor ``potri``: ``M = ⅓n³ + n² + ⅔n``, ``A = ⅓n³ − ½n² + ⅙n``.
-* LDLᵀ ``sytrf``: ``M = ⅙n³ + ½n² + (10/3)n``, ``A = ⅙n³ − ⅙n``; ``sytrs`` as ``potrs``.
-* Triangular solve ``trsm`` (left, ``A`` n×n, ``B`` n×r): ``M = ½rn(n + 1)``, ``A = ½rn(n − 1)``.
-* QR ``geqrf`` (m ≥ n): ``M = mn² − ⅓n³ + mn + ½n² + (23/6)n``, ``A = mn² − ⅓n³ + ½n² + (5/6)n``
-  (m < n: ``M = nm² − ⅓m³ + 2nm − ½m² + (23/6)m``, ``A = nm² − ⅓m³ + nm − ½m² + (5/6)m``); forming
-  ``Q`` (m×q from k reflectors) ``orgqr``: ``M = 2mqk − (m + q)k² + ⅔k³ + 2qk − k² − (5/3)k``,
-  ``A = 2mqk − (m + q)k² + ⅔k³ + qk − mk + ⅓k``; applying it to C (m×n) ``ormqr`` from the left:
-  ``M = 2nmk − nk² + 2nk``, ``A = 2nmk − nk² + nk`` (from the right, m and n swapped).
-
-Composites are the sum of what torch runs: ``linalg.solve`` = getrf + getrs; ``linalg.inv``/``inverse``
-= getrf + getrs against the identity (r = n: ``(8/3)n³``, torch solves against I); ``det``/``slogdet``/
-``logdet`` = getrf (the product of the diagonal is left out); ``linalg.lu`` = getrf; ``qr`` = geqrf +
-orgqr (``mode="r"``: geqrf alone); ``lstsq`` = geqrf + ormqr (r columns) + trsm (CPU's ``gelsy`` pivots
-its QR, same count); ``cholesky_solve`` = potrs, ``cholesky_inverse`` = potri, ``lu_solve`` = getrs,
-``ldl_solve`` = sytrs; ``householder_product``/``orgqr`` and ``ormqr`` as above; ``tensorinv``/
-``tensorsolve`` as ``inv``/``solve`` of the matrix their dims fold into.
+For ``A`` m×n, ``k = min(m, n)``, ``r`` right-hand sides, composites are the sum of what torch runs:
+``linalg.solve`` = getrf + getrs; ``linalg.inv``/``inverse`` = getrf + getrs against the identity (r = n:
+``(8/3)n³``, torch solves against I); ``det``/``slogdet``/``logdet`` = getrf (the product of the
+diagonal is left out); ``linalg.lu`` = getrf; ``qr`` = geqrf + orgqr (``mode="r"``: geqrf alone);
+``lstsq`` = geqrf + ormqr (r columns) + trsm (CPU's ``gelsy`` pivots its QR, same count);
+``cholesky_solve`` = potrs, ``cholesky_inverse`` = potri, ``lu_solve`` = getrs, ``ldl_solve`` = sytrs;
+``householder_product``/``orgqr`` and ``ormqr`` as above; ``tensorinv``/``tensorsolve`` as
+``inv``/``solve`` of the matrix their dims fold into.
 
 Eigen- and singular-value decompositions are iterative: LAWN 41 gives no count. Golub and Van Loan's
 estimates (*Matrix Computations*, 4th ed., §8.3 and §7.5.6, Fig. 8.6.1) are used, ×4 for complex data:
