@@ -1,22 +1,13 @@
 """The cost of a kernel Inductor generated (``torch.compile``), from what it was compiled from.
 
-Such a kernel's record (``mod`` ``inductor``, ``op`` ``fused:OPS``; docs/records.md) carries in ``args``
-what :mod:`pyprof.annotate.inductor` recorded as the kernel was generated:
-
-* ``buffers``, a tensor list: the buffers the kernel reads and writes, each named by its access as the
-  kernel's signature has it (``r``, ``w``, ``rw`` for one updated in place, ``?`` where not told). Its
-  **bytes** are their sizes, each once, an ``rw`` one twice (read, then written). No
-  ``buffers``: the bytes are unknown (a symbolic size, an argument that is no plain buffer).
-* one argument of type ``op`` per origin node of the post-grad graph that computes (``aten::add.Tensor``,
-  ``items`` its arguments in aten's order, from the node's ``meta['val']`` and scalar arguments). Its
-  **FLOPs** are the sum of theirs, each node priced by the model the op of that name gets as an eager
-  call (:func:`pyprof.prof.ops.registry.estimate`, as the op's own forward). A node that several kernels
-  list (a reduction split in two) counts ``1/share`` in each; a node an extern call of the graph also came
-  from (``extern``) is priced at that call (``mm``, ``addmm``, convolution, attention keep their own
-  records and prices) and counts 0 here. Where any node has no model, unknown sizes or is missing,
-  the kernel's FLOPs are unknown: never the sum of the part that could be priced.
-* ``inputs`` (an int) instead of ``op`` arguments: the kernel's origin nodes are graph inputs only; it
-  copies them (into another layout) and computes nothing: 0 FLOPs.
+Such a kernel's record (``mod`` ``inductor``, ``op`` ``fused:OPS``) carries in ``args`` what
+:mod:`pyprof.annotate.inductor` recorded as the kernel was generated: ``buffers``, one ``op`` argument per
+origin node, or ``inputs`` (docs/records.md, ``args``). How that is priced is docs/prof.md's (Conventions):
+**bytes** the buffers, each once (``rw`` twice: read, then written), unknown without ``buffers``;
+**FLOPs** the sum of the origin nodes', each priced by the model its op gets as an eager call
+(:func:`pyprof.prof.ops.registry.estimate`), ``1/share`` of it in each kernel sharing the node, 0 for a
+node priced at an extern call; a node without a model, with unknown sizes or missing makes the
+kernel's FLOPs unknown, never the part that could be priced; ``inputs`` only: a copy, 0 FLOPs.
 
 No torch here: the arguments are the record's.
 """
