@@ -72,36 +72,21 @@ def _foreach(call: OpCall) -> Cost | None:
 
 
 def _flag(call: OpCall, name: str, default=None):
-    for a in call.args:
-        if a.get("name") == name:
-            return A.value(a, default)
-    return default
+    return next((A.value(a, default) for a in call.args if a.get("name") == name), default)
 
 
 def _adam_per_elem(call: OpCall, decoupled: bool) -> int:
-    per = 13
-    if _flag(call, "weight_decay", 0):
-        per += 1 if decoupled else 2
-    if _flag(call, "amsgrad", False):
-        per += 1
-    if _flag(call, "maximize", False):
-        per += 1
-    if any(a.get("name") == "grad_scale" and A.is_tensor(a) for a in call.args):
-        per += 1
-    return per
+    """Adam's FLOPs per element, its options' included (module docstring)."""
+    scaled = any(a.get("name") == "grad_scale" and A.is_tensor(a) for a in call.args)
+    return (13 + (1 if decoupled else 2) * bool(_flag(call, "weight_decay", 0)) + bool(_flag(call, "amsgrad", False))
+            + bool(_flag(call, "maximize", False)) + scaled)
 
 
 def _sgd_per_elem(call: OpCall) -> tuple[int, bool]:
-    per = 2
-    if _flag(call, "weight_decay", 0):
-        per += 2
+    """SGD's FLOPs per element, its options' included (module docstring), and whether it has momentum."""
     mom = bool(_flag(call, "momentum", 0))
-    if mom and not _flag(call, "is_first_step", False):
-        per += 3
-    if mom and _flag(call, "nesterov", False):
-        per += 2
-    if _flag(call, "maximize", False):
-        per += 1
+    per = (2 + 2 * bool(_flag(call, "weight_decay", 0)) + 3 * (mom and not _flag(call, "is_first_step", False))
+           + 2 * (mom and bool(_flag(call, "nesterov", False))) + bool(_flag(call, "maximize", False)))
     return per, mom
 
 
@@ -116,12 +101,11 @@ def _fused_adam(call: OpCall) -> Cost | None:
         return None
     ams = bool(_flag(call, "amsgrad", False)) and len(lists) > 4 and lists[4]
     per = _adam_per_elem(call, decoupled=call.op == "_fused_adamw")
-    rw = [*p, *g, *m, *v] + (list(lists[4]) if ams else [])
-    written = [*p, *m, *v] + (list(lists[4]) if ams else [])
+    state = [*m, *v, *(lists[4] if ams else [])]
     dt = A.compute_dtype(call.cdtype, *p)
     note = "" if any(a.get("name") == "weight_decay" for a in call.args) else \
         "hyperparameters not captured: weight decay, amsgrad, maximize not counted"
-    return Cost(float(per * n), A.total(*[A.nbytes(t) for t in rw + written]), dt, note=note)
+    return Cost(float(per * n), A.total(*[A.nbytes(t) for t in [*p, *g, *state, *p, *state]]), dt, note=note)
 
 
 @register("_fused_sgd")
