@@ -178,17 +178,6 @@ def _on_matrix(subject: str | Callable[[str], str]) -> Callable[[Callable[..., C
     return deco
 
 
-def _setup(call: OpCall, name: str):
-    b = bound(call)
-    if b is None:
-        return None
-    x = b.get(name)
-    mat = _matrix(x)
-    if mat is None:
-        return None
-    return b, x, mat, A.dtype(x)
-
-
 def _real(dt: str | None) -> str | None:
     return _REAL_OF.get(dt, dt)
 
@@ -234,14 +223,15 @@ def _cholesky_inverse(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int,
 
 @register("linalg_lu_factor", "linalg_lu_factor_ex", "_lu_with_info", "lu")
 def _lu_factor(call: OpCall) -> Cost | None:
-    got = _setup(call, "A" if call.op.startswith("linalg_") else "self")
-    if got is None and call.op == "lu":  # torch.lu(A, pivot, get_infos): Python, no aten schema of its own
-        ts = A.tensors(call.args)
-        mat = _matrix(ts[0]) if ts else None
-        got = None if mat is None else ({}, ts[0], mat, A.dtype(ts[0]))
-    if got is None:
+    b = bound(call)
+    if b is not None:
+        x = b.get("A" if call.op.startswith("linalg_") else "self")
+    else:  # torch.lu(A, pivot, get_infos): Python, no aten schema of its own
+        x = next(iter(A.tensors(call.args)), None) if call.op == "lu" else None
+    mat = _matrix(x)
+    if mat is None:
         return None
-    _, x, (bt, m, n), dt = got
+    (bt, m, n), dt = mat, A.dtype(x)
     extra = PIVOT_BYTES * bt * (min(m, n) + (1 if call.op != "linalg_lu_factor" else 0))
     return _cost(call, _flops(getrf(m, n), bt, dt), dt, 2 * _n(x), extra)
 
@@ -435,12 +425,11 @@ def _spectral(call: OpCall, x, bt: int, m: int, n: int, dt: str | None, hermitia
 
 
 @register("linalg_matrix_rank")
-def _matrix_rank(call: OpCall) -> Cost | None:
-    got = _setup(call, "self") or _setup(call, "input")
-    if got is None:
-        return None
-    b, x, (bt, m, n), dt = got
-    return _spectral(call, x, bt, m, n, dt, _bool(b, "hermitian", False))
+@binds()
+def _matrix_rank(call: OpCall, b: Bound) -> Cost | None:
+    x = b.get("self") if _matrix(b.get("self")) else b.get("input")  # its overloads name it either way
+    mat = _matrix(x)
+    return None if mat is None else _spectral(call, x, *mat, A.dtype(x), _bool(b, "hermitian", False))
 
 
 def _over(x: A.Arg, dim: list[int]) -> tuple[int, int, int]:
