@@ -243,10 +243,9 @@ def from_sizes(sizes: Sequence[Any], dtypes: Sequence[str | None] | None = None)
     for i, s in enumerate(sizes):
         dt = dtypes[i] if dtypes is not None and i < len(dtypes) else None
         if isinstance(s, (list, tuple)) and s and all(isinstance(x, (list, tuple)) for x in s):
-            out.append({"name": "", "type": "tensorlist",
-                        "items": [{"name": "", "type": "tensor", "shape": list(x), "dtype": dt} for x in s]})
+            out.append(tensorlist_arg([tensor_arg(x, dt) for x in s]))
         elif isinstance(s, (list, tuple)) and s:
-            out.append({"name": "", "type": "tensor", "shape": [int(x) for x in s], "dtype": dt})
+            out.append(tensor_arg([int(x) for x in s], dt))
         else:
             out.append({"name": "", "type": "unknown", "value": None})
     return out
