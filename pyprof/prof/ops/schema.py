@@ -151,14 +151,12 @@ def _default(text: str) -> Any:
     if text.startswith("["):
         inner = text[1:-1].strip()
         return [_default(x.strip()) for x in inner.split(",")] if inner else []
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text  # contiguous_format, long, ...
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            pass
+    return text  # contiguous_format, long, ...
 
 
 def parse_schema(line: str) -> Schema | None:
@@ -168,8 +166,7 @@ def parse_schema(line: str) -> Schema | None:
         return None
     name, overload, body = m.group(1), m.group(2) or "", m.group(3)
     params: list[Param] = []
-    kw = False
-    varargs = False
+    kw = varargs = False
     for part in _split(body):
         if part == "*":
             kw = True
@@ -417,10 +414,7 @@ def normalize(op: str, args: list[Arg], inplace: bool = False) -> Bound:
     overload gives a :class:`Bound` with ``schema`` None and ``problem`` saying why."""
     name, renames = aten_name(op)
     table = schemas()
-    cands: tuple[Schema, ...] = ()
-    if inplace:
-        cands = table.get(name + "_", ())
-    cands = cands + table.get(name, ())
+    cands = (table.get(name + "_", ()) if inplace else ()) + table.get(name, ())
     if not cands:
         return Bound(None, problem=f"no aten schema named {name!r}")
     best = _best(cands, args, renames, False) or _best(cands, args, renames, True)
