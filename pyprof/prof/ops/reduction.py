@@ -264,17 +264,10 @@ def _segment_reduce(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | N
     red, lengths, offsets, axis = A.value(b["reduce"]), b["lengths"], b["offsets"], A.value(b["axis"], 0)
     if not sx or not isinstance(axis, int) or not isinstance(red, str):
         return None
-    if A.is_tensor(lengths):
-        sl = A.shape(lengths)
-        segs = sl[-1] if sl else None
-        idx = lengths
-    elif A.is_tensor(offsets):
-        so = A.shape(offsets)
-        segs = so[-1] - 1 if so else None
-        idx = offsets
-    else:
-        return None
-    if segs is None or segs < 0:
+    idx = lengths if A.is_tensor(lengths) else offsets
+    si = A.shape(idx)
+    segs = si[-1] - (0 if idx is lengths else 1) if si else -1  # offsets: one more than the segments
+    if segs < 0:
         return None
     n = prod(sx)
     along = sx[axis % len(sx)]
