@@ -102,13 +102,9 @@ def _pool(call: OpCall) -> Cost | None:
     idx = n_out if kind in ("max", "amax") and (call.op.endswith("_with_indices") or
                                                A.value(b.get("return_indices"), False) or
                                                call.direction == "bprop") else 0
-    if call.direction == "bprop" and not A.requires_grad(x):
-        return Cost(0.0, 0, dt)
-    if call.direction == "bprop":
-        flops = n_out if kind in ("max", "amax") else k_total + per_out * n_out
-    else:
-        flops = (2 if kind == "lp" else 1) * k_total + per_out * n_out
-    return Cost(float(flops), A.total(A.sized(n_in + n_out, dt), A.sized(idx, "int64")), dt)
+    byts = A.total(A.sized(n_in + n_out, dt), A.sized(idx, "int64"))
+    return one_input(call, x, dt, (float((2 if kind == "lp" else 1) * k_total + per_out * n_out), byts),
+                     (float(n_out if kind in ("max", "amax") else k_total + per_out * n_out), byts))
 
 
 @register("max_pool1d_with_indices_backward", "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward")
