@@ -21,9 +21,8 @@ from math import prod
 from pyprof.prof.ops import _args as A
 from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, register
 
-# op -> (writes values, writes indices) when it reduces along a dim (or sorts)
-_OUTS = {"sort": (True, True), "argsort": (True, True), "msort": (True, True), "topk": (True, True),
-         "kthvalue": (True, True), "median": (True, True), "nanmedian": (True, True), "mode": (True, True)}
+# the ops writing values and indices (argsort and msort run sort), along a dim or the whole tensor
+_SELECT = ("sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode")
 
 
 def _slices(shp: list[int], dim) -> tuple[int, int] | None:
@@ -36,11 +35,11 @@ def _slices(shp: list[int], dim) -> tuple[int, int] | None:
     return (prod(shp) // along if along else 0), along
 
 
-@register(*_OUTS)
+@register(*_SELECT)
 @binds("self")
 def _select(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | None) -> Cost | None:
     n = prod(shp)
-    vals, idx = _OUTS[call.op]
+    idx = True
     dim_arg = b.get("dim")
     if call.op in ("median", "nanmedian") and dim_arg is None:  # the whole tensor: one value
         n_out, idx = 1, False
@@ -54,12 +53,8 @@ def _select(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str | N
         if not isinstance(k, int) or k < 0:
             return None
         n_out = s[0] * k
-    out = A.total(A.sized(n_out, dt) if vals else 0, A.sized(n_out, "int64") if idx else 0)
-    if call.direction == "bprop":
-        if not vals or not A.requires_grad(x):
-            return Cost(0.0, 0, dt)
-        return Cost(0.0, A.total(out, A.nbytes(x)), dt)
-    return Cost(0.0, A.total(A.nbytes(x), out), dt)
+    out = A.total(A.sized(n_out, dt), A.sized(n_out, "int64") if idx else 0)
+    return one_input(call, x, dt, (0.0, A.total(A.nbytes(x), out)), (0.0, A.total(out, A.nbytes(x))))
 
 
 @register("quantile", "nanquantile")
@@ -68,14 +63,10 @@ def _quantile(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str |
     q = b.get("q")
     nq = A.numel(A.shape(q)) if A.is_tensor(q) else 1
     dim = A.value(b.get("dim"))
-    if dim is None:
-        per = 1
-    else:
-        s = _slices(shp, dim)
-        if s is None:
-            return None
-        per = s[0]
-    n_out = (nq or 1) * per
+    s = (1, 1) if dim is None else _slices(shp, dim)  # no dim: one value per q
+    if s is None:
+        return None
+    n_out = (nq or 1) * s[0]
     read = A.total(A.nbytes(x), A.nbytes(q) if A.is_tensor(q) else 0)
     return one_input(call, x, dt, (float(3 * n_out), A.total(read, A.sized(n_out, dt))),
                      (float(3 * n_out), A.total(A.sized(n_out, dt), A.nbytes(x))))
@@ -93,11 +84,7 @@ def _search(call: OpCall, b: Bound) -> Cost | None:
     n_keys = A.numel(A.shape(keys)) if A.is_tensor(keys) else 1
     if n_keys is None or (A.is_tensor(table) and A.shape(table) is None):
         return None
-    if call.op == "isin":
-        out_dt = "bool"
-    else:
-        int32 = A.value(b.get("out_int32"), False)
-        out_dt = "int32" if int32 else "int64"
+    out_dt = "bool" if call.op == "isin" else "int32" if A.value(b.get("out_int32"), False) else "int64"
     dt = A.dtype(keys) or A.dtype(table)
     if call.direction == "bprop":
         return Cost(0.0, 0, dt)
