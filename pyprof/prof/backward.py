@@ -257,10 +257,11 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     cand = is_kernel & np.isin(raw["dir"], BACKWARD_DIRS) & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
     if op_dir is not None:
         cand &= np.equal(op_dir, None)  # type: ignore[call-overload]
-    if cand.any() and raw.get("args") is not None:  # (an instance run under torch.func.vmap: its outer records
-        seen: dict[int, bool] = {}                     # hold per-sample sizes; the formula prices its batch)
-        cand &= ~np.isin(inst_of, inst_of[np.fromiter((seen[id(a)] if id(a) in seen else seen.setdefault(id(a), bool(
-            a) and any("vmap" in t for t in A.tensors(a))) for a in raw["args"]), bool, n)])
+    fwd_args = raw.get("args")
+    if cand.any() and fwd_args is not None:  # under torch.func.vmap the outer records hold per-sample sizes:
+        distinct = {id(a): a for a in fwd_args}  # the formula prices the batch (rows share argument lists)
+        vmapped = {k: bool(a) and any("vmap" in t for t in A.tensors(a)) for k, a in distinct.items()}
+        cand &= ~np.isin(inst_of, inst_of[np.fromiter((vmapped[id(a)] for a in fwd_args), bool, n)])
     forward: set[int] = set()
     if unmodelled is not None:  # forward instances of an op without a model: priced on what they ran
         fwd = is_kernel & (raw["dir"] == "fprop") & unmodelled[inst_of] & np.not_equal(raw["op"], None)  # type: ignore[call-overload]
@@ -272,8 +273,6 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     by_inst = _by_instance(rows, role, inst_of)
     cdtype = raw.get("cdtype")
     prices: dict[tuple, tuple] = {}
-
-    fwd_args = raw.get("args")
 
     def price(i: int):
         cd = cdtype[i] if cdtype is not None else None
