@@ -21,10 +21,8 @@ traces of PyTorch 1.8-1.10 record as an op of their own) are priced from their r
 shape, so stride, padding and dilation are not needed. The gradients computed are ``output_mask``'s
 where recorded, else those of the tensors that require grad (assumed all where unknown, as elsewhere).
 
-A forward convolution whose trace did not record stride/padding (PyTorch 1.8's ``record_shapes``
-records only tensor arguments) is priced by :func:`price_with_backward` with the output shape of the
-backward op recorded for the same input and weight shapes (the same layer), where exactly one such
-shape exists; FLOPs need only that shape (``2 · N · prod(out spatial) · prod(weight.shape)``).
+A forward convolution recorded without stride/padding (PyTorch 1.8) takes its output shape from the
+backward op of the same layer: :func:`price_with_backward` (docs/prof.md says when).
 """
 
 from __future__ import annotations
