@@ -21,9 +21,7 @@ from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, out_of_place, r
 def _result(call: OpCall, n: int | None, dt: str | None, extra: float | None = 0) -> Cost | None:
     if n is None:
         return None
-    if call.direction == "bprop":
-        return Cost(0.0, 0, dt)
-    return Cost(0.0, A.total(A.sized(n, dt), extra), dt)
+    return Cost(0.0, 0 if call.direction == "bprop" else A.total(A.sized(n, dt), extra), dt)
 
 
 @register("uniform", "normal", "bernoulli", "random", "exponential", "geometric", "log_normal", "cauchy",
