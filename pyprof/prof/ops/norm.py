@@ -66,17 +66,13 @@ def _norm_backward(kind: str, x, w, bias, n: int, dt: str | None) -> Cost:
 
 @register(*KINDS)
 def _norm(call: OpCall) -> Cost | None:
-    kind = KINDS[call.op]
     functional = call.mod == "torch.nn.functional" and call.op in _FUNCTIONAL
     b = A.bind(call.args, _FUNCTIONAL[call.op] if functional else param_names(call.op))
     x = b.get("input") or b.get("self")
     n = A.numel(A.shape(x))
-    if n is None:
+    kind = _batch_kind(b) if KINDS[call.op] == "batch" else KINDS[call.op]
+    if n is None or kind is None:
         return None
-    known = _batch_kind(b) if kind == "batch" else kind
-    if known is None:
-        return None
-    kind = known
     w = b.get("weight") if A.is_tensor(b.get("weight")) else None
     bias = b.get("bias") if A.is_tensor(b.get("bias")) else None
     dt = A.compute_dtype(call.cdtype, x)
