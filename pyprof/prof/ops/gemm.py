@@ -366,10 +366,9 @@ def _bilinear(call: OpCall, b: Bound) -> Cost | None:
     bias_b = A.nbytes(bias) if A.is_tensor(bias) else 0
     if call.direction == "bprop":
         grads = [t for t in ins if A.requires_grad(t)]
-        grads_b = A.total(A.sized(n_out, dt), bias_b) if A.requires_grad(bias) else 0
-        return Cost(2.0 * macs * len(grads), A.total(*([A.sized(n_out, dt), *[A.nbytes(t) for t in ins],
-                                                          *[A.nbytes(g) for g in grads]] if grads else [0]),
-                                                       grads_b), dt, tensor_op=True)
+        read = [A.sized(n_out, dt), *[A.nbytes(t) for t in ins]] if grads else []  # dY and the inputs
+        dbias = [A.sized(n_out, dt), bias_b] if A.requires_grad(bias) else []  # dY read, db written
+        return Cost(2.0 * macs * len(grads), A.total(*read, *[A.nbytes(g) for g in grads], *dbias), dt, tensor_op=True)
     return Cost(2.0 * macs, A.total(*[A.nbytes(t) for t in ins], bias_b, A.sized(n_out, dt)), dt, tensor_op=True)
 
 
