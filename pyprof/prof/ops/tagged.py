@@ -5,11 +5,9 @@ Imported after every family module, it registers only names no family registered
 * **pointwise**: aten ops torch tags ``pointwise`` on every overload (``scripts/gen_aten_schemas.py``
   writes the list into ``pyprof/data/aten_schemas.txt``): special functions, ``logaddexp``,
   ``xlogy``, ``*_backward`` helpers, and the untagged gradient helpers of activations
-  (``leaky_relu_backward``, ``softplus_backward``, ...: :data:`_UNTAGGED`). The output has the broadcast shape of the tensor arguments; one
-  FLOP per output element forward (a transcendental or special function counts one, as in the
-  pointwise family), one per output element per input that needs a gradient backward; bytes as the
-  pointwise family's (each input read, the output written; backward reads dY and the inputs, writes
-  each gradient).
+  (``leaky_relu_backward``, ``softplus_backward``, ...: :data:`_UNTAGGED`). Priced by the pointwise
+  family's rule (:func:`pyprof.prof.ops.pointwise.elementwise_cost`) at one FLOP per output element
+  forward (a special function counts one) and, backward, one per element per input needing a gradient.
 * **views**: aten ops every overload of which returns an alias of an argument (``Tensor(a)``, not
   written: ``mT``, ``broadcast_to``, ``tensor_split``): no kernel, FLOPs 0 and bytes 0.
 * **aliases**: Python and aten alias spellings (``divide``, ``arccos``, ``special_expit``) priced by
