@@ -194,22 +194,14 @@ def ints(a: Arg | None, n: int, default: Sequence[int] | int | None, minimum: in
     ``default`` applies when the argument is absent; ``None`` is returned when it is present but its
     value is unknown or malformed, or below ``minimum`` (a stride of 0 is not a stride).
     """
-    if not known(a):
-        return None
-    v = value(a, default)
-    if v is None:
-        return None
-    out: list[int] | None = None
+    v = value(a, default) if known(a) else None
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        out = [int(v)] * n
-    elif isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-        if len(v) == 1:
-            out = [int(v[0])] * n
-        elif len(v) == n:
-            out = [int(x) for x in v]
-    if out is None or any(x < minimum for x in out):
+        v = [v]
+    if (not isinstance(v, (list, tuple)) or len(v) not in (1, n)
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
         return None
-    return out
+    out = [int(x) for x in v] * (n if len(v) == 1 else 1)  # one number stands for every dim
+    return None if any(x < minimum for x in out) else out
 
 
 def broadcast(*shapes: Sequence[int] | None) -> list[int] | None:
