@@ -206,21 +206,16 @@ def ints(a: Arg | None, n: int, default: Sequence[int] | int | None, minimum: in
 
 def broadcast(*shapes: Sequence[int] | None) -> list[int] | None:
     """Broadcast shapes (numpy rules); ``None`` if any is unknown or they do not broadcast."""
+    known = [list(s) for s in shapes if s is not None]
+    if len(known) < len(shapes):
+        return None
+    nd = max((len(s) for s in known), default=0)
     out: list[int] = []
-    for s in shapes:
-        if s is None:
+    for dims in zip(*[[1] * (nd - len(s)) + s for s in known], strict=True):  # aligned from the right
+        sizes = set(dims) - {1}
+        if len(sizes) > 1:
             return None
-        s = list(s)
-        if len(s) > len(out):
-            out = [1] * (len(s) - len(out)) + out
-        s = [1] * (len(out) - len(s)) + s
-        for i, (a, b) in enumerate(zip(out, s, strict=True)):
-            if a == b or b == 1:
-                continue
-            if a == 1:
-                out[i] = b
-            else:
-                return None
+        out.append(sizes.pop() if sizes else 1)
     return out
 
 
