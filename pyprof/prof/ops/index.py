@@ -106,12 +106,9 @@ def _scatter_like(call: OpCall, x: dict | None, idx: Sequence[dict | None], src:
     idx_b = A.total(*[A.nbytes(i) for i in idx])
     src_b = A.sized(n_src, dt) if A.is_tensor(src) else 0
     if call.direction == "bprop":
-        byts: float | None = 0
-        if A.requires_grad(x):  # dY passes to the input (the overwritten places zeroed): read + write
-            byts = A.total(byts, A.sized(2 * n, dt))
-        if A.is_tensor(src) and A.requires_grad(src):  # gather dY at the indices
-            byts = A.total(byts, idx_b, A.sized(2 * n_src, dt))
-        return Cost(0.0, byts, dt)
+        dx = A.sized(2 * n, dt) if A.requires_grad(x) else 0  # dY to the input, the overwritten places zeroed
+        dsrc = [idx_b, A.sized(2 * n_src, dt)] if A.requires_grad(src) else []  # dY gathered at the indices
+        return Cost(0.0, A.total(dx, *dsrc), dt)
     return Cost(float(n_src if accumulate else 0), A.total(idx_b, src_b, A.sized(n_src, dt)), dt)
 
 
@@ -172,14 +169,9 @@ def _put(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cos
         return None
     acc = call.op == "index_reduce" or bool(A.value(b.get("accumulate"), False))
     if call.direction == "bprop":
-        byts: float | None
-        flops, byts = 0.0, 0
-        if A.requires_grad(x):
-            flops += n if call.op == "index_reduce" else 0
-            byts = A.total(byts, A.sized(2 * n, dt))
-        if A.requires_grad(src):
-            flops += n_src if call.op == "index_reduce" else 0
-            byts = A.total(byts, A.nbytes(idx), A.sized(2 * n_src, dt))
+        gx, gs = A.requires_grad(x), A.requires_grad(src)
+        flops = float(n * gx + n_src * gs) if call.op == "index_reduce" else 0.0
+        byts = A.total(A.sized(2 * n, dt) if gx else 0, *([A.nbytes(idx), A.sized(2 * n_src, dt)] if gs else []))
         return Cost(flops, byts, dt)
     flops = float((n_src if acc else 0) + (n if red == "mean" else 0))
     if out_of_place(call):  # it copies self first
@@ -208,10 +200,7 @@ def _masked_scatter(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | N
         return None
     n = prod(out)
     if call.direction == "bprop":
-        byts: float | None = 0
-        if A.requires_grad(x):  # dY with the scattered places zeroed
-            byts = A.total(byts, A.nbytes(mask), A.sized(2 * n, dt))
-        if A.requires_grad(src):  # dY's masked elements into a source-sized gradient
-            byts = A.total(byts, A.nbytes(mask), A.sized(n, dt), A.nbytes(src))
-        return Cost(0.0, byts, dt)
+        dx = [A.nbytes(mask), A.sized(2 * n, dt)] if A.requires_grad(x) else []  # the scattered places zeroed
+        dsrc = [A.nbytes(mask), A.sized(n, dt), A.nbytes(src)] if A.requires_grad(src) else []  # masked dY
+        return Cost(0.0, A.total(*dx, *dsrc), dt)
     return Cost(0.0, A.total(A.nbytes(x), A.nbytes(mask), A.nbytes(src), A.sized(n, dt)), dt)
