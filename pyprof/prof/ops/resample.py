@@ -142,12 +142,10 @@ def _grid_sample(call: OpCall) -> Cost | None:
     points = prod(sg[:-1])
     n_out = points * sx[1]
     dt = A.compute_dtype(call.cdtype, x, grid)
-    if call.direction == "bprop":
-        flops, byts = 0.0, A.total(A.sized(n_out, dt), A.nbytes(x), A.nbytes(grid))
-        if A.requires_grad(x):
-            flops, byts = flops + 2 * taps * n_out, A.total(byts, A.nbytes(x))
-        if A.requires_grad(grid):
-            flops, byts = flops + 3 * taps * n_out, A.total(byts, A.nbytes(grid))
-        return Cost(flops, byts, dt)
+    if call.direction == "bprop":  # dY, x and grid read; per gradient 2 (dx) or 3 (dgrid) per tap, it written
+        gx, gg = A.requires_grad(x), A.requires_grad(grid)
+        byts = A.total(A.sized(n_out, dt), A.nbytes(x), A.nbytes(grid), A.nbytes(x) if gx else 0,
+                       A.nbytes(grid) if gg else 0)
+        return Cost(float((2 * gx + 3 * gg) * taps * n_out), byts, dt)
     per = 0 if mode == "nearest" else 2 * taps - 1
     return Cost(float(per * n_out + 4 * nd * points), A.total(A.nbytes(x), A.nbytes(grid), A.sized(n_out, dt)), dt)
