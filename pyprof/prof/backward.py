@@ -158,14 +158,10 @@ def _idle_callers(state: dict[int, str], caller: dict[int, int | None], costs: d
     """The callers without a model (``open``) that handed no work on: none of the ops they called does
     FLOPs or is itself such a caller. ``nonzero`` calls only an ``as_strided_`` view and does its work in
     its own record: that record is n/a (no model), never the 0 of its view."""
-    idle = []
-    for c, st in state.items():
-        if st == "open":
-            kids = [i for i, p in caller.items() if p == c]
-            if not any(state.get(i) == "open" or (i in costs and costs[i][1] is not None and costs[i][1].flops > 0)
-                       for i in kids):
-                idle.append(c)
-    return idle
+    def busy(i: int) -> bool:  # an open caller, or an op that does FLOPs
+        return state.get(i) == "open" or (i in costs and costs[i][1] is not None and costs[i][1].flops > 0)
+
+    return [c for c, st in state.items() if st == "open" and not any(busy(i) for i, p in caller.items() if p == c)]
 
 
 def _walk_instance(members: list[int], formula: bool, is_cpu: np.ndarray, raw: dict[str, np.ndarray], price,
