@@ -8,11 +8,9 @@ and values ``[..., S, Ev]``:
 * backward FLOPs = ``2·B·L·S·(3·E + 2·Ev)``: the scores are recomputed (``Q·Kᵀ``), then ``dP = dO·Vᵀ``,
   ``dV = Pᵀ·dO``, ``dQ = dS·K``, ``dK = dSᵀ·Q``.
 
-The backward kernels themselves (``_scaled_dot_product_flash_attention_for_cpu_backward`` and the
-flash, memory-efficient, cuDNN and overrideable ``*_backward`` ops, ``_flash_attention_backward``,
-``_efficient_attention_backward``) are what a compiled region's backward graph calls directly, with
-no forward op to link to: they are priced by the backward formula whatever the direction of their
-record, from their own ``query``/``key``/``value`` (:data:`BACKWARD`).
+The backward kernels themselves (:data:`BACKWARD`), which a compiled region's backward graph calls
+directly with no forward op to link to, are priced by the backward formula whatever the direction of
+their record, from their own ``query``/``key``/``value``.
 
 These are FlopCounterMode's formulas for a dense mask. Softmax, scaling and masking are O(B·L·S) and
 not counted. A causal call (``is_causal=True``, or the memory-efficient kernel's causal mask types)

@@ -14,11 +14,10 @@ FLOPs (a multiply-add is 2; bias adds not counted, as FlopCounterMode and fvcore
 Bytes: input, weight, bias read once, output written once; backward: per gradient, ``dY`` and the
 other operand read and the gradient written; ``db`` reads ``dY``.
 
-The backward ops themselves (``convolution_backward``; the old per-backend ``cudnn_convolution_backward``,
-``miopen_convolution_backward``, ``mkldnn_convolution_backward``, ``mps_convolution_backward``, which
-traces of PyTorch 1.8-1.10 record as an op of their own) are priced from their recorded ``input``,
-``grad_output`` and ``weight`` by the same formulas: ``grad_output``'s shape is the forward's output
-shape, so stride, padding and dilation are not needed. The gradients computed are ``output_mask``'s
+The backward ops themselves (:data:`BACKWARD`: ``convolution_backward``, and the per-backend ones that
+traces of PyTorch 1.8-1.10 record) are priced from their recorded ``input``, ``grad_output`` and
+``weight`` by the same formulas: ``grad_output``'s shape is the forward's output shape, so stride,
+padding and dilation are not needed. The gradients computed are ``output_mask``'s
 where recorded, else those of the tensors that require grad (assumed all where unknown, as elsewhere).
 
 A forward convolution recorded without stride/padding (PyTorch 1.8) takes its output shape from the
