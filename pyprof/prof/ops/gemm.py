@@ -157,7 +157,7 @@ def _linear(call: OpCall, b: Bound) -> Cost | None:
         return None
     k = sx[-1]
     n = sw[0] if len(sw) == 2 else 1
-    if (sw[-1] if len(sw) == 2 else sw[0]) != k:
+    if sw[-1] != k:
         return None
     m = prod(sx[:-1])
     out = sx[:-1] + ([n] if len(sw) == 2 else [])
