@@ -37,7 +37,7 @@ from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, regi
 _COMPLEX: dict[str | None, str] = {"float32": "complex64", "float16": "complex32", "bfloat16": "complex64", "float64": "complex128"}
 _REAL: dict[str | None, str | None] = {v: k for k, v in _COMPLEX.items() if k != "bfloat16"}
 
-# name: (kind, default dims) -- c2c: complex in and out; r2c: real in, half complex out; c2r: the reverse
+# name: kind -- c2c: complex in and out; r2c: real in, half complex out; c2r: the reverse
 _KINDS = {"fft": "c2c", "ifft": "c2c", "rfft": "r2c", "ihfft": "r2c", "irfft": "c2r", "hfft": "c2r"}
 
 
@@ -91,9 +91,8 @@ def _transform(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str 
     real, cplx = _REAL.get(dt, dt), _COMPLEX.get(dt, dt)
     half = n // lengths[-1] * (lengths[-1] // 2 + 1)
     out_n, out_dt = {"c2c": (n, cplx), "r2c": (half, cplx), "c2r": (n, real)}[kind]
-    if call.direction == "bprop" and not A.requires_grad(x):
-        return Cost(0.0, 0, out_dt)
-    return Cost(flops, A.total(A.nbytes(x), A.sized(batch * out_n, out_dt)), out_dt)
+    moved = (flops, A.total(A.nbytes(x), A.sized(batch * out_n, out_dt)))  # backward: a DFT of the same size
+    return one_input(call, x, out_dt, moved, moved)
 
 
 _NAMES = [f"fft_{k}{r}" for k in _KINDS for r in ("", "2", "n")]
