@@ -38,8 +38,6 @@ Every op here is one or more matrix products ``C[M,N] = A[M,K] @ B[K,N]`` (times
   run under the op's autograd node and are priced by it: the ``..._no_reduction`` op's backward
   recomputes the logits and each gradient (every input taken to need one: the trace records no
   ``requires_grad``), the other's only scales its saved gradients.
-* Arguments are read by their aten schema names (``registry.bound``: ``self``/``mat2``, ``equation``/
-  ``tensors``), whatever form the trace recorded them in.
 * Bytes are the ideal traffic: each operand read once and the result written once, in the compute
   dtype (under autocast the GEMM kernel reads the cast copies); backward reads ``dC`` and the other
   operand and writes the gradient, per gradient.

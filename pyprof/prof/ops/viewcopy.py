@@ -11,8 +11,6 @@ the rest keep the input's count). A ``*_scatter`` op reads ``self`` and ``src`` 
 ``self``'s shape. Backward: the gradient is a view of dY copied (dY's viewed part read, dX written);
 ``expand_copy``'s sums the broadcast copies (one add per dY element); a scatter's splits dY into the
 gradient of ``self`` (dY with the view zeroed: dY read, written) and of ``src`` (the view's part of dY).
-
-Arguments are read by their aten schema names (``registry.bound``).
 """
 
 from __future__ import annotations
