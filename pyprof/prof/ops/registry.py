@@ -6,10 +6,8 @@ registered twice, so there is never a second table beside the decorators. :func:
 ``None`` for an op without a model: prof shows ``n/a`` for it and counts it in one warning; it is
 never a 0-FLOP measurement.
 
-The registry is full whenever it can be used: Python runs a package's ``__init__`` before any module
-in it, and that of :mod:`pyprof.prof.ops` imports every family module, so by the time an import of
-this module (or of any family) returns, every model is registered. (This module imports no family:
-they import it.)
+The registry is full whenever it can be used: importing this module (or any family) first runs the
+package's ``__init__``, which imports every family module (this module imports none of them).
 """
 
 from __future__ import annotations
