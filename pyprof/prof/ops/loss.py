@@ -63,13 +63,9 @@ ELEMENTWISE: dict[str, tuple[tuple[str, ...], int, int]] = {
 
 def _reduced(b: dict) -> bool | None:
     """Whether the loss is reduced to a scalar (``None`` when the argument was not captured)."""
-    r = b.get("reduction")
-    if not A.known(r):
+    if not A.known(b.get("reduction")):
         return None
-    v = A.value(r, "mean")
-    if A.value(b.get("reduce")) is False:
-        return False
-    return v not in ("none", 0)
+    return A.value(b.get("reduce")) is not False and A.value(b.get("reduction"), "mean") not in ("none", 0)
 
 
 @register(*ELEMENTWISE)
