@@ -137,17 +137,6 @@ BACKWARD: dict[str, tuple[str, ...]] = {
 }
 
 
-def _backward_shapes(call: OpCall):
-    """(input, grad_output, weight) argument dicts and the bound arguments of a backward call, or ``None``."""
-    params = BACKWARD[call.op]
-    b = A.bind(call.args, params)
-    x, gy, w = b.get("input"), b.get("grad_output"), b.get("weight")
-    sx, sy, sw = A.shape(x), A.shape(gy), A.shape(w)
-    if sx is None or sy is None or sw is None or len(sw) < 3 or len(sx) != len(sy) or len(sy) != len(sw):
-        return None
-    return x, gy, w, b
-
-
 def _mask(call: OpCall, b: dict, x, w) -> tuple[bool, bool, bool | None] | None:
     """Which gradients the backward computes: (dX, dW, db or None when unknown)."""
     m = b.get("output_mask")
@@ -165,11 +154,11 @@ def _mask(call: OpCall, b: dict, x, w) -> tuple[bool, bool, bool | None] | None:
 def _conv_backward(call: OpCall) -> Cost | None:
     if call.direction == "bprop":  # (a double backward runs as _convolution_double_backward)
         return None
-    got = _backward_shapes(call)
-    if got is None:
+    b = A.bind(call.args, BACKWARD[call.op])
+    x, gy, w = b.get("input"), b.get("grad_output"), b.get("weight")
+    sx, sy, sw = A.shape(x), A.shape(gy), A.shape(w)
+    if sx is None or sy is None or sw is None or len(sw) < 3 or len(sx) != len(sy) or len(sy) != len(sw):
         return None
-    x, gy, w, b = got
-    sx, sy, sw = (cast("list[int]", A.shape(t)) for t in (x, gy, w))  # _backward_shapes checked them
     tv = b.get("transposed")
     if not A.known(tv):
         return None
