@@ -100,19 +100,6 @@ def matmul_dims(sa: list[int] | None, sb: list[int] | None):
     return out, prod(batch) * m * n * k, [m, n, k]
 
 
-def _product(call: OpCall, a: dict | None, b: dict | None, bias: dict | None = None,
-             sum_batch: bool = False) -> Cost | None:
-    if not (A.is_tensor(a) and A.is_tensor(b)):
-        return None
-    d = matmul_dims(A.shape(a), A.shape(b))
-    if d is None:
-        return None
-    out, macs, mnk = d
-    if sum_batch:  # addbmm: the batch of products is summed into one [M, N]
-        out = out[-2:]
-    return gemm_cost(call, a, b, out, macs, bias, mnk)
-
-
 # The operands A, B of the product ``A @ B`` by their schema names, per aten op.
 _OPERANDS = {"mm": ("self", "mat2"), "bmm": ("self", "mat2"), "matmul": ("self", "other"), "mv": ("self", "vec"),
              "dot": ("self", "tensor"), "vdot": ("self", "other"),
@@ -130,8 +117,12 @@ def _bias(call: OpCall, b: Bound) -> dict | None:
 @binds()
 def _mm(call: OpCall, b: Bound) -> Cost | None:
     """``A @ B`` (plus the bias of the ``add*`` forms); ``addbmm`` sums its batch of products into one."""
-    first, second = _OPERANDS[call.op]
-    return _product(call, b.get(first), b.get(second), _bias(call, b), sum_batch=call.op == "addbmm")
+    x, y = (b.get(name) for name in _OPERANDS[call.op])
+    d = matmul_dims(A.shape(x), A.shape(y))
+    if d is None:
+        return None
+    out, macs, mnk = d
+    return gemm_cost(call, x, y, out[-2:] if call.op == "addbmm" else out, macs, _bias(call, b), mnk)
 
 
 @register("addr")
