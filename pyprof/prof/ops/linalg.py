@@ -528,21 +528,13 @@ def _lstsq(call: OpCall, b: Bound, x: A.Arg, bt: int, m: int, n: int, dt: str | 
     return _cost(call, _flops(ma, batch, dt), dt, _n(x) + 2 * nb)
 
 
-def _fold(shp: list[int], ind: int) -> tuple[int, int] | None:
-    if not 0 < ind < len(shp):
-        return None
-    return prod(shp[:ind]), prod(shp[ind:])
-
-
 @register("linalg_tensorinv")
-@binds()
-def _tensorinv(call: OpCall, b: Bound) -> Cost | None:
-    x = b.get("self")
-    shp, dt = A.shape(x), A.dtype(x)
-    got = _fold(shp or [], A.value(b.get("ind"), 2))
-    if got is None or got[0] != got[1]:
+@binds("self")
+def _tensorinv(call: OpCall, b: Bound, x: A.Arg, shp: list[int], dt: str | None) -> Cost | None:
+    ind = A.value(b.get("ind"), 2)
+    if not 0 < ind < len(shp) or prod(shp[:ind]) != prod(shp[ind:]):  # its dims fold into a square matrix
         return None
-    n = got[0]
+    n = prod(shp[:ind])
     return _cost(call, _flops(_sum(getrf(n, n), getrs(n, n)), 1, dt), dt, 2 * _n(x))
 
 
