@@ -62,10 +62,7 @@ def _foreach(call: OpCall) -> Cost | None:
     if base == "zero":
         return Cost(0.0, A.total(*[A.nbytes(t) for t in first]), dt)
     if base == "copy":  # _foreach_copy_(self, src): src read, self written
-        src = lists[1] if len(lists) > 1 else None
-        if src is None:
-            return None
-        return Cost(0.0, A.total(*[A.nbytes(t) for t in src], *[A.nbytes(t) for t in first]), dt)
+        return None if len(lists) < 2 else Cost(0.0, A.total(*[A.nbytes(t) for t in lists[1] + first]), dt)
     alpha = next((a for a in call.args if a.get("name") == "alpha"), None)
     per = PW[base][0] + int(base in ("add", "sub") and A.value(alpha, 1) != 1)  # x + alpha * y: one more
     return Cost(float(per * n), A.total(read, *[A.nbytes(t) for t in first]), dt)
