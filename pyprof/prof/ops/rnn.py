@@ -46,11 +46,8 @@ def _bound(call: OpCall) -> tuple[dict, bool]:
 
 def _states(hx) -> list[list[int]] | None:
     """Shapes of the initial hidden (and cell) states ``[layers·directions, batch, features]``."""
-    items = A.tensorlist(hx)
-    cand = [A.shape(t) for t in items] if items else []
-    if cand and all(s is not None and len(s) == 3 for s in cand):
-        return cast("list[list[int]]", cand)
-    return None
+    cand = [A.shape(t) for t in A.tensorlist(hx) or []]
+    return cast("list[list[int]]", cand) if cand and all(s is not None and len(s) == 3 for s in cand) else None
 
 
 def _shapes(x, b: dict, packed: bool) -> tuple[list[int], list[list[int]]] | None:
