@@ -62,9 +62,8 @@ def attention_dims(q: list[int], k: list[int], v: list[int], layout: str):
     *bv, sv, ev = v
     if ek != e or sv != ss or bk != bv or len(bq) != len(bk):
         return None
-    for dq, dk in zip(bq, bk, strict=True):  # GQA: query heads a multiple of key/value heads
-        if dk == 0 or dq % dk:
-            return None
+    if any(dk == 0 or dq % dk for dq, dk in zip(bq, bk, strict=True)):  # GQA: query heads a multiple of K/V's
+        return None
     return prod(bq), sl, ss, e, ev
 
 
