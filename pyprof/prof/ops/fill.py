@@ -51,9 +51,7 @@ def _fill_new(call: OpCall, b: Bound) -> Cost | None:
     base = A.dtype(b.get("self")) if new else "float32"
     if call.op == "full" and b.get("fill_value", {}).get("type") in ("int", "bool"):
         base = "int64" if b["fill_value"]["type"] == "int" else "bool"  # full(size, 3) is an integer tensor
-    want = A.value(b.get("dtype"))
-    dt = A.norm_dtype(want) if isinstance(want, str) else base
-    return _written(call, prod(dims), dt)
+    return _written(call, prod(dims), A.out_dtype(b, base))
 
 
 @register("empty", "empty_strided", "new_empty_strided", "empty_permuted", "resize", "resize_as")
