@@ -539,11 +539,10 @@ def _tensorinv(call: OpCall, b: Bound, x: A.Arg, shp: list[int], dt: str | None)
 
 
 @register("linalg_tensorsolve")
-@binds()
-def _tensorsolve(call: OpCall, b: Bound) -> Cost | None:
-    x, y = b.get("self"), b.get("other")
-    sx, sy, dt = A.shape(x), A.shape(y), A.dtype(x)
-    if sx is None or sy is None:
+@binds("self")
+def _tensorsolve(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | None) -> Cost | None:
+    sy = A.shape(b.get("other"))
+    if sy is None:
         return None
     dims = A.value(b.get("dims"))
     if dims and not isinstance(dims, list):  # the dims named are moved to the end first: the count is the same
