@@ -190,9 +190,7 @@ def _text() -> str:
 def schemas() -> dict[str, tuple[Schema, ...]]:
     """Every aten op of the data file -> its overloads, in torch's order (the default one first)."""
     out: dict[str, list[Schema]] = {}
-    for line in _text().splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
+    for line in _text().splitlines():  # comment and blank lines parse as None
         s = parse_schema(line)
         if s is not None:
             out.setdefault(s.name, []).append(s)
