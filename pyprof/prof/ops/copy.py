@@ -28,11 +28,9 @@ def _move(call: OpCall, x: dict, target_dtype: str | None, target_device: str | 
     src_dt, n = A.dtype(x), A.numel(A.shape(x))
     dst_dt = target_dtype or src_dt
     same = dst_dt == src_dt and (target_device is None or _same_device(target_device, x.get("device")))
-    if same and not always:
+    no_grad = call.direction == "bprop" and (not A.requires_grad(x) or call.op in ("clone", "contiguous"))
+    if (same and not always) or no_grad:  # nothing launched, or a gradient passed through or not needed
         return Cost(0.0, 0, src_dt)
-    if call.direction == "bprop":
-        if not A.requires_grad(x) or (call.op in ("clone", "contiguous")):
-            return Cost(0.0, 0, src_dt)
     return Cost(0.0, A.total(A.sized(n, src_dt), A.sized(n, dst_dt)), dst_dt)
 
 
