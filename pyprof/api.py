@@ -161,8 +161,7 @@ class Profile:
         import orjson
 
         from pyprof.atomic import atomic_output
-        from pyprof.cpu_findings import machine_env
-        from pyprof.runner import torch_env
+        from pyprof.runner import run_env
 
         if not self._done:
             o = self.opts
@@ -170,7 +169,7 @@ class Profile:
                              f"{o.wait + o.warmup + 1}, so nothing was recorded",
                              "call pyprof.step() once per iteration, run more, or lower wait/warmup")
         with atomic_output(folder / "env.json", "wb") as fh:
-            fh.write(orjson.dumps({**machine_env(), **torch_env()}, option=orjson.OPT_INDENT_2))
+            fh.write(orjson.dumps(run_env(), option=orjson.OPT_INDENT_2))
         from pyprof.calibrate import write_run_records
         from pyprof.parse.kineto import KinetoSource
 

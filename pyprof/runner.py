@@ -487,11 +487,15 @@ def _check(opts: RunOptions) -> None:
         raise UsageError("--active must be at least 1", "profile at least one step")
 
 
-def torch_env() -> dict[str, Any]:
-    """Thread settings of this process's torch, for the CPU findings."""
+def run_env() -> dict[str, Any]:
+    """``env.json``: this machine's CPUs and thread variables, and this process's torch's thread settings,
+    for the CPU findings."""
     import torch
 
+    from pyprof.cpu_findings import machine_env
+
     return {
+        **machine_env(),
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
         "torch": torch.__version__,
@@ -725,9 +729,7 @@ def run_script(script: str | os.PathLike, args: list[str], out_dir: str | os.Pat
             sys.argv, sys.path[:] = saved_argv, saved_path
     stepper, times = session.stepper, session.times
     times["script"] = time.perf_counter() - t_start
-    from pyprof.cpu_findings import machine_env
-
-    env = {**machine_env(), **torch_env()}
+    env = run_env()
     if failure is not None:
         _script_failed(script, failure, exit_code)
     if not session.written:

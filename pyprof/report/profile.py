@@ -105,7 +105,7 @@ def load(path: str | os.PathLike, gpu: str | None = None, peak_flops: float | No
 
 
 _COUNT, _FLAG = (lambda v: v.__class__ is int and v >= 0, "a whole number"), (lambda v: v.__class__ is bool, "a flag")
-#: the fields of ``env.json`` that are read (``runner.torch_env``, ``cpu_findings.machine_env``): their test
+#: the fields of ``env.json`` that are read (``runner.run_env``): their test
 _ENV = {**dict.fromkeys(("intra_op_threads", "inter_op_threads", "logical_cpus", "usable_cpus", "physical_cores",
                          "processes"), _COUNT), "mkldnn": _FLAG, "cuda": _FLAG, "torch": (lambda v: v.__class__ is str, "a text"),
         "vars": (lambda v: v.__class__ is dict and all(x.__class__ is str for kv in v.items() for x in kv), "texts")}
