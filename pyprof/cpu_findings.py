@@ -183,20 +183,15 @@ def _site_labels(keys: list[tuple[tuple[str, ...], str | None]]) -> dict:
         text = " < ".join(trace[:depth]) if trace else "(no call site)"
         return f"{text} [{layer}]" if layer else text
 
-    out = {}
+    out: dict = {}
     groups: dict[str, list] = defaultdict(list)
     for key in keys:
         groups[label(key, 1)].append(key)
-    for base, group in groups.items():
-        if len(group) == 1:
-            out[group[0]] = base
-            continue
-        deepest = max(len(k[0]) for k in group)
-        depth = 2
+    for group in groups.values():
+        deepest, depth = max(len(k[0]) for k in group), 1
         while depth < deepest and len({label(k, depth) for k in group}) < len(group):
             depth += 1
-        for k in group:
-            out[k] = label(k, depth)
+        out.update((k, label(k, depth)) for k in group)
     return out
 
 
