@@ -138,11 +138,8 @@ def time_stable(fn: Callable[[], object], work: float, budget: float, cuda: bool
         fn()
         times.append(now() - t0)
         n = len(times)
-        if n >= max_reps:
-            break
-        if n >= max(min_reps, agree) and _spread(times, agree) <= tol:
-            break
-        if n >= min_reps and now() >= deadline:
+        if (n >= max_reps or n >= max(min_reps, agree) and _spread(times, agree) <= tol
+                or n >= min_reps and now() >= deadline):
             break
     best = min(times)
     return Timing(work / best if best > 0 else 0.0, best, _spread(times, agree), len(times))
