@@ -39,10 +39,6 @@ numbers (ns, FLOP/s, p).
 """
 
 DROP = (("tflops_a", "tflops_b"), ("gap_a", "gap_b"), ("shapes",), ("time_a",), ("p",), ("delta_pct",))
-HUMAN = (("key", "", "str"), ("time_a", "A/step", "dur"), ("time_b", "B/step", "dur"), ("delta", "B - A", "+dur"),
-         ("delta_pct", "Change", "+pct"), ("p", "p", "num"), ("verdict", "Verdict", "str"),
-         ("tflops_a", "FLOP/s A", "flops"), ("tflops_b", "FLOP/s B", "flops"),
-         ("gap_a", "Gap A", "num"), ("gap_b", "Gap B", "num"), ("shapes", "Shapes", "str"))
 
 
 def by_groups(value: str) -> list[str]:
@@ -141,6 +137,7 @@ def _batch(df, name) -> float:
 
 def _human(tables, tot, out, width, top, a, b, per_sample) -> None:
     from pyprof.prof import render, units
+    from pyprof.report.diff import HUMAN
 
     unit = "per sample" if per_sample else "per step"
     out.write(f"A: {a} ({_steps(tot.steps_a)})\nB: {b} ({_steps(tot.steps_b)})\n"

@@ -38,6 +38,11 @@ COLUMNS = ("key", "time_a", "time_b", "delta", "delta_pct", "p", "verdict", "tfl
 #: a change whose one-sided p is below this is shown by the steps
 ALPHA = 0.01
 MIN_SHARE = 1.0
+#: (column, header, format) of the tables a person reads: ``pyprof diff``'s and the report's baseline section
+HUMAN = (("key", "", "str"), ("time_a", "A/step", "dur"), ("time_b", "B/step", "dur"), ("delta", "B - A", "+dur"),
+         ("delta_pct", "Change", "+pct"), ("p", "p", "num"), ("verdict", "Verdict", "str"),
+         ("tflops_a", "FLOP/s A", "flops"), ("tflops_b", "FLOP/s B", "flops"),
+         ("gap_a", "Gap A", "num"), ("gap_b", "Gap B", "num"), ("shapes", "Shapes", "str"))
 
 
 @cache

@@ -344,11 +344,7 @@ def _baseline(p: Profile, base: Profile, figs: dict) -> str:
     parts = [f'<div class="cards">{_card(units.duration(tot.time_a), "baseline (A) time per step")}'
              f'{_card(units.duration(tot.time_b), "this run (B) time per step")}'
              f'{_card(units.FORMATS["+pct"](tot.delta_pct), f"change (p={units.number(tot.p)})")}</div>']
-    cols = [("key", "", "str", 1.0), ("time_a", "A/step", "dur", 1.0), ("time_b", "B/step", "dur", 1.0),
-            ("delta", "B - A", "+dur", 1.0), ("delta_pct", "Change", "+pct", 1.0), ("p", "p", "num", 1.0),
-            ("verdict", "Verdict", "str", 1.0), ("tflops_a", "FLOP/s A", "flops", 1e12),
-            ("tflops_b", "FLOP/s B", "flops", 1e12), ("gap_a", "Gap A", "num", 1.0), ("gap_b", "Gap B", "num", 1.0),
-            ("shapes", "Shapes", "str", 1.0)]
+    cols = [(*c, 1e12 if c[2] == "flops" else 1.0) for c in diff_mod.HUMAN]  # (the tflops columns as FLOP/s)
     for by, (sa, sb) in sides.items():
         table = diff_mod.compare(sa, sb)
         fid = f"fig-delta-{by}"
