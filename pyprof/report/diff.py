@@ -1,23 +1,16 @@
 """Two profiles compared with statistics: per op, layer or kernel, A's (the baseline's) and B's time per
-step, the change, and whether the steps show it.
+step, the change, and whether the steps show it; the rules as a user reads them are ``pyprof diff
+--help`` (:data:`pyprof.cli.diff_cmd.HELP`).
 
 The step is the sample (:mod:`pyprof.prof.steps`): each side gives one time per profiled step for each
-group (0 in a step without it). A change is judged by both its size and its evidence, as asv judges
-benchmarks:
-
-* ``change``: median of B's steps / median of A's - 1;
-* ``p``: a one-sided Mann-Whitney U test of B's steps against A's in the direction of the change (exact
-  where the steps hold no ties and are few, else the normal approximation with the tie correction): the
-  chance that steps drawn from one distribution would be ordered as they are;
-* ``verdict``: ``slower``/``faster`` when the change exceeds the threshold and ``p`` is below
-  :data:`ALPHA`; ``unclear`` when it exceeds the threshold but the steps do not show it (too few steps, or
-  too much spread); ``same`` within the threshold; ``new``/``gone`` for a group on one side only.
-
-:func:`judge` turns the tables into one outcome: ``regression`` (a ``slower`` group holding at least
-``min_share`` percent of either side's step, or the total), ``inconclusive`` (a side ran under load
-(:mod:`pyprof.prof.noise`), or a change above the threshold could not be tested: too few steps to
-ever reach :data:`ALPHA`), else ``no regression``. ``--per-sample`` divides each side's step times by
-its batch size (the header's ``conditions``), so runs of different batch sizes compare.
+group (0 in a step without it). ``change`` is the median of B's steps / the median of A's - 1; ``p`` a
+one-sided Mann-Whitney U test of B's steps against A's in the direction of the change (exact where the
+steps hold no ties and are few, else the normal approximation with the tie correction); a ``verdict`` of
+``slower``/``faster`` needs both the change past the threshold and ``p`` below :data:`ALPHA`, as asv
+judges benchmarks. :func:`judge` turns the tables into one outcome: ``regression`` (a ``slower`` group
+holding at least ``min_share`` percent of either side's step, or the total), ``inconclusive`` (a side
+ran under load, :mod:`pyprof.prof.noise`, or a change above the threshold had too few steps to ever
+reach :data:`ALPHA`), else ``no regression``.
 """
 
 from __future__ import annotations
