@@ -14,21 +14,19 @@ COLUMNS = ("op", "dir", "module", "params", "dtype", "site", "kernels", "device"
 
 
 def instance_ids(df: pd.DataFrame) -> np.ndarray:
-    """An instance number per row of prof's table: kernels by (opid, dir), every other row alone."""
-    n = len(df)
-    opid = df["opid"].to_numpy(dtype=object) if n else np.zeros(0, object)
+    """An instance number per row of prof's table (not empty): kernels by (opid, dir), every other row alone."""
+    opid = df["opid"].to_numpy(dtype=object)
     known = np.not_equal(opid, None)  # type: ignore[call-overload]  # (stubs lack None; it compares each item)
-    has = known & (df["kind"].to_numpy(dtype=object) == "kernel") if n else np.zeros(0, bool)
+    has = known & (df["kind"].to_numpy(dtype=object) == "kernel")
     # (opid, dir) pairs as tuples: pandas 2 hashes object strings as C strings, which end at a NUL,
     # so a joined text key would need a separator that can never occur in either part
     key = pd.Series(list(zip(opid.tolist(), df["dir"].tolist(), strict=True)), dtype=object)
-    ids = np.full(n, -1, dtype=np.int64)
+    ids = np.full(len(df), -1, dtype=np.int64)
     if has.any():
         codes, _ = pd.factorize(key[has])
         ids[has] = codes
-    m = int(ids.max()) + 1 if n and has.any() else 0
     alone = ids < 0
-    ids[alone] = m + np.arange(int(alone.sum()))
+    ids[alone] = int(ids.max()) + 1 + np.arange(int(alone.sum()))  # (after the codes; from 0 where none)
     return ids
 
 
