@@ -1,4 +1,4 @@
-"""assemble.group_codes / first_codes (numpy, no pandas on the Nsight path) against a plain-Python reference:
+"""assemble.group_codes (numpy, no pandas on the Nsight path) against a plain-Python reference:
 codes numbered by first appearance, equal rows equal codes, on every path (values by offset, by a sort, a key
 re-coded before it overflows, object columns)."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pyprof.parse import assemble
-from pyprof.parse.assemble import first_codes, group_codes
+from pyprof.parse.assemble import group_codes
 
 
 def _reference(columns):
@@ -54,8 +54,8 @@ def _reference_object(cols):
     return _reference(norm)
 
 
-def test_first_codes_values_in_order_of_appearance():
+def test_one_column_codes_values_in_order_of_appearance():
     col = np.array([9, 3, 9, 1 << 50, 3, -1], dtype=np.int64)
-    codes, uniq = first_codes(col)
+    codes, first = group_codes([col])
     assert codes.tolist() == [0, 1, 0, 2, 1, 3]
-    assert uniq.tolist() == [9, 3, 1 << 50, -1]
+    assert col[first].tolist() == [9, 3, 1 << 50, -1]

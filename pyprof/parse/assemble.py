@@ -160,12 +160,6 @@ def _first_codes(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     return rank[key], firsts[order]
 
 
-def first_codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """An integer column's codes numbered by first appearance, and its distinct values in that order."""
-    codes, first = group_codes([col])
-    return codes, np.asarray(col)[first]
-
-
 def _strings(values) -> np.ndarray:
     """An object array of the given strings (for fancy-indexing by code)."""
     vals = list(values)
