@@ -174,10 +174,6 @@ def _stem(path: str) -> str:
     return next((base[:-len(ext)] for ext in EXPORT_SUFFIXES if base.endswith(ext)), base)
 
 
-def output_name(path: str, out_dir: str) -> str:
-    return os.path.join(out_dir, _stem(path) + ".dict")
-
-
 def output_names(paths: list[str], out_dir: str, suffix: str = ".dict") -> list[str]:
     """Where each input's output goes in ``out_dir``: its name less the export's extension, plus
     ``suffix``. Inputs that share a name (``run1/trace.json``, ``run2/trace.json``: ``pyprof run``
