@@ -613,13 +613,13 @@ def test_typed_and_dict_events_agree():
         text = _dumps([ev], indent=False)
         (from_dicts,) = types.from_dicts(json.loads(text))
         try:
-            (decoded,) = types.decode(text)
+            (decoded,) = types.decoder.decode(text)
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
         else:
             typed += 1
             assert _fields(decoded) == _fields(from_dicts), text
-        (again,) = types.decode(msgspec.json.encode([_as_raw(from_dicts)]))
+        (again,) = types.decoder.decode(msgspec.json.encode([_as_raw(from_dicts)]))
         assert _fields(again) == _fields(from_dicts), text
     assert 40 < typed < 360  # both ways taken
 

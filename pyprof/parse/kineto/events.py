@@ -124,10 +124,6 @@ class EventTypes:
     #: what :meth:`from_dicts` left out, read as missing or escaped: reason -> count
     dropped: dict = field(default_factory=dict)
 
-    def decode(self, array: bytes) -> list:
-        """The events of ``array`` (JSON bytes ``[...]``); raises msgspec's errors."""
-        return self.decoder.decode(array)
-
     def from_dicts(self, events: list) -> list:
         """Events parsed as dicts (or anything else) as structs: what is not an object becomes an event
         with no fields (the scan skips it), ``args`` that is not an object becomes None, and a field

@@ -234,7 +234,7 @@ def _decode(path: str, trace: Trace, piece) -> list:
     array = b"".join((b"[", piece, b"]"))
     if trace.types is not None and not trace.raw:
         try:
-            return trace.types.decode(array)
+            return trace.types.decoder.decode(array)
         except msgspec.ValidationError:  # (a DecodeError too: caught first) valid JSON, unexpected shape
             pass
         except msgspec.DecodeError:
@@ -250,7 +250,7 @@ def _decode(path: str, trace: Trace, piece) -> list:
         # faster than converting the dicts, and the same structs where the types fit)
         trace.types = event_types(events)
         try:
-            return trace.types.decode(array)
+            return trace.types.decoder.decode(array)
         except msgspec.DecodeError:
             pass
     return trace.typed(events)
