@@ -1,10 +1,7 @@
 """The typed event records a Kineto trace is decoded into (msgspec), with the trace's own key spellings.
 
-orjson builds a dict for every event and for its ``args``, with every key and value in them
-(``Input Strides``, ``Record function id``, ``Ev Idx`` ...). msgspec decodes straight into small
-structs holding only the fields the parser reads, skipping the rest of each object without making
-objects for it, which is much of the JSON time of a big trace; and attribute reads in the scan are
-cheaper than ``dict.get``.
+Where orjson builds a dict of every key of an event and its ``args``, msgspec decodes into structs of
+only the fields the parser reads (docs/design.md, "msgspec"), and the scan reads attributes.
 
 The types are made per trace (:func:`event_types`) once its first piece has been read as dicts and
 the spellings it uses (:data:`pyprof.parse.kineto.schema.ARG_KEYS`) are known: an op's fields

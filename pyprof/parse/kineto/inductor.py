@@ -10,9 +10,7 @@ of them a module: every one sits in the compiled module's range.
 :func:`attribute` rewrites the plan entries of such kernels (``KinetoSource._plan``) as docs/records.md
 ("How a kernel finds its op") says: from Inductor's metadata (``pyprofInductor``, which ``pyprof run``
 adds to the trace from :mod:`pyprof.annotate.inductor`: per compiled graph, each kernel's origin aten ops,
-module chain and call site), else from the kernel's name (Inductor names it by its origin ops). Inductor
-reuses one kernel for identical code, so the k-th call of a name in a region instance takes the graph's
-k-th call of it; an extern call takes the module of the k-th extern call of the same op. A fused
+module chain and call site), else from the kernel's name (Inductor names it by its origin ops). A fused
 kernel's ``args`` (:func:`fused_args`: the buffers it reads and writes, its origin nodes' calls) are what
 prof prices it by (:mod:`pyprof.prof.ops.fused`); named from its name alone, they are null.
 """
@@ -257,8 +255,9 @@ _UNKNOWN_NODE = {"name": None, "type": "op"}  # an origin node whose call is unk
 
 
 def _fused_call(graph: tuple | None, name: str, seen: dict, inst) -> dict | None:
-    """The recorded call of fused kernel ``name`` that this one is (the k-th, as the module docstring says;
-    a kernel recorded once is that one at every call). ``seen`` counts the region instance's calls by name
+    """The recorded call of fused kernel ``name`` that this one is: Inductor reuses one kernel for identical
+    code, so the k-th call of a name in a region instance is the graph's k-th (a kernel recorded once is
+    that one at every call). ``seen`` counts the region instance's calls by name
     (``inst``: the entry; -1 for every kernel of a replayed CUDA graph, which replays them as one call)."""
     calls = graph[0].get(name) if graph is not None else None
     if not calls:

@@ -7,12 +7,10 @@ its op found by the linking rule of docs/records.md ("How a kernel finds its op"
 * **GPU trace** (it has ``kernel``/``gpu_memcpy``/``gpu_memset`` events): each GPU activity joins its
   launch on the correlation id; the ranges open on the launching thread at the launch are decoded by
   the shared :func:`pyprof.parse.decode.decode`.
-* **CPU-only trace**: the kernels are the CPU ops that do work of their own. Every ``cpu_op``'s *self
-  time* (its duration minus that of the ops directly under it) is counted once: an op with work
-  (``aten::addmm``) is one record whose ``kDuration`` is its self time plus that of the no-work ops it
-  called (views, allocation, dispatch wrappers; :mod:`pyprof.kernel_roles`), so the records add up to the
-  time spent in ops. (Only taking ops without a child op would lose real work:
-  ``aten::mkldnn_convolution`` calls ``aten::empty``/``aten::resize_``.)
+* **CPU-only trace**: the kernels are the CPU ops that do work of their own, each timed by its self
+  time plus that of the no-work ops it called (:mod:`pyprof.kernel_roles`; docs/prof.md, "What a CPU
+  kernel is"). Only taking ops without a child op would lose real work: ``aten::mkldnn_convolution``
+  calls ``aten::empty``/``aten::resize_``.
 
 Without a pyprof marker, the call site comes from the ``with_stack`` Python frames (their line is where
 the function was entered, less exact than a marker's) and the layers from the ``nn.Module: Name_N``
