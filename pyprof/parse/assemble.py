@@ -214,7 +214,7 @@ def take(values: np.ndarray, idx: np.ndarray, fill=-1) -> np.ndarray:
 
 class PreparedSource:
     """The :class:`~pyprof.parse.source.Source` state and methods shared by the SQLite sources (nsys,
-    nvprof): each defines ``_load()``, which reads its export once into a :class:`Streamed` that builds
+    nvprof): each defines ``prepared()``, which reads its export once into a :class:`Streamed` that builds
     the records."""
 
     def __init__(self, path: str, db: Database | None = None):
@@ -223,19 +223,15 @@ class PreparedSource:
         self.warnings: list[str] = []
         self.stats = Stats(warnings=self.warnings)
 
-    if TYPE_CHECKING:  # each source's own
-        def _load(self) -> Streamed: ...
+    if TYPE_CHECKING:  # each source's own: everything read and attributed
+        def prepared(self) -> Streamed: ...
 
     @property
     def dropped(self) -> dict[str, int]:  # (see Stats)
         return self.stats.dropped
 
-    def prepared(self) -> Streamed:
-        """Everything read and attributed."""
-        return self._load()
-
     def records(self):
-        yield from self._load().records()
+        yield from self.prepared().records()
 
 
 # -- the streaming assembler (Nsight Systems) ----------------------------------------------------------

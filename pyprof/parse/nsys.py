@@ -923,7 +923,7 @@ class NsysSource(PreparedSource):
         conds.append(f"correlationId IN ({' UNION ALL '.join(sources)})")
         return _task(db, schema.NSYS_RUNTIME, API_COLS, counts[schema.NSYS_RUNTIME], " AND ".join(conds))
 
-    def _load(self) -> Streamed:
+    def prepared(self) -> Streamed:
         db = self.db
         strings = db.strings(schema.NSYS_STRINGS)
         counts = self._counts()

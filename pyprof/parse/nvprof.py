@@ -154,7 +154,7 @@ class NvprofSource(PreparedSource):
                              "text": _texts(pd.Series(name, dtype=object), strings),
                              "domain": [strings.get(d) if d else None for d in pylist(pd.Series(domain, dtype=object))]})
 
-    def _load(self) -> Streamed:
+    def prepared(self) -> Streamed:
         absent = check_columns(self.db, schema.NVPROF_ESSENTIAL, _optional_columns())
         if absent:
             self.warnings.append(absent)
