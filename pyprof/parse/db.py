@@ -235,14 +235,6 @@ class Database:
         present = set(self.columns(table))
         return [n for n in names if n not in present]
 
-    def require(self, table: str, names: Iterable[str], why: str) -> None:
-        """Raise a one-line :class:`LayoutError` naming the first of ``names`` that ``table`` (present, with
-        rows) lacks: columns a reader cannot do without (``why`` says what they are for)."""
-        absent = self.missing(table, names)
-        if absent:
-            raise LayoutError(f"{self.path}: table {table} has no column {absent[0]!r} ({why})",
-                              "the export is incomplete or from an exporter pyprof does not know: " + REEXPORT)
-
     def execute(self, sql: str, params: Sequence = ()) -> list[tuple]:
         with translate_errors(self.path):
             return self.conn.execute(sql, params).fetchall()
@@ -275,7 +267,10 @@ def check_columns(db: Database, essential: Mapping[str, Iterable[str]],
     (a kernel's or copy's start and end); else the one warning naming, table by table, the ``optional``
     columns the tables with rows lack (the readers read them as nulls), or None."""
     for table, cols in essential.items():
-        db.require(table, cols, "every kernel and copy needs its start and end")
+        if lacks := db.missing(table, cols):
+            raise LayoutError(f"{db.path}: table {table} has no column {lacks[0]!r} (every kernel and copy "
+                              "needs its start and end)",
+                              "the export is incomplete or from an exporter pyprof does not know: " + REEXPORT)
     absent = {t: missing for t, cols in optional.items() if (missing := db.missing(t, cols))}
     if not absent:
         return None
