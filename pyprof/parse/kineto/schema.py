@@ -1,9 +1,6 @@
-"""Everything pyprof knows about the torch.profiler (Kineto) chrome-trace format, as data.
-
-One declarative module, in the manner of HTA's parser config: event categories, the spellings
-an argument has had across PyTorch 1.8 - 2.x (seen in PyTorch's and HTA's test traces and in traces
-recorded here), dtype names, and the timestamp rule. The parser (:mod:`pyprof.parse.kineto`) never
-spells a Kineto key itself.
+"""Everything pyprof knows about the torch.profiler (Kineto) chrome-trace format, as data (docs/design.md,
+"torch.profiler (Kineto)"): event categories, the spellings an argument has had across PyTorch 1.8 - 2.x
+(seen in PyTorch's and HTA's test traces and in traces recorded here), dtype names, the time rule.
 
 Timestamps: the Trace Event Format puts ``ts``/``dur`` in microseconds. PyTorch before 2.4 wrote
 integers (us resolution); since pytorch/pytorch#122425 they are floats with three decimals (ns
