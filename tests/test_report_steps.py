@@ -91,3 +91,24 @@ def test_diff_of_3_and_5_steps_compares_per_step(tmp_path, capsys):
     head = out.splitlines()
     assert head[0].endswith("(3 steps)") and head[1].endswith("(5 steps)")
     assert head[2].startswith(f"total time per step: {duration(med_a)} -> {duration(med_b)} ")  # medians
+
+
+def test_diff_prints_flop_rates_in_flop_per_second(five_steps, capsys):
+    """The human table of ``pyprof diff`` shows each op's achieved rate as the summary computes it (TFLOP/s in
+    the raw columns, written in FLOP/s units): the GEMM of a real trace reads TFLOP/s or GFLOP/s, not 10^-12 of
+    it, and the cell equals the one ``units`` writes for the JSON figure times 10^12."""
+    from pyprof.prof import units
+
+    _, path = five_steps
+    code, raw, err = run_main(capsys, ["diff", path, path, "--json"])
+    assert code == 0, err
+    rows = [orjson.loads(line) for line in raw.splitlines()]
+    ops = [r for r in rows if r["by"] == "op" and r["tflops_a"]]
+    assert ops
+    code, out, err = run_main(capsys, ["diff", path, path, "-w", "300", "--top", str(len(rows))])
+    assert code == 0, err
+    for r in ops:
+        want = units.column([r["tflops_a"] * 1e12], "flops")[0]
+        line = next(line for line in out.splitlines() if line.split(" ")[0] == r["key"])
+        assert f" {want} " in f" {line} ", (r["key"], want, line)
+    assert any(units.column([r["tflops_a"] * 1e12], "flops")[0].endswith(("GFLOP/s", "TFLOP/s")) for r in ops)

@@ -147,11 +147,11 @@ def _human(tables, tot, out, width, top, a, b, per_sample) -> None:
         shown = table.head(top)
         out.write("\n" + render.fit_line(f"By {g} (top {len(shown)} of {len(table)}, largest change first; "
                                           f"times {unit})", width) + "\n")
-        cols = [units.column(shown[n].tolist(), k) if k != "str" else [str(v) if v else "" for v in shown[n]]
-                for n, _, k in HUMAN]
-        heads = [g.capitalize() if n == "key" else h for n, h, _ in HUMAN]
-        names = [n for n, _, _ in HUMAN]
-        render.write_aligned(cols, heads, [k != "str" for _, _, k in HUMAN], out, width,
+        cols = [units.column((shown[n] * scale).tolist(), k) if k != "str" else [str(v) if v else "" for v in shown[n]]
+                for n, _, k, scale in HUMAN]
+        heads = [g.capitalize() if n == "key" else h for n, h, _, _ in HUMAN]
+        names = [n for n, _, _, _ in HUMAN]
+        render.write_aligned(cols, heads, [k != "str" for _, _, k, _ in HUMAN], out, width,
                              drop=[tuple(names.index(n) for n in group) for group in DROP])
 
 

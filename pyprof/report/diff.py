@@ -31,11 +31,13 @@ COLUMNS = ("key", "time_a", "time_b", "delta", "delta_pct", "p", "verdict", "tfl
 #: a change whose one-sided p is below this is shown by the steps
 ALPHA = 0.01
 MIN_SHARE = 1.0
-#: (column, header, format) of the tables a person reads: ``pyprof diff``'s and the report's baseline section
-HUMAN = (("key", "", "str"), ("time_a", "A/step", "dur"), ("time_b", "B/step", "dur"), ("delta", "B - A", "+dur"),
-         ("delta_pct", "Change", "+pct"), ("p", "p", "num"), ("verdict", "Verdict", "str"),
-         ("tflops_a", "FLOP/s A", "flops"), ("tflops_b", "FLOP/s B", "flops"),
-         ("gap_a", "Gap A", "num"), ("gap_b", "Gap B", "num"), ("shapes", "Shapes", "str"))
+#: (column, header, format, scale to the format's unit) of the tables a person reads: ``pyprof diff``'s and
+#: the report's baseline section (the tflops columns hold TFLOP/s; the format writes FLOP/s)
+HUMAN = (("key", "", "str", 1.0), ("time_a", "A/step", "dur", 1.0), ("time_b", "B/step", "dur", 1.0),
+         ("delta", "B - A", "+dur", 1.0), ("delta_pct", "Change", "+pct", 1.0), ("p", "p", "num", 1.0),
+         ("verdict", "Verdict", "str", 1.0), ("tflops_a", "FLOP/s A", "flops", 1e12),
+         ("tflops_b", "FLOP/s B", "flops", 1e12), ("gap_a", "Gap A", "num", 1.0), ("gap_b", "Gap B", "num", 1.0),
+         ("shapes", "Shapes", "str", 1.0))
 
 
 @cache

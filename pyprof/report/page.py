@@ -344,14 +344,13 @@ def _baseline(p: Profile, base: Profile, figs: dict) -> str:
     parts = [f'<div class="cards">{_card(units.duration(tot.time_a), "baseline (A) time per step")}'
              f'{_card(units.duration(tot.time_b), "this run (B) time per step")}'
              f'{_card(units.FORMATS["+pct"](tot.delta_pct), f"change (p={units.number(tot.p)})")}</div>']
-    cols = [(*c, 1e12 if c[2] == "flops" else 1.0) for c in diff_mod.HUMAN]  # (the tflops columns as FLOP/s)
     for by, (sa, sb) in sides.items():
         table = diff_mod.compare(sa, sb)
         fid = f"fig-delta-{by}"
         if by == "op" and len(table):
             figs[fid] = figures.deltas(table, by)
             parts.append(_chart(fid))
-        parts.append(f"<h3>Per {by}</h3>" + table_html(table, _keyed(cols, by.capitalize()), f"t-diff-{by}"))
+        parts.append(f"<h3>Per {by}</h3>" + table_html(table, _keyed(diff_mod.HUMAN, by.capitalize()), f"t-diff-{by}"))
     return _section("baseline", "Compared with the baseline", "".join(parts),
                     f"A: {_e(base.name)}; B: {_e(p.name)}. Time per step (the median over each side's "
                     f"{tot.steps_a} and {tot.steps_b} steps), sorted by the size of the change; p: a one-sided "
