@@ -129,12 +129,6 @@ SIZED_OPS = frozenset({"sum", "masked_fill", "_softmax_backward_data", "_log_sof
                        "nll_loss_backward", "nll_loss2d_backward"})
 
 
-def _sizes_suffice(name: str) -> bool:
-    from pyprof.prof.ops import family
-
-    return name in SIZED_OPS or family(name) in SIZED_FAMILIES
-
-
 def _callers(rows: list[int], raw: dict[str, np.ndarray]) -> tuple[list[int], dict[int, int | None]]:
     """``rows`` (one instance's working CPU records) in start order, and each one's caller among them:
     the innermost record whose span holds its start on its thread (the profiler's ranges nest)."""
@@ -171,6 +165,8 @@ def _walk_instance(members: list[int], formula: bool, is_cpu: np.ndarray, raw: d
     a caller without a model is ``open`` (the ops it called are priced instead). The records' states and
     callers; None where the instance is better priced by its forward op's backward ``formula``: an op
     that ran has no model, or figures an unrecorded argument may change."""
+    from pyprof.prof.ops import family
+
     cpu = [i for i in members if is_cpu[i]]
     order, caller = _callers(cpu, raw) if len(cpu) > 1 else (cpu, dict.fromkeys(cpu))
     callers = {c for c in caller.values() if c is not None}
@@ -185,7 +181,7 @@ def _walk_instance(members: list[int], formula: bool, is_cpu: np.ndarray, raw: d
         if i in callers and cost is not None and cost.flops == 0 and cost.bytes is None:
             state[i] = "open"  # a fill sized by a list (zeros): the fill it ran (zero_) says its bytes
             continue
-        if formula and not _sizes_suffice(got[0]):
+        if formula and not (got[0] in SIZED_OPS or family(got[0]) in SIZED_FAMILIES):
             return None  # its figures may hang on an unrecorded argument: the formula is surer
         if cost is not None and cost.bytes is not None:
             state[i] = "priced"
@@ -198,15 +194,6 @@ def _walk_instance(members: list[int], formula: bool, is_cpu: np.ndarray, raw: d
             state[i] = "priced" if cost is not None else "unknown"  # its FLOPs, or nothing, known
         costs[i] = got
     return state, caller
-
-
-def _by_instance(rows: np.ndarray, role: np.ndarray, inst_of: np.ndarray) -> dict[int, list[int]]:
-    """The working rows (a role other than NO_WORK) of each instance."""
-    by_inst: dict[int, list[int]] = {}
-    for i in rows.tolist():
-        if role[i] != NO_WORK:
-            by_inst.setdefault(int(inst_of[i]), []).append(i)
-    return by_inst
 
 
 def _spread(costs: dict[int, tuple], bad: set[int], rows: np.ndarray, inst_of: np.ndarray, aten: np.ndarray,
@@ -266,7 +253,10 @@ def on_what_ran(raw: dict[str, np.ndarray], inst_of: np.ndarray, dtype: np.ndarr
     if not cand.any():
         return None
     rows = np.flatnonzero(np.isin(inst_of, np.unique(inst_of[cand])) & is_kernel)
-    by_inst = _by_instance(rows, role, inst_of)
+    by_inst: dict[int, list[int]] = {}  # each instance's working rows
+    for i in rows.tolist():
+        if role[i] != NO_WORK:
+            by_inst.setdefault(int(inst_of[i]), []).append(i)
     cdtype = raw.get("cdtype")
     prices: dict[tuple, tuple] = {}
 
