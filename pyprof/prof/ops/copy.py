@@ -22,23 +22,18 @@ from pyprof.prof.ops.registry import Bound, Cost, OpCall, binds, one_input, regi
 CASTS = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16",
          "int": "int32", "long": "int64", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool",
          "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32"}
+_CUDA0: dict[str | None, str | None] = {"cuda": "cuda:0"}  # a device named without an index is device 0
 
 
 def _move(call: OpCall, x: dict, target_dtype: str | None, target_device: str | None, always: bool) -> Cost:
     src_dt, n = A.dtype(x), A.numel(A.shape(x))
     dst_dt = target_dtype or src_dt
-    same = dst_dt == src_dt and (target_device is None or _same_device(target_device, x.get("device")))
+    devices = {_CUDA0.get(d, d) for d in (target_device, x.get("device"))}
+    same = dst_dt == src_dt and (target_device is None or len(devices) == 1)
     no_grad = call.direction == "bprop" and (not A.requires_grad(x) or call.op in ("clone", "contiguous"))
     if (same and not always) or no_grad:  # nothing launched, or a gradient passed through or not needed
         return Cost(0.0, 0, src_dt)
     return Cost(0.0, A.total(A.sized(n, src_dt), A.sized(n, dst_dt)), dst_dt)
-
-
-def _same_device(a: str | None, b: str | None) -> bool:
-    if a is None or b is None:
-        return a == b
-    norm = {"cuda": "cuda:0"}
-    return norm.get(a, a) == norm.get(b, b)
 
 
 @register("to", "_to_copy", "type", "type_as", *CASTS, "cuda", "cpu")
