@@ -393,16 +393,15 @@ def aten_name(op: str) -> tuple[str, dict[str, str]]:
 
 def _best(cands: tuple[Schema, ...], args: list[Arg], renames: dict[str, str],
           pack: bool) -> tuple[Bound, int] | None:
-    """The binding of ``args`` to one of ``cands`` with the lowest mismatch score, or None."""
-    best: tuple[Bound, int] | None = None
-    for s in cands:
+    """The binding of ``args`` to one of ``cands`` with the lowest mismatch score (the first of equals),
+    or None."""
+    def bind(s: Schema) -> tuple[Bound, int] | None:
         try:
-            r = bind_schema(s, args, renames, pack)
+            return bind_schema(s, args, renames, pack)
         except (TypeError, ValueError, AttributeError, LookupError):
-            r = None
-        if r is not None and (best is None or r[1] < best[1]):
-            best = r
-    return best
+            return None
+
+    return min(filter(None, map(bind, cands)), key=lambda r: r[1], default=None)
 
 
 def normalize(op: str, args: list[Arg], inplace: bool = False) -> Bound:
