@@ -44,19 +44,14 @@ _INTERP = ("input", "size", "scale_factor", "mode", "align_corners", "recompute_
 
 
 def _out_spatial(ins: list[int], size, scale) -> list[int] | None:
+    """The output's spatial sizes: ``size`` (ints), else ``ins`` times ``scale``; one number for every dim."""
     nd = len(ins)
-    out = None
-    if size is not None:
-        sz = [size] * nd if isinstance(size, int) else size
-        if isinstance(sz, list) and len(sz) == nd and all(isinstance(s, int) for s in sz):
-            out = sz
-    elif scale is not None:
-        sc = [scale] * nd if isinstance(scale, (int, float)) else scale
-        if isinstance(sc, list) and len(sc) == nd and all(isinstance(s, (int, float)) for s in sc):
-            out = [floor(i * s) for i, s in zip(ins, sc, strict=True)]
-    if out is None or any(isinstance(o, bool) or o <= 0 for o in out):
+    given, kind = (size, int) if size is not None else (scale, (int, float))
+    v = [given] * nd if isinstance(given, kind) else given
+    if not isinstance(v, list) or len(v) != nd or not all(isinstance(s, kind) for s in v):
         return None
-    return out
+    out = v if size is not None else [floor(i * s) for i, s in zip(ins, v, strict=True)]
+    return None if any(isinstance(o, bool) or o <= 0 for o in out) else out
 
 
 def _resample_args(call: OpCall) -> tuple[dict, Any, int | None, Any, Any, bool]:
