@@ -79,10 +79,9 @@ def _scan(call: OpCall, b: Bound, x: A.Arg, sx: list[int], _: str | None) -> Cos
 def reduced_shape(shp: list[int], dim, keepdim: bool) -> list[int] | None:
     """Output shape of reducing ``shp`` over ``dim`` (int, list, or None for all)."""
     nd = len(shp)
+    dim = [dim] if isinstance(dim, int) and not isinstance(dim, bool) else dim
     if dim is None or dim == []:
         dims = set(range(nd))
-    elif isinstance(dim, int) and not isinstance(dim, bool):
-        dims = {dim % nd} if nd else set()
     elif isinstance(dim, (list, tuple)) and all(isinstance(d, int) for d in dim):
         dims = {d % nd for d in dim} if nd else set()
     else:
