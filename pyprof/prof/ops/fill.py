@@ -123,10 +123,7 @@ def _from_python(call: OpCall) -> Cost | None:
 @register("item")
 def _item(call: OpCall) -> Cost | None:
     ts = A.tensors(call.args)
-    if not ts:
-        return None
-    dt = A.dtype(ts[0])
-    return Cost(0.0, 0 if call.direction == "bprop" else A.sized(1, dt), dt)
+    return _written(call, 1, A.dtype(ts[0])) if ts else None
 
 
 @register("eye")
