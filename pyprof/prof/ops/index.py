@@ -57,10 +57,9 @@ def _index_select(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | Non
     si = A.shape(idx)
     if si is None or not isinstance(dim, int):
         return None
-    if not sx:  # a 0-d tensor indexes as one element along dim 0: a 0-d result
-        return _gather_like(call, x, [idx], [])
     out = list(sx)
-    out[dim % len(sx)] = prod(si)
+    if sx:  # a 0-d tensor indexes as one element along dim 0: a 0-d result
+        out[dim % len(sx)] = prod(si)
     return _gather_like(call, x, [idx], out)
 
 
