@@ -243,12 +243,11 @@ def _stride_padding(ins: list[int], k: list[int], out: list[int]) -> str:
     for i, kk, o in zip(ins, k, out, strict=True):
         fits = [(s, p) for s in range(1, i + 1) for p in range(kk // 2 + 1) if (i + 2 * p - kk) // s + 1 == o
                 and i + 2 * p >= kk]
-        parts.append(fits[0] if len(fits) == 1 else None)
-    if any(p is None for p in parts):
-        return "stride/padding not recorded (ambiguous)"
-    fit = cast("list[tuple[int, int]]", parts)  # none is None (checked above)
+        if len(fits) != 1:
+            return "stride/padding not recorded (ambiguous)"
+        parts.append(fits[0])
     return ("stride/padding not recorded; dilation 1 assumed, they fit stride " +
-            ",".join(str(s) for s, _ in fit) + " padding " + ",".join(str(p) for _, p in fit))
+            ",".join(str(s) for s, _ in parts) + " padding " + ",".join(str(p) for _, p in parts))
 
 
 def price_with_backward(call: OpCall, outputs: dict[tuple, set[tuple[int, ...]]]) -> Cost | None:
@@ -270,7 +269,6 @@ def price_with_backward(call: OpCall, outputs: dict[tuple, set[tuple[int, ...]]]
         return None
     macs = sx[0] * prod(out[2:]) * prod(sw)
     dt = A.compute_dtype(call.cdtype, x, w)
-    bias = b.get("bias") if A.is_tensor(b.get("bias")) else None
-    nbias = (A.numel(A.shape(bias)) or 0) if bias is not None else 0
+    nbias = (A.numel(A.shape(b.get("bias"))) or 0) if A.is_tensor(b.get("bias")) else 0
     note = "output shape from its backward; " + _stride_padding(sx[2:], sw[2:], out[2:])
     return Cost(2.0 * macs, A.sized(prod(sx) + prod(sw) + nbias + prod(out), dt), dt, tensor_op=True, note=note)
