@@ -64,11 +64,10 @@ def _pdist(call: OpCall, b: Bound, x: A.Arg, s: list[int], dt: str | None) -> Co
     return _cost(call, [x], 3 * work, pairs, 4 * work)
 
 
-def _rows(shp: list[int], dim: int | None) -> int:
-    """Elements of the result of reducing ``shp`` over ``dim`` (all of it when ``dim`` is None)."""
-    if dim is None or not shp:
-        return 1
-    return prod(shp) // shp[dim % len(shp)] if shp[dim % len(shp)] else 0
+def _rows(shp: list[int], dim: int) -> int:
+    """Elements of the result of reducing ``shp`` over ``dim`` (a 0-d ``shp``: 1)."""
+    d = shp[dim % len(shp)] if shp else 1
+    return prod(shp) // d if d else 0
 
 
 @register("pairwise_distance", "dist")
