@@ -72,15 +72,15 @@ def _quantile(call: OpCall, b: Bound, x: A.Arg | None, shp: list[int], dt: str |
                      (float(3 * n_out), A.total(A.sized(n_out, dt), A.nbytes(x))))
 
 
-@register("searchsorted", "bucketize", "isin")
+# op: the schema names of (the table searched, the keys looked up in it)
+_SEARCHED = {"searchsorted": ("sorted_sequence", "self"), "bucketize": ("boundaries", "self"),
+             "isin": ("test_elements", "elements")}
+
+
+@register(*_SEARCHED)
 @binds()
 def _search(call: OpCall, b: Bound) -> Cost | None:
-    if call.op == "searchsorted":
-        table, keys = b.get("sorted_sequence"), b.get("self")
-    elif call.op == "bucketize":
-        table, keys = b.get("boundaries"), b.get("self")
-    else:
-        table, keys = b.get("test_elements"), b.get("elements")
+    table, keys = (b.get(name) for name in _SEARCHED[call.op])
     n_keys = A.numel(A.shape(keys)) if A.is_tensor(keys) else 1
     if n_keys is None or (A.is_tensor(table) and A.shape(table) is None):
         return None
