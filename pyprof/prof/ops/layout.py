@@ -151,8 +151,7 @@ def _combinations(call: OpCall, b: Bound, x: A.Arg, sx: list[int], dt: str | Non
     n = sx[0]
     if rep and n + r - 1 < 0:
         return None
-    count = comb(n + r - 1, r) if rep else comb(n, r)
-    n_out = count * r
+    n_out = (comb(n + r - 1, r) if rep else comb(n, r)) * r
     return _cost(call, [x], n_out, 0.0, float(n_out), dt)
 
 
