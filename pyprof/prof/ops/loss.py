@@ -163,13 +163,6 @@ ROWS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int, int, int]] = {
 _ELEMENTWISE_ROWS = {"margin_ranking_loss", "gaussian_nll_loss"}  # one loss per element: R = E
 
 
-def _loss_inputs(b: dict, names: tuple[str, ...]) -> tuple[list, list, list[int] | None]:
-    """A loss's tensors, its floating ones, and their broadcast shape."""
-    ts = [t for t in (b.get(n) or (b.get("self") if n == "input" else None) for n in names) if A.is_tensor(t)]
-    floats = [t for t in ts if A.dtype(t) in A.FLOATING]
-    return ts, floats, A.broadcast(*[A.shape(t) for t in floats])
-
-
 @register(*ROWS)
 def _rows_loss(call: OpCall) -> Cost | None:
     params, names, f, r, bwd = ROWS[call.op]
@@ -177,7 +170,9 @@ def _rows_loss(call: OpCall) -> Cost | None:
     triplet = call.op.startswith("triplet")
     if triplet and A.value(b.get("distance_function")) not in (None, "PairwiseDistance"):
         return None  # a user's distance function: its work is not this formula's
-    ts, floats, out = _loss_inputs(b, names)
+    ts = [t for t in (b.get(n) or (b.get("self") if n == "input" else None) for n in names) if A.is_tensor(t)]
+    floats = [t for t in ts if A.dtype(t) in A.FLOATING]
+    out = A.broadcast(*[A.shape(t) for t in floats])  # the loss's elements: its floating inputs broadcast
     red = _reduced(b)
     if not ts or out is None or red is None:
         return None
