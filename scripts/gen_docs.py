@@ -461,12 +461,14 @@ time included). HTA's *short GPU kernels* are `short%`.
 def prof_md() -> str:
     """``docs/prof.md``: the column table, the split rule and the peak table."""
     parts = [INTRO, "## Columns (`-c`)\n", f"Default: `{','.join(columns.DEFAULT)}`; `-c all` prints every column. "
-             "The first twenty are NVIDIA PyProf's, with its names and headers.\n", columns.markdown(), "",
-             SPLIT, "## Summaries (`--summary op|layer|kernel|dir|step`)\n",
-             "Groups sorted by time per step; `--top N` keeps the N largest and prints the N-row fix-this-first "
-             "list (largest time above the roofline of kernels not at the latency floor); `--sort excess` orders "
-             "the table by excess.\n",
-             "| column | meaning |", "|---|---|"]
+             "The first twenty are NVIDIA PyProf's, with its names and headers.\n",
+             "| column | header | meaning |", "|---|---|---|"]
+    parts += [f"| `{c.name}` | {c.header} | {c.meaning} |" for c in columns.COLUMNS]
+    parts += ["", SPLIT, "## Summaries (`--summary op|layer|kernel|dir|step`)\n",
+              "Groups sorted by time per step; `--top N` keeps the N largest and prints the N-row fix-this-first "
+              "list (largest time above the roofline of kernels not at the latency floor); `--sort excess` orders "
+              "the table by excess.\n",
+              "| column | meaning |", "|---|---|"]
     parts += [f"| `{name}` | {meaning} |" for name, _, _, meaning in SUMMARY_COLUMNS]
     parts += ["", STEPS, COMM, IDLE, TC, ROOF]
     parts += [f"- {', '.join(names)} ({', '.join(cols)}): {why}." for names, cols, why in DATASHEET_DIFFERENCES]

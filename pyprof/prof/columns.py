@@ -119,9 +119,3 @@ def help_text() -> str:
     """The column list for ``--help`` (one line each)."""
     width = max(len(c.name) for c in COLUMNS)
     return "\n".join(f"{c.name:<{width}}  {c.meaning}" for c in COLUMNS)
-
-
-def markdown() -> str:
-    lines = ["| column | header | meaning |", "|---|---|---|"]
-    lines += [f"| `{c.name}` | {c.header} | {c.meaning} |" for c in COLUMNS]
-    return "\n".join(lines)
