@@ -14,7 +14,7 @@ import os
 from typing import IO, Any
 
 from pyprof.scale.extra import require
-from pyprof.scale.parquet import SUFFIX, file_version, glob_literal, parquet_files
+from pyprof.scale.parquet import SUFFIX, _quote, file_version, glob_literal, parquet_files
 
 #: name, header, units kind (:mod:`pyprof.prof.units`, or ``int``/``str``), meaning
 RANK_COLUMNS = (
@@ -72,11 +72,6 @@ def dataset(path: str | os.PathLike, connection: Any = None):
     return con.read_parquet([glob_literal(f) for f in _files(path)])
 
 
-def _rel_sql(files: list[str]) -> str:
-    quoted = ", ".join("'" + glob_literal(f).replace("'", "''") + "'" for f in files)
-    return f"read_parquet([{quoted}])"
-
-
 def _connect(threads: int | None = None):
     require("duckdb")
     import duckdb
@@ -106,7 +101,7 @@ def _groups(con, path) -> str:
         SELECT rank, file, min(host) AS host, {_KEY} AS key, sum(kDuration)::BIGINT AS t, count(*) AS n,
                count(*) FILTER (WHERE kind = 'kernel') AS kernels, count(op) AS attributed,
                min(start) AS first, max("end") AS last
-        FROM {_rel_sql(files)} GROUP BY ALL
+        FROM read_parquet([{', '.join(_quote(glob_literal(f)) for f in files)}]) GROUP BY ALL
     """)
     return "pyprof_groups"
 
