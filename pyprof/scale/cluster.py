@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from pyprof.errors import PyprofError, UsageError
 from pyprof.scale.extra import require
 
 FORMATS = ("jsonl", "parquet")
@@ -47,7 +48,6 @@ def _peak_rss() -> int:
 def task(path: str, out: str, index: int, fmt: str, label: str | None = None) -> Done:
     """Parse ``path`` (the ``index``-th input) to ``out`` in ``fmt``; never raises for bad input.
     ``label``: the dataset's ``file`` column, where not the input's base name (:func:`labels`)."""
-    from pyprof.errors import PyprofError
     from pyprof.parse.run import Result, _worker
 
     if fmt == "parquet":
@@ -201,8 +201,6 @@ def _client(address: str, processes: bool = True):
     import logging
 
     from distributed import Client, LocalCluster
-
-    from pyprof.errors import UsageError
 
     if address.startswith("local:") or address == "local":
         n = address.partition(":")[2] or str(os.cpu_count() or 1)

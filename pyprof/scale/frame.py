@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from pyprof.errors import InputError, UsageError
 from pyprof.scale.extra import require
 from pyprof.scale.identity import NAME_RANK
 from pyprof.scale.parquet import (
@@ -46,8 +47,6 @@ def _selected(columns: Sequence[str] | None) -> list[str]:
         return names
     unknown = [c for c in columns if c not in names]
     if unknown:
-        from pyprof.errors import UsageError
-
         raise UsageError(f"no column {unknown[0]!r} in a record dataset", "columns: " + ", ".join(names))
     return list(columns)
 
@@ -91,14 +90,10 @@ def _from_parquet(path: str, names: list[str]) -> pd.DataFrame:
 
     files = parquet_files(path)
     if not files:
-        from pyprof.errors import InputError
-
         raise InputError(f"{path}: no {SUFFIX} file in this folder", "give a folder `pyprof parse --format parquet` wrote")
     try:
         table = pa.concat_tables([_file_table(f, names) for f in files])
     except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
-        from pyprof.errors import InputError
-
         reason = " ".join(str(exc).split())[:300]
         raise InputError(f"{path}: cannot read it as pyprof records ({type(exc).__name__}: {reason})",
                          "give Parquet that `pyprof parse --format parquet` wrote (whole files)") from None
@@ -139,8 +134,6 @@ def _prof_table(path: str, columns: Sequence[str] | None, name: str) -> pd.DataF
     if columns is not None:
         unknown = [c for c in columns if c not in df.columns]
         if unknown:
-            from pyprof.errors import UsageError
-
             raise UsageError(f"no column {unknown[0]!r} in prof's table", "columns: " + ", ".join(df.columns))
         df = df[list(columns)]
     return df
@@ -155,8 +148,6 @@ def load(path: str | os.PathLike, columns: Sequence[str] | None = None, prof: bo
 
     src = str(inputs.resolve(os.fspath(path)))
     if not os.path.exists(src):
-        from pyprof.errors import InputError
-
         raise InputError(f"{src}: no such file or folder", "give a record file, a run folder, Parquet or an export")
     if inputs.kind(src) != inputs.EXPORT:
         return _load(src, columns, prof, src)

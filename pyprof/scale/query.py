@@ -13,6 +13,7 @@ import contextlib
 import os
 from typing import IO, Any
 
+from pyprof.errors import InputError, PyprofError, UsageError
 from pyprof.scale.extra import require
 from pyprof.scale.parquet import SUFFIX, _quote, file_version, glob_literal, parquet_files
 
@@ -44,8 +45,6 @@ _KEY = "coalesce(op, kShortName, '-')"
 
 
 def _files(path: str | os.PathLike) -> list[str]:
-    from pyprof.errors import InputError
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file or folder", "give a .parquet file or a dataset folder "
@@ -178,8 +177,6 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
     """``pyprof prof DIR``: the per-rank summary and the straggler table of a dataset, in ``style``
     (``aligned``: human units within ``width`` characters, 0: no limit; ``csv``; ``json``: JSON lines
     with a ``table`` field)."""
-    from pyprof.errors import InputError, PyprofError
-
     try:
         ranks, slow = tables(path, top, threads)
     except PyprofError:
@@ -252,7 +249,6 @@ def prof_dataset(path: str, output: str, as_csv: bool, as_json: bool, width: int
     import sys
 
     from pyprof.atomic import atomic_output
-    from pyprof.errors import UsageError
 
     given = [name for name, value in unused.items() if value]
     if given:

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from pyprof.errors import InputError
+from pyprof.errors import InputError, RecordError
 from pyprof.records import UNVERSIONED, thread_id
 from pyprof.scale.extra import require
 from pyprof.scale.parquet import KINDS, SUFFIX, file_version, parquet_files
@@ -106,7 +106,6 @@ def check_columns(files: list[str], names: tuple[str, ...]) -> None:
 def _checked(path: str, recs: list[dict[str, Any]], ranges: bool = False) -> list[dict[str, Any]]:
     """``recs`` less those with a bad field (skipped under ``--skip-bad``), else a RecordError
     (``ranges``: that field checked too, as the readers that walk it need)."""
-    from pyprof.errors import RecordError
     from pyprof.prof.load import BAD_HINT, good_records, policy, prof_checks
 
     skip = policy()
