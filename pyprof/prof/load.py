@@ -152,16 +152,19 @@ def good_records(recs: list[dict[str, Any]], places: Sequence[int], checks: tupl
     return keep
 
 
-def _lenient(line: bytes) -> Any:
-    """A line orjson refuses that Python's json module reads (``NaN``, ``Infinity``, ``1e400``: what
-    ``json.dumps`` writes for non-finite floats), so that such a value is reported as the field it is
-    in, not as a broken line; None when that does not read it either."""
-    import json
-
+def _json_line(line: bytes, lineno: int, name: str) -> Any:
+    """A JSON line as orjson reads it, or as Python's json module does where orjson refuses it (``NaN``,
+    ``Infinity``, ``1e400``: what ``json.dumps`` writes for non-finite floats), so that such a value is
+    reported as the field it is in, not as a broken line; an InputError when neither reads it."""
     try:
-        return json.loads(line)
-    except (ValueError, RecursionError):
-        return None
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        import json
+
+        try:
+            return json.loads(line)
+        except (ValueError, RecursionError):
+            raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
 
 
 def read_records(source: str | os.PathLike | IO | None, keep_ranges: bool = False) -> list[dict[str, Any]]:
@@ -291,7 +294,7 @@ class _LineReader:
         try:
             head = orjson.loads(line)
         except orjson.JSONDecodeError:
-            raise InputError(f"{self.name} line {lineno}: a broken record file header", HINT) from None
+            head = None
         if head.__class__ is not dict:
             raise InputError(f"{self.name} line {lineno}: a broken record file header", HINT)
         if is_end(head):
@@ -312,12 +315,7 @@ class _LineReader:
             if line.startswith(HEADER_PREFIX):
                 self.header(line, lineno)
                 return None
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                rec = _lenient(line)
-                if rec is None:
-                    raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
+            rec = _json_line(line, lineno, name)
             if rec.__class__ is dict and not self.keep_ranges:
                 rec.pop("ranges", None)
         else:
@@ -390,13 +388,7 @@ def _slow_line(line: bytes, lineno: int, name: str) -> Any:
                 raise InputError(f"{name} line {lineno}: malformed PyProf dict line", HINT) from None
             return rec
     if stripped[:1] in (b"{", b"["):
-        try:
-            return orjson.loads(stripped)
-        except orjson.JSONDecodeError as exc:
-            rec = _lenient(stripped)
-            if rec is not None:
-                return rec
-            raise InputError(f"{name} line {lineno}: not a JSON record ({exc})", HINT) from None
+        return _json_line(stripped, lineno, name)
     what = "binary data" if b"\0" in line[:200] or b"\xff" in line[:200] else repr(line[:20])
     raise InputError(f"{name} line {lineno}: not a record (starts {what})", HINT)
 
