@@ -22,6 +22,7 @@ their share of kernel time, kernels without an op, GPUs without known peaks).
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,11 +31,12 @@ import pandas as pd
 
 from pyprof import kernel_roles
 from pyprof.errors import InputError
+from pyprof.process import collector_paused
 from pyprof.prof import steps, tensorcores
 from pyprof.prof.devices import DeviceResolver
-from pyprof.prof.fastread import record_columns
+from pyprof.prof.fastread import read_columns, record_columns
 from pyprof.prof.params import first_dtype, render
-from pyprof.records import SECOND_ORDER
+from pyprof.records import SECOND_ORDER, read_header
 
 NAN = float("nan")
 
@@ -126,16 +128,12 @@ PARALLEL_MIN_BYTES = 64 << 20  # below this, starting processes costs more than 
 
 def default_workers() -> int:
     """Processes for decoding and formatting when the caller gives none: the CPUs, at most 8."""
-    import os
-
     return min(os.cpu_count() or 1, 8)
 
 
 def _range_columns(job: tuple[str, int, int]):
     """Worker: the columns of one byte range of a record file (a forked child of an owned process: its
     collector is pyprof's to turn off)."""
-    from pyprof.prof.fastread import read_columns
-
     gc.disable()
     path, start, end = job
     return read_columns(path, start, end, name=f"{path} (bytes {start}-{end})", allow_empty=True).pack()
@@ -175,12 +173,7 @@ def build_file(source, gpu: str | None = None, peak_flops: float | None = None, 
     read record by record in this process. The result is the same either way. The file's header (its
     steps, the conditions it ran under, the peaks it was priced with: :func:`pyprof.records.read_header`)
     goes into ``df.attrs["header"]``; ``reprice``: price with today's calibration instead of the pinned one."""
-    import os
-
-    from pyprof.process import collector_paused
-    from pyprof.prof.fastread import read_columns
     from pyprof.prof.load import is_legacy, iter_records
-    from pyprof.records import read_header
 
     if workers is None:
         workers = default_workers()
@@ -209,8 +202,6 @@ def build(records: Iterable[dict[str, Any]], gpu: str | None = None, peak_flops:
     any). ``header``: the record file's header (:func:`pyprof.records.header`: steps, conditions, peaks). In a
     process pyprof owns (:mod:`pyprof.process`) the cyclic collector is paused meanwhile; elsewhere it is
     left as it is."""
-    from pyprof.process import collector_paused
-
     head = header or {}
     with collector_paused():
         return _build(record_columns(records),
