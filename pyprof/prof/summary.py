@@ -2,10 +2,8 @@
 kernel or dir.
 
 ``summarize(df, by="op")`` groups the rows of :func:`pyprof.prof.table.build` that belong to a profiled step
-(:mod:`pyprof.prof.steps`) and returns one row per group, sorted by time (largest first). The step is the
-unit: ``time``, ``flops``, ``bytes``, ``ideal`` and ``excess`` are the median over the steps of the group's
-sum in each step (a step without the group counts 0); ``calls`` and ``kernels`` count the whole of the
-profiled steps. A file without steps is one step. docs/prof.md ("Summaries") lists the columns.
+(:mod:`pyprof.prof.steps`) and returns one row per group, sorted by time (largest first); its per-step
+figures are medians over the steps (docs/prof.md: "The step is the unit"; "Summaries" lists the columns).
 
 FLOPs, bytes and ideal sum only the kernels where they are known; a group where none is known shows
 ``n/a`` (NaN), never 0. ``gap`` is time / ideal over the kernels with a known ideal, so it agrees with
