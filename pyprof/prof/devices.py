@@ -1,13 +1,9 @@
 """Device peaks for the roofline: derived from the device's own properties, the datasheet table
 (``pyprof/data/gpus.csv``), overrides and calibration.
 
-Each :class:`Device` says where its peaks came from (:attr:`Device.origin`), first that applies:
-``given`` (``--peak-flops`` / ``--peak-bw`` / ``--gpu NAME``), ``derived`` (from the record's ``gpuProps``:
-SMs x clock x operations per clock per SM of the architecture, ``pyprof/data/archs.csv``), ``datasheet``
-(the GPU table, by regex on the GPU name; a MIG slice gets its share), ``calibrated`` (``pyprof
-calibrate``'s file, :func:`pyprof.peaks.save`: CPU records, :data:`CPU_DEVICE`, and GPUs none of the above
-covers), ``estimated`` (derived with the architecture's typical clock and bandwidth where the trace
-records neither). docs/prof.md ("Roofline") states each.
+Each :class:`Device` says where its peaks came from (:attr:`Device.origin`), the first that applies of
+``given``, ``derived``, ``datasheet``, ``calibrated`` and ``estimated``: docs/prof.md ("Roofline") states
+each.
 
 No peak known: the caller shows ``n/a`` for ideal time and gap (never 0) and warns once.
 """
