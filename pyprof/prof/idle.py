@@ -1,12 +1,9 @@
 """GPU idle time and kernel launches, per device and per step: why the GPU waited, and for what.
 
 ``idle(records)`` takes the GPU activities (kernels, memcpy, memset) of each device (its ordinal; the
-activities of every process on it) in start order. Each gap between busy periods (some activity running
-on any stream) is put in one category by the activity that ends it, from its launch call (``apiStart``,
-``apiEnd``): ``host`` (the launch call began after the gap began: the GPU waited for the CPU), ``wait``
-(queued before the gap, started after it: a dependency or launch latency) or ``other`` (no launch in the
-trace). Steps are ``ProfilerStep#N``, found by launch time (the autograd thread has no step range open).
-Launch columns: ``delay``, ``short%``, ``tiny%`` (kernels under :data:`TINY_NS`), ``tinyt%``.
+activities of every process on it) in start order, and puts each gap between busy periods in one
+category (``host``, ``wait`` or ``other``) by the launch call of the activity that ends it. Steps are
+``ProfilerStep#N``, found by launch time (the autograd thread has no step range open).
 
 ``by_stream=True`` does the same per stream instead of per device: Holistic Trace Analysis' idle time
 breakdown works this way. docs/prof.md ("GPU idle time and launches") states the rules, the columns and
