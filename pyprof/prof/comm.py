@@ -1,15 +1,10 @@
 """Collectives: one row per collective instance, with its bandwidths and how much of it compute hid.
 
 ``collectives(records)`` finds each collective's *run*: the NCCL/RCCL kernels of a GPU trace (records with
-``link`` ``collective`` on a device), or gloo's ``gloo:NAME`` range on its worker thread in a CPU trace
-(the ``c10d::`` op on the calling thread only queues it, and is left out). The kernels of one op instance
-(``opId``, ``dir``) are one collective; its time is their span (first start to last end). Its bandwidths
-are nccl-tests' (``size``, ``algbw``, ``busbw``: :data:`FACTOR_TEXT`), so they compare with its tables;
-``overlap`` is the time compute ran on another stream (thread) of its device, ``exposed`` the rest.
-
-``skew(sets)`` matches the collectives of several ranks (per-rank record sets of one job, in rank order):
-the k-th collective of a kind on each rank is the same collective. Ranks' clocks must agree (one host, or
-synchronised hosts): skew across unsynchronised hosts is their clock offset. docs/prof.md
+``link`` ``collective`` on a device; those of one op instance, ``opId`` and ``dir``, are one collective),
+or gloo's ``gloo:NAME`` range on its worker thread in a CPU trace, and prices it as nccl-tests does
+(:data:`FACTOR_TEXT`). ``skew(sets)`` matches the collectives of several ranks (per-rank record sets of
+one job, in rank order); ranks' clocks must agree, or skew is their clock offset. docs/prof.md
 ("Collectives") states the rules and the columns.
 """
 
