@@ -1,11 +1,9 @@
 """The profiled steps (iterations): which one each row of prof's table belongs to, and figures per step.
 
 A record file's header lists its steps (``steps`` in :func:`pyprof.records.header`: ``[N, start, end]`` in
-the records' clock). A row belongs to the step whose range holds its launch (``apiStart``, else ``start``),
-a launch between two steps' ranges (the autograd engine's thread) to the last step begun before it, a row
-outside every step to none (:data:`OUTSIDE`); a file without steps is one step, :data:`WHOLE`. Every
-summary gives the median over the steps and the spread between them (:func:`spread`). docs/prof.md
-("Steps, noise, the latency floor and pinned peaks") states the rule.
+the records' clock); a row by its launch belongs to one of them, to none (:data:`OUTSIDE`) or, in a file
+without steps, to :data:`WHOLE`. docs/prof.md ("Steps, noise, the latency floor and pinned peaks") states
+the rule.
 """
 
 from __future__ import annotations
