@@ -197,11 +197,8 @@ def formatted(df: pd.DataFrame, names: Sequence[str], fmts: dict[str, str] | Non
     out = []
     for name in names:
         fmt = (fmts or {}).get(name)
-        if human and fmt in HUMAN_KINDS:
-            out.append(human_column(df[name], fmt))
-            continue
-        if human and name in HUMAN and fmt != "str":  # "str": the caller formatted it already
-            kind, scale, _ = HUMAN[name]
+        if human and (fmt in HUMAN_KINDS or name in HUMAN and fmt != "str"):  # "str": formatted already
+            kind, scale = (fmt, 1.0) if fmt in HUMAN_KINDS else HUMAN[name][:2]
             out.append(human_column(df[name], kind, scale))
             continue
         fmt = fmt or BY_NAME[name].fmt
