@@ -87,7 +87,9 @@ KINDS = column_kinds()
 
 def arrow_schema(metadata: dict[bytes, bytes] | None = None):
     """The Arrow schema of a dataset file: :data:`DATASET_COLUMNS`, then every record field."""
-    pa = _pa()
+    require("pyarrow")
+    import pyarrow as pa
+
     types = {
         "string": pa.string(), "int64": pa.int64(), "json": pa.string(),
         "list<int64>": pa.list_(pa.int64()), "list<string>": pa.list_(pa.string()),
@@ -99,19 +101,8 @@ def arrow_schema(metadata: dict[bytes, bytes] | None = None):
     return pa.schema(fields, metadata=metadata)
 
 
-def _pa():
-    require("pyarrow")
-    import pyarrow as pa
-
-    return pa
-
-
 _DUCKDB = {"string": "VARCHAR", "int64": "BIGINT", "json": "JSON", "list<int64>": "BIGINT[]",
            "list<string>": "VARCHAR[]", "ranges": "STRUCT(text VARCHAR, domain VARCHAR)[]"}
-
-
-def _json_text(v: Any) -> str | None:
-    return None if v is None else orjson.dumps(v).decode()
 
 
 def columns_of(records: list[dict[str, Any]]) -> dict[str, list]:
@@ -121,7 +112,7 @@ def columns_of(records: list[dict[str, Any]]) -> dict[str, list]:
     for name, kind in KINDS.items():
         values = [r.get(name) for r in records]
         if kind == "json":
-            values = [_json_text(v) for v in values]
+            values = [None if v is None else orjson.dumps(v).decode() for v in values]
         out[name] = values
     return out
 
