@@ -88,11 +88,6 @@ def _kineto_rank(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _int(text: str) -> int | None:
-    text = text.strip()
-    return int(text) if text.isdigit() else None
-
-
 def identify(path: str, index: int) -> Identity:
     """Rank and host of the input ``path``, the ``index``-th of the inputs (see the module's text)."""
     name = os.path.basename(path)
@@ -104,8 +99,8 @@ def identify(path: str, index: int) -> Identity:
     if is_sqlite(path):
         env, sys_host = _sqlite_facts(path)
         for var in RANK_VARIABLES:
-            if var in env and (value := _int(env[var])) is not None:
-                rank, rank_from = value, f"env {var}"
+            if env.get(var, "").strip().isdigit():
+                rank, rank_from = int(env[var]), f"env {var}"
                 break
         if env.get("HOSTNAME"):
             host, host_from = env["HOSTNAME"], "env HOSTNAME"
