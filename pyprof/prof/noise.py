@@ -65,9 +65,7 @@ def spread_problem(times: np.ndarray) -> str | None:
 
 def problems(df) -> list[str]:
     """Why the timings of prof's table ``df`` may not hold: load, spread (each a phrase; [] when none)."""
-    head = df.attrs.get("header") or {}
-    found = [load_problem(head.get("conditions")), spread_problem(step_times(df))]
-    return [p for p in found if p]
+    return [p for p in (under_load(df), spread_problem(step_times(df))) if p]
 
 
 def under_load(df) -> str | None:
