@@ -63,9 +63,8 @@ def tc_flag(name: str, op_tensor_eligible: bool, arch: str | None) -> str:
 
 
 def is_gemm_op(op: str | None) -> bool:
-    if not op:
-        return False
-    return op in GEMM_OPS or op.startswith(CONV_PREFIX)
+    """Whether ``op`` is a matrix product or a convolution: tensor-core eligible whatever its kernels."""
+    return op is not None and (op in GEMM_OPS or op.startswith(CONV_PREFIX))
 
 
 def _dims(args, op: str) -> list[int]:
