@@ -102,12 +102,8 @@ class Columns:
             pool = self.pools[k]
             if k in _INTERN:
                 v = pool.setdefault(v, v)
-            elif k == "args":
-                if v is not None:
-                    v = pool.setdefault(orjson.dumps(v), v)
-            elif k == "gpuProps":  # one object per distinct content: prof keys devices by its id
-                if v is not None:
-                    v = pool.setdefault(orjson.dumps(v, option=orjson.OPT_SORT_KEYS), v)
+            elif k in ("args", "gpuProps") and v is not None:  # (prof keys devices by gpuProps' id)
+                v = pool.setdefault(orjson.dumps(v, option=orjson.OPT_SORT_KEYS if k == "gpuProps" else 0), v)
             elif k in _SHARE:
                 v = pool.setdefault(freeze(v), v)
             out.append(v)
