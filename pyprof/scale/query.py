@@ -194,8 +194,7 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
 
         for title, df, spec in shown:
             for row in df[[c[0] for c in spec]].itertuples(index=False):
-                rec = {"table": title}
-                rec.update((c[0], _plain(v)) for c, v in zip(spec, row, strict=True))
+                rec = {"table": title, **{c[0]: _plain(v) for c, v in zip(spec, row, strict=True)}}
                 fh.write(orjson.dumps(rec).decode() + "\n")
         return
     if style == "csv":
@@ -231,8 +230,6 @@ def write_tables(path: str, fh: IO[str], style: str = "aligned", width: int = 0,
 
 def _plain(v):
     """A cell as a JSON/CSV value: NaN and NA as None, numpy scalars as Python's."""
-    if v is None:
-        return None
     try:
         if v != v:
             return None
