@@ -126,12 +126,11 @@ def summarize(df: pd.DataFrame, by: str = "op") -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         out["tflops"] = (g["flops"] / g["t_f"] / 1e3).where((g["n_f"] > 0) & (g["t_f"] > 0))
         out["gbps"] = (g["bytes"] / g["t_b"]).where((g["n_b"] > 0) & (g["t_b"] > 0))
-        out["ideal"] = out["ideal"].where(g["n_i"] > 0)
-        out["excess"] = out["excess"].where(g["n_i"] > 0)
         out["gap"] = (g["t_i"] / g["ideal"]).where((g["n_i"] > 0) & (g["ideal"] > 0))
     bounds = g[list(_BOUNDS)]
     out["bound"] = np.where(bounds.sum(axis=1) > 0, bounds.idxmax(axis=1).to_numpy(dtype=object), None)
-    out["fixable"] = out["fixable"].where(g["n_i"] > 0)
+    for c in ("ideal", "excess", "fixable"):  # unknown where no kernel of the group has an ideal
+        out[c] = out[c].where(g["n_i"] > 0)
     out = out.assign(_total=g["time"])
     out = out.sort_values(["time", "_total"], ascending=False, kind="stable").reset_index()
     # (fixable, latency: read by fix_first and latency_line, not printed)
