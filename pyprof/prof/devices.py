@@ -240,18 +240,6 @@ def _positive(props: dict, key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
 
-def _clock_bw(props: dict, row, sms: float) -> tuple[float, float, list[str]]:
-    """The recorded clock and bandwidth, the architecture's typical figures where absent, and which those are."""
-    clock, bw, guessed = _positive(props, "clock"), _positive(props, "bw"), []
-    if clock is None:
-        clock = row.mhz * 1e6
-        guessed.append(f"typical {row.arch} clock {row.mhz:g} MHz")
-    if bw is None:
-        bw = row.bw_per_sm * sms
-        guessed.append(f"typical {row.arch} bandwidth {row.bw_per_sm / 1e9:g} GB/s per SM")
-    return clock, bw, guessed
-
-
 def derive(name: str | None, props: dict | None) -> Device | None:
     """Peaks from a device's recorded properties (a record's ``gpuProps``), or None without an SM count
     and a known compute capability. ``origin`` is ``derived`` when the clock and the bandwidth were
@@ -267,7 +255,13 @@ def derive(name: str | None, props: dict | None) -> Device | None:
     low = (name or "").lower()
     geforce = "geforce" in low
     no_tc = vend == "nvidia" and " gtx " in f" {low} "  # GTX 16 (Turing without tensor cores)
-    clock, bw, guessed = _clock_bw(props, row, sms)
+    clock, bw, guessed = _positive(props, "clock"), _positive(props, "bw"), []
+    if clock is None:  # not recorded: the architecture's typical figure, said to be one
+        clock = row.mhz * 1e6
+        guessed.append(f"typical {row.arch} clock {row.mhz:g} MHz")
+    if bw is None:
+        bw = row.bw_per_sm * sms
+        guessed.append(f"typical {row.arch} bandwidth {row.bw_per_sm / 1e9:g} GB/s per SM")
     flops = {col: sms * clock * ops * (0.5 if geforce and col in row.geforce_half else 1.0)
              for col, ops in row.per_clock.items() if not (no_tc and col.endswith("_tc"))}
     unit = "CUs" if vend == "amd" else "SMs"
