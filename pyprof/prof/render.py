@@ -451,9 +451,7 @@ def write_aligned(cols: list[list[str]], heads: list[str], numeric: list[bool], 
 
 
 def _clean(v):
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
+    return None if isinstance(v, float) and math.isnan(v) else v
 
 
 def _json_text(df: pd.DataFrame, names: Sequence[str], start: int, stop: int) -> str:
