@@ -41,10 +41,6 @@ class Done:
     worker: str = ""
 
 
-def _peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-
-
 def task(path: str, out: str, index: int, fmt: str, label: str | None = None) -> Done:
     """Parse ``path`` (the ``index``-th input) to ``out`` in ``fmt``; never raises for bad input.
     ``label``: the dataset's ``file`` column, where not the input's base name (:func:`labels`)."""
@@ -59,7 +55,8 @@ def task(path: str, out: str, index: int, fmt: str, label: str | None = None) ->
             res = Result(path=path, out=out, error=str(exc))
     else:
         res = _worker(path, out)
-    return Done(res, _peak_rss(), _worker_name())
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    return Done(res, peak_rss, _worker_name())
 
 
 def _worker_name() -> str:
