@@ -225,9 +225,7 @@ def _build(raw: dict[str, np.ndarray], resolver: DeviceResolver, head: dict[str,
     out: dict[str, Any] = {"idx": np.arange(1, n + 1)}
     for col, field in COPIED.items():
         out[col] = raw[field]
-    out["dir"] = direction
-    out["kind"] = kind
-    out["sil"] = sil
+    out.update(dir=direction, kind=kind, sil=sil)
     out["module"] = _obj([(lay[-1] if lay else None) for lay in raw["layer"].tolist()])
     step_table = steps.table(head)
     out["step"] = steps.assign(*steps.launches(raw["apiStart"], raw["start"]), step_table)
@@ -584,11 +582,10 @@ def _roofline(out: dict, raw: dict, is_kernel: np.ndarray, is_cpu: np.ndarray, i
             labels = pd.Series([resolver.gpu or g or ("CPU" if c else "unknown GPU")
                                 for g, c in zip(raw["gpu"][unknown], is_cpu[unknown], strict=True)])
             missing = labels.value_counts().to_dict()
-    copy = ~is_kernel
     with np.errstate(divide="ignore", invalid="ignore"):
         t_f = np.where(flops == 0, 0.0, flops / peak_f * 1e9)
         t_b = nbytes / peak_b * 1e9
-        roof = np.where(copy, NAN, np.fmax(t_f, t_b))  # NaN only when both terms are unknown
+        roof = np.where(~is_kernel, NAN, np.fmax(t_f, t_b))  # NaN only when both terms are unknown
         latency = roof < floor  # (a model of no work, or of less than the floor can take)
         ideal = np.where(latency, np.fmin(floor, sil), roof)
         ideal = np.where(ideal > 0, ideal, NAN)
