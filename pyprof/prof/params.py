@@ -17,9 +17,7 @@ def _dt(dtype: Any) -> str:
 
 
 def _shape(shape: Any) -> str:
-    if shape is None:
-        return "(?)"
-    return "(" + ",".join(str(x) for x in shape) + ")"
+    return "(?)" if shape is None else "(" + ",".join(str(x) for x in shape) + ")"
 
 
 def _value(value: Any) -> str:
