@@ -93,23 +93,24 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     head = df.attrs.get("header") or {}
     st = table(head)
     step = df["step"].to_numpy(dtype=np.int64) if "step" in df else np.zeros(len(df), dtype=np.int64)
-    numbers = numbers_of(df, step, st)
+    found = df.attrs.get("steps")  # as the build found them, else from the rows
+    nums = list(found) if found is not None else numbers(step, st)
     walls = {int(n): float(e - s) for n, s, e in st.tolist()}
     batch = (head.get("conditions") or {}).get("batch")
     work = pd.DataFrame({"step": step, "time": df["sil"].fillna(0.0).to_numpy(dtype=float),
                          "opid": (df["opid"] if "opid" in df else pd.Series([None] * len(df))).to_numpy(dtype=object)})
     work = work[work["step"] >= 0]
     g = work.groupby("step")
-    rows = pd.DataFrame({"step": numbers}).set_index("step")
-    rows["wall"] = [walls.get(n, np.nan) for n in numbers]
-    rows["sil"] = g["time"].sum().reindex(numbers, fill_value=0.0)
-    rows["calls"] = g["opid"].nunique().reindex(numbers, fill_value=0)
-    rows["kernels"] = g.size().reindex(numbers, fill_value=0)
+    rows = pd.DataFrame({"step": nums}).set_index("step")
+    rows["wall"] = [walls.get(n, np.nan) for n in nums]
+    rows["sil"] = g["time"].sum().reindex(nums, fill_value=0.0)
+    rows["calls"] = g["opid"].nunique().reindex(nums, fill_value=0)
+    rows["kernels"] = g.size().reindex(nums, fill_value=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         rows["samples"] = batch / (rows["wall"] / 1e9) if isinstance(batch, int) and batch > 0 else np.nan
     out = rows.reset_index()
-    out["step"] = ["all" if n == WHOLE and not len(st) else str(n) for n in numbers]
-    if len(numbers) >= 2:
+    out["step"] = ["all" if n == WHOLE and not len(st) else str(n) for n in nums]
+    if len(nums) >= 2:
         values = out[["wall", "sil", "calls", "kernels", "samples"]].astype(float)
         out = pd.concat([out, pd.DataFrame([{"step": "median", **values.median().to_dict()}])], ignore_index=True)
     return out[[c[0] for c in STEP_COLUMNS]]
@@ -125,12 +126,6 @@ def spread_line(table_: pd.DataFrame) -> str | None:
                for col, name in (("wall", "wall time"), ("sil", "time"))]
     parts = [f"{name} {s * 100:.0f}%" for name, s in spreads if not np.isnan(s)]
     return f"spread over the {len(rows)} steps (interquartile range / median): {', '.join(parts)}" if parts else None
-
-
-def numbers_of(df: pd.DataFrame, step: np.ndarray, st: np.ndarray) -> list[int]:
-    """The steps of ``df``: as its build found them (``attrs["steps"]``), else from its rows."""
-    found = df.attrs.get("steps")
-    return list(found) if found is not None else numbers(step, st)
 
 
 def from_records(records: list[dict]) -> list[list[int]]:
