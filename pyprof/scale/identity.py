@@ -91,8 +91,7 @@ def _kineto_rank(path: str) -> int | None:
 def identify(path: str, index: int) -> Identity:
     """Rank and host of the input ``path``, the ``index``-th of the inputs (see the module's text)."""
     name = os.path.basename(path)
-    rank = None
-    rank_from = ""
+    rank, rank_from = None, ""
     host, host_from = None, ""
     from pyprof.parse.db import is_sqlite
 
