@@ -100,12 +100,12 @@ def test_diff_prints_flop_rates_in_flop_per_second(five_steps, capsys):
     from pyprof.prof import units
 
     _, path = five_steps
-    code, raw, err = run_main(capsys, ["diff", path, path, "--json"])
+    code, raw, err = run_main(capsys, ["diff", path, path, "--by", "op", "--json"])
     assert code == 0, err
     rows = [orjson.loads(line) for line in raw.splitlines()]
     ops = [r for r in rows if r["by"] == "op" and r["tflops_a"]]
     assert ops
-    code, out, err = run_main(capsys, ["diff", path, path, "-w", "300", "--top", str(len(rows))])
+    code, out, err = run_main(capsys, ["diff", path, path, "--by", "op", "-w", "300", "--top", str(len(rows))])
     assert code == 0, err
     for r in ops:
         want = units.column([r["tflops_a"] * 1e12], "flops")[0]

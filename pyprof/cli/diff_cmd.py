@@ -35,7 +35,7 @@ above PCT could not be tested (fewer than 5 steps a side: pyprof run --active 5)
 --per-sample: times per sample, each side's step divided by its batch size (pyprof run records it),
 to compare runs of different batch sizes. pyprof's own errors exit 2.
 Tables print human units (aligned to the terminal, or -w WIDTH); --csv and --json print raw
-numbers (ns, FLOP/s, p).
+numbers (ns, TFLOP/s in the tflops columns, p).
 """
 
 DROP = (("tflops_a", "tflops_b"), ("gap_a", "gap_b"), ("shapes",), ("time_a",), ("p",), ("delta_pct",))
