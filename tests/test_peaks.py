@@ -81,3 +81,19 @@ def test_parse_pins_no_calibration_for_good(tmp_path, capsys, monkeypatch):
     peaks.save("cpu", {"float32": 2e11}, 4e10, cal, {"threads": 2})
     assert _prof(capsys, out) == before
     assert "calibrated" in _prof(capsys, out, "--reprice")
+
+
+@pytest.mark.parametrize("flops, bw", [({"float32": float("inf")}, 4e10), ({"float32": 2e11}, float("nan")),
+                                       ({"float32": 0.0}, 4e10)])
+def test_a_peak_read_would_refuse_is_never_saved(tmp_path, flops, bw):
+    """An infinite, NaN or zero peak fails the save in one line, and leaves the file as it was: saved, every
+    later command would refuse the whole calibration file."""
+    from pyprof.errors import UsageError
+
+    cal = tmp_path / "c.json"
+    peaks.save("cpu", {"float32": 2e11}, 4e10, cal, {"threads": 2}, floor=1000.0)
+    before = cal.read_bytes()
+    with pytest.raises(UsageError, match="nothing was saved|calibration of cpu"):
+        peaks.save("cpu", flops, bw, cal, {"threads": 2}, floor=1000.0)
+    assert cal.read_bytes() == before
+    assert peaks.read(cal)["devices"]["cpu"]["flops"] == {"float32": 2e11}
