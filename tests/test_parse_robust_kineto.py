@@ -141,3 +141,17 @@ def test_a_byte_order_mark_is_dropped(tmp_path, monkeypatch, mapped, gz):
     if mapped:
         monkeypatch.setattr(kineto_load, "MMAP_BYTES", 1)
     assert _records(p) == _records(GPU)
+
+
+@pytest.mark.parametrize("pid", ["²", "١٢", "-"])
+def test_a_pid_written_as_other_digits_is_read_not_a_crash(tmp_path, pid):
+    """A pid text of Unicode digits that are not decimal (``"²"``: ``str.isdigit`` says yes, ``int`` says no) or
+    of another script's decimals: parse reads the trace, each record as it reads the rest, and does not stop
+    with a ValueError."""
+    doc = orjson.loads(GPU.read_bytes())
+    for ev in doc["traceEvents"]:
+        if ev.get("cat") == "cpu_op":
+            ev["pid"] = pid
+    p = tmp_path / "pid.json"
+    p.write_bytes(orjson.dumps(doc))
+    assert [r["kShortName"] for r in _records(p)] == [r["kShortName"] for r in _records(GPU)]
