@@ -7,7 +7,6 @@ that the committed files match. They live here, not in the package, because only
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from pyprof.prof import columns
@@ -628,10 +627,8 @@ LINK_RULE = [
 ]
 
 
-
 DOCS = {"prof.md": prof_md, "records.md": records_md}
 
 if __name__ == "__main__":
     for name, make in DOCS.items():
         (Path(__file__).resolve().parent.parent / "docs" / name).write_text(make())
-    sys.exit(0)
