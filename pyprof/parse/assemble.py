@@ -490,12 +490,14 @@ class Streamed:
         fwd_of_sid: dict[int, dict] = {}
         for r in new.tolist():  # each forward range opening a sequence number its parent range does not
             sid, p = int(st.r_sid[r]), int(st.r_parent[r])
+            if sid < 0:
+                continue
             own = set(seqs_of_label[r_label[r]])
             if needed is not None:
                 own &= needed
             if p >= 0:
                 own -= set(seqs_of_label[r_label[p]])
-            if sid < 0 or not own:
+            if not own:
                 continue
             f = fwd_of_sid.get(sid)
             if f is None:

@@ -2,7 +2,7 @@
 
 Every reader needs the same guarantees: the file opened read-only (``mode=ro``), text decoded
 leniently (some exports hold invalid UTF-8 in command lines and environment blobs), an absent table
-read as zero rows, an absent column as nulls (:meth:`Database.require` for those a reader cannot do
+read as zero rows, an absent column as nulls (:func:`check_columns` for those a reader cannot do
 without), and any SQLite failure (a truncated or corrupt file) one :class:`~pyprof.errors.InputError`
 instead of a traceback. Tables and columns come from SQLite's own catalog, not a reflection library,
 whose import alone is a third of a small export's parse (docs/design.md, "Third-party dependencies").
@@ -96,7 +96,7 @@ def translate_errors(path: str) -> Iterator[None]:
     """Turn SQLite failures met while reading ``path`` into one-line :class:`InputError`.
 
     A statement naming a column or table the export lacks fails the same way in SQLite; the readers
-    check the schema first (:meth:`Database.require`), so such a failure is reported as a layout the
+    check the schema first (:func:`check_columns`), so such a failure is reported as a layout the
     reader does not know rather than as damage."""
     try:
         yield
