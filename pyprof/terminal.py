@@ -25,10 +25,14 @@ def _cut(text: str, keep: int) -> str:
     return f"{text[:keep]}...(+{len(text) - keep:,} characters)"
 
 
+def cut_names(text: str) -> str:
+    """``text`` with each name (a run of non-space characters) past :data:`NAME_MAX` characters cut, saying
+    how many characters were left out."""
+    return _LONG.sub(lambda m: _cut(m.group(), NAME_MAX), text) if len(text) > NAME_MAX else text
+
+
 def shown(text: str, limit: int = LINE_MAX) -> str:
     """``text`` as one terminal line: :func:`escaped`, each name past :data:`NAME_MAX` characters and the
     whole past ``limit`` cut, with how many characters were left out."""
-    text = escaped(text)
-    if len(text) > NAME_MAX:
-        text = _LONG.sub(lambda m: _cut(m.group(), NAME_MAX), text)
+    text = cut_names(escaped(text))
     return _cut(text, limit) if len(text) > limit else text

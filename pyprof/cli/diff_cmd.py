@@ -147,7 +147,7 @@ def _human(tables, tot, out, width, top, a, b, per_sample) -> None:
         shown = table.head(top)
         out.write("\n" + render.fit_line(f"By {g} (top {len(shown)} of {len(table)}, largest change first; "
                                           f"times {unit})", width) + "\n")
-        cols = [units.column((shown[n] * scale).tolist(), k) if k != "str" else [str(v) if v else "" for v in shown[n]]
+        cols = [render.human_column(shown[n], k, scale) if k != "str" else [str(v) if v else "" for v in shown[n]]
                 for n, _, k, scale in HUMAN]
         heads = [g.capitalize() if n == "key" else h for n, h, _, _ in HUMAN]
         names = [n for n, _, _, _ in HUMAN]

@@ -179,7 +179,7 @@ def _walk_instance(members: list[int], formula: bool, is_cpu: np.ndarray, raw: d
         got = price(i)
         cost = got[1]
         if i in callers and cost is not None and cost.flops == 0 and cost.bytes is None:
-            state[i] = "open"  # a fill sized by a list (zeros): the fill it ran (zero_) says its bytes
+            state[i] = "open"  # a data move its sizes do not price (zeros, a pad): the op it ran says its bytes
             continue
         if formula and not (got[0] in SIZED_OPS or family(got[0]) in SIZED_FAMILIES):
             return None  # its figures may hang on an unrecorded argument: the formula is surer

@@ -168,9 +168,9 @@ def printable(col: list[str]) -> list[str]:
 def _cut_names(col: list[str]) -> list[str]:
     """A column of a human table with each name past :data:`pyprof.terminal.NAME_MAX` characters cut,
     saying by how much: a table piped to a pager keeps every column, but no 10 MB op name."""
-    from pyprof.terminal import NAME_MAX, shown
+    from pyprof.terminal import NAME_MAX, cut_names
 
-    return [shown(v) if len(v) > NAME_MAX else v for v in col] if max(map(len, col), default=0) > NAME_MAX else col
+    return [cut_names(v) for v in col] if any(len(v) > NAME_MAX for v in col) else col
 
 
 def _is_number(v: str) -> bool:
