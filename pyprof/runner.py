@@ -426,8 +426,11 @@ class _GlobalModuleHook:
     eagerly before any compiled region of it runs."""
 
     def __init__(self, fn):
+        import torch
+
         self.fn = fn
         self.handle = None
+        self.compiling = torch.compiler.is_compiling  # (looked up once: it is asked at every module call)
         if dynamo_imported():
             self._register(_modules().unseen_by_dynamo(fn))
         else:
@@ -441,7 +444,7 @@ class _GlobalModuleHook:
         self.handle = register_module_forward_pre_hook(hook)
 
     def _until_dynamo(self, *args: Any) -> None:
-        if _compiling():  # traced in a compiled region before any eager module call: do nothing
+        if self.compiling():  # traced in a compiled region before any eager module call: do nothing
             return
         if dynamo_imported():
             self._register(_modules().unseen_by_dynamo(self.fn))

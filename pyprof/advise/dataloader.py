@@ -14,7 +14,7 @@ import math
 import statistics
 
 from pyprof.advise.common import Advice, Context
-from pyprof.advise.spans import PREFIXES
+from pyprof.advise.spans import LOADER_PREFIX, STEP_PREFIX
 from pyprof.prof.units import duration as us
 
 KINDS = {
@@ -28,7 +28,8 @@ KINDS = {
 
 
 def dataloader(ctx: Context) -> Advice | None:
-    steps, loads = ((ctx.spans or {}).get(prefix) or [] for prefix in PREFIXES)
+    spans = ctx.spans or {}
+    steps, loads = spans.get(STEP_PREFIX) or [], spans.get(LOADER_PREFIX) or []
     if not steps or not loads:
         return None
     waits, lengths, kinds = [], [], set[str]()

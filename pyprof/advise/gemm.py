@@ -71,8 +71,8 @@ def _bf16_pays(dtype, tc, note, op, dev) -> bool:
     """An fp32 GEMM/conv that bf16 would speed up: on a GPU with bf16 tensor cores, or a native-bf16 CPU."""
     if (dtype or "").removeprefix("torch.") != "float32" or not is_gemm_op(op):
         return False
-    new = dev.peak("bfloat16", True)
     if dev.arch == "cpu":
+        new = dev.peak("bfloat16", True)
         return bool(new and dev.peak("float32", False) and new >= CPU_BF16 * dev.peak("float32", False))
     return tc in ("0", "1")
 

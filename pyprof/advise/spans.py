@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#")
+STEP_PREFIX, LOADER_PREFIX = "ProfilerStep#", "enumerate(DataLoader)#"
+PREFIXES = (STEP_PREFIX, LOADER_PREFIX)
 
 
 def read_spans(path: str | os.PathLike) -> dict[str, list[tuple[Any, int, int, str]]]:
