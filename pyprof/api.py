@@ -68,13 +68,12 @@ def diff(a: str | os.PathLike, b: str | os.PathLike, by: str = "op,layer,kernel"
     import pandas as pd
 
     from pyprof.cli import inputs
-    from pyprof.cli.diff_cmd import by_groups, compared
     from pyprof.report import diff as diff_mod
 
     lines, say = _said()
-    groups = by_groups(by)
+    groups = diff_mod.by_groups(by)
     pa, pb = (inputs.profile(os.fspath(x), say) for x in (a, b))
-    tables, _, outcome = compared(pa, pb, groups, threshold, diff_mod.MIN_SHARE, ignore_load)
+    tables, _, outcome = diff_mod.compared(pa, pb, groups, threshold, diff_mod.MIN_SHARE, ignore_load)
     out = pd.concat([t.assign(by=g)[["by", *diff_mod.COLUMNS]] for g, t in tables.items()], ignore_index=True)
     out.attrs = {"verdict": outcome.kind, "why": list(outcome.why or outcome.regressions),
                  "warnings": lines + pa.warnings + [w for w in pb.warnings if w not in pa.warnings]}

@@ -41,19 +41,6 @@ numbers (ns, TFLOP/s in the tflops columns, p).
 DROP = (("tflops_a", "tflops_b"), ("gap_a", "gap_b"), ("shapes",), ("time_a",), ("p",), ("delta_pct",))
 
 
-def by_groups(value: str) -> list[str]:
-    """The groupings ``--by`` (and :func:`pyprof.diff`'s ``by``) names: a comma list of op, layer, kernel."""
-    from pyprof.errors import UsageError
-    from pyprof.report.diff import BY
-
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    bad = [n for n in names if n not in BY]
-    if bad or not names:
-        raise UsageError(f"unknown grouping {bad[0] if bad else value!r} (--by, by=)",
-                         "use op, layer, kernel or a comma list")
-    return names
-
-
 @click.command("diff", help=HELP, context_settings={"max_content_width": 110})
 @click.argument("a", type=click.Path(dir_okay=True))
 @click.argument("b", type=click.Path(dir_okay=True))
@@ -79,6 +66,7 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
     from pyprof.cli import inputs
     from pyprof.errors import UsageError
     from pyprof.prof import noise
+    from pyprof.report.diff import by_groups, compared
 
     if as_csv and as_json:
         raise UsageError("--csv and --json are exclusive", "choose one output style")
@@ -106,22 +94,6 @@ def diff(a, b, by, top, width, as_csv, as_json, fail_above, min_share, ignore_lo
         if outcome.kind == "inconclusive":
             click.echo(terminal.shown(f"pyprof: inconclusive: {'; '.join(outcome.why)}"), err=True)
         sys.exit(outcome.exit_code)
-
-
-def compared(pa, pb, groupings: list[str], pct: float, min_share: float, ignore_load: bool,
-             batches: tuple[float, float] = (1.0, 1.0)):
-    """``(tables, total, outcome)`` of profile ``pb`` against ``pa``: a table per grouping, the step
-    totals, and the verdict (:mod:`pyprof.report.diff`), inconclusive where a side ran under load
-    unless ``ignore_load``."""
-    from pyprof.prof import noise
-    from pyprof.report import diff as diff_mod
-
-    sides = {g: (diff_mod.side(pa.df, g, batches[0]), diff_mod.side(pb.df, g, batches[1])) for g in groupings}
-    tot = diff_mod.total(*sides[groupings[0]])
-    tables = {g: diff_mod.compare(sa, sb, pct) for g, (sa, sb) in sides.items()}
-    loaded = [] if ignore_load else [f"{n} ran under load ({why})" for n, p in (("A", pa), ("B", pb))
-                                     if (why := noise.under_load(p.df))]
-    return tables, tot, diff_mod.judge(tables, tot, pct, min_share, loaded)
 
 
 def _batch(df, name) -> float:

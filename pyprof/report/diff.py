@@ -211,3 +211,30 @@ def judge(tables: dict[str, pd.DataFrame], tot: Total, pct: float, min_share: fl
     if why:
         return Outcome("inconclusive", found, why)
     return Outcome("regression" if found else "no regression", found)
+
+
+def by_groups(value: str) -> list[str]:
+    """The groupings ``--by`` (and :func:`pyprof.diff`'s ``by``) names: a comma list of op, layer, kernel."""
+    from pyprof.errors import UsageError
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [n for n in names if n not in BY]
+    if bad or not names:
+        raise UsageError(f"unknown grouping {bad[0] if bad else value!r} (--by, by=)",
+                         "use op, layer, kernel or a comma list")
+    return names
+
+
+def compared(pa, pb, groupings: list[str], pct: float, min_share: float, ignore_load: bool,
+             batches: tuple[float, float] = (1.0, 1.0)):
+    """``(tables, total, outcome)`` of profile ``pb`` against ``pa``: a table per grouping, the step
+    totals, and the verdict (:mod:`pyprof.report.diff`), inconclusive where a side ran under load
+    unless ``ignore_load``."""
+    from pyprof.prof import noise
+
+    sides = {g: (side(pa.df, g, batches[0]), side(pb.df, g, batches[1])) for g in groupings}
+    tot = total(*sides[groupings[0]])
+    tables = {g: compare(sa, sb, pct) for g, (sa, sb) in sides.items()}
+    loaded = [] if ignore_load else [f"{n} ran under load ({why})" for n, p in (("A", pa), ("B", pb))
+                                     if (why := noise.under_load(p.df))]
+    return tables, tot, judge(tables, tot, pct, min_share, loaded)
